@@ -1,0 +1,33 @@
+// Byte sizes with units, as written in configuration files and on the command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kvport/status.h"
+
+namespace kvport {
+
+// The unit a bare number is read in. Each config key documents its own (LMCache's
+// max_local_cpu_size is GiB; a node's capacity is bytes).
+enum class SizeUnit { kBytes, kKiB, kMiB, kGiB, kTiB };
+
+// Parses "512GiB", "512 GiB", "1.5TiB", "64MB" (decimal: 64 * 10^6), "64MiB", "4096" (a bare
+// number, read in `bare_unit`), "0.5" (fractions allowed; the result is rounded down to whole
+// bytes). Units are case-insensitive: B, K/KB, M/MB, G/GB, T/TB are powers of 1000 and
+// KiB, MiB, GiB, TiB powers of 1024. Errors (InvalidArgument) name the problem: empty text,
+// negative, NaN/inf, an unknown unit (listing the known ones), or a value that overflows
+// 2^64 - 1 bytes.
+Result<uint64_t> ParseSize(std::string_view text, SizeUnit bare_unit);
+
+// Human-readable, binary units, at most 3 significant decimals: "0 B", "4096 B" is printed
+// "4 KiB", "1.5 TiB", "476.8 EiB". Exact multiples print without decimals.
+std::string FormatSize(uint64_t bytes);
+// Same for a value that may exceed 2^64 (e.g. an explanation of an overflowing config value).
+std::string FormatSize(long double bytes);
+
+// Name of a SizeUnit as written in docs and messages: "bytes", "KiB", "MiB", "GiB", "TiB".
+std::string_view SizeUnitName(SizeUnit unit);
+
+}  // namespace kvport

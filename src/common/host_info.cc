@@ -1,0 +1,26 @@
+#include "kvport/host_info.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+namespace kvport {
+
+uint64_t HostPhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+std::string HostArchitecture() {
+  struct utsname u {};
+  if (uname(&u) != 0) return "unknown";
+  return u.machine;
+}
+
+unsigned HostCpuCount() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<unsigned>(n) : 1u;
+}
+
+}  // namespace kvport

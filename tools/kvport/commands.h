@@ -1,0 +1,20 @@
+// The kvport CLI's subcommands. Each lives in its own cmd_*.cc, the only files that include
+// CLI11. Add*Command registers one subcommand on `app`; when it runs, its callback stores the
+// process exit code in *exit_code (0 success, 1 failure with one clear line on stderr,
+// 2 usage error).
+#pragma once
+
+#include "kvport/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kvport::cli {
+
+// (helpers add their declarations here, one line each)
+
+// Prints "kvport: <status message>" on stderr and returns 1. For commands' error paths.
+int Fail(const Status& status);
+
+}  // namespace kvport::cli

@@ -1,0 +1,37 @@
+// kvport: one binary, many subcommands (serve, doctor, config, put/get/..., bench, demo).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "commands.h"
+#include "kvport/log.h"
+
+namespace kvport::cli {
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "kvport: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+}  // namespace kvport::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvport: an open remote KV-cache for LLM inference"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "debug, info, warn, error or off")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
+  app.parse_complete_callback([&] { kvport::log::SetLevelByName(log_level); });
+
+  int exit_code = 0;
+  app.add_subcommand("version", "Print kvport's version")->callback([] {
+    std::printf("kvport %s\n", KVPORT_VERSION);
+  });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}
