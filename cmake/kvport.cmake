@@ -26,3 +26,12 @@ function(kvport_test name)
   endif()
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
 endfunction()
+
+# kvport_microbench(NAME SOURCES a_bench.cc ... DEPS x y ...): a Google Benchmark binary.
+# Micro-benchmarks are built with the project but never run by `make test`.
+function(kvport_microbench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${KVPORT_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark benchmark::benchmark_main)
+endfunction()
