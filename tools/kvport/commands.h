@@ -13,6 +13,8 @@ class App;
 namespace kvport::cli {
 
 // (helpers add their declarations here, one line each)
+void AddConfigCommand(CLI::App& app, int* exit_code);
+void AddDoctorCommand(CLI::App& app, int* exit_code);
 
 // Prints "kvport: <status message>" on stderr and returns 1. For commands' error paths.
 int Fail(const Status& status);

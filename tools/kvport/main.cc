@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   app.add_subcommand("version", "Print kvport's version")->callback([] {
     std::printf("kvport %s\n", KVPORT_VERSION);
   });
+  kvport::cli::AddConfigCommand(app, &exit_code);
+  kvport::cli::AddDoctorCommand(app, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,226 @@
+// kvport::Client: the EIC-style client SDK of a kvport cache node.
+//
+// What an inference engine links against (LMCache's eic:// connector and SGLang call the same
+// shape of API on the EIC product). One Client talks to one node over a small pool of TCP
+// connections; requests from many threads are pipelined on those connections (each carries a
+// request id), every call has a deadline, and a lost node is reconnected to with exponential
+// backoff, so calls made while a node restarts fail with Unavailable and later calls succeed on
+// the same Client. docs/client.md describes the API, statuses, threading and staging in full.
+//
+// Results. A batched call returns Result<...>:
+//   - a non-OK Status when the call was rejected or when no key's outcome is known: bad
+//     arguments or a call before Init (InvalidArgument), the node unreachable
+//     (Unavailable), the deadline passed (Timeout);
+//   - otherwise a BatchResult: an overall code (SUCCESS / PARTIAL_FAILED / FAILED) and one
+//     KeyCode per key. Per-key codes are the authority: an MGet of keys never written is an OK
+//     Result with overall FAILED and every key KEY_NOT_EXIST, exactly as EIC reports it.
+//
+// Threading: after Init returns OK, every method may be called from any number of threads at
+// once. Init and the destructor must not run concurrently with other calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvport/io_buffers.h"
+#include "kvport/status.h"
+
+namespace kvport {
+
+// Overall outcome of a batched call.
+enum class BatchCode : int32_t {
+  kSuccess = 0,        // every key succeeded
+  kPartialFailed = 1,  // some keys succeeded, some did not
+  kFailed = 2,         // no key succeeded (an empty batch is kSuccess)
+};
+
+// Outcome of one key of a batched call.
+enum class KeyCode : int32_t {
+  kSuccess = 0,          // done (MExist: the key exists)
+  kKeyNotExist = 1,      // not stored: never written, deleted, evicted or expired
+  kNoSpace = 2,          // MSet: the node has no room now (full of live or pinned objects)
+  kTooLarge = 3,         // MSet: larger than the node's capacity or a limit; will never fit
+  kBufferTooSmall = 4,   // MGet: the value is larger than the caller's buffer (left untouched)
+  kInvalidArgument = 5,  // the key, namespace or meta is malformed or over a limit
+  kUnavailable = 6,      // the node could not be reached or the connection was lost
+  kTimeout = 7,          // the call's deadline passed before the key's outcome was known
+  kDeviceError = 8,      // staging the key's bytes to or from device memory failed
+  kFailed = 9,           // any other failure of the node (the reason is in BatchResult::error)
+};
+
+// "SUCCESS", "PARTIAL_FAILED", "FAILED".
+std::string_view BatchCodeName(BatchCode code);
+// "SUCCESS", "KEY_NOT_EXIST", "NO_SPACE", "TOO_LARGE", "BUFFER_TOO_SMALL", "INVALID_ARGUMENT",
+// "UNAVAILABLE", "TIMEOUT", "DEVICE_ERROR", "FAILED".
+std::string_view KeyCodeName(KeyCode code);
+
+// The overall code for a list of per-key codes (see BatchCode).
+BatchCode OverallCode(std::span<const KeyCode> codes);
+
+struct BatchResult {
+  BatchCode status = BatchCode::kSuccess;
+  std::vector<KeyCode> codes;  // one per key, in the order of the call's keys
+  // OK when every key succeeded; otherwise the reason of the first key that did not (with the
+  // key named), for logs. MExist/MGet misses are KEY_NOT_EXIST codes, not errors, but still
+  // make `status` FAILED or PARTIAL_FAILED like EIC; their `error` is NotFound.
+  Status error;
+};
+
+struct GetResult : BatchResult {
+  // The stored value's length per key: set for kSuccess and kBufferTooSmall (so the caller can
+  // retry with a big enough buffer), 0 otherwise.
+  std::vector<uint64_t> value_sizes;
+  // The metadata blob stored with each value (empty when none, or when the key was not read).
+  std::vector<std::string> metas;
+};
+
+// Statistics of the node (STATS), as the node reports them.
+struct NodeStats {
+  // Every counter the node sent, by name, in the node's order ("capacity_bytes", "used_bytes",
+  // "objects", "hits", "misses", "evictions", ...; docs/protocol.md lists them).
+  std::vector<std::pair<std::string, uint64_t>> counters;
+  struct Namespace {
+    std::string name;  // "" is the default namespace
+    uint64_t objects = 0;
+    uint64_t bytes = 0;  // value and meta bytes held
+  };
+  std::vector<Namespace> namespaces;
+
+  // The counter `name`, or `fallback` when the node did not report it.
+  uint64_t Get(std::string_view name, uint64_t fallback = 0) const;
+};
+
+// One page of a namespace's keys (Client::List).
+struct KeyPage {
+  std::vector<std::string> keys;
+  uint64_t next_cursor = 0;  // pass to the next List call; 0 when the listing is complete
+};
+
+struct InitOptions {
+  // --- EIC's InitOption ------------------------------------------------------------------------
+  // Accepted for compatibility; kvport logs through kvport::log (stderr) and does not write log
+  // files. A non-empty value is noted in the log once.
+  std::string log_dir;
+  // EIC's eic_log_level (0 debug, 1 info, 2 warn, 3 error). -1 leaves the process's log level
+  // alone; any other value sets it (logging is process-wide, as it is in EIC).
+  int log_level = -1;
+  // eic_trans_type: 1 TCP, 2 RDMA (served over TCP until the RDMA transport exists; logged),
+  // 3 GPUDirect RDMA (NotSupported on a host that cannot do it; Init fails with the reason),
+  // 0 automatic. See kvport/transport.h.
+  int transport_type = 1;
+  // Accepted for compatibility (EIC reads gflags from it); kvport has no flags file.
+  std::string flag_file;
+
+  // --- kvport ----------------------------------------------------------------------------------
+  int connections = 2;                                     // TCP connections in the pool (>= 1)
+  std::chrono::milliseconds timeout{10'000};               // per call, unless the call overrides it
+  std::chrono::milliseconds connect_timeout{3'000};        // one connect + handshake attempt
+  std::chrono::milliseconds reconnect_backoff_min{20};     // first wait after a failed connect
+  std::chrono::milliseconds reconnect_backoff_max{2'000};  // the wait doubles up to this
+  // Pinned host memory kept cached for staging device buffers; staging beyond this is
+  // allocated for the call and freed after it.
+  uint64_t staging_cache_bytes = uint64_t{256} << 20;
+  // Accelerator runtime libraries for device buffers (config keys cuda_runtime_library and
+  // ascend_runtime_library). "" uses the process-wide runtime (kvport/device.h), opened at the
+  // first RegisterMemory of that kind, never at Init: a TCP client never loads libcudart. A
+  // path opens a runtime of this client's own from that file (how tests load the fakes).
+  std::string cuda_runtime_library;
+  std::string ascend_runtime_library;
+};
+
+struct SetOptions {
+  std::string ns;                        // namespace; "" is the default namespace
+  int64_t ttl_seconds = -1;              // seconds the objects live; -1 (or 0) = no expiry
+  std::chrono::milliseconds timeout{0};  // 0 = the client's InitOptions::timeout
+};
+
+struct GetOptions {
+  std::string ns;
+  std::chrono::milliseconds timeout{0};
+};
+
+struct ExistOptions {
+  std::string ns;
+  std::chrono::milliseconds timeout{0};
+};
+
+struct DelOptions {
+  std::string ns;
+  std::chrono::milliseconds timeout{0};
+};
+
+class Client {
+ public:
+  Client();
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Connects to the node at `endpoint` ("host:port" or "eic://host:port", with an optional
+  // "/namespace" that is ignored here: namespaces are per call). Resolves the transport first,
+  // so a GPUDirect request on a host that cannot do it fails here with the device layer's
+  // reason (NotSupported) before any connection is made. Then opens one connection to check
+  // the node answers (Unavailable if it does not). The rest of the pool connects lazily.
+  // Calling Init twice is InvalidArgument.
+  Status Init(std::string_view instance_id, std::string_view endpoint,
+              const InitOptions& options = {});
+
+  // Stores value i (buffers[i], buffers[i].size bytes) under keys[i], replacing any previous
+  // value atomically. `metas`, when not empty, has one entry per key: a small blob stored
+  // atomically with the value ("" = none). Requires keys.size() == values.size().
+  Result<BatchResult> MSet(std::span<const std::string> keys, const IOBuffers& values,
+                           const SetOptions& options = {}, std::span<const std::string> metas = {});
+
+  // Reads value i into buffers[i] (at most buffers[i].size bytes). A value larger than its
+  // buffer is the key's kBufferTooSmall, with the true length in value_sizes[i]; the buffer is
+  // not written. Requires keys.size() == buffers.size().
+  Result<GetResult> MGet(std::span<const std::string> keys, const GetOptions& options,
+                         const IOBuffers& buffers);
+
+  // Reads only the metadata and the value sizes (MGET's meta-only form): what a caller needs to
+  // size its buffers before an MGet.
+  Result<GetResult> MGetMeta(std::span<const std::string> keys, const GetOptions& options = {});
+
+  // Per key: kSuccess when the key exists, kKeyNotExist when it does not.
+  Result<BatchResult> MExist(std::span<const std::string> keys, const ExistOptions& options = {});
+
+  // Per key: kSuccess when it was deleted, kKeyNotExist when there was nothing to delete.
+  Result<BatchResult> MDel(std::span<const std::string> keys, const DelOptions& options = {});
+
+  // Declares the memory behind `buffers` as `info.kind` memory on `info.device_id`. Buffers in
+  // CUDA or Ascend memory are then staged through pinned host memory with that runtime on every
+  // MSet/MGet (TCP cannot reach device memory). Host memory needs no registration. Errors:
+  // NotSupported when the runtime for `info.kind` is not usable here (with the reason),
+  // InvalidArgument for a null/empty buffer or a bad device id, or a range overlapping one
+  // registered with a different kind.
+  Status RegisterMemory(const IOBuffers& buffers, const MemoryInfo& info);
+  // Forgets ranges registered with exactly these (data, size) pairs; NotFound for one that was
+  // not registered.
+  Status UnregisterMemory(const IOBuffers& buffers);
+
+  // One round trip to the node.
+  Status Ping();
+  // The node's statistics.
+  Result<NodeStats> Stats();
+  // One page of at most `max_keys` keys of namespace `ns`, from `cursor` (0 to start).
+  Result<KeyPage> List(std::string_view ns, uint64_t cursor = 0, uint32_t max_keys = 1024);
+
+  // The transport Init resolved eic_trans_type to ("TCP" for 1 and, until RDMA exists, 2), and
+  // the one-line reason that was logged.
+  std::string_view transport() const;
+  const std::string& transport_reason() const;
+
+  // "host:port" of the node; empty before Init.
+  const std::string& endpoint() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvport

@@ -1,0 +1,125 @@
+// kvport configuration: one loader for client (LMCache-compatible) and node settings.
+//
+// Values come from three places; for each key the first that has it wins:
+//   1. the environment: LMCACHE_<KEY> for LMCache and eic_* keys (LMCACHE_CHUNK_SIZE,
+//      LMCACHE_EIC_TRANS_TYPE), KVPORT_<KEY> for kvport's own keys (KVPORT_CAPACITY);
+//   2. the YAML file (ConfigSources::file, else the file named by LMCACHE_CONFIG_FILE); an eic_*
+//      key may also be given inside extra_config (as LMCache users do), which ranks below the
+//      same key at the top level of the file;
+//   3. the documented default (the member initialisers below).
+// docs/configuration.md lists every key with its type, unit, default and environment variable.
+//
+// This header does not include yaml-cpp: any layer can read a Config without it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvport/status.h"
+
+namespace kvport {
+
+// Settings of a kvport cache node (`kvport serve`). Sizes are bytes after parsing.
+struct NodeSettings {
+  std::string listen = "127.0.0.1:7470";  // host:port (or [v6]:port) the node listens on
+  uint64_t capacity = uint64_t{1} << 30;  // bytes of the node's arena
+  // Lets `capacity` and max_local_cpu_size exceed this host's physical memory.
+  bool allow_capacity_over_host_memory = false;
+  uint32_t threads = 0;                           // worker threads; 0 = one per core
+  uint32_t max_key_bytes = 1024;                  // longest key accepted
+  uint32_t max_namespace_bytes = 255;             // longest namespace accepted
+  uint32_t max_meta_bytes = 4096;                 // largest per-object metadata blob
+  uint64_t max_value_bytes = uint64_t{1} << 30;   // largest object payload
+  uint32_t max_batch_keys = 4096;                 // most keys in one batched request
+  uint64_t max_frame_bytes = uint64_t{16} << 20;  // header + descriptors, no payloads
+  uint64_t max_connection_outstanding_bytes = uint64_t{256} << 20;  // in flight per connection
+  uint32_t idle_timeout_secs = 300;  // close a connection idle this long; 0 = never
+};
+
+// Where an effective value came from.
+enum class ConfigSource { kDefault, kFile, kEnvironment };
+
+// One line of `kvport config check`: an effective value and its origin.
+struct ConfigEntry {
+  std::string key;    // "max_local_cpu_size", or "extra_config.<name>" for extra_config entries
+  std::string value;  // as it would be written in YAML: strings quoted, numbers and bools bare
+  std::string human;  // sizes in human form ("5 GiB"); empty for other keys
+  bool is_string = false;  // value is a quoted string (for JSON output)
+  ConfigSource source = ConfigSource::kDefault;
+  std::string origin;   // "default", "file:PATH", "env:VAR" (extra_config adds " (extra_config)")
+  std::string env_var;  // the variable that overrides this key ("" for extra_config entries)
+};
+
+struct Config {
+  // --- LMCache keys (same names, units and defaults as LMCache) -----------------------------
+  uint32_t chunk_size = 256;  // tokens per chunk
+  bool local_cpu = true;      // keep a local CPU tier in front of the remote one
+  // max_local_cpu_size is written in GiB (a float; bytes = x * 1024^3), stored here in bytes.
+  uint64_t max_local_cpu_size_bytes = uint64_t{5} << 30;
+  uint64_t max_local_disk_size_bytes = 0;  // written in GiB; 0 = no local disk tier
+  std::string local_disk;                  // path of the local disk tier; "" = none
+  std::string remote_url;                  // "eic://host:port" selects a kvport node; "" = none
+  std::string remote_serde = "naive";
+  bool save_unfull_chunk = false;  // keep a trailing partial chunk
+  uint32_t blocking_timeout_secs = 10;
+  // Free-form pass-through (LMCache's extra_config); scalar values as written, nested values as
+  // YAML flow text. eic_* entries found here also set the eic_* fields below.
+  std::map<std::string, std::string> extra_config;
+
+  // --- EIC client keys (LMCache's EIC connector) -------------------------------------------
+  std::string eic_instance_id;
+  uint32_t eic_thread_num = 6;
+  std::string eic_log_dir;
+  uint32_t eic_log_level = 1;
+  uint32_t eic_trans_type = 3;  // 1 TCP, 2 RDMA, 3 GPUDirect RDMA (LMCache's meaning)
+  int64_t eic_kv_ttl = -1;      // seconds an object lives; -1 = no expiry
+  std::string eic_kv_ns;        // namespace of every key; "" = the default namespace
+  std::string eic_flag_file;
+
+  // --- kvport node -------------------------------------------------------------------------
+  NodeSettings node;
+
+  // --- Accelerator runtimes (device/) ------------------------------------------------------
+  std::string cuda_runtime_library;    // path of libcudart; "" = search the standard sonames
+  std::string ascend_runtime_library;  // path of libascendcl; "" = search incl. $ASCEND_HOME_PATH
+  std::string log_level = "info";      // debug, info, warn, error, off
+
+  // --- What the loader saw -----------------------------------------------------------------
+  std::string file;                   // the YAML file read; "" when none
+  std::vector<ConfigEntry> entries;   // every key's effective value, in documentation order
+  std::vector<std::string> warnings;  // unknown keys, conflicts, suspicious values
+
+  // The entry for `key`, or nullptr.
+  const ConfigEntry* FindEntry(const std::string& key) const;
+};
+
+struct ConfigSources {
+  // The YAML file to read. When unset or empty, LMCACHE_CONFIG_FILE (looked up in `env`) names
+  // it; when that is unset too, only the environment and the defaults apply.
+  std::optional<std::string> file;
+  // The environment to read overrides from. Unset: the process environment (getenv).
+  std::optional<std::map<std::string, std::string>> env;
+  // The host memory capacities are checked against. Unset: HostPhysicalMemoryBytes().
+  std::optional<uint64_t> host_memory_bytes;
+  // Also log every warning (log::Warn). `kvport config check` prints them itself.
+  bool log_warnings = true;
+};
+
+// Loads, validates and returns the effective configuration. Errors are InvalidArgument (a bad
+// value, malformed YAML, a file that is not a map) or NotFound (the file does not exist); the
+// message names the file and line or the environment variable, the key, the value and its
+// unit, the rule it broke and, where it can tell, what was probably meant. All invalid values
+// are reported at once, separated by "; ".
+Result<Config> LoadConfig(const ConfigSources& sources);
+
+// `kvport config check` output: one "key: value  (origin)" line per entry (sizes followed by
+// "= <human>"), then one "warning: ..." line per warning.
+std::string DescribeConfig(const Config& config);
+// The same as one JSON object: {"file": ..., "values": {key: {"value", "source", "env",
+// ["human"]}}, "warnings": [...]}.
+std::string DescribeConfigJson(const Config& config);
+
+}  // namespace kvport

@@ -1,0 +1,128 @@
+// RemoteConnector: a remote tier of KV-cache chunks with LMCache's semantics.
+//
+// A serving engine (or kvport's CacheEngine) hands a connector chunks named by CacheKey, each a
+// payload plus the RemoteMetadata that describes it (LMCache's MemoryObj). A connector is made
+// from a URL by CreateConnector(); `eic://host:port[/namespace]` is a kvport node.
+//
+// Semantics every connector keeps (docs/eic_remote_backend.md):
+//   - A chunk is stored with its metadata atomically: there is never metadata without its data
+//     (no phantom hit) and never a half-written payload visible.
+//   - Batched calls report one outcome per key; a key that failed is reported as failed, never
+//     as success, and a chunk whose put failed never becomes a hit later.
+//   - A stored chunk read back has metadata that decodes and a payload of exactly meta.length
+//     bytes; anything else (a foreign or damaged object) reads as a miss, with a warning.
+//
+// Threading: every method may be called from many threads at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvport/cache_key.h"
+#include "kvport/remote_metadata.h"
+#include "kvport/status.h"
+
+namespace kvport {
+
+struct Config;
+class PriorityExecutor;
+
+// A chunk owned by the caller of Get: metadata and its payload (meta.length bytes, the groups
+// back to back as RemoteMetadata::GroupOffsets describes).
+struct KvChunk {
+  RemoteMetadata meta;
+  std::vector<uint8_t> data;
+};
+
+// A chunk to store, borrowed from the caller for the duration of the call.
+struct KvChunkView {
+  const RemoteMetadata* meta = nullptr;
+  std::span<const uint8_t> data;  // must be exactly meta->length bytes
+};
+
+class RemoteConnector {
+ public:
+  virtual ~RemoteConnector() = default;
+
+  // --- Batched operations: what implementations provide --------------------------------------
+
+  // Stores chunks[i] under keys[i]. The outer Result fails only when nothing was attempted (bad
+  // arguments, the remote unreachable); otherwise one Status per key.
+  virtual Result<std::vector<Status>> BatchedPut(std::span<const CacheKey> keys,
+                                                 std::span<const KvChunkView> chunks) = 0;
+  // One slot per key: the chunk, or nullopt for a miss.
+  virtual Result<std::vector<std::optional<KvChunk>>> BatchedGet(
+      std::span<const CacheKey> keys) = 0;
+  // How many keys, counted from the first, are stored (stops at the first miss).
+  virtual Result<size_t> BatchedContains(std::span<const CacheKey> keys) = 0;
+  // The chunks of the leading run of hits only; everything after the first miss is released
+  // (not returned, even where it was a hit). LMCache's batched_get_non_blocking.
+  virtual Result<std::vector<KvChunk>> BatchedGetPrefix(std::span<const CacheKey> keys) = 0;
+  // OK when removed; NotFound when there was nothing under `key`.
+  virtual Status Remove(const CacheKey& key) = 0;
+  // The key strings stored in this connector's namespace (every page).
+  virtual Result<std::vector<std::string>> List() = 0;
+  virtual Status Ping() = 0;
+  // Releases connections; later calls fail with Aborted.
+  virtual Status Close() = 0;
+
+  // --- Single-key forms, defined on the batched ones ------------------------------------------
+
+  Result<bool> Exists(const CacheKey& key);
+  Result<std::optional<KvChunk>> Get(const CacheKey& key);
+  Status Put(const CacheKey& key, const KvChunkView& chunk);
+};
+
+// What a connector is made with; CreateConnector(url, Config) fills it from the config.
+struct ConnectorOptions {
+  std::string ns;              // namespace (eic_kv_ns), unless the URL names one
+  int64_t ttl_seconds = -1;    // eic_kv_ttl; -1 = no expiry
+  int transport_type = 1;      // eic_trans_type
+  uint32_t timeout_secs = 10;  // blocking_timeout_secs: per remote call
+  // Payload bytes of a full chunk when the caller knows it (model shape x chunk_size): gets then
+  // take one round trip, reading straight into buffers of this size; a larger stored value is
+  // fetched again at its true size. 0 = unknown: a get first reads metadata (sizes), then data.
+  uint64_t expected_chunk_bytes = 0;
+};
+
+// Makes the connector `url` names. Known schemes: "eic" (a kvport node: eic://host:port or
+// eic://host:port/namespace) and "mem" (an in-process map, mem:// or mem://name; connectors of
+// the same name share one map, for tests and single-process setups). An unknown scheme is
+// InvalidArgument listing the known ones; a bad host/port names the part.
+Result<std::unique_ptr<RemoteConnector>> CreateConnector(std::string_view url,
+                                                         const ConnectorOptions& options);
+// Same, with options from LMCache-style config (remote_url, eic_kv_ns, eic_kv_ttl,
+// eic_trans_type, blocking_timeout_secs). InvalidArgument when remote_url is empty.
+Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config);
+
+// Runs a connector's calls on a bounded pool of threads in LMCache's priority order: PEEK
+// (contains) > PREFETCH (get prefix) > GET > PUT. A PEEK submitted behind a queue of PUTs runs
+// before them. The connector must outlive this object; the destructor finishes queued work.
+class AsyncConnector {
+ public:
+  AsyncConnector(RemoteConnector& connector, size_t threads);
+  ~AsyncConnector();
+
+  // Key and chunk spans are copied into the task; payload bytes are borrowed and must stay
+  // valid until the future is ready.
+  std::future<Result<size_t>> Contains(std::vector<CacheKey> keys);
+  std::future<Result<std::vector<KvChunk>>> GetPrefix(std::vector<CacheKey> keys);
+  std::future<Result<std::vector<std::optional<KvChunk>>>> Get(std::vector<CacheKey> keys);
+  std::future<Result<std::vector<Status>>> Put(std::vector<CacheKey> keys,
+                                               std::vector<KvChunkView> chunks);
+
+  RemoteConnector& connector() { return connector_; }
+
+ private:
+  RemoteConnector& connector_;
+  std::unique_ptr<PriorityExecutor> executor_;
+};
+
+}  // namespace kvport

@@ -1,0 +1,127 @@
+#include "client/batch_call.h"
+
+#include <fmt/core.h>
+
+namespace kvport::client {
+
+KeyCode KeyCodeFromWire(StatusCode code, bool mget) {
+  switch (code) {
+    case StatusCode::kOk:
+      return KeyCode::kSuccess;
+    case StatusCode::kNotFound:
+      return KeyCode::kKeyNotExist;
+    case StatusCode::kNoSpace:
+      return KeyCode::kNoSpace;
+    case StatusCode::kTooLarge:
+      return mget ? KeyCode::kBufferTooSmall : KeyCode::kTooLarge;
+    case StatusCode::kInvalidArgument:
+      return KeyCode::kInvalidArgument;
+    case StatusCode::kUnavailable:
+      return KeyCode::kUnavailable;
+    case StatusCode::kTimeout:
+      return KeyCode::kTimeout;
+    case StatusCode::kDeviceError:
+      return KeyCode::kDeviceError;
+    default:
+      return KeyCode::kFailed;
+  }
+}
+
+KeyCode KeyCodeFromCallFailure(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return KeyCode::kSuccess;
+    case StatusCode::kUnavailable:
+    case StatusCode::kAborted:
+      return KeyCode::kUnavailable;
+    case StatusCode::kTimeout:
+      return KeyCode::kTimeout;
+    case StatusCode::kInvalidArgument:
+      return KeyCode::kInvalidArgument;
+    case StatusCode::kTooLarge:
+      return KeyCode::kTooLarge;
+    case StatusCode::kDeviceError:
+      return KeyCode::kDeviceError;
+    default:
+      return KeyCode::kFailed;
+  }
+}
+
+KeyOutcomes::KeyOutcomes(std::span<const std::string> keys, std::string_view op,
+                         std::string_view ns)
+    : keys_(keys), op_(op), ns_(ns), codes_(keys.size(), KeyCode::kSuccess) {}
+
+void KeyOutcomes::Fail(size_t i, KeyCode code, const Status& reason) {
+  codes_[i] = code;
+  if (first_error_.ok()) {
+    first_error_ = Status(reason.ok() ? StatusCode::kInternal : reason.code(),
+                          fmt::format("{} key '{}' (namespace '{}'): {}: {}", op_, keys_[i], ns_,
+                                      KeyCodeName(code), reason.message()));
+  }
+}
+
+void KeyOutcomes::FromWire(size_t i, StatusCode code, bool mget, std::string_view peer) {
+  if (code == StatusCode::kOk) {
+    codes_[i] = KeyCode::kSuccess;
+    return;
+  }
+  const KeyCode key_code = KeyCodeFromWire(code, mget);
+  Fail(i, key_code, Status(code, fmt::format("node {} answered {}", peer, StatusCodeName(code))));
+}
+
+void KeyOutcomes::Finish(BatchResult* out) {
+  out->codes = codes_;
+  out->status = OverallCode(out->codes);
+  out->error = out->status == BatchCode::kSuccess ? Status::Ok() : first_error_;
+}
+
+Status MalformedAnswer(const protocol::FrameHeader& header, const Status& why) {
+  return Status::Corruption(fmt::format("malformed {} response from the node: {}",
+                                        protocol::OpcodeName(header.opcode), why.message()));
+}
+
+namespace {
+
+Status CountMismatch(std::string_view op, size_t asked, size_t answered) {
+  return Status::Corruption(
+      fmt::format("the node answered {} keys of a {} of {} keys", answered, op, asked));
+}
+
+}  // namespace
+
+Status CheckAnswer(const protocol::MsetRequest& request, const protocol::MsetResponse& response) {
+  if (response.statuses.size() == request.items.size()) return Status::Ok();
+  return CountMismatch("MSET", request.items.size(), response.statuses.size());
+}
+
+Status CheckAnswer(const protocol::MexistRequest& request,
+                   const protocol::MexistResponse& response) {
+  if (response.results.size() == request.keys.size()) return Status::Ok();
+  return CountMismatch("MEXIST", request.keys.size(), response.results.size());
+}
+
+Status CheckAnswer(const protocol::MdelRequest& request, const protocol::MdelResponse& response) {
+  if (response.statuses.size() == request.keys.size()) return Status::Ok();
+  return CountMismatch("MDEL", request.keys.size(), response.statuses.size());
+}
+
+Status CheckAnswer(const protocol::MgetRequest& request, const protocol::MgetResponse& response) {
+  Status checked = protocol::CheckMgetResponse(request, response);
+  if (checked.ok()) return checked;
+  return Status::Corruption(checked.message());
+}
+
+Status MgetHandler::OnResponse(const protocol::FrameHeader& header, std::vector<iovec>* payload) {
+  Status decoded = protocol::DecodeResponse(header, descriptor, limits, &response);
+  if (!decoded.ok()) return MalformedAnswer(header, decoded);
+  KVPORT_RETURN_IF_ERROR(CheckAnswer(request, response));
+  for (size_t i = 0; i < response.results.size(); ++i) {
+    if (!response.CarriesPayload(i)) continue;
+    const uint64_t n = response.results[i].value_length;
+    if (n == 0) continue;
+    payload->push_back(iovec{destinations[i], n});
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvport::client

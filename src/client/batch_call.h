@@ -1,0 +1,154 @@
+// Batched calls over the pool: planning frames, sending them pipelined, collecting outcomes.
+//
+// A batched call (MSET, MGET, MEXIST, MDEL) is cut into frames that fit the node's limits
+// (FramePlanner). Every frame is sent before any response is awaited, each on the next
+// connection of the pool, so a large batch keeps several connections busy. KeyOutcomes collects
+// one code per key: local rejections (a key over the limits, a buffer in unregistered device
+// memory, a failed device copy), the node's per-key statuses, and for the keys of a frame whose
+// call failed (connection lost, deadline) that failure.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/connection.h"
+#include "client/connection_pool.h"
+#include "client/frame_planner.h"
+#include "kvport/client.h"
+#include "kvport/status.h"
+#include "protocol/messages.h"
+
+namespace kvport::client {
+
+// The per-key code for a node's per-key status. `mget` maps kTooLarge to kBufferTooSmall (an
+// MGET answers kTooLarge when the value exceeds the caller's buffer).
+KeyCode KeyCodeFromWire(StatusCode code, bool mget);
+// The per-key code for keys whose frame failed as a whole with `status`.
+KeyCode KeyCodeFromCallFailure(const Status& status);
+
+class KeyOutcomes {
+ public:
+  // `op` ("MSET") and `ns` name the call in messages.
+  KeyOutcomes(std::span<const std::string> keys, std::string_view op, std::string_view ns);
+
+  // Records a failure of key i; the first one becomes the BatchResult's error.
+  void Fail(size_t i, KeyCode code, const Status& reason);
+  // Records the node's status for key i (kOk is success).
+  void FromWire(size_t i, StatusCode code, bool mget, std::string_view peer);
+  bool failed(size_t i) const { return codes_[i] != KeyCode::kSuccess; }
+
+  // Fills `out` (codes, overall status, error).
+  void Finish(BatchResult* out);
+
+ private:
+  std::span<const std::string> keys_;
+  std::string op_;
+  std::string ns_;
+  std::vector<KeyCode> codes_;
+  Status first_error_;
+};
+
+// One frame of a batched call in flight.
+template <typename Handler>
+struct FrameCall {
+  FrameSlice slice;
+  Handler handler;
+  std::shared_ptr<Connection> conn;
+  Connection::Ticket ticket;
+  Status status;  // of the whole frame: OK when its response was accepted
+};
+
+// Sends one frame per slice (slice 0 on `first`, the others on connections from `pool`), then
+// waits for every response. `encode(call, request_id, limits, frame)` builds the frame for
+// call.slice and may set up call.handler. Returns the calls with their status set.
+template <typename Handler, typename Encode>
+std::vector<std::unique_ptr<FrameCall<Handler>>> RunFrames(const std::vector<FrameSlice>& slices,
+                                                           std::shared_ptr<Connection> first,
+                                                           ConnectionPool& pool, Deadline deadline,
+                                                           Encode encode) {
+  std::vector<std::unique_ptr<FrameCall<Handler>>> calls;
+  calls.reserve(slices.size());
+  protocol::EncodedFrame frame;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    auto call = std::make_unique<FrameCall<Handler>>();
+    call->slice = slices[i];
+    if (i == 0 && first != nullptr) {
+      call->conn = std::move(first);
+    } else {
+      Result<std::shared_ptr<Connection>> conn = pool.Acquire(deadline);
+      if (conn.ok()) {
+        call->conn = std::move(conn).value();
+      } else {
+        call->status = conn.status();
+      }
+    }
+    if (call->conn != nullptr) {
+      const uint64_t id = call->conn->NextRequestId();
+      call->status = encode(*call, id, call->conn->limits(), &frame);
+      if (call->status.ok()) {
+        Result<Connection::Ticket> ticket = call->conn->Send(id, frame, &call->handler, deadline);
+        if (ticket.ok()) {
+          call->ticket = std::move(ticket).value();
+        } else {
+          call->status = ticket.status();
+        }
+      }
+    }
+    calls.push_back(std::move(call));
+  }
+  for (auto& call : calls) {
+    if (call->ticket != nullptr) call->status = call->conn->Wait(call->ticket, deadline);
+  }
+  return calls;
+}
+
+// A node answer that does not decode (or answers another request) as Corruption, so that the
+// connection closes: the node broke the protocol.
+Status MalformedAnswer(const protocol::FrameHeader& header, const Status& why);
+
+// Checks a decoded answer has one entry per requested key (Corruption otherwise).
+Status CheckAnswer(const protocol::MsetRequest& request, const protocol::MsetResponse& response);
+Status CheckAnswer(const protocol::MexistRequest& request,
+                   const protocol::MexistResponse& response);
+Status CheckAnswer(const protocol::MdelRequest& request, const protocol::MdelResponse& response);
+Status CheckAnswer(const protocol::MgetRequest& request, const protocol::MgetResponse& response);
+inline Status CheckAnswer(const protocol::PingRequest&, const protocol::PingResponse&) {
+  return Status::Ok();
+}
+inline Status CheckAnswer(const protocol::StatsRequest&, const protocol::StatsResponse&) {
+  return Status::Ok();
+}
+inline Status CheckAnswer(const protocol::ListRequest&, const protocol::ListResponse&) {
+  return Status::Ok();
+}
+
+// Decodes a response without payload into `response` (views into `descriptor`).
+template <typename Request, typename Response>
+class DecodingHandler : public ResponseHandler {
+ public:
+  Request request;
+  Response response;
+  protocol::Limits limits;  // the connection's, set when the request is encoded
+
+  Status OnResponse(const protocol::FrameHeader& header, std::vector<iovec>*) override {
+    Status decoded = protocol::DecodeResponse(header, descriptor, limits, &response);
+    if (!decoded.ok()) return MalformedAnswer(header, decoded);
+    return CheckAnswer(request, response);
+  }
+};
+
+// Decodes an MGET response and places each value it carries at destinations[i] (the caller's
+// buffer, or its staging area in pinned host memory).
+class MgetHandler : public ResponseHandler {
+ public:
+  protocol::MgetRequest request;
+  protocol::MgetResponse response;
+  protocol::Limits limits;
+  std::vector<char*> destinations;  // one per request key
+
+  Status OnResponse(const protocol::FrameHeader& header, std::vector<iovec>* payload) override;
+};
+
+}  // namespace kvport::client

@@ -1,0 +1,77 @@
+// ConnectionPool: a fixed number of connections to one node, reconnected with backoff.
+//
+// Calls are spread over the pool's connections round robin; each connection pipelines the calls
+// given to it. A connection that is lost (the node restarted, the network failed) is replaced
+// by the next call that lands on its slot. While the node cannot be reached, connect attempts
+// are spaced by an exponential backoff (min doubling up to max, reset by a success): a call in
+// the backoff window fails at once with Unavailable and the last connect error, rather than
+// waiting for a connect timeout, so an engine's threads are not stalled by a dead node. The
+// first call after the window tries again, so a restarted node is picked up without a new
+// client. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/connection.h"
+#include "client/socket_io.h"
+#include "kvport/status.h"
+#include "net/host_port.h"
+
+namespace kvport::client {
+
+struct PoolOptions {
+  int connections = 2;
+  std::chrono::milliseconds connect_timeout{3'000};
+  std::chrono::milliseconds backoff_min{20};
+  std::chrono::milliseconds backoff_max{2'000};
+  std::string client_name;  // sent in HELLO, for the node's logs
+};
+
+class ConnectionPool {
+ public:
+  ConnectionPool(net::HostPort address, PoolOptions options);
+  ~ConnectionPool();
+
+  // A live connection for one call: the next slot's connection, reconnected if it was lost
+  // (subject to the backoff), or another slot's live connection when that one cannot be
+  // reconnected right now. Unavailable ("node HOST:PORT is unavailable: <why>") or Timeout.
+  Result<std::shared_ptr<Connection>> Acquire(Deadline deadline);
+
+  // Connects slot 0 now (Client::Init uses it to check the node answers).
+  Status ConnectFirst(Deadline deadline);
+
+  // Closes every connection; calls in flight fail with Unavailable.
+  void CloseAll();
+
+  const net::HostPort& address() const { return address_; }
+  // Successful connects so far, the first one included (tests check reconnects happened).
+  uint64_t connects() const { return connects_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Slot {
+    std::mutex mu;  // held while (re)connecting this slot
+    std::shared_ptr<Connection> conn;
+  };
+
+  // Reconnects `slot` (its mu held) unless the backoff window is open.
+  Result<std::shared_ptr<Connection>> Reconnect(Slot& slot, Deadline deadline);
+
+  const net::HostPort address_;
+  const std::string where_;
+  const PoolOptions options_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::atomic<uint64_t> next_slot_{0};
+  std::atomic<uint64_t> connects_{0};
+
+  std::mutex backoff_mu_;
+  Clock::time_point retry_at_{};          // no connect attempt before this
+  std::chrono::milliseconds backoff_{0};  // 0: the last attempt succeeded (or none yet)
+  Status last_error_;
+};
+
+}  // namespace kvport::client

@@ -1,0 +1,24 @@
+// Endpoint: where a client connects, as written by users ("host:port" or an eic:// URL).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "kvport/status.h"
+#include "net/host_port.h"
+
+namespace kvport::client {
+
+struct Endpoint {
+  net::HostPort address;
+  // The namespace named by an eic://host:port/NS URL; empty when the URL has none. The client
+  // ignores it (namespaces are per call); the CLI and the connector use it as their default.
+  std::string ns;
+};
+
+// Parses "HOST:PORT", "[IPV6]:PORT", "eic://HOST:PORT" and "eic://HOST:PORT/NS". The port must
+// be given and not 0. Errors (InvalidArgument) quote the text and say what is wrong, e.g. an
+// unknown scheme ("redis://...": this client speaks eic:// only).
+Result<Endpoint> ParseEndpoint(std::string_view text);
+
+}  // namespace kvport::client

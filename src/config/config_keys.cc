@@ -1,0 +1,297 @@
+#include "config/config_keys.h"
+
+#include <fmt/core.h>
+
+#include <charconv>
+#include <limits>
+#include <type_traits>
+
+#include "config/value_parse.h"
+#include "kvport/size.h"
+
+namespace kvport::config_internal {
+namespace {
+
+// Bounds for keys whose own rule explains the valid values better than a range would.
+constexpr int64_t kNoMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+
+KeySpec NewKey(std::string_view key, std::string_view env, ValueKind kind) {
+  KeySpec k;
+  k.key = key;
+  k.env_var = env;
+  k.kind = kind;
+  return k;
+}
+
+// FIELD(node.threads) names a Config member for both reading (const Config&) and writing.
+#define FIELD(member)    \
+  [](auto& c) -> auto& { \
+    return c.member;     \
+  }
+
+template <typename F>
+KeySpec BoolKey(std::string_view key, std::string_view env, F field) {
+  KeySpec k = NewKey(key, env, ValueKind::kBool);
+  k.set = [field](Config& c, std::string_view text, const LoadContext&) -> Status {
+    KVPORT_ASSIGN_OR_RETURN(field(c), ParseBool(text));
+    return Status::Ok();
+  };
+  k.show = [field](const Config& c) { return std::string(field(c) ? "true" : "false"); };
+  return k;
+}
+
+// An integer key in [min, max]; `rule` (optional) adds a check with its own explanation.
+template <typename F>
+KeySpec IntKey(std::string_view key, std::string_view env, F field, int64_t min, int64_t max,
+               std::string_view unit, std::function<Status(int64_t)> rule = nullptr) {
+  KeySpec k = NewKey(key, env, ValueKind::kInteger);
+  k.set = [=](Config& c, std::string_view text, const LoadContext&) -> Status {
+    KVPORT_ASSIGN_OR_RETURN(int64_t v, ParseInteger(text, min, max, unit));
+    if (rule) KVPORT_RETURN_IF_ERROR(rule(v));
+    using T = std::remove_reference_t<decltype(field(c))>;
+    field(c) = static_cast<T>(v);
+    return Status::Ok();
+  };
+  k.show = [field](const Config& c) { return fmt::format("{}", field(c)); };
+  return k;
+}
+
+// A string key; `rule` (optional) checks the value.
+template <typename F>
+KeySpec StringKey(std::string_view key, std::string_view env, F field,
+                  std::function<Status(std::string_view)> rule = nullptr) {
+  KeySpec k = NewKey(key, env, ValueKind::kString);
+  k.set = [=](Config& c, std::string_view text, const LoadContext&) -> Status {
+    if (rule) KVPORT_RETURN_IF_ERROR(rule(text));
+    field(c) = std::string(text);
+    return Status::Ok();
+  };
+  k.show = [field](const Config& c) { return Quote(field(c)); };
+  return k;
+}
+
+// How a size key is checked.
+enum class SizeCheck {
+  kMemoryCapacity,  // > 0 and within host memory unless allow_capacity_over_host_memory
+  kDiskCapacity,    // >= 0 (0 disables); not compared with memory
+  kLimit,           // > 0; a protocol limit, not memory that is allocated up front
+};
+
+template <typename F>
+KeySpec SizeKey(std::string_view key, std::string_view env, F field, SizeUnit bare_unit,
+                SizeCheck check) {
+  KeySpec k = NewKey(key, env, ValueKind::kSize);
+  k.reads_other_keys = check == SizeCheck::kMemoryCapacity;
+  k.set = [=](Config& c, std::string_view text, const LoadContext& ctx) -> Status {
+    CapacityLimits limits;
+    limits.host_memory_bytes = ctx.host_memory_bytes;
+    limits.limit_to_host_memory =
+        check == SizeCheck::kMemoryCapacity && !c.node.allow_capacity_over_host_memory;
+    limits.allow_zero = check == SizeCheck::kDiskCapacity;
+    KVPORT_ASSIGN_OR_RETURN(
+        field(c), ParseCapacity(key, text, bare_unit, limits,
+                                check == SizeCheck::kMemoryCapacity ? ctx.warnings : nullptr));
+    return Status::Ok();
+  };
+  k.show = [=](const Config& c) {
+    const uint64_t bytes = field(c);
+    if (bare_unit == SizeUnit::kBytes) return fmt::format("{}", bytes);
+    return fmt::format("{:.6g}",
+                       static_cast<double>(bytes) / static_cast<double>(SizeUnitBytes(bare_unit)));
+  };
+  k.human = [field](const Config& c) { return FormatSize(field(c)); };
+  if (check == SizeCheck::kMemoryCapacity) {
+    // A default is not the operator's mistake: say so, but do not refuse to start.
+    k.check_default = [=](const Config& c, const LoadContext& ctx) {
+      if (ctx.host_memory_bytes == 0 || c.node.allow_capacity_over_host_memory) return;
+      if (field(c) > ctx.host_memory_bytes && ctx.warnings != nullptr) {
+        ctx.warnings->push_back(fmt::format(
+            "{}: the default {} is more than this host's physical memory ({}); set {} lower", key,
+            FormatSize(field(c)), FormatSize(ctx.host_memory_bytes), key));
+      }
+    };
+  }
+  return k;
+}
+
+KeySpec MapKey(std::string_view key, std::string_view env) {
+  KeySpec k = NewKey(key, env, ValueKind::kMap);
+  k.show = [](const Config& c) {
+    return c.extra_config.empty() ? std::string("{}") : std::string("(see below)");
+  };
+  return k;
+}
+
+KeySpec Eic(KeySpec k) {
+  k.also_in_extra_config = true;
+  return k;
+}
+
+Status CheckRemoteUrl(std::string_view url) {
+  if (url.empty()) return Status::Ok();
+  const size_t sep = url.find("://");
+  if (sep == std::string_view::npos || sep == 0) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' has no scheme; expected SCHEME://HOST:PORT, e.g. eic://127.0.0.1:7470",
+                    std::string(url)));
+  }
+  return Status::Ok();
+}
+
+Status CheckNonEmpty(std::string_view text) {
+  if (text.empty()) return Status::InvalidArgument("must not be empty");
+  return Status::Ok();
+}
+
+Status CheckListen(std::string_view listen) {
+  const std::string shown(listen);
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return Status::InvalidArgument(fmt::format(
+        "'{}' is not HOST:PORT (e.g. 127.0.0.1:7470, 0.0.0.0:7470 or [::1]:7470)", shown));
+  }
+  const std::string_view host = listen.substr(0, colon);
+  const std::string_view port = listen.substr(colon + 1);
+  if (host.find(':') != std::string_view::npos && (host.front() != '[' || host.back() != ']')) {
+    return Status::InvalidArgument(
+        fmt::format("'{}': an IPv6 address must be in brackets, e.g. [::1]:7470", shown));
+  }
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value > 65535) {
+    return Status::InvalidArgument(
+        fmt::format("'{}': port '{}' is not a number from 0 to 65535 (0 picks a free port)", shown,
+                    std::string(port)));
+  }
+  return Status::Ok();
+}
+
+Status CheckLogLevel(std::string_view level) {
+  for (std::string_view known : {"debug", "info", "warn", "error", "off"}) {
+    if (level == known) return Status::Ok();
+  }
+  return Status::InvalidArgument(fmt::format(
+      "'{}' is not a log level; expected debug, info, warn, error or off", std::string(level)));
+}
+
+Status CheckTransType(int64_t v) {
+  if (v >= 1 && v <= 3) return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "{} is not a transport type; expected 1 (TCP), 2 (RDMA) or 3 (GPUDirect RDMA)", v));
+}
+
+Status CheckTtl(int64_t v) {
+  if (v == -1 || v > 0) return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "{} seconds is not a TTL: use -1 for no expiry or a positive number of seconds", v));
+}
+
+std::vector<KeySpec> MakeKeys() {
+  constexpr uint32_t kU32 = std::numeric_limits<uint32_t>::max();
+  std::vector<KeySpec> keys = {
+      // LMCache keys.
+      IntKey("chunk_size", "LMCACHE_CHUNK_SIZE", FIELD(chunk_size), 1, 1 << 24, "tokens"),
+      BoolKey("local_cpu", "LMCACHE_LOCAL_CPU", FIELD(local_cpu)),
+      SizeKey("max_local_cpu_size", "LMCACHE_MAX_LOCAL_CPU_SIZE", FIELD(max_local_cpu_size_bytes),
+              SizeUnit::kGiB, SizeCheck::kMemoryCapacity),
+      SizeKey("max_local_disk_size", "LMCACHE_MAX_LOCAL_DISK_SIZE",
+              FIELD(max_local_disk_size_bytes), SizeUnit::kGiB, SizeCheck::kDiskCapacity),
+      StringKey("local_disk", "LMCACHE_LOCAL_DISK", FIELD(local_disk)),
+      StringKey("remote_url", "LMCACHE_REMOTE_URL", FIELD(remote_url), CheckRemoteUrl),
+      StringKey("remote_serde", "LMCACHE_REMOTE_SERDE", FIELD(remote_serde), CheckNonEmpty),
+      BoolKey("save_unfull_chunk", "LMCACHE_SAVE_UNFULL_CHUNK", FIELD(save_unfull_chunk)),
+      IntKey("blocking_timeout_secs", "LMCACHE_BLOCKING_TIMEOUT_SECS", FIELD(blocking_timeout_secs),
+             1, kU32, "seconds"),
+      MapKey("extra_config", "LMCACHE_EXTRA_CONFIG"),
+      // EIC keys.
+      Eic(StringKey("eic_instance_id", "LMCACHE_EIC_INSTANCE_ID", FIELD(eic_instance_id))),
+      Eic(IntKey("eic_thread_num", "LMCACHE_EIC_THREAD_NUM", FIELD(eic_thread_num), 1, 1024,
+                 "threads")),
+      Eic(StringKey("eic_log_dir", "LMCACHE_EIC_LOG_DIR", FIELD(eic_log_dir))),
+      Eic(IntKey("eic_log_level", "LMCACHE_EIC_LOG_LEVEL", FIELD(eic_log_level), 0, 5, "")),
+      Eic(IntKey("eic_trans_type", "LMCACHE_EIC_TRANS_TYPE", FIELD(eic_trans_type), kNoMin, kNoMax,
+                 "", CheckTransType)),
+      Eic(IntKey("eic_kv_ttl", "LMCACHE_EIC_KV_TTL", FIELD(eic_kv_ttl), kNoMin, kNoMax, "seconds",
+                 CheckTtl)),
+      Eic(StringKey("eic_kv_ns", "LMCACHE_EIC_KV_NS", FIELD(eic_kv_ns))),
+      Eic(StringKey("eic_flag_file", "LMCACHE_EIC_FLAG_FILE", FIELD(eic_flag_file))),
+      // kvport node keys.
+      StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListen),
+      SizeKey("capacity", "KVPORT_CAPACITY", FIELD(node.capacity), SizeUnit::kBytes,
+              SizeCheck::kMemoryCapacity),
+      BoolKey("allow_capacity_over_host_memory", "KVPORT_ALLOW_CAPACITY_OVER_HOST_MEMORY",
+              FIELD(node.allow_capacity_over_host_memory)),
+      IntKey("threads", "KVPORT_THREADS", FIELD(node.threads), 0, 4096, "threads"),
+      // Ranges follow the wire format (src/protocol/limits.h): keys carry a u16 length,
+      // namespaces a u8 length.
+      IntKey("max_key_bytes", "KVPORT_MAX_KEY_BYTES", FIELD(node.max_key_bytes), 1, 65535, "bytes"),
+      IntKey("max_namespace_bytes", "KVPORT_MAX_NAMESPACE_BYTES", FIELD(node.max_namespace_bytes),
+             0, 255, "bytes"),
+      IntKey("max_meta_bytes", "KVPORT_MAX_META_BYTES", FIELD(node.max_meta_bytes), 0, 1 << 24,
+             "bytes"),
+      SizeKey("max_value_bytes", "KVPORT_MAX_VALUE_BYTES", FIELD(node.max_value_bytes),
+              SizeUnit::kBytes, SizeCheck::kLimit),
+      IntKey("max_batch_keys", "KVPORT_MAX_BATCH_KEYS", FIELD(node.max_batch_keys), 1, 1 << 20,
+             "keys"),
+      SizeKey("max_frame_bytes", "KVPORT_MAX_FRAME_BYTES", FIELD(node.max_frame_bytes),
+              SizeUnit::kBytes, SizeCheck::kLimit),
+      SizeKey("max_connection_outstanding_bytes", "KVPORT_MAX_CONNECTION_OUTSTANDING_BYTES",
+              FIELD(node.max_connection_outstanding_bytes), SizeUnit::kBytes, SizeCheck::kLimit),
+      IntKey("idle_timeout_secs", "KVPORT_IDLE_TIMEOUT_SECS", FIELD(node.idle_timeout_secs), 0,
+             kU32, "seconds"),
+      // Accelerator runtimes and logging.
+      StringKey("cuda_runtime_library", "KVPORT_CUDA_RUNTIME_LIBRARY", FIELD(cuda_runtime_library)),
+      StringKey("ascend_runtime_library", "KVPORT_ASCEND_RUNTIME_LIBRARY",
+                FIELD(ascend_runtime_library)),
+      StringKey("log_level", "KVPORT_LOG_LEVEL", FIELD(log_level), CheckLogLevel),
+  };
+  return keys;
+}
+
+#undef FIELD
+
+}  // namespace
+
+const std::vector<KeySpec>& ConfigKeys() {
+  static const std::vector<KeySpec> keys = MakeKeys();
+  return keys;
+}
+
+std::vector<std::string> CheckCrossKeyRules(const Config& c) {
+  std::vector<std::string> errors;
+  const NodeSettings& n = c.node;
+  if (n.max_value_bytes > n.capacity) {
+    errors.push_back(fmt::format(
+        "max_value_bytes ({}) is larger than capacity ({}): such an object could never be "
+        "stored; lower max_value_bytes or raise capacity",
+        FormatSize(n.max_value_bytes), FormatSize(n.capacity)));
+  }
+  const uint64_t one_key = uint64_t{n.max_key_bytes} + n.max_namespace_bytes + n.max_meta_bytes;
+  if (n.max_frame_bytes < one_key) {
+    errors.push_back(fmt::format(
+        "max_frame_bytes ({} bytes) cannot hold one key with its namespace and metadata "
+        "(max_key_bytes + max_namespace_bytes + max_meta_bytes = {} bytes)",
+        n.max_frame_bytes, one_key));
+  }
+  return errors;
+}
+
+std::string Quote(std::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace kvport::config_internal

@@ -1,0 +1,64 @@
+// CreateConnector: the table of URL schemes and what each one makes.
+#include <fmt/core.h>
+
+#include "connector/connector_url.h"
+#include "connector/eic_connector.h"
+#include "connector/mem_connector.h"
+#include "kvport/config.h"
+#include "kvport/connector.h"
+
+namespace kvport {
+namespace {
+
+Result<std::unique_ptr<RemoteConnector>> MakeEic(const ConnectorUrl& url,
+                                                 ConnectorOptions options) {
+  if (url.authority.empty() || url.authority.rfind(':') == std::string::npos) {
+    return Status::InvalidArgument(fmt::format(
+        "eic:// URL needs host:port, got '{}' (e.g. eic://127.0.0.1:7470)", url.authority));
+  }
+  if (!url.path.empty()) options.ns = url.path;  // the URL's namespace wins over eic_kv_ns
+  return OpenEicConnector(url.authority, options);
+}
+
+Result<std::unique_ptr<RemoteConnector>> MakeMem(const ConnectorUrl& url, ConnectorOptions) {
+  return OpenMemConnector(url.authority);
+}
+
+struct Scheme {
+  std::string_view name;
+  std::string_view what;
+  Result<std::unique_ptr<RemoteConnector>> (*make)(const ConnectorUrl&, ConnectorOptions);
+};
+
+constexpr Scheme kSchemes[] = {
+    {"eic", "a kvport node: eic://host:port[/namespace]", &MakeEic},
+    {"mem", "an in-process map: mem://[name]", &MakeMem},
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RemoteConnector>> CreateConnector(std::string_view url,
+                                                         const ConnectorOptions& options) {
+  KVPORT_ASSIGN_OR_RETURN(ConnectorUrl parsed, ParseConnectorUrl(url));
+  std::string known;
+  for (const Scheme& s : kSchemes) {
+    if (s.name == parsed.scheme) return s.make(parsed, options);
+    known += fmt::format("{}{} ({})", known.empty() ? "" : ", ", s.name, s.what);
+  }
+  return Status::InvalidArgument(
+      fmt::format("unknown connector scheme '{}' in '{}'; known: {}", parsed.scheme, url, known));
+}
+
+Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config) {
+  if (config.remote_url.empty()) {
+    return Status::InvalidArgument("remote_url is empty: no remote connector is configured");
+  }
+  ConnectorOptions options;
+  options.ns = config.eic_kv_ns;
+  options.ttl_seconds = config.eic_kv_ttl;
+  options.transport_type = static_cast<int>(config.eic_trans_type);
+  options.timeout_secs = config.blocking_timeout_secs;
+  return CreateConnector(config.remote_url, options);
+}
+
+}  // namespace kvport

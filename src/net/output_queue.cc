@@ -1,0 +1,71 @@
+#include "net/output_queue.h"
+
+#include <algorithm>
+
+namespace kvport::net {
+
+namespace {
+// Segments per writev: large enough to send a whole batch response at once, small enough to live
+// on the stack (IOV_MAX is 1024 on Linux).
+constexpr int kMaxIovecsPerWrite = 64;
+}  // namespace
+
+void OutputQueue::Append(std::string bytes) {
+  if (bytes.empty()) return;
+  Segment seg;
+  seg.size = bytes.size();
+  seg.owned = std::move(bytes);
+  bytes_ += seg.size;
+  segments_.push_back(std::move(seg));
+}
+
+void OutputQueue::AppendBorrowed(const void* data, size_t size,
+                                 std::shared_ptr<const void> keep_alive) {
+  if (size == 0) return;
+  Segment seg;
+  seg.borrowed = static_cast<const uint8_t*>(data);
+  seg.size = size;
+  seg.keep_alive = std::move(keep_alive);
+  bytes_ += size;
+  segments_.push_back(std::move(seg));
+}
+
+Result<IoProgress> OutputQueue::WriteTo(int fd) {
+  IoProgress total;
+  while (!segments_.empty()) {
+    iovec iov[kMaxIovecsPerWrite];
+    int count = 0;
+    for (auto it = segments_.begin(); it != segments_.end() && count < kMaxIovecsPerWrite; ++it) {
+      iov[count].iov_base = const_cast<uint8_t*>(it->data() + it->written);
+      iov[count].iov_len = it->size - it->written;
+      ++count;
+    }
+    Result<IoProgress> r = WriteV(fd, iov, count);
+    if (!r.ok()) return r.status();
+    Consume(r->bytes);
+    total.bytes += r->bytes;
+    if (r->would_block) {
+      total.would_block = true;
+      break;
+    }
+  }
+  return total;
+}
+
+void OutputQueue::Consume(size_t n) {
+  bytes_ -= n;
+  while (n > 0) {
+    Segment& front = segments_.front();
+    size_t take = std::min(n, front.size - front.written);
+    front.written += take;
+    n -= take;
+    if (front.written == front.size) segments_.pop_front();  // releases its keep_alive now
+  }
+}
+
+void OutputQueue::Clear() {
+  segments_.clear();
+  bytes_ = 0;
+}
+
+}  // namespace kvport::net

@@ -1,0 +1,66 @@
+// OutputQueue: the bytes a connection still has to send, written with scatter-gather I/O.
+//
+// A response is a few owned bytes (a frame header and its descriptor section) followed by
+// borrowed ranges that live elsewhere (values pinned in the store's arena). Borrowed ranges are
+// sent straight from where they are: the queue keeps a `keep_alive` reference for each one and
+// drops it as soon as that range's last byte has been handed to the kernel, so a pin is held
+// exactly as long as its bytes are needed. Partial writes resume where they stopped.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "kvport/status.h"
+#include "net/socket.h"
+
+namespace kvport::net {
+
+class OutputQueue {
+ public:
+  OutputQueue() = default;
+  OutputQueue(const OutputQueue&) = delete;
+  OutputQueue& operator=(const OutputQueue&) = delete;
+
+  // Queues owned bytes. Empty strings are ignored.
+  void Append(std::string bytes);
+  // Queues [data, data + size) without copying. The range must stay valid while `keep_alive`
+  // is referenced; the queue releases its reference right after the range is fully written, or
+  // on Clear()/destruction. Several ranges may share one keep_alive.
+  void AppendBorrowed(const void* data, size_t size, std::shared_ptr<const void> keep_alive);
+
+  // Bytes queued and not yet written: what backpressure limits.
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return bytes_ == 0; }
+
+  // Writes as much as `fd` accepts right now, several segments per system call. Returns the
+  // progress (would_block when the socket buffer filled before the queue emptied), or an
+  // IoError if the peer is gone.
+  Result<IoProgress> WriteTo(int fd);
+
+  // Drops everything queued, releasing every keep_alive (e.g. when the connection closes).
+  void Clear();
+
+ private:
+  struct Segment {
+    std::string owned;  // used when borrowed == nullptr
+    const uint8_t* borrowed = nullptr;
+    size_t size = 0;
+    size_t written = 0;
+    std::shared_ptr<const void> keep_alive;
+
+    const uint8_t* data() const {
+      return borrowed ? borrowed : reinterpret_cast<const uint8_t*>(owned.data());
+    }
+  };
+  void Consume(size_t n);
+
+  std::deque<Segment> segments_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace kvport::net

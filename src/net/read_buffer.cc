@@ -1,0 +1,101 @@
+#include "net/read_buffer.h"
+
+#include <algorithm>
+
+namespace kvport::net {
+
+namespace {
+constexpr int kMaxIovecsPerRead = 64;
+constexpr size_t kScratchBytes = 64 * 1024;
+}  // namespace
+
+Result<IoProgress> ReadBuffer::FillTo(int fd, size_t target) {
+  IoProgress total;
+  if (bytes_.size() < target) bytes_.resize(target);
+  while (size_ < target) {
+    iovec iov{bytes_.data() + size_, target - size_};
+    Result<IoProgress> r = ReadV(fd, &iov, 1);
+    if (!r.ok()) return r.status();
+    size_ += r->bytes;
+    total.bytes += r->bytes;
+    if (r->eof || r->would_block) {
+      total.eof = r->eof;
+      total.would_block = r->would_block;
+      break;
+    }
+  }
+  return total;
+}
+
+void ReadBuffer::Clear(size_t keep_capacity) {
+  size_ = 0;
+  if (bytes_.capacity() > keep_capacity) {
+    std::vector<uint8_t>().swap(bytes_);
+  }
+}
+
+void ScatterReader::Add(void* data, size_t size) {
+  if (size == 0) return;
+  ranges_.push_back(Range{static_cast<uint8_t*>(data), size});
+  remaining_ += size;
+}
+
+void ScatterReader::AddDiscard(size_t size) {
+  if (size == 0) return;
+  ranges_.push_back(Range{nullptr, size});
+  remaining_ += size;
+}
+
+void ScatterReader::Clear() {
+  ranges_.clear();
+  current_ = 0;
+  offset_ = 0;
+  remaining_ = 0;
+}
+
+Result<IoProgress> ScatterReader::ReadFrom(int fd) {
+  IoProgress total;
+  while (remaining_ > 0) {
+    iovec iov[kMaxIovecsPerRead];
+    int count = 0;
+    size_t offset = offset_;
+    for (size_t i = current_; i < ranges_.size() && count < kMaxIovecsPerRead; ++i) {
+      const Range& range = ranges_[i];
+      size_t left = range.size - offset;
+      if (range.data != nullptr) {
+        iov[count] = iovec{range.data + offset, left};
+      } else {
+        if (scratch_.empty()) scratch_.resize(kScratchBytes);
+        iov[count] = iovec{scratch_.data(), std::min(left, scratch_.size())};
+      }
+      ++count;
+      offset = 0;
+      // A discard range longer than the scratch buffer takes several reads; stop the vector
+      // there so the next range's bytes are not read into the wrong place.
+      if (range.data == nullptr && left > scratch_.size()) break;
+    }
+    Result<IoProgress> r = ReadV(fd, iov, count);
+    if (!r.ok()) return r.status();
+    size_t n = r->bytes;
+    total.bytes += n;
+    remaining_ -= n;
+    while (n > 0) {
+      size_t left = ranges_[current_].size - offset_;
+      size_t take = std::min(n, left);
+      offset_ += take;
+      n -= take;
+      if (offset_ == ranges_[current_].size) {
+        ++current_;
+        offset_ = 0;
+      }
+    }
+    if (r->eof || r->would_block) {
+      total.eof = r->eof;
+      total.would_block = r->would_block;
+      break;
+    }
+  }
+  return total;
+}
+
+}  // namespace kvport::net

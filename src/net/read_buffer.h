@@ -1,0 +1,66 @@
+// ReadBuffer and ScatterReader: the two ways a connection reads.
+//
+// ReadBuffer collects a known number of bytes (a frame header, then its descriptor section) in
+// memory the connection owns. It never reads past the amount asked for, because the bytes after
+// belong to payloads that ScatterReader reads straight into their final destination (the
+// store's arena): no staging copy of a value ever exists.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kvport/status.h"
+#include "net/socket.h"
+
+namespace kvport::net {
+
+class ReadBuffer {
+ public:
+  // Reads from `fd` until size() == target, or the socket has nothing more (would_block), or the
+  // peer closed (eof). Never reads beyond `target`. target < size() is a no-op.
+  Result<IoProgress> FillTo(int fd, size_t target);
+
+  const uint8_t* data() const { return bytes_.data(); }
+  size_t size() const { return size_; }
+  // Forgets the contents; keeps the allocation up to `keep_capacity` bytes so that one huge
+  // descriptor section does not pin memory for the connection's lifetime.
+  void Clear(size_t keep_capacity = 64 * 1024);
+
+ private:
+  std::vector<uint8_t> bytes_;
+  size_t size_ = 0;
+};
+
+// A list of destination ranges filled in order by successive reads (readv), resuming where the
+// previous read stopped. A range added with AddDiscard() consumes bytes into a scratch buffer
+// (payloads the server refused must still be drained from the stream).
+class ScatterReader {
+ public:
+  void Add(void* data, size_t size);
+  void AddDiscard(size_t size);
+  void Clear();
+
+  // Reads as much as is available into the remaining ranges.
+  Result<IoProgress> ReadFrom(int fd);
+
+  bool done() const { return remaining_ == 0; }
+  size_t remaining() const { return remaining_; }
+  // Number of ranges (in Add/AddDiscard order) completely filled so far.
+  size_t completed_ranges() const { return current_; }
+
+ private:
+  struct Range {
+    uint8_t* data;  // nullptr: discard
+    size_t size;
+  };
+  std::vector<Range> ranges_;
+  size_t current_ = 0;  // first range not yet complete
+  size_t offset_ = 0;   // bytes already filled in ranges_[current_]
+  size_t remaining_ = 0;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace kvport::net

@@ -1,0 +1,128 @@
+#include "net/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace kvport::net {
+
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = other.Release();
+  }
+  return *this;
+}
+
+int Socket::Release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void Socket::Close() {
+  if (fd_ >= 0) {
+    // close() is not retried on EINTR: on Linux the descriptor is released either way.
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+Result<IoProgress> ReadV(int fd, const iovec* iov, int count) {
+  IoProgress progress;
+  for (;;) {
+    ssize_t n = ::readv(fd, iov, count);
+    if (n > 0) {
+      progress.bytes = static_cast<size_t>(n);
+      return progress;
+    }
+    if (n == 0) {
+      progress.eof = true;
+      return progress;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      progress.would_block = true;
+      return progress;
+    }
+    return Status::FromErrno("read from socket", errno);
+  }
+}
+
+Result<IoProgress> WriteV(int fd, const iovec* iov, int count) {
+  IoProgress progress;
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(count);
+  for (;;) {
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n >= 0) {
+      progress.bytes = static_cast<size_t>(n);
+      return progress;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      progress.would_block = true;
+      return progress;
+    }
+    return Status::FromErrno("write to socket", errno);
+  }
+}
+
+Status SetNonBlocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return Status::FromErrno("fcntl(O_NONBLOCK)", errno);
+  }
+  return Status::Ok();
+}
+
+Status SetNoDelay(int fd) {
+  int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+    return Status::FromErrno("setsockopt(TCP_NODELAY)", errno);
+  }
+  return Status::Ok();
+}
+
+Status SetSendBufferSize(int fd, int bytes) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) < 0) {
+    return Status::FromErrno("setsockopt(SO_SNDBUF)", errno);
+  }
+  return Status::Ok();
+}
+
+Status SetReceiveBufferSize(int fd, int bytes) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) < 0) {
+    return Status::FromErrno("setsockopt(SO_RCVBUF)", errno);
+  }
+  return Status::Ok();
+}
+
+std::string PeerName(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) < 0) return "?";
+  char host[INET6_ADDRSTRLEN] = {};
+  uint16_t port = 0;
+  if (addr.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    port = ntohs(in->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (addr.ss_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    port = ntohs(in6->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return "?";
+}
+
+}  // namespace kvport::net

@@ -1,0 +1,61 @@
+// Socket: an owned file descriptor for a socket, plus the few socket options kvport sets.
+//
+// Every socket kvport creates is non-blocking and close-on-exec; a Socket closes its descriptor
+// when destroyed. Functions here wrap one system call each and turn errno into a Status.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <string>
+
+#include "kvport/status.h"
+
+namespace kvport::net {
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { Close(); }
+  Socket(Socket&& other) noexcept : fd_(other.Release()) {}
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  // Gives up ownership: returns the descriptor and leaves this Socket invalid.
+  int Release();
+  void Close();
+
+ private:
+  int fd_ = -1;
+};
+
+// What one non-blocking read or write achieved. `bytes` is what moved; `would_block` means the
+// kernel had nothing more (read) or no more room (write) right now; `eof` means the peer closed
+// its sending side (reads only) and nothing more will ever arrive.
+struct IoProgress {
+  size_t bytes = 0;
+  bool would_block = false;
+  bool eof = false;
+};
+
+// readv() on a non-blocking socket, retried on EINTR. An error other than EAGAIN is an IoError
+// (ECONNRESET included: the caller treats any error as "connection gone").
+Result<IoProgress> ReadV(int fd, const iovec* iov, int count);
+// writev() (sendmsg with MSG_NOSIGNAL, so a closed peer is an error, never SIGPIPE).
+Result<IoProgress> WriteV(int fd, const iovec* iov, int count);
+
+Status SetNonBlocking(int fd);
+Status SetNoDelay(int fd);
+// SO_SNDBUF / SO_RCVBUF. The kernel may round (Linux doubles the value); tests use tiny buffers
+// to force partial writes.
+Status SetSendBufferSize(int fd, int bytes);
+Status SetReceiveBufferSize(int fd, int bytes);
+
+// "host:port" of the peer of a connected socket, for logs; "?" if unknown.
+std::string PeerName(int fd);
+
+}  // namespace kvport::net

@@ -1,0 +1,407 @@
+// HELLO, PING, STATS, LIST and ERROR, the batch-status helpers, and opcode dispatch.
+#include <fmt/core.h>
+
+#include "protocol/codec_util.h"
+#include "protocol/messages.h"
+
+namespace kvport::protocol {
+
+using internal::BeginFrame;
+using internal::CheckFrameFor;
+using internal::FinishFrame;
+using internal::IsKnownStatusCode;
+using internal::ItemError;
+using internal::ReadCount;
+using internal::ReadKey;
+using internal::ReadListCount;
+using internal::ReadNamespace;
+using internal::WriteNamespace;
+
+namespace {
+
+constexpr size_t kMaxNameBytes = 255;  // client_name, server_name, counter names
+
+Status ReadName(WireReader& r, std::string_view field, std::string_view* name) {
+  uint8_t len = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU8(field, &len));
+  return r.ReadBytes(field, len, name);
+}
+
+Status WriteName(WireWriter& w, std::string_view context, std::string_view field,
+                 std::string_view name) {
+  if (name.size() > kMaxNameBytes)
+    return Status::InvalidArgument(
+        fmt::format("{}: {} of {} bytes exceeds {}", context, field, name.size(), kMaxNameBytes));
+  w.PutU8(static_cast<uint8_t>(name.size()));
+  w.PutBytes(name);
+  return Status::Ok();
+}
+
+Status CheckVersionRange(std::string_view context, uint8_t min_version, uint8_t max_version,
+                         StatusCode code) {
+  if (min_version < 1 || min_version > max_version)
+    return Status(code, fmt::format("{}: version range {}..{} is empty or starts below 1", context,
+                                    min_version, max_version));
+  return Status::Ok();
+}
+
+// The limits in a HELLO response, in wire order.
+uint64_t* LimitField(Limits& l, int i) {
+  uint64_t* fields[] = {&l.max_key_bytes,   &l.max_namespace_bytes, &l.max_meta_bytes,
+                        &l.max_value_bytes, &l.max_batch_keys,      &l.max_frame_bytes};
+  return fields[i];
+}
+constexpr std::string_view kLimitNames[] = {"max_key_bytes",  "max_namespace_bytes",
+                                            "max_meta_bytes", "max_value_bytes",
+                                            "max_batch_keys", "max_frame_bytes"};
+constexpr int kLimitCount = 6;
+
+}  // namespace
+
+std::string_view BatchStatusName(BatchStatus s) {
+  switch (s) {
+    case BatchStatus::kOk:
+      return "OK";
+    case BatchStatus::kPartial:
+      return "PARTIAL";
+    case BatchStatus::kFailed:
+      return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+BatchStatus OverallStatus(const std::vector<StatusCode>& codes) {
+  size_t ok = 0;
+  for (StatusCode c : codes)
+    ok += c == StatusCode::kOk;
+  return internal::OverallFromCounts(ok, codes.size());
+}
+
+// ---- HELLO -------------------------------------------------------------------------------
+
+Result<uint8_t> NegotiateVersion(const HelloRequest& request) {
+  const uint8_t low = std::max(request.min_version, kMinProtocolVersion);
+  const uint8_t high = std::min(request.max_version, kMaxProtocolVersion);
+  if (request.min_version > request.max_version || low > high)
+    return Status::NotSupported(fmt::format(
+        "no common protocol version: the client speaks {}..{}, this server {}..{}",
+        request.min_version, request.max_version, kMinProtocolVersion, kMaxProtocolVersion));
+  return high;
+}
+
+Status EncodeRequest(uint64_t request_id, const HelloRequest& m, const Limits& l,
+                     EncodedFrame* out) {
+  constexpr std::string_view kContext = "HELLO request";
+  KVPORT_RETURN_IF_ERROR(
+      CheckVersionRange(kContext, m.min_version, m.max_version, StatusCode::kInvalidArgument));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU8(m.min_version);
+  w.PutU8(m.max_version);
+  KVPORT_RETURN_IF_ERROR(WriteName(w, kContext, "client_name", m.client_name));
+  return FinishFrame(Opcode::kHello, 0, request_id, l, out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                     HelloRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kHello, /*response=*/false));
+  WireReader r(descriptor, "HELLO request");
+  KVPORT_RETURN_IF_ERROR(r.ReadU8("min_version", &out->min_version));
+  KVPORT_RETURN_IF_ERROR(r.ReadU8("max_version", &out->max_version));
+  KVPORT_RETURN_IF_ERROR(ReadName(r, "client_name", &out->client_name));
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  return CheckVersionRange("HELLO request", out->min_version, out->max_version,
+                           StatusCode::kInvalidArgument);
+}
+
+Status EncodeResponse(uint64_t request_id, const HelloResponse& m, const Limits& l,
+                      EncodedFrame* out) {
+  constexpr std::string_view kContext = "HELLO response";
+  if (m.version < kMinProtocolVersion || m.version > kMaxProtocolVersion)
+    return Status::InvalidArgument(
+        fmt::format("{}: version {} is not one this build speaks", kContext, m.version));
+  Status valid = ValidateLimits(m.limits);
+  if (!valid.ok()) return valid.WithContext(kContext);
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU8(m.version);
+  Limits announced = m.limits;
+  for (int i = 0; i < kLimitCount; ++i)
+    w.PutU64(*LimitField(announced, i));
+  KVPORT_RETURN_IF_ERROR(WriteName(w, kContext, "server_name", m.server_name));
+  return FinishFrame(Opcode::kHello, kFlagResponse, request_id, l, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                      HelloResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kHello, /*response=*/true));
+  WireReader r(descriptor, "HELLO response");
+  KVPORT_RETURN_IF_ERROR(r.ReadU8("version", &out->version));
+  for (int i = 0; i < kLimitCount; ++i)
+    KVPORT_RETURN_IF_ERROR(r.ReadU64(kLimitNames[i], LimitField(out->limits, i)));
+  KVPORT_RETURN_IF_ERROR(ReadName(r, "server_name", &out->server_name));
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  if (out->version < kMinProtocolVersion || out->version > kMaxProtocolVersion)
+    return r.Error(StatusCode::kNotSupported,
+                   fmt::format("server chose version {}; this build speaks {}..{}", out->version,
+                               kMinProtocolVersion, kMaxProtocolVersion));
+  Status valid = ValidateLimits(out->limits);
+  if (!valid.ok()) return r.Error(StatusCode::kCorruption, "unusable limits: " + valid.message());
+  return Status::Ok();
+}
+
+// ---- PING / STATS ------------------------------------------------------------------------
+
+Status EncodeRequest(uint64_t request_id, const PingRequest&, const Limits& l, EncodedFrame* out) {
+  BeginFrame(out);
+  return FinishFrame(Opcode::kPing, 0, request_id, l, out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                     PingRequest*) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kPing, /*response=*/false));
+  return WireReader(descriptor, "PING request").ExpectEnd();
+}
+
+Status EncodeResponse(uint64_t request_id, const PingResponse&, const Limits& l,
+                      EncodedFrame* out) {
+  BeginFrame(out);
+  return FinishFrame(Opcode::kPing, kFlagResponse, request_id, l, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                      PingResponse*) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kPing, /*response=*/true));
+  return WireReader(descriptor, "PING response").ExpectEnd();
+}
+
+Status EncodeRequest(uint64_t request_id, const StatsRequest&, const Limits& l, EncodedFrame* out) {
+  BeginFrame(out);
+  return FinishFrame(Opcode::kStats, 0, request_id, l, out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                     StatsRequest*) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kStats, /*response=*/false));
+  return WireReader(descriptor, "STATS request").ExpectEnd();
+}
+
+Status EncodeResponse(uint64_t request_id, const StatsResponse& m, const Limits& l,
+                      EncodedFrame* out) {
+  constexpr std::string_view kContext = "STATS response";
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU32(static_cast<uint32_t>(m.counters.size()));
+  for (size_t i = 0; i < m.counters.size(); ++i) {
+    const StatsCounter& c = m.counters[i];
+    if (c.name.empty())
+      return ItemError(kContext, i, Status::InvalidArgument("counter with an empty name"));
+    KVPORT_RETURN_IF_ERROR(WriteName(w, kContext, "counter name", c.name));
+    w.PutU64(c.value);
+  }
+  w.PutU32(static_cast<uint32_t>(m.namespaces.size()));
+  for (const NamespaceUsage& u : m.namespaces) {
+    KVPORT_RETURN_IF_ERROR(WriteNamespace(w, u.ns, l, kContext));
+    w.PutU64(u.objects);
+    w.PutU64(u.bytes);
+  }
+  return FinishFrame(Opcode::kStats, kFlagResponse, request_id, l, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      StatsResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kStats, /*response=*/true));
+  WireReader r(descriptor, "STATS response");
+  uint32_t count = 0;
+  KVPORT_RETURN_IF_ERROR(ReadListCount(r, "counter_count", 1 + 1 + 8, &count));
+  out->counters.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    StatsCounter& c = out->counters[i];
+    KVPORT_RETURN_IF_ERROR(ReadName(r, "counter_name", &c.name));
+    if (c.name.empty())
+      return r.Error(StatusCode::kCorruption, fmt::format("counter {} has an empty name", i));
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("counter_value", &c.value));
+  }
+  KVPORT_RETURN_IF_ERROR(ReadListCount(r, "namespace_count", 1 + 8 + 8, &count));
+  out->namespaces.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    NamespaceUsage& u = out->namespaces[i];
+    KVPORT_RETURN_IF_ERROR(ReadNamespace(r, l, &u.ns));
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("objects", &u.objects));
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("bytes", &u.bytes));
+  }
+  return r.ExpectEnd();
+}
+
+// ---- LIST --------------------------------------------------------------------------------
+
+Status EncodeRequest(uint64_t request_id, const ListRequest& m, const Limits& l,
+                     EncodedFrame* out) {
+  constexpr std::string_view kContext = "LIST request";
+  if (m.max_keys == 0) return Status::InvalidArgument("LIST request: max_keys is 0");
+  Status s = CheckBatchCount(m.max_keys, l);
+  if (!s.ok()) return s.WithContext(kContext);
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  KVPORT_RETURN_IF_ERROR(WriteNamespace(w, m.ns, l, kContext));
+  w.PutU64(m.cursor);
+  w.PutU32(m.max_keys);
+  return FinishFrame(Opcode::kList, 0, request_id, l, out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ListRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kList, /*response=*/false));
+  WireReader r(descriptor, "LIST request");
+  KVPORT_RETURN_IF_ERROR(ReadNamespace(r, l, &out->ns));
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("cursor", &out->cursor));
+  KVPORT_RETURN_IF_ERROR(r.ReadU32("max_keys", &out->max_keys));
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  if (out->max_keys == 0) return r.Error(StatusCode::kInvalidArgument, "max_keys is 0");
+  if (out->max_keys > l.max_batch_keys)
+    return r.Error(StatusCode::kTooLarge, fmt::format("max_keys {} exceeds max_batch_keys {}",
+                                                      out->max_keys, l.max_batch_keys));
+  return Status::Ok();
+}
+
+Status EncodeResponse(uint64_t request_id, const ListResponse& m, const Limits& l,
+                      EncodedFrame* out) {
+  constexpr std::string_view kContext = "LIST response";
+  Status s = CheckBatchCount(m.keys.size(), l);
+  if (!s.ok()) return s.WithContext(kContext);
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU64(m.next_cursor);
+  w.PutU32(static_cast<uint32_t>(m.keys.size()));
+  for (size_t i = 0; i < m.keys.size(); ++i) {
+    Status k = CheckKey(m.keys[i], l);
+    if (!k.ok()) return ItemError(kContext, i, k);
+    w.PutU16(static_cast<uint16_t>(m.keys[i].size()));
+    w.PutBytes(m.keys[i]);
+  }
+  return FinishFrame(Opcode::kList, kFlagResponse, request_id, l, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ListResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kList, /*response=*/true));
+  WireReader r(descriptor, "LIST response");
+  uint32_t count = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("next_cursor", &out->next_cursor));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, 2 + 1, &count));
+  out->keys.resize(count);
+  for (uint32_t i = 0; i < count; ++i)
+    KVPORT_RETURN_IF_ERROR(ReadKey(r, l, i, &out->keys[i]));
+  return r.ExpectEnd();
+}
+
+// ---- ERROR -------------------------------------------------------------------------------
+
+Status EncodeResponse(uint64_t request_id, const ErrorResponse& m, const Limits& l,
+                      EncodedFrame* out) {
+  const uint8_t code = static_cast<uint8_t>(m.code);
+  if (m.code == StatusCode::kOk || !IsKnownStatusCode(code))
+    return Status::InvalidArgument(
+        fmt::format("ERROR response: code {} is not a known error code", code));
+  const std::string_view message = m.message.substr(0, kMaxErrorMessageBytes);
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU8(code);
+  w.PutU16(static_cast<uint16_t>(message.size()));
+  w.PutBytes(message);
+  return FinishFrame(Opcode::kError, kFlagResponse, request_id, l, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                      ErrorResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kError, /*response=*/true));
+  WireReader r(descriptor, "ERROR response");
+  uint8_t code = 0;
+  uint16_t length = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU8("code", &code));
+  if (code == 0 || !IsKnownStatusCode(code))
+    return r.Error(StatusCode::kCorruption, fmt::format("code {} is not a known error code", code));
+  KVPORT_RETURN_IF_ERROR(r.ReadU16("message_length", &length));
+  if (length > kMaxErrorMessageBytes)
+    return r.Error(StatusCode::kTooLarge,
+                   fmt::format("message_length {} exceeds {}", length, kMaxErrorMessageBytes));
+  KVPORT_RETURN_IF_ERROR(r.ReadBytes("message", length, &out->message));
+  out->code = static_cast<StatusCode>(code);
+  return r.ExpectEnd();
+}
+
+// ---- Dispatch ----------------------------------------------------------------------------
+
+namespace {
+
+template <typename T, bool kResponse, typename Variant>
+Status DecodeAs(const FrameHeader& h, std::string_view descriptor, const Limits& l, Variant* out) {
+  T* message = &out->template emplace<T>();
+  if constexpr (kResponse) {
+    return DecodeResponse(h, descriptor, l, message);
+  } else {
+    return DecodeRequest(h, descriptor, l, message);
+  }
+}
+
+}  // namespace
+
+Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                        AnyRequest* out) {
+  if (h.is_response())
+    return Status::InvalidArgument(
+        fmt::format("a {} response where a request was expected", OpcodeName(h.opcode)));
+  switch (h.opcode) {
+    case Opcode::kHello:
+      return DecodeAs<HelloRequest, false>(h, descriptor, l, out);
+    case Opcode::kPing:
+      return DecodeAs<PingRequest, false>(h, descriptor, l, out);
+    case Opcode::kStats:
+      return DecodeAs<StatsRequest, false>(h, descriptor, l, out);
+    case Opcode::kMset:
+      return DecodeAs<MsetRequest, false>(h, descriptor, l, out);
+    case Opcode::kMget:
+      return DecodeAs<MgetRequest, false>(h, descriptor, l, out);
+    case Opcode::kMexist:
+      return DecodeAs<MexistRequest, false>(h, descriptor, l, out);
+    case Opcode::kMdel:
+      return DecodeAs<MdelRequest, false>(h, descriptor, l, out);
+    case Opcode::kList:
+      return DecodeAs<ListRequest, false>(h, descriptor, l, out);
+    case Opcode::kError:
+      break;
+  }
+  return Status::InvalidArgument(
+      fmt::format("opcode {} is not a request", static_cast<int>(h.opcode)));
+}
+
+Status DecodeAnyResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                         AnyResponse* out) {
+  if (!h.is_response())
+    return Status::InvalidArgument(
+        fmt::format("a {} request where a response was expected", OpcodeName(h.opcode)));
+  switch (h.opcode) {
+    case Opcode::kHello:
+      return DecodeAs<HelloResponse, true>(h, descriptor, l, out);
+    case Opcode::kPing:
+      return DecodeAs<PingResponse, true>(h, descriptor, l, out);
+    case Opcode::kStats:
+      return DecodeAs<StatsResponse, true>(h, descriptor, l, out);
+    case Opcode::kMset:
+      return DecodeAs<MsetResponse, true>(h, descriptor, l, out);
+    case Opcode::kMget:
+      return DecodeAs<MgetResponse, true>(h, descriptor, l, out);
+    case Opcode::kMexist:
+      return DecodeAs<MexistResponse, true>(h, descriptor, l, out);
+    case Opcode::kMdel:
+      return DecodeAs<MdelResponse, true>(h, descriptor, l, out);
+    case Opcode::kList:
+      return DecodeAs<ListResponse, true>(h, descriptor, l, out);
+    case Opcode::kError:
+      return DecodeAs<ErrorResponse, true>(h, descriptor, l, out);
+  }
+  return Status::InvalidArgument(
+      fmt::format("opcode {} is not a response", static_cast<int>(h.opcode)));
+}
+
+}  // namespace kvport::protocol

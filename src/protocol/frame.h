@@ -1,0 +1,128 @@
+// The fixed frame header of the kvport wire protocol (docs/protocol.md is normative).
+//
+// A frame is three consecutive parts:
+//   header      kFrameHeaderSize (32) bytes, fixed layout, decoded by DecodeFrameHeader;
+//   descriptor  header.descriptor_length bytes: namespace, counts, keys, metas, value lengths,
+//               statuses; bounded by the limits, decoded by the messages.h decoders into views;
+//   payload     header.payload_length bytes: the values, back to back in item order. The codec
+//               never parses or copies them: a receiver reads them straight into their final
+//               place (readv), a sender writes them from where they are (writev).
+//
+// Header layout (all integers little-endian):
+//   off size field
+//     0    4 magic             "KVPT" (bytes 4B 56 50 54)
+//     4    1 version           1 .. kMaxProtocolVersion (HELLO and ERROR frames: always 1)
+//     5    1 opcode            Opcode
+//     6    2 flags             kFlagResponse | kFlagMetaOnly; other bits reserved, must be 0
+//     8    8 request_id        chosen by the client, echoed by the response
+//    16    4 descriptor_length bytes of descriptor after the header
+//    20    4 reserved          must be 0
+//    24    8 payload_length    bytes of payload after the descriptor
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvport/status.h"
+#include "protocol/limits.h"
+
+namespace kvport::protocol {
+
+inline constexpr size_t kFrameHeaderSize = 32;
+inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian bytes
+
+// Versions this build speaks. Bump kMaxProtocolVersion whenever any byte layout or meaning
+// changes (docs/protocol.md, "Versioning"). HELLO and ERROR frames are frozen at version 1 so
+// that peers of any version can negotiate and report errors.
+inline constexpr uint8_t kMinProtocolVersion = 1;
+inline constexpr uint8_t kMaxProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = kMaxProtocolVersion;  // what our encoders write
+inline constexpr uint8_t kHelloVersion = 1;
+
+enum class Opcode : uint8_t {
+  kHello = 1,   // version negotiation; must be the first request on a connection
+  kPing = 2,    // liveness; empty descriptors
+  kMset = 3,    // store values (request carries the payload)
+  kMget = 4,    // fetch values or only their metas (response carries the payload)
+  kMexist = 5,  // per-key existence and value length
+  kMdel = 6,    // per-key delete
+  kList = 7,    // one page of the keys of a namespace
+  kStats = 8,   // server counters and per-namespace usage
+  kError = 15,  // response only: the request was malformed; the sender closes after it
+};
+
+// A short stable name such as "MSET"; "UNKNOWN" for values outside Opcode.
+std::string_view OpcodeName(Opcode op);
+// True for the values listed in Opcode.
+bool IsKnownOpcode(uint8_t op);
+// True for the two frames that carry a payload section: MSET requests and MGET responses.
+bool CarriesPayload(Opcode op, bool is_response);
+
+inline constexpr uint16_t kFlagResponse = 0x0001;  // set on every response (and ERROR)
+inline constexpr uint16_t kFlagMetaOnly = 0x0002;  // MGET request and its response only
+inline constexpr uint16_t kKnownFlags = kFlagResponse | kFlagMetaOnly;
+
+struct FrameHeader {
+  uint8_t version = kProtocolVersion;
+  Opcode opcode = Opcode::kPing;
+  uint16_t flags = 0;
+  uint64_t request_id = 0;
+  uint32_t descriptor_length = 0;
+  uint64_t payload_length = 0;
+
+  bool is_response() const { return (flags & kFlagResponse) != 0; }
+  bool meta_only() const { return (flags & kFlagMetaOnly) != 0; }
+  // kFrameHeaderSize + descriptor_length: the bytes a receiver reads before any payload.
+  uint64_t head_length() const { return kFrameHeaderSize + descriptor_length; }
+};
+
+// Appends the kFrameHeaderSize bytes of `header` to `out`. Does not validate.
+void AppendFrameHeader(const FrameHeader& header, std::string* out);
+
+// Decodes the first kFrameHeaderSize bytes of `bytes` (more may follow; they are not looked
+// at). Everything the header alone can tell is checked here, before the caller allocates for
+// the descriptor or the payload:
+//   Corruption:   fewer than kFrameHeaderSize bytes, bad magic, unknown opcode, reserved flag
+//                 bits or reserved field set, kFlagMetaOnly on anything but MGET, ERROR without
+//                 kFlagResponse, a payload on a frame that never carries one;
+//   NotSupported: a version outside [kMinProtocolVersion, kMaxProtocolVersion], or HELLO/ERROR
+//                 with a version other than kHelloVersion;
+//   TooLarge:     head_length() above max_frame_bytes (requests) or MaxResponseFrameBytes
+//                 (responses), payload_length above MaxPayloadBytes.
+// Checking that the version equals the one negotiated on the connection is the caller's job.
+Status DecodeFrameHeader(std::string_view bytes, const Limits& limits, FrameHeader* out);
+
+// One value to send from where it lies (a caller's buffer, an arena extent).
+struct PayloadSpan {
+  const void* data = nullptr;
+  uint64_t size = 0;
+};
+
+// What an encoder produces: `head` (header + descriptor, owned) followed on the wire by the
+// payload spans in order (borrowed: they must stay valid until written). Spans of size 0 are
+// never listed. The sizes of `payloads` sum to the header's payload_length.
+struct EncodedFrame {
+  std::string head;
+  std::vector<PayloadSpan> payloads;
+
+  uint64_t payload_length() const;
+  // head followed by the payload bytes in one string: for tests, fuzzing and small frames.
+  std::string Flatten() const;
+};
+
+// A complete frame held in memory, split into its parts (views into the input).
+struct FrameView {
+  FrameHeader header;
+  std::string_view descriptor;
+  std::string_view payload;
+};
+
+// Splits a complete frame: DecodeFrameHeader, then requires `bytes` to hold exactly
+// head_length() + payload_length bytes (Corruption "truncated ..." or "trailing bytes ..."
+// otherwise). For tests, the fuzzer and small frames; servers read part by part.
+Status SplitFrame(std::string_view bytes, const Limits& limits, FrameView* out);
+
+}  // namespace kvport::protocol

@@ -1,0 +1,288 @@
+// Requests and responses of the kvport wire protocol, and their encoders and decoders.
+//
+// Layouts are in docs/protocol.md (normative). Conventions shared by every message:
+//
+// * Views, not copies. Decoded messages hold std::string_views into the descriptor bytes the
+//   decoder was given; they are valid while those bytes are. Encoders read the views and
+//   pointers of the message only during the call, except the value pointers, which the
+//   returned EncodedFrame borrows as payload spans.
+// * Payloads stay out of the codec. An MSET request lists value lengths in its descriptor and
+//   its values follow as the payload section, in item order. An MGET response does the same for
+//   the items for which CarriesPayload(i) is true: status kOk and not meta-only; every other
+//   item (miss, buffer too small, meta-only) contributes 0 payload bytes.
+// * Encode(request_id, message, limits, out) overwrites *out (reusing its capacity) with the
+//   header + descriptor and the payload spans; it fails with InvalidArgument or TooLarge
+//   (naming the field and item index) when the message breaks the limits, so nothing invalid is
+//   ever sent. Decode(header, descriptor, limits, out) overwrites *out (reusing its vectors'
+//   capacity); `header` is what DecodeFrameHeader returned and `descriptor` its
+//   descriptor_length bytes. Counts are checked against max_batch_keys and against the bytes
+//   actually present before any vector is sized. Errors: Corruption (truncation, trailing bytes,
+//   counts that disagree with the bytes, payload_length that disagrees with the value lengths,
+//   an unknown status code), TooLarge / InvalidArgument (a limit broken, an empty key),
+//   InvalidArgument when header.opcode or the response flag does not match the message type.
+// * Batch responses carry an overall status on the wire: kOk when every key is kOk (or the
+//   batch is empty), kFailed when none is, kPartial otherwise. Encoders derive it; decoders check
+//   it agrees with the per-key statuses. Per-key statuses are kvport::StatusCode values.
+// * A malformed request is answered with an ErrorResponse (opcode kError) and the connection is
+//   closed by its sender; nothing stored is touched.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "kvport/status.h"
+#include "protocol/frame.h"
+#include "protocol/limits.h"
+
+namespace kvport::protocol {
+
+enum class BatchStatus : uint8_t { kOk = 0, kPartial = 1, kFailed = 2 };
+std::string_view BatchStatusName(BatchStatus s);  // "OK", "PARTIAL", "FAILED"
+// kOk if every code is kOk or there are none, kFailed if none is, kPartial otherwise.
+BatchStatus OverallStatus(const std::vector<StatusCode>& codes);
+
+// ---- HELLO -------------------------------------------------------------------------------
+
+// Sent first on every connection, always with header version kHelloVersion.
+struct HelloRequest {
+  uint8_t min_version = kMinProtocolVersion;
+  uint8_t max_version = kMaxProtocolVersion;
+  std::string_view client_name;  // free text for logs, at most 255 bytes (may be empty)
+};
+// The server's answer: the version both sides use from now on, and the server's limits, which
+// the client must use to encode requests and decode responses.
+struct HelloResponse {
+  uint8_t version = kProtocolVersion;
+  Limits limits;
+  std::string_view server_name;  // e.g. "kvport 0.1.0", at most 255 bytes
+};
+// The highest version in both [request.min_version, request.max_version] and this build's
+// [kMinProtocolVersion, kMaxProtocolVersion]; NotSupported naming both ranges if they do not
+// overlap (the server then sends an ErrorResponse with that status and closes).
+Result<uint8_t> NegotiateVersion(const HelloRequest& request);
+
+// ---- PING / STATS ------------------------------------------------------------------------
+
+struct PingRequest {};
+struct PingResponse {};
+struct StatsRequest {};
+
+struct StatsCounter {
+  std::string_view name;  // snake_case, 1..255 bytes, e.g. "hits", "used_bytes", "op_mget"
+  uint64_t value = 0;
+};
+struct NamespaceUsage {
+  std::string_view ns;  // limits.max_namespace_bytes
+  uint64_t objects = 0;
+  uint64_t bytes = 0;  // value + meta bytes held for the namespace
+};
+// Counter names are not fixed by the protocol (docs/protocol.md lists those the server sends);
+// a client ignores names it does not know.
+struct StatsResponse {
+  std::vector<StatsCounter> counters;
+  std::vector<NamespaceUsage> namespaces;
+};
+
+// ---- MSET --------------------------------------------------------------------------------
+
+struct MsetItem {
+  std::string_view key;       // 1 .. max_key_bytes
+  std::string_view meta;      // 0 .. max_meta_bytes, stored atomically with the value
+  uint64_t value_length = 0;  // 0 .. max_value_bytes
+  // Encode: the value's bytes (may be null only when value_length is 0); the frame borrows
+  // them. Decode: always null; the values are the payload section, in item order.
+  const void* value = nullptr;
+};
+struct MsetRequest {
+  std::string_view ns;       // 0 .. max_namespace_bytes ("" is the default namespace)
+  uint32_t ttl_seconds = 0;  // 0: never expires (an EIC ttl of -1 maps to 0)
+  std::vector<MsetItem> items;
+};
+// One status per item, in item order: kOk, kNoSpace, kTooLarge, kInvalidArgument, ...
+struct MsetResponse {
+  std::vector<StatusCode> statuses;
+  BatchStatus overall() const { return OverallStatus(statuses); }
+};
+
+// ---- MGET --------------------------------------------------------------------------------
+
+inline constexpr uint64_t kUnlimitedCapacity = std::numeric_limits<uint64_t>::max();
+
+struct MgetKey {
+  std::string_view key;
+  // The bytes the caller can receive for this key. A stored value longer than this is answered
+  // kTooLarge with its true value_length and no payload, so a buffer too small is a per-key
+  // error, never an overflow. Ignored for meta-only requests.
+  uint64_t buffer_capacity = kUnlimitedCapacity;
+};
+struct MgetRequest {
+  std::string_view ns;
+  bool meta_only = false;  // header flag kFlagMetaOnly: metas and lengths, no payloads
+  std::vector<MgetKey> keys;
+};
+struct MgetResult {
+  // kOk (hit), kNotFound (miss or expired), kTooLarge (longer than buffer_capacity), ...
+  StatusCode status = StatusCode::kNotFound;
+  // For kOk and kTooLarge: the stored meta and the stored value's length. For every other
+  // status: empty and 0 (encoders refuse anything else, decoders reject it).
+  std::string_view meta;
+  uint64_t value_length = 0;
+  // Encode: the value's bytes when the item carries a payload (pinned by the server until the
+  // frame is written). Decode: always null.
+  const void* value = nullptr;
+};
+struct MgetResponse {
+  bool meta_only = false;           // echoes the request (header flag kFlagMetaOnly)
+  std::vector<MgetResult> results;  // one per requested key, in request order
+
+  // True when results[i]'s value bytes are in the payload section (kOk and not meta-only).
+  bool CarriesPayload(size_t i) const { return !meta_only && results[i].status == StatusCode::kOk; }
+  BatchStatus overall() const;
+};
+// Client-side check of a decoded response against the request it answers: same count, same
+// meta_only, and every item that carries a payload fits its key's buffer_capacity. Corruption
+// naming the item otherwise (the server broke the protocol: close the connection).
+Status CheckMgetResponse(const MgetRequest& request, const MgetResponse& response);
+
+// ---- MEXIST / MDEL -----------------------------------------------------------------------
+
+struct MexistRequest {
+  std::string_view ns;
+  std::vector<std::string_view> keys;
+};
+struct ExistResult {
+  StatusCode status = StatusCode::kNotFound;  // kOk: present and not expired
+  uint64_t value_length = 0;                  // when kOk; 0 otherwise
+};
+struct MexistResponse {
+  std::vector<ExistResult> results;
+  BatchStatus overall() const;
+};
+
+struct MdelRequest {
+  std::string_view ns;
+  std::vector<std::string_view> keys;
+};
+// kOk: deleted; kNotFound: was not there.
+struct MdelResponse {
+  std::vector<StatusCode> statuses;
+  BatchStatus overall() const { return OverallStatus(statuses); }
+};
+
+// ---- LIST --------------------------------------------------------------------------------
+
+// One page of the keys of a namespace. The cursor is opaque to the client: 0 starts a listing,
+// each response gives the next one, and a next_cursor of 0 means the listing is complete. Keys
+// written or deleted during a listing may or may not appear; a key present for the whole
+// listing appears at least once.
+struct ListRequest {
+  std::string_view ns;
+  uint64_t cursor = 0;
+  uint32_t max_keys = 1024;  // 1 .. max_batch_keys
+};
+struct ListResponse {
+  uint64_t next_cursor = 0;
+  std::vector<std::string_view> keys;  // at most the request's max_keys
+};
+
+// ---- ERROR -------------------------------------------------------------------------------
+
+inline constexpr size_t kMaxErrorMessageBytes = 1024;
+
+// The answer to a malformed request (echoing its request id when the header was readable, 0
+// otherwise); its sender closes the connection after writing it.
+struct ErrorResponse {
+  StatusCode code = StatusCode::kCorruption;  // never kOk
+  std::string_view message;                   // encoders truncate to kMaxErrorMessageBytes
+};
+
+// ---- Encoders ----------------------------------------------------------------------------
+
+Status EncodeRequest(uint64_t request_id, const HelloRequest& m, const Limits& l,
+                     EncodedFrame* out);
+Status EncodeRequest(uint64_t request_id, const PingRequest& m, const Limits& l, EncodedFrame* out);
+Status EncodeRequest(uint64_t request_id, const StatsRequest& m, const Limits& l,
+                     EncodedFrame* out);
+Status EncodeRequest(uint64_t request_id, const MsetRequest& m, const Limits& l, EncodedFrame* out);
+Status EncodeRequest(uint64_t request_id, const MgetRequest& m, const Limits& l, EncodedFrame* out);
+Status EncodeRequest(uint64_t request_id, const MexistRequest& m, const Limits& l,
+                     EncodedFrame* out);
+Status EncodeRequest(uint64_t request_id, const MdelRequest& m, const Limits& l, EncodedFrame* out);
+Status EncodeRequest(uint64_t request_id, const ListRequest& m, const Limits& l, EncodedFrame* out);
+
+Status EncodeResponse(uint64_t request_id, const HelloResponse& m, const Limits& l,
+                      EncodedFrame* out);
+Status EncodeResponse(uint64_t request_id, const PingResponse& m, const Limits& l,
+                      EncodedFrame* out);
+Status EncodeResponse(uint64_t request_id, const StatsResponse& m, const Limits& l,
+                      EncodedFrame* out);
+Status EncodeResponse(uint64_t request_id, const MsetResponse& m, const Limits& l,
+                      EncodedFrame* out);
+Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& l,
+                      EncodedFrame* out);
+Status EncodeResponse(uint64_t request_id, const MexistResponse& m, const Limits& l,
+                      EncodedFrame* out);
+Status EncodeResponse(uint64_t request_id, const MdelResponse& m, const Limits& l,
+                      EncodedFrame* out);
+Status EncodeResponse(uint64_t request_id, const ListResponse& m, const Limits& l,
+                      EncodedFrame* out);
+Status EncodeResponse(uint64_t request_id, const ErrorResponse& m, const Limits& l,
+                      EncodedFrame* out);
+
+// ---- Decoders ----------------------------------------------------------------------------
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     HelloRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     PingRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     StatsRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     MsetRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     MgetRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     MexistRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     MdelRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ListRequest* out);
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      HelloResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      PingResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      StatsResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      MsetResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      MgetResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      MexistResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      MdelResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ListResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ErrorResponse* out);
+
+// Any request, chosen by h.opcode: what a server's dispatcher decodes. InvalidArgument for a
+// response frame or an ERROR opcode; otherwise as the per-type decoder.
+using AnyRequest = std::variant<HelloRequest, PingRequest, StatsRequest, MsetRequest, MgetRequest,
+                                MexistRequest, MdelRequest, ListRequest>;
+Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                        AnyRequest* out);
+
+// Any response, chosen by h.opcode (kError decodes to ErrorResponse): for tests and the fuzzer;
+// a client knows which response it awaits and calls DecodeResponse after checking for kError.
+using AnyResponse =
+    std::variant<HelloResponse, PingResponse, StatsResponse, MsetResponse, MgetResponse,
+                 MexistResponse, MdelResponse, ListResponse, ErrorResponse>;
+Status DecodeAnyResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                         AnyResponse* out);
+
+}  // namespace kvport::protocol

@@ -1,0 +1,50 @@
+// Acceptor: accepts connections on the node's listener and deals them to the workers.
+//
+// One listener, watched by the first worker's loop, hands connections round-robin to every
+// worker (itself included). The alternative, one SO_REUSEPORT listener per loop, lets the
+// kernel spread connections by a hash of the 4-tuple: with the few long-lived connections of an
+// inference cluster (a handful of clients, each with a small pool) hashing can leave loops idle
+// while others serve several busy connections, and an ephemeral port (port 0) would need the
+// first bind to pick it for the others. Round-robin is exact and accept() is rare here.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "net/event_loop.h"
+#include "net/tcp_listener.h"
+#include "server/worker.h"
+
+namespace kvport::server {
+
+class Acceptor final : public net::EventHandler {
+ public:
+  // `loop` runs the acceptor; `workers` receive the connections. Both must outlive it.
+  Acceptor(net::EventLoop* loop, std::unique_ptr<net::TcpListener> listener,
+           std::vector<Worker*> workers);
+  ~Acceptor() override;
+
+  // Loop thread (or before the loop runs).
+  Status Start();
+  // Loop thread: stops accepting and closes the listening socket (pending connections are
+  // refused by the kernel from then on).
+  void StopAccepting();
+
+  // The address bound (still known after StopAccepting).
+  const net::HostPort& address() const { return address_; }
+  void OnEvents(uint32_t events) override;
+
+ private:
+  void PauseAfterError();
+
+  net::EventLoop* const loop_;
+  std::unique_ptr<net::TcpListener> listener_;  // null once stopped
+  const net::HostPort address_;
+  std::vector<Worker*> workers_;
+  size_t next_worker_ = 0;
+  bool watching_ = false;
+  bool stopped_ = false;
+  net::TimerId resume_timer_ = 0;
+};
+
+}  // namespace kvport::server

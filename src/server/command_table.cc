@@ -1,0 +1,47 @@
+#include "server/command_table.h"
+
+namespace kvport::server {
+
+namespace {
+
+using protocol::Opcode;
+
+// clang-format off
+constexpr Command kCommands[] = {
+  {Opcode::kHello,  false, HandleHello,
+   "Negotiate the protocol version (highest common one) and announce this node's limits. "
+   "Must come first; a version range with no overlap is answered by ERROR NotSupported."},
+  {Opcode::kPing,   true,  HandlePing,
+   "Liveness: an empty response."},
+  {Opcode::kStats,  true,  HandleStats,
+   "Store counters (capacity, used, objects, hits, misses, evictions, expirations), server "
+   "counters (connections, op_* per opcode) and per-namespace usage."},
+  {Opcode::kMset,   true,  HandleMset,
+   "Reserve arena space for every item first (so each key's status, no space or too large, is "
+   "known before any payload byte is read), read the payloads straight into the reservations, "
+   "and commit them in item order once the whole payload is in. A refused item's payload is "
+   "read and discarded. A connection lost before that aborts every reservation: no effect."},
+  {Opcode::kMget,   true,  HandleMget,
+   "Pin each hit and send its meta and value straight from the arena; a pin is released as "
+   "soon as its bytes are written. Meta-only requests return metas and lengths. A value longer "
+   "than the caller's buffer is TooLarge with its true length and no bytes."},
+  {Opcode::kMexist, true,  HandleMexist,
+   "Per key: present (with its value length) or NotFound. A probe, not a use."},
+  {Opcode::kMdel,   true,  HandleMdel,
+   "Per key: deleted or NotFound. Readers holding a pin finish with what they pinned."},
+  {Opcode::kList,   true,  HandleList,
+   "One page of a namespace's keys, ascending. Cursors are remembered server-wide (a bounded "
+   "table); an unknown or forgotten cursor is an error: restart from 0."},
+};
+// clang-format on
+
+}  // namespace
+
+const Command* FindCommand(protocol::Opcode opcode) {
+  for (const Command& c : kCommands) {
+    if (c.opcode == opcode) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace kvport::server

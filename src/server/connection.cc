@@ -1,0 +1,362 @@
+#include "server/connection.h"
+
+#include <sys/socket.h>
+
+#include <string>
+
+#include "kvport/log.h"
+#include "protocol/wire.h"
+#include "server/command_table.h"
+
+namespace kvport::server {
+
+namespace {
+
+// Stages advanced per readiness event before yielding to the other connections of the loop.
+constexpr int kMaxReadStepsPerEvent = 64;
+
+// The request id of a frame whose header failed to decode, when it can still be read.
+uint64_t RequestIdOfBadHeader(const net::ReadBuffer& in) {
+  const char* p = reinterpret_cast<const char*>(in.data());
+  if (in.size() >= 16 && protocol::LoadLE32(p) == protocol::kFrameMagic) {
+    return protocol::LoadLE64(p + 8);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Connection::Connection(net::EventLoop* loop, net::Socket socket, const ServerContext& server,
+                       const ConnectionOptions& options, std::function<void(Connection*)> on_closed)
+    : loop_(loop),
+      socket_(std::move(socket)),
+      server_(server),
+      options_(options),
+      on_closed_(std::move(on_closed)),
+      peer_(net::PeerName(socket_.fd())),
+      last_activity_(loop->Now()) {
+  server_.counters->ConnectionOpened();
+}
+
+Connection::~Connection() {
+  if (phase_ != Phase::kClosed) {
+    // The owner is destroying us (server stopping): release everything, but do not call back.
+    on_closed_ = nullptr;
+    Close("server stopped");
+  }
+}
+
+Status Connection::Start() {
+  interest_ = EPOLLIN;
+  Status watched = loop_->Watch(socket_.fd(), interest_, this);
+  if (!watched.ok()) Close("cannot watch the socket: " + watched.ToString());
+  return watched;
+}
+
+void Connection::OnEvents(uint32_t events) {
+  if (closed()) return;  // an event fetched in the same batch as our close
+  if (events & EPOLLERR) {
+    Close("socket error");
+    return;
+  }
+  if (events & EPOLLOUT) Flush();
+  if (closed()) return;
+  if (events & (EPOLLIN | EPOLLHUP)) OnReadable();
+  if (closed()) return;
+  if ((events & EPOLLHUP) && !(interest_ & EPOLLIN)) Close("peer hung up");
+}
+
+void Connection::OnReadable() {
+  if (phase_ == Phase::kLinger) {
+    DiscardInput();
+    return;
+  }
+  for (int i = 0; i < kMaxReadStepsPerEvent && WantsToRead(); ++i) {
+    if (!ReadStep()) break;
+  }
+  UpdateInterest();
+}
+
+bool Connection::ReadStep() {
+  switch (phase_) {
+    case Phase::kHeader:
+      return ReadHeader();
+    case Phase::kDescriptor:
+      return ReadDescriptor();
+    case Phase::kPayload:
+      return ReadPayload();
+    default:
+      return false;
+  }
+}
+
+bool Connection::ReadHeader() {
+  Result<net::IoProgress> r = in_.FillTo(socket_.fd(), protocol::kFrameHeaderSize);
+  if (!r.ok()) {
+    Close(r.status().message());
+    return false;
+  }
+  if (r->bytes > 0) {
+    Touch();
+    server_.counters->AddBytesReceived(r->bytes);
+  }
+  if (in_.size() < protocol::kFrameHeaderSize) {
+    if (r->eof) {
+      if (in_.size() == 0) {
+        Close("peer closed");
+      } else {
+        Close("peer closed in the middle of a frame header");
+      }
+    }
+    return false;
+  }
+  std::string_view bytes(reinterpret_cast<const char*>(in_.data()), in_.size());
+  Status decoded = protocol::DecodeFrameHeader(bytes, server_.limits, &header_);
+  if (!decoded.ok()) {
+    Fail(decoded, RequestIdOfBadHeader(in_));
+    return false;
+  }
+  if (header_.is_response()) {
+    Fail(Status::InvalidArgument("a response frame was sent to the server"), header_.request_id);
+    return false;
+  }
+  const Command* command = FindCommand(header_.opcode);
+  if (command == nullptr) {
+    Fail(Status::InvalidArgument(std::string(protocol::OpcodeName(header_.opcode)) +
+                                 " is not a request"),
+         header_.request_id);
+    return false;
+  }
+  if (command->requires_hello && state_.version == 0) {
+    Fail(Status::InvalidArgument("HELLO must be the first request on a connection, got " +
+                                 std::string(protocol::OpcodeName(header_.opcode))),
+         header_.request_id);
+    return false;
+  }
+  if (command->requires_hello && header_.version != state_.version) {
+    Fail(Status::NotSupported("frame of protocol version " + std::to_string(header_.version) +
+                              " on a connection that negotiated version " +
+                              std::to_string(state_.version)),
+         header_.request_id);
+    return false;
+  }
+  phase_ = Phase::kDescriptor;
+  return true;
+}
+
+bool Connection::ReadDescriptor() {
+  Result<net::IoProgress> r = in_.FillTo(socket_.fd(), header_.head_length());
+  if (!r.ok()) {
+    Close(r.status().message());
+    return false;
+  }
+  if (r->bytes > 0) {
+    Touch();
+    server_.counters->AddBytesReceived(r->bytes);
+  }
+  if (in_.size() < header_.head_length()) {
+    if (r->eof) Close("peer closed in the middle of a frame descriptor");
+    return false;
+  }
+  Dispatch();
+  return !closed() && phase_ != Phase::kFailing;
+}
+
+void Connection::Dispatch() {
+  std::string_view descriptor(
+      reinterpret_cast<const char*>(in_.data()) + protocol::kFrameHeaderSize,
+      header_.descriptor_length);
+  Status decoded = protocol::DecodeAnyRequest(header_, descriptor, server_.limits, &request_);
+  if (!decoded.ok()) {
+    Fail(decoded, header_.request_id);
+    return;
+  }
+  server_.counters->CountRequest(header_.opcode);
+  const Command* command = FindCommand(header_.opcode);
+  RequestContext ctx{server_, state_, header_};
+  Result<HandlerOutcome> outcome = command->handler(ctx, request_);
+  if (!outcome.ok()) {
+    Fail(outcome.status(), header_.request_id);
+    return;
+  }
+  if (outcome->receiver == nullptr) {
+    CompleteRequest(std::move(outcome->response));
+    return;
+  }
+  receiver_ = std::move(outcome->receiver);
+  phase_ = Phase::kPayload;
+  if (receiver_->reader().done()) ReadPayload();  // nothing to read (e.g. all values empty)
+}
+
+bool Connection::ReadPayload() {
+  net::ScatterReader& reader = receiver_->reader();
+  bool eof = false;
+  if (!reader.done()) {
+    Result<net::IoProgress> r = reader.ReadFrom(socket_.fd());
+    if (!r.ok()) {
+      Close(r.status().message());
+      return false;
+    }
+    if (r->bytes > 0) {
+      Touch();
+      server_.counters->AddBytesReceived(r->bytes);
+    }
+    eof = r->eof;
+    receiver_->OnProgress();
+  }
+  if (!reader.done()) {
+    if (eof) Close("peer closed in the middle of an MSET payload");
+    return false;
+  }
+  Result<Response> response = receiver_->Finish();
+  receiver_.reset();
+  if (!response.ok()) {
+    Fail(response.status(), header_.request_id);
+    return false;
+  }
+  CompleteRequest(std::move(response).value());
+  return !closed();
+}
+
+void Connection::CompleteRequest(Response response) {
+  out_.Append(std::move(response.head));
+  for (Response::Span& span : response.payloads) {
+    out_.AppendBorrowed(span.data, span.size, std::move(span.keep_alive));
+  }
+  in_.Clear();
+  request_ = protocol::AnyRequest{};  // its views pointed into in_
+  phase_ = Phase::kHeader;
+  Flush();
+}
+
+void Connection::Fail(const Status& status, uint64_t request_id) {
+  server_.counters->CountErrorResponse();
+  log::Info("connection {}: {}; sending ERROR and closing", peer_, status.ToString());
+  receiver_.reset();  // aborts reservations of an MSET in progress
+  protocol::ErrorResponse error;
+  error.code = status.ok() ? StatusCode::kInternal : status.code();
+  error.message = status.message();
+  protocol::EncodedFrame frame;
+  Status encoded = protocol::EncodeResponse(request_id, error, server_.limits, &frame);
+  if (!encoded.ok()) {
+    Close("cannot encode an ERROR frame: " + encoded.ToString());
+    return;
+  }
+  in_.Clear();
+  request_ = protocol::AnyRequest{};
+  phase_ = Phase::kFailing;
+  out_.Append(std::move(frame.head));
+  Flush();
+}
+
+void Connection::Flush() {
+  if (closed()) return;
+  if (!out_.empty()) {
+    Result<net::IoProgress> r = out_.WriteTo(socket_.fd());
+    if (!r.ok()) {
+      Close(r.status().message());
+      return;
+    }
+    if (r->bytes > 0) {
+      Touch();
+      server_.counters->AddBytesSent(r->bytes);
+    }
+  }
+  if (out_.empty()) AfterOutputDrained();
+  UpdateInterest();
+}
+
+void Connection::AfterOutputDrained() {
+  if (phase_ == Phase::kFailing) {
+    HalfCloseAndLinger();
+  } else if (shutting_down_ && AtRequestBoundary()) {
+    HalfCloseAndLinger();
+  }
+}
+
+void Connection::HalfCloseAndLinger() {
+  // Our FIN follows the last response; closing outright could turn it into a reset (if unread
+  // input is pending) that destroys the response before the peer reads it.
+  ::shutdown(socket_.fd(), SHUT_WR);
+  phase_ = Phase::kLinger;
+  linger_timer_ = loop_->RunAfter(options_.linger, [this] {
+    linger_timer_ = 0;
+    Close("peer did not close after our half-close");
+  });
+  UpdateInterest();
+}
+
+void Connection::DiscardInput() {
+  char scratch[4096];
+  for (int i = 0; i < 64; ++i) {
+    iovec iov{scratch, sizeof(scratch)};
+    Result<net::IoProgress> r = net::ReadV(socket_.fd(), &iov, 1);
+    if (!r.ok() || r->eof) {
+      Close("closed after half-close");
+      return;
+    }
+    if (r->would_block) return;
+  }
+}
+
+void Connection::BeginShutdown() {
+  if (closed() || shutting_down_) return;
+  shutting_down_ = true;
+  if (AtRequestBoundary() && out_.empty()) {
+    Close("server stopping");  // idle: nothing in flight to finish
+    return;
+  }
+  UpdateInterest();
+}
+
+bool Connection::AtRequestBoundary() const {
+  return phase_ == Phase::kHeader && in_.size() == 0;
+}
+
+bool Connection::WantsToRead() const {
+  switch (phase_) {
+    case Phase::kHeader:
+      // Mid-header: finish the frame. Between requests: only if we will answer another one.
+      return in_.size() > 0 || (!shutting_down_ && out_.bytes() <= options_.max_outstanding_bytes);
+    case Phase::kDescriptor:
+    case Phase::kPayload:
+    case Phase::kLinger:
+      return true;
+    case Phase::kFailing:
+    case Phase::kClosed:
+      return false;
+  }
+  return false;
+}
+
+void Connection::UpdateInterest() {
+  if (closed()) return;
+  uint32_t want = 0;
+  if (WantsToRead()) want |= EPOLLIN;
+  if (!out_.empty()) want |= EPOLLOUT;
+  if (want == interest_) return;
+  Status modified = loop_->Modify(socket_.fd(), want, this);
+  if (!modified.ok()) {
+    Close("cannot update epoll interest: " + modified.ToString());
+    return;
+  }
+  interest_ = want;
+}
+
+void Connection::Close(std::string_view reason) {
+  if (phase_ == Phase::kClosed) return;
+  phase_ = Phase::kClosed;
+  if (linger_timer_ != 0) {
+    loop_->CancelTimer(linger_timer_);
+    linger_timer_ = 0;
+  }
+  loop_->Unwatch(socket_.fd());
+  socket_.Close();
+  receiver_.reset();  // an MSET in progress: every reservation is aborted
+  out_.Clear();       // pins of unsent MGET values are released
+  server_.counters->ConnectionClosed();
+  log::Debug("connection {} closed: {}", peer_, reason);
+  if (on_closed_) on_closed_(this);
+}
+
+}  // namespace kvport::server

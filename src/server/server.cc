@@ -1,0 +1,197 @@
+// kvport::Server: wires the store, the workers and the acceptor together; graceful Stop().
+#include "kvport/server.h"
+
+#include <condition_variable>
+#include <future>
+#include <limits>
+#include <mutex>
+
+#include "kvport/host_info.h"
+#include "kvport/log.h"
+#include "kvport/size.h"
+#include "net/host_port.h"
+#include "net/tcp_listener.h"
+#include "protocol/limits.h"
+#include "server/acceptor.h"
+#include "server/list_cursors.h"
+#include "server/request_context.h"
+#include "server/server_stats.h"
+#include "server/worker.h"
+#include "store/object_store.h"
+
+namespace kvport {
+
+using server::Acceptor;
+using server::Worker;
+
+// Members are declared in dependency order: destroyed bottom-up, the acceptor (which uses the
+// first worker's loop) goes before the workers, and the workers (whose connections hold store
+// handles) before the store.
+struct Server::Impl {
+  ServerOptions options;
+  std::unique_ptr<store::ObjectStore> store;
+  server::ServerCounters counters;
+  server::ListCursorTable list_cursors;
+  server::ServerContext context;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::unique_ptr<Acceptor> acceptor;
+  net::HostPort address;
+
+  std::mutex stop_mu;
+  bool stopped = false;  // guarded by stop_mu
+
+  std::mutex closed_mu;
+  std::condition_variable closed_cv;
+
+  void OnConnectionClosed() {
+    // Locking before notifying: the waiter checks the count under closed_mu, so the wakeup
+    // cannot fall between its check and its wait.
+    { std::lock_guard<std::mutex> lock(closed_mu); }
+    closed_cv.notify_all();
+  }
+
+  // Runs on the first worker's loop.
+  void ScheduleSweep() {
+    if (options.ttl_sweep_interval.count() <= 0) return;
+    workers[0]->loop()->RunAfter(options.ttl_sweep_interval, [this] {
+      uint64_t removed = store->Sweep();
+      if (removed > 0) log::Debug("TTL sweep removed {} expired objects", removed);
+      ScheduleSweep();
+    });
+  }
+
+  void StopGracefully();
+};
+
+namespace {
+
+Result<protocol::Limits> LimitsFrom(const ServerOptions& o) {
+  protocol::Limits limits;
+  limits.max_key_bytes = o.max_key_bytes;
+  limits.max_namespace_bytes = o.max_namespace_bytes;
+  limits.max_meta_bytes = o.max_meta_bytes;
+  limits.max_value_bytes = o.max_value_bytes;
+  limits.max_batch_keys = o.max_batch_keys;
+  limits.max_frame_bytes = o.max_frame_bytes;
+  Status valid = protocol::ValidateLimits(limits);
+  if (!valid.ok()) return valid.WithContext("server limits");
+  if (o.max_meta_bytes > std::numeric_limits<uint32_t>::max()) {
+    return Status::InvalidArgument("server limits: max_meta_bytes " +
+                                   std::to_string(o.max_meta_bytes) + " is above 4 GiB");
+  }
+  return limits;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  KVPORT_ASSIGN_OR_RETURN(net::HostPort address, net::ParseHostPort(options.listen));
+  KVPORT_ASSIGN_OR_RETURN(protocol::Limits limits, LimitsFrom(options));
+
+  store::StoreOptions store_options;
+  store_options.capacity_bytes = options.capacity_bytes;
+  store_options.max_value_bytes = options.max_value_bytes;
+  store_options.max_key_bytes = static_cast<uint32_t>(limits.max_key_bytes);
+  store_options.max_namespace_bytes = static_cast<uint32_t>(limits.max_namespace_bytes);
+  store_options.max_meta_bytes = static_cast<uint32_t>(limits.max_meta_bytes);
+  Result<std::unique_ptr<store::ObjectStore>> store = store::ObjectStore::Create(store_options);
+  if (!store.ok()) return store.status().WithContext("cannot create the store");
+  impl->store = std::move(store).value();
+
+  impl->context.store = impl->store.get();
+  impl->context.limits = limits;
+  impl->context.server_name = options.server_name;
+  impl->context.counters = &impl->counters;
+  impl->context.list_cursors = &impl->list_cursors;
+
+  server::WorkerOptions worker_options;
+  worker_options.connection.max_outstanding_bytes = options.max_connection_outstanding_bytes;
+  worker_options.idle_timeout = options.idle_timeout;
+  const unsigned threads = options.threads > 0 ? options.threads : HostCpuCount();
+  Impl* raw = impl.get();
+  for (unsigned i = 0; i < threads; ++i) {
+    KVPORT_ASSIGN_OR_RETURN(
+        std::unique_ptr<Worker> worker,
+        Worker::Create(impl->context, worker_options, [raw] { raw->OnConnectionClosed(); }));
+    impl->workers.push_back(std::move(worker));
+  }
+
+  Result<std::unique_ptr<net::TcpListener>> listener = net::TcpListener::Listen(address);
+  if (!listener.ok()) return listener.status().WithContext("cannot listen on " + options.listen);
+  impl->address = (*listener)->address();
+  std::vector<Worker*> targets;
+  for (auto& w : impl->workers)
+    targets.push_back(w.get());
+  impl->acceptor = std::make_unique<Acceptor>(impl->workers[0]->loop(), std::move(listener).value(),
+                                              std::move(targets));
+  KVPORT_RETURN_IF_ERROR(impl->acceptor->Start());
+
+  impl->workers[0]->loop()->Post([raw] { raw->ScheduleSweep(); });
+  for (auto& w : impl->workers)
+    w->StartThread();
+  log::Info("kvport node listening on {} (capacity {}, {} I/O threads)", impl->address.ToString(),
+            FormatSize(impl->store->Stats().capacity_bytes), threads);
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  Stop();
+}
+
+uint16_t Server::port() const {
+  return impl_->address.port;
+}
+
+std::string Server::address() const {
+  return impl_->address.ToString();
+}
+
+void Server::Stop() {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->StopGracefully();
+}
+
+void Server::Impl::StopGracefully() {
+  // 1. No new connections. Waiting here also orders every Adopt the acceptor posted before the
+  //    BeginShutdown posted next (each loop runs its tasks in order).
+  std::promise<void> stopped_accepting;
+  workers[0]->loop()->Post([this, &stopped_accepting] {
+    acceptor->StopAccepting();
+    stopped_accepting.set_value();
+  });
+  stopped_accepting.get_future().wait();
+
+  // 2. Let requests in flight finish; idle connections close at once.
+  for (auto& w : workers)
+    w->BeginShutdown();
+  const auto deadline = std::chrono::steady_clock::now() + options.shutdown_grace;
+  {
+    std::unique_lock<std::mutex> lock(closed_mu);
+    bool drained =
+        closed_cv.wait_until(lock, deadline, [this] { return counters.connections() == 0; });
+    if (!drained) {
+      log::Warn("{} connections still busy after the {} ms shutdown grace; closing them",
+                counters.connections(), options.shutdown_grace.count());
+    }
+  }
+
+  // 3. Close what is left (aborting unfinished MSETs), stop the loops, join the threads.
+  for (auto& w : workers)
+    w->CloseAll();
+  for (auto& w : workers)
+    w->StopAndJoin();
+  acceptor.reset();
+  log::Info("kvport node on {} stopped", address.ToString());
+}
+
+ServerStats Server::Stats() const {
+  return server::CollectStats(*impl_->store, impl_->counters);
+}
+
+}  // namespace kvport

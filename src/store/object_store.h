@@ -1,0 +1,234 @@
+// ObjectStore: the cache node's storage engine. Objects are (namespace, key) -> value bytes in
+// the node's Arena plus a small metadata blob, with atomic visibility, reader pins, LRU
+// eviction, TTLs and per-namespace accounting. No I/O; the store owns all of its locks.
+//
+// Write path (the server reads socket bytes straight into the arena):
+//   Result<WriteHandle> w = store.Reserve(ns, key, value_len, meta, ttl_seconds);
+//   recv(fd, w->data(), w->size());        // no store lock is held while the caller copies
+//   store.Commit(std::move(*w));          // now visible, atomically replacing any old version
+// Until Commit, nothing about the write is visible (Lookup/Exists/ListKeys do not see it and a
+// previous version stays readable). Abort, or destroying an uncommitted WriteHandle, frees the
+// space and leaves no trace.
+//
+// Read path (the server sends straight from the arena with writev):
+//   Result<ReadHandle> r = store.Lookup(ns, key);
+//   writev(..., {r->meta(), {r->data(), r->size()}});
+// A ReadHandle pins the version it found: while any handle pins it, its bytes are never freed
+// or reused, even if the key is overwritten, deleted, expired or evicted meanwhile. The old
+// version stays readable, unchanged, to its pinners and its space is freed with the last pin.
+//
+// Eviction: when Reserve finds no free extent large enough, it evicts unpinned, committed
+// objects in least-recently-used order (across the whole store, not per namespace) until one
+// fits. Pinned objects and reservations are never evicted. If nothing evictable is left the
+// key gets NoSpace; used bytes never exceed the capacity. Expired objects met by eviction are
+// counted as expirations, not evictions.
+//
+// Uses: Commit and a Lookup hit make an object the most recently used. Exists and ListKeys
+// do not (a cache probe is not a use; LMCache probes before it fetches, and the fetch counts).
+//
+// TTL: ttl_seconds > 0 makes an object expire that many seconds after Commit (on the injected
+// Clock); 0 means never. Expired objects are never returned by Lookup, Exists or ListKeys.
+// Their space is reclaimed lazily (when a lookup, an eviction or an overwrite meets them) and
+// by Sweep(), which the server calls periodically.
+//
+// Thread safety: every method may be called concurrently from many threads. Internals: 64
+// index shards each with its own mutex, one LRU mutex and the allocator's mutex, all held for
+// short, bounded work (never while the caller copies value bytes). Handles are not themselves
+// synchronized: one handle object is used by one thread at a time (copies of a ReadHandle
+// are independent). Every handle must be destroyed before the ObjectStore.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvport/status.h"
+#include "store/arena.h"
+#include "store/clock.h"
+
+namespace kvport::store {
+
+class ObjectStore;
+class ExtentAllocator;
+struct StoredObject;  // one version of one object; defined in object_store.cc
+
+// Never expires.
+inline constexpr uint32_t kNoExpiry = 0;
+
+struct StoreOptions {
+  // Arena size in bytes (the config's `capacity`, already parsed). Rounded down to a multiple
+  // of Arena::kBlockBytes (4 KiB); less than that is InvalidArgument.
+  uint64_t capacity_bytes = 0;
+  // Largest value accepted; 0 means the capacity. Bigger values get TooLarge.
+  uint64_t max_value_bytes = 0;
+  // Limits checked by Reserve (the protocol layer enforces its own, usually tighter, first).
+  uint32_t max_namespace_bytes = 256;   // longer: InvalidArgument (empty namespace is allowed)
+  uint32_t max_key_bytes = 4096;        // longer or empty: InvalidArgument
+  uint32_t max_meta_bytes = 64 * 1024;  // longer: TooLarge (metadata lives on the heap)
+  Arena::Backing backing = Arena::Backing::kAuto;
+  // Time source for TTLs; null means SteadyClock::Get(). Must outlive the store.
+  const Clock* clock = nullptr;
+};
+
+struct StoreStats {
+  uint64_t capacity_bytes = 0;      // the arena's size
+  uint64_t used_bytes = 0;          // allocated arena bytes (rounded); always <= capacity
+  uint64_t value_bytes = 0;         // sum of visible objects' value lengths (not rounded)
+  uint64_t reserved_bytes = 0;      // allocated to reservations not yet committed or aborted
+  uint64_t retired_bytes = 0;       // held by removed/replaced versions that readers still pin
+  uint64_t objects = 0;             // visible objects (committed, not removed)
+  uint64_t hits = 0;                // Lookup found a live object
+  uint64_t misses = 0;              // Lookup found nothing (or only an expired object)
+  uint64_t evictions = 0;           // objects removed to make room
+  uint64_t expirations = 0;         // expired objects removed (lazily, by Sweep or eviction)
+  uint64_t free_extents = 0;        // fragmentation: number of free holes in the arena
+  uint64_t largest_free_bytes = 0;  // fragmentation: the largest free hole
+};
+
+// Visible objects of one namespace. Replacing an object updates the counts atomically with
+// the replacement; a namespace whose last object is removed disappears from the list.
+struct NamespaceUsage {
+  std::string ns;
+  uint64_t objects = 0;
+  uint64_t value_bytes = 0;  // sum of value lengths (metadata not included)
+  uint64_t meta_bytes = 0;   // sum of metadata blob lengths
+};
+
+// One page of ListKeys.
+struct KeyPage {
+  std::vector<std::string> keys;  // sorted ascending (bytewise)
+  // Pass back to get the next page; empty when this page is the last.
+  std::string next_cursor;
+};
+
+// A pin on one committed version of an object. Copyable (each copy is another pin) and
+// movable; an empty (default-constructed or moved-from) handle has valid() == false and its
+// accessors must not be called. All accessors are valid while the handle lives.
+class ReadHandle {
+ public:
+  ReadHandle() = default;
+  ReadHandle(const ReadHandle& other);
+  ReadHandle& operator=(const ReadHandle& other);
+  ReadHandle(ReadHandle&& other) noexcept;
+  ReadHandle& operator=(ReadHandle&& other) noexcept;
+  ~ReadHandle();
+
+  bool valid() const { return object_ != nullptr; }
+  const uint8_t* data() const;  // size() bytes in the arena (non-null even when size() == 0)
+  uint64_t size() const;
+  uint64_t arena_offset() const;  // data() - arena base: for same-host/RDMA clients
+  std::string_view meta() const;
+  std::string_view ns() const;
+  std::string_view key() const;
+  // Drops the pin now; the handle becomes empty.
+  void Reset();
+
+ private:
+  friend class ObjectStore;
+  explicit ReadHandle(StoredObject* pinned) : object_(pinned) {}  // adopts an existing pin
+  StoredObject* object_ = nullptr;
+};
+
+// Space reserved for one write. Move-only. The caller fills data()[0, size()) and then passes
+// the handle to ObjectStore::Commit (or Abort). Destroying a handle that was neither committed
+// nor aborted aborts it. The bytes are not initialized: a reader can only ever see them after
+// Commit, so the caller must have written all of them by then.
+class WriteHandle {
+ public:
+  WriteHandle() = default;
+  WriteHandle(WriteHandle&& other) noexcept;
+  WriteHandle& operator=(WriteHandle&& other) noexcept;  // aborts what *this held
+  WriteHandle(const WriteHandle&) = delete;
+  WriteHandle& operator=(const WriteHandle&) = delete;
+  ~WriteHandle();
+
+  bool valid() const { return object_ != nullptr; }
+  uint8_t* data() const;  // size() writable bytes in the arena (non-null even when size() == 0)
+  uint64_t size() const;
+  uint64_t arena_offset() const;
+  std::string_view ns() const;
+  std::string_view key() const;
+
+ private:
+  friend class ObjectStore;
+  explicit WriteHandle(StoredObject* reserved) : object_(reserved) {}
+  StoredObject* object_ = nullptr;
+};
+
+class ObjectStore {
+ public:
+  // Maps the arena and builds an empty store. Errors: InvalidArgument for options that make
+  // no sense (capacity < 4 KiB), IoError when the arena cannot be mapped.
+  static Result<std::unique_ptr<ObjectStore>> Create(const StoreOptions& options);
+  ~ObjectStore();
+  ObjectStore(const ObjectStore&) = delete;
+  ObjectStore& operator=(const ObjectStore&) = delete;
+
+  // Reserves value_len bytes for (ns, key), evicting LRU objects if needed. meta is copied
+  // into the handle; ttl_seconds is counted from Commit (kNoExpiry: never). Errors:
+  //   InvalidArgument  empty or too long key, too long namespace;
+  //   TooLarge         value_len > max_value_bytes or > capacity, meta > max_meta_bytes
+  //                    (will never fit: retrying is pointless);
+  //   NoSpace          no hole large enough even after evicting every evictable object
+  //                    (capacity full of pinned objects and reservations); nothing of the
+  //                    current visible state was lost beyond the LRU objects evicted trying.
+  Result<WriteHandle> Reserve(std::string_view ns, std::string_view key, uint64_t value_len,
+                              std::string_view meta, uint32_t ttl_seconds);
+
+  // Makes the reserved object visible, atomically replacing the previous version of the key
+  // if any (whose readers keep their pins). If two reservations of one key are committed, the
+  // last Commit wins. Consumes the handle. InvalidArgument for an empty handle.
+  Status Commit(WriteHandle&& handle);
+
+  // Frees the reservation; nothing becomes visible. An empty handle is a no-op.
+  void Abort(WriteHandle&& handle);
+
+  // Pins the live version of (ns, key). NotFound if absent or expired (an expired object
+  // found here is removed and counted as an expiration); InvalidArgument for a bad key or
+  // namespace. Counts a hit or a miss and makes the object most recently used.
+  Result<ReadHandle> Lookup(std::string_view ns, std::string_view key);
+
+  // OK if (ns, key) is live, NotFound if absent or expired, InvalidArgument for a bad key.
+  // Pins nothing, counts no hit or miss and does not touch the LRU order.
+  Status Exists(std::string_view ns, std::string_view key);
+
+  // Removes (ns, key) from view. OK if a live object was removed, NotFound otherwise.
+  // Readers that pinned it keep reading it; its space is freed with their last pin.
+  Status Delete(std::string_view ns, std::string_view key);
+
+  // Up to `limit` live keys of namespace `ns`, ascending, strictly after `cursor` (empty
+  // cursor: from the start). Keys present for the whole paging are returned exactly once;
+  // keys added or removed meanwhile may or may not appear. Cost: one pass over the index per
+  // page (an operator's and a connector's list, not a hot path). InvalidArgument if limit==0.
+  Result<KeyPage> ListKeys(std::string_view ns, std::string_view cursor, size_t limit);
+
+  // Removes every expired object (counting expirations) and returns how many. Pinned expired
+  // objects are removed from view too; their space is freed with their last pin.
+  uint64_t Sweep();
+
+  StoreStats Stats() const;
+  // Every namespace with at least one visible object, sorted by name.
+  std::vector<NamespaceUsage> NamespaceUsages() const;
+  // Usage of one namespace (zeros if it has no objects).
+  NamespaceUsage UsageOf(std::string_view ns) const;
+
+  const Arena& arena() const { return *arena_; }
+  const StoreOptions& options() const { return options_; }
+
+ private:
+  friend class ReadHandle;
+  friend class WriteHandle;
+  struct Impl;
+
+  ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,
+              std::unique_ptr<ExtentAllocator> allocator);
+
+  StoreOptions options_;
+  std::unique_ptr<Arena> arena_;
+  std::unique_ptr<ExtentAllocator> allocator_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvport::store

@@ -1,0 +1,223 @@
+// The client's parts on their own: endpoints, codes, the memory registry, frame planning, and
+// timeouts against a node that accepts requests and never answers.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/batch_call.h"
+#include "client/endpoint.h"
+#include "client/frame_planner.h"
+#include "client/memory_registry.h"
+#include "kvport/client.h"
+#include "protocol/messages.h"
+
+namespace kvport {
+namespace {
+
+TEST(EndpointTest, ParsesHostPortAndEicUrls) {
+  Result<client::Endpoint> plain = client::ParseEndpoint("127.0.0.1:7470");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->address.host, "127.0.0.1");
+  EXPECT_EQ(plain->address.port, 7470);
+  EXPECT_EQ(plain->ns, "");
+
+  Result<client::Endpoint> url = client::ParseEndpoint("eic://localhost:9000/team-a");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  EXPECT_EQ(url->address.host, "localhost");
+  EXPECT_EQ(url->address.port, 9000);
+  EXPECT_EQ(url->ns, "team-a");
+
+  Result<client::Endpoint> v6 = client::ParseEndpoint("eic://[::1]:9000");
+  ASSERT_TRUE(v6.ok()) << v6.status().ToString();
+  EXPECT_EQ(v6->address.host, "::1");
+
+  for (const char* bad :
+       {"", "eic://", "redis://h:1", "host", "h:0", "h:99999", "eic://h:1/a/b", "h:port"}) {
+    Result<client::Endpoint> r = client::ParseEndpoint(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+      EXPECT_NE(r.status().message().find("'" + std::string(bad) + "'"), std::string::npos)
+          << r.status().message();
+    }
+  }
+}
+
+TEST(KeyCodeTest, OverallCodeAndWireMapping) {
+  using K = KeyCode;
+  EXPECT_EQ(OverallCode(std::vector<K>{}), BatchCode::kSuccess);
+  EXPECT_EQ(OverallCode(std::vector<K>{K::kSuccess, K::kSuccess}), BatchCode::kSuccess);
+  EXPECT_EQ(OverallCode(std::vector<K>{K::kSuccess, K::kKeyNotExist}), BatchCode::kPartialFailed);
+  EXPECT_EQ(OverallCode(std::vector<K>{K::kKeyNotExist, K::kNoSpace}), BatchCode::kFailed);
+  EXPECT_EQ(BatchCodeName(BatchCode::kPartialFailed), "PARTIAL_FAILED");
+  EXPECT_EQ(KeyCodeName(K::kKeyNotExist), "KEY_NOT_EXIST");
+
+  EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kOk, false), K::kSuccess);
+  EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kNotFound, true), K::kKeyNotExist);
+  EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kNoSpace, false), K::kNoSpace);
+  EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kTooLarge, false), K::kTooLarge);
+  EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kTooLarge, true), K::kBufferTooSmall);
+  EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kInvalidArgument, false), K::kInvalidArgument);
+  EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kInternal, false), K::kFailed);
+  EXPECT_EQ(client::KeyCodeFromCallFailure(Status::Unavailable("x")), K::kUnavailable);
+  EXPECT_EQ(client::KeyCodeFromCallFailure(Status::Timeout("x")), K::kTimeout);
+  EXPECT_EQ(client::KeyCodeFromCallFailure(Status::Corruption("x")), K::kFailed);
+}
+
+TEST(MemoryRegistryTest, LooksUpRangesAndRefusesOverlaps) {
+  client::MemoryRegistry registry;
+  std::vector<char> block(1000);
+  char* base = block.data();
+  const MemoryInfo cuda{RuntimeKind::kCuda, 1};
+  ASSERT_TRUE(registry.Register(base + 100, 200, cuda).ok());
+  EXPECT_TRUE(registry.Register(base + 100, 200, cuda).ok());  // the same again is fine
+  EXPECT_EQ(registry.Register(base + 250, 100, cuda).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Register(base + 50, 60, cuda).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Register(nullptr, 10, cuda).code(), StatusCode::kInvalidArgument);
+
+  Result<MemoryInfo> inside = registry.Lookup(base + 150, 50);
+  ASSERT_TRUE(inside.ok());
+  EXPECT_EQ(inside->kind, RuntimeKind::kCuda);
+  EXPECT_EQ(inside->device_id, 1);
+  Result<MemoryInfo> outside = registry.Lookup(base, 100);
+  ASSERT_TRUE(outside.ok());
+  EXPECT_EQ(outside->kind, RuntimeKind::kHost);
+  EXPECT_EQ(registry.Lookup(base + 250, 100).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Lookup(base + 50, 100).status().code(), StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(registry.Unregister(base + 100, 100).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(registry.Unregister(base + 100, 200).ok());
+  EXPECT_EQ(registry.Lookup(base + 150, 50)->kind, RuntimeKind::kHost);
+}
+
+TEST(FramePlannerTest, RespectsKeyCountDescriptorAndPayloadBudgets) {
+  protocol::Limits limits;
+  limits.max_batch_keys = 4;
+  limits.max_frame_bytes = client::kFrameFixedBytes + 100;
+  client::FrameCosts costs;
+  costs.descriptor_bytes = [](size_t) { return uint64_t{30}; };
+  costs.payload_bytes = [](size_t i) { return i == 5 ? uint64_t{1000} : uint64_t{10}; };
+  // 3 items per frame by descriptor bytes (90 <= 100), and item 5 alone breaks the payload
+  // budget of 500.
+  std::vector<client::FrameSlice> slices = client::PlanFrames(8, costs, limits, 500);
+  std::vector<std::pair<size_t, size_t>> got;
+  for (const auto& s : slices)
+    got.emplace_back(s.begin, s.end);
+  EXPECT_EQ(got, (std::vector<std::pair<size_t, size_t>>{{0, 3}, {3, 5}, {5, 6}, {6, 8}}));
+
+  limits.max_frame_bytes = 16 << 20;
+  slices = client::PlanFrames(10, costs, limits, uint64_t{1} << 40);
+  ASSERT_EQ(slices.size(), 3u);  // by key count: 4 + 4 + 2
+  EXPECT_EQ(slices[2].end - slices[2].begin, 2u);
+  EXPECT_TRUE(client::PlanFrames(0, costs, limits).empty());
+}
+
+// A "node" that answers HELLO and then reads requests without ever answering them.
+class SilentNode {
+ public:
+  SilentNode() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(listener_, 8), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~SilentNode() {
+    ::shutdown(listener_, SHUT_RDWR);
+    ::close(listener_);
+    for (int fd : conns_)
+      ::shutdown(fd, SHUT_RDWR);
+    thread_.join();
+    for (int fd : conns_)
+      ::close(fd);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int requests() const { return requests_.load(); }
+
+ private:
+  bool ReadExact(int fd, char* p, size_t n) {
+    while (n > 0) {
+      ssize_t r = ::read(fd, p, n);
+      if (r <= 0) return false;
+      p += r;
+      n -= static_cast<size_t>(r);
+    }
+    return true;
+  }
+  void Serve() {
+    int fd = ::accept(listener_, nullptr, nullptr);
+    if (fd < 0) return;
+    conns_.push_back(fd);
+    const protocol::Limits limits;
+    while (true) {
+      char head[protocol::kFrameHeaderSize];
+      if (!ReadExact(fd, head, sizeof(head))) return;
+      protocol::FrameHeader header;
+      if (!protocol::DecodeFrameHeader(std::string_view(head, sizeof(head)), limits, &header)
+               .ok()) {
+        return;
+      }
+      std::string rest(header.descriptor_length + header.payload_length, '\0');
+      if (!ReadExact(fd, rest.data(), rest.size())) return;
+      if (header.opcode != protocol::Opcode::kHello) {
+        ++requests_;
+        continue;  // never answered
+      }
+      protocol::HelloResponse hello;
+      hello.server_name = "silent";
+      protocol::EncodedFrame frame;
+      if (!protocol::EncodeResponse(header.request_id, hello, limits, &frame).ok()) return;
+      if (::write(fd, frame.head.data(), frame.head.size()) !=
+          static_cast<ssize_t>(frame.head.size())) {
+        return;
+      }
+    }
+  }
+
+  int listener_ = -1;
+  uint16_t port_ = 0;
+  std::vector<int> conns_;
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+TEST(ClientTimeoutTest, CallsToANodeThatNeverAnswersTimeOutAndLeaveBuffersAlone) {
+  SilentNode node;
+  InitOptions options;
+  options.connections = 1;
+  options.timeout = std::chrono::milliseconds(200);
+  Client client;
+  ASSERT_TRUE(client.Init("silent", node.address(), options).ok());
+
+  Result<BatchResult> exist = client.MExist({"k"});
+  ASSERT_FALSE(exist.ok());
+  EXPECT_EQ(exist.status().code(), StatusCode::kTimeout) << exist.status().ToString();
+
+  std::vector<char> buffer(64, '\x33');
+  IOBuffers buffers;
+  buffers.Append(buffer.data(), buffer.size());
+  GetOptions get;
+  get.timeout = std::chrono::milliseconds(100);  // a per-call override
+  Result<GetResult> got = client.MGet({"k"}, get, buffers);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kTimeout);
+  EXPECT_EQ(buffer, std::vector<char>(64, '\x33'));
+  EXPECT_GE(node.requests(), 1);
+}
+
+}  // namespace
+}  // namespace kvport

@@ -1,0 +1,431 @@
+// kvport::Client against a real in-process node on an ephemeral loopback port.
+#include "kvport/client.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_node.h"
+
+namespace kvport {
+namespace {
+
+using testing::Pattern;
+using testing::SmallNodeOptions;
+using testing::StartNode;
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void StartAll(const ServerOptions& node_options, InitOptions client_options = {}) {
+    server_ = StartNode(node_options);
+    ASSERT_NE(server_, nullptr);
+    Status init = client_.Init("client-test", server_->address(), client_options);
+    ASSERT_TRUE(init.ok()) << init.ToString();
+  }
+  void SetUp() override {}
+
+  std::unique_ptr<Server> server_;
+  Client client_;
+};
+
+TEST_F(ClientTest, RoundTripWithMetasSizesAndExistence) {
+  StartAll(SmallNodeOptions());
+  const std::vector<std::string> keys = {"model@1@0@abc@half", "empty-value", "big"};
+  const std::vector<std::vector<char>> values = {Pattern(1, 4096), {}, Pattern(3, 3 << 20)};
+  const std::vector<std::string> metas = {std::string("\x01\x00\x00\x00meta", 8), "", "m3"};
+  IOBuffers put;
+  for (const auto& v : values)
+    put.Append(v.data(), v.size());
+  SetOptions set;
+  set.ns = "ns1";
+  Result<BatchResult> stored = client_.MSet(keys, put, set, metas);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->status, BatchCode::kSuccess);
+  EXPECT_EQ(stored->codes, std::vector<KeyCode>(3, KeyCode::kSuccess));
+  EXPECT_TRUE(stored->error.ok());
+
+  // Meta-only first, the way the connector sizes its buffers.
+  GetOptions get;
+  get.ns = "ns1";
+  Result<GetResult> sized = client_.MGetMeta(keys, get);
+  ASSERT_TRUE(sized.ok()) << sized.status().ToString();
+  EXPECT_EQ(sized->status, BatchCode::kSuccess);
+  EXPECT_EQ(sized->metas, metas);
+  EXPECT_EQ(sized->value_sizes, (std::vector<uint64_t>{4096, 0, 3 << 20}));
+
+  std::vector<std::vector<char>> out;
+  IOBuffers buffers;
+  for (uint64_t size : sized->value_sizes)
+    out.emplace_back(size + 7, '\x5a');
+  for (auto& o : out)
+    buffers.Append(o.data(), o.size());
+  Result<GetResult> got = client_.MGet(keys, get, buffers);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->status, BatchCode::kSuccess);
+  EXPECT_EQ(got->metas, metas);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(got->value_sizes[i], values[i].size()) << keys[i];
+    EXPECT_EQ(0, std::memcmp(out[i].data(), values[i].data(), values[i].size())) << keys[i];
+    // Bytes past the value are untouched.
+    EXPECT_EQ(out[i][values[i].size()], '\x5a') << keys[i];
+  }
+
+  // Namespaces are separate: the same keys in the default namespace do not exist.
+  Result<BatchResult> elsewhere = client_.MExist(keys);
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status().ToString();
+  EXPECT_EQ(elsewhere->status, BatchCode::kFailed);
+  EXPECT_EQ(elsewhere->codes, std::vector<KeyCode>(3, KeyCode::kKeyNotExist));
+
+  ExistOptions exist;
+  exist.ns = "ns1";
+  Result<BatchResult> present = client_.MExist({keys[0], "never-written"}, exist);
+  ASSERT_TRUE(present.ok());
+  EXPECT_EQ(present->status, BatchCode::kPartialFailed);
+  EXPECT_EQ(present->codes, (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kKeyNotExist}));
+  EXPECT_EQ(present->error.code(), StatusCode::kNotFound);
+  EXPECT_NE(present->error.message().find("never-written"), std::string::npos)
+      << present->error.message();
+
+  DelOptions del;
+  del.ns = "ns1";
+  Result<BatchResult> deleted = client_.MDel({keys[0], "never-written"}, del);
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(deleted->codes, (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kKeyNotExist}));
+  Result<BatchResult> after = client_.MExist(keys, exist);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->codes,
+            (std::vector<KeyCode>{KeyCode::kKeyNotExist, KeyCode::kSuccess, KeyCode::kSuccess}));
+}
+
+TEST_F(ClientTest, MgetOfNeverWrittenKeysIsFailedWithKeyNotExistPerKey) {
+  StartAll(SmallNodeOptions());
+  std::vector<char> a(64), b(64);
+  IOBuffers buffers;
+  buffers.Append(a.data(), a.size());
+  buffers.Append(b.data(), b.size());
+  Result<GetResult> got = client_.MGet({"nope-1", "nope-2"}, GetOptions{}, buffers);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->status, BatchCode::kFailed);
+  EXPECT_EQ(got->codes, std::vector<KeyCode>(2, KeyCode::kKeyNotExist));
+  EXPECT_EQ(got->value_sizes, std::vector<uint64_t>(2, 0));
+}
+
+TEST_F(ClientTest, BufferTooSmallIsAPerKeyErrorThatLeavesTheBufferUntouched) {
+  StartAll(SmallNodeOptions());
+  const std::vector<char> big = Pattern(7, 1000);
+  const std::vector<char> small = Pattern(8, 10);
+  IOBuffers put;
+  put.Append(big.data(), big.size());
+  put.Append(small.data(), small.size());
+  ASSERT_EQ(client_.MSet({"big", "small"}, put)->status, BatchCode::kSuccess);
+
+  std::vector<char> short_buffer(999, '\x11');
+  std::vector<char> fine(10, '\x22');
+  IOBuffers buffers;
+  buffers.Append(short_buffer.data(), short_buffer.size());
+  buffers.Append(fine.data(), fine.size());
+  Result<GetResult> got = client_.MGet({"big", "small"}, GetOptions{}, buffers);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->status, BatchCode::kPartialFailed);
+  EXPECT_EQ(got->codes, (std::vector<KeyCode>{KeyCode::kBufferTooSmall, KeyCode::kSuccess}));
+  EXPECT_EQ(got->value_sizes, (std::vector<uint64_t>{1000, 10}));
+  EXPECT_EQ(short_buffer, std::vector<char>(999, '\x11'));
+  EXPECT_EQ(fine, small);
+
+  // The reported size is enough to retry.
+  std::vector<char> retry(got->value_sizes[0]);
+  IOBuffers again;
+  again.Append(retry.data(), retry.size());
+  Result<GetResult> second = client_.MGet({"big"}, GetOptions{}, again);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->status, BatchCode::kSuccess);
+  EXPECT_EQ(retry, big);
+}
+
+TEST_F(ClientTest, CapacityExhaustionGivesTruePerKeyStatuses) {
+  // 1 MiB node; one MSET of six 256 KiB values (only some fit), one value larger than the node.
+  StartAll(SmallNodeOptions(uint64_t{1} << 20));
+  std::vector<std::string> keys;
+  std::vector<std::vector<char>> values;
+  for (int i = 0; i < 6; ++i) {
+    keys.push_back("chunk-" + std::to_string(i));
+    values.push_back(Pattern(100 + i, 256 << 10));
+  }
+  keys.push_back("too-large");
+  values.push_back(Pattern(200, 2 << 20));
+  IOBuffers put;
+  for (const auto& v : values)
+    put.Append(v.data(), v.size());
+  Result<BatchResult> stored = client_.MSet(keys, put);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->status, BatchCode::kPartialFailed);
+  EXPECT_EQ(stored->codes.back(), KeyCode::kTooLarge);
+  size_t ok = 0, no_space = 0;
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    const KeyCode code = stored->codes[i];
+    EXPECT_TRUE(code == KeyCode::kSuccess || code == KeyCode::kNoSpace) << KeyCodeName(code);
+    ok += code == KeyCode::kSuccess;
+    no_space += code == KeyCode::kNoSpace;
+  }
+  EXPECT_GT(ok, 0u);
+  EXPECT_GT(no_space, 0u);
+  EXPECT_FALSE(stored->error.ok());
+
+  // Per-key codes are the authority: exactly the keys reported stored read back, intact.
+  std::vector<std::vector<char>> out(keys.size(), std::vector<char>(2 << 20));
+  IOBuffers buffers;
+  for (auto& o : out)
+    buffers.Append(o.data(), o.size());
+  Result<GetResult> got = client_.MGet(keys, GetOptions{}, buffers);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (stored->codes[i] == KeyCode::kSuccess) {
+      ASSERT_EQ(got->codes[i], KeyCode::kSuccess) << keys[i];
+      EXPECT_EQ(0, std::memcmp(out[i].data(), values[i].data(), values[i].size())) << keys[i];
+    } else {
+      EXPECT_EQ(got->codes[i], KeyCode::kKeyNotExist) << keys[i];
+    }
+  }
+}
+
+TEST_F(ClientTest, LocallyInvalidKeysFailAloneAndArgumentMismatchesFailTheCall) {
+  StartAll(SmallNodeOptions());
+  const std::vector<char> v = Pattern(9, 16);
+  IOBuffers put;
+  put.Append(v.data(), v.size());
+  put.Append(v.data(), v.size());
+  Result<BatchResult> stored = client_.MSet({"", "fine"}, put);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->codes, (std::vector<KeyCode>{KeyCode::kInvalidArgument, KeyCode::kSuccess}));
+  EXPECT_EQ(stored->status, BatchCode::kPartialFailed);
+
+  Result<BatchResult> mismatch = client_.MSet({"a"}, put);
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  SetOptions bad_ns;
+  bad_ns.ns = std::string(300, 'n');
+  EXPECT_EQ(client_.MSet({"a", "b"}, put, bad_ns).status().code(), StatusCode::kInvalidArgument);
+  const std::string long_meta(8192, 'm');
+  Result<BatchResult> meta = client_.MSet({"a", "b"}, put, SetOptions{}, {{"", long_meta}});
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->codes, (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kTooLarge}));
+}
+
+TEST_F(ClientTest, CallsBeforeInitAndASecondInitAreRejected) {
+  Client fresh;
+  IOBuffers none;
+  EXPECT_EQ(fresh.MSet({}, none).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fresh.MExist({"k"}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fresh.Ping().code(), StatusCode::kInvalidArgument);
+  StartAll(SmallNodeOptions());
+  EXPECT_EQ(client_.Init("again", server_->address()).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(client_.Ping().ok());
+}
+
+TEST_F(ClientTest, InitFailsClearlyWithoutANodeOrWithABadEndpoint) {
+  Client c;
+  Status bad = c.Init("t", "redis://127.0.0.1:1");
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("eic://"), std::string::npos) << bad.message();
+
+  // A port nobody listens on: take one from a node, then stop it.
+  auto node = StartNode(SmallNodeOptions());
+  ASSERT_NE(node, nullptr);
+  const std::string address = node->address();
+  node->Stop();
+  node.reset();
+  Client d;
+  Status refused = d.Init("t", "eic://" + address);
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+  EXPECT_NE(refused.message().find(address), std::string::npos) << refused.message();
+}
+
+TEST_F(ClientTest, StatsAndListReportWhatWasStored) {
+  StartAll(SmallNodeOptions());
+  const std::vector<char> v = Pattern(10, 100);
+  IOBuffers put;
+  for (int i = 0; i < 3; ++i)
+    put.Append(v.data(), v.size());
+  SetOptions set;
+  set.ns = "listed";
+  ASSERT_EQ(client_.MSet({"k1", "k2", "k3"}, put, set)->status, BatchCode::kSuccess);
+
+  Result<NodeStats> stats = client_.Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->Get("objects"), 3u);
+  EXPECT_EQ(stats->Get("capacity_bytes"), server_->Stats().Get("capacity_bytes"));
+  bool found = false;
+  for (const auto& ns : stats->namespaces) {
+    if (ns.name == "listed") {
+      found = true;
+      EXPECT_EQ(ns.objects, 3u);
+    }
+  }
+  EXPECT_TRUE(found);
+
+  std::vector<std::string> listed;
+  uint64_t cursor = 0;
+  do {
+    Result<KeyPage> page = client_.List("listed", cursor, 2);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    listed.insert(listed.end(), page->keys.begin(), page->keys.end());
+    cursor = page->next_cursor;
+  } while (cursor != 0);
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, (std::vector<std::string>{"k1", "k2", "k3"}));
+}
+
+TEST_F(ClientTest, BatchesLargerThanTheNodeLimitsAreSplitIntoFrames) {
+  ServerOptions node = SmallNodeOptions();
+  node.max_batch_keys = 16;
+  StartAll(node);
+  std::vector<std::string> keys;
+  std::vector<std::vector<char>> values;
+  for (int i = 0; i < 100; ++i) {
+    keys.push_back("split-" + std::to_string(i));
+    values.push_back(Pattern(300 + i, 100 + i));
+  }
+  IOBuffers put;
+  for (const auto& v : values)
+    put.Append(v.data(), v.size());
+  Result<BatchResult> stored = client_.MSet(keys, put);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->status, BatchCode::kSuccess);
+  std::vector<std::vector<char>> out(keys.size(), std::vector<char>(256));
+  IOBuffers buffers;
+  for (auto& o : out)
+    buffers.Append(o.data(), o.size());
+  Result<GetResult> got = client_.MGet(keys, GetOptions{}, buffers);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status, BatchCode::kSuccess);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(got->value_sizes[i], values[i].size());
+    EXPECT_EQ(0, std::memcmp(out[i].data(), values[i].data(), values[i].size())) << keys[i];
+  }
+}
+
+TEST_F(ClientTest, EightThreadsShareOneClient) {
+  InitOptions options;
+  options.connections = 2;  // fewer connections than threads: calls are pipelined
+  StartAll(SmallNodeOptions(), options);
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 40;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        std::vector<std::string> keys;
+        std::vector<std::vector<char>> values;
+        IOBuffers put;
+        for (int k = 0; k < 4; ++k) {
+          keys.push_back("t" + std::to_string(t) + "-r" + std::to_string(r) + "-k" +
+                         std::to_string(k));
+          values.push_back(Pattern(t * 1000 + r * 10 + k, 1000 + 4096 * k + t));
+        }
+        for (const auto& v : values)
+          put.Append(v.data(), v.size());
+        const std::string meta = keys[0];
+        std::vector<std::string> metas(keys.size(), meta);
+        Result<BatchResult> stored = client_.MSet(keys, put, SetOptions{}, metas);
+        if (!stored.ok() || stored->status != BatchCode::kSuccess) {
+          ++failures;
+          continue;
+        }
+        std::vector<std::vector<char>> out(keys.size(), std::vector<char>(20000));
+        IOBuffers buffers;
+        for (auto& o : out)
+          buffers.Append(o.data(), o.size());
+        Result<GetResult> got = client_.MGet(keys, GetOptions{}, buffers);
+        if (!got.ok() || got->status != BatchCode::kSuccess) {
+          ++failures;
+          continue;
+        }
+        for (size_t k = 0; k < keys.size(); ++k) {
+          if (got->value_sizes[k] != values[k].size() || got->metas[k] != meta ||
+              std::memcmp(out[k].data(), values[k].data(), values[k].size()) != 0) {
+            ++failures;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(server_->Stats().Get("objects"), uint64_t{kThreads * kRounds * 4});
+}
+
+TEST_F(ClientTest, NodeRestartMidRunFailsUnavailableThenRecoversOnTheSameClient) {
+  InitOptions options;
+  options.connections = 2;
+  options.timeout = std::chrono::seconds(5);
+  options.reconnect_backoff_min = std::chrono::milliseconds(5);
+  options.reconnect_backoff_max = std::chrono::milliseconds(50);
+  StartAll(SmallNodeOptions(), options);
+  const uint16_t port = server_->port();
+  const std::vector<char> v = Pattern(42, 8192);
+
+  // A writer keeps running through the restart; every call either succeeds or is Unavailable.
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok_calls{0};
+  std::atomic<int> unavailable_calls{0};
+  std::vector<std::string> unexpected;
+  std::mutex unexpected_mu;
+  std::thread writer([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      IOBuffers put;
+      put.Append(v.data(), v.size());
+      Result<BatchResult> r = client_.MSet({"run-" + std::to_string(i % 64)}, put);
+      if (r.ok() && r->status == BatchCode::kSuccess) {
+        ++ok_calls;
+      } else if (!r.ok() && r.status().code() == StatusCode::kUnavailable) {
+        ++unavailable_calls;
+      } else {
+        std::lock_guard lock(unexpected_mu);
+        unexpected.push_back(r.ok() ? r->error.ToString() : r.status().ToString());
+      }
+    }
+  });
+  auto wait_until = [](auto condition) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!condition() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    return condition();
+  };
+  ASSERT_TRUE(wait_until([&] { return ok_calls.load() >= 10; }));
+
+  server_->Stop();
+  // While the node is down, calls fail fast with a clear Unavailable.
+  Result<BatchResult> down = client_.MExist({"run-0"});
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.status().code(), StatusCode::kUnavailable) << down.status().ToString();
+  EXPECT_NE(down.status().message().find(std::to_string(port)), std::string::npos)
+      << down.status().message();
+  ASSERT_TRUE(wait_until([&] { return unavailable_calls.load() >= 3; }));
+
+  // A new node on the same port: the same client picks it up.
+  ServerOptions again = SmallNodeOptions();
+  again.listen = "127.0.0.1:" + std::to_string(port);
+  server_ = StartNode(again);
+  ASSERT_NE(server_, nullptr) << "could not bind the same port again";
+  const int ok_before = ok_calls.load();
+  ASSERT_TRUE(wait_until([&] { return ok_calls.load() >= ok_before + 10; }));
+  stop = true;
+  writer.join();
+  EXPECT_TRUE(unexpected.empty()) << unexpected.front();
+
+  // The new node is empty except for what was written after the restart.
+  Result<BatchResult> exists = client_.MExist({"run-0", "written-before-only"});
+  ASSERT_TRUE(exists.ok()) << exists.status().ToString();
+  EXPECT_EQ(exists->codes[1], KeyCode::kKeyNotExist);
+  EXPECT_TRUE(client_.Ping().ok());
+}
+
+}  // namespace
+}  // namespace kvport

@@ -1,0 +1,516 @@
+#include "kvport/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+namespace kvport {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kHostMemory = 16 * kGiB;  // injected: results never depend on this machine
+
+// A YAML file in a fresh temporary directory, removed at the end of the test.
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           (std::string("kvport_config_test_") + info->name() + "_" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string WriteFile(const std::string& text, const std::string& name = "kvport.yaml") {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // Loads `yaml` (written to a file) with `env` as the whole environment.
+  Result<Config> Load(const std::string& yaml, std::map<std::string, std::string> env = {},
+                      uint64_t host_memory = kHostMemory) {
+    ConfigSources sources;
+    sources.file = WriteFile(yaml);
+    sources.env = std::move(env);
+    sources.host_memory_bytes = host_memory;
+    sources.log_warnings = false;
+    return LoadConfig(sources);
+  }
+
+  // Loads `yaml`, expecting an InvalidArgument; returns its message.
+  std::string LoadError(const std::string& yaml, std::map<std::string, std::string> env = {},
+                        uint64_t host_memory = kHostMemory) {
+    Result<Config> r = Load(yaml, std::move(env), host_memory);
+    EXPECT_FALSE(r.ok()) << "expected an error for:\n" << yaml;
+    if (r.ok()) return "";
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+    return r.status().message();
+  }
+
+  std::filesystem::path dir_;
+};
+
+std::string OriginOf(const Config& c, const std::string& key) {
+  const ConfigEntry* e = c.FindEntry(key);
+  return e == nullptr ? "<no entry>" : e->origin;
+}
+
+TEST_F(ConfigTest, NoFileGivesDocumentedDefaults) {
+  ConfigSources sources;
+  sources.env = std::map<std::string, std::string>{};
+  sources.host_memory_bytes = kHostMemory;
+  Result<Config> r = LoadConfig(sources);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Config& c = *r;
+  EXPECT_EQ(c.file, "");
+  EXPECT_EQ(c.chunk_size, 256u);
+  EXPECT_TRUE(c.local_cpu);
+  EXPECT_EQ(c.max_local_cpu_size_bytes, 5 * kGiB);
+  EXPECT_EQ(c.max_local_disk_size_bytes, 0u);
+  EXPECT_EQ(c.remote_serde, "naive");
+  EXPECT_FALSE(c.save_unfull_chunk);
+  EXPECT_EQ(c.blocking_timeout_secs, 10u);
+  EXPECT_EQ(c.eic_thread_num, 6u);
+  EXPECT_EQ(c.eic_log_level, 1u);
+  EXPECT_EQ(c.eic_trans_type, 3u);
+  EXPECT_EQ(c.eic_kv_ttl, -1);
+  EXPECT_EQ(c.node.listen, "127.0.0.1:7470");
+  EXPECT_EQ(c.node.capacity, kGiB);
+  EXPECT_EQ(c.node.threads, 0u);
+  EXPECT_EQ(c.node.max_frame_bytes, uint64_t{16} << 20);
+  EXPECT_EQ(c.node.max_connection_outstanding_bytes, uint64_t{256} << 20);
+  EXPECT_EQ(c.node.idle_timeout_secs, 300u);
+  EXPECT_EQ(c.log_level, "info");
+  EXPECT_TRUE(c.warnings.empty());
+  for (const ConfigEntry& e : c.entries) {
+    EXPECT_EQ(e.origin, "default") << e.key;
+    EXPECT_EQ(e.source, ConfigSource::kDefault) << e.key;
+  }
+  ASSERT_NE(c.FindEntry("max_local_cpu_size"), nullptr);
+  EXPECT_EQ(c.FindEntry("max_local_cpu_size")->value, "5");
+  EXPECT_EQ(c.FindEntry("max_local_cpu_size")->human, "5 GiB");
+  EXPECT_EQ(c.FindEntry("max_local_cpu_size")->env_var, "LMCACHE_MAX_LOCAL_CPU_SIZE");
+  EXPECT_EQ(c.FindEntry("capacity")->env_var, "KVPORT_CAPACITY");
+  EXPECT_EQ(c.FindEntry("eic_trans_type")->env_var, "LMCACHE_EIC_TRANS_TYPE");
+  EXPECT_EQ(c.FindEntry("extra_config")->value, "{}");
+}
+
+TEST_F(ConfigTest, FileValuesAreTypedAndRememberTheirSource) {
+  Result<Config> r = Load(
+      "chunk_size: 128\n"
+      "local_cpu: false\n"
+      "max_local_cpu_size: 2.5\n"
+      "max_local_disk_size: 10\n"
+      "local_disk: /mnt/cache\n"
+      "remote_url: eic://10.0.0.1:7470\n"
+      "save_unfull_chunk: true\n"
+      "eic_trans_type: 2\n"
+      "eic_kv_ttl: 3600\n"
+      "eic_kv_ns: llama\n"
+      "listen: 0.0.0.0:7471\n"
+      "capacity: 8GiB\n"
+      "threads: 4\n"
+      "max_value_bytes: 64MiB\n"
+      "cuda_runtime_library: /opt/cuda/libcudart.so.12\n"
+      "log_level: debug\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Config& c = *r;
+  EXPECT_EQ(c.chunk_size, 128u);
+  EXPECT_FALSE(c.local_cpu);
+  EXPECT_EQ(c.max_local_cpu_size_bytes, 5 * kGiB / 2);
+  EXPECT_EQ(c.max_local_disk_size_bytes, 10 * kGiB);
+  EXPECT_EQ(c.local_disk, "/mnt/cache");
+  EXPECT_EQ(c.remote_url, "eic://10.0.0.1:7470");
+  EXPECT_TRUE(c.save_unfull_chunk);
+  EXPECT_EQ(c.eic_trans_type, 2u);
+  EXPECT_EQ(c.eic_kv_ttl, 3600);
+  EXPECT_EQ(c.eic_kv_ns, "llama");
+  EXPECT_EQ(c.node.listen, "0.0.0.0:7471");
+  EXPECT_EQ(c.node.capacity, 8 * kGiB);
+  EXPECT_EQ(c.node.threads, 4u);
+  EXPECT_EQ(c.node.max_value_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(c.cuda_runtime_library, "/opt/cuda/libcudart.so.12");
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.file, (dir_ / "kvport.yaml").string());
+  EXPECT_EQ(OriginOf(c, "chunk_size"), "file:" + c.file);
+  EXPECT_EQ(c.FindEntry("chunk_size")->source, ConfigSource::kFile);
+  EXPECT_EQ(OriginOf(c, "blocking_timeout_secs"), "default");
+  EXPECT_EQ(c.FindEntry("max_local_cpu_size")->value, "2.5");
+  EXPECT_EQ(c.FindEntry("capacity")->value, "8589934592");
+  EXPECT_EQ(c.FindEntry("capacity")->human, "8 GiB");
+  EXPECT_EQ(c.FindEntry("eic_kv_ns")->value, "\"llama\"");
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST_F(ConfigTest, SizesAcceptUnits) {
+  Result<Config> r = Load("max_local_cpu_size: 512MiB\ncapacity: 1.5 GiB\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->max_local_cpu_size_bytes, uint64_t{512} << 20);
+  EXPECT_EQ(r->node.capacity, 3 * kGiB / 2);
+}
+
+TEST_F(ConfigTest, EnvironmentBeatsFileBeatsDefault) {
+  Result<Config> r =
+      Load("chunk_size: 128\nmax_local_cpu_size: 2\nthreads: 4\n", {{"LMCACHE_CHUNK_SIZE", "64"},
+                                                                    {"KVPORT_THREADS", "8"},
+                                                                    {"LMCACHE_EIC_TRANS_TYPE", "1"},
+                                                                    {"KVPORT_CAPACITY", "2GiB"},
+                                                                    {"UNRELATED", "x"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Config& c = *r;
+  EXPECT_EQ(c.chunk_size, 64u);
+  EXPECT_EQ(OriginOf(c, "chunk_size"), "env:LMCACHE_CHUNK_SIZE");
+  EXPECT_EQ(c.FindEntry("chunk_size")->source, ConfigSource::kEnvironment);
+  EXPECT_EQ(c.node.threads, 8u);
+  EXPECT_EQ(OriginOf(c, "threads"), "env:KVPORT_THREADS");
+  EXPECT_EQ(c.eic_trans_type, 1u);
+  EXPECT_EQ(c.node.capacity, 2 * kGiB);
+  EXPECT_EQ(c.max_local_cpu_size_bytes, 2 * kGiB);
+  EXPECT_EQ(OriginOf(c, "max_local_cpu_size"), "file:" + c.file);
+  EXPECT_EQ(OriginOf(c, "local_cpu"), "default");
+}
+
+TEST_F(ConfigTest, ConfigFileVariableNamesTheFileWhenNoneIsGiven) {
+  const std::string from_variable = WriteFile("chunk_size: 32\n", "from_variable.yaml");
+  const std::string explicit_file = WriteFile("chunk_size: 16\n", "explicit.yaml");
+  ConfigSources sources;
+  sources.env = std::map<std::string, std::string>{{"LMCACHE_CONFIG_FILE", from_variable}};
+  sources.host_memory_bytes = kHostMemory;
+  Result<Config> r = LoadConfig(sources);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->chunk_size, 32u);
+  EXPECT_EQ(r->file, from_variable);
+
+  sources.file = explicit_file;
+  r = LoadConfig(sources);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->chunk_size, 16u);
+  EXPECT_EQ(r->file, explicit_file);
+}
+
+// Regression: LMCache reads max_local_cpu_size in GiB; a byte count written there means about
+// 477 EiB. It must be refused with an explanation, not accepted or silently clamped.
+TEST_F(ConfigTest, ByteCountInGibKeyIsRefusedWithExplanation) {
+  const std::string msg = LoadError("chunk_size: 256\nmax_local_cpu_size: 512000000000\n");
+  EXPECT_THAT(msg, HasSubstr("kvport.yaml:2: max_local_cpu_size: 512000000000 (GiB)"));
+  EXPECT_THAT(msg, HasSubstr("476.8 EiB"));
+  EXPECT_THAT(msg, HasSubstr("this host's physical memory (16 GiB)"));
+  EXPECT_THAT(msg, HasSubstr("did you mean max_local_cpu_size: 476.8 (GiB) for 512000000000 "
+                             "bytes?"));
+}
+
+TEST_F(ConfigTest, ByteCountInGibKeyIsRefusedEvenWhenOverMemoryIsAllowed) {
+  // 477 EiB cannot be represented at all; the flag only lifts the host-memory limit.
+  const std::string msg =
+      LoadError("allow_capacity_over_host_memory: true\nmax_local_cpu_size: 512000000000\n");
+  EXPECT_THAT(msg, AllOf(HasSubstr("476.8 EiB"), HasSubstr("more than any size"),
+                         HasSubstr("did you mean max_local_cpu_size: 476.8 (GiB)")));
+  EXPECT_THAT(msg, Not(HasSubstr("physical memory")));
+}
+
+TEST_F(ConfigTest, ByteCountInGibKeyFromEnvironmentNamesTheVariable) {
+  const std::string msg = LoadError("", {{"LMCACHE_MAX_LOCAL_CPU_SIZE", "512000000000"}});
+  EXPECT_THAT(msg, HasSubstr("environment variable LMCACHE_MAX_LOCAL_CPU_SIZE: "
+                             "max_local_cpu_size: 512000000000 (GiB)"));
+  EXPECT_THAT(msg, HasSubstr("did you mean"));
+}
+
+TEST_F(ConfigTest, CapacityOverHostMemoryIsRefusedUnlessAllowed) {
+  std::string msg = LoadError("capacity: 32GiB\n");
+  EXPECT_THAT(
+      msg, AllOf(HasSubstr("capacity: '32GiB' means 32 GiB"), HasSubstr("physical memory (16 GiB)"),
+                 HasSubstr("allow_capacity_over_host_memory: true")));
+  msg = LoadError("max_local_cpu_size: 20\n");
+  EXPECT_THAT(msg, AllOf(HasSubstr("max_local_cpu_size: 20 (GiB) means 20 GiB"),
+                         HasSubstr("physical memory (16 GiB)"),
+                         HasSubstr("allow_capacity_over_host_memory: true")));
+  EXPECT_THAT(msg, Not(HasSubstr("did you mean")));  // 20 does not look like bytes
+
+  Result<Config> r =
+      Load("allow_capacity_over_host_memory: true\ncapacity: 32GiB\nmax_local_cpu_size: 20\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.capacity, 32 * kGiB);
+  EXPECT_EQ(r->max_local_cpu_size_bytes, 20 * kGiB);
+}
+
+TEST_F(ConfigTest, OverMemoryFlagFromEnvironmentAppliesToFileCapacity) {
+  Result<Config> r =
+      Load("capacity: 32GiB\n", {{"KVPORT_ALLOW_CAPACITY_OVER_HOST_MEMORY", "true"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.capacity, 32 * kGiB);
+}
+
+TEST_F(ConfigTest, UnknownHostMemorySkipsTheCheckWithAWarning) {
+  Result<Config> r = Load("capacity: 32GiB\n", {}, /*host_memory=*/0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_THAT(r->warnings[0], HasSubstr("physical memory could not be read"));
+}
+
+TEST_F(ConfigTest, DefaultOverHostMemoryIsOnlyAWarning) {
+  Result<Config> r = Load("chunk_size: 256\n", {}, /*host_memory=*/2 * kGiB);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_THAT(r->warnings[0], HasSubstr("max_local_cpu_size: the default 5 GiB"));
+}
+
+TEST_F(ConfigTest, CapacitiesMustBePositive) {
+  EXPECT_THAT(LoadError("max_local_cpu_size: 0\n"),
+              HasSubstr("max_local_cpu_size: 0 (GiB) must be more than 0"));
+  EXPECT_THAT(LoadError("max_local_cpu_size: -1\n"),
+              HasSubstr("max_local_cpu_size: -1 (GiB) must be more than 0"));
+  EXPECT_THAT(LoadError("capacity: 0GiB\n"), HasSubstr("capacity: '0GiB' must be more than 0"));
+  EXPECT_THAT(LoadError("max_local_disk_size: -5\n"),
+              HasSubstr("max_local_disk_size: -5 (GiB) must be 0 or more"));
+  EXPECT_THAT(LoadError("max_local_cpu_size: lots\n"), HasSubstr("max_local_cpu_size: 'lots'"));
+  // A disk tier is not memory: 0 disables it and a large one is fine.
+  Result<Config> r = Load("max_local_disk_size: 1000\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->max_local_disk_size_bytes, 1000 * kGiB);
+}
+
+TEST_F(ConfigTest, TinyByteCapacityWarnsAboutTheUnit) {
+  Result<Config> r = Load("capacity: 64\nmax_value_bytes: 64\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->warnings.empty());
+  EXPECT_THAT(r->warnings[0], HasSubstr("capacity: 64 is read in bytes"));
+  EXPECT_THAT(r->warnings[0], HasSubstr("did you mean 64GiB"));
+}
+
+TEST_F(ConfigTest, WrongTypesAreRefused) {
+  EXPECT_THAT(LoadError("chunk_size: abc\n"),
+              HasSubstr("kvport.yaml:1: chunk_size: expects a whole number from 1 to"));
+  EXPECT_THAT(LoadError("chunk_size: 2.5\n"), HasSubstr("got '2.5'"));
+  EXPECT_THAT(LoadError("local_cpu: maybe\n"),
+              HasSubstr("local_cpu: expects a boolean (true or false), got 'maybe'"));
+  EXPECT_THAT(LoadError("chunk_size: [1, 2]\n"),
+              HasSubstr("chunk_size: expects a single value, got a list"));
+  EXPECT_THAT(LoadError("remote_url: {a: 1}\n"),
+              HasSubstr("remote_url: expects a single value, got a map"));
+  EXPECT_THAT(LoadError("extra_config: 5\n"),
+              HasSubstr("extra_config: expects a map of name: value"));
+}
+
+TEST_F(ConfigTest, OutOfRangeValuesAreRefused) {
+  EXPECT_THAT(LoadError("eic_trans_type: 7\n"),
+              HasSubstr("eic_trans_type: 7 is not a transport type; expected 1 (TCP), 2 (RDMA) "
+                        "or 3 (GPUDirect RDMA)"));
+  EXPECT_THAT(LoadError("chunk_size: 0\n"),
+              HasSubstr("chunk_size: 0 (tokens) is out of range: expected from 1 to"));
+  EXPECT_THAT(LoadError("threads: -1\n"), HasSubstr("threads: -1 (threads) is out of range"));
+  EXPECT_THAT(LoadError("eic_kv_ttl: 0\n"), HasSubstr("use -1 for no expiry"));
+  EXPECT_THAT(LoadError("max_namespace_bytes: 256\n"), HasSubstr("expected from 0 to 255 (bytes)"));
+  EXPECT_THAT(LoadError("log_level: loud\n"), HasSubstr("'loud' is not a log level"));
+  EXPECT_THAT(LoadError("remote_url: 127.0.0.1:7470\n"), HasSubstr("has no scheme"));
+  EXPECT_THAT(LoadError("listen: localhost\n"), HasSubstr("is not HOST:PORT"));
+  EXPECT_THAT(LoadError("listen: 0.0.0.0:99999\n"), HasSubstr("port '99999'"));
+  EXPECT_THAT(LoadError("listen: ::1:7470\n"), HasSubstr("must be in brackets"));
+  Result<Config> r = Load("listen: '[::1]:0'\n");
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+}
+
+TEST_F(ConfigTest, EnvironmentErrorsNameTheVariable) {
+  EXPECT_THAT(LoadError("", {{"KVPORT_THREADS", "many"}}),
+              HasSubstr("environment variable KVPORT_THREADS: threads: expects a whole number"));
+  EXPECT_THAT(LoadError("", {{"LMCACHE_EIC_TRANS_TYPE", "7"}}),
+              HasSubstr("environment variable LMCACHE_EIC_TRANS_TYPE: eic_trans_type: 7"));
+}
+
+TEST_F(ConfigTest, AllErrorsAreReportedTogether) {
+  const std::string msg = LoadError("chunk_size: 0\nthreads: -1\neic_trans_type: 7\n");
+  EXPECT_THAT(msg,
+              AllOf(HasSubstr("chunk_size"), HasSubstr("threads"), HasSubstr("eic_trans_type")));
+}
+
+TEST_F(ConfigTest, CrossKeyRulesNameBothKeys) {
+  EXPECT_THAT(LoadError("capacity: 1GiB\nmax_value_bytes: 2GiB\n"),
+              HasSubstr("max_value_bytes (2 GiB) is larger than capacity (1 GiB)"));
+  EXPECT_THAT(LoadError("max_frame_bytes: 1000\n"),
+              HasSubstr("max_frame_bytes (1000 bytes) cannot hold one key"));
+}
+
+TEST_F(ConfigTest, MalformedYamlNamesTheLine) {
+  const std::string msg = LoadError("chunk_size: 256\nlocal_cpu: true\nremote_url: [eic://x\n");
+  EXPECT_THAT(msg, HasSubstr("malformed YAML"));
+  EXPECT_THAT(msg, HasSubstr("kvport.yaml:"));
+  // The error is on or after the third line, where the bracket is opened and never closed.
+  const size_t at = msg.find("kvport.yaml:");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::stoi(msg.substr(at + std::string("kvport.yaml:").size())), 3) << msg;
+}
+
+TEST_F(ConfigTest, TopLevelThatIsNotAMapIsRefused) {
+  EXPECT_THAT(LoadError("- chunk_size\n- 256\n"),
+              HasSubstr("expected a map of 'key: value' lines at the top level, got a list"));
+  EXPECT_THAT(LoadError("just text\n"), HasSubstr("got a single value"));
+}
+
+TEST_F(ConfigTest, MissingFileIsNotFound) {
+  ConfigSources sources;
+  sources.file = (dir_ / "absent.yaml").string();
+  sources.env = std::map<std::string, std::string>{};
+  Result<Config> r = LoadConfig(sources);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("absent.yaml' does not exist"));
+
+  sources.file = dir_.string();
+  r = LoadConfig(sources);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("is a directory"));
+}
+
+TEST_F(ConfigTest, EmptyFileAndNullValuesLeaveDefaults) {
+  Result<Config> r = Load("");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->chunk_size, 256u);
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_THAT(r->warnings[0], HasSubstr("empty"));
+
+  r = Load("chunk_size:\nlocal_disk: ~\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->chunk_size, 256u);
+  EXPECT_EQ(OriginOf(*r, "chunk_size"), "default");
+}
+
+TEST_F(ConfigTest, DuplicateKeyIsRefused) {
+  EXPECT_THAT(LoadError("chunk_size: 256\nchunk_size: 128\n"),
+              HasSubstr("kvport.yaml:2: chunk_size is given twice (first on line 1)"));
+}
+
+TEST_F(ConfigTest, UnknownKeysWarnAndAreDropped) {
+  Result<Config> r = Load("max_local_cpu_sise: 4\nuse_layerwise: true\nchunk_size: 128\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 2u);
+  EXPECT_THAT(r->warnings[0], HasSubstr("kvport.yaml:1: unknown key 'max_local_cpu_sise' is "
+                                        "ignored (did you mean 'max_local_cpu_size'?)"));
+  EXPECT_THAT(r->warnings[1], HasSubstr("unknown key 'use_layerwise' is ignored"));
+  EXPECT_THAT(r->warnings[1], Not(HasSubstr("did you mean")));
+  EXPECT_EQ(r->FindEntry("use_layerwise"), nullptr);
+  EXPECT_EQ(r->max_local_cpu_size_bytes, 5 * kGiB);
+  EXPECT_EQ(r->chunk_size, 128u);
+}
+
+TEST_F(ConfigTest, EicKeysAreReadFromExtraConfig) {
+  Result<Config> r = Load(
+      "extra_config:\n"
+      "  eic_instance_id: inst-1\n"
+      "  eic_trans_type: 2\n"
+      "  eic_kv_ns: llama\n"
+      "  eic_kv_ttl: 600\n"
+      "  something_else: {a: 1}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Config& c = *r;
+  EXPECT_EQ(c.eic_instance_id, "inst-1");
+  EXPECT_EQ(c.eic_trans_type, 2u);
+  EXPECT_EQ(c.eic_kv_ns, "llama");
+  EXPECT_EQ(c.eic_kv_ttl, 600);
+  EXPECT_EQ(OriginOf(c, "eic_kv_ns"), "file:" + c.file + " (extra_config)");
+  // extra_config itself passes through whole.
+  EXPECT_EQ(c.extra_config.at("eic_kv_ns"), "llama");
+  EXPECT_EQ(c.extra_config.at("something_else"), "{a: 1}");
+  EXPECT_EQ(OriginOf(c, "extra_config.something_else"), "file:" + c.file);
+  EXPECT_EQ(c.FindEntry("extra_config"), nullptr);  // listed entry by entry instead
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST_F(ConfigTest, ExtraConfigValuesAreValidated) {
+  EXPECT_THAT(LoadError("extra_config:\n  eic_trans_type: 9\n"),
+              HasSubstr("kvport.yaml:2: extra_config.eic_trans_type: 9 is not a transport type"));
+}
+
+TEST_F(ConfigTest, TopLevelEicKeyBeatsExtraConfigAndWarnsOnConflict) {
+  Result<Config> r = Load("eic_kv_ns: top\nextra_config:\n  eic_kv_ns: nested\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->eic_kv_ns, "top");
+  EXPECT_EQ(OriginOf(*r, "eic_kv_ns"), "file:" + r->file);
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_THAT(r->warnings[0], HasSubstr("eic_kv_ns is set at the top level"));
+
+  r = Load("eic_kv_ns: top\nextra_config:\n  eic_kv_ns: nested\n",
+           {{"LMCACHE_EIC_KV_NS", "from-env"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->eic_kv_ns, "from-env");
+}
+
+TEST_F(ConfigTest, ExtraConfigVariableReplacesTheFileMap) {
+  Result<Config> r = Load("extra_config:\n  eic_kv_ns: file-ns\n  other: 1\n",
+                          {{"LMCACHE_EXTRA_CONFIG", R"({"eic_kv_ns": "env-ns"})"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->eic_kv_ns, "env-ns");
+  EXPECT_EQ(r->extra_config.count("other"), 0u);
+  EXPECT_EQ(OriginOf(*r, "eic_kv_ns"), "env:LMCACHE_EXTRA_CONFIG (extra_config)");
+  EXPECT_THAT(LoadError("", {{"LMCACHE_EXTRA_CONFIG", "[1, 2]"}}), HasSubstr("expects a map"));
+}
+
+TEST_F(ConfigTest, DescribeListsEveryKeyWithItsSource) {
+  Result<Config> r = Load("chunk_size: 128\nunknown_thing: 1\n", {{"KVPORT_THREADS", "2"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string text = DescribeConfig(*r);
+  EXPECT_THAT(text, HasSubstr("# config file: " + r->file + "\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nchunk_size: 128 +\\(file:[^)]*kvport.yaml\\)\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nthreads: 2 +\\(env:KVPORT_THREADS\\)\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nmax_local_cpu_size: 5 = 5 GiB +\\(default\\)\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nremote_url: \"\" +\\(default\\)\n"));
+  EXPECT_THAT(text, HasSubstr("warning: " + r->file + ":2: unknown key 'unknown_thing'"));
+  // One line per entry, plus the header and the warning.
+  EXPECT_EQ(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')), r->entries.size() + 2);
+}
+
+TEST_F(ConfigTest, DescribeJsonIsValidAndTyped) {
+  Result<Config> r =
+      Load("chunk_size: 128\nremote_url: \"eic://h:1\"\nextra_config: {k: \"v\\\"\"}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const YAML::Node json = YAML::Load(DescribeConfigJson(*r));  // JSON is a subset of YAML
+  ASSERT_TRUE(json.IsMap());
+  EXPECT_EQ(json["file"].as<std::string>(), r->file);
+  EXPECT_EQ(json["values"]["chunk_size"]["value"].as<int>(), 128);
+  EXPECT_EQ(json["values"]["chunk_size"]["env"].as<std::string>(), "LMCACHE_CHUNK_SIZE");
+  EXPECT_EQ(json["values"]["remote_url"]["value"].as<std::string>(), "eic://h:1");
+  EXPECT_EQ(json["values"]["local_cpu"]["value"].as<bool>(), true);
+  EXPECT_EQ(json["values"]["capacity"]["human"].as<std::string>(), "1 GiB");
+  EXPECT_EQ(json["values"]["extra_config.k"]["value"].as<std::string>(), "v\"");
+  EXPECT_EQ(json["values"]["threads"]["source"].as<std::string>(), "default");
+  EXPECT_TRUE(json["warnings"].IsSequence());
+}
+
+#ifndef KVPORT_SOURCE_DIR
+#error "KVPORT_SOURCE_DIR must name the repository root"
+#endif
+
+TEST_F(ConfigTest, ShippedExamplesLoadCleanly) {
+  for (const char* example : {"examples/eic/kvport.yaml", "examples/node.yaml"}) {
+    ConfigSources sources;
+    sources.file = std::string(KVPORT_SOURCE_DIR) + "/" + example;
+    sources.env = std::map<std::string, std::string>{};
+    sources.host_memory_bytes = uint64_t{1} << 40;  // examples target large hosts
+    sources.log_warnings = false;
+    Result<Config> r = LoadConfig(sources);
+    ASSERT_TRUE(r.ok()) << example << ": " << r.status().ToString();
+    EXPECT_TRUE(r->warnings.empty()) << example << ": " << r->warnings[0];
+  }
+  ConfigSources eic;
+  eic.file = std::string(KVPORT_SOURCE_DIR) + "/examples/eic/kvport.yaml";
+  eic.env = std::map<std::string, std::string>{};
+  eic.host_memory_bytes = uint64_t{1} << 40;
+  Result<Config> r = LoadConfig(eic);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->eic_trans_type, 2u);  // RDMA, as Ascend deployments use
+  EXPECT_EQ(r->remote_url.rfind("eic://", 0), 0u);
+}
+
+}  // namespace
+}  // namespace kvport

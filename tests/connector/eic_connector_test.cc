@@ -1,0 +1,229 @@
+// eic:// against a real kvport node on an ephemeral loopback port.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "chunk_fixture.h"
+#include "kvport/client.h"
+#include "kvport/config.h"
+#include "kvport/connector.h"
+#include "kvport/server.h"
+
+namespace kvport {
+namespace {
+
+using testing::KeyOf;
+using testing::KvChunkOf;
+using testing::MlaChunkOf;
+using testing::OwnedChunk;
+
+class EicConnectorTest : public ::testing::Test {
+ protected:
+  void StartNode(uint64_t capacity = 64 << 20, const std::string& listen = "127.0.0.1:0") {
+    ServerOptions options;
+    options.listen = listen;
+    options.capacity_bytes = capacity;
+    options.threads = 2;
+    auto server = Server::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+
+  std::unique_ptr<RemoteConnector> Connect(ConnectorOptions options = {},
+                                           const std::string& path = "") {
+    options.transport_type = 1;
+    options.timeout_secs = 5;
+    auto c = CreateConnector("eic://" + server_->address() + path, options);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(EicConnectorTest, MultiGroupChunksRoundTripExactly) {
+  StartNode();
+  for (uint64_t expected : {uint64_t{0}, uint64_t{4096}}) {  // meta-first and one-round-trip reads
+    ConnectorOptions options;
+    options.expected_chunk_bytes = expected;
+    auto conn = Connect(options);
+    ASSERT_NE(conn, nullptr);
+    OwnedChunk kv = KvChunkOf(2, 16, 64, 1);   // 8 KiB: larger than the 4 KiB guess
+    OwnedChunk mla = MlaChunkOf(2, 8, 2);      // three groups, three dtypes
+    OwnedChunk small = KvChunkOf(1, 2, 8, 3);  // 64 bytes: smaller than the guess
+    std::vector<CacheKey> keys{KeyOf(10 + expected), KeyOf(11 + expected), KeyOf(12 + expected)};
+    std::vector<KvChunkView> views{kv.view(), mla.view(), small.view()};
+    auto put = conn->BatchedPut(keys, views);
+    ASSERT_TRUE(put.ok()) << put.status().ToString();
+    for (const Status& st : *put)
+      EXPECT_TRUE(st.ok()) << st.ToString();
+
+    auto got = conn->BatchedGet(keys);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const OwnedChunk* want[] = {&kv, &mla, &small};
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_TRUE((*got)[i].has_value()) << i;
+      EXPECT_EQ((*got)[i]->meta, want[i]->meta) << i;
+      EXPECT_EQ((*got)[i]->data, want[i]->data) << i;
+    }
+    auto offsets = RemoteMetadata::GroupOffsets((*got)[1]->meta.groups);
+    ASSERT_TRUE(offsets.ok());
+    EXPECT_EQ((*offsets)[0], 0u);
+    EXPECT_EQ(offsets->size(), 3u);
+  }
+}
+
+TEST_F(EicConnectorTest, PrefixWithAHoleAndNamespaces) {
+  StartNode();
+  ConnectorOptions in_a;
+  in_a.ns = "tenant-a";
+  auto a = Connect(in_a);
+  auto b = Connect({}, "/tenant-b");  // the URL's namespace
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::vector<OwnedChunk> chunks;
+  std::vector<CacheKey> keys;
+  for (uint64_t i = 0; i < 5; ++i) {
+    chunks.push_back(KvChunkOf(1, 4, 8, i));
+    keys.push_back(KeyOf(200 + i));
+  }
+  for (size_t i : {0, 1, 3, 4})
+    ASSERT_TRUE(a->Put(keys[i], chunks[i].view()).ok());
+
+  EXPECT_EQ(*a->BatchedContains(keys), 2u);
+  EXPECT_EQ(*b->BatchedContains(keys), 0u);  // other namespace
+  auto prefix = a->BatchedGetPrefix(keys);
+  ASSERT_TRUE(prefix.ok());
+  ASSERT_EQ(prefix->size(), 2u);
+  EXPECT_EQ((*prefix)[0].data, chunks[0].data);
+  EXPECT_EQ((*prefix)[1].data, chunks[1].data);
+  auto slots = a->BatchedGet(keys);
+  ASSERT_TRUE(slots.ok());
+  EXPECT_TRUE((*slots)[3].has_value());
+  EXPECT_FALSE((*slots)[2].has_value());
+
+  auto listed = a->List();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->size(), 4u);
+  EXPECT_TRUE(a->Remove(keys[0]).ok());
+  EXPECT_EQ(a->Remove(keys[0]).code(), StatusCode::kNotFound);
+  EXPECT_EQ(*a->BatchedContains(keys), 0u);
+}
+
+TEST_F(EicConnectorTest, CapacityExhaustionReportsEveryKeyTruthfully) {
+  StartNode(1 << 20);  // 1 MiB node
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  std::vector<OwnedChunk> chunks;
+  std::vector<CacheKey> keys;
+  for (uint64_t i = 0; i < 4; ++i) {
+    chunks.push_back(KvChunkOf(1, 64, 1024, i));  // 256 KiB each
+    keys.push_back(KeyOf(300 + i));
+  }
+  OwnedChunk huge = KvChunkOf(1, 512, 1024, 99);  // 2 MiB: larger than the node
+  chunks.push_back(std::move(huge));
+  keys.push_back(KeyOf(399));
+  std::vector<KvChunkView> views;
+  for (const auto& c : chunks)
+    views.push_back(c.view());
+  auto put = conn->BatchedPut(keys, views);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ((*put)[4].code(), StatusCode::kTooLarge) << (*put)[4].ToString();
+  // Whatever was reported stored reads back intact; whatever failed never reads as a hit.
+  auto got = conn->BatchedGet(keys);
+  ASSERT_TRUE(got.ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if ((*put)[i].ok()) {
+      if ((*got)[i]) EXPECT_EQ((*got)[i]->data, chunks[i].data) << i;  // may be evicted since
+    } else {
+      EXPECT_FALSE((*got)[i].has_value()) << i;
+    }
+  }
+}
+
+TEST_F(EicConnectorTest, AForeignObjectIsAMissNotAHit) {
+  StartNode();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  // Written with the raw client: a payload with no RemoteMetadata.
+  Client raw;
+  ASSERT_TRUE(raw.Init("test", server_->address()).ok());
+  std::string key = KeyOf(500).ToString();
+  std::string value(100, 'x');
+  IOBuffers values;
+  values.Append(value.data(), value.size());
+  auto set = raw.MSet(std::span<const std::string>(&key, 1), values);
+  ASSERT_TRUE(set.ok());
+  ASSERT_EQ(set->status, BatchCode::kSuccess);
+  auto got = conn->Get(KeyOf(500));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_FALSE(got->has_value());
+}
+
+TEST_F(EicConnectorTest, EightThreadsShareOneConnector) {
+  StartNode();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        const uint64_t id = 1000 + t * 100 + i;
+        OwnedChunk c = KvChunkOf(1, 8, 16, id);
+        if (!conn->Put(KeyOf(id), c.view()).ok()) ++bad;
+        auto got = conn->Get(KeyOf(id));
+        if (!got.ok() || !got->has_value() || (*got)->data != c.data) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST_F(EicConnectorTest, NodeRestartFailsThenRecoversWithoutANewConnector) {
+  StartNode();
+  const std::string address = server_->address();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  OwnedChunk c = KvChunkOf(1, 4, 8, 1);
+  ASSERT_TRUE(conn->Put(KeyOf(1), c.view()).ok());
+
+  server_->Stop();
+  server_.reset();
+  auto during = conn->BatchedContains(std::vector<CacheKey>{KeyOf(1)});
+  ASSERT_FALSE(during.ok());
+  EXPECT_EQ(during.status().code(), StatusCode::kUnavailable) << during.status().ToString();
+
+  StartNode(64 << 20, address);  // same port, empty node
+  Status put;
+  for (int attempt = 0; attempt < 200; ++attempt) {  // reconnect backoff: bounded retries
+    put = conn->Put(KeyOf(2), c.view());
+    if (put.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(put.ok()) << put.ToString();
+  EXPECT_FALSE(*conn->Exists(KeyOf(1)));  // the old node's data went with it
+  EXPECT_TRUE(*conn->Exists(KeyOf(2)));
+}
+
+TEST_F(EicConnectorTest, TransportTypesFromConfig) {
+  StartNode();
+  Config config;
+  config.remote_url = "eic://" + server_->address();
+  config.eic_trans_type = 1;
+  EXPECT_TRUE(CreateConnector(config).ok());
+  config.eic_trans_type = 2;  // RDMA: served over TCP until the RDMA transport exists
+  EXPECT_TRUE(CreateConnector(config).ok());
+  config.eic_trans_type = 3;  // GPUDirect: needs a usable CUDA runtime and the GDR transport
+  auto gdr = CreateConnector(config);
+  ASSERT_FALSE(gdr.ok());
+  EXPECT_EQ(gdr.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(gdr.status().message().find("GPUDirect"), std::string::npos) << gdr.status().ToString();
+  config.remote_url.clear();
+  EXPECT_EQ(CreateConnector(config).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvport

@@ -1,0 +1,116 @@
+// The report `kvport doctor` prints, built from fake and absent runtimes.
+#include "device/doctor_report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kvport/host_info.h"
+#include "test_support.h"
+
+namespace kvport {
+namespace {
+
+using testing::FakeAscendcl;
+using testing::FakeCudart;
+using ::testing::HasSubstr;
+using testing::ScopedEnv;
+
+TEST(DoctorReport, CpuOnlyHostWithAnAbsentCudaPathAndAFakeAscend) {
+  RuntimeOptions options;
+  options.cuda_runtime_library = "/nonexistent/libcudart.so.13";
+  options.ascend_runtime_library = FakeAscendcl();
+  auto host = OpenHostRuntime();
+  auto cuda = OpenCudaRuntime(options.cuda_runtime_library);
+  auto ascend = OpenAscendRuntime(options.ascend_runtime_library);
+  DoctorReport r = BuildDoctorReport(options, *host, *cuda, *ascend, {"mlx5_0"});
+
+  EXPECT_EQ(r.architecture, HostArchitecture());
+  EXPECT_EQ(r.cpu_count, HostCpuCount());
+  ASSERT_EQ(r.runtimes.size(), 3u);
+  EXPECT_EQ(r.runtimes[1].state, RuntimeState::kAbsent);
+  EXPECT_EQ(r.runtimes[2].state, RuntimeState::kAvailable);
+  ASSERT_EQ(r.transports.size(), 4u);
+  EXPECT_TRUE(r.transports[0].available);   // tcp
+  EXPECT_FALSE(r.transports[1].available);  // shm
+  EXPECT_FALSE(r.transports[2].available);  // rdma
+  EXPECT_THAT(r.transports[2].detail, HasSubstr("mlx5_0"));
+  EXPECT_FALSE(r.transports[3].available);  // gdr
+  EXPECT_THAT(r.transports[3].detail, HasSubstr("needs a usable CUDA runtime"));
+  ASSERT_EQ(r.trans_types.size(), 4u);
+  EXPECT_TRUE(r.trans_types[0].works);
+  EXPECT_TRUE(r.trans_types[1].works);
+  EXPECT_TRUE(r.trans_types[2].works);
+  EXPECT_FALSE(r.trans_types[3].works);
+
+  const std::string text = FormatDoctorText(r);
+  EXPECT_THAT(text, HasSubstr("  architecture  " + HostArchitecture() + "\n"));
+  EXPECT_THAT(text, HasSubstr("  host    available\n"));
+  EXPECT_THAT(text, HasSubstr("  cuda    absent\n"));
+  EXPECT_THAT(text, HasSubstr("/nonexistent/libcudart.so.13 (No such file or directory)"));
+  EXPECT_THAT(text, HasSubstr("  ascend  available\n"));
+  EXPECT_THAT(text, HasSubstr("    library   " + std::string(FakeAscendcl()) + "\n"));
+  EXPECT_THAT(text, HasSubstr("    version   1.0.0\n"));
+  EXPECT_THAT(text, HasSubstr("    devices   1\n"));
+  EXPECT_THAT(text, HasSubstr("  tcp   available: built in\n"));
+  EXPECT_THAT(text, HasSubstr("  shm   unavailable: not built yet\n"));
+  EXPECT_THAT(text, HasSubstr("  2 RDMA            works: "));
+  EXPECT_THAT(text, HasSubstr("  3 GPUDirect RDMA  fails: eic_trans_type 3 (GPUDirect RDMA) "
+                              "needs a usable CUDA runtime"));
+
+  const std::string json = FormatDoctorJson(r);
+  EXPECT_THAT(json, HasSubstr("\"architecture\":\"" + HostArchitecture() + "\""));
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"cuda\",\"state\":\"absent\",\"library\":\"\""));
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"ascend\",\"state\":\"available\""));
+  EXPECT_THAT(json, HasSubstr("\"rdma_devices\":[\"mlx5_0\"]"));
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"tcp\",\"available\":true"));
+  EXPECT_THAT(json, HasSubstr("{\"value\":3,\"name\":\"GPUDirect RDMA\",\"works\":false"));
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(json.substr(json.size() - 2), "}\n");
+}
+
+TEST(DoctorReport, UnusableCudaShowsLibraryVersionDriverAndReason) {
+  ScopedEnv fail("FAKE_CUDA_FAIL", "cudaGetDeviceCount");
+  ScopedEnv code("FAKE_CUDA_FAIL_CODE", "35");
+  ScopedEnv driver("FAKE_CUDA_DRIVER_VERSION", "0");
+  RuntimeOptions options;
+  options.cuda_runtime_library = FakeCudart();
+  auto host = OpenHostRuntime();
+  auto cuda = OpenCudaRuntime(options.cuda_runtime_library);
+  auto ascend = OpenAscendRuntime("/nonexistent/libascendcl.so");
+  const std::string text = FormatDoctorText(BuildDoctorReport(options, *host, *cuda, *ascend, {}));
+  EXPECT_THAT(text, HasSubstr("  cuda    unusable\n"));
+  EXPECT_THAT(text, HasSubstr("    version   13.0, driver none\n"));
+  EXPECT_THAT(text, HasSubstr("cudaGetDeviceCount failed: error 35 (CUDA driver version is "
+                              "insufficient for CUDA runtime version)"));
+  EXPECT_THAT(text, HasSubstr("  ascend  absent\n"));
+  EXPECT_THAT(text, HasSubstr("no RDMA devices under /sys/class/infiniband"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("configured ")));  // the caller did not say
+}
+
+TEST(DoctorReport, SaysWhetherTheConfiguredTransportWorksHere) {
+  auto host = OpenHostRuntime();
+  auto cuda = OpenCudaRuntime("/nonexistent/libcudart.so");
+  auto ascend = OpenAscendRuntime("/nonexistent/libascendcl.so");
+  DoctorReport r = BuildDoctorReport({}, *host, *cuda, *ascend, {});
+  r.configured_trans_type = 3;
+  r.configured_trans_type_origin = "default";
+  EXPECT_THAT(FormatDoctorText(r),
+              HasSubstr("configured      eic_trans_type 3 (from default) fails here\n"));
+  EXPECT_THAT(FormatDoctorJson(r),
+              HasSubstr("\"configured_trans_type\":{\"value\":3,\"origin\":\"default\"}}"));
+  r.configured_trans_type = 2;
+  r.configured_trans_type_origin = "env:LMCACHE_EIC_TRANS_TYPE";
+  EXPECT_THAT(FormatDoctorText(r),
+              HasSubstr("eic_trans_type 2 (from env:LMCACHE_EIC_TRANS_TYPE) works here\n"));
+}
+
+TEST(JsonQuote, EscapesWhatJsonRequires) {
+  EXPECT_EQ(JsonQuote("plain"), "\"plain\"");
+  EXPECT_EQ(JsonQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(JsonQuote("line\nnext\ttab"), "\"line\\nnext\\ttab\"");
+  EXPECT_EQ(JsonQuote(std::string("\x01", 1)), "\"\\u0001\"");
+  EXPECT_EQ(JsonQuote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");  // UTF-8 passes through
+}
+
+}  // namespace
+}  // namespace kvport

@@ -1,0 +1,124 @@
+#include "net/read_buffer.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+
+namespace kvport::net {
+namespace {
+
+struct Pipe {
+  Socket reader;  // non-blocking
+  Socket writer;  // blocking
+};
+
+Pipe MakePipe() {
+  int fds[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  Pipe p{Socket(fds[0]), Socket(fds[1])};
+  EXPECT_TRUE(SetNonBlocking(p.reader.fd()).ok());
+  return p;
+}
+
+void WriteAll(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    ASSERT_GT(n, 0);
+    done += static_cast<size_t>(n);
+  }
+}
+
+TEST(ReadBufferTest, FillToNeverReadsPastTheTarget) {
+  Pipe p = MakePipe();
+  WriteAll(p.writer.fd(), "HEADERpayload");
+  ReadBuffer buf;
+  auto r = buf.FillTo(p.reader.fd(), 6);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 6u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(buf.data()), buf.size()), "HEADER");
+  // The payload is still in the socket for a ScatterReader.
+  char rest[16];
+  iovec iov{rest, sizeof(rest)};
+  auto rr = ReadV(p.reader.fd(), &iov, 1);
+  ASSERT_TRUE(rr.ok());
+  EXPECT_EQ(std::string(rest, rr->bytes), "payload");
+}
+
+TEST(ReadBufferTest, FillToResumesAcrossWouldBlockAndReportsEof) {
+  Pipe p = MakePipe();
+  ReadBuffer buf;
+  WriteAll(p.writer.fd(), "abc");
+  auto r1 = buf.FillTo(p.reader.fd(), 8);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_TRUE(r1->would_block);
+  EXPECT_EQ(buf.size(), 3u);
+  WriteAll(p.writer.fd(), "defgh");
+  auto r2 = buf.FillTo(p.reader.fd(), 8);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(buf.size(), 8u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(buf.data()), 8), "abcdefgh");
+  p.writer.Close();
+  auto r3 = buf.FillTo(p.reader.fd(), 9);
+  ASSERT_TRUE(r3.ok());
+  EXPECT_TRUE(r3->eof);
+  buf.Clear();
+  EXPECT_EQ(buf.size(), 0u);
+}
+
+TEST(ScatterReaderTest, FillsRangesInOrderAndDiscardsLongRuns) {
+  Pipe p = MakePipe();
+  // Discard runs longer than the 64 KiB scratch buffer, between kept ranges.
+  std::string a(1000, 'A'), junk1(200000, 'x'), b(70000, 'B'), junk2(5, 'y'), c(3, 'C');
+  std::string stream = a + junk1 + b + junk2 + c;
+  std::thread w([&] { WriteAll(p.writer.fd(), stream); });
+  std::string got_a(a.size(), '\0'), got_b(b.size(), '\0'), got_c(c.size(), '\0');
+  ScatterReader reader;
+  reader.Add(got_a.data(), got_a.size());
+  reader.AddDiscard(junk1.size());
+  reader.Add(got_b.data(), got_b.size());
+  reader.AddDiscard(junk2.size());
+  reader.Add(got_c.data(), got_c.size());
+  EXPECT_EQ(reader.remaining(), stream.size());
+  size_t last_completed = 0;
+  for (int i = 0; i < 10000000 && !reader.done(); ++i) {
+    auto r = reader.ReadFrom(p.reader.fd());
+    ASSERT_TRUE(r.ok());
+    ASSERT_FALSE(r->eof);
+    EXPECT_GE(reader.completed_ranges(), last_completed);
+    last_completed = reader.completed_ranges();
+  }
+  w.join();
+  ASSERT_TRUE(reader.done());
+  EXPECT_EQ(reader.completed_ranges(), 5u);
+  EXPECT_TRUE(got_a == a);
+  EXPECT_TRUE(got_b == b);
+  EXPECT_TRUE(got_c == c);
+  // Nothing beyond the ranges was consumed.
+  WriteAll(p.writer.fd(), "next");
+  char next[8];
+  iovec iov{next, sizeof(next)};
+  auto rr = ReadV(p.reader.fd(), &iov, 1);
+  ASSERT_TRUE(rr.ok());
+  EXPECT_EQ(std::string(next, rr->bytes), "next");
+}
+
+TEST(ScatterReaderTest, ReportsEofWithRangesUnfilled) {
+  Pipe p = MakePipe();
+  WriteAll(p.writer.fd(), "12");
+  p.writer.Close();
+  char dst[4];
+  ScatterReader reader;
+  reader.Add(dst, sizeof(dst));
+  auto r = reader.ReadFrom(p.reader.fd());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->eof);
+  EXPECT_EQ(reader.remaining(), 2u);
+  EXPECT_EQ(reader.completed_ranges(), 0u);
+}
+
+}  // namespace
+}  // namespace kvport::net

@@ -1,0 +1,30 @@
+// Valid frames of every opcode and direction, built with the encoders: the round-trip and
+// truncation tests iterate over them and the fuzzer's seed corpus is made of them.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvport/status.h"
+#include "protocol/limits.h"
+
+namespace kvport::protocol::testing {
+
+struct SampleFrame {
+  std::string name;   // e.g. "mset_request"; also the seed file name
+  std::string bytes;  // header + descriptor + payload
+};
+
+// At least one request and one response per opcode, an ERROR response, a meta-only MGET and an
+// MGET response mixing hits, misses and a too-small buffer. Encoded with default Limits.
+std::vector<SampleFrame> SampleFrames();
+
+// Decodes `frame` as one complete frame (SplitFrame, then DecodeAnyRequest/DecodeAnyResponse by
+// the response flag) and returns the decode status. When it succeeds, re-encodes the decoded
+// message with the same request id (payload spans pointing into `frame`) and stores the
+// flattened result in *reencoded: for a valid frame it equals `frame` byte for byte, since every
+// field has exactly one encoding.
+Status DecodeAndReencode(std::string_view frame, const Limits& limits, std::string* reencoded);
+
+}  // namespace kvport::protocol::testing

@@ -1,0 +1,201 @@
+// Failures: disconnects mid-request, malformed frames, shutdown in flight, idle timeouts.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "protocol/wire.h"
+#include "server_fixture.h"
+
+namespace kvport::testing {
+namespace {
+
+TEST(ServerFailureTest, DisconnectInTheMiddleOfAnMsetPayloadLeavesNoTrace) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient keeper = MustConnect(*server);
+  ASSERT_TRUE(keeper.Mset("d", {{"kept", "safe", ""}}).ok());
+  const ServerStats before = server->Stats();
+
+  TestClient quitter = MustConnect(*server);
+  std::string v1 = ValueFor("x1", 100000), v2 = ValueFor("x2", 100000);
+  protocol::MsetRequest m;
+  m.ns = "d";
+  m.items = {{"x1", "meta", v1.size(), v1.data()}, {"x2", "", v2.size(), v2.data()}};
+  protocol::EncodedFrame frame;
+  ASSERT_TRUE(protocol::EncodeRequest(7, m, quitter.limits(), &frame).ok());
+  std::string bytes = frame.Flatten();
+  // Header, descriptor, all of x1 and half of x2: the server has reserved both.
+  ASSERT_TRUE(quitter.SendRaw(bytes.substr(0, frame.head.size() + v1.size() + v2.size() / 2)).ok());
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("reserved_bytes") > 0; }));
+  quitter.Close();
+
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("connections") == 1; }));
+  ServerStats after = server->Stats();
+  EXPECT_EQ(after.Get("used_bytes"), before.Get("used_bytes"));
+  EXPECT_EQ(after.Get("reserved_bytes"), 0u);
+  EXPECT_EQ(after.Get("objects"), before.Get("objects"));
+  EXPECT_EQ(after.Get("aborted_msets"), 1u);
+  auto got = keeper.Mget("d", {"x1", "x2", "kept"});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].status, StatusCode::kNotFound);
+  EXPECT_EQ((*got)[1].status, StatusCode::kNotFound);
+  EXPECT_EQ((*got)[2].value, "safe");
+}
+
+TEST(ServerFailureTest, MalformedFrameGetsAnErrorThenCloseAndTouchesNothing) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient good = MustConnect(*server);
+  ASSERT_TRUE(good.Mset("m", {{"k", "v", ""}}).ok());
+
+  // 1. Bad magic.
+  {
+    TestClient bad = MustConnect(*server);
+    ASSERT_TRUE(bad.SendRaw(std::string(protocol::kFrameHeaderSize, 'Z')).ok());
+    auto frame = bad.ReadFrame();
+    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+    Status error = bad.ErrorOf(*frame);
+    EXPECT_EQ(error.code(), StatusCode::kCorruption) << error.ToString();
+    EXPECT_TRUE(bad.ReadsEndOfStream());
+  }
+  // 2. A valid header with a descriptor that lies about its counts; the request id is echoed.
+  {
+    TestClient bad = MustConnect(*server);
+    protocol::MdelRequest del;
+    del.ns = "m";
+    del.keys = {"k"};
+    protocol::EncodedFrame frame;
+    ASSERT_TRUE(protocol::EncodeRequest(99, del, bad.limits(), &frame).ok());
+    std::string bytes = frame.Flatten();
+    bytes.back() ^= 0x7f;            // corrupt the last key byte...
+    bytes.resize(bytes.size() - 1);  // ...and truncate the descriptor by one
+    protocol::StoreLE32(bytes.data() + 16, static_cast<uint32_t>(bytes.size() - 32));
+    ASSERT_TRUE(bad.SendRaw(bytes).ok());
+    auto reply = bad.ReadFrame();
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->header.request_id, 99u);
+    EXPECT_FALSE(bad.ErrorOf(*reply).ok());
+    EXPECT_TRUE(bad.ReadsEndOfStream());
+  }
+  // 3. A request before HELLO.
+  {
+    auto bad = TestClient::Connect(server->port(), /*hello=*/false);
+    ASSERT_TRUE(bad.ok());
+    Status ping = bad->Ping();
+    EXPECT_EQ(ping.code(), StatusCode::kInvalidArgument) << ping.ToString();
+    EXPECT_NE(ping.message().find("HELLO"), std::string::npos);
+    EXPECT_TRUE(bad->ReadsEndOfStream());
+  }
+
+  // The well-behaved connection and the data are untouched.
+  auto got = good.Mget("m", {"k"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].value, "v");
+  ServerStats stats = server->Stats();
+  EXPECT_EQ(stats.Get("objects"), 1u);
+  EXPECT_EQ(stats.Get("error_responses"), 3u);
+  EXPECT_EQ(stats.Get("op_mdel"), 0u);  // the corrupt MDEL never reached the store
+}
+
+TEST(ServerFailureTest, IdleConnectionsAreClosed) {
+  ServerOptions options = SmallNodeOptions();
+  options.idle_timeout = std::chrono::milliseconds(50);
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  TestClient client = MustConnect(*server);
+  ASSERT_TRUE(client.Ping().ok());
+  EXPECT_TRUE(client.ReadsEndOfStream());  // blocks until the server closes us
+  EXPECT_TRUE(Eventually([&] { return server->Stats().Get("connections") == 0; }));
+  EXPECT_EQ(server->Stats().Get("idle_timeouts"), 1u);
+}
+
+// Client threads that MSET then MGET their own key in a loop until the server goes away.
+class BusyClients {
+ public:
+  BusyClients(uint16_t port, int clients) {
+    for (int t = 0; t < clients; ++t) {
+      threads_.emplace_back([this, port, t] {
+        auto client = TestClient::Connect(port);
+        if (!client.ok()) return;
+        ++connected_;
+        std::string key = "t" + std::to_string(t);
+        std::string value = ValueFor(key, 200000);
+        for (int i = 0; i < 100000; ++i) {
+          auto set = client->Mset("s", {{key, value, ""}});
+          if (!set.ok()) return;  // the server went away: a clean failure
+          auto got = client->Mget("s", {key});
+          if (!got.ok()) return;
+          if ((*set)[0] != StatusCode::kOk || (*got)[0].value != value) ++wrong_answers_;
+          ++completed_;
+        }
+      });
+    }
+  }
+  ~BusyClients() { Join(); }
+  void Join() {
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  int connected() const { return connected_.load(); }
+  int completed() const { return completed_.load(); }
+  int wrong_answers() const { return wrong_answers_.load(); }
+
+ private:
+  std::atomic<int> connected_{0};
+  std::atomic<int> completed_{0};
+  std::atomic<int> wrong_answers_{0};
+  std::vector<std::thread> threads_;
+};
+
+TEST(ServerFailureTest, StopLetsRequestsInFlightCompleteAndThenCloses) {
+  auto server = StartNode(SmallNodeOptions());  // a long grace: every request may finish
+  ASSERT_NE(server, nullptr);
+  constexpr int kClients = 6;
+  BusyClients clients(server->port(), kClients);
+  ASSERT_TRUE(
+      Eventually([&] { return clients.connected() == kClients && clients.completed() > 20; }));
+  server->Stop();  // returns once each connection finished its request in flight
+  clients.Join();
+  EXPECT_EQ(clients.wrong_answers(), 0);
+  ServerStats stats = server->Stats();
+  EXPECT_EQ(stats.Get("connections"), 0u);
+  EXPECT_EQ(stats.Get("reserved_bytes"), 0u);
+  EXPECT_EQ(stats.Get("objects"), uint64_t{kClients});
+  server->Stop();  // idempotent
+  EXPECT_FALSE(TestClient::Connect(server->port()).ok());
+}
+
+TEST(ServerFailureTest, StopDoesNotWaitPastTheGraceForAStalledMset) {
+  ServerOptions options = SmallNodeOptions();
+  options.shutdown_grace = std::chrono::milliseconds(200);
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  BusyClients clients(server->port(), 3);
+  // A client stuck in the middle of an MSET payload.
+  TestClient stuck = MustConnect(*server);
+  std::string v = ValueFor("stuck", 50000);
+  protocol::MsetRequest m;
+  m.ns = "s";
+  m.items = {{"stuck", "", v.size(), v.data()}};
+  protocol::EncodedFrame frame;
+  ASSERT_TRUE(protocol::EncodeRequest(1, m, stuck.limits(), &frame).ok());
+  ASSERT_TRUE(stuck.SendRaw(frame.Flatten().substr(0, frame.head.size() + 10)).ok());
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("reserved_bytes") > 0; }));
+  ASSERT_TRUE(Eventually([&] { return clients.completed() > 5; }));
+
+  server->Stop();
+  clients.Join();
+  EXPECT_EQ(clients.wrong_answers(), 0);
+  EXPECT_TRUE(stuck.ReadsEndOfStream());
+  ServerStats stats = server->Stats();
+  EXPECT_EQ(stats.Get("connections"), 0u);
+  EXPECT_EQ(stats.Get("reserved_bytes"), 0u);
+  EXPECT_EQ(stats.Get("objects"), 3u);  // "stuck" never became visible
+  EXPECT_EQ(stats.Get("aborted_msets"), 1u);
+}
+
+}  // namespace
+}  // namespace kvport::testing

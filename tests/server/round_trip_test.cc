@@ -1,0 +1,189 @@
+// Every request type against a real in-process node.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "server_fixture.h"
+
+namespace kvport::testing {
+namespace {
+
+TEST(ServerRoundTripTest, MsetThenMgetReturnsEveryByteAndMeta) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient client = MustConnect(*server);
+  ASSERT_TRUE(client.Ping().ok());
+
+  std::vector<SetItem> items = {{"a", ValueFor("a", 100000), "meta-a"},
+                                {"b", "", "meta-only-b"},  // an empty value is a value
+                                {"c", ValueFor("c", 1), ""}};
+  auto set = client.Mset("ns1", items);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(*set, std::vector<StatusCode>(3, StatusCode::kOk));
+
+  auto got = client.Mget("ns1", {"a", "missing", "b", "c"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 4u);
+  EXPECT_EQ((*got)[0].status, StatusCode::kOk);
+  EXPECT_EQ((*got)[0].meta, "meta-a");
+  EXPECT_TRUE((*got)[0].value == items[0].value);
+  EXPECT_EQ((*got)[1].status, StatusCode::kNotFound);
+  EXPECT_EQ((*got)[2].status, StatusCode::kOk);
+  EXPECT_EQ((*got)[2].meta, "meta-only-b");
+  EXPECT_EQ((*got)[2].value, "");
+  EXPECT_EQ((*got)[3].value, items[2].value);
+
+  // Namespaces are separate.
+  auto other = client.Mget("ns2", {"a"});
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)[0].status, StatusCode::kNotFound);
+}
+
+TEST(ServerRoundTripTest, MetaOnlyAndTooSmallBuffersReportLengthsWithoutBytes) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient client = MustConnect(*server);
+  ASSERT_TRUE(client.Mset("", {{"k", ValueFor("k", 5000), "m"}}).ok());
+
+  auto meta = client.Mget("", {"k", "nope"}, /*meta_only=*/true);
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  EXPECT_EQ((*meta)[0].status, StatusCode::kOk);
+  EXPECT_EQ((*meta)[0].meta, "m");
+  EXPECT_EQ((*meta)[0].value_length, 5000u);
+  EXPECT_TRUE((*meta)[0].value.empty());
+  EXPECT_EQ((*meta)[1].status, StatusCode::kNotFound);
+
+  auto small = client.Mget("", {"k"}, false, /*buffer_capacity=*/4999);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_EQ((*small)[0].status, StatusCode::kTooLarge);
+  EXPECT_EQ((*small)[0].value_length, 5000u);
+  EXPECT_TRUE((*small)[0].value.empty());
+}
+
+TEST(ServerRoundTripTest, MexistMdelAndTheLastWriteOfADuplicateKeyWins) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient client = MustConnect(*server);
+  auto set = client.Mset("n", {{"dup", "first", ""}, {"x", "xx", ""}, {"dup", "second!", ""}});
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(*set, std::vector<StatusCode>(3, StatusCode::kOk));
+
+  auto exist = client.Mexist("n", {"dup", "x", "y"});
+  ASSERT_TRUE(exist.ok()) << exist.status().ToString();
+  EXPECT_EQ((*exist)[0].status, StatusCode::kOk);
+  EXPECT_EQ((*exist)[0].value_length, 7u);
+  EXPECT_EQ((*exist)[1].value_length, 2u);
+  EXPECT_EQ((*exist)[2].status, StatusCode::kNotFound);
+
+  auto got = client.Mget("n", {"dup"});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].value, "second!");
+
+  auto del = client.Mdel("n", {"dup", "y"});
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(*del, (std::vector<StatusCode>{StatusCode::kOk, StatusCode::kNotFound}));
+  auto after = client.Mget("n", {"dup", "x"});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)[0].status, StatusCode::kNotFound);
+  EXPECT_EQ((*after)[1].status, StatusCode::kOk);
+}
+
+TEST(ServerRoundTripTest, ListPagesThroughEveryKeyOfANamespace) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient client = MustConnect(*server);
+  std::vector<SetItem> items;
+  std::vector<std::string> expected;
+  for (int i = 0; i < 23; ++i) {
+    std::string key = "key-" + std::to_string(100 + i);
+    items.push_back({key, "v", ""});
+    expected.push_back(key);
+  }
+  ASSERT_TRUE(client.Mset("listed", items).ok());
+  ASSERT_TRUE(client.Mset("other", {{"not-me", "v", ""}}).ok());
+
+  auto all = client.ListAll("listed", 5);  // 5 pages, cursors in between
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  std::sort(all->begin(), all->end());
+  EXPECT_EQ(*all, expected);
+
+  // A cursor belongs to its listing: another namespace cannot use it.
+  uint64_t next = 0;
+  ASSERT_TRUE(client.List("listed", 0, 5, &next).ok());
+  ASSERT_NE(next, 0u);
+  auto wrong = client.List("other", next, 5, &next);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(client.ReadsEndOfStream());
+}
+
+TEST(ServerRoundTripTest, StatsReportsStoreAndServerCountersAndNamespaces) {
+  ServerOptions options = SmallNodeOptions();
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  TestClient client = MustConnect(*server);
+  ASSERT_TRUE(client.Mset("alpha", {{"k1", std::string(1000, 'x'), "mm"}}).ok());
+  ASSERT_TRUE(client.Mset("beta", {{"k2", "yy", ""}, {"k3", "zzz", ""}}).ok());
+  ASSERT_TRUE(client.Mget("alpha", {"k1", "nope"}).ok());
+
+  auto stats = client.Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_GT(stats->Get("capacity_bytes"), 0u);
+  EXPECT_LE(stats->Get("capacity_bytes"), options.capacity_bytes);
+  EXPECT_GT(stats->Get("used_bytes"), 0u);
+  EXPECT_EQ(stats->Get("objects"), 3u);
+  EXPECT_EQ(stats->Get("hits"), 1u);
+  EXPECT_EQ(stats->Get("misses"), 1u);
+  EXPECT_EQ(stats->Get("evictions"), 0u);
+  EXPECT_EQ(stats->Get("connections"), 1u);
+  EXPECT_EQ(stats->Get("op_hello"), 1u);
+  EXPECT_EQ(stats->Get("op_mset"), 2u);
+  EXPECT_EQ(stats->Get("op_mget"), 1u);
+  EXPECT_EQ(stats->Get("op_stats"), 1u);
+  ASSERT_EQ(stats->namespaces.size(), 2u);
+  EXPECT_EQ(stats->namespaces[0].ns, "alpha");
+  EXPECT_EQ(stats->namespaces[0].objects, 1u);
+  EXPECT_EQ(stats->namespaces[0].bytes, 1002u);
+  EXPECT_EQ(stats->namespaces[1].ns, "beta");
+  EXPECT_EQ(stats->namespaces[1].objects, 2u);
+  EXPECT_EQ(stats->namespaces[1].bytes, 5u);
+  for (const char* name : {"expirations", "bytes_received", "bytes_sent", "op_ping"}) {
+    bool present = false;
+    for (const auto& [n, v] : stats->counters)
+      present = present || n == name;
+    EXPECT_TRUE(present) << name;
+  }
+
+  // The in-process API reports the same counters.
+  EXPECT_EQ(server->Stats().Get("objects"), 3u);
+}
+
+TEST(ServerRoundTripTest, StartRejectsBadOptionsWithTheReason) {
+  ServerOptions bad_address = SmallNodeOptions();
+  bad_address.listen = "127.0.0.1";
+  auto a = Server::Start(bad_address);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("HOST:PORT"), std::string::npos);
+
+  ServerOptions bad_limits = SmallNodeOptions();
+  bad_limits.max_batch_keys = 0;
+  auto b = Server::Start(bad_limits);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("max_batch_keys"), std::string::npos);
+
+  ServerOptions tiny = SmallNodeOptions();
+  tiny.capacity_bytes = 100;
+  EXPECT_FALSE(Server::Start(tiny).ok());
+}
+
+TEST(ServerRoundTripTest, ListensOnLoopbackByDefault) {
+  ServerOptions options;
+  options.capacity_bytes = 1 << 20;
+  options.threads = 1;
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->address().rfind("127.0.0.1:", 0), 0u) << server->address();
+}
+
+}  // namespace
+}  // namespace kvport::testing

@@ -1,0 +1,54 @@
+#include "store/arena.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstring>
+
+namespace kvport::store {
+namespace {
+
+TEST(ArenaTest, RejectsLessThanOneBlock) {
+  EXPECT_EQ(Arena::Create(0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Arena::Create(Arena::kBlockBytes - 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ArenaTest, RoundsCapacityDownToBlocks) {
+  auto arena = Arena::Create(3 * Arena::kBlockBytes + 123);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  EXPECT_EQ((*arena)->size(), 3 * Arena::kBlockBytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*arena)->base()) % Arena::kBlockBytes, 0u);
+}
+
+TEST(ArenaTest, MemfdArenaIsVisibleThroughItsFd) {
+  auto arena = Arena::Create(16 * Arena::kBlockBytes);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  Arena& a = **arena;
+  if (!a.shareable()) GTEST_SKIP() << "memfd_create unavailable here";
+  std::memcpy(a.base() + 5000, "kvport", 6);
+  // What a same-host client would do with the fd: map it and see the same bytes.
+  void* view = mmap(nullptr, a.size(), PROT_READ, MAP_SHARED, a.fd(), 0);
+  ASSERT_NE(view, MAP_FAILED);
+  EXPECT_EQ(std::memcmp(static_cast<uint8_t*>(view) + 5000, "kvport", 6), 0);
+  munmap(view, a.size());
+}
+
+TEST(ArenaTest, AnonymousBackingWorksWithoutFd) {
+  auto arena = Arena::Create(4 * Arena::kBlockBytes, Arena::Backing::kAnonymous);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  EXPECT_FALSE((*arena)->shareable());
+  EXPECT_EQ((*arena)->fd(), -1);
+  (*arena)->base()[(*arena)->size() - 1] = 7;  // writable to the last byte
+  EXPECT_EQ((*arena)->base()[(*arena)->size() - 1], 7);
+}
+
+TEST(ArenaTest, ImpossibleCapacityIsAnErrorNotACrash) {
+  // 2^62 bytes: beyond any user address space today.
+  auto arena = Arena::Create(uint64_t{1} << 62);
+  EXPECT_FALSE(arena.ok());
+  auto anon = Arena::Create(uint64_t{1} << 62, Arena::Backing::kAnonymous);
+  EXPECT_FALSE(anon.ok());
+}
+
+}  // namespace
+}  // namespace kvport::store

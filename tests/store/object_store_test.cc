@@ -1,0 +1,468 @@
+#include "store/object_store.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "store_test_util.h"
+
+namespace kvport::store {
+namespace {
+
+using testing::Blocks;
+using testing::Get;
+using testing::kBlock;
+using testing::MakeStore;
+using testing::Put;
+
+std::string_view AsView(const ReadHandle& r) {
+  return {reinterpret_cast<const char*>(r.data()), r.size()};
+}
+
+TEST(ObjectStoreTest, CreateRejectsTinyCapacity) {
+  StoreOptions options;
+  options.capacity_bytes = 0;
+  EXPECT_EQ(ObjectStore::Create(options).status().code(), StatusCode::kInvalidArgument);
+  options.capacity_bytes = 4095;
+  EXPECT_EQ(ObjectStore::Create(options).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ObjectStoreTest, CapacityIsRoundedDownToBlocks) {
+  StoreOptions options;
+  options.capacity_bytes = 10 * kBlock + 1;
+  auto store = ObjectStore::Create(options);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->Stats().capacity_bytes, 10 * kBlock);
+  EXPECT_EQ((*store)->arena().size(), 10 * kBlock);
+}
+
+TEST(ObjectStoreTest, PutThenLookupReturnsBytesAndMeta) {
+  auto store = MakeStore(8);
+  ASSERT_TRUE(Put(*store, "ns", "k", "hello", "meta!").ok());
+  Result<ReadHandle> r = store->Lookup("ns", "k");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(AsView(*r), "hello");
+  EXPECT_EQ(r->meta(), "meta!");
+  EXPECT_EQ(r->ns(), "ns");
+  EXPECT_EQ(r->key(), "k");
+  EXPECT_EQ(r->data(), store->arena().base() + r->arena_offset());
+  EXPECT_TRUE(store->Exists("ns", "k").ok());
+  EXPECT_EQ(store->Exists("other", "k").code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Lookup("ns", "absent").status().code(), StatusCode::kNotFound);
+  StoreStats s = store->Stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.objects, 1u);
+  EXPECT_EQ(s.value_bytes, 5u);
+  EXPECT_EQ(s.used_bytes, kBlock);
+}
+
+TEST(ObjectStoreTest, NamespacesSeparateEqualKeys) {
+  auto store = MakeStore(8);
+  ASSERT_TRUE(Put(*store, "a", "k", "in a").ok());
+  ASSERT_TRUE(Put(*store, "b", "k", "in b").ok());
+  ASSERT_TRUE(Put(*store, "", "k", "default").ok());
+  // The length prefix keeps ("a", "bk") apart from ("ab", "k").
+  ASSERT_TRUE(Put(*store, "ab", "k", "in ab").ok());
+  ASSERT_TRUE(Put(*store, "a", "bk", "in a, bk").ok());
+  EXPECT_EQ(Get(*store, "a", "k"), "in a");
+  EXPECT_EQ(Get(*store, "b", "k"), "in b");
+  EXPECT_EQ(Get(*store, "", "k"), "default");
+  EXPECT_EQ(Get(*store, "ab", "k"), "in ab");
+  EXPECT_EQ(Get(*store, "a", "bk"), "in a, bk");
+}
+
+TEST(ObjectStoreTest, ZeroLengthValuesAreObjects) {
+  auto store = MakeStore(1);
+  ASSERT_TRUE(Put(*store, "", "empty", "", "only meta").ok());
+  Result<ReadHandle> r = store->Lookup("", "empty");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->size(), 0u);
+  EXPECT_NE(r->data(), nullptr);
+  EXPECT_EQ(r->meta(), "only meta");
+  EXPECT_EQ(store->Stats().used_bytes, 0u);
+}
+
+TEST(ObjectStoreTest, ReservationIsInvisibleUntilCommit) {
+  auto store = MakeStore(8);
+  Result<WriteHandle> w = store->Reserve("ns", "k", 3 * kBlock, "m", kNoExpiry);
+  ASSERT_TRUE(w.ok());
+  std::memset(w->data(), 'x', w->size());
+  EXPECT_EQ(store->Lookup("ns", "k").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Exists("ns", "k").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->ListKeys("ns", "", 10)->keys.empty());
+  EXPECT_EQ(store->UsageOf("ns").objects, 0u);
+  StoreStats before = store->Stats();
+  EXPECT_EQ(before.objects, 0u);
+  EXPECT_EQ(before.reserved_bytes, 3 * kBlock);
+  EXPECT_EQ(before.used_bytes, 3 * kBlock);
+
+  ASSERT_TRUE(store->Commit(std::move(*w)).ok());
+  EXPECT_FALSE(w->valid());
+  EXPECT_EQ(Get(*store, "ns", "k"), Blocks(3, 'x'));
+  StoreStats after = store->Stats();
+  EXPECT_EQ(after.objects, 1u);
+  EXPECT_EQ(after.reserved_bytes, 0u);
+  EXPECT_EQ(after.used_bytes, 3 * kBlock);
+  EXPECT_EQ(store->Commit(std::move(*w)).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ObjectStoreTest, AbortedAndAbandonedReservationsLeaveNothing) {
+  auto store = MakeStore(8);
+  ASSERT_TRUE(Put(*store, "ns", "k", "old").ok());
+  const uint64_t used_with_old = store->Stats().used_bytes;
+  {
+    Result<WriteHandle> w = store->Reserve("ns", "k", 2 * kBlock, "", kNoExpiry);
+    ASSERT_TRUE(w.ok());
+    std::memset(w->data(), 'n', w->size());
+    store->Abort(std::move(*w));
+    EXPECT_FALSE(w->valid());
+  }
+  {
+    // A writer that disappears mid-write (the server's connection dropped): the destructor aborts.
+    Result<WriteHandle> w = store->Reserve("ns", "k", 2 * kBlock, "", kNoExpiry);
+    ASSERT_TRUE(w.ok());
+    std::memset(w->data(), 'n', kBlock);
+  }
+  {
+    // Move-assigning over a live reservation aborts the one it held.
+    Result<WriteHandle> w1 = store->Reserve("ns", "a", kBlock, "", kNoExpiry);
+    Result<WriteHandle> w2 = store->Reserve("ns", "b", kBlock, "", kNoExpiry);
+    ASSERT_TRUE(w1.ok() && w2.ok());
+    *w1 = std::move(*w2);
+    EXPECT_EQ(store->Stats().reserved_bytes, kBlock);
+    EXPECT_EQ(w1->key(), "b");
+  }
+  EXPECT_EQ(Get(*store, "ns", "k"), "old");
+  EXPECT_EQ(store->Exists("ns", "a").code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Exists("ns", "b").code(), StatusCode::kNotFound);
+  StoreStats s = store->Stats();
+  EXPECT_EQ(s.used_bytes, used_with_old);
+  EXPECT_EQ(s.reserved_bytes, 0u);
+  EXPECT_EQ(s.objects, 1u);
+  EXPECT_EQ(s.free_extents, 1u);  // no hole left behind
+}
+
+TEST(ObjectStoreTest, OverwriteWhileAReaderHoldsTheOldVersion) {
+  auto store = MakeStore(8);
+  ASSERT_TRUE(Put(*store, "ns", "k", Blocks(2, 'A'), "old meta").ok());
+  Result<ReadHandle> old_reader = store->Lookup("ns", "k");
+  ASSERT_TRUE(old_reader.ok());
+  ReadHandle copy = *old_reader;  // a second pin on the same version
+
+  Result<WriteHandle> w = store->Reserve("ns", "k", 2 * kBlock, "new meta", kNoExpiry);
+  ASSERT_TRUE(w.ok());
+  EXPECT_NE(w->arena_offset(), old_reader->arena_offset());
+  std::memset(w->data(), 'B', w->size());
+  EXPECT_EQ(Get(*store, "ns", "k"), Blocks(2, 'A'));  // not yet replaced
+  ASSERT_TRUE(store->Commit(std::move(*w)).ok());
+
+  EXPECT_EQ(Get(*store, "ns", "k"), Blocks(2, 'B'));
+  EXPECT_EQ(AsView(*old_reader), Blocks(2, 'A'));  // still intact
+  EXPECT_EQ(old_reader->meta(), "old meta");
+  StoreStats s = store->Stats();
+  EXPECT_EQ(s.objects, 1u);
+  EXPECT_EQ(s.retired_bytes, 2 * kBlock);
+  EXPECT_EQ(s.used_bytes, 4 * kBlock);
+  EXPECT_EQ(store->UsageOf("ns").objects, 1u);
+
+  old_reader->Reset();
+  EXPECT_EQ(store->Stats().used_bytes, 4 * kBlock);  // `copy` still pins it
+  EXPECT_EQ(AsView(copy), Blocks(2, 'A'));
+  copy.Reset();
+  s = store->Stats();
+  EXPECT_EQ(s.used_bytes, 2 * kBlock);
+  EXPECT_EQ(s.retired_bytes, 0u);
+}
+
+TEST(ObjectStoreTest, DeleteWhilePinnedKeepsBytesForTheReader) {
+  auto store = MakeStore(4);
+  ASSERT_TRUE(Put(*store, "ns", "k", Blocks(1, 'D')).ok());
+  Result<ReadHandle> r = store->Lookup("ns", "k");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(store->Delete("ns", "k").ok());
+  EXPECT_EQ(store->Delete("ns", "k").code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Lookup("ns", "k").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Stats().objects, 0u);
+  EXPECT_EQ(store->UsageOf("ns").objects, 0u);
+  EXPECT_EQ(AsView(*r), Blocks(1, 'D'));
+  EXPECT_EQ(store->Stats().used_bytes, kBlock);
+  r->Reset();
+  EXPECT_EQ(store->Stats().used_bytes, 0u);
+}
+
+TEST(ObjectStoreTest, EvictsLeastRecentlyUsedFirst) {
+  auto store = MakeStore(4);
+  for (const char* k : {"a", "b", "c", "d"})
+    ASSERT_TRUE(Put(*store, "", k, Blocks(1, *k)).ok());
+  // Recency now (most to least): d c b a. A lookup is a use, Exists is not.
+  ASSERT_TRUE(Get(*store, "", "a"));
+  ASSERT_TRUE(store->Exists("", "b").ok());
+  // Order: a d c b. Two new objects evict b, then c.
+  ASSERT_TRUE(Put(*store, "", "e", Blocks(1, 'e')).ok());
+  EXPECT_EQ(store->Exists("", "b").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Exists("", "c").ok());
+  ASSERT_TRUE(Put(*store, "", "f", Blocks(1, 'f')).ok());
+  EXPECT_EQ(store->Exists("", "c").code(), StatusCode::kNotFound);
+  for (const char* k : {"a", "d", "e", "f"})
+    EXPECT_EQ(Get(*store, "", k), Blocks(1, *k)) << k;
+  StoreStats s = store->Stats();
+  EXPECT_EQ(s.evictions, 2u);
+  EXPECT_EQ(s.objects, 4u);
+  EXPECT_EQ(s.used_bytes, s.capacity_bytes);
+}
+
+TEST(ObjectStoreTest, EvictsAsManyAsNeededForABigValue) {
+  auto store = MakeStore(4);
+  for (const char* k : {"a", "b", "c", "d"})
+    ASSERT_TRUE(Put(*store, "", k, Blocks(1, *k)).ok());
+  ASSERT_TRUE(Put(*store, "", "big", Blocks(3, 'B')).ok());
+  EXPECT_EQ(store->Stats().evictions, 3u);
+  EXPECT_TRUE(store->Exists("", "d").ok());  // the most recent survives
+  EXPECT_EQ(Get(*store, "", "big"), Blocks(3, 'B'));
+}
+
+TEST(ObjectStoreTest, PinsPreventEvictionAndReuse) {
+  auto store = MakeStore(3);
+  for (const char* k : {"a", "b", "c"})
+    ASSERT_TRUE(Put(*store, "", k, Blocks(1, *k)).ok());
+  Result<ReadHandle> pinned = store->Lookup("", "a");
+  ASSERT_TRUE(pinned.ok());
+  const uint64_t pinned_offset = pinned->arena_offset();
+  // Make `a` the least recently used again: b and c are used after it.
+  ASSERT_TRUE(Get(*store, "", "b"));
+  ASSERT_TRUE(Get(*store, "", "c"));
+  // Each new value needs one eviction; `a` is the LRU victim but pinned, so b then c go.
+  for (const char* k : {"x", "y"}) {
+    Result<WriteHandle> w = store->Reserve("", k, kBlock, "", kNoExpiry);
+    ASSERT_TRUE(w.ok()) << k;
+    EXPECT_NE(w->arena_offset(), pinned_offset);
+    std::memset(w->data(), *k, kBlock);
+    ASSERT_TRUE(store->Commit(std::move(*w)).ok());
+  }
+  EXPECT_TRUE(store->Exists("", "a").ok());
+  EXPECT_EQ(store->Exists("", "b").code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Exists("", "c").code(), StatusCode::kNotFound);
+
+  // Even deleted, a pinned object's bytes are not reused.
+  ASSERT_TRUE(store->Delete("", "a").ok());
+  Result<WriteHandle> w = store->Reserve("", "z", kBlock, "", kNoExpiry);
+  ASSERT_TRUE(w.ok());
+  EXPECT_NE(w->arena_offset(), pinned_offset);
+  std::memset(w->data(), 'z', kBlock);
+  ASSERT_TRUE(store->Commit(std::move(*w)).ok());
+  EXPECT_EQ(AsView(*pinned), Blocks(1, 'a'));
+  pinned->Reset();
+  // Now its block is free and is the only free one.
+  Result<WriteHandle> reuse = store->Reserve("", "r", kBlock, "", kNoExpiry);
+  ASSERT_TRUE(reuse.ok());
+  EXPECT_EQ(reuse->arena_offset(), pinned_offset);
+  EXPECT_EQ(store->Stats().evictions, 3u);  // b, c, x
+}
+
+TEST(ObjectStoreTest, NoSpaceWhenOnlyPinnedObjectsAndReservationsRemain) {
+  auto store = MakeStore(3);
+  Result<WriteHandle> in_flight = store->Reserve("", "w", kBlock, "", kNoExpiry);
+  ASSERT_TRUE(in_flight.ok());
+  ASSERT_TRUE(Put(*store, "", "p", Blocks(2, 'p')).ok());
+  Result<ReadHandle> pin = store->Lookup("", "p");
+  ASSERT_TRUE(pin.ok());
+
+  Result<WriteHandle> refused = store->Reserve("", "n", kBlock, "", kNoExpiry);
+  EXPECT_EQ(refused.status().code(), StatusCode::kNoSpace) << refused.status().ToString();
+  EXPECT_EQ(AsView(*pin), Blocks(2, 'p'));
+  EXPECT_TRUE(store->Exists("", "p").ok());  // the pinned object was not removed
+  EXPECT_EQ(store->Stats().evictions, 0u);
+  EXPECT_LE(store->Stats().used_bytes, store->Stats().capacity_bytes);
+
+  store->Abort(std::move(*in_flight));
+  EXPECT_TRUE(store->Reserve("", "n", kBlock, "", kNoExpiry).ok());
+  pin->Reset();
+  EXPECT_TRUE(store->Reserve("", "n", 3 * kBlock, "", kNoExpiry).ok());  // evicts p
+}
+
+TEST(ObjectStoreTest, TooLargeAndInvalidArguments) {
+  StoreOptions options;
+  options.capacity_bytes = 8 * kBlock;
+  options.max_value_bytes = 4 * kBlock;
+  options.max_key_bytes = 8;
+  options.max_namespace_bytes = 4;
+  options.max_meta_bytes = 16;
+  auto created = ObjectStore::Create(options);
+  ASSERT_TRUE(created.ok());
+  ObjectStore& store = **created;
+  auto code = [&](std::string_view ns, std::string_view key, uint64_t len, std::string_view meta) {
+    return store.Reserve(ns, key, len, meta, kNoExpiry).status().code();
+  };
+  EXPECT_EQ(code("", "k", 4 * kBlock + 1, ""), StatusCode::kTooLarge);
+  EXPECT_EQ(code("", "k", UINT64_MAX, ""), StatusCode::kTooLarge);
+  EXPECT_EQ(code("", "k", 1, std::string(17, 'm')), StatusCode::kTooLarge);
+  EXPECT_EQ(code("", "", 1, ""), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("", "123456789", 1, ""), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("12345", "k", 1, ""), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("1234", "12345678", 4 * kBlock, std::string(16, 'm')), StatusCode::kOk);
+  EXPECT_EQ(store.Lookup("", "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Exists("12345", "k").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Delete("", std::string(9, 'k')).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Stats().used_bytes, 0u);  // refused requests took nothing
+
+  // Without max_value_bytes the capacity is the limit.
+  auto unlimited = MakeStore(2);
+  EXPECT_EQ(unlimited->Reserve("", "k", 2 * kBlock + 1, "", kNoExpiry).status().code(),
+            StatusCode::kTooLarge);
+  EXPECT_TRUE(unlimited->Reserve("", "k", 2 * kBlock, "", kNoExpiry).ok());
+}
+
+TEST(ObjectStoreTest, TtlExpiresOnTheInjectedClock) {
+  ManualClock clock(1'000'000);
+  auto store = MakeStore(8, &clock);
+  ASSERT_TRUE(Put(*store, "", "short", "s", "", 10).ok());
+  ASSERT_TRUE(Put(*store, "", "forever", "f", "", kNoExpiry).ok());
+  clock.AdvanceMillis(9'999);
+  EXPECT_EQ(Get(*store, "", "short"), "s");
+  clock.AdvanceMillis(1);
+  EXPECT_EQ(store->Exists("", "short").code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Lookup("", "short").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Delete("", "short").code(), StatusCode::kNotFound);
+  clock.AdvanceSeconds(1'000'000);
+  EXPECT_EQ(Get(*store, "", "forever"), "f");
+  StoreStats s = store->Stats();
+  EXPECT_EQ(s.expirations, 1u);  // reclaimed once, by the first call that met it
+  EXPECT_EQ(s.objects, 1u);
+  EXPECT_EQ(s.used_bytes, kBlock);
+}
+
+TEST(ObjectStoreTest, TtlCountsFromCommit) {
+  ManualClock clock;
+  auto store = MakeStore(8, &clock);
+  Result<WriteHandle> w = store->Reserve("", "k", 1, "", 5);
+  ASSERT_TRUE(w.ok());
+  w->data()[0] = 'v';
+  clock.AdvanceSeconds(100);  // a slow upload
+  ASSERT_TRUE(store->Commit(std::move(*w)).ok());
+  clock.AdvanceSeconds(4);
+  EXPECT_EQ(Get(*store, "", "k"), "v");
+  clock.AdvanceSeconds(1);
+  EXPECT_FALSE(Get(*store, "", "k"));
+}
+
+TEST(ObjectStoreTest, SweepReclaimsExpiredObjectsEvenWhenPinned) {
+  ManualClock clock;
+  auto store = MakeStore(16, &clock);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(Put(*store, "t", "ttl" + std::to_string(i), Blocks(1, 't'), "", 5).ok());
+  }
+  ASSERT_TRUE(Put(*store, "t", "keep", Blocks(1, 'k')).ok());
+  Result<ReadHandle> reader = store->Lookup("t", "ttl0");
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(store->Sweep(), 0u);
+  clock.AdvanceSeconds(5);
+  EXPECT_EQ(store->Sweep(), 5u);
+  EXPECT_EQ(store->Sweep(), 0u);
+  StoreStats s = store->Stats();
+  EXPECT_EQ(s.expirations, 5u);
+  EXPECT_EQ(s.objects, 1u);
+  EXPECT_EQ(s.used_bytes, 2 * kBlock);  // keep + the pinned ttl0
+  EXPECT_EQ(store->UsageOf("t").objects, 1u);
+  EXPECT_EQ(AsView(*reader), Blocks(1, 't'));
+  reader->Reset();
+  EXPECT_EQ(store->Stats().used_bytes, kBlock);
+}
+
+TEST(ObjectStoreTest, EvictionCountsExpiredVictimsAsExpirations) {
+  ManualClock clock;
+  auto store = MakeStore(2, &clock);
+  ASSERT_TRUE(Put(*store, "", "old", Blocks(1, 'o'), "", 1).ok());
+  ASSERT_TRUE(Put(*store, "", "live", Blocks(1, 'l')).ok());
+  clock.AdvanceSeconds(2);
+  ASSERT_TRUE(Put(*store, "", "new", Blocks(1, 'n')).ok());
+  StoreStats s = store->Stats();
+  EXPECT_EQ(s.expirations, 1u);
+  EXPECT_EQ(s.evictions, 0u);
+  EXPECT_TRUE(store->Exists("", "live").ok());
+}
+
+TEST(ObjectStoreTest, NamespaceUsageFollowsEveryChange) {
+  auto store = MakeStore(16);
+  ASSERT_TRUE(Put(*store, "a", "1", "xx", "m").ok());
+  ASSERT_TRUE(Put(*store, "a", "2", "yyy").ok());
+  ASSERT_TRUE(Put(*store, "b", "1", "z", "meta").ok());
+  std::vector<NamespaceUsage> all = store->NamespaceUsages();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].ns, "a");
+  EXPECT_EQ(all[0].objects, 2u);
+  EXPECT_EQ(all[0].value_bytes, 5u);
+  EXPECT_EQ(all[0].meta_bytes, 1u);
+  EXPECT_EQ(all[1].ns, "b");
+  EXPECT_EQ(all[1].objects, 1u);
+  EXPECT_EQ(all[1].meta_bytes, 4u);
+
+  ASSERT_TRUE(Put(*store, "a", "1", "longer value", "").ok());  // overwrite
+  NamespaceUsage a = store->UsageOf("a");
+  EXPECT_EQ(a.objects, 2u);
+  EXPECT_EQ(a.value_bytes, 12u + 3u);
+  EXPECT_EQ(a.meta_bytes, 0u);
+
+  ASSERT_TRUE(store->Delete("b", "1").ok());
+  all = store->NamespaceUsages();
+  ASSERT_EQ(all.size(), 1u);  // b is gone
+  EXPECT_EQ(all[0].ns, "a");
+  EXPECT_EQ(store->UsageOf("b").objects, 0u);
+  EXPECT_EQ(store->UsageOf("nope").value_bytes, 0u);
+  EXPECT_EQ(store->Stats().value_bytes, 15u);
+}
+
+TEST(ObjectStoreTest, ListKeysPagesInOrder) {
+  ManualClock clock;
+  auto store = MakeStore(64, &clock);
+  std::set<std::string> expected;
+  for (int i = 0; i < 25; ++i) {
+    std::string key = "key" + std::to_string(100 + i);
+    ASSERT_TRUE(Put(*store, "list", key, "v").ok());
+    expected.insert(key);
+  }
+  ASSERT_TRUE(Put(*store, "other", "key999", "v").ok());
+  ASSERT_TRUE(Put(*store, "list", "expiring", "v", "", 1).ok());
+  Result<WriteHandle> uncommitted = store->Reserve("list", "reserved", 1, "", kNoExpiry);
+  ASSERT_TRUE(uncommitted.ok());
+  clock.AdvanceSeconds(1);
+
+  std::vector<std::string> seen;
+  std::string cursor;
+  int pages = 0;
+  do {
+    Result<KeyPage> page = store->ListKeys("list", cursor, 10);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    EXPECT_LE(page->keys.size(), 10u);
+    seen.insert(seen.end(), page->keys.begin(), page->keys.end());
+    cursor = page->next_cursor;
+    ++pages;
+  } while (!cursor.empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(seen, std::vector<std::string>(expected.begin(), expected.end()));
+
+  Result<KeyPage> exact = store->ListKeys("list", "", 25);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact->keys.size(), 25u);
+  EXPECT_TRUE(exact->next_cursor.empty());
+  EXPECT_TRUE(store->ListKeys("empty-ns", "", 5)->keys.empty());
+  EXPECT_EQ(store->ListKeys("list", "", 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ObjectStoreTest, ListKeysResumesAfterTheCursorDespiteChanges) {
+  auto store = MakeStore(16);
+  for (const char* k : {"a", "b", "c", "d", "e"})
+    ASSERT_TRUE(Put(*store, "", k, "v").ok());
+  Result<KeyPage> first = store->ListKeys("", "", 2);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->keys, (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(store->Delete("", "b").ok());  // the cursor key itself disappears
+  ASSERT_TRUE(Put(*store, "", "bb", "v").ok());
+  Result<KeyPage> second = store->ListKeys("", first->next_cursor, 10);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->keys, (std::vector<std::string>{"bb", "c", "d", "e"}));
+  EXPECT_TRUE(second->next_cursor.empty());
+}
+
+}  // namespace
+}  // namespace kvport::store

@@ -1,0 +1,50 @@
+// Helpers shared by the store's tests.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "store/object_store.h"
+
+namespace kvport::store::testing {
+
+inline constexpr uint64_t kBlock = Arena::kBlockBytes;
+
+// A store of `blocks` 4 KiB blocks whose TTLs follow `clock` (may be null).
+inline std::unique_ptr<ObjectStore> MakeStore(uint64_t blocks, const Clock* clock = nullptr,
+                                              uint64_t max_value_bytes = 0) {
+  StoreOptions options;
+  options.capacity_bytes = blocks * kBlock;
+  options.max_value_bytes = max_value_bytes;
+  options.clock = clock;
+  auto store = ObjectStore::Create(options);
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+// Reserve + copy + Commit, the way the server does it.
+inline Status Put(ObjectStore& store, std::string_view ns, std::string_view key,
+                  std::string_view value, std::string_view meta = {},
+                  uint32_t ttl_seconds = kNoExpiry) {
+  Result<WriteHandle> w = store.Reserve(ns, key, value.size(), meta, ttl_seconds);
+  if (!w.ok()) return w.status();
+  std::memcpy(w->data(), value.data(), value.size());
+  return store.Commit(std::move(*w));
+}
+
+// The value of (ns, key), or nullopt when Lookup fails.
+inline std::optional<std::string> Get(ObjectStore& store, std::string_view ns,
+                                      std::string_view key) {
+  Result<ReadHandle> r = store.Lookup(ns, key);
+  if (!r.ok()) return std::nullopt;
+  return std::string(reinterpret_cast<const char*>(r->data()), r->size());
+}
+
+// `blocks` blocks of byte `fill`.
+inline std::string Blocks(uint64_t blocks, char fill) {
+  return std::string(blocks * kBlock, fill);
+}
+
+}  // namespace kvport::store::testing

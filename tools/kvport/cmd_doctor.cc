@@ -1,0 +1,71 @@
+// `kvport doctor [--json] [--config FILE]`: what this host offers kvport. Accelerator runtimes
+// (found where, version, devices, or why not), transports, and which eic_trans_type values a
+// client here would initialize with. A host without accelerators is a normal host: exit 0.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "device/doctor_report.h"
+#include "kvport/config.h"
+#include "kvport/device.h"
+#include "kvport/transport.h"
+
+namespace kvport::cli {
+
+void AddDoctorCommand(CLI::App& app, int* exit_code) {
+  struct DoctorOptions {
+    std::string config_file;
+    bool json = false;
+  };
+  auto options = std::make_shared<DoctorOptions>();
+  CLI::App* doctor = app.add_subcommand(
+      "doctor",
+      "Report this host's accelerator runtimes, transports and the eic_trans_type values that "
+      "work here");
+  doctor->add_flag("--json", options->json, "Print one JSON object instead of text");
+  doctor->add_option("--config", options->config_file,
+                     "YAML config to take cuda_runtime_library / ascend_runtime_library and "
+                     "eic_trans_type from (default: LMCACHE_CONFIG_FILE, then the environment)");
+  doctor->callback([options, exit_code] {
+    // The runtime library paths come from the one config loader (file, KVPORT_* environment,
+    // defaults). A bad explicit --config is an error; a bad LMCACHE_CONFIG_FILE only a warning,
+    // because doctor is what one runs to find out what is wrong.
+    ConfigSources sources;
+    if (!options->config_file.empty()) sources.file = options->config_file;
+    Result<Config> config = LoadConfig(sources);
+    if (!config.ok() && !options->config_file.empty()) {
+      *exit_code = Fail(config.status());
+      return;
+    }
+    RuntimeOptions runtime_options;
+    int trans_type = -1;
+    std::string trans_type_origin;
+    if (config.ok()) {
+      runtime_options.cuda_runtime_library = config->cuda_runtime_library;
+      runtime_options.ascend_runtime_library = config->ascend_runtime_library;
+      trans_type = static_cast<int>(config->eic_trans_type);
+      const ConfigEntry* entry = config->FindEntry("eic_trans_type");
+      trans_type_origin = entry != nullptr ? entry->origin : "";
+    } else {
+      std::fprintf(stderr, "kvport: warning: configuration not loaded (%s); using defaults\n",
+                   config.status().ToString().c_str());
+    }
+    Status configured = ConfigureDeviceRuntimes(runtime_options);
+    if (!configured.ok()) {
+      *exit_code = Fail(configured);
+      return;
+    }
+    DoctorReport report = BuildDoctorReport(runtime_options, HostRuntime(), CudaRuntime(),
+                                            AscendRuntime(), ListRdmaDevices());
+    report.configured_trans_type = trans_type;
+    report.configured_trans_type_origin = trans_type_origin;
+    const std::string text = options->json ? FormatDoctorJson(report) : FormatDoctorText(report);
+    std::fputs(text.c_str(), stdout);
+    *exit_code = 0;
+  });
+}
+
+}  // namespace kvport::cli
