@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-unit test-asan test-aarch64 bench format clean
+.PHONY: all bootstrap build build-asan run test test-unit test-asan test-fuzz test-aarch64 bench format clean
 
 all: build
 
@@ -20,8 +20,9 @@ build-asan: bootstrap
 run: build
 	@build/bin/kvport doctor
 
-# Every test on the normal build, then every test again under ASan + UBSan.
-test: test-unit test-asan
+# Every test on the normal build, then every test again under ASan + UBSan, then a short
+# libFuzzer run of the frame decoder (clang build in build-fuzz/).
+test: test-unit test-asan test-fuzz
 
 test-unit: build
 	@ctest --test-dir build --output-on-failure -j $(JOBS)
@@ -29,6 +30,14 @@ test-unit: build
 test-asan: build-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE no-sanitize
+
+FUZZ_SECONDS ?= 20
+test-fuzz: bootstrap
+	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DKVPORT_FUZZ=ON -DKVPORT_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_frame_smoke >build-fuzz/fuzz.log 2>&1 \
+	  || { tail -n 60 build-fuzz/fuzz.log; echo "test-fuzz: FAILED (build-fuzz/fuzz.log)"; exit 1; }
+	@echo "test-fuzz: fuzz_frame clean: $$(grep -E '^Done [0-9]+ runs' build-fuzz/fuzz.log)"
 
 # Cross-build every target for aarch64 and run the tests under qemu-user (docs/aarch64.md).
 # Tests labelled needs-exec exec an aarch64 child process, which qemu-user cannot without
@@ -48,4 +57,4 @@ format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i
 
 clean:
-	@rm -rf build build-asan build-aarch64
+	@rm -rf build build-asan build-fuzz build-aarch64

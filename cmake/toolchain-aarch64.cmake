@@ -29,9 +29,13 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # The triplet wrapper (package pkgconf:arm64) searches only the arm64 .pc files.
 set(PKG_CONFIG_EXECUTABLE ${KVPORT_CROSS_TRIPLET}-pkg-config CACHE FILEPATH "pkg-config for aarch64")
 
-# Plain qemu-user, deliberately WITHOUT -L: aarch64 binaries find /lib/ld-linux-aarch64.so.1
-# and the :arm64 libraries through the host's multiarch folders. With -L <sysroot> qemu
-# pairs a different ld.so with libc and threaded tests hang.
+# qemu-user runs the tests, deliberately WITHOUT -L: aarch64 binaries find
+# /lib/ld-linux-aarch64.so.1 and the :arm64 libraries through the host's multiarch folders.
+# With -L <sysroot> qemu pairs a different ld.so with libc and threaded tests hang.
+# The emulated CPU is an Armv8.2 Neoverse N1, the closest model qemu has to a Kunpeng 920
+# (Armv8.2, no SVE, no pointer authentication), so glibc picks the same string/memory
+# routines as on that machine; qemu's default "max" CPU has every optional feature.
+set(KVPORT_QEMU_CPU neoverse-n1 CACHE STRING "CPU model qemu-aarch64 emulates for the tests")
 if(NOT CMAKE_CROSSCOMPILING_EMULATOR)
-  set(CMAKE_CROSSCOMPILING_EMULATOR /usr/bin/qemu-${CMAKE_SYSTEM_PROCESSOR})
+  set(CMAKE_CROSSCOMPILING_EMULATOR /usr/bin/qemu-${CMAKE_SYSTEM_PROCESSOR} -cpu ${KVPORT_QEMU_CPU})
 endif()

@@ -9,10 +9,10 @@
 // current form and ToLegacyString() the old one. docs/formats.md has the grammar.
 //
 // The chunk hash is 64 bits (uint64_t, what ChunkHasher produces), written as lowercase hex
-// without "0x" and without leading zeros, as LMCache prints a Python int with "{:x}". Releases
-// that used Python's builtin hash() wrote negative hashes as "-" + hex of the magnitude
-// ("-1a2b"): Parse() accepts them (magnitude up to 2^63), stores the two's complement in
-// chunk_hash and sets chunk_hash_signed so that ToString() writes the same text back. Hashes
+// without "0x" and without leading zeros, as LMCache prints a Python int with "{:x}". LMCache
+// hashing with Python's builtin hash() (signed 64-bit) writes a negative hash as "-" + hex of
+// the magnitude ("-1a2b"): Parse() accepts it (magnitude up to 2^63), stores the two's complement
+// in chunk_hash and sets chunk_hash_signed so that ToString() writes the same text back. Hashes
 // longer than 64 bits (vLLM's 256-bit sha256 bytes hashes) are rejected: kvport does not make
 // them, and a connector passes LMCache's key strings through as opaque text anyway.
 #pragma once

@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvport/io_buffers.h"
@@ -173,24 +174,26 @@ class Client {
   // Stores value i (buffers[i], buffers[i].size bytes) under keys[i], replacing any previous
   // value atomically. `metas`, when not empty, has one entry per key: a small blob stored
   // atomically with the value ("" = none). Requires keys.size() == values.size().
-  Result<BatchResult> MSet(std::span<const std::string> keys, const IOBuffers& values,
-                           const SetOptions& options = {}, std::span<const std::string> metas = {});
+  Result<BatchResult> MSet(const std::vector<std::string>& keys, const IOBuffers& values,
+                           const SetOptions& options = {},
+                           const std::vector<std::string>& metas = {});
 
   // Reads value i into buffers[i] (at most buffers[i].size bytes). A value larger than its
   // buffer is the key's kBufferTooSmall, with the true length in value_sizes[i]; the buffer is
   // not written. Requires keys.size() == buffers.size().
-  Result<GetResult> MGet(std::span<const std::string> keys, const GetOptions& options,
+  Result<GetResult> MGet(const std::vector<std::string>& keys, const GetOptions& options,
                          const IOBuffers& buffers);
 
   // Reads only the metadata and the value sizes (MGET's meta-only form): what a caller needs to
   // size its buffers before an MGet.
-  Result<GetResult> MGetMeta(std::span<const std::string> keys, const GetOptions& options = {});
+  Result<GetResult> MGetMeta(const std::vector<std::string>& keys, const GetOptions& options = {});
 
   // Per key: kSuccess when the key exists, kKeyNotExist when it does not.
-  Result<BatchResult> MExist(std::span<const std::string> keys, const ExistOptions& options = {});
+  Result<BatchResult> MExist(const std::vector<std::string>& keys,
+                             const ExistOptions& options = {});
 
   // Per key: kSuccess when it was deleted, kKeyNotExist when there was nothing to delete.
-  Result<BatchResult> MDel(std::span<const std::string> keys, const DelOptions& options = {});
+  Result<BatchResult> MDel(const std::vector<std::string>& keys, const DelOptions& options = {});
 
   // Declares the memory behind `buffers` as `info.kind` memory on `info.device_id`. Buffers in
   // CUDA or Ascend memory are then staged through pinned host memory with that runtime on every

@@ -284,6 +284,12 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   // The transport first: a configuration this host cannot serve fails before any connection.
   // Only automatic selection and GPUDirect depend on CUDA; TCP and RDMA never load it.
   impl_->options = options;
+  {
+    // A retried Init may name other runtime libraries than a failed one did.
+    std::lock_guard lock(impl_->runtime_mu);
+    impl_->own_cuda.reset();
+    impl_->own_ascend.reset();
+  }
   TransportEnvironment env;
   env.rdma_devices = ListRdmaDevices();
   if (options.transport_type == 0 || options.transport_type == 3) {
@@ -291,10 +297,7 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
     env.cuda = impl_->LockedRuntime(RuntimeKind::kCuda);
   }
   Result<TransportChoice> choice = ResolveTransport(options.transport_type, env);
-  if (!choice.ok()) {
-    log::Error("client {}: {}", instance_id, choice.status().message());
-    return choice.status().WithContext("client init");
-  }
+  if (!choice.ok()) return choice.status().WithContext("client init");
   if (choice->fallback) {
     log::Warn("client {}: {}", instance_id, choice->reason);
   } else {
@@ -325,8 +328,8 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   return Status::Ok();
 }
 
-Result<BatchResult> Client::MSet(std::span<const std::string> keys, const IOBuffers& values,
-                                 const SetOptions& options, std::span<const std::string> metas) {
+Result<BatchResult> Client::MSet(const std::vector<std::string>& keys, const IOBuffers& values,
+                                 const SetOptions& options, const std::vector<std::string>& metas) {
   if (impl_->pool == nullptr) return NotReady("MSet");
   if (values.size() != keys.size())
     return CountMismatch("MSet", keys.size(), values.size(), "buffers");
@@ -480,7 +483,7 @@ Result<GetResult> Client::Impl::Mget(std::span<const std::string> keys,
   return result;
 }
 
-Result<GetResult> Client::MGet(std::span<const std::string> keys, const GetOptions& options,
+Result<GetResult> Client::MGet(const std::vector<std::string>& keys, const GetOptions& options,
                                const IOBuffers& buffers) {
   if (impl_->pool == nullptr) return NotReady("MGet");
   if (buffers.size() != keys.size()) {
@@ -489,7 +492,8 @@ Result<GetResult> Client::MGet(std::span<const std::string> keys, const GetOptio
   return impl_->Mget(keys, options, &buffers);
 }
 
-Result<GetResult> Client::MGetMeta(std::span<const std::string> keys, const GetOptions& options) {
+Result<GetResult> Client::MGetMeta(const std::vector<std::string>& keys,
+                                   const GetOptions& options) {
   if (impl_->pool == nullptr) return NotReady("MGetMeta");
   return impl_->Mget(keys, options, nullptr);
 }
@@ -548,13 +552,14 @@ Result<BatchResult> Client::Impl::KeyOnly(std::span<const std::string> keys, std
   return result;
 }
 
-Result<BatchResult> Client::MExist(std::span<const std::string> keys, const ExistOptions& options) {
+Result<BatchResult> Client::MExist(const std::vector<std::string>& keys,
+                                   const ExistOptions& options) {
   if (impl_->pool == nullptr) return NotReady("MExist");
   return impl_->KeyOnly<protocol::MexistRequest, protocol::MexistResponse>(
       keys, options.ns, options.timeout, "MExist", "MEXIST");
 }
 
-Result<BatchResult> Client::MDel(std::span<const std::string> keys, const DelOptions& options) {
+Result<BatchResult> Client::MDel(const std::vector<std::string>& keys, const DelOptions& options) {
   if (impl_->pool == nullptr) return NotReady("MDel");
   return impl_->KeyOnly<protocol::MdelRequest, protocol::MdelResponse>(
       keys, options.ns, options.timeout, "MDel", "MDEL");

@@ -34,8 +34,9 @@ constexpr char kConfigFileVariable[] = "LMCACHE_CONFIG_FILE";
 struct RawValue {
   std::string text;
   ConfigSource source = ConfigSource::kDefault;
-  std::string origin;  // for config check: "file:PATH", "env:VAR"
-  std::string where;   // for errors: "PATH:LINE", "environment variable VAR"
+  std::string origin;    // for config check: "file:PATH", "env:VAR"
+  std::string where;     // for errors: "PATH:LINE", "environment variable VAR"
+  bool is_null = false;  // written with no value: the default stays
 };
 
 RawValue MakeRaw(std::string text, ConfigSource source, std::string origin, std::string where) {
@@ -165,7 +166,9 @@ void ReadExtraConfig(const YAML::Node& map, const RawValue& base, bool in_file,
     v.origin = base.origin + " (extra_config)";
     if (item.second.IsScalar()) {
       v.text = item.second.Scalar();
-    } else if (!item.second.IsNull()) {
+    } else if (item.second.IsNull()) {
+      v.is_null = true;
+    } else {
       v.text = FlowText(item.second);
     }
     (*out)[item.first.Scalar()] = std::move(v);
@@ -313,8 +316,8 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
   for (const KeySpec& spec : ConfigKeys()) {
     if (spec.kind == ValueKind::kMap) continue;
     const auto in_file = file.keys.find(std::string(spec.key));
-    const auto in_extra =
-        spec.also_in_extra_config ? extra.find(std::string(spec.key)) : extra.end();
+    auto in_extra = spec.also_in_extra_config ? extra.find(std::string(spec.key)) : extra.end();
+    if (in_extra != extra.end() && in_extra->second.is_null) in_extra = extra.end();
     if (in_file != file.keys.end() && in_extra != extra.end() &&
         in_file->second.text != in_extra->second.text) {
       warnings.push_back(fmt::format(

@@ -127,23 +127,22 @@ class EicConnector : public RemoteConnector {
 
   Status Remove(const CacheKey& key) override {
     KVPORT_RETURN_IF_ERROR(CheckOpen());
-    std::string name = key.ToString();
-    KVPORT_ASSIGN_OR_RETURN(
-        BatchResult result,
-        client_->MDel(std::span<const std::string>(&name, 1), DelOptions{options_.ns, Timeout()}));
-    return KeyCodeToStatus(result.codes[0], name);
+    std::vector<std::string> names{key.ToString()};
+    KVPORT_ASSIGN_OR_RETURN(BatchResult result,
+                            client_->MDel(names, DelOptions{options_.ns, Timeout()}));
+    return KeyCodeToStatus(result.codes[0], names[0]);
   }
 
   Result<std::vector<std::string>> List() override {
     KVPORT_RETURN_IF_ERROR(CheckOpen());
     std::vector<std::string> keys;
-    std::string cursor;
+    uint64_t cursor = 0;
     do {
-      KVPORT_ASSIGN_OR_RETURN(ListPage page, client_->List(options_.ns, cursor, kListPageKeys));
+      KVPORT_ASSIGN_OR_RETURN(KeyPage page, client_->List(options_.ns, cursor, kListPageKeys));
       keys.insert(keys.end(), std::make_move_iterator(page.keys.begin()),
                   std::make_move_iterator(page.keys.end()));
-      cursor = std::move(page.next_cursor);
-    } while (!cursor.empty());
+      cursor = page.next_cursor;
+    } while (cursor != 0);
     return keys;
   }
 

@@ -1,6 +1,8 @@
 // MSET, MGET, MEXIST and MDEL: the batched key operations.
 #include <fmt/core.h>
 
+#include <limits>
+
 #include "protocol/codec_util.h"
 #include "protocol/messages.h"
 
@@ -28,6 +30,7 @@ constexpr uint64_t kKeyMinBytes = 2 + 1;
 constexpr uint64_t kStatusItemBytes = 1;
 constexpr uint64_t kMgetResultMinBytes = 1 + 4 + 8;
 constexpr uint64_t kExistResultBytes = 1 + 8;
+constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
 
 // True when a per-key status may come with a meta and a value length (MGET).
 bool HasObjectInfo(StatusCode code) {
@@ -176,7 +179,9 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
     KVPORT_RETURN_IF_ERROR(r.ReadBytes("key", key_length, &item.key));
     KVPORT_RETURN_IF_ERROR(r.ReadBytes("meta", meta_length, &item.meta));
     item.value = nullptr;
-    payload += item.value_length;  // count <= max_batch_keys: bounded by MaxPayloadBytes
+    if (item.value_length > kMaxU64 - payload)  // only reachable with unvalidated limits
+      return r.Error(StatusCode::kTooLarge, "value lengths overflow 64 bits");
+    payload += item.value_length;
   }
   KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
   if (payload != h.payload_length)
@@ -313,7 +318,11 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
                                  res.value_length, l.max_value_bytes));
     KVPORT_RETURN_IF_ERROR(r.ReadBytes("meta", meta_length, &res.meta));
     res.value = nullptr;
-    if (out->CarriesPayload(i)) payload += res.value_length;
+    if (out->CarriesPayload(i)) {
+      if (res.value_length > kMaxU64 - payload)  // only reachable with unvalidated limits
+        return r.Error(StatusCode::kTooLarge, "value lengths overflow 64 bits");
+      payload += res.value_length;
+    }
   }
   KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
   KVPORT_RETURN_IF_ERROR(CheckOverall(r, overall, out->overall()));

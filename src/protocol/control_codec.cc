@@ -1,6 +1,8 @@
 // HELLO, PING, STATS, LIST and ERROR, the batch-status helpers, and opcode dispatch.
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "protocol/codec_util.h"
 #include "protocol/messages.h"
 

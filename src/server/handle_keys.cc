@@ -11,21 +11,10 @@ Result<HandlerOutcome> HandleMexist(const RequestContext& ctx, protocol::AnyRequ
   reply.results.resize(mexist.keys.size());
   for (size_t i = 0; i < mexist.keys.size(); ++i) {
     protocol::ExistResult& result = reply.results[i];
-    Status exists = ctx.server.store->Exists(mexist.ns, mexist.keys[i]);
-    if (!exists.ok()) {
-      result.status = exists.code();
-      continue;
-    }
-    // The response carries the value length, which ObjectStore::Exists does not report; a
-    // Lookup pin is the only way to read it (it counts a hit and refreshes the LRU position:
-    // see /work/notes/requests.md). The object may vanish between the two calls: NotFound.
-    Result<store::ReadHandle> found = ctx.server.store->Lookup(mexist.ns, mexist.keys[i]);
-    if (!found.ok()) {
-      result.status = found.status().code();
-      continue;
-    }
-    result.status = StatusCode::kOk;
-    result.value_length = found->size();
+    // A probe, not a use: no pin, no hit or miss counted, no LRU refresh.
+    uint64_t value_length = 0;
+    result.status = ctx.server.store->Exists(mexist.ns, mexist.keys[i], &value_length).code();
+    if (result.status == StatusCode::kOk) result.value_length = value_length;
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};

@@ -69,7 +69,7 @@ Result<std::unique_ptr<Arena>> Arena::Create(uint64_t capacity_bytes, Backing ba
     return Status::FromErrno("arena: mmap of " + std::to_string(size) + " bytes", err);
   }
   log::Debug("arena: {} bytes at {} ({})", size, p,
-            fd >= 0 ? "memfd, shareable" : "anonymous memory");
+             fd >= 0 ? "memfd, shareable" : "anonymous memory");
   return std::unique_ptr<Arena>(new Arena(static_cast<uint8_t*>(p), size, fd));
 }
 

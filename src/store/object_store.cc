@@ -506,7 +506,7 @@ Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key
   return ReadHandle(found);
 }
 
-Status ObjectStore::Exists(std::string_view ns, std::string_view key) {
+Status ObjectStore::Exists(std::string_view ns, std::string_view key, uint64_t* value_length) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
   const std::string index_key = MakeIndexKey(ns, key);
   const uint64_t now = impl_->clock->NowMillis();
@@ -515,7 +515,9 @@ Status ObjectStore::Exists(std::string_view ns, std::string_view key) {
   {
     Impl::Shard& shard = impl_->shards[ShardIndex(index_key)];
     std::lock_guard lock(shard.mu);
-    live = impl_->FindLiveLocked(shard, index_key, now, &expired) != nullptr;
+    const StoredObject* o = impl_->FindLiveLocked(shard, index_key, now, &expired);
+    live = o != nullptr;
+    if (live && value_length) *value_length = o->value_len;
   }
   if (expired) impl_->Unref(expired);
   return live ? Status::Ok() : Status::NotFound("no object for this key");

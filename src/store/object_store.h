@@ -191,8 +191,10 @@ class ObjectStore {
   Result<ReadHandle> Lookup(std::string_view ns, std::string_view key);
 
   // OK if (ns, key) is live, NotFound if absent or expired, InvalidArgument for a bad key.
-  // Pins nothing, counts no hit or miss and does not touch the LRU order.
-  Status Exists(std::string_view ns, std::string_view key);
+  // Pins nothing, counts no hit or miss and does not touch the LRU order. When OK and
+  // value_length is not null, *value_length is the live version's value length (a snapshot:
+  // the key may be overwritten or removed right after).
+  Status Exists(std::string_view ns, std::string_view key, uint64_t* value_length = nullptr);
 
   // Removes (ns, key) from view. OK if a live object was removed, NotFound otherwise.
   // Readers that pinned it keep reading it; its space is freed with their last pin.

@@ -129,7 +129,8 @@ TEST_F(DeviceStagingTest, MsetFromAndMgetIntoDeviceMemory) {
   put.Append(dev_a, a.size(), true);
   put.Append(dev_b, b.size(), true);
   ASSERT_TRUE(client_.RegisterMemory(put, MemoryInfo{RuntimeKind::kCuda, 0}).ok());
-  Result<BatchResult> stored = client_.MSet({"dev-a", "dev-b"}, put, SetOptions{}, {{"ma", "mb"}});
+  Result<BatchResult> stored =
+      client_.MSet({"dev-a", "dev-b"}, put, SetOptions{}, std::vector<std::string>{"ma", "mb"});
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   ASSERT_EQ(stored->status, BatchCode::kSuccess) << stored->error.ToString();
 

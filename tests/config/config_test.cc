@@ -380,10 +380,12 @@ TEST_F(ConfigTest, EmptyFileAndNullValuesLeaveDefaults) {
   ASSERT_EQ(r->warnings.size(), 1u);
   EXPECT_THAT(r->warnings[0], HasSubstr("empty"));
 
-  r = Load("chunk_size:\nlocal_disk: ~\n");
+  r = Load("chunk_size:\nlocal_disk: ~\nextra_config:\n  eic_trans_type:\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->chunk_size, 256u);
   EXPECT_EQ(OriginOf(*r, "chunk_size"), "default");
+  EXPECT_EQ(r->eic_trans_type, 3u);
+  EXPECT_EQ(OriginOf(*r, "eic_trans_type"), "default");
 }
 
 TEST_F(ConfigTest, DuplicateKeyIsRefused) {

@@ -134,7 +134,9 @@ TEST_F(EicConnectorTest, CapacityExhaustionReportsEveryKeyTruthfully) {
   ASSERT_TRUE(got.ok());
   for (size_t i = 0; i < keys.size(); ++i) {
     if ((*put)[i].ok()) {
-      if ((*got)[i]) EXPECT_EQ((*got)[i]->data, chunks[i].data) << i;  // may be evicted since
+      if ((*got)[i]) {  // may have been evicted since
+        EXPECT_EQ((*got)[i]->data, chunks[i].data) << i;
+      }
     } else {
       EXPECT_FALSE((*got)[i].has_value()) << i;
     }
@@ -148,11 +150,11 @@ TEST_F(EicConnectorTest, AForeignObjectIsAMissNotAHit) {
   // Written with the raw client: a payload with no RemoteMetadata.
   Client raw;
   ASSERT_TRUE(raw.Init("test", server_->address()).ok());
-  std::string key = KeyOf(500).ToString();
+  std::vector<std::string> key{KeyOf(500).ToString()};
   std::string value(100, 'x');
   IOBuffers values;
   values.Append(value.data(), value.size());
-  auto set = raw.MSet(std::span<const std::string>(&key, 1), values);
+  auto set = raw.MSet(key, values);
   ASSERT_TRUE(set.ok());
   ASSERT_EQ(set->status, BatchCode::kSuccess);
   auto got = conn->Get(KeyOf(500));

@@ -20,7 +20,10 @@ TEST(WireTest, LittleEndianLayoutIsExplicit) {
 }
 
 TEST(WireTest, ReadsHandWrittenBytes) {
-  const std::string bytes("\xFF\x34\x12\x78\x56\x34\x12\xEF\xCD\xAB\x89\x67\x45\x23\x01" "abc", 18);
+  const std::string bytes(
+      "\xFF\x34\x12\x78\x56\x34\x12\xEF\xCD\xAB\x89\x67\x45\x23\x01"
+      "abc",
+      18);
   WireReader r(bytes, "test");
   uint8_t a = 0;
   uint16_t b = 0;

@@ -68,12 +68,14 @@ TEST(ServerRoundTripTest, MexistMdelAndTheLastWriteOfADuplicateKeyWins) {
   ASSERT_TRUE(set.ok());
   EXPECT_EQ(*set, std::vector<StatusCode>(3, StatusCode::kOk));
 
+  const uint64_t hits_before = server->Stats().Get("hits");
   auto exist = client.Mexist("n", {"dup", "x", "y"});
   ASSERT_TRUE(exist.ok()) << exist.status().ToString();
   EXPECT_EQ((*exist)[0].status, StatusCode::kOk);
   EXPECT_EQ((*exist)[0].value_length, 7u);
   EXPECT_EQ((*exist)[1].value_length, 2u);
   EXPECT_EQ((*exist)[2].status, StatusCode::kNotFound);
+  EXPECT_EQ(server->Stats().Get("hits"), hits_before);  // a probe is not a use
 
   auto got = client.Mget("n", {"dup"});
   ASSERT_TRUE(got.ok());
@@ -156,6 +158,24 @@ TEST(ServerRoundTripTest, StatsReportsStoreAndServerCountersAndNamespaces) {
 
   // The in-process API reports the same counters.
   EXPECT_EQ(server->Stats().Get("objects"), 3u);
+}
+
+TEST(ServerRoundTripTest, ThePeriodicSweepRemovesExpiredObjects) {
+  ServerOptions options = SmallNodeOptions();
+  options.ttl_sweep_interval = std::chrono::milliseconds(10);
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  TestClient client = MustConnect(*server);
+  ASSERT_TRUE(client.Mset("t", {{"short", "lived", ""}}, /*ttl_seconds=*/1).ok());
+  ASSERT_TRUE(client.Mset("t", {{"forever", "stays", ""}}).ok());
+  // Nobody looks the expired key up: only the sweep can remove it (after >= 1 s).
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("expirations") == 1; }));
+  ServerStats stats = server->Stats();
+  EXPECT_EQ(stats.Get("objects"), 1u);
+  auto got = client.Mget("t", {"short", "forever"});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].status, StatusCode::kNotFound);
+  EXPECT_EQ((*got)[1].value, "stays");
 }
 
 TEST(ServerRoundTripTest, StartRejectsBadOptionsWithTheReason) {

@@ -46,8 +46,12 @@ TEST(ObjectStoreTest, PutThenLookupReturnsBytesAndMeta) {
   EXPECT_EQ(r->ns(), "ns");
   EXPECT_EQ(r->key(), "k");
   EXPECT_EQ(r->data(), store->arena().base() + r->arena_offset());
-  EXPECT_TRUE(store->Exists("ns", "k").ok());
-  EXPECT_EQ(store->Exists("other", "k").code(), StatusCode::kNotFound);
+  uint64_t length = 0;
+  EXPECT_TRUE(store->Exists("ns", "k", &length).ok());
+  EXPECT_EQ(length, 5u);
+  length = 77;
+  EXPECT_EQ(store->Exists("other", "k", &length).code(), StatusCode::kNotFound);
+  EXPECT_EQ(length, 77u);  // untouched on NotFound
   EXPECT_EQ(store->Lookup("ns", "absent").status().code(), StatusCode::kNotFound);
   StoreStats s = store->Stats();
   EXPECT_EQ(s.hits, 1u);

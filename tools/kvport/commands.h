@@ -15,6 +15,10 @@ namespace kvport::cli {
 // (helpers add their declarations here, one line each)
 void AddConfigCommand(CLI::App& app, int* exit_code);
 void AddDoctorCommand(CLI::App& app, int* exit_code);
+void AddServeCommand(CLI::App& app, int* exit_code);
+void AddOpsCommands(CLI::App& app, int* exit_code);  // put, get, exists, del, stat
+void AddBenchCommand(CLI::App& app, int* exit_code);
+void AddDemoCommand(CLI::App& app, int* exit_code);
 
 // Prints "kvport: <status message>" on stderr and returns 1. For commands' error paths.
 int Fail(const Status& status);

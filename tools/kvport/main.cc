@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
   });
   kvport::cli::AddConfigCommand(app, &exit_code);
   kvport::cli::AddDoctorCommand(app, &exit_code);
+  kvport::cli::AddServeCommand(app, &exit_code);
+  kvport::cli::AddOpsCommands(app, &exit_code);
+  kvport::cli::AddBenchCommand(app, &exit_code);
 
   try {
     app.parse(argc, argv);

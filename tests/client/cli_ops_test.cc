@@ -1,0 +1,143 @@
+// `kvport put|get|exists|del|stat` run as a child process against an in-process node.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "test_node.h"
+
+namespace kvport {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+class CliOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    node_ = testing::StartNode(testing::SmallNodeOptions());
+    ASSERT_NE(node_, nullptr);
+    dir_ = fs::temp_directory_path() /
+           ("kvport-cli-ops-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    url_ = "eic://" + node_->address();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::string Slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  void WriteFile(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+
+  // Runs `kvport ARGS` through the shell, stdin from `stdin_path` if given.
+  CliRun Kvport(const std::string& args, const std::string& stdin_path = "/dev/null") {
+    const std::string out = Path("stdout"), err = Path("stderr");
+    const std::string cmd = std::string("'") + KVPORT_BINARY + "' --log-level warn " + args +
+                            " <'" + stdin_path + "' >'" + out + "' 2>'" + err + "'";
+    const int status = std::system(cmd.c_str());
+    CliRun run;
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    run.out = Slurp(out);
+    run.err = Slurp(err);
+    return run;
+  }
+
+  std::unique_ptr<Server> node_;
+  fs::path dir_;
+  std::string url_;
+};
+
+TEST_F(CliOpsTest, PutThenGetRoundTripsAFileByteForByte) {
+  const std::vector<char> bytes = testing::Pattern(5, 1 << 20);
+  std::string value(bytes.begin(), bytes.end());
+  value[10] = '\0';
+  value[11] = '\n';
+  WriteFile(Path("in.bin"), value);
+
+  CliRun put = Kvport("put --url " + url_ + " --ns ops blob '" + Path("in.bin") + "'");
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  CliRun to_file = Kvport("get --url " + url_ + " --ns ops blob '" + Path("out.bin") + "'");
+  ASSERT_EQ(to_file.exit_code, 0) << to_file.err;
+  EXPECT_TRUE(Slurp(Path("out.bin")) == value);
+  CliRun to_stdout = Kvport("get --url " + url_ + "/ops blob");  // namespace from the URL
+  ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
+  EXPECT_TRUE(to_stdout.out == value);
+
+  // From stdin.
+  WriteFile(Path("small"), std::string("a\0b", 3));
+  ASSERT_EQ(Kvport("put --url " + url_ + " small -", Path("small")).exit_code, 0);
+  EXPECT_EQ(Kvport("get --url " + url_ + " small -").out, std::string("a\0b", 3));
+}
+
+TEST_F(CliOpsTest, ExistsDelAndMissingKeysReportPerKeyAndExitNonZero) {
+  WriteFile(Path("v"), "value");
+  ASSERT_EQ(Kvport("put --url " + url_ + " k '" + Path("v") + "'").exit_code, 0);
+  CliRun exists = Kvport("exists --url " + url_ + " k nope");
+  EXPECT_EQ(exists.exit_code, 1);
+  EXPECT_EQ(exists.out, "k\texists\nnope\tKEY_NOT_EXIST\n");
+  EXPECT_EQ(Kvport("exists --url " + url_ + " k").exit_code, 0);
+
+  CliRun missing = Kvport("get --url " + url_ + " nope '" + Path("never") + "'");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("'nope' does not exist"), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(Path("never")));  // a failed get writes no file
+
+  CliRun del = Kvport("del --url " + url_ + " k");
+  EXPECT_EQ(del.exit_code, 0) << del.err;
+  EXPECT_EQ(Kvport("exists --url " + url_ + " k").exit_code, 1);
+}
+
+TEST_F(CliOpsTest, StatPrintsTheNodeCountersAsTextAndJson) {
+  WriteFile(Path("v"), "12345");
+  ASSERT_EQ(Kvport("put --url " + url_ + " --ns s k '" + Path("v") + "'").exit_code, 0);
+  CliRun text = Kvport("stat --url " + url_);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("objects"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("namespace 's': 1 objects"), std::string::npos) << text.out;
+  CliRun json = Kvport("stat --json --url " + url_);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.out.front(), '{');
+  EXPECT_NE(json.out.find("\"objects\": 1"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("{\"name\": \"s\", \"objects\": 1, \"bytes\": 5}"), std::string::npos)
+      << json.out;
+}
+
+TEST_F(CliOpsTest, ConfigFileSuppliesUrlNamespaceAndTransport) {
+  WriteFile(Path("rdma.yaml"),
+            "remote_url: \"" + url_ + "\"\neic_trans_type: 2\neic_kv_ns: \"fromcfg\"\n");
+  WriteFile(Path("v"), "cfg");
+  CliRun put = Kvport("put --config '" + Path("rdma.yaml") + "' k '" + Path("v") + "'");
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_NE(put.out.find("namespace 'fromcfg'"), std::string::npos) << put.out;
+  EXPECT_EQ(Kvport("exists --url " + url_ + " --ns fromcfg k").exit_code, 0);
+
+  // GPUDirect on this host: refused at init with the reason, before touching the node.
+  WriteFile(Path("gdr.yaml"), "remote_url: \"" + url_ + "\"\neic_trans_type: 3\n");
+  CliRun gdr = Kvport("stat --config '" + Path("gdr.yaml") + "'");
+  EXPECT_EQ(gdr.exit_code, 1);
+  EXPECT_NE(gdr.err.find("NotSupported"), std::string::npos) << gdr.err;
+  EXPECT_NE(gdr.err.find("GPUDirect"), std::string::npos) << gdr.err;
+
+  CliRun no_node = Kvport("stat");
+  EXPECT_NE(no_node.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace kvport

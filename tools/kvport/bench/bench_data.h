@@ -1,0 +1,61 @@
+// BenchData: the keys and value buffers of a benchmark, one set per thread, shared by every
+// system measured (kvport and redis get the same keys and the same bytes).
+//
+// Thread t writes keys KeyName(t, 0 .. keys_per_thread - 1). Each value starts with a 16-byte
+// stamp naming its thread and key and ends with the same stamp, so a read can be checked
+// cheaply (a wrong, shifted or truncated value fails) without comparing every byte. The exists
+// phase asks for KeyName(t, 0 .. exists_batch - 1): the first keys_per_thread exist, the rest
+// never do, so the expected answer of every key is known.
+//
+// Every buffer is written before it is used, so page faults are not part of any timing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bench/bench_options.h"
+
+namespace kvport::bench {
+
+class BenchData {
+ public:
+  explicit BenchData(const BenchOptions& options);
+
+  static std::string KeyName(int thread, size_t index);
+
+  int threads() const { return static_cast<int>(threads_.size()); }
+  uint64_t value_bytes() const { return value_bytes_; }
+  size_t keys_per_thread() const { return keys_per_thread_; }
+
+  const std::vector<std::string>& keys(int thread) const { return threads_[thread].keys; }
+  std::span<const uint8_t> value(int thread, size_t index) const;
+  std::span<uint8_t> read_buffer(int thread, size_t index);
+  // Zeroes the stamps of a thread's read buffers, so a get that writes nothing fails Verify.
+  void ClearReadStamps(int thread);
+  // True when read buffer `index` of `thread` holds exactly the value of that key.
+  bool VerifyRead(int thread, size_t index, uint64_t length) const;
+
+  const std::vector<std::string>& exist_keys(int thread) const {
+    return threads_[thread].exist_keys;
+  }
+  // Whether exist_keys(thread)[index] was written.
+  bool ShouldExist(size_t index) const { return index < keys_per_thread_; }
+
+ private:
+  struct PerThread {
+    std::vector<std::string> keys;
+    std::vector<std::string> exist_keys;
+    std::vector<uint8_t> values;  // keys_per_thread values back to back
+    std::vector<uint8_t> reads;   // as many read buffers
+  };
+  static void Stamp(uint8_t* out, int thread, size_t index);
+
+  uint64_t value_bytes_;
+  size_t keys_per_thread_;
+  std::vector<PerThread> threads_;
+};
+
+}  // namespace kvport::bench

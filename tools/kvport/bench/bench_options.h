@@ -1,0 +1,65 @@
+// What `kvport bench` runs: the workload, the node it runs against, and the baselines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/model_shape.h"
+#include "kvport/status.h"
+
+namespace kvport::bench {
+
+enum class Op { kPut, kGet, kExists };
+
+// "put", "get", "exists".
+std::string_view OpName(Op op);
+// Parses "put,get,exists" (any order, no repeats, at least one); InvalidArgument otherwise.
+Result<std::vector<Op>> ParseOps(std::string_view list);
+
+struct BenchOptions {
+  // eic://HOST:PORT of an existing node; empty starts an embedded node in this process.
+  std::string url;
+  // Value bytes per key. When `shape` is set, its chunk size is used instead.
+  uint64_t value_bytes = uint64_t{8} << 20;
+  std::optional<ModelShape> shape;
+  // Keys per batched call (MSet/MGet; the pipeline depth for redis).
+  size_t batch = 16;
+  // TCP connections to the node (and to redis, and socket streams of the baseline).
+  int connections = 2;
+  // Threads issuing calls; 0 = one per connection.
+  int threads = 0;
+  // Phases, run in this order; get and exists read what put wrote (written untimed first when
+  // there is no put phase).
+  std::vector<Op> ops = {Op::kPut, Op::kGet, Op::kExists};
+  // Batched calls per put/get phase (all threads together), and at most this many seconds.
+  uint64_t count = 64;
+  double max_seconds = 10;
+  // MExist: keys per call (one round trip) and calls in the exists phase.
+  size_t exists_batch = 1024;
+  uint64_t exists_count = 1000;
+  // Namespace the benchmark's keys live in.
+  std::string ns = "bench";
+  // The embedded node: capacity (0 = sized from the workload) and I/O threads (0 = per CPU).
+  uint64_t node_capacity = 0;
+  unsigned node_threads = 0;
+  // Baselines.
+  bool socket_baseline = true;
+  bool redis_baseline = true;
+  std::string redis_server = "redis-server";  // a path, or a name looked up in PATH
+
+  int worker_threads() const { return threads > 0 ? threads : connections; }
+  // Distinct keys each thread writes and reads: one batch's worth.
+  size_t keys_per_thread() const { return batch; }
+  // The bytes every thread's keys hold together.
+  uint64_t working_set_bytes() const {
+    return static_cast<uint64_t>(worker_threads()) * keys_per_thread() * value_bytes;
+  }
+  // InvalidArgument naming the first option out of range.
+  Status Validate() const;
+};
+
+}  // namespace kvport::bench

@@ -1,0 +1,21 @@
+// The redis-server baseline of `kvport bench`: the same keys and values through hiredis, a
+// batch sent as a pipeline (SET / GET / EXISTS per key, batch = pipeline depth), one
+// connection per thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/bench_data.h"
+#include "bench/bench_options.h"
+#include "bench/phase_result.h"
+#include "kvport/status.h"
+
+namespace kvport::bench {
+
+// Runs options.ops in order against redis on 127.0.0.1:`port`. Unavailable when a connection
+// cannot be made; per-phase failures are in the results as for kvport.
+Result<std::vector<PhaseResult>> RunRedisPhases(const BenchOptions& options, uint16_t port,
+                                                BenchData& data);
+
+}  // namespace kvport::bench

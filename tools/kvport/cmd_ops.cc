@@ -1,0 +1,307 @@
+// Operator commands against a running node, through the client SDK:
+//
+//   kvport put    (--url eic://HOST:PORT[/NS] | --config FILE) [--ns NS] [--ttl S] [--meta T]
+//                 KEY [FILE|-]
+//   kvport get    (--url ... | --config FILE) [--ns NS] KEY [FILE|-]
+//   kvport exists (--url ... | --config FILE) [--ns NS] KEY...
+//   kvport del    (--url ... | --config FILE) [--ns NS] KEY...
+//   kvport stat   (--url ... | --config FILE) [--json]
+//
+// --config takes remote_url, eic_trans_type, eic_kv_ns, eic_kv_ttl, blocking_timeout_secs and
+// the runtime library paths from an LMCache-style YAML through the one config loader, so an
+// operator can check a deployment's config against a node before starting an engine: a
+// GPUDirect config on a host that cannot do it fails here, with the reason. With --url alone the
+// client uses TCP. Precedence: --url over remote_url; --ns over the URL's /NS over eic_kv_ns;
+// --ttl over eic_kv_ttl.
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/endpoint.h"
+#include "commands.h"
+#include "kvport/client.h"
+#include "kvport/config.h"
+
+namespace kvport::cli {
+namespace {
+
+struct OpsOptions {
+  std::string url;
+  std::string config_file;
+  std::optional<std::string> ns;
+  std::optional<int64_t> ttl_seconds;
+  std::optional<std::string> meta;
+  std::optional<double> timeout_secs;
+  bool json = false;
+  std::vector<std::string> args;  // KEY [FILE|-], or KEY...
+};
+
+// Everything a command needs once options are resolved: a connected client and the namespace.
+struct Session {
+  Client client;
+  std::string ns;
+  int64_t ttl_seconds = -1;
+};
+
+void AddConnectionOptions(CLI::App* cmd, OpsOptions* o) {
+  cmd->add_option("--url", o->url, "The node: eic://HOST:PORT[/NS] or HOST:PORT");
+  cmd->add_option("--config", o->config_file,
+                  "LMCache-style YAML: remote_url, eic_trans_type, eic_kv_ns, eic_kv_ttl, "
+                  "blocking_timeout_secs");
+  cmd->add_option("--timeout", o->timeout_secs,
+                  "Seconds per call (default: blocking_timeout_secs, 10)");
+}
+
+Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
+  InitOptions init;
+  init.transport_type = 1;
+  std::string url = o.url;
+  std::string config_ns;
+  int64_t ttl = -1;
+  double timeout = 10;
+  if (!o.config_file.empty()) {
+    ConfigSources sources;
+    sources.file = o.config_file;
+    KVPORT_ASSIGN_OR_RETURN(Config config, LoadConfig(sources));
+    if (url.empty()) url = config.remote_url;
+    init.transport_type = static_cast<int>(config.eic_trans_type);
+    init.log_dir = config.eic_log_dir;
+    init.flag_file = config.eic_flag_file;
+    init.cuda_runtime_library = config.cuda_runtime_library;
+    init.ascend_runtime_library = config.ascend_runtime_library;
+    config_ns = config.eic_kv_ns;
+    ttl = config.eic_kv_ttl;
+    timeout = config.blocking_timeout_secs;
+  }
+  if (url.empty()) {
+    return Status::InvalidArgument(
+        "no node given: pass --url eic://HOST:PORT, or --config FILE with remote_url");
+  }
+  if (o.timeout_secs) timeout = *o.timeout_secs;
+  if (!(timeout > 0)) return Status::InvalidArgument("--timeout must be a positive number");
+  init.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
+  init.connections = 1;
+  KVPORT_ASSIGN_OR_RETURN(client::Endpoint endpoint, client::ParseEndpoint(url));
+
+  auto session = std::make_unique<Session>();
+  session->ns = o.ns ? *o.ns : (!endpoint.ns.empty() ? endpoint.ns : config_ns);
+  session->ttl_seconds = o.ttl_seconds ? *o.ttl_seconds : ttl;
+  KVPORT_RETURN_IF_ERROR(session->client.Init("kvport-cli", url, init));
+  return session;
+}
+
+Result<std::vector<char>> ReadInput(const std::string& path) {
+  std::FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::FromErrno("open " + path, errno);
+  std::vector<char> bytes;
+  char chunk[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  if (f != stdin) std::fclose(f);
+  if (failed) return Status::FromErrno("read " + path, err);
+  return bytes;
+}
+
+Status WriteOutput(const std::string& path, const char* data, size_t size) {
+  std::FILE* f = path == "-" ? stdout : std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return Status::FromErrno("open " + path, errno);
+  const bool written = std::fwrite(data, 1, size, f) == size;
+  const int err = errno;
+  const bool closed = f == stdout ? std::fflush(f) == 0 : std::fclose(f) == 0;
+  if (!written || !closed) return Status::FromErrno("write " + path, err);
+  return Status::Ok();
+}
+
+std::string Where(const Session& s) {
+  return fmt::format("namespace '{}' on {}", s.ns, s.client.endpoint());
+}
+
+int RunPut(const OpsOptions& o) {
+  if (o.args.empty() || o.args.size() > 2) {
+    std::fprintf(stderr, "kvport put: expected KEY [FILE|-]\n");
+    return 2;
+  }
+  const std::string& key = o.args[0];
+  Result<std::vector<char>> value = ReadInput(o.args.size() > 1 ? o.args[1] : "-");
+  if (!value.ok()) return Fail(value.status());
+  Result<std::unique_ptr<Session>> s = Connect(o);
+  if (!s.ok()) return Fail(s.status());
+  IOBuffers buffers;
+  buffers.Append(value->data(), value->size());
+  SetOptions set;
+  set.ns = (*s)->ns;
+  set.ttl_seconds = (*s)->ttl_seconds;
+  std::vector<std::string> metas;
+  if (o.meta) metas.push_back(*o.meta);
+  Result<BatchResult> r = (*s)->client.MSet({key}, buffers, set, metas);
+  if (!r.ok()) return Fail(r.status());
+  if (r->status != BatchCode::kSuccess) return Fail(r->error);
+  std::printf("stored '%s': %zu bytes in %s\n", key.c_str(), value->size(), Where(**s).c_str());
+  return 0;
+}
+
+int RunGet(const OpsOptions& o) {
+  if (o.args.empty() || o.args.size() > 2) {
+    std::fprintf(stderr, "kvport get: expected KEY [FILE|-]\n");
+    return 2;
+  }
+  const std::string& key = o.args[0];
+  Result<std::unique_ptr<Session>> s = Connect(o);
+  if (!s.ok()) return Fail(s.status());
+  GetOptions get;
+  get.ns = (*s)->ns;
+  // Size first, then read into a buffer of exactly that size. The value may be replaced in
+  // between by a larger one; then its new size is known and the read is retried.
+  Result<GetResult> sized = (*s)->client.MGetMeta({key}, get);
+  if (!sized.ok()) return Fail(sized.status());
+  uint64_t size = sized->value_sizes[0];
+  for (int attempt = 0; sized->codes[0] == KeyCode::kSuccess && attempt < 5; ++attempt) {
+    std::vector<char> value(size);
+    IOBuffers buffers;
+    buffers.Append(value.data(), value.size());
+    Result<GetResult> got = (*s)->client.MGet({key}, get, buffers);
+    if (!got.ok()) return Fail(got.status());
+    if (got->codes[0] == KeyCode::kBufferTooSmall) {
+      size = got->value_sizes[0];
+      continue;
+    }
+    if (got->codes[0] != KeyCode::kSuccess) return Fail(got->error);
+    Status written =
+        WriteOutput(o.args.size() > 1 ? o.args[1] : "-", value.data(), got->value_sizes[0]);
+    return written.ok() ? 0 : Fail(written);
+  }
+  if (sized->codes[0] == KeyCode::kSuccess) {
+    return Fail(Status::Aborted("get '" + key + "': the value kept changing size; try again"));
+  }
+  if (sized->codes[0] == KeyCode::kKeyNotExist) {
+    return Fail(Status::NotFound("key '" + key + "' does not exist in " + Where(**s)));
+  }
+  return Fail(sized->error);
+}
+
+// exists and del: one line per key, exit 0 when every key succeeded, 1 otherwise.
+int RunPerKey(const OpsOptions& o, bool del) {
+  if (o.args.empty()) {
+    std::fprintf(stderr, "kvport %s: expected KEY...\n", del ? "del" : "exists");
+    return 2;
+  }
+  Result<std::unique_ptr<Session>> s = Connect(o);
+  if (!s.ok()) return Fail(s.status());
+  Result<BatchResult> r = del ? (*s)->client.MDel(o.args, DelOptions{(*s)->ns, {}})
+                              : (*s)->client.MExist(o.args, ExistOptions{(*s)->ns, {}});
+  if (!r.ok()) return Fail(r.status());
+  for (size_t i = 0; i < o.args.size(); ++i) {
+    std::string_view word = KeyCodeName(r->codes[i]);
+    if (r->codes[i] == KeyCode::kSuccess) word = del ? "deleted" : "exists";
+    std::printf("%s\t%.*s\n", o.args[i].c_str(), static_cast<int>(word.size()), word.data());
+  }
+  return r->status == BatchCode::kSuccess ? 0 : 1;
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+int RunStat(const OpsOptions& o) {
+  if (!o.args.empty()) {
+    std::fprintf(stderr, "kvport stat: takes no arguments\n");
+    return 2;
+  }
+  Result<std::unique_ptr<Session>> s = Connect(o);
+  if (!s.ok()) return Fail(s.status());
+  Result<NodeStats> stats = (*s)->client.Stats();
+  if (!stats.ok()) return Fail(stats.status());
+  std::string out;
+  if (o.json) {
+    out = "{\"node\": " + JsonString((*s)->client.endpoint()) + ", \"counters\": {";
+    for (size_t i = 0; i < stats->counters.size(); ++i) {
+      out += fmt::format("{}{}: {}", i ? ", " : "", JsonString(stats->counters[i].first),
+                         stats->counters[i].second);
+    }
+    out += "}, \"namespaces\": [";
+    for (size_t i = 0; i < stats->namespaces.size(); ++i) {
+      const auto& ns = stats->namespaces[i];
+      out += fmt::format("{}{{\"name\": {}, \"objects\": {}, \"bytes\": {}}}", i ? ", " : "",
+                         JsonString(ns.name), ns.objects, ns.bytes);
+    }
+    out += "]}\n";
+  } else {
+    out = fmt::format("node {}\n", (*s)->client.endpoint());
+    for (const auto& [name, value] : stats->counters)
+      out += fmt::format("{:<28} {}\n", name, value);
+    for (const auto& ns : stats->namespaces) {
+      out += fmt::format("namespace '{}': {} objects, {} bytes\n", ns.name, ns.objects, ns.bytes);
+    }
+  }
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void AddOpsCommands(CLI::App& app, int* exit_code) {
+  {
+    auto o = std::make_shared<OpsOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "put", "Store a value (from FILE, or stdin with - or no FILE) under KEY on a node");
+    AddConnectionOptions(cmd, o.get());
+    cmd->add_option("--ns", o->ns, "Namespace (default: the URL's /NS, then eic_kv_ns)");
+    cmd->add_option("--ttl", o->ttl_seconds,
+                    "Seconds the value lives (default: eic_kv_ttl; -1 none)");
+    cmd->add_option("--meta", o->meta, "A metadata blob stored atomically with the value");
+    cmd->add_option("KEY FILE", o->args, "KEY, then FILE or - (stdin)")->expected(1, 2)->required();
+    cmd->callback([o, exit_code] { *exit_code = RunPut(*o); });
+  }
+  {
+    auto o = std::make_shared<OpsOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "get", "Write the value of KEY to FILE, or byte for byte to stdout with - or no FILE");
+    AddConnectionOptions(cmd, o.get());
+    cmd->add_option("--ns", o->ns, "Namespace (default: the URL's /NS, then eic_kv_ns)");
+    cmd->add_option("KEY FILE", o->args, "KEY, then FILE or - (stdout)")
+        ->expected(1, 2)
+        ->required();
+    cmd->callback([o, exit_code] { *exit_code = RunGet(*o); });
+  }
+  for (bool del : {false, true}) {
+    auto o = std::make_shared<OpsOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        del ? "del" : "exists",
+        del ? "Delete KEYs; one line per key; exit 1 unless every key was deleted"
+            : "Check KEYs exist; one line per key; exit 1 unless every key exists");
+    AddConnectionOptions(cmd, o.get());
+    cmd->add_option("--ns", o->ns, "Namespace (default: the URL's /NS, then eic_kv_ns)");
+    cmd->add_option("KEY", o->args, "Keys")->expected(1, -1)->required();
+    cmd->callback([o, exit_code, del] { *exit_code = RunPerKey(*o, del); });
+  }
+  {
+    auto o = std::make_shared<OpsOptions>();
+    CLI::App* cmd = app.add_subcommand("stat", "Print a node's statistics (STATS)");
+    AddConnectionOptions(cmd, o.get());
+    cmd->add_flag("--json", o->json, "Print one JSON object instead of text");
+    cmd->callback([o, exit_code] { *exit_code = RunStat(*o); });
+  }
+}
+
+}  // namespace kvport::cli
