@@ -53,6 +53,13 @@ test-aarch64:
 	  ctest --test-dir build-aarch64 -N -L needs-exec | sed -n 's/^ *Test *#[0-9]*: */  /p' | grep . || echo "  (none)"
 	@ctest --test-dir build-aarch64 --output-on-failure -j $(JOBS) --timeout 900 -LE needs-exec
 
+# kvport against the raw loopback socket limit and redis-server, in one run (docs/performance.md).
+# BENCH_ARGS passes options, e.g. make bench BENCH_ARGS="--json".
+BENCH_ARGS ?=
+bench: build
+	@scripts/bootstrap redis-server
+	@build/bin/kvport bench $(BENCH_ARGS)
+
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i
 

@@ -71,7 +71,7 @@ TEST_F(ClientTest, RoundTripWithMetasSizesAndExistence) {
   EXPECT_EQ(got->metas, metas);
   for (size_t i = 0; i < keys.size(); ++i) {
     ASSERT_EQ(got->value_sizes[i], values[i].size()) << keys[i];
-    EXPECT_EQ(0, std::memcmp(out[i].data(), values[i].data(), values[i].size())) << keys[i];
+    EXPECT_TRUE(std::equal(values[i].begin(), values[i].end(), out[i].begin())) << keys[i];
     // Bytes past the value are untouched.
     EXPECT_EQ(out[i][values[i].size()], '\x5a') << keys[i];
   }

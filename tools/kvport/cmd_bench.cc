@@ -76,7 +76,7 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--url", o.url,
                   "An existing node, eic://HOST:PORT (default: an embedded node in this process)");
   cmd->add_option("--value-size", flags->value_size,
-                  "Bytes per value, with units (8MiB, 64KiB, 1000000); default 8MiB")
+                  "Bytes per value, with units (8MiB, 64KiB, 1000000)")
       ->capture_default_str();
   cmd->add_option("--layers", flags->layers,
                   "Value size from a model shape instead: layers (default 32; the shape's other "
@@ -89,7 +89,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--batch", o.batch, "Keys per batched call (redis: pipeline depth)")
       ->capture_default_str();
   cmd->add_option("--connections", o.connections,
-                  "TCP connections (also redis connections and socket streams)")
+                  "TCP connections to the node, and streams of the socket baseline (redis: one "
+                  "connection per thread)")
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Threads issuing calls (0: one per connection)")
       ->capture_default_str();

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   kvport::cli::AddServeCommand(app, &exit_code);
   kvport::cli::AddOpsCommands(app, &exit_code);
   kvport::cli::AddBenchCommand(app, &exit_code);
+  kvport::cli::AddDemoCommand(app, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -28,7 +28,8 @@ struct BenchOptions {
   std::optional<ModelShape> shape;
   // Keys per batched call (MSet/MGet; the pipeline depth for redis).
   size_t batch = 16;
-  // TCP connections to the node (and to redis, and socket streams of the baseline).
+  // TCP connections to the node, and streams of the socket baseline. Redis gets one connection
+  // per thread (a hiredis context is not thread-safe).
   int connections = 2;
   // Threads issuing calls; 0 = one per connection.
   int threads = 0;
@@ -37,7 +38,7 @@ struct BenchOptions {
   std::vector<Op> ops = {Op::kPut, Op::kGet, Op::kExists};
   // Batched calls per put/get phase (all threads together), and at most this many seconds.
   uint64_t count = 64;
-  double max_seconds = 10;
+  double max_seconds = 8;
   // MExist: keys per call (one round trip) and calls in the exists phase.
   size_t exists_batch = 1024;
   uint64_t exists_count = 1000;

@@ -1,0 +1,103 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "bench/bench_options.h"
+#include "bench/model_shape.h"
+#include "bench/phase_driver.h"
+
+namespace kvport::bench {
+namespace {
+
+TEST(ModelShapeTest, Llama3_8BChunkOf256TokensIs32MiB) {
+  ModelShape s;  // defaults: Llama-3-8B
+  Result<uint64_t> bytes = ChunkBytes(s);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(*bytes, uint64_t{32} << 20);
+  s.layers = 4;
+  s.dtype = "fp8";
+  EXPECT_EQ(*ChunkBytes(s), uint64_t{2} << 20);
+  s.dtype = "fp32";
+  EXPECT_EQ(*ChunkBytes(s), uint64_t{8} << 20);
+}
+
+TEST(ModelShapeTest, RejectsBadShapes) {
+  ModelShape s;
+  s.head_dim = 0;
+  Result<uint64_t> r = ChunkBytes(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("head dim"), std::string::npos);
+
+  s = ModelShape{};
+  s.dtype = "int4";
+  r = ChunkBytes(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("int4"), std::string::npos);
+
+  s = ModelShape{};
+  s.tokens_per_chunk = 1 << 16;  // 8 GiB chunks: beyond LMCache metadata's int32 length
+  r = ChunkBytes(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(BenchOptionsTest, ParsesOpLists) {
+  Result<std::vector<Op>> ops = ParseOps("get,put");
+  ASSERT_TRUE(ops.ok());
+  EXPECT_EQ(*ops, (std::vector<Op>{Op::kGet, Op::kPut}));
+  EXPECT_FALSE(ParseOps("put,put").ok());
+  EXPECT_FALSE(ParseOps("put,delete").ok());
+  EXPECT_FALSE(ParseOps("").ok());
+  EXPECT_FALSE(ParseOps("put,").ok());
+}
+
+TEST(BenchOptionsTest, ValidateNamesTheBadOption) {
+  BenchOptions o;
+  EXPECT_TRUE(o.Validate().ok());
+  o.batch = 0;
+  EXPECT_NE(o.Validate().message().find("--batch"), std::string::npos);
+  o = BenchOptions{};
+  o.connections = 0;
+  EXPECT_NE(o.Validate().message().find("--connections"), std::string::npos);
+}
+
+TEST(PhaseDriverTest, StopsAtTheCallCountAndSumsOutcomes) {
+  PhaseResult result;
+  PhaseLimits limits;
+  limits.threads = 3;
+  limits.calls = 50;
+  limits.max_time = std::chrono::seconds(600);
+  RunTimedPhase(
+      limits,
+      [](int, uint64_t) -> Result<CallOutcome> {
+        return CallOutcome{.keys = 4, .bytes = 400, .failed_keys = 1};
+      },
+      &result);
+  EXPECT_EQ(result.calls, 50u);
+  EXPECT_EQ(result.keys, 200u);
+  EXPECT_EQ(result.bytes, 20'000u);
+  EXPECT_EQ(result.failed_keys, 50u);
+  EXPECT_EQ(result.latency.count(), 50u);
+  EXPECT_TRUE(result.error.empty());
+}
+
+TEST(PhaseDriverTest, AFailedCallStopsThePhaseAndIsReported) {
+  PhaseResult result;
+  PhaseLimits limits;
+  limits.threads = 2;
+  limits.calls = 1'000'000;
+  limits.max_time = std::chrono::seconds(600);
+  std::atomic<int> calls{0};
+  RunTimedPhase(
+      limits,
+      [&](int, uint64_t) -> Result<CallOutcome> {
+        if (++calls == 10) return Status::Unavailable("node went away");
+        return CallOutcome{.keys = 1, .bytes = 1, .failed_keys = 0};
+      },
+      &result);
+  EXPECT_NE(result.error.find("node went away"), std::string::npos);
+  EXPECT_LT(result.calls, 1'000'000u);
+}
+
+}  // namespace
+}  // namespace kvport::bench

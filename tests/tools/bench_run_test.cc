@@ -1,0 +1,142 @@
+// A tiny `kvport bench` against an in-process node, with the socket baseline; the redis
+// baseline is in bench_redis_test.cc (it starts a child process).
+#include "bench/bench_run.h"
+
+#include <gtest/gtest.h>
+
+#include "bench/bench_report.h"
+#include "bench/socket_baseline.h"
+#include "kvport/server.h"
+
+namespace kvport::bench {
+namespace {
+
+BenchOptions TinyBench() {
+  BenchOptions o;
+  o.value_bytes = 64 << 10;
+  o.batch = 4;
+  o.connections = 2;
+  o.count = 8;
+  o.max_seconds = 120;  // bounded by count; the time limit is only a safety net
+  o.exists_batch = 16;
+  o.exists_count = 4;
+  o.redis_baseline = false;
+  return o;
+}
+
+void ExpectKvportPhasesPassed(const BenchReport& r, const BenchOptions& o) {
+  ASSERT_EQ(r.kvport.size(), 3u);
+  for (const PhaseResult& p : r.kvport) {
+    SCOPED_TRACE(std::string(OpName(p.op)));
+    EXPECT_EQ(p.system, "kvport");
+    EXPECT_TRUE(p.error.empty()) << p.error;
+    EXPECT_EQ(p.failed_keys, 0u);
+    EXPECT_EQ(p.latency.count(), p.calls);
+    if (p.op == Op::kExists) {
+      EXPECT_EQ(p.calls, o.exists_count);
+      EXPECT_EQ(p.keys, o.exists_count * o.exists_batch);
+      EXPECT_EQ(p.bytes, 0u);
+    } else {
+      EXPECT_EQ(p.calls, o.count);
+      EXPECT_EQ(p.keys, o.count * o.batch);
+      EXPECT_EQ(p.bytes, p.keys * o.value_bytes);
+    }
+  }
+}
+
+TEST(BenchRunTest, EmbeddedNodeWithSocketBaseline) {
+  const BenchOptions o = TinyBench();
+  std::vector<std::string> notes;
+  Result<BenchReport> r = RunBench(o, [&](std::string_view n) { notes.emplace_back(n); });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectKvportPhasesPassed(*r, o);
+  EXPECT_NE(r->node.find("embedded 127.0.0.1:"), std::string::npos) << r->node;
+  EXPECT_FALSE(notes.empty());
+
+  // Every socket mode moved the same volume as the largest kvport phase.
+  ASSERT_EQ(r->socket.size(), 3u);
+  for (const PhaseResult& p : r->socket) {
+    EXPECT_EQ(p.bytes, o.count * o.batch * o.value_bytes) << p.variant;
+    EXPECT_TRUE(p.error.empty()) << p.error;
+  }
+  ASSERT_NE(r->Limit(), nullptr);
+  for (const PhaseResult& p : r->socket)
+    EXPECT_LE(p.gb_per_second(), r->Limit()->gb_per_second());
+  EXPECT_TRUE(r->RatioToLimit(Op::kPut).has_value());
+  EXPECT_TRUE(r->RatioToLimit(Op::kGet).has_value());
+  EXPECT_FALSE(r->RatioToLimit(Op::kExists).has_value());
+  EXPECT_FALSE(r->RatioToRedis(Op::kPut).has_value());
+  EXPECT_NE(r->redis_skipped.find("--no-redis"), std::string::npos);
+  EXPECT_TRUE(r->AllPassed());
+
+  const std::string text = FormatBenchText(*r);
+  EXPECT_NE(text.find("kvport/limit"), std::string::npos) << text;
+  EXPECT_NE(text.find("redis baseline skipped"), std::string::npos) << text;
+  const std::string json = FormatBenchJson(*r);
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_NE(json.find("\"passed\": true"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"vs_limit\": null"), std::string::npos) << json;  // exists
+}
+
+TEST(BenchRunTest, ExistingNodeByUrlWithModelShapeAndOnlyReads) {
+  ServerOptions so;
+  so.capacity_bytes = 32 << 20;
+  Result<std::unique_ptr<Server>> server = Server::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  BenchOptions o = TinyBench();
+  o.url = "eic://" + (*server)->address();
+  ModelShape shape;
+  shape.layers = 1;
+  shape.kv_heads = 1;
+  shape.head_dim = 64;
+  shape.tokens_per_chunk = 64;  // 2 * 64 * 64 * 2 = 16 KiB
+  o.shape = shape;
+  o.ops = {Op::kGet};  // the keys are written untimed first
+  o.socket_baseline = false;
+  Result<BenchReport> r = RunBench(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->options.value_bytes, 16u << 10);
+  ASSERT_EQ(r->kvport.size(), 1u);
+  EXPECT_EQ(r->kvport[0].failed_keys, 0u);
+  EXPECT_EQ(r->kvport[0].bytes, o.count * o.batch * (16u << 10));
+  EXPECT_EQ(r->node, o.url);
+  EXPECT_TRUE(r->AllPassed());
+  EXPECT_EQ((*server)->Stats().Get("objects"), o.batch * 2);  // 2 threads' keys
+}
+
+TEST(BenchRunTest, ReadsFromANodeMissingTheKeysFail) {
+  // A node too small for one batch refuses the untimed writes: the get phase reports it and
+  // the run is not a pass.
+  BenchOptions o = TinyBench();
+  o.ops = {Op::kGet};
+  o.node_capacity = 64 << 10;  // one value; a batch is four
+  o.socket_baseline = false;
+  Result<BenchReport> r = RunBench(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->kvport.size(), 1u);
+  EXPECT_FALSE(r->kvport[0].error.empty());
+  EXPECT_FALSE(r->AllPassed());
+  EXPECT_NE(FormatBenchText(*r).find("FAILED"), std::string::npos);
+}
+
+TEST(SocketBaselineTest, EveryModeMovesExactlyTheVolume) {
+  SocketBaselineOptions so;
+  so.bytes = (3 << 20) + 5;  // not a multiple of the streams or the write size
+  so.streams = 2;
+  so.write_bytes = 1 << 20;
+  so.max_seconds = 120;
+  Result<std::vector<PhaseResult>> r = MeasureSocketLimit(so);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[0].variant, "blocking");
+  EXPECT_EQ((*r)[1].variant, "busy-poll");
+  EXPECT_EQ((*r)[2].variant, "busy-poll-1t");
+  for (const PhaseResult& p : *r) {
+    EXPECT_EQ(p.bytes, so.bytes) << p.variant;
+    EXPECT_GT(p.calls, 0u);
+    EXPECT_GT(p.seconds, 0);
+  }
+}
+
+}  // namespace
+}  // namespace kvport::bench
