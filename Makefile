@@ -18,7 +18,7 @@ build-asan: bootstrap
 	@cmake --build build-asan -j $(JOBS)
 
 run: build
-	@build/bin/kvport doctor
+	@build/bin/kvport demo
 
 # Every test on the normal build, then every test again under ASan + UBSan, then a short
 # libFuzzer run of the frame decoder (clang build in build-fuzz/).

@@ -60,6 +60,7 @@ TEST(BenchRedisTest, TinyRunWithBothBaselines) {
   o.max_seconds = 120;
   o.exists_batch = 16;
   o.exists_count = 4;
+  o.warmup_bytes = 1 << 20;
   Result<BenchReport> r = RunBench(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->redis_skipped.empty()) << r->redis_skipped;

@@ -21,6 +21,7 @@ BenchOptions TinyBench() {
   o.exists_batch = 16;
   o.exists_count = 4;
   o.redis_baseline = false;
+  o.warmup_bytes = 1 << 20;  // 4 calls: exercised, but small
   return o;
 }
 

@@ -23,6 +23,7 @@ struct BenchFlags {
   std::optional<std::string> dtype;
   std::string ops = "put,get,exists";
   std::optional<std::string> capacity;
+  std::optional<std::string> warmup;
   bool no_socket = false;
   bool no_redis = false;
   bool json = false;
@@ -49,6 +50,12 @@ int RunBenchCommand(BenchFlags& f) {
     Result<uint64_t> capacity = ParseSize(*f.capacity, SizeUnit::kBytes);
     if (!capacity.ok()) return Fail(capacity.status().WithContext("--capacity"));
     o.node_capacity = *capacity;
+  }
+  if (f.warmup) {
+    Result<uint64_t> warmup = ParseSize(*f.warmup, SizeUnit::kBytes);
+    if (!warmup.ok()) return Fail(warmup.status().WithContext("--warmup"));
+    o.warmup = *warmup > 0;
+    o.warmup_bytes = *warmup;
   }
   o.socket_baseline = !f.no_socket;
   o.redis_baseline = !f.no_redis;
@@ -109,6 +116,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "thread)");
   cmd->add_option("--node-threads", o.node_threads, "Embedded node I/O threads (0: one per CPU)")
       ->capture_default_str();
+  cmd->add_option("--warmup", flags->warmup,
+                  "Untimed puts of this many bytes first, on kvport and redis alike (default: the "
+                  "embedded node's capacity; 0: none)");
   cmd->add_flag("--no-socket", flags->no_socket, "Skip the raw socket baseline");
   cmd->add_flag("--no-redis", flags->no_redis, "Skip the redis-server baseline");
   cmd->add_option("--redis-server", o.redis_server,

@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help is a ParseError that exits 0; every real usage error exits 2 (see commands.h).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
   }
   return exit_code;
 }

@@ -94,7 +94,11 @@ std::string FormatBenchText(const BenchReport& report) {
       "mexist of {} keys per call\n",
       ops, FormatSize(o.value_bytes), o.shape ? " (" + o.shape->ToString() + ")" : "", o.batch,
       o.connections, o.worker_threads(), o.exists_batch);
-  out += fmt::format("node: {}\n\n", report.node);
+  out += fmt::format("node: {}\n", report.node);
+  out += o.warmup_calls() > 0
+             ? fmt::format("warm-up: {} of untimed puts first, on kvport and redis alike\n\n",
+                           FormatSize(o.warmup_calls() * o.batch * o.value_bytes))
+             : std::string("warm-up: none\n\n");
   out += fmt::format("  {:<7} {:<7} {:<13} {:>7} {:>9} {:>7} {:>8} {:>8} {:>8}\n", "system", "op",
                      "mode", "GB/s", "keys/s", "calls", "p50 ms", "p99 ms", "p999 ms");
   for (const auto* list : {&report.kvport, &report.socket, &report.redis}) {
@@ -133,9 +137,10 @@ std::string FormatBenchJson(const BenchReport& report) {
   out += fmt::format(
       "\"url\": {}, \"value_bytes\": {}, \"batch\": {}, \"connections\": {}, \"threads\": {}, "
       "\"ops\": [{}], \"count\": {}, \"max_seconds\": {}, \"exists_batch\": {}, "
-      "\"exists_count\": {}",
+      "\"exists_count\": {}, \"warmup_bytes\": {}",
       JsonString(o.url), o.value_bytes, o.batch, o.connections, o.worker_threads(), ops, o.count,
-      JsonNumber(o.max_seconds), o.exists_batch, o.exists_count);
+      JsonNumber(o.max_seconds), o.exists_batch, o.exists_count,
+      o.warmup_calls() * o.batch * o.value_bytes);
   if (o.shape) {
     out += fmt::format(
         ", \"shape\": {{\"layers\": {}, \"kv_heads\": {}, \"head_dim\": {}, \"dtype\": {}, "

@@ -168,6 +168,10 @@ Result<BenchReport> RunBench(BenchOptions options, const BenchLog& log) {
     KVPORT_ASSIGN_OR_RETURN(options.value_bytes, ChunkBytes(*options.shape));
   }
   KVPORT_RETURN_IF_ERROR(options.Validate());
+  if (options.warmup && options.warmup_bytes == 0) {
+    options.warmup_bytes =
+        options.url.empty() ? EmbeddedCapacity(options) : 2 * options.working_set_bytes();
+  }
   BenchReport report;
   report.options = options;
   BenchData data(options);

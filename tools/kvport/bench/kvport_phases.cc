@@ -80,6 +80,18 @@ Result<CallOutcome> ExistBatch(const BenchOptions& options, Client& client, cons
 std::vector<PhaseResult> RunKvportPhases(const BenchOptions& options, Client& client,
                                          BenchData& data) {
   std::vector<PhaseResult> results;
+  if (options.warmup_calls() > 0) {
+    // Untimed (see BenchOptions::warmup). Its outcome is not a result; a node that cannot take
+    // the puts shows it in the timed phases.
+    PhaseResult warmup;
+    PhaseLimits limits;
+    limits.threads = data.threads();
+    limits.calls = options.warmup_calls();
+    limits.max_time = std::chrono::duration<double>(options.max_seconds);
+    RunTimedPhase(
+        limits, [&](int thread, uint64_t) { return PutBatch(options, client, data, thread); },
+        &warmup);
+  }
   bool written = false;
   for (Op op : options.ops) {
     PhaseResult result;

@@ -121,6 +121,19 @@ Result<std::vector<PhaseResult>> RunRedisPhases(const BenchOptions& options, uin
     contexts.push_back(std::move(c));
   }
   std::vector<PhaseResult> results;
+  if (options.warmup_calls() > 0) {
+    // Untimed (see BenchOptions::warmup). Its outcome is not a result; a node that cannot take
+    // the puts shows it in the timed phases.
+    PhaseResult warmup;
+    PhaseLimits limits;
+    limits.threads = data.threads();
+    limits.calls = options.warmup_calls();
+    limits.max_time = std::chrono::duration<double>(options.max_seconds);
+    RunTimedPhase(
+        limits,
+        [&](int thread, uint64_t) { return PutBatch(contexts[thread].get(), data, thread); },
+        &warmup);
+  }
   bool written = false;
   for (Op op : options.ops) {
     PhaseResult result;

@@ -26,11 +26,11 @@ struct DemoOptions {
   // chunks instead of 32 MiB), so the default run moves a few GiB, not tens of GiB.
   bench::ModelShape shape = DefaultShape();
   std::string model_name = "meta-llama/Meta-Llama-3-8B";
-  int requests = 300;
+  int requests = 200;
   WorkloadOptions workload;
   // The embedded node's capacity (smaller than what the run stores: old conversations are
   // evicted, as on a real node).
-  uint64_t capacity_bytes = uint64_t{1} << 30;
+  uint64_t capacity_bytes = uint64_t{512} << 20;
   // The CacheEngine's local CPU tier in front of the node; 0 = none (every hit is remote).
   uint64_t local_cpu_bytes = 0;
   std::string ns = "demo";
