@@ -188,7 +188,8 @@ TEST(ServerFailureTest, StopDoesNotWaitPastTheGraceForAStalledMset) {
   ASSERT_TRUE(protocol::EncodeRequest(1, m, stuck.limits(), &frame).ok());
   ASSERT_TRUE(stuck.SendRaw(frame.Flatten().substr(0, frame.head.size() + 10)).ok());
   ASSERT_TRUE(Eventually([&] { return server->Stats().Get("reserved_bytes") > 0; }));
-  ASSERT_TRUE(Eventually([&] { return clients.completed() > 5; }));
+  ASSERT_TRUE(
+      Eventually([&] { return clients.finished_a_round() == 3 && clients.completed() > 5; }));
 
   server->Stop();
   clients.Join();
