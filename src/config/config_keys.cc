@@ -67,7 +67,7 @@ KeySpec StringKey(std::string_view key, std::string_view env, F field,
     field(c) = std::string(text);
     return Status::Ok();
   };
-  k.show = [field](const Config& c) { return Quote(field(c)); };
+  k.show = [field](const Config& c) { return JsonQuote(field(c)); };
   return k;
 }
 
@@ -275,23 +275,6 @@ std::vector<std::string> CheckCrossKeyRules(const Config& c) {
         n.max_frame_bytes, one_key));
   }
   return errors;
-}
-
-std::string Quote(std::string_view text) {
-  std::string out = "\"";
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += ch;
-    }
-  }
-  out += '"';
-  return out;
 }
 
 }  // namespace kvport::config_internal

@@ -3,6 +3,8 @@
 // two in the same order.
 #pragma once
 
+#include "common/json_quote.h"
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -48,8 +50,5 @@ const std::vector<KeySpec>& ConfigKeys();
 // Cross-key rules (a value larger than capacity, a frame too small for one key); one message
 // per broken rule, naming both keys.
 std::vector<std::string> CheckCrossKeyRules(const Config& config);
-
-// "text" quoted for YAML/JSON: backslash and double quote escaped, control bytes as \uXXXX.
-std::string Quote(std::string_view text);
 
 }  // namespace kvport::config_internal

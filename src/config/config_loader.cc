@@ -387,7 +387,7 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
       for (const auto& [name, raw] : extra) {
         ConfigEntry e;
         e.key = "extra_config." + name;
-        e.value = config_internal::Quote(raw.text);
+        e.value = JsonQuote(raw.text);
         e.is_string = true;
         e.source = raw.source;
         e.origin = raw.origin.substr(0, raw.origin.size() - std::string(" (extra_config)").size());

@@ -8,8 +8,6 @@
 
 namespace kvport {
 
-using config_internal::Quote;
-
 namespace {
 
 std::string ValueColumn(const ConfigEntry& e) {
@@ -37,21 +35,21 @@ std::string DescribeConfig(const Config& config) {
 
 std::string DescribeConfigJson(const Config& config) {
   std::string out = "{\"file\": ";
-  out += config.file.empty() ? std::string("null") : Quote(config.file);
+  out += config.file.empty() ? std::string("null") : JsonQuote(config.file);
   out += ", \"values\": {";
   bool first = true;
   for (const ConfigEntry& e : config.entries) {
     out += first ? "" : ", ";
     first = false;
-    out +=
-        fmt::format("{}: {{\"value\": {}, \"source\": {}", Quote(e.key), e.value, Quote(e.origin));
-    if (!e.env_var.empty()) out += ", \"env\": " + Quote(e.env_var);
-    if (!e.human.empty()) out += ", \"human\": " + Quote(e.human);
+    out += fmt::format("{}: {{\"value\": {}, \"source\": {}", JsonQuote(e.key), e.value,
+                       JsonQuote(e.origin));
+    if (!e.env_var.empty()) out += ", \"env\": " + JsonQuote(e.env_var);
+    if (!e.human.empty()) out += ", \"human\": " + JsonQuote(e.human);
     out += "}";
   }
   out += "}, \"warnings\": [";
   for (size_t i = 0; i < config.warnings.size(); ++i) {
-    out += (i == 0 ? "" : ", ") + Quote(config.warnings[i]);
+    out += (i == 0 ? "" : ", ") + JsonQuote(config.warnings[i]);
   }
   out += "]}\n";
   return out;

@@ -108,37 +108,6 @@ std::string FormatDoctorText(const DoctorReport& r) {
   return out;
 }
 
-std::string JsonQuote(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
 std::string FormatDoctorJson(const DoctorReport& r) {
   auto q = [](std::string_view s) { return JsonQuote(s); };
   auto b = [](bool v) { return v ? "true" : "false"; };

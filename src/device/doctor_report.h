@@ -2,6 +2,8 @@
 // running the CLI (tools/kvport/cmd_doctor.cc only prints it).
 #pragma once
 
+#include "common/json_quote.h"  // JsonQuote, used by the report and its tests
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,8 +50,5 @@ DoctorReport BuildDoctorReport(const RuntimeOptions& options, const DeviceRuntim
 std::string FormatDoctorText(const DoctorReport& report);
 // One JSON object (see docs/portability.md for the fields).
 std::string FormatDoctorJson(const DoctorReport& report);
-
-// `text` as a JSON string literal, quotes included.
-std::string JsonQuote(std::string_view text);
 
 }  // namespace kvport

@@ -26,6 +26,7 @@
 
 #include "client/endpoint.h"
 #include "commands.h"
+#include "common/json_quote.h"
 #include "kvport/client.h"
 #include "kvport/config.h"
 
@@ -208,21 +209,6 @@ int RunPerKey(const OpsOptions& o, bool del) {
   return r->status == BatchCode::kSuccess ? 0 : 1;
 }
 
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 int RunStat(const OpsOptions& o) {
   if (!o.args.empty()) {
     std::fprintf(stderr, "kvport stat: takes no arguments\n");
@@ -234,16 +220,16 @@ int RunStat(const OpsOptions& o) {
   if (!stats.ok()) return Fail(stats.status());
   std::string out;
   if (o.json) {
-    out = "{\"node\": " + JsonString((*s)->client.endpoint()) + ", \"counters\": {";
+    out = "{\"node\": " + JsonQuote((*s)->client.endpoint()) + ", \"counters\": {";
     for (size_t i = 0; i < stats->counters.size(); ++i) {
-      out += fmt::format("{}{}: {}", i ? ", " : "", JsonString(stats->counters[i].first),
+      out += fmt::format("{}{}: {}", i ? ", " : "", JsonQuote(stats->counters[i].first),
                          stats->counters[i].second);
     }
     out += "}, \"namespaces\": [";
     for (size_t i = 0; i < stats->namespaces.size(); ++i) {
       const auto& ns = stats->namespaces[i];
       out += fmt::format("{}{{\"name\": {}, \"objects\": {}, \"bytes\": {}}}", i ? ", " : "",
-                         JsonString(ns.name), ns.objects, ns.bytes);
+                         JsonQuote(ns.name), ns.objects, ns.bytes);
     }
     out += "]}\n";
   } else {

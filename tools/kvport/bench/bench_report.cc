@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "common/json_quote.h"
 #include "kvport/size.h"
 
 namespace kvport::bench {
@@ -57,33 +58,6 @@ std::string RatioText(const std::optional<double>& r) {
 
 }  // namespace
 
-std::string JsonString(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string FormatBenchText(const BenchReport& report) {
   const BenchOptions& o = report.options;
   std::string ops;
@@ -132,23 +106,23 @@ std::string FormatBenchJson(const BenchReport& report) {
   const BenchOptions& o = report.options;
   std::string ops;
   for (Op op : o.ops)
-    ops += (ops.empty() ? "" : ",") + JsonString(OpName(op));
+    ops += (ops.empty() ? "" : ",") + JsonQuote(OpName(op));
   std::string out = "{\"options\": {";
   out += fmt::format(
       "\"url\": {}, \"value_bytes\": {}, \"batch\": {}, \"connections\": {}, \"threads\": {}, "
       "\"ops\": [{}], \"count\": {}, \"max_seconds\": {}, \"exists_batch\": {}, "
       "\"exists_count\": {}, \"warmup_bytes\": {}",
-      JsonString(o.url), o.value_bytes, o.batch, o.connections, o.worker_threads(), ops, o.count,
+      JsonQuote(o.url), o.value_bytes, o.batch, o.connections, o.worker_threads(), ops, o.count,
       JsonNumber(o.max_seconds), o.exists_batch, o.exists_count,
       o.warmup_calls() * o.batch * o.value_bytes);
   if (o.shape) {
     out += fmt::format(
         ", \"shape\": {{\"layers\": {}, \"kv_heads\": {}, \"head_dim\": {}, \"dtype\": {}, "
         "\"tokens_per_chunk\": {}}}",
-        o.shape->layers, o.shape->kv_heads, o.shape->head_dim, JsonString(o.shape->dtype),
+        o.shape->layers, o.shape->kv_heads, o.shape->head_dim, JsonQuote(o.shape->dtype),
         o.shape->tokens_per_chunk);
   }
-  out += "}, \"node\": " + JsonString(report.node) + ", \"phases\": [";
+  out += "}, \"node\": " + JsonQuote(report.node) + ", \"phases\": [";
   bool first = true;
   for (const auto* list : {&report.kvport, &report.socket, &report.redis}) {
     for (const PhaseResult& p : *list) {
@@ -158,10 +132,10 @@ std::string FormatBenchJson(const BenchReport& report) {
           "{{\"system\": {}, \"variant\": {}, \"op\": {}, \"calls\": {}, \"keys\": {}, "
           "\"bytes\": {}, \"failed_keys\": {}, \"seconds\": {}, \"gb_per_s\": {}, "
           "\"keys_per_s\": {}, \"error\": {}",
-          JsonString(p.system), JsonString(p.variant),
-          JsonString(p.system == "socket" ? "stream" : OpName(p.op)), p.calls, p.keys, p.bytes,
+          JsonQuote(p.system), JsonQuote(p.variant),
+          JsonQuote(p.system == "socket" ? "stream" : OpName(p.op)), p.calls, p.keys, p.bytes,
           p.failed_keys, JsonNumber(p.seconds), JsonNumber(p.gb_per_second()),
-          JsonNumber(p.keys_per_second()), JsonString(p.error));
+          JsonNumber(p.keys_per_second()), JsonQuote(p.error));
       if (p.latency.count() > 0) {
         out += fmt::format(
             ", \"latency_us\": {{\"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {}, "
@@ -177,7 +151,7 @@ std::string FormatBenchJson(const BenchReport& report) {
   out += "], \"limit\": ";
   const PhaseResult* limit = report.Limit();
   out += limit != nullptr
-             ? fmt::format("{{\"variant\": {}, \"gb_per_s\": {}}}", JsonString(limit->variant),
+             ? fmt::format("{{\"variant\": {}, \"gb_per_s\": {}}}", JsonQuote(limit->variant),
                            JsonNumber(limit->gb_per_second()))
              : std::string("null");
   out += ", \"ratios\": {";
@@ -185,11 +159,11 @@ std::string FormatBenchJson(const BenchReport& report) {
   for (Op op : o.ops) {
     if (!first) out += ", ";
     first = false;
-    out += fmt::format("{}: {{\"vs_limit\": {}, \"vs_redis\": {}}}", JsonString(OpName(op)),
+    out += fmt::format("{}: {{\"vs_limit\": {}, \"vs_redis\": {}}}", JsonQuote(OpName(op)),
                        JsonRatio(report.RatioToLimit(op)), JsonRatio(report.RatioToRedis(op)));
   }
   out += fmt::format("}}, \"socket_skipped\": {}, \"redis_skipped\": {}, \"passed\": {}}}\n",
-                     JsonString(report.socket_skipped), JsonString(report.redis_skipped),
+                     JsonQuote(report.socket_skipped), JsonQuote(report.redis_skipped),
                      report.AllPassed() ? "true" : "false");
   return out;
 }

@@ -19,7 +19,4 @@ std::string FormatBenchText(const BenchReport& report);
 //    "socket_skipped": "...", "redis_skipped": "...", "passed": true}
 std::string FormatBenchJson(const BenchReport& report);
 
-// `text` as a JSON string literal, with quotes.
-std::string JsonString(std::string_view text);
-
 }  // namespace kvport::bench
