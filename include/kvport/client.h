@@ -140,19 +140,34 @@ struct SetOptions {
   std::chrono::milliseconds timeout{0};  // 0 = the client's InitOptions::timeout
 };
 
+// any_namespace (GetOptions, ExistOptions, DelOptions): match each key in every namespace that
+// holds it instead of in `ns` alone. What EIC callers that never name a namespace on a probe or
+// a delete expect (LMCache's EIC connector names one on its puts and gets only). Contract:
+//   - `ns` must be empty; a call with any_namespace and a non-empty ns is InvalidArgument,
+//     before anything is sent. (ns "" without any_namespace is exact: the default namespace.)
+//   - Search order: the default namespace "" first, then the other namespaces ascending by name
+//     (bytewise). MGet/MGetMeta read the first match (its value and meta); MExist reports
+//     kSuccess if some namespace holds the key; MDel deletes the key in EVERY namespace that
+//     holds it: kSuccess if at least one copy was deleted, kKeyNotExist otherwise.
+//   - Cost on the node: one index probe per live namespace per key (namespaces are few).
+//   - Needs protocol version 2: against a node that negotiated version 1 the call fails with
+//     NotSupported naming the versions; it never falls back to an exact lookup.
 struct GetOptions {
   std::string ns;
   std::chrono::milliseconds timeout{0};
+  bool any_namespace = false;  // see above; ns must then be empty
 };
 
 struct ExistOptions {
   std::string ns;
   std::chrono::milliseconds timeout{0};
+  bool any_namespace = false;  // see above; ns must then be empty
 };
 
 struct DelOptions {
   std::string ns;
   std::chrono::milliseconds timeout{0};
+  bool any_namespace = false;  // see above; ns must then be empty
 };
 
 class Client {
@@ -163,11 +178,13 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Connects to the node at `endpoint` ("host:port" or "eic://host:port", with an optional
-  // "/namespace" that is ignored here: namespaces are per call). Resolves the transport first,
-  // so a GPUDirect request on a host that cannot do it fails here with the device layer's
-  // reason (NotSupported) before any connection is made. Then opens one connection to check
-  // the node answers (Unavailable if it does not). The rest of the pool connects lazily.
-  // Calling Init twice is InvalidArgument.
+  // "/namespace" that is ignored here: namespaces are per call). EIC's static-cluster form
+  // "host:port;host:port" is accepted with exactly one entry (a trailing ';' is fine); a list of
+  // several nodes is InvalidArgument until cluster support exists (never silently the first).
+  // Resolves the transport first, so a GPUDirect request on a host that cannot do it fails here
+  // with the device layer's reason (NotSupported) before any connection is made. Then opens one
+  // connection to check the node answers (Unavailable if it does not). The rest of the pool
+  // connects lazily. Calling Init twice is InvalidArgument.
   Status Init(std::string_view instance_id, std::string_view endpoint,
               const InitOptions& options = {});
 

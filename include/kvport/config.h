@@ -29,7 +29,7 @@ struct NodeSettings {
   // Lets `capacity` and max_local_cpu_size exceed this host's physical memory.
   bool allow_capacity_over_host_memory = false;
   uint32_t threads = 0;                           // worker threads; 0 = one per core
-  uint32_t max_key_bytes = 1024;                  // longest key accepted
+  uint32_t max_key_bytes = 8192;                  // longest key accepted
   uint32_t max_namespace_bytes = 255;             // longest namespace accepted
   uint32_t max_meta_bytes = 4096;                 // largest per-object metadata blob
   uint64_t max_value_bytes = uint64_t{1} << 30;   // largest object payload

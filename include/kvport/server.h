@@ -37,7 +37,8 @@ struct ServerOptions {
 
   // Protocol limits, checked before anything is allocated and announced in the HELLO
   // response. They must pass protocol::ValidateLimits (Start says which one does not).
-  uint64_t max_key_bytes = 1024;
+  // 8 KiB admits LMCache's warm-up probe keys (30 + 29 x eic_kv_ns length) for any namespace.
+  uint64_t max_key_bytes = 8192;
   uint64_t max_namespace_bytes = 255;
   uint64_t max_meta_bytes = 4096;
   uint64_t max_value_bytes = uint64_t{1} << 30;

@@ -48,14 +48,17 @@ KeyCode KeyCodeFromCallFailure(const Status& status) {
 }
 
 KeyOutcomes::KeyOutcomes(std::span<const std::string> keys, std::string_view op,
-                         std::string_view ns)
-    : keys_(keys), op_(op), ns_(ns), codes_(keys.size(), KeyCode::kSuccess) {}
+                         std::string_view ns, bool any_namespace)
+    : keys_(keys),
+      op_(op),
+      where_(any_namespace ? std::string("any namespace") : fmt::format("namespace '{}'", ns)),
+      codes_(keys.size(), KeyCode::kSuccess) {}
 
 void KeyOutcomes::Fail(size_t i, KeyCode code, const Status& reason) {
   codes_[i] = code;
   if (first_error_.ok()) {
     first_error_ = Status(reason.ok() ? StatusCode::kInternal : reason.code(),
-                          fmt::format("{} key '{}' (namespace '{}'): {}: {}", op_, keys_[i], ns_,
+                          fmt::format("{} key '{}' ({}): {}: {}", op_, keys_[i], where_,
                                       KeyCodeName(code), reason.message()));
   }
 }

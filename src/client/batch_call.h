@@ -30,8 +30,10 @@ KeyCode KeyCodeFromCallFailure(const Status& status);
 
 class KeyOutcomes {
  public:
-  // `op` ("MSET") and `ns` name the call in messages.
-  KeyOutcomes(std::span<const std::string> keys, std::string_view op, std::string_view ns);
+  // `op` ("MSET") and `ns` name the call in messages; `any_namespace` says the call matched its
+  // keys in any namespace (ns is then empty).
+  KeyOutcomes(std::span<const std::string> keys, std::string_view op, std::string_view ns,
+              bool any_namespace = false);
 
   // Records a failure of key i; the first one becomes the BatchResult's error.
   void Fail(size_t i, KeyCode code, const Status& reason);
@@ -45,7 +47,8 @@ class KeyOutcomes {
  private:
   std::span<const std::string> keys_;
   std::string op_;
-  std::string ns_;
+  std::string where_;  // "namespace 'NS'" or "any namespace"
+
   std::vector<KeyCode> codes_;
   Status first_error_;
 };
@@ -62,7 +65,8 @@ struct FrameCall {
 
 // Sends one frame per slice (slice 0 on `first`, the others on connections from `pool`), then
 // waits for every response. `encode(call, request_id, limits, frame)` builds the frame for
-// call.slice and may set up call.handler. Returns the calls with their status set.
+// call.slice (with call.conn->version()) and may set up call.handler; a non-OK return fails
+// that frame without sending it. Returns the calls with their status set.
 template <typename Handler, typename Encode>
 std::vector<std::unique_ptr<FrameCall<Handler>>> RunFrames(const std::vector<FrameSlice>& slices,
                                                            std::shared_ptr<Connection> first,

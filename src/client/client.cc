@@ -67,6 +67,27 @@ void CheckKeys(std::span<const std::string> keys, const protocol::Limits& limits
   }
 }
 
+// An any-namespace call names no namespace (the options' contract); checked before anything
+// is sent.
+Status CheckAnyNamespaceOption(std::string_view op, bool any_namespace, std::string_view ns) {
+  if (!any_namespace || ns.empty()) return Status::Ok();
+  return Status::InvalidArgument(
+      fmt::format("{}: any_namespace with namespace '{}': leave ns empty to match the keys in any "
+                  "namespace, or clear any_namespace to use '{}' alone",
+                  op, ns, ns));
+}
+
+// Any-namespace requests need the node to have negotiated protocol version 2; there is no
+// fallback to an exact lookup.
+Status CheckAnyNamespaceVersion(std::string_view op, const Connection& conn) {
+  if (conn.version() >= protocol::kAnyNamespaceVersion) return Status::Ok();
+  return Status::NotSupported(fmt::format(
+      "{}: any_namespace needs protocol version {} or later, but node {} chose version {} (this "
+      "client speaks {}..{}); upgrade the node",
+      op, protocol::kAnyNamespaceVersion, conn.peer(), conn.version(),
+      protocol::kMinProtocolVersion, protocol::kMaxProtocolVersion));
+}
+
 std::vector<size_t> Unfailed(size_t n, const KeyOutcomes& outcomes, size_t* rejected) {
   std::vector<size_t> send;
   send.reserve(n);
@@ -220,7 +241,7 @@ struct Client::Impl {
                          const IOBuffers* buffers);
   template <typename Request, typename Response>
   Result<BatchResult> KeyOnly(std::span<const std::string> keys, std::string_view ns,
-                              std::chrono::milliseconds timeout, const char* op,
+                              bool any_namespace, std::chrono::milliseconds timeout, const char* op,
                               const char* wire_op);
 
   // A round trip without keys (PING, STATS, LIST).
@@ -232,7 +253,8 @@ struct Client::Impl {
     handler->limits = conn->limits();
     protocol::EncodedFrame frame;
     const uint64_t id = conn->NextRequestId();
-    KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(id, handler->request, conn->limits(), &frame));
+    KVPORT_RETURN_IF_ERROR(
+        protocol::EncodeRequest(id, handler->request, conn->limits(), &frame, conn->version()));
     KVPORT_ASSIGN_OR_RETURN(Connection::Ticket ticket, conn->Send(id, frame, handler, deadline));
     return conn->Wait(ticket, deadline);
   }
@@ -392,7 +414,7 @@ Result<BatchResult> Client::MSet(const std::vector<std::string>& keys, const IOB
               values[i].size, wire.host[i]});
         }
         call.handler.limits = conn_limits;
-        return protocol::EncodeRequest(id, request, conn_limits, frame);
+        return protocol::EncodeRequest(id, request, conn_limits, frame, call.conn->version());
       });
 
   for (const auto& call : calls) {
@@ -416,15 +438,18 @@ Result<GetResult> Client::Impl::Mget(std::span<const std::string> keys,
                                      const GetOptions& get_options, const IOBuffers* buffers) {
   Impl& impl = *this;
   GetResult result;
-  if (keys.empty()) return result;
   const bool meta_only = buffers == nullptr;
   const char* op = meta_only ? "MGetMeta" : "MGet";
+  const bool any_namespace = get_options.any_namespace;
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceOption(op, any_namespace, get_options.ns));
+  if (keys.empty()) return result;
   const Deadline deadline = impl.DeadlineFor(get_options.timeout);
   KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, impl.pool->Acquire(deadline));
   const protocol::Limits limits = first->limits();
   KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(get_options.ns, limits).WithContext(op));
+  if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *first));
 
-  KeyOutcomes outcomes(keys, "MGET", get_options.ns);
+  KeyOutcomes outcomes(keys, "MGET", get_options.ns, any_namespace);
   CheckKeys(keys, limits, outcomes);
   WireBuffers wire;
   if (!meta_only) wire = impl.MapBuffers(*buffers, outcomes);
@@ -441,9 +466,12 @@ Result<GetResult> Client::Impl::Mget(std::span<const std::string> keys,
       slices, std::move(first), *impl.pool, deadline,
       [&](FrameCall<client::MgetHandler>& call, uint64_t id, const protocol::Limits& conn_limits,
           protocol::EncodedFrame* frame) {
+        // Every connection of the pool negotiated on its own (the node may have been replaced).
+        if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *call.conn));
         protocol::MgetRequest& request = call.handler.request;
         request.ns = get_options.ns;
         request.meta_only = meta_only;
+        request.any_namespace = any_namespace;
         for (size_t k = call.slice.begin; k < call.slice.end; ++k) {
           const size_t i = send[k];
           protocol::MgetKey key{keys[i], protocol::kUnlimitedCapacity};
@@ -452,7 +480,7 @@ Result<GetResult> Client::Impl::Mget(std::span<const std::string> keys,
           call.handler.destinations.push_back(meta_only ? nullptr : wire.host[i]);
         }
         call.handler.limits = conn_limits;
-        return protocol::EncodeRequest(id, request, conn_limits, frame);
+        return protocol::EncodeRequest(id, request, conn_limits, frame, call.conn->version());
       });
 
   result.value_sizes.assign(keys.size(), 0);
@@ -501,16 +529,18 @@ Result<GetResult> Client::MGetMeta(const std::vector<std::string>& keys,
 // MEXIST and MDEL: keys in, one status per key out.
 template <typename Request, typename Response>
 Result<BatchResult> Client::Impl::KeyOnly(std::span<const std::string> keys, std::string_view ns,
-                                          std::chrono::milliseconds timeout, const char* op,
-                                          const char* wire_op) {
+                                          bool any_namespace, std::chrono::milliseconds timeout,
+                                          const char* op, const char* wire_op) {
   Impl& impl = *this;
   BatchResult result;
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceOption(op, any_namespace, ns));
   if (keys.empty()) return result;
   const Deadline deadline = impl.DeadlineFor(timeout);
   KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, impl.pool->Acquire(deadline));
   const protocol::Limits limits = first->limits();
   KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(ns, limits).WithContext(op));
-  KeyOutcomes outcomes(keys, wire_op, ns);
+  if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *first));
+  KeyOutcomes outcomes(keys, wire_op, ns, any_namespace);
   CheckKeys(keys, limits, outcomes);
   size_t rejected = 0;
   const std::vector<size_t> send = Unfailed(keys.size(), outcomes, &rejected);
@@ -523,13 +553,15 @@ Result<BatchResult> Client::Impl::KeyOnly(std::span<const std::string> keys, std
       slices, std::move(first), *impl.pool, deadline,
       [&](FrameCall<Handler>& call, uint64_t id, const protocol::Limits& conn_limits,
           protocol::EncodedFrame* frame) {
+        if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *call.conn));
         Request& request = call.handler.request;
         request.ns = ns;
+        request.any_namespace = any_namespace;
         for (size_t k = call.slice.begin; k < call.slice.end; ++k) {
           request.keys.push_back(keys[send[k]]);
         }
         call.handler.limits = conn_limits;
-        return protocol::EncodeRequest(id, request, conn_limits, frame);
+        return protocol::EncodeRequest(id, request, conn_limits, frame, call.conn->version());
       });
   for (const auto& call : calls) {
     for (size_t k = call->slice.begin; k < call->slice.end; ++k) {
@@ -556,13 +588,13 @@ Result<BatchResult> Client::MExist(const std::vector<std::string>& keys,
                                    const ExistOptions& options) {
   if (impl_->pool == nullptr) return NotReady("MExist");
   return impl_->KeyOnly<protocol::MexistRequest, protocol::MexistResponse>(
-      keys, options.ns, options.timeout, "MExist", "MEXIST");
+      keys, options.ns, options.any_namespace, options.timeout, "MExist", "MEXIST");
 }
 
 Result<BatchResult> Client::MDel(const std::vector<std::string>& keys, const DelOptions& options) {
   if (impl_->pool == nullptr) return NotReady("MDel");
   return impl_->KeyOnly<protocol::MdelRequest, protocol::MdelResponse>(
-      keys, options.ns, options.timeout, "MDel", "MDEL");
+      keys, options.ns, options.any_namespace, options.timeout, "MDel", "MDEL");
 }
 
 Status Client::RegisterMemory(const IOBuffers& buffers, const MemoryInfo& info) {

@@ -145,6 +145,7 @@ Status Connection::Handshake(std::string_view client_name, Deadline deadline) {
     return Status::Corruption("the node announced unusable limits: " + limits_ok.message());
   }
   limits_ = response.limits;
+  version_ = response.version;
   server_name_ = std::string(response.server_name);
   return Status::Ok();
 }
@@ -268,6 +269,12 @@ Status Connection::ReadOneResponse() {
   if (!header.is_response()) {
     return Status::Corruption("the node sent a request frame (" +
                               std::string(protocol::OpcodeName(header.opcode)) + ")");
+  }
+  if (header.opcode != protocol::Opcode::kError && header.version != version_) {
+    return Status::Corruption(
+        "the node sent a " + std::string(protocol::OpcodeName(header.opcode)) +
+        " response of protocol version " + std::to_string(header.version) +
+        " on a connection that negotiated version " + std::to_string(version_));
   }
 
   Ticket call;

@@ -53,9 +53,10 @@ class ResponseHandler {
 
 class Connection {
  public:
-  // Connects, sends HELLO and waits for the node's answer (version and limits), all before
-  // `deadline`. Errors: Unavailable (refused, reset, no such host), Timeout, NotSupported (no
-  // common protocol version), Corruption (the peer is not a kvport node).
+  // Connects, sends HELLO (offering protocol versions kMinProtocolVersion..kMaxProtocolVersion)
+  // and waits for the node's answer (version and limits), all before `deadline`. Errors:
+  // Unavailable (refused, reset, no such host), Timeout, NotSupported (no common protocol version),
+  // Corruption (the peer is not a kvport node).
   static Result<std::shared_ptr<Connection>> Open(const net::HostPort& address,
                                                   std::string_view client_name, Deadline deadline);
   ~Connection();
@@ -64,6 +65,9 @@ class Connection {
 
   // The limits the node announced: requests must fit them.
   const protocol::Limits& limits() const { return limits_; }
+  // The protocol version negotiated in HELLO: requests are encoded with it, and every response
+  // but ERROR must carry it.
+  uint8_t version() const { return version_; }
   const std::string& server_name() const { return server_name_; }
   const std::string& peer() const { return peer_; }
 
@@ -109,6 +113,7 @@ class Connection {
   net::Socket socket_;
   const std::string peer_;
   protocol::Limits limits_;
+  uint8_t version_ = protocol::kMinProtocolVersion;
   std::string server_name_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<bool> alive_{true};

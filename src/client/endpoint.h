@@ -17,8 +17,12 @@ struct Endpoint {
 };
 
 // Parses "HOST:PORT", "[IPV6]:PORT", "eic://HOST:PORT" and "eic://HOST:PORT/NS". The port must
-// be given and not 0. Errors (InvalidArgument) quote the text and say what is wrong, e.g. an
-// unknown scheme ("redis://...": this client speaks eic:// only).
+// be given and not 0. EIC's static-cluster form "HOST:PORT;HOST:PORT" (with or without a
+// trailing ';', with or without eic://) is accepted when it lists exactly one node; a list of
+// several is InvalidArgument saying that a multi-node list needs cluster support, which is not
+// built yet: it is never silently cut to its first node. Errors (InvalidArgument) quote the text
+// and say what is wrong, e.g. an unknown scheme ("redis://...": this client speaks eic://
+// only).
 Result<Endpoint> ParseEndpoint(std::string_view text);
 
 }  // namespace kvport::client

@@ -49,9 +49,37 @@ Status CheckBatchToEncode(std::string_view context, uint64_t count, const Limits
   return s.ok() ? s : s.WithContext(context);
 }
 
+// An any-namespace request names no namespace and needs version kAnyNamespaceVersion.
+Status CheckAnyNamespaceToEncode(std::string_view context, bool any_namespace, std::string_view ns,
+                                 uint8_t version) {
+  if (!any_namespace) return Status::Ok();
+  if (!ns.empty())
+    return Status::InvalidArgument(
+        fmt::format("{}: any-namespace request with a namespace of {} bytes; it must be empty",
+                    context, ns.size()));
+  // (A version this build does not speak at all is FinishFrame's InvalidArgument.)
+  if (version >= kMinProtocolVersion && version < kAnyNamespaceVersion)
+    return Status::NotSupported(
+        fmt::format("{}: any-namespace requests need protocol version {}; this frame is version {}",
+                    context, kAnyNamespaceVersion, version));
+  return Status::Ok();
+}
+
+// Decoder side of the same rule (the header's flag and version were checked by CheckFrameFor).
+Status CheckAnyNamespaceDecoded(const WireReader& r, const FrameHeader& h, std::string_view ns) {
+  if (!h.any_namespace() || ns.empty()) return Status::Ok();
+  return r.Error(StatusCode::kInvalidArgument,
+                 fmt::format("namespace of {} bytes with the any-namespace flag; it must be empty",
+                             ns.size()));
+}
+
+uint16_t AnyNamespaceFlag(bool any_namespace) {
+  return any_namespace ? kFlagAnyNamespace : 0;
+}
+
 // MSET and MDEL responses: overall, count, one status byte per key.
 Status EncodeStatuses(Opcode op, uint64_t request_id, const std::vector<StatusCode>& statuses,
-                      const Limits& l, EncodedFrame* out) {
+                      const Limits& l, uint8_t version, EncodedFrame* out) {
   const std::string context = fmt::format("{} response", OpcodeName(op));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, statuses.size(), l));
   BeginFrame(out);
@@ -62,7 +90,7 @@ Status EncodeStatuses(Opcode op, uint64_t request_id, const std::vector<StatusCo
     KVPORT_RETURN_IF_ERROR(CheckStatusToEncode(context, i, statuses[i]));
     w.PutU8(static_cast<uint8_t>(statuses[i]));
   }
-  return FinishFrame(op, kFlagResponse, request_id, l, out);
+  return FinishFrame(op, kFlagResponse, request_id, l, version, out);
 }
 
 Status DecodeStatuses(Opcode op, const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -83,8 +111,10 @@ Status DecodeStatuses(Opcode op, const FrameHeader& h, std::string_view descript
 
 // MEXIST and MDEL requests: namespace, count, keys.
 Status EncodeKeys(Opcode op, uint64_t request_id, std::string_view ns,
-                  const std::vector<std::string_view>& keys, const Limits& l, EncodedFrame* out) {
+                  const std::vector<std::string_view>& keys, bool any_namespace, const Limits& l,
+                  uint8_t version, EncodedFrame* out) {
   const std::string context = fmt::format("{} request", OpcodeName(op));
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceToEncode(context, any_namespace, ns, version));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, keys.size(), l));
   BeginFrame(out);
   WireWriter w(&out->head);
@@ -96,16 +126,18 @@ Status EncodeKeys(Opcode op, uint64_t request_id, std::string_view ns,
     w.PutU16(static_cast<uint16_t>(keys[i].size()));
     w.PutBytes(keys[i]);
   }
-  return FinishFrame(op, 0, request_id, l, out);
+  return FinishFrame(op, AnyNamespaceFlag(any_namespace), request_id, l, version, out);
 }
 
 Status DecodeKeys(Opcode op, const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                  std::string_view* ns, std::vector<std::string_view>* keys) {
+                  std::string_view* ns, std::vector<std::string_view>* keys, bool* any_namespace) {
   KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, op, /*response=*/false));
   const std::string context = fmt::format("{} request", OpcodeName(op));
   WireReader r(descriptor, context);
   uint32_t count = 0;
+  *any_namespace = h.any_namespace();
   KVPORT_RETURN_IF_ERROR(ReadNamespace(r, l, ns));
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceDecoded(r, h, *ns));
   KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kKeyMinBytes, &count));
   keys->resize(count);
   for (uint32_t i = 0; i < count; ++i)
@@ -117,8 +149,8 @@ Status DecodeKeys(Opcode op, const FrameHeader& h, std::string_view descriptor, 
 
 // ---- MSET --------------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const MsetRequest& m, const Limits& l,
-                     EncodedFrame* out) {
+Status EncodeRequest(uint64_t request_id, const MsetRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version) {
   constexpr std::string_view kContext = "MSET request";
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.items.size(), l));
   BeginFrame(out);
@@ -142,7 +174,7 @@ Status EncodeRequest(uint64_t request_id, const MsetRequest& m, const Limits& l,
     w.PutBytes(item.meta);
     if (item.value_length != 0) out->payloads.push_back({item.value, item.value_length});
   }
-  return FinishFrame(Opcode::kMset, 0, request_id, l, out);
+  return FinishFrame(Opcode::kMset, 0, request_id, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -192,8 +224,8 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
 }
 
 Status EncodeResponse(uint64_t request_id, const MsetResponse& m, const Limits& l,
-                      EncodedFrame* out) {
-  return EncodeStatuses(Opcode::kMset, request_id, m.statuses, l, out);
+                      EncodedFrame* out, uint8_t version) {
+  return EncodeStatuses(Opcode::kMset, request_id, m.statuses, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -203,9 +235,10 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 
 // ---- MGET --------------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const MgetRequest& m, const Limits& l,
-                     EncodedFrame* out) {
+Status EncodeRequest(uint64_t request_id, const MgetRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version) {
   constexpr std::string_view kContext = "MGET request";
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceToEncode(kContext, m.any_namespace, m.ns, version));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.keys.size(), l));
   BeginFrame(out);
   WireWriter w(&out->head);
@@ -218,7 +251,9 @@ Status EncodeRequest(uint64_t request_id, const MgetRequest& m, const Limits& l,
     w.PutU64(m.keys[i].buffer_capacity);
     w.PutBytes(m.keys[i].key);
   }
-  return FinishFrame(Opcode::kMget, m.meta_only ? kFlagMetaOnly : 0, request_id, l, out);
+  return FinishFrame(Opcode::kMget,
+                     (m.meta_only ? kFlagMetaOnly : 0) | AnyNamespaceFlag(m.any_namespace),
+                     request_id, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -227,7 +262,9 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
   WireReader r(descriptor, "MGET request");
   uint32_t count = 0;
   out->meta_only = h.meta_only();
+  out->any_namespace = h.any_namespace();
   KVPORT_RETURN_IF_ERROR(ReadNamespace(r, l, &out->ns));
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceDecoded(r, h, out->ns));
   KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kMgetKeyMinBytes, &count));
   out->keys.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
@@ -254,7 +291,7 @@ BatchStatus MgetResponse::overall() const {
 }
 
 Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& l,
-                      EncodedFrame* out) {
+                      EncodedFrame* out, uint8_t version) {
   constexpr std::string_view kContext = "MGET response";
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.results.size(), l));
   BeginFrame(out);
@@ -284,7 +321,7 @@ Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& 
     if (carried && res.value_length != 0) out->payloads.push_back({res.value, res.value_length});
   }
   return FinishFrame(Opcode::kMget, kFlagResponse | (m.meta_only ? kFlagMetaOnly : 0), request_id,
-                     l, out);
+                     l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -352,13 +389,13 @@ Status CheckMgetResponse(const MgetRequest& request, const MgetResponse& respons
 // ---- MEXIST ------------------------------------------------------------------------------
 
 Status EncodeRequest(uint64_t request_id, const MexistRequest& m, const Limits& l,
-                     EncodedFrame* out) {
-  return EncodeKeys(Opcode::kMexist, request_id, m.ns, m.keys, l, out);
+                     EncodedFrame* out, uint8_t version) {
+  return EncodeKeys(Opcode::kMexist, request_id, m.ns, m.keys, m.any_namespace, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                      MexistRequest* out) {
-  return DecodeKeys(Opcode::kMexist, h, descriptor, l, &out->ns, &out->keys);
+  return DecodeKeys(Opcode::kMexist, h, descriptor, l, &out->ns, &out->keys, &out->any_namespace);
 }
 
 BatchStatus MexistResponse::overall() const {
@@ -369,7 +406,7 @@ BatchStatus MexistResponse::overall() const {
 }
 
 Status EncodeResponse(uint64_t request_id, const MexistResponse& m, const Limits& l,
-                      EncodedFrame* out) {
+                      EncodedFrame* out, uint8_t version) {
   constexpr std::string_view kContext = "MEXIST response";
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.results.size(), l));
   BeginFrame(out);
@@ -389,7 +426,7 @@ Status EncodeResponse(uint64_t request_id, const MexistResponse& m, const Limits
     w.PutU8(static_cast<uint8_t>(res.status));
     w.PutU64(res.value_length);
   }
-  return FinishFrame(Opcode::kMexist, kFlagResponse, request_id, l, out);
+  return FinishFrame(Opcode::kMexist, kFlagResponse, request_id, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -420,19 +457,19 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 
 // ---- MDEL --------------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const MdelRequest& m, const Limits& l,
-                     EncodedFrame* out) {
-  return EncodeKeys(Opcode::kMdel, request_id, m.ns, m.keys, l, out);
+Status EncodeRequest(uint64_t request_id, const MdelRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version) {
+  return EncodeKeys(Opcode::kMdel, request_id, m.ns, m.keys, m.any_namespace, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                      MdelRequest* out) {
-  return DecodeKeys(Opcode::kMdel, h, descriptor, l, &out->ns, &out->keys);
+  return DecodeKeys(Opcode::kMdel, h, descriptor, l, &out->ns, &out->keys, &out->any_namespace);
 }
 
 Status EncodeResponse(uint64_t request_id, const MdelResponse& m, const Limits& l,
-                      EncodedFrame* out) {
-  return EncodeStatuses(Opcode::kMdel, request_id, m.statuses, l, out);
+                      EncodedFrame* out, uint8_t version) {
+  return EncodeStatuses(Opcode::kMdel, request_id, m.statuses, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,

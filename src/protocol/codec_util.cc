@@ -20,8 +20,13 @@ void BeginFrame(EncodedFrame* out) {
 }
 
 Status FinishFrame(Opcode op, uint16_t flags, uint64_t request_id, const Limits& limits,
-                   EncodedFrame* out) {
+                   uint8_t version, EncodedFrame* out) {
   const bool response = (flags & kFlagResponse) != 0;
+  const bool frozen = op == Opcode::kHello || op == Opcode::kError;
+  if (!frozen && (version < kMinProtocolVersion || version > kMaxProtocolVersion))
+    return Status::InvalidArgument(fmt::format(
+        "{} {}: protocol version {}; this build speaks {}..{}", OpcodeName(op),
+        response ? "response" : "request", version, kMinProtocolVersion, kMaxProtocolVersion));
   const uint64_t max_head = response ? MaxResponseFrameBytes(limits) : limits.max_frame_bytes;
   if (out->head.size() > max_head)
     return Status::TooLarge(
@@ -29,7 +34,7 @@ Status FinishFrame(Opcode op, uint16_t flags, uint64_t request_id, const Limits&
                     OpcodeName(op), response ? "response" : "request", out->head.size(), max_head,
                     response ? "the response frame limit" : "max_frame_bytes"));
   FrameHeader h;
-  h.version = (op == Opcode::kHello || op == Opcode::kError) ? kHelloVersion : kProtocolVersion;
+  h.version = frozen ? kHelloVersion : version;
   h.opcode = op;
   h.flags = flags;
   h.request_id = request_id;
@@ -57,6 +62,13 @@ Status CheckFrameFor(const FrameHeader& h, std::string_view descriptor, Opcode o
         response ? "response" : "request", descriptor.size(), h.descriptor_length));
   if (h.meta_only() && op != Opcode::kMget)
     return Status::Corruption(fmt::format("{}: meta-only flag set", OpcodeName(op)));
+  if (h.any_namespace() && (response || !AcceptsAnyNamespace(op)))
+    return Status::Corruption(fmt::format("{} {}: any-namespace flag set", OpcodeName(op),
+                                          response ? "response" : "request"));
+  if (h.any_namespace() && h.version < kAnyNamespaceVersion)
+    return Status::Corruption(
+        fmt::format("{} request: any-namespace flag in a version {} frame (it needs version {})",
+                    OpcodeName(op), h.version, kAnyNamespaceVersion));
   if (!CarriesPayload(op, response) && h.payload_length != 0)
     return Status::Corruption(fmt::format("{} {}: payload_length {} on a frame without payload",
                                           OpcodeName(op), response ? "response" : "request",

@@ -22,15 +22,18 @@ BatchStatus OverallFromCounts(size_t ok, size_t total);
 void BeginFrame(EncodedFrame* out);
 // Checks the descriptor appended since BeginFrame against the limit of its direction
 // (max_frame_bytes for requests, MaxResponseFrameBytes for responses) and then writes the
-// header in front of it, with payload_length the sum of out->payloads.
+// header in front of it, with payload_length the sum of out->payloads. The header's version is
+// `version` (InvalidArgument unless this build speaks it), except for HELLO and ERROR, which
+// are always kHelloVersion whatever `version` says.
 Status FinishFrame(Opcode op, uint16_t flags, uint64_t request_id, const Limits& limits,
-                   EncodedFrame* out);
+                   uint8_t version, EncodedFrame* out);
 
 // `status` with "<context>: item <index>: " in front of its message.
 Status ItemError(std::string_view context, size_t index, const Status& status);
 
 // Decode prologue: the header belongs to this message type and direction, and `descriptor`
-// has the length the header announced. InvalidArgument (a caller bug) otherwise.
+// has the length the header announced. InvalidArgument (a caller bug) otherwise. Also repeats
+// the header's flag rules (Corruption), for headers that did not come from DecodeFrameHeader.
 Status CheckFrameFor(const FrameHeader& h, std::string_view descriptor, Opcode op, bool response);
 
 // Writes/reads a namespace: u8 length, bytes; checked against max_namespace_bytes.

@@ -91,8 +91,8 @@ Result<uint8_t> NegotiateVersion(const HelloRequest& request) {
   return high;
 }
 
-Status EncodeRequest(uint64_t request_id, const HelloRequest& m, const Limits& l,
-                     EncodedFrame* out) {
+Status EncodeRequest(uint64_t request_id, const HelloRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t /*version*/) {
   constexpr std::string_view kContext = "HELLO request";
   KVPORT_RETURN_IF_ERROR(
       CheckVersionRange(kContext, m.min_version, m.max_version, StatusCode::kInvalidArgument));
@@ -101,7 +101,7 @@ Status EncodeRequest(uint64_t request_id, const HelloRequest& m, const Limits& l
   w.PutU8(m.min_version);
   w.PutU8(m.max_version);
   KVPORT_RETURN_IF_ERROR(WriteName(w, kContext, "client_name", m.client_name));
-  return FinishFrame(Opcode::kHello, 0, request_id, l, out);
+  return FinishFrame(Opcode::kHello, 0, request_id, l, kHelloVersion, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits&,
@@ -117,7 +117,7 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
 }
 
 Status EncodeResponse(uint64_t request_id, const HelloResponse& m, const Limits& l,
-                      EncodedFrame* out) {
+                      EncodedFrame* out, uint8_t /*version*/) {
   constexpr std::string_view kContext = "HELLO response";
   if (m.version < kMinProtocolVersion || m.version > kMaxProtocolVersion)
     return Status::InvalidArgument(
@@ -131,7 +131,7 @@ Status EncodeResponse(uint64_t request_id, const HelloResponse& m, const Limits&
   for (int i = 0; i < kLimitCount; ++i)
     w.PutU64(*LimitField(announced, i));
   KVPORT_RETURN_IF_ERROR(WriteName(w, kContext, "server_name", m.server_name));
-  return FinishFrame(Opcode::kHello, kFlagResponse, request_id, l, out);
+  return FinishFrame(Opcode::kHello, kFlagResponse, request_id, l, kHelloVersion, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,
@@ -154,9 +154,10 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 
 // ---- PING / STATS ------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const PingRequest&, const Limits& l, EncodedFrame* out) {
+Status EncodeRequest(uint64_t request_id, const PingRequest&, const Limits& l, EncodedFrame* out,
+                     uint8_t version) {
   BeginFrame(out);
-  return FinishFrame(Opcode::kPing, 0, request_id, l, out);
+  return FinishFrame(Opcode::kPing, 0, request_id, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits&,
@@ -165,10 +166,10 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
   return WireReader(descriptor, "PING request").ExpectEnd();
 }
 
-Status EncodeResponse(uint64_t request_id, const PingResponse&, const Limits& l,
-                      EncodedFrame* out) {
+Status EncodeResponse(uint64_t request_id, const PingResponse&, const Limits& l, EncodedFrame* out,
+                      uint8_t version) {
   BeginFrame(out);
-  return FinishFrame(Opcode::kPing, kFlagResponse, request_id, l, out);
+  return FinishFrame(Opcode::kPing, kFlagResponse, request_id, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,
@@ -177,9 +178,10 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   return WireReader(descriptor, "PING response").ExpectEnd();
 }
 
-Status EncodeRequest(uint64_t request_id, const StatsRequest&, const Limits& l, EncodedFrame* out) {
+Status EncodeRequest(uint64_t request_id, const StatsRequest&, const Limits& l, EncodedFrame* out,
+                     uint8_t version) {
   BeginFrame(out);
-  return FinishFrame(Opcode::kStats, 0, request_id, l, out);
+  return FinishFrame(Opcode::kStats, 0, request_id, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits&,
@@ -189,7 +191,7 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
 }
 
 Status EncodeResponse(uint64_t request_id, const StatsResponse& m, const Limits& l,
-                      EncodedFrame* out) {
+                      EncodedFrame* out, uint8_t version) {
   constexpr std::string_view kContext = "STATS response";
   BeginFrame(out);
   WireWriter w(&out->head);
@@ -207,7 +209,7 @@ Status EncodeResponse(uint64_t request_id, const StatsResponse& m, const Limits&
     w.PutU64(u.objects);
     w.PutU64(u.bytes);
   }
-  return FinishFrame(Opcode::kStats, kFlagResponse, request_id, l, out);
+  return FinishFrame(Opcode::kStats, kFlagResponse, request_id, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -237,8 +239,8 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 
 // ---- LIST --------------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const ListRequest& m, const Limits& l,
-                     EncodedFrame* out) {
+Status EncodeRequest(uint64_t request_id, const ListRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version) {
   constexpr std::string_view kContext = "LIST request";
   if (m.max_keys == 0) return Status::InvalidArgument("LIST request: max_keys is 0");
   Status s = CheckBatchCount(m.max_keys, l);
@@ -248,7 +250,7 @@ Status EncodeRequest(uint64_t request_id, const ListRequest& m, const Limits& l,
   KVPORT_RETURN_IF_ERROR(WriteNamespace(w, m.ns, l, kContext));
   w.PutU64(m.cursor);
   w.PutU32(m.max_keys);
-  return FinishFrame(Opcode::kList, 0, request_id, l, out);
+  return FinishFrame(Opcode::kList, 0, request_id, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -267,7 +269,7 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
 }
 
 Status EncodeResponse(uint64_t request_id, const ListResponse& m, const Limits& l,
-                      EncodedFrame* out) {
+                      EncodedFrame* out, uint8_t version) {
   constexpr std::string_view kContext = "LIST response";
   Status s = CheckBatchCount(m.keys.size(), l);
   if (!s.ok()) return s.WithContext(kContext);
@@ -281,7 +283,7 @@ Status EncodeResponse(uint64_t request_id, const ListResponse& m, const Limits& 
     w.PutU16(static_cast<uint16_t>(m.keys[i].size()));
     w.PutBytes(m.keys[i]);
   }
-  return FinishFrame(Opcode::kList, kFlagResponse, request_id, l, out);
+  return FinishFrame(Opcode::kList, kFlagResponse, request_id, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -300,7 +302,7 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 // ---- ERROR -------------------------------------------------------------------------------
 
 Status EncodeResponse(uint64_t request_id, const ErrorResponse& m, const Limits& l,
-                      EncodedFrame* out) {
+                      EncodedFrame* out, uint8_t /*version*/) {
   const uint8_t code = static_cast<uint8_t>(m.code);
   if (m.code == StatusCode::kOk || !IsKnownStatusCode(code))
     return Status::InvalidArgument(
@@ -311,7 +313,7 @@ Status EncodeResponse(uint64_t request_id, const ErrorResponse& m, const Limits&
   w.PutU8(code);
   w.PutU16(static_cast<uint16_t>(message.size()));
   w.PutBytes(message);
-  return FinishFrame(Opcode::kError, kFlagResponse, request_id, l, out);
+  return FinishFrame(Opcode::kError, kFlagResponse, request_id, l, kHelloVersion, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,

@@ -36,6 +36,10 @@ bool IsKnownOpcode(uint8_t op) {
          op == static_cast<uint8_t>(Opcode::kError);
 }
 
+bool AcceptsAnyNamespace(Opcode op) {
+  return op == Opcode::kMget || op == Opcode::kMexist || op == Opcode::kMdel;
+}
+
 bool CarriesPayload(Opcode op, bool is_response) {
   return (op == Opcode::kMset && !is_response) || (op == Opcode::kMget && is_response);
 }
@@ -89,11 +93,20 @@ Status DecodeFrameHeader(std::string_view bytes, const Limits& limits, FrameHead
         fmt::format("frame header: {} frame of version {}; {} frames are "
                     "always version {}",
                     name, version, name, kHelloVersion));
-  if ((flags & ~kKnownFlags) != 0)
-    return Status::Corruption(
-        fmt::format("frame header: reserved flag bits {:#06x} set", flags & ~kKnownFlags));
+  const uint16_t reserved_flags = flags & ~KnownFlags(version);
+  if (reserved_flags != 0)
+    return Status::Corruption(fmt::format(
+        "frame header: reserved flag bits {:#06x} set in a version {} frame{}", reserved_flags,
+        version,
+        (reserved_flags & kFlagAnyNamespace) != 0 ? " (the any-namespace flag needs version 2)"
+                                                  : ""));
   if (h.meta_only() && h.opcode != Opcode::kMget)
     return Status::Corruption(fmt::format("frame header: meta-only flag on a {} frame", name));
+  if (h.any_namespace() && (h.is_response() || !AcceptsAnyNamespace(h.opcode)))
+    return Status::Corruption(fmt::format(
+        "frame header: any-namespace flag on a {} {}; only MGET, MEXIST and MDEL requests "
+        "may carry it",
+        name, h.is_response() ? "response" : "request"));
   if (h.opcode == Opcode::kError && !h.is_response())
     return Status::Corruption("frame header: ERROR frame without the response flag");
   if (reserved != 0)

@@ -13,7 +13,8 @@
 //     0    4 magic             "KVPT" (bytes 4B 56 50 54)
 //     4    1 version           1 .. kMaxProtocolVersion (HELLO and ERROR frames: always 1)
 //     5    1 opcode            Opcode
-//     6    2 flags             kFlagResponse | kFlagMetaOnly; other bits reserved, must be 0
+//     6    2 flags             kFlagResponse | kFlagMetaOnly | kFlagAnyNamespace (version 2 on);
+//                              other bits reserved, must be 0
 //     8    8 request_id        chosen by the client, echoed by the response
 //    16    4 descriptor_length bytes of descriptor after the header
 //    20    4 reserved          must be 0
@@ -37,10 +38,15 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 // Versions this build speaks. Bump kMaxProtocolVersion whenever any byte layout or meaning
 // changes (docs/protocol.md, "Versioning"). HELLO and ERROR frames are frozen at version 1 so
 // that peers of any version can negotiate and report errors.
+//   1: the base protocol.
+//   2: adds the kFlagAnyNamespace request flag (MGET, MEXIST, MDEL); every byte layout is
+//      unchanged, so a version 2 frame without that flag differs from version 1 only in its
+//      version byte.
 inline constexpr uint8_t kMinProtocolVersion = 1;
-inline constexpr uint8_t kMaxProtocolVersion = 1;
-inline constexpr uint8_t kProtocolVersion = kMaxProtocolVersion;  // what our encoders write
+inline constexpr uint8_t kMaxProtocolVersion = 2;
 inline constexpr uint8_t kHelloVersion = 1;
+// The first version in which kFlagAnyNamespace is valid.
+inline constexpr uint8_t kAnyNamespaceVersion = 2;
 
 enum class Opcode : uint8_t {
   kHello = 1,   // version negotiation; must be the first request on a connection
@@ -63,10 +69,22 @@ bool CarriesPayload(Opcode op, bool is_response);
 
 inline constexpr uint16_t kFlagResponse = 0x0001;  // set on every response (and ERROR)
 inline constexpr uint16_t kFlagMetaOnly = 0x0002;  // MGET request and its response only
-inline constexpr uint16_t kKnownFlags = kFlagResponse | kFlagMetaOnly;
+// Version >= kAnyNamespaceVersion, MGET, MEXIST and MDEL requests only (never on a response:
+// it does not change the response's layout, so unlike kFlagMetaOnly it is not echoed). The
+// request's namespace must be empty; each key is matched in every namespace that holds it
+// (docs/protocol.md, "Any-namespace requests").
+inline constexpr uint16_t kFlagAnyNamespace = 0x0004;
+// The flag bits a frame of `version` may have set at all (which opcodes may carry which is
+// checked separately); any other bit is reserved.
+constexpr uint16_t KnownFlags(uint8_t version) {
+  return version >= kAnyNamespaceVersion ? (kFlagResponse | kFlagMetaOnly | kFlagAnyNamespace)
+                                         : (kFlagResponse | kFlagMetaOnly);
+}
+// True for the requests that may carry kFlagAnyNamespace: MGET, MEXIST, MDEL.
+bool AcceptsAnyNamespace(Opcode op);
 
 struct FrameHeader {
-  uint8_t version = kProtocolVersion;
+  uint8_t version = kMinProtocolVersion;
   Opcode opcode = Opcode::kPing;
   uint16_t flags = 0;
   uint64_t request_id = 0;
@@ -75,6 +93,7 @@ struct FrameHeader {
 
   bool is_response() const { return (flags & kFlagResponse) != 0; }
   bool meta_only() const { return (flags & kFlagMetaOnly) != 0; }
+  bool any_namespace() const { return (flags & kFlagAnyNamespace) != 0; }
   // kFrameHeaderSize + descriptor_length: the bytes a receiver reads before any payload.
   uint64_t head_length() const { return kFrameHeaderSize + descriptor_length; }
 };
@@ -86,8 +105,10 @@ void AppendFrameHeader(const FrameHeader& header, std::string* out);
 // at). Everything the header alone can tell is checked here, before the caller allocates for
 // the descriptor or the payload:
 //   Corruption:   fewer than kFrameHeaderSize bytes, bad magic, unknown opcode, reserved flag
-//                 bits or reserved field set, kFlagMetaOnly on anything but MGET, ERROR without
-//                 kFlagResponse, a payload on a frame that never carries one;
+//                 bits (KnownFlags of the frame's version) or reserved field set, kFlagMetaOnly
+//                 on anything but MGET, kFlagAnyNamespace on anything but an MGET, MEXIST or
+//                 MDEL request, ERROR without kFlagResponse, a payload on a frame that never
+//                 carries one;
 //   NotSupported: a version outside [kMinProtocolVersion, kMaxProtocolVersion], or HELLO/ERROR
 //                 with a version other than kHelloVersion;
 //   TooLarge:     head_length() above max_frame_bytes (requests) or MaxResponseFrameBytes

@@ -15,7 +15,7 @@
 namespace kvport::protocol {
 
 struct Limits {
-  uint64_t max_key_bytes = 1024;           // 1 .. 65535 (keys are length-prefixed with a u16)
+  uint64_t max_key_bytes = 8192;           // 1 .. 65535 (keys are length-prefixed with a u16)
   uint64_t max_namespace_bytes = 255;      // 0 .. 255 (namespaces are length-prefixed with a u8)
   uint64_t max_meta_bytes = 4096;          // per-object metadata blob
   uint64_t max_value_bytes = 1ull << 30;   // 1 GiB per value (payloads are outside the frame)

@@ -10,10 +10,14 @@
 //   its values follow as the payload section, in item order. An MGET response does the same for
 //   the items for which CarriesPayload(i) is true: status kOk and not meta-only; every other
 //   item (miss, buffer too small, meta-only) contributes 0 payload bytes.
-// * Encode(request_id, message, limits, out) overwrites *out (reusing its capacity) with the
-//   header + descriptor and the payload spans; it fails with InvalidArgument or TooLarge
-//   (naming the field and item index) when the message breaks the limits, so nothing invalid is
-//   ever sent. Decode(header, descriptor, limits, out) overwrites *out (reusing its vectors'
+// * Encode(request_id, message, limits, out, version) overwrites *out (reusing its capacity)
+//   with the header + descriptor and the payload spans; it fails with InvalidArgument or
+//   TooLarge (naming the field and item index) when the message breaks the limits, so nothing
+//   invalid is ever sent. `version` is the header's version byte: the version negotiated on the
+//   connection (default kMinProtocolVersion, which every peer speaks). HELLO and ERROR frames
+//   are always kHelloVersion whatever `version` says. A version this build does not speak is
+//   InvalidArgument; a field the version cannot express (any_namespace below version 2) is
+//   NotSupported. Decode(header, descriptor, limits, out) overwrites *out (reusing its vectors'
 //   capacity); `header` is what DecodeFrameHeader returned and `descriptor` its
 //   descriptor_length bytes. Counts are checked against max_batch_keys and against the bytes
 //   actually present before any vector is sized. Errors: Corruption (truncation, trailing bytes,
@@ -55,7 +59,7 @@ struct HelloRequest {
 // The server's answer: the version both sides use from now on, and the server's limits, which
 // the client must use to encode requests and decode responses.
 struct HelloResponse {
-  uint8_t version = kProtocolVersion;
+  uint8_t version = kMaxProtocolVersion;
   Limits limits;
   std::string_view server_name;  // e.g. "kvport 0.1.0", at most 255 bytes
 };
@@ -118,10 +122,20 @@ struct MgetKey {
   // error, never an overflow. Ignored for meta-only requests.
   uint64_t buffer_capacity = kUnlimitedCapacity;
 };
+// Any-namespace requests (header flag kFlagAnyNamespace, protocol version 2 on; MGET, MEXIST and
+// MDEL only). `ns` must be empty (encoders and decoders reject anything else with
+// InvalidArgument; encoders refuse the flag below version 2 with NotSupported). Each key is
+// matched in every namespace that holds it, searching the default namespace "" first and then
+// the others in ascending bytewise order:
+//   MEXIST  OK with the value length of the first match;
+//   MGET    the first match (its meta and value; META_ONLY and buffer capacities apply as usual);
+//   MDEL    deletes the key in every namespace that holds it: OK if at least one was deleted.
+// Responses are those of ordinary requests and do not carry the flag.
 struct MgetRequest {
   std::string_view ns;
   bool meta_only = false;  // header flag kFlagMetaOnly: metas and lengths, no payloads
   std::vector<MgetKey> keys;
+  bool any_namespace = false;  // header flag kFlagAnyNamespace (see above); ns must be empty
 };
 struct MgetResult {
   // kOk (hit), kNotFound (miss or expired), kTooLarge (longer than buffer_capacity), ...
@@ -152,6 +166,7 @@ Status CheckMgetResponse(const MgetRequest& request, const MgetResponse& respons
 struct MexistRequest {
   std::string_view ns;
   std::vector<std::string_view> keys;
+  bool any_namespace = false;  // header flag kFlagAnyNamespace (see MgetRequest); ns must be empty
 };
 struct ExistResult {
   StatusCode status = StatusCode::kNotFound;  // kOk: present and not expired
@@ -165,8 +180,9 @@ struct MexistResponse {
 struct MdelRequest {
   std::string_view ns;
   std::vector<std::string_view> keys;
+  bool any_namespace = false;  // header flag kFlagAnyNamespace (see MgetRequest); ns must be empty
 };
-// kOk: deleted; kNotFound: was not there.
+// kOk: deleted (any-namespace: in at least one namespace); kNotFound: was not there.
 struct MdelResponse {
   std::vector<StatusCode> statuses;
   BatchStatus overall() const { return OverallStatus(statuses); }
@@ -201,36 +217,41 @@ struct ErrorResponse {
 
 // ---- Encoders ----------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const HelloRequest& m, const Limits& l,
-                     EncodedFrame* out);
-Status EncodeRequest(uint64_t request_id, const PingRequest& m, const Limits& l, EncodedFrame* out);
-Status EncodeRequest(uint64_t request_id, const StatsRequest& m, const Limits& l,
-                     EncodedFrame* out);
-Status EncodeRequest(uint64_t request_id, const MsetRequest& m, const Limits& l, EncodedFrame* out);
-Status EncodeRequest(uint64_t request_id, const MgetRequest& m, const Limits& l, EncodedFrame* out);
+Status EncodeRequest(uint64_t request_id, const HelloRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version = kMinProtocolVersion);
+Status EncodeRequest(uint64_t request_id, const PingRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version = kMinProtocolVersion);
+Status EncodeRequest(uint64_t request_id, const StatsRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version = kMinProtocolVersion);
+Status EncodeRequest(uint64_t request_id, const MsetRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version = kMinProtocolVersion);
+Status EncodeRequest(uint64_t request_id, const MgetRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version = kMinProtocolVersion);
 Status EncodeRequest(uint64_t request_id, const MexistRequest& m, const Limits& l,
-                     EncodedFrame* out);
-Status EncodeRequest(uint64_t request_id, const MdelRequest& m, const Limits& l, EncodedFrame* out);
-Status EncodeRequest(uint64_t request_id, const ListRequest& m, const Limits& l, EncodedFrame* out);
+                     EncodedFrame* out, uint8_t version = kMinProtocolVersion);
+Status EncodeRequest(uint64_t request_id, const MdelRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version = kMinProtocolVersion);
+Status EncodeRequest(uint64_t request_id, const ListRequest& m, const Limits& l, EncodedFrame* out,
+                     uint8_t version = kMinProtocolVersion);
 
 Status EncodeResponse(uint64_t request_id, const HelloResponse& m, const Limits& l,
-                      EncodedFrame* out);
+                      EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 Status EncodeResponse(uint64_t request_id, const PingResponse& m, const Limits& l,
-                      EncodedFrame* out);
+                      EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 Status EncodeResponse(uint64_t request_id, const StatsResponse& m, const Limits& l,
-                      EncodedFrame* out);
+                      EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 Status EncodeResponse(uint64_t request_id, const MsetResponse& m, const Limits& l,
-                      EncodedFrame* out);
+                      EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& l,
-                      EncodedFrame* out);
+                      EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 Status EncodeResponse(uint64_t request_id, const MexistResponse& m, const Limits& l,
-                      EncodedFrame* out);
+                      EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 Status EncodeResponse(uint64_t request_id, const MdelResponse& m, const Limits& l,
-                      EncodedFrame* out);
+                      EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 Status EncodeResponse(uint64_t request_id, const ListResponse& m, const Limits& l,
-                      EncodedFrame* out);
+                      EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 Status EncodeResponse(uint64_t request_id, const ErrorResponse& m, const Limits& l,
-                      EncodedFrame* out);
+                      EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 
 // ---- Decoders ----------------------------------------------------------------------------
 

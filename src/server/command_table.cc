@@ -24,11 +24,14 @@ constexpr Command kCommands[] = {
   {Opcode::kMget,   true,  HandleMget,
    "Pin each hit and send its meta and value straight from the arena; a pin is released as "
    "soon as its bytes are written. Meta-only requests return metas and lengths. A value longer "
-   "than the caller's buffer is TooLarge with its true length and no bytes."},
+   "than the caller's buffer is TooLarge with its true length and no bytes. Any-namespace "
+   "(version 2): the first match, default namespace first, then the others by name."},
   {Opcode::kMexist, true,  HandleMexist,
-   "Per key: present (with its value length) or NotFound. A probe, not a use."},
+   "Per key: present (with its value length) or NotFound. A probe, not a use. Any-namespace: "
+   "the first match's length."},
   {Opcode::kMdel,   true,  HandleMdel,
-   "Per key: deleted or NotFound. Readers holding a pin finish with what they pinned."},
+   "Per key: deleted or NotFound. Readers holding a pin finish with what they pinned. "
+   "Any-namespace: deleted in every namespace that holds it (OK if in at least one)."},
   {Opcode::kList,   true,  HandleList,
    "One page of a namespace's keys, ascending. Cursors are remembered server-wide (a bounded "
    "table); an unknown or forgotten cursor is an error: restart from 0."},

@@ -1,4 +1,5 @@
-// MEXIST and MDEL: per-key probes and deletes.
+// MEXIST and MDEL: per-key probes and deletes, in one namespace or (the any-namespace flag) in
+// every namespace that holds the key.
 #include <variant>
 
 #include "server/command_table.h"
@@ -13,7 +14,10 @@ Result<HandlerOutcome> HandleMexist(const RequestContext& ctx, protocol::AnyRequ
     protocol::ExistResult& result = reply.results[i];
     // A probe, not a use: no pin, no hit or miss counted, no LRU refresh.
     uint64_t value_length = 0;
-    result.status = ctx.server.store->Exists(mexist.ns, mexist.keys[i], &value_length).code();
+    result.status = (mexist.any_namespace
+                         ? ctx.server.store->ExistsInAnyNamespace(mexist.keys[i], &value_length)
+                         : ctx.server.store->Exists(mexist.ns, mexist.keys[i], &value_length))
+                        .code();
     if (result.status == StatusCode::kOk) result.value_length = value_length;
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
@@ -25,7 +29,10 @@ Result<HandlerOutcome> HandleMdel(const RequestContext& ctx, protocol::AnyReques
   protocol::MdelResponse reply;
   reply.statuses.reserve(mdel.keys.size());
   for (std::string_view key : mdel.keys) {
-    reply.statuses.push_back(ctx.server.store->Delete(mdel.ns, key).code());
+    // Any-namespace: every namespace's copy goes; OK if there was at least one.
+    reply.statuses.push_back((mdel.any_namespace ? ctx.server.store->DeleteInEveryNamespace(key)
+                                                 : ctx.server.store->Delete(mdel.ns, key))
+                                 .code());
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};

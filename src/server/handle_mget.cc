@@ -1,4 +1,5 @@
-// MGET: pin every hit and send its bytes straight from the arena.
+// MGET: pin every hit and send its bytes straight from the arena. An any-namespace MGET pins the
+// first match of each key (the default namespace first, then the others by name).
 #include <memory>
 #include <variant>
 #include <vector>
@@ -17,7 +18,9 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
   std::vector<std::shared_ptr<const store::ReadHandle>> pins(n);
   for (size_t i = 0; i < n; ++i) {
     protocol::MgetResult& result = reply.results[i];
-    Result<store::ReadHandle> found = ctx.server.store->Lookup(mget.ns, mget.keys[i].key);
+    Result<store::ReadHandle> found = mget.any_namespace
+                                          ? ctx.server.store->LookupInAnyNamespace(mget.keys[i].key)
+                                          : ctx.server.store->Lookup(mget.ns, mget.keys[i].key);
     if (!found.ok()) {
       result.status = found.status().code();
       continue;
@@ -35,8 +38,8 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
   }
 
   protocol::EncodedFrame frame;
-  Status encoded =
-      protocol::EncodeResponse(ctx.header.request_id, reply, ctx.server.limits, &frame);
+  Status encoded = protocol::EncodeResponse(ctx.header.request_id, reply, ctx.server.limits, &frame,
+                                            ctx.header.version);
   if (!encoded.ok()) return encoded.WithContext("encoding the MGET response");
 
   // The payload section is the values of the items that carry one, in item order. Each range

@@ -15,7 +15,8 @@ class MsetReceiver final : public PayloadReceiver {
       : store_(ctx.server.store),
         limits_(ctx.server.limits),
         counters_(ctx.server.counters),
-        request_id_(ctx.header.request_id) {
+        request_id_(ctx.header.request_id),
+        version_(ctx.header.version) {
     handles_.reserve(items);
     statuses_.reserve(items);
   }
@@ -56,7 +57,7 @@ class MsetReceiver final : public PayloadReceiver {
     protocol::MsetResponse reply;
     reply.statuses = std::move(statuses_);
     protocol::EncodedFrame frame;
-    KVPORT_RETURN_IF_ERROR(protocol::EncodeResponse(request_id_, reply, limits_, &frame));
+    KVPORT_RETURN_IF_ERROR(protocol::EncodeResponse(request_id_, reply, limits_, &frame, version_));
     Response response;
     response.head = std::move(frame.head);
     return response;
@@ -67,6 +68,7 @@ class MsetReceiver final : public PayloadReceiver {
   const protocol::Limits& limits_;
   ServerCounters* counters_;
   uint64_t request_id_;
+  uint8_t version_;  // the request's, which the response carries
   net::ScatterReader reader_;
   std::vector<store::WriteHandle> handles_;  // invalid where the item was refused
   std::vector<StatusCode> statuses_;

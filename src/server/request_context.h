@@ -71,11 +71,13 @@ struct RequestContext {
   const protocol::FrameHeader& header;
 };
 
-// Encodes a response message as a Response without payloads.
+// Encodes a response message as a Response without payloads, with the request's id and version
+// (the connection's; HELLO responses are version 1 whatever it is).
 template <typename Message>
 Result<Response> EncodeSimpleResponse(const RequestContext& ctx, const Message& message) {
   protocol::EncodedFrame frame;
-  Status s = protocol::EncodeResponse(ctx.header.request_id, message, ctx.server.limits, &frame);
+  Status s = protocol::EncodeResponse(ctx.header.request_id, message, ctx.server.limits, &frame,
+                                      ctx.header.version);
   if (!s.ok()) return s.WithContext("encoding the response");
   Response response;
   response.head = std::move(frame.head);

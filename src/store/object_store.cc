@@ -75,6 +75,10 @@ bool IsExpired(const StoredObject& o, uint64_t now_ms) {
   return now_ms >= o.expires_at_ms;
 }
 
+size_t ShardIndexOf(const std::string& index_key) {
+  return std::hash<std::string>{}(index_key) % kShardCount;
+}
+
 }  // namespace
 
 struct ObjectStore::Impl {
@@ -183,6 +187,71 @@ struct ObjectStore::Impl {
       return nullptr;
     }
     return o;
+  }
+
+  // The namespaces an any-namespace search visits, in its order: every namespace with a visible
+  // object, by name ascending (std::string compares bytewise, so "" comes first).
+  std::vector<std::string> SearchOrder() const {
+    std::lock_guard ns_lock(ns_mu);
+    std::vector<std::string> names;
+    names.reserve(ns_usage.size());
+    for (const auto& [name, usage] : ns_usage)
+      names.push_back(name);
+    return names;
+  }
+
+  // The live version of `index_key`, pinned and made most recently used; null if there is
+  // none. Counts no hit or miss (callers count one per search).
+  StoredObject* PinLive(const std::string& index_key, uint64_t now_ms) {
+    StoredObject* expired = nullptr;
+    StoredObject* found = nullptr;
+    {
+      Shard& shard = shards[ShardIndexOf(index_key)];
+      std::lock_guard lock(shard.mu);
+      found = FindLiveLocked(shard, index_key, now_ms, &expired);
+      if (found) {
+        found->refs.fetch_add(1, std::memory_order_relaxed);
+        std::lock_guard lru_lock(lru_mu);
+        // Not on the list only while an evictor holds it; the evictor will see the pin.
+        if (found->in_lru) {
+          LruUnlinkLocked(found);
+          LruPushFrontLocked(found);
+        }
+      }
+    }
+    if (expired) Unref(expired);
+    return found;
+  }
+
+  // True if `index_key` is live, with its value length in *value_length (when not null).
+  bool ProbeLive(const std::string& index_key, uint64_t now_ms, uint64_t* value_length) {
+    StoredObject* expired = nullptr;
+    bool live = false;
+    {
+      Shard& shard = shards[ShardIndexOf(index_key)];
+      std::lock_guard lock(shard.mu);
+      const StoredObject* o = FindLiveLocked(shard, index_key, now_ms, &expired);
+      live = o != nullptr;
+      if (live && value_length) *value_length = o->value_len;
+    }
+    if (expired) Unref(expired);
+    return live;
+  }
+
+  // Removes the live version of `index_key` from view; false if there was none.
+  bool RemoveLive(const std::string& index_key, uint64_t now_ms) {
+    StoredObject* expired = nullptr;
+    StoredObject* removed = nullptr;
+    {
+      Shard& shard = shards[ShardIndexOf(index_key)];
+      std::lock_guard lock(shard.mu);
+      removed = FindLiveLocked(shard, index_key, now_ms, &expired);
+      if (removed) RetireLocked(shard, removed);
+    }
+    if (expired) Unref(expired);
+    if (!removed) return false;
+    Unref(removed);
+    return true;
   }
 
   // Removes the least recently used object if nothing pins it.
@@ -394,10 +463,6 @@ Status CheckName(const StoreOptions& options, std::string_view ns, std::string_v
   return Status::Ok();
 }
 
-size_t ShardIndex(const std::string& index_key) {
-  return std::hash<std::string>{}(index_key) % kShardCount;
-}
-
 }  // namespace
 
 Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view key,
@@ -430,7 +495,7 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   o->data = arena_->base() + extent->offset;
   o->value_len = value_len;
   o->ttl_seconds = ttl_seconds;
-  o->shard = ShardIndex(o->index_key);
+  o->shard = ShardIndexOf(o->index_key);
   impl_->live_objects.fetch_add(1, std::memory_order_relaxed);
   impl_->reserved_alloc_bytes.fetch_add(extent->length, std::memory_order_relaxed);
   return WriteHandle(o);
@@ -479,25 +544,7 @@ void ObjectStore::Abort(WriteHandle&& handle) {
 
 Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
-  const std::string index_key = MakeIndexKey(ns, key);
-  const uint64_t now = impl_->clock->NowMillis();
-  StoredObject* expired = nullptr;
-  StoredObject* found = nullptr;
-  {
-    Impl::Shard& shard = impl_->shards[ShardIndex(index_key)];
-    std::lock_guard lock(shard.mu);
-    found = impl_->FindLiveLocked(shard, index_key, now, &expired);
-    if (found) {
-      found->refs.fetch_add(1, std::memory_order_relaxed);
-      std::lock_guard lru_lock(impl_->lru_mu);
-      // Not on the list only while an evictor holds it; the evictor will see the pin.
-      if (found->in_lru) {
-        impl_->LruUnlinkLocked(found);
-        impl_->LruPushFrontLocked(found);
-      }
-    }
-  }
-  if (expired) impl_->Unref(expired);
+  StoredObject* found = impl_->PinLive(MakeIndexKey(ns, key), impl_->clock->NowMillis());
   if (!found) {
     impl_->misses.fetch_add(1, std::memory_order_relaxed);
     return Status::NotFound("no object for this key");
@@ -508,37 +555,48 @@ Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key
 
 Status ObjectStore::Exists(std::string_view ns, std::string_view key, uint64_t* value_length) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
-  const std::string index_key = MakeIndexKey(ns, key);
-  const uint64_t now = impl_->clock->NowMillis();
-  StoredObject* expired = nullptr;
-  bool live = false;
-  {
-    Impl::Shard& shard = impl_->shards[ShardIndex(index_key)];
-    std::lock_guard lock(shard.mu);
-    const StoredObject* o = impl_->FindLiveLocked(shard, index_key, now, &expired);
-    live = o != nullptr;
-    if (live && value_length) *value_length = o->value_len;
-  }
-  if (expired) impl_->Unref(expired);
+  const bool live =
+      impl_->ProbeLive(MakeIndexKey(ns, key), impl_->clock->NowMillis(), value_length);
   return live ? Status::Ok() : Status::NotFound("no object for this key");
 }
 
 Status ObjectStore::Delete(std::string_view ns, std::string_view key) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
-  const std::string index_key = MakeIndexKey(ns, key);
+  const bool removed = impl_->RemoveLive(MakeIndexKey(ns, key), impl_->clock->NowMillis());
+  return removed ? Status::Ok() : Status::NotFound("no object for this key");
+}
+
+Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key) {
+  KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
-  StoredObject* expired = nullptr;
-  StoredObject* removed = nullptr;
-  {
-    Impl::Shard& shard = impl_->shards[ShardIndex(index_key)];
-    std::lock_guard lock(shard.mu);
-    removed = impl_->FindLiveLocked(shard, index_key, now, &expired);
-    if (removed) impl_->RetireLocked(shard, removed);
+  for (const std::string& ns : impl_->SearchOrder()) {
+    if (StoredObject* found = impl_->PinLive(MakeIndexKey(ns, key), now)) {
+      impl_->hits.fetch_add(1, std::memory_order_relaxed);
+      return ReadHandle(found);
+    }
   }
-  if (expired) impl_->Unref(expired);
-  if (!removed) return Status::NotFound("no object for this key");
-  impl_->Unref(removed);
-  return Status::Ok();
+  impl_->misses.fetch_add(1, std::memory_order_relaxed);
+  return Status::NotFound("no object for this key in any namespace");
+}
+
+Status ObjectStore::ExistsInAnyNamespace(std::string_view key, uint64_t* value_length) {
+  KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
+  const uint64_t now = impl_->clock->NowMillis();
+  for (const std::string& ns : impl_->SearchOrder()) {
+    if (impl_->ProbeLive(MakeIndexKey(ns, key), now, value_length)) return Status::Ok();
+  }
+  return Status::NotFound("no object for this key in any namespace");
+}
+
+Status ObjectStore::DeleteInEveryNamespace(std::string_view key, uint64_t* deleted) {
+  KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
+  const uint64_t now = impl_->clock->NowMillis();
+  uint64_t removed = 0;
+  for (const std::string& ns : impl_->SearchOrder()) {
+    removed += impl_->RemoveLive(MakeIndexKey(ns, key), now) ? 1 : 0;
+  }
+  if (deleted) *deleted = removed;
+  return removed > 0 ? Status::Ok() : Status::NotFound("no object for this key in any namespace");
 }
 
 Result<KeyPage> ObjectStore::ListKeys(std::string_view ns, std::string_view cursor, size_t limit) {

@@ -200,6 +200,33 @@ class ObjectStore {
   // Readers that pinned it keep reading it; its space is freed with their last pin.
   Status Delete(std::string_view ns, std::string_view key);
 
+  // --- Any namespace: `key` matched in every namespace that holds it ------------------------
+  // What the protocol's any-namespace MGET, MEXIST and MDEL do. The namespaces searched are
+  // those with at least one visible object when the call starts (as NamespaceUsages() lists
+  // them), in this order: the default namespace "" first, then the others ascending by name
+  // (bytewise). Each namespace's probe is exactly the single-namespace call, atomic under that
+  // key's shard lock; the search as a whole is not one snapshot: a version of the key written
+  // to or removed from another namespace while the search runs may or may not be seen.
+  // Cost: one index probe per live namespace (plus a copy of their names), which is fine while
+  // namespaces are few, as they are in practice. (A later auth layer will restrict the search
+  // to the namespaces a client may read; the store itself searches them all.) Errors:
+  // InvalidArgument for an empty or too long key.
+
+  // Lookup of the first namespace in search order that holds a live (ns, key): pins it (its
+  // ReadHandle::ns() says which namespace matched). NotFound if none does. Counts one hit or
+  // one miss for the whole search, and makes the match most recently used.
+  Result<ReadHandle> LookupInAnyNamespace(std::string_view key);
+
+  // Exists of the first namespace in search order that holds a live (ns, key): OK with its
+  // value length in *value_length (when not null), NotFound if none does. Like Exists: pins
+  // nothing, counts nothing, leaves the LRU order alone.
+  Status ExistsInAnyNamespace(std::string_view key, uint64_t* value_length = nullptr);
+
+  // Delete of (ns, key) in every namespace that holds it live. OK if at least one was removed
+  // (*deleted, when not null, is how many), NotFound if none was. A namespace left without
+  // objects disappears from NamespaceUsages(), as after any Delete.
+  Status DeleteInEveryNamespace(std::string_view key, uint64_t* deleted = nullptr);
+
   // Up to `limit` live keys of namespace `ns`, ascending, strictly after `cursor` (empty
   // cursor: from the start). Keys present for the whole paging are returned exactly once;
   // keys added or removed meanwhile may or may not appear. Cost: one pass over the index per

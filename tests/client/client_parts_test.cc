@@ -39,8 +39,30 @@ TEST(EndpointTest, ParsesHostPortAndEicUrls) {
   ASSERT_TRUE(v6.ok()) << v6.status().ToString();
   EXPECT_EQ(v6->address.host, "::1");
 
-  for (const char* bad :
-       {"", "eic://", "redis://h:1", "host", "h:0", "h:99999", "eic://h:1/a/b", "h:port"}) {
+  // EIC's static-cluster form with one node, with or without its trailing ';'.
+  for (const char* one : {"127.0.0.1:7470;", "eic://127.0.0.1:7470;", "eic://127.0.0.1:7470;/ns"}) {
+    Result<client::Endpoint> single = client::ParseEndpoint(one);
+    ASSERT_TRUE(single.ok()) << one << ": " << single.status().ToString();
+    EXPECT_EQ(single->address.host, "127.0.0.1") << one;
+    EXPECT_EQ(single->address.port, 7470) << one;
+  }
+  // Several nodes need cluster support: refused, never cut to the first node.
+  for (const char* many : {"h:1;h:2", "h:1;h:2;", "eic://h:1;h:2;h:3/ns"}) {
+    Result<client::Endpoint> r = client::ParseEndpoint(many);
+    ASSERT_FALSE(r.ok()) << many;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << many;
+    EXPECT_NE(r.status().message().find("needs cluster support, which is not built yet"),
+              std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("give one node"), std::string::npos)
+        << r.status().message();
+  }
+  Result<client::Endpoint> three = client::ParseEndpoint("eic://h:1;h:2;h:3/ns");
+  EXPECT_NE(three.status().message().find("a list of 3 nodes"), std::string::npos)
+      << three.status().message();
+
+  for (const char* bad : {"", "eic://", "redis://h:1", "host", "h:0", "h:99999", "eic://h:1/a/b",
+                          "h:port", ";", "h:1;;", "h:1;;h:2", ";h:1", "h:1;h:0x"}) {
     Result<client::Endpoint> r = client::ParseEndpoint(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
@@ -120,10 +142,11 @@ TEST(FramePlannerTest, RespectsKeyCountDescriptorAndPayloadBudgets) {
   EXPECT_TRUE(client::PlanFrames(0, costs, limits).empty());
 }
 
-// A "node" that answers HELLO and then reads requests without ever answering them.
+// A "node" that answers HELLO (choosing `version`) and then reads requests without ever
+// answering them.
 class SilentNode {
  public:
-  SilentNode() {
+  explicit SilentNode(uint8_t version = protocol::kMaxProtocolVersion) : version_(version) {
     listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -178,6 +201,7 @@ class SilentNode {
         continue;  // never answered
       }
       protocol::HelloResponse hello;
+      hello.version = version_;
       hello.server_name = "silent";
       protocol::EncodedFrame frame;
       if (!protocol::EncodeResponse(header.request_id, hello, limits, &frame).ok()) return;
@@ -188,6 +212,7 @@ class SilentNode {
     }
   }
 
+  const uint8_t version_;
   int listener_ = -1;
   uint16_t port_ = 0;
   std::vector<int> conns_;
@@ -217,6 +242,40 @@ TEST(ClientTimeoutTest, CallsToANodeThatNeverAnswersTimeOutAndLeaveBuffersAlone)
   EXPECT_EQ(got.status().code(), StatusCode::kTimeout);
   EXPECT_EQ(buffer, std::vector<char>(64, '\x33'));
   EXPECT_GE(node.requests(), 1);
+}
+
+// A node that chose protocol version 1 cannot do any-namespace requests: NotSupported, naming
+// the versions, and nothing is sent (no silent exact lookup instead).
+TEST(ClientVersionTest, AnyNamespaceAgainstAVersion1NodeIsNotSupported) {
+  SilentNode node(/*version=*/1);
+  InitOptions options;
+  options.connections = 1;
+  Client client;
+  ASSERT_TRUE(client.Init("old-node", node.address(), options).ok());
+
+  auto expect_not_supported = [](const Status& s, const char* op) {
+    EXPECT_EQ(s.code(), StatusCode::kNotSupported) << op << ": " << s.ToString();
+    EXPECT_NE(s.message().find("needs protocol version 2"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("chose version 1"), std::string::npos) << s.ToString();
+  };
+  ExistOptions exist;
+  exist.any_namespace = true;
+  expect_not_supported(client.MExist({"k"}, exist).status(), "MExist");
+  DelOptions del;
+  del.any_namespace = true;
+  expect_not_supported(client.MDel({"k"}, del).status(), "MDel");
+  GetOptions get;
+  get.any_namespace = true;
+  expect_not_supported(client.MGetMeta({"k"}, get).status(), "MGetMeta");
+  std::vector<char> buffer(8);
+  IOBuffers buffers;
+  buffers.Append(buffer.data(), buffer.size());
+  expect_not_supported(client.MGet({"k"}, get, buffers).status(), "MGet");
+
+  // A namespace with any_namespace is the caller's mistake, whatever the node speaks.
+  exist.ns = "x";
+  EXPECT_EQ(client.MExist({"k"}, exist).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.requests(), 0);
 }
 
 }  // namespace

@@ -250,6 +250,143 @@ TEST_F(ClientTest, InitFailsClearlyWithoutANodeOrWithABadEndpoint) {
   EXPECT_NE(refused.message().find(address), std::string::npos) << refused.message();
 }
 
+TEST_F(ClientTest, InitTakesAOneNodeEicListButRefusesSeveral) {
+  StartAll(SmallNodeOptions());
+  Client one;
+  Status s = one.Init("t", "eic://" + server_->address() + ";");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(one.endpoint(), server_->address());
+  EXPECT_TRUE(one.Ping().ok());
+  Client two;
+  s = two.Init("t", server_->address() + ";" + server_->address());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("cluster support"), std::string::npos) << s.ToString();
+  EXPECT_EQ(two.Ping().code(), StatusCode::kInvalidArgument);  // not connected to either node
+}
+
+// What LMCache's EIC connector needs: it puts and gets in its namespace but probes and deletes
+// without naming one.
+TEST_F(ClientTest, AnyNamespaceFindsReadsAndDeletesKeysOfEveryNamespace) {
+  StartAll(SmallNodeOptions());
+  const std::vector<std::string> keys = {"chunk-0", "chunk-1"};
+  const std::vector<std::vector<char>> values = {Pattern(21, 5000), Pattern(22, 70)};
+  const std::vector<std::string> metas = {"meta-0", "meta-1"};
+  IOBuffers put;
+  for (const auto& v : values)
+    put.Append(v.data(), v.size());
+  SetOptions set;
+  set.ns = "x";
+  ASSERT_TRUE(client_.MSet(keys, put, set, metas).ok());
+  const std::vector<std::string> probe = {"chunk-0", "chunk-1", "never"};
+
+  // ns "" without any_namespace is exact: the default namespace holds nothing.
+  Result<BatchResult> exact = client_.MExist(probe, ExistOptions{});
+  ASSERT_TRUE(exact.ok()) << exact.status().ToString();
+  EXPECT_EQ(exact->codes, std::vector<KeyCode>(3, KeyCode::kKeyNotExist));
+  Result<GetResult> exact_meta = client_.MGetMeta(keys, GetOptions{});
+  ASSERT_TRUE(exact_meta.ok());
+  EXPECT_EQ(exact_meta->codes, std::vector<KeyCode>(2, KeyCode::kKeyNotExist));
+
+  ExistOptions any_exist;
+  any_exist.any_namespace = true;
+  Result<BatchResult> found = client_.MExist(probe, any_exist);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(found->codes,
+            (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kSuccess, KeyCode::kKeyNotExist}));
+  EXPECT_EQ(found->status, BatchCode::kPartialFailed);
+  EXPECT_NE(found->error.message().find("(any namespace)"), std::string::npos)
+      << found->error.message();
+
+  GetOptions any_get;
+  any_get.any_namespace = true;
+  Result<GetResult> sized = client_.MGetMeta(keys, any_get);
+  ASSERT_TRUE(sized.ok()) << sized.status().ToString();
+  EXPECT_EQ(sized->status, BatchCode::kSuccess);
+  EXPECT_EQ(sized->value_sizes, (std::vector<uint64_t>{5000, 70}));
+  EXPECT_EQ(sized->metas, metas);
+  std::vector<std::vector<char>> out = {std::vector<char>(5000), std::vector<char>(70)};
+  IOBuffers buffers;
+  for (auto& o : out)
+    buffers.Append(o.data(), o.size());
+  Result<GetResult> got = client_.MGet(keys, any_get, buffers);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->status, BatchCode::kSuccess);
+  EXPECT_EQ(out, values);
+  EXPECT_EQ(got->metas, metas);
+
+  // The default namespace's copy is the first match.
+  const std::vector<char> in_default = Pattern(23, 5000);
+  IOBuffers put_default;
+  put_default.Append(in_default.data(), in_default.size());
+  ASSERT_TRUE(client_.MSet({"chunk-0"}, put_default, SetOptions{}, {"default-meta"}).ok());
+  got = client_.MGet(keys, any_get, buffers);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(out[0], in_default);
+  EXPECT_EQ(got->metas[0], "default-meta");
+  EXPECT_EQ(out[1], values[1]);
+
+  // An explicit "" stays exact for deletes too: only the default namespace's copy goes.
+  Result<BatchResult> del_exact = client_.MDel({"chunk-0"}, DelOptions{});
+  ASSERT_TRUE(del_exact.ok());
+  EXPECT_EQ(del_exact->codes, std::vector<KeyCode>{KeyCode::kSuccess});
+  ExistOptions in_x;
+  in_x.ns = "x";
+  EXPECT_EQ(client_.MExist({"chunk-0"}, in_x)->codes, std::vector<KeyCode>{KeyCode::kSuccess});
+
+  // any_namespace deletes every namespace's copy.
+  IOBuffers put_y;
+  put_y.Append(values[1].data(), values[1].size());
+  SetOptions in_y;
+  in_y.ns = "y";
+  ASSERT_TRUE(client_.MSet({"chunk-1"}, put_y, in_y).ok());
+  DelOptions any_del;
+  any_del.any_namespace = true;
+  Result<BatchResult> deleted = client_.MDel(probe, any_del);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(deleted->codes,
+            (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kSuccess, KeyCode::kKeyNotExist}));
+  for (const char* ns : {"", "x", "y"}) {
+    ExistOptions exact_ns;
+    exact_ns.ns = ns;
+    Result<BatchResult> gone = client_.MExist(keys, exact_ns);
+    ASSERT_TRUE(gone.ok());
+    EXPECT_EQ(gone->codes, std::vector<KeyCode>(2, KeyCode::kKeyNotExist)) << ns;
+  }
+  EXPECT_EQ(server_->Stats().Get("objects"), 0u);
+  deleted = client_.MDel(keys, any_del);
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(deleted->codes, std::vector<KeyCode>(2, KeyCode::kKeyNotExist));
+}
+
+TEST_F(ClientTest, AnyNamespaceWithANamespaceIsRejectedBeforeAnythingIsSent) {
+  StartAll(SmallNodeOptions());
+  const uint64_t requests_before = server_->Stats().Get("op_mexist") +
+                                   server_->Stats().Get("op_mget") +
+                                   server_->Stats().Get("op_mdel");
+  ExistOptions exist;
+  exist.ns = "x";
+  exist.any_namespace = true;
+  Result<BatchResult> r = client_.MExist({"k"}, exist);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("any_namespace"), std::string::npos) << r.status().ToString();
+  GetOptions get;
+  get.ns = "x";
+  get.any_namespace = true;
+  EXPECT_EQ(client_.MGetMeta({"k"}, get).status().code(), StatusCode::kInvalidArgument);
+  std::vector<char> buffer(4);
+  IOBuffers buffers;
+  buffers.Append(buffer.data(), buffer.size());
+  EXPECT_EQ(client_.MGet({"k"}, get, buffers).status().code(), StatusCode::kInvalidArgument);
+  DelOptions del;
+  del.ns = "x";
+  del.any_namespace = true;
+  EXPECT_EQ(client_.MDel({"k"}, del).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_.MDel({}, del).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_->Stats().Get("op_mexist") + server_->Stats().Get("op_mget") +
+                server_->Stats().Get("op_mdel"),
+            requests_before);
+}
+
 TEST_F(ClientTest, StatsAndListReportWhatWasStored) {
   StartAll(SmallNodeOptions());
   const std::vector<char> v = Pattern(10, 100);

@@ -22,17 +22,19 @@ const std::string& ValueB() {
 }
 
 template <typename Message>
-void AddRequest(std::vector<SampleFrame>* out, std::string name, uint64_t id, const Message& m) {
+void AddRequest(std::vector<SampleFrame>* out, std::string name, uint64_t id, const Message& m,
+                uint8_t version = kMinProtocolVersion) {
   EncodedFrame f;
-  Status s = EncodeRequest(id, m, Limits{}, &f);
+  Status s = EncodeRequest(id, m, Limits{}, &f, version);
   if (!s.ok()) std::abort();  // a sample that does not encode is a bug in this file
   out->push_back({std::move(name), f.Flatten()});
 }
 
 template <typename Message>
-void AddResponse(std::vector<SampleFrame>* out, std::string name, uint64_t id, const Message& m) {
+void AddResponse(std::vector<SampleFrame>* out, std::string name, uint64_t id, const Message& m,
+                 uint8_t version = kMinProtocolVersion) {
   EncodedFrame f;
-  Status s = EncodeResponse(id, m, Limits{}, &f);
+  Status s = EncodeResponse(id, m, Limits{}, &f, version);
   if (!s.ok()) std::abort();
   out->push_back({std::move(name), f.Flatten()});
 }
@@ -87,6 +89,24 @@ std::vector<SampleFrame> SampleFrames() {
                             {{"", 3, 300}, {"llm", 1, 13}}});
   AddResponse(&out, "error_response", 10,
               ErrorResponse{StatusCode::kCorruption, "frame header: bad magic"});
+
+  // Version 2: the same layouts, plus the any-namespace flag on MGET, MEXIST and MDEL requests.
+  AddRequest(&out, "v2_ping_request", 11, PingRequest{}, 2);
+  AddRequest(&out, "v2_mset_request", 12, mset, 2);
+  AddResponse(&out, "v2_mget_response", 13, mget_response, 2);
+  MgetRequest any_mget;
+  any_mget.any_namespace = true;
+  any_mget.keys = {{"k1", kUnlimitedCapacity}, {"k2", 64}};
+  AddRequest(&out, "v2_any_namespace_mget_request", 14, any_mget, 2);
+  any_mget.meta_only = true;
+  AddRequest(&out, "v2_any_namespace_mget_meta_only_request", 15, any_mget, 2);
+  AddRequest(&out, "v2_any_namespace_mexist_request", 16,
+             MexistRequest{"", {"k1", "k2"}, /*any_namespace=*/true}, 2);
+  AddResponse(&out, "v2_mexist_response", 16,
+              MexistResponse{{{StatusCode::kOk, 13}, {StatusCode::kNotFound, 0}}}, 2);
+  AddRequest(&out, "v2_any_namespace_mdel_request", 17,
+             MdelRequest{"", {"k1"}, /*any_namespace=*/true}, 2);
+  AddResponse(&out, "v2_mdel_response", 17, MdelResponse{{StatusCode::kOk}}, 2);
   return out;
 }
 
@@ -124,7 +144,7 @@ Status DecodeAndReencode(std::string_view frame, const Limits& limits, std::stri
     status = std::visit(
         [&](auto& m) {
           AttachPayload(view.payload, &m);
-          return EncodeResponse(view.header.request_id, m, limits, &encoded);
+          return EncodeResponse(view.header.request_id, m, limits, &encoded, view.header.version);
         },
         response);
   } else {
@@ -133,7 +153,7 @@ Status DecodeAndReencode(std::string_view frame, const Limits& limits, std::stri
     status = std::visit(
         [&](auto& m) {
           AttachPayload(view.payload, &m);
-          return EncodeRequest(view.header.request_id, m, limits, &encoded);
+          return EncodeRequest(view.header.request_id, m, limits, &encoded, view.header.version);
         },
         request);
   }

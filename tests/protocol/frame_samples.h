@@ -17,14 +17,16 @@ struct SampleFrame {
 };
 
 // At least one request and one response per opcode, an ERROR response, a meta-only MGET and an
-// MGET response mixing hits, misses and a too-small buffer. Encoded with default Limits.
+// MGET response mixing hits, misses and a too-small buffer, all version 1; then version 2 frames
+// (names "v2_..."), among them the any-namespace MGET (plain and meta-only), MEXIST and MDEL
+// requests. Encoded with default Limits.
 std::vector<SampleFrame> SampleFrames();
 
 // Decodes `frame` as one complete frame (SplitFrame, then DecodeAnyRequest/DecodeAnyResponse by
 // the response flag) and returns the decode status. When it succeeds, re-encodes the decoded
-// message with the same request id (payload spans pointing into `frame`) and stores the
-// flattened result in *reencoded: for a valid frame it equals `frame` byte for byte, since every
-// field has exactly one encoding.
+// message with the same request id and version (payload spans pointing into `frame`) and stores
+// the flattened result in *reencoded: for a valid frame it equals `frame` byte for byte, since
+// every field has exactly one encoding.
 Status DecodeAndReencode(std::string_view frame, const Limits& limits, std::string* reencoded);
 
 }  // namespace kvport::protocol::testing

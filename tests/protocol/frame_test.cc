@@ -14,7 +14,7 @@ namespace {
 TEST(LimitsTest, DefaultsAreValidAndDocumented) {
   Limits l;
   EXPECT_TRUE(ValidateLimits(l).ok());
-  EXPECT_EQ(l.max_key_bytes, 1024u);
+  EXPECT_EQ(l.max_key_bytes, 8192u);
   EXPECT_EQ(l.max_namespace_bytes, 255u);
   EXPECT_EQ(l.max_meta_bytes, 4096u);
   EXPECT_EQ(l.max_value_bytes, 1ull << 30);
@@ -52,8 +52,8 @@ TEST(LimitsTest, ValidateRejectsEachBadField) {
 
 TEST(LimitsTest, ItemChecks) {
   Limits l;
-  EXPECT_TRUE(CheckKey(std::string(1024, 'k'), l).ok());
-  EXPECT_EQ(CheckKey(std::string(1025, 'k'), l).code(), StatusCode::kTooLarge);
+  EXPECT_TRUE(CheckKey(std::string(8192, 'k'), l).ok());
+  EXPECT_EQ(CheckKey(std::string(8193, 'k'), l).code(), StatusCode::kTooLarge);
   EXPECT_EQ(CheckKey("", l).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(CheckNamespace("", l).ok());
   EXPECT_TRUE(CheckNamespace(std::string(255, 'n'), l).ok());
@@ -136,7 +136,7 @@ TEST(FrameHeaderTest, RejectsEachMalformedField) {
   const HeaderCase cases[] = {
       {"magic", 0, "KVPX", StatusCode::kCorruption, "magic"},
       {"version 0", 4, std::string(1, '\0'), StatusCode::kNotSupported, "version"},
-      {"version 2", 4, "\x02", StatusCode::kNotSupported, "version"},
+      {"version 3", 4, "\x03", StatusCode::kNotSupported, "version"},
       {"opcode 0", 5, std::string(1, '\0'), StatusCode::kCorruption, "opcode"},
       {"opcode 9", 5, "\x09", StatusCode::kCorruption, "opcode"},
       {"opcode 255", 5, "\xFF", StatusCode::kCorruption, "opcode"},
@@ -180,6 +180,52 @@ TEST(FrameHeaderTest, FlagRules) {
   EXPECT_EQ(decode(Opcode::kMset, kFlagMetaOnly), StatusCode::kCorruption);
   EXPECT_EQ(decode(Opcode::kError, 0), StatusCode::kCorruption);
   EXPECT_EQ(decode(Opcode::kError, kFlagResponse), StatusCode::kOk);
+}
+
+TEST(FrameHeaderTest, AnyNamespaceFlagOnlyOnVersion2MgetMexistMdelRequests) {
+  FrameHeader h;
+  std::string bytes;
+  auto decode = [&](Opcode op, uint16_t flags, uint8_t version) {
+    FrameHeader in;
+    in.opcode = op;
+    in.flags = flags;
+    in.version = version;
+    bytes.clear();
+    AppendFrameHeader(in, &bytes);
+    return DecodeFrameHeader(bytes, Limits{}, &h);
+  };
+  for (Opcode op : {Opcode::kMget, Opcode::kMexist, Opcode::kMdel}) {
+    Status s = decode(op, kFlagAnyNamespace, 2);
+    EXPECT_TRUE(s.ok()) << OpcodeName(op) << ": " << s.ToString();
+    EXPECT_TRUE(h.any_namespace());
+    EXPECT_EQ(h.version, 2);
+    // A version 1 frame: the bit is reserved there, as it always was.
+    s = decode(op, kFlagAnyNamespace, 1);
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << OpcodeName(op);
+    EXPECT_NE(s.message().find("reserved flag bits 0x0004"), std::string::npos) << s.ToString();
+    // Never on a response: it is not echoed.
+    s = decode(op, kFlagAnyNamespace | kFlagResponse, 2);
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << OpcodeName(op);
+    EXPECT_NE(s.message().find("any-namespace flag on a"), std::string::npos) << s.ToString();
+  }
+  EXPECT_TRUE(decode(Opcode::kMget, kFlagAnyNamespace | kFlagMetaOnly, 2).ok());
+  for (Opcode op : {Opcode::kPing, Opcode::kMset, Opcode::kList, Opcode::kStats}) {
+    Status s = decode(op, kFlagAnyNamespace, 2);
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << OpcodeName(op);
+    EXPECT_NE(s.message().find("any-namespace flag on a " + std::string(OpcodeName(op))),
+              std::string::npos)
+        << s.ToString();
+  }
+  // HELLO and ERROR stay version 1 frames, where the bit is reserved.
+  EXPECT_EQ(decode(Opcode::kHello, kFlagAnyNamespace, 1).code(), StatusCode::kCorruption);
+  EXPECT_EQ(decode(Opcode::kHello, 0, 2).code(), StatusCode::kNotSupported);
+  // The bits above it stay reserved in version 2.
+  Status s = decode(Opcode::kMget, 0x0008, 2);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("reserved flag bits 0x0008"), std::string::npos) << s.ToString();
+  // Everything else of a version 2 header decodes as in version 1.
+  EXPECT_TRUE(decode(Opcode::kMget, kFlagMetaOnly, 2).ok());
+  EXPECT_TRUE(decode(Opcode::kMset, 0, 2).ok());
 }
 
 TEST(FrameHeaderTest, ResponsesMayExceedMaxFrameBytesByTheirMetas) {

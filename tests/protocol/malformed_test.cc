@@ -165,8 +165,8 @@ TEST(MalformedTest, MsetFields) {
           {"count above limit", 39, U32(5000), StatusCode::kTooLarge, "max_batch_keys"},
           {"count below items", 39, U32(1), StatusCode::kCorruption, "trailing"},
           {"empty key", 43, U16(0), StatusCode::kInvalidArgument, "item 0: empty key"},
-          {"key too long", 59, U16(1025), StatusCode::kTooLarge, "item 1: key_length 1025"},
-          {"key past end", 59, U16(1024), StatusCode::kCorruption, "truncated at key"},
+          {"key too long", 59, U16(8193), StatusCode::kTooLarge, "item 1: key_length 8193"},
+          {"key past end", 59, U16(8192), StatusCode::kCorruption, "truncated at key"},
           {"meta too long", 45, U32(4097), StatusCode::kTooLarge, "max_meta_bytes"},
           {"meta length overflow", 45, U32(0xFFFFFFFF), StatusCode::kTooLarge, "meta_length"},
           {"value too long", 49, U64((1ull << 30) + 1), StatusCode::kTooLarge, "max_value_bytes"},
@@ -222,7 +222,7 @@ TEST(MalformedTest, HelloListErrorStatsFields) {
   ASSERT_TRUE(EncodeResponse(1, HelloResponse{1, Limits{}, "s"}, Limits{}, &f).ok());
   ExpectFieldCases(
       f.Flatten(),
-      {{"version 2", 32, std::string(1, '\x02'), StatusCode::kNotSupported, "version 2"},
+      {{"version 3", 32, std::string(1, '\x03'), StatusCode::kNotSupported, "version 3"},
        {"key limit 0", 33, U64(0), StatusCode::kCorruption, "unusable limits: max_key_bytes"}});
   ASSERT_TRUE(EncodeRequest(1, ListRequest{"ns", 5, 10}, Limits{}, &f).ok());
   ExpectFieldCases(f.Flatten(),
@@ -252,11 +252,114 @@ TEST(MalformedTest, HelloAndErrorFramesAreAlwaysVersion1) {
   EXPECT_EQ(static_cast<uint8_t>(f.head[4]), kHelloVersion);
 }
 
+// The any-namespace flag (version 2): where it may not be, and the namespace it may not have.
+TEST(MalformedTest, AnyNamespaceFlagRules) {
+  auto encode = [](const auto& request, uint8_t version) {
+    EncodedFrame f;
+    Status s = EncodeRequest(1, request, Limits{}, &f, version);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return f.Flatten();
+  };
+  auto encode_response = [](const auto& response, uint8_t version) {
+    EncodedFrame f;
+    Status s = EncodeResponse(1, response, Limits{}, &f, version);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return f.Flatten();
+  };
+  auto with_flag = [](std::string frame) {
+    frame[6] = static_cast<char>(static_cast<uint8_t>(frame[6]) | kFlagAnyNamespace);
+    return frame;
+  };
+  struct Case {
+    const char* what;
+    std::string frame;
+    StatusCode code;
+    const char* message_part;
+  };
+  const std::string value = "v";
+  MsetRequest mset{"", 0, {{"k", "", 1, value.data()}}};
+  MgetRequest mget_in_x;
+  mget_in_x.ns = "x";
+  mget_in_x.keys = {{"k", kUnlimitedCapacity}};
+  const Case cases[] = {
+      {"flag on a version 1 MEXIST", with_flag(encode(MexistRequest{"", {"k"}}, 1)),
+       StatusCode::kCorruption, "reserved flag bits 0x0004"},
+      {"flag on a version 1 MGET", with_flag(encode(MgetRequest{"", false, {{"k", 1}}}, 1)),
+       StatusCode::kCorruption, "reserved flag bits 0x0004"},
+      {"flag on MSET", with_flag(encode(mset, 2)), StatusCode::kCorruption,
+       "any-namespace flag on a MSET request"},
+      {"flag on LIST", with_flag(encode(ListRequest{"", 0, 10}, 2)), StatusCode::kCorruption,
+       "any-namespace flag on a LIST request"},
+      {"flag on an MEXIST response",
+       with_flag(encode_response(MexistResponse{{{StatusCode::kOk, 1}}}, 2)),
+       StatusCode::kCorruption, "any-namespace flag on a MEXIST response"},
+      {"flag with a namespace (MGET)", with_flag(encode(mget_in_x, 2)),
+       StatusCode::kInvalidArgument, "it must be empty"},
+      {"flag with a namespace (MEXIST)", with_flag(encode(MexistRequest{"x", {"k"}}, 2)),
+       StatusCode::kInvalidArgument, "it must be empty"},
+      {"flag with a namespace (MDEL)", with_flag(encode(MdelRequest{"ns", {"k"}}, 2)),
+       StatusCode::kInvalidArgument, "namespace of 2 bytes"},
+  };
+  for (const Case& c : cases) {
+    Status s = DecodeWhole(c.frame);
+    EXPECT_EQ(s.code(), c.code) << c.what << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.message_part), std::string::npos)
+        << c.what << ": " << s.ToString();
+  }
+  // The descriptor decoders repeat the header's rules for headers built by hand.
+  FrameView view;
+  const std::string mexist = encode(MexistRequest{"", {"k"}, true}, 2);
+  ASSERT_TRUE(SplitFrame(mexist, Limits{}, &view).ok());
+  FrameHeader v1 = view.header;
+  v1.version = 1;
+  MexistRequest out;
+  EXPECT_EQ(DecodeRequest(v1, view.descriptor, Limits{}, &out).code(), StatusCode::kCorruption);
+  ASSERT_TRUE(DecodeRequest(view.header, view.descriptor, Limits{}, &out).ok());
+  EXPECT_TRUE(out.any_namespace);
+}
+
 // ---- Encoders refuse what decoders would reject ------------------------------------------
+
+TEST(EncoderLimitsTest, AnyNamespaceRequests) {
+  EncodedFrame f;
+  MexistRequest in_ns{"x", {"k"}, /*any_namespace=*/true};
+  Status s = EncodeRequest(1, in_ns, Limits{}, &f, 2);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("must be empty"), std::string::npos) << s.ToString();
+  MdelRequest del_in_ns{"x", {"k"}, true};
+  EXPECT_EQ(EncodeRequest(1, del_in_ns, Limits{}, &f, 2).code(), StatusCode::kInvalidArgument);
+  MgetRequest get_in_ns;
+  get_in_ns.ns = "x";
+  get_in_ns.any_namespace = true;
+  get_in_ns.keys = {{"k", 1}};
+  EXPECT_EQ(EncodeRequest(1, get_in_ns, Limits{}, &f, 2).code(), StatusCode::kInvalidArgument);
+
+  // Version 1 cannot express it: NotSupported, naming the version it needs.
+  MexistRequest any{"", {"k"}, true};
+  s = EncodeRequest(1, any, Limits{}, &f);  // the default version is 1
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported) << s.ToString();
+  EXPECT_NE(s.message().find("version 2"), std::string::npos) << s.ToString();
+  MgetRequest get_any;
+  get_any.any_namespace = true;
+  get_any.keys = {{"k", 1}};
+  EXPECT_EQ(EncodeRequest(1, get_any, Limits{}, &f, 1).code(), StatusCode::kNotSupported);
+  EXPECT_TRUE(EncodeRequest(1, get_any, Limits{}, &f, 2).ok());
+
+  // Versions this build does not speak are refused for every frame but HELLO and ERROR.
+  for (uint8_t version : {0, 3, 255}) {
+    EXPECT_EQ(EncodeRequest(1, any, Limits{}, &f, version).code(), StatusCode::kInvalidArgument)
+        << int{version};
+    EXPECT_EQ(EncodeRequest(1, PingRequest{}, Limits{}, &f, version).code(),
+              StatusCode::kInvalidArgument)
+        << int{version};
+    EXPECT_TRUE(EncodeRequest(1, HelloRequest{}, Limits{}, &f, version).ok());
+    EXPECT_EQ(static_cast<uint8_t>(f.head[4]), kHelloVersion);
+  }
+}
 
 TEST(EncoderLimitsTest, MsetItems) {
   const std::string value = "v";
-  const std::string long_key(1025, 'k'), long_meta(4097, 'm'), long_ns(256, 'n');
+  const std::string long_key(8193, 'k'), long_meta(4097, 'm'), long_ns(256, 'n');
   struct Case {
     const char* what;
     MsetItem item;
@@ -292,6 +395,7 @@ TEST(EncoderLimitsTest, MsetItems) {
 
 TEST(EncoderLimitsTest, DescriptorAboveMaxFrameBytesMustBeSplit) {
   Limits l;
+  l.max_key_bytes = 1024;
   l.max_frame_bytes = 8192;
   l.max_batch_keys = 256;
   ASSERT_TRUE(ValidateLimits(l).ok());

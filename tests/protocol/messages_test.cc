@@ -50,7 +50,11 @@ TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   Result<uint8_t> v = NegotiateVersion(req_out);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, kMaxProtocolVersion);
-  EXPECT_EQ(NegotiateVersion(HelloRequest{2, 3, ""}).status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(NegotiateVersion(HelloRequest{3, 4, ""}).status().code(), StatusCode::kNotSupported);
+  // A client that speaks version 1 only gets version 1 from this build.
+  Result<uint8_t> v1 = NegotiateVersion(HelloRequest{1, 1, ""});
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ(*v1, 1);
 
   Limits announced;
   announced.max_value_bytes = 1 << 20;
@@ -291,6 +295,81 @@ TEST(MessagesTest, DecodeAnyRequestDispatchesByOpcode) {
 
 // ---- Hand-written bytes: the wire format, independent of the host's byte order ----------
 
+TEST(MessagesTest, AnyNamespaceRequestsRoundTripAtVersion2) {
+  std::string frame;
+  FrameView view;
+  auto round_trip = [&](const auto& in, auto* out) {
+    EncodedFrame encoded;
+    Status s = EncodeRequest(21, in, Limits{}, &encoded, 2);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    frame = encoded.Flatten();
+    ASSERT_TRUE(SplitFrame(frame, Limits{}, &view).ok());
+    EXPECT_EQ(view.header.version, 2);
+    EXPECT_TRUE(view.header.any_namespace());
+    s = DecodeRequest(view.header, view.descriptor, Limits{}, out);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  };
+
+  MgetRequest mget, mget_out;
+  mget.any_namespace = true;
+  mget.keys = {{"k1", 100}, {"k2", kUnlimitedCapacity}};
+  round_trip(mget, &mget_out);
+  EXPECT_TRUE(mget_out.any_namespace);
+  EXPECT_FALSE(mget_out.meta_only);
+  EXPECT_EQ(mget_out.ns, "");
+  ASSERT_EQ(mget_out.keys.size(), 2u);
+  EXPECT_EQ(mget_out.keys[0].key, "k1");
+  EXPECT_EQ(mget_out.keys[0].buffer_capacity, 100u);
+  mget.meta_only = true;
+  round_trip(mget, &mget_out);
+  EXPECT_TRUE(mget_out.any_namespace);
+  EXPECT_TRUE(mget_out.meta_only);
+  EXPECT_EQ(view.header.flags, kFlagAnyNamespace | kFlagMetaOnly);
+
+  MexistRequest mexist{"", {"a", "b"}, true}, mexist_out;
+  round_trip(mexist, &mexist_out);
+  EXPECT_TRUE(mexist_out.any_namespace);
+  EXPECT_EQ(mexist_out.keys, (std::vector<std::string_view>{"a", "b"}));
+  MdelRequest mdel{"", {"c"}, true}, mdel_out;
+  round_trip(mdel, &mdel_out);
+  EXPECT_TRUE(mdel_out.any_namespace);
+  EXPECT_EQ(mdel_out.keys, (std::vector<std::string_view>{"c"}));
+
+  // Without the flag the request decodes as an exact one, in version 1 or 2 alike.
+  MexistRequest exact{"", {"a"}}, exact_out;
+  EncodedFrame encoded;
+  ASSERT_TRUE(EncodeRequest(22, exact, Limits{}, &encoded, 2).ok());
+  frame = encoded.Flatten();
+  ASSERT_TRUE(SplitFrame(frame, Limits{}, &view).ok());
+  EXPECT_EQ(view.header.flags, 0);
+  ASSERT_TRUE(DecodeRequest(view.header, view.descriptor, Limits{}, &exact_out).ok());
+  EXPECT_FALSE(exact_out.any_namespace);
+}
+
+TEST(MessagesTest, Version2FramesDifferFromVersion1OnlyInTheVersionByte) {
+  const std::string v = "xyz";
+  MsetRequest mset{"ns", 60, {{"a", "m", 3, v.data()}}};
+  MgetResponse mget;
+  mget.results = {{StatusCode::kOk, "M", 3, v.data()}, {StatusCode::kNotFound, "", 0, nullptr}};
+  EncodedFrame one, two;
+  ASSERT_TRUE(EncodeRequest(5, mset, Limits{}, &one, 1).ok());
+  ASSERT_TRUE(EncodeRequest(5, mset, Limits{}, &two, 2).ok());
+  std::string expected = one.Flatten();
+  expected[4] = '\x02';
+  EXPECT_EQ(two.Flatten(), expected);
+  ASSERT_TRUE(EncodeResponse(5, mget, Limits{}, &one, 1).ok());
+  ASSERT_TRUE(EncodeResponse(5, mget, Limits{}, &two, 2).ok());
+  expected = one.Flatten();
+  expected[4] = '\x02';
+  EXPECT_EQ(two.Flatten(), expected);
+  // HELLO and ERROR are version 1 frames whatever version the caller names.
+  ASSERT_TRUE(EncodeResponse(5, HelloResponse{2, Limits{}, "s"}, Limits{}, &two, 2).ok());
+  EXPECT_EQ(two.head[4], '\x01');
+  ASSERT_TRUE(
+      EncodeResponse(5, ErrorResponse{StatusCode::kCorruption, "e"}, Limits{}, &two, 2).ok());
+  EXPECT_EQ(two.head[4], '\x01');
+}
+
 TEST(GoldenBytesTest, HelloRequest) {
   const std::string expected(
       "KVPT\x01\x01\x00\x00"              // magic, version 1, HELLO, flags 0
@@ -383,6 +462,36 @@ TEST(GoldenBytesTest, MgetResponseWithHitAndMiss) {
   EXPECT_EQ(out.overall(), BatchStatus::kPartial);
   EXPECT_EQ(out.results[0].meta, "M");
   EXPECT_EQ(out.results[1].status, StatusCode::kNotFound);
+}
+
+// docs/protocol.md's version 2 example: an any-namespace MEXIST of "k1" and "b".
+TEST(GoldenBytesTest, AnyNamespaceMexistRequestVersion2) {
+  const std::string expected(
+      "KVPT\x02\x05\x04\x00"              // magic, version 2, MEXIST, flags: ANY_NAMESPACE
+      "\x0B\x00\x00\x00\x00\x00\x00\x00"  // request_id 11
+      "\x0C\x00\x00\x00\x00\x00\x00\x00"  // descriptor_length 12, reserved
+      "\x00\x00\x00\x00\x00\x00\x00\x00"  // payload_length 0
+      "\x00"                              // namespace "" (it must be empty)
+      "\x02\x00\x00\x00"                  // count 2
+      "\x02\x00"
+      "k1"  // key_len 2, "k1"
+      "\x01\x00"
+      "b",  // key_len 1, "b"
+      44);
+  MexistRequest in{"", {"k1", "b"}, /*any_namespace=*/true};
+  EncodedFrame f;
+  ASSERT_TRUE(EncodeRequest(11, in, Limits{}, &f, 2).ok());
+  EXPECT_EQ(f.Flatten(), expected);
+
+  FrameView view;
+  ASSERT_TRUE(SplitFrame(expected, Limits{}, &view).ok());
+  EXPECT_EQ(view.header.version, 2);
+  EXPECT_EQ(view.header.flags, kFlagAnyNamespace);
+  MexistRequest out;
+  ASSERT_TRUE(DecodeRequest(view.header, view.descriptor, Limits{}, &out).ok());
+  EXPECT_TRUE(out.any_namespace);
+  EXPECT_EQ(out.ns, "");
+  EXPECT_EQ(out.keys, (std::vector<std::string_view>{"k1", "b"}));
 }
 
 }  // namespace

@@ -155,7 +155,8 @@ TEST(ServerConcurrencyTest, BackpressureKeepsPipelinedResponsesCompleteAndInOrde
   std::string pipelined;
   for (int i = 0; i < kRequests; ++i) {
     protocol::EncodedFrame frame;
-    ASSERT_TRUE(protocol::EncodeRequest(1000 + i, get, client.limits(), &frame).ok());
+    ASSERT_TRUE(
+        protocol::EncodeRequest(1000 + i, get, client.limits(), &frame, client.version()).ok());
     pipelined += frame.Flatten();
   }
   std::thread sender([&] { EXPECT_TRUE(client.SendRaw(pipelined).ok()); });

@@ -24,7 +24,7 @@ TEST(ServerFailureTest, DisconnectInTheMiddleOfAnMsetPayloadLeavesNoTrace) {
   m.ns = "d";
   m.items = {{"x1", "meta", v1.size(), v1.data()}, {"x2", "", v2.size(), v2.data()}};
   protocol::EncodedFrame frame;
-  ASSERT_TRUE(protocol::EncodeRequest(7, m, quitter.limits(), &frame).ok());
+  ASSERT_TRUE(protocol::EncodeRequest(7, m, quitter.limits(), &frame, quitter.version()).ok());
   std::string bytes = frame.Flatten();
   // Header, descriptor, all of x1 and half of x2: the server has reserved both.
   ASSERT_TRUE(quitter.SendRaw(bytes.substr(0, frame.head.size() + v1.size() + v2.size() / 2)).ok());
@@ -67,7 +67,7 @@ TEST(ServerFailureTest, MalformedFrameGetsAnErrorThenCloseAndTouchesNothing) {
     del.ns = "m";
     del.keys = {"k"};
     protocol::EncodedFrame frame;
-    ASSERT_TRUE(protocol::EncodeRequest(99, del, bad.limits(), &frame).ok());
+    ASSERT_TRUE(protocol::EncodeRequest(99, del, bad.limits(), &frame, bad.version()).ok());
     std::string bytes = frame.Flatten();
     bytes.back() ^= 0x7f;            // corrupt the last key byte...
     bytes.resize(bytes.size() - 1);  // ...and truncate the descriptor by one
@@ -97,6 +97,64 @@ TEST(ServerFailureTest, MalformedFrameGetsAnErrorThenCloseAndTouchesNothing) {
   EXPECT_EQ(stats.Get("objects"), 1u);
   EXPECT_EQ(stats.Get("error_responses"), 3u);
   EXPECT_EQ(stats.Get("op_mdel"), 0u);  // the corrupt MDEL never reached the store
+}
+
+TEST(ServerFailureTest, MalformedAnyNamespaceRequestsGetAnErrorThenClose) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient good = MustConnect(*server);
+  ASSERT_TRUE(good.Mset("x", {{"k", "v", ""}}).ok());
+  auto with_flag = [](const protocol::EncodedFrame& frame) {
+    std::string bytes = frame.Flatten();
+    bytes[6] = static_cast<char>(static_cast<uint8_t>(bytes[6]) | protocol::kFlagAnyNamespace);
+    return bytes;
+  };
+  struct Case {
+    const char* what;
+    uint8_t max_version;  // what the connection offers in HELLO
+    std::string ns;
+    protocol::Opcode op;
+    StatusCode code;
+    const char* message_part;
+  };
+  const Case cases[] = {
+      // The namespace must be empty: a bad field like any other.
+      {"with a namespace", 2, "x", protocol::Opcode::kMdel, StatusCode::kInvalidArgument,
+       "must be empty"},
+      // On a version 1 connection the bit is reserved, as it always was.
+      {"on version 1", 1, "", protocol::Opcode::kMdel, StatusCode::kCorruption, "reserved flag"},
+      {"on MSET", 2, "", protocol::Opcode::kMset, StatusCode::kCorruption,
+       "any-namespace flag on a MSET"},
+  };
+  for (const Case& c : cases) {
+    auto bad = TestClient::Connect(server->port(), true, c.max_version);
+    ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+    protocol::EncodedFrame frame;
+    if (c.op == protocol::Opcode::kMdel) {
+      protocol::MdelRequest del{c.ns, {"k"}};
+      ASSERT_TRUE(protocol::EncodeRequest(5, del, bad->limits(), &frame, bad->version()).ok());
+    } else {
+      protocol::MsetRequest set{c.ns, 0, {{"k", "", 0, nullptr}}};
+      ASSERT_TRUE(protocol::EncodeRequest(5, set, bad->limits(), &frame, bad->version()).ok());
+    }
+    ASSERT_TRUE(bad->SendRaw(with_flag(frame)).ok());
+    auto reply = bad->ReadFrame();
+    ASSERT_TRUE(reply.ok()) << c.what << ": " << reply.status().ToString();
+    EXPECT_EQ(reply->header.request_id, 5u) << c.what;
+    Status error = bad->ErrorOf(*reply);
+    EXPECT_EQ(error.code(), c.code) << c.what << ": " << error.ToString();
+    EXPECT_NE(error.message().find(c.message_part), std::string::npos)
+        << c.what << ": " << error.ToString();
+    EXPECT_TRUE(bad->ReadsEndOfStream()) << c.what;
+  }
+  // Nothing was deleted or stored.
+  auto got = good.Mget("x", {"k"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].value, "v");
+  ServerStats stats = server->Stats();
+  EXPECT_EQ(stats.Get("objects"), 1u);
+  EXPECT_EQ(stats.Get("op_mdel"), 0u);
+  EXPECT_EQ(stats.Get("error_responses"), 3u);
 }
 
 TEST(ServerFailureTest, IdleConnectionsAreClosed) {
@@ -185,7 +243,7 @@ TEST(ServerFailureTest, StopDoesNotWaitPastTheGraceForAStalledMset) {
   m.ns = "s";
   m.items = {{"stuck", "", v.size(), v.data()}};
   protocol::EncodedFrame frame;
-  ASSERT_TRUE(protocol::EncodeRequest(1, m, stuck.limits(), &frame).ok());
+  ASSERT_TRUE(protocol::EncodeRequest(1, m, stuck.limits(), &frame, stuck.version()).ok());
   ASSERT_TRUE(stuck.SendRaw(frame.Flatten().substr(0, frame.head.size() + 10)).ok());
   ASSERT_TRUE(Eventually([&] { return server->Stats().Get("reserved_bytes") > 0; }));
   ASSERT_TRUE(

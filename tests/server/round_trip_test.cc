@@ -90,6 +90,104 @@ TEST(ServerRoundTripTest, MexistMdelAndTheLastWriteOfADuplicateKeyWins) {
   EXPECT_EQ((*after)[1].status, StatusCode::kOk);
 }
 
+TEST(ServerRoundTripTest, AnyNamespaceRequestsMatchTheKeyInEveryNamespace) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient client = MustConnect(*server);
+  ASSERT_EQ(client.version(), 2);
+  ASSERT_TRUE(client.Mset("x", {{"k", "in-x", "mx"}}).ok());
+  constexpr bool kAny = true;
+  constexpr uint64_t kNoLimit = protocol::kUnlimitedCapacity;
+
+  // The default namespace, exactly, does not hold it; any namespace does.
+  auto exact = client.Mexist("", {"k"});
+  ASSERT_TRUE(exact.ok()) << exact.status().ToString();
+  EXPECT_EQ((*exact)[0].status, StatusCode::kNotFound);
+  auto exist = client.Mexist("", {"k", "nope"}, kAny);
+  ASSERT_TRUE(exist.ok()) << exist.status().ToString();
+  EXPECT_EQ((*exist)[0].status, StatusCode::kOk);
+  EXPECT_EQ((*exist)[0].value_length, 4u);
+  EXPECT_EQ((*exist)[1].status, StatusCode::kNotFound);
+
+  auto got = client.Mget("", {"k", "nope"}, /*meta_only=*/false, kNoLimit, kAny);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].status, StatusCode::kOk);
+  EXPECT_EQ((*got)[0].value, "in-x");
+  EXPECT_EQ((*got)[0].meta, "mx");
+  EXPECT_EQ((*got)[1].status, StatusCode::kNotFound);
+  auto meta = client.Mget("", {"k"}, /*meta_only=*/true, kNoLimit, kAny);
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  EXPECT_EQ((*meta)[0].value_length, 4u);
+  EXPECT_EQ((*meta)[0].meta, "mx");
+  EXPECT_TRUE((*meta)[0].value.empty());
+  auto small = client.Mget("", {"k"}, false, /*buffer_capacity=*/3, kAny);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ((*small)[0].status, StatusCode::kTooLarge);
+
+  // The default namespace first, then the others by name.
+  ASSERT_TRUE(client.Mset("", {{"k", "default!", ""}}).ok());
+  ASSERT_TRUE(client.Mset("a", {{"k", "in-a", "ma"}}).ok());
+  got = client.Mget("", {"k"}, false, kNoLimit, kAny);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].value, "default!");
+  // An exact MDEL of the default namespace deletes that copy only.
+  auto del = client.Mdel("", {"k"});
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(*del, std::vector<StatusCode>{StatusCode::kOk});
+  got = client.Mget("", {"k"}, false, kNoLimit, kAny);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].value, "in-a");
+  exist = client.Mexist("x", {"k"});
+  ASSERT_TRUE(exist.ok());
+  EXPECT_EQ((*exist)[0].status, StatusCode::kOk);
+
+  // An any-namespace MDEL deletes it in every namespace; the emptied namespaces disappear.
+  ASSERT_TRUE(client.Mset("x", {{"keep", "me", ""}}).ok());
+  del = client.Mdel("", {"k", "nope"}, kAny);
+  ASSERT_TRUE(del.ok()) << del.status().ToString();
+  EXPECT_EQ(*del, (std::vector<StatusCode>{StatusCode::kOk, StatusCode::kNotFound}));
+  for (const char* ns : {"", "a", "x"}) {
+    exist = client.Mexist(ns, {"k"});
+    ASSERT_TRUE(exist.ok());
+    EXPECT_EQ((*exist)[0].status, StatusCode::kNotFound) << ns;
+  }
+  del = client.Mdel("", {"k"}, kAny);
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(*del, std::vector<StatusCode>{StatusCode::kNotFound});
+  ServerStats stats = server->Stats();
+  ASSERT_EQ(stats.namespaces.size(), 1u);
+  EXPECT_EQ(stats.namespaces[0].ns, "x");
+  EXPECT_EQ(stats.Get("objects"), 1u);
+}
+
+TEST(ServerRoundTripTest, AVersion1ClientIsServedInVersion1) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  auto old = TestClient::Connect(server->port(), /*hello=*/true, /*max_version=*/1);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->version(), 1);
+  ASSERT_TRUE(old->Mset("n", {{"k", "v1 value", "m"}}).ok());
+  auto got = old->Mget("n", {"k"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].value, "v1 value");
+  auto exist = old->Mexist("n", {"k"});
+  ASSERT_TRUE(exist.ok());
+  EXPECT_EQ((*exist)[0].value_length, 8u);
+
+  // Its responses are version 1 frames.
+  protocol::EncodedFrame ping;
+  ASSERT_TRUE(protocol::EncodeRequest(500, protocol::PingRequest{}, old->limits(), &ping, 1).ok());
+  ASSERT_TRUE(old->Send(ping).ok());
+  auto pong = old->ReadFrame();
+  ASSERT_TRUE(pong.ok()) << pong.status().ToString();
+  EXPECT_EQ(pong->header.version, 1);
+  EXPECT_EQ(pong->header.request_id, 500u);
+
+  auto del = old->Mdel("n", {"k"});
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(*del, std::vector<StatusCode>{StatusCode::kOk});
+}
+
 TEST(ServerRoundTripTest, ListPagesThroughEveryKeyOfANamespace) {
   auto server = StartNode(SmallNodeOptions());
   ASSERT_NE(server, nullptr);

@@ -14,7 +14,7 @@ namespace {
 constexpr int kReceiveTimeoutSeconds = 60;
 }  // namespace
 
-Result<TestClient> TestClient::Connect(uint16_t port, bool hello) {
+Result<TestClient> TestClient::Connect(uint16_t port, bool hello, uint8_t max_version) {
   net::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s.valid()) return Status::FromErrno("socket", errno);
   timeval tv{kReceiveTimeoutSeconds, 0};
@@ -29,7 +29,7 @@ Result<TestClient> TestClient::Connect(uint16_t port, bool hello) {
   }
   KVPORT_RETURN_IF_ERROR(net::SetNoDelay(s.fd()));
   TestClient client(std::move(s));
-  if (hello) KVPORT_RETURN_IF_ERROR(client.Hello());
+  if (hello) KVPORT_RETURN_IF_ERROR(client.Hello(max_version));
   return client;
 }
 
@@ -111,21 +111,23 @@ Result<RawFrame> TestClient::Call(const protocol::EncodedFrame& request, protoco
   return frame;
 }
 
-Status TestClient::Hello() {
+Status TestClient::Hello(uint8_t max_version) {
   protocol::EncodedFrame req;
-  KVPORT_RETURN_IF_ERROR(
-      protocol::EncodeRequest(next_request_id_++, protocol::HelloRequest{}, limits_, &req));
+  protocol::HelloRequest request;
+  request.max_version = max_version;
+  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, request, limits_, &req));
   KVPORT_ASSIGN_OR_RETURN(RawFrame frame, Call(req, protocol::Opcode::kHello));
   protocol::HelloResponse hello;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(frame.header, frame.descriptor, limits_, &hello));
   limits_ = hello.limits;
+  version_ = hello.version;
   return Status::Ok();
 }
 
 Status TestClient::Ping() {
   protocol::EncodedFrame req;
-  KVPORT_RETURN_IF_ERROR(
-      protocol::EncodeRequest(next_request_id_++, protocol::PingRequest{}, limits_, &req));
+  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, protocol::PingRequest{},
+                                                 limits_, &req, version_));
   KVPORT_ASSIGN_OR_RETURN(RawFrame frame, Call(req, protocol::Opcode::kPing));
   protocol::PingResponse ping;
   return protocol::DecodeResponse(frame.header, frame.descriptor, limits_, &ping);
@@ -141,7 +143,7 @@ Result<std::vector<StatusCode>> TestClient::Mset(std::string_view ns,
     m.items.push_back({item.key, item.meta, item.value.size(), item.value.data()});
   }
   protocol::EncodedFrame req;
-  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req));
+  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req, version_));
   KVPORT_ASSIGN_OR_RETURN(RawFrame frame, Call(req, protocol::Opcode::kMset));
   protocol::MsetResponse resp;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(frame.header, frame.descriptor, limits_, &resp));
@@ -151,14 +153,15 @@ Result<std::vector<StatusCode>> TestClient::Mset(std::string_view ns,
 
 Result<std::vector<GetItem>> TestClient::Mget(std::string_view ns,
                                               const std::vector<std::string>& keys, bool meta_only,
-                                              uint64_t buffer_capacity) {
+                                              uint64_t buffer_capacity, bool any_namespace) {
   protocol::MgetRequest m;
   m.ns = ns;
   m.meta_only = meta_only;
+  m.any_namespace = any_namespace;
   for (const std::string& key : keys)
     m.keys.push_back({key, buffer_capacity});
   protocol::EncodedFrame req;
-  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req));
+  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req, version_));
   KVPORT_ASSIGN_OR_RETURN(RawFrame frame, Call(req, protocol::Opcode::kMget));
   protocol::MgetResponse resp;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(frame.header, frame.descriptor, limits_, &resp));
@@ -181,14 +184,16 @@ Result<std::vector<GetItem>> TestClient::Mget(std::string_view ns,
   return out;
 }
 
-Result<std::vector<protocol::ExistResult>> TestClient::Mexist(
-    std::string_view ns, const std::vector<std::string>& keys) {
+Result<std::vector<protocol::ExistResult>> TestClient::Mexist(std::string_view ns,
+                                                              const std::vector<std::string>& keys,
+                                                              bool any_namespace) {
   protocol::MexistRequest m;
   m.ns = ns;
+  m.any_namespace = any_namespace;
   for (const std::string& key : keys)
     m.keys.push_back(key);
   protocol::EncodedFrame req;
-  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req));
+  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req, version_));
   KVPORT_ASSIGN_OR_RETURN(RawFrame frame, Call(req, protocol::Opcode::kMexist));
   protocol::MexistResponse resp;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(frame.header, frame.descriptor, limits_, &resp));
@@ -196,13 +201,15 @@ Result<std::vector<protocol::ExistResult>> TestClient::Mexist(
 }
 
 Result<std::vector<StatusCode>> TestClient::Mdel(std::string_view ns,
-                                                 const std::vector<std::string>& keys) {
+                                                 const std::vector<std::string>& keys,
+                                                 bool any_namespace) {
   protocol::MdelRequest m;
   m.ns = ns;
+  m.any_namespace = any_namespace;
   for (const std::string& key : keys)
     m.keys.push_back(key);
   protocol::EncodedFrame req;
-  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req));
+  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req, version_));
   KVPORT_ASSIGN_OR_RETURN(RawFrame frame, Call(req, protocol::Opcode::kMdel));
   protocol::MdelResponse resp;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(frame.header, frame.descriptor, limits_, &resp));
@@ -216,7 +223,7 @@ Result<std::vector<std::string>> TestClient::List(std::string_view ns, uint64_t 
   m.cursor = cursor;
   m.max_keys = max_keys;
   protocol::EncodedFrame req;
-  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req));
+  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, m, limits_, &req, version_));
   KVPORT_ASSIGN_OR_RETURN(RawFrame frame, Call(req, protocol::Opcode::kList));
   protocol::ListResponse resp;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(frame.header, frame.descriptor, limits_, &resp));
@@ -239,8 +246,8 @@ Result<std::vector<std::string>> TestClient::ListAll(std::string_view ns, uint32
 
 Result<ServerStats> TestClient::Stats() {
   protocol::EncodedFrame req;
-  KVPORT_RETURN_IF_ERROR(
-      protocol::EncodeRequest(next_request_id_++, protocol::StatsRequest{}, limits_, &req));
+  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, protocol::StatsRequest{},
+                                                 limits_, &req, version_));
   KVPORT_ASSIGN_OR_RETURN(RawFrame frame, Call(req, protocol::Opcode::kStats));
   protocol::StatsResponse resp;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(frame.header, frame.descriptor, limits_, &resp));

@@ -40,19 +40,25 @@ struct RawFrame {
 
 class TestClient {
  public:
-  // Connects to 127.0.0.1:port and, when `hello`, negotiates (adopting the server's limits).
-  static Result<TestClient> Connect(uint16_t port, bool hello = true);
+  // Connects to 127.0.0.1:port and, when `hello`, negotiates (adopting the server's limits and
+  // chosen version), offering protocol versions 1..max_version.
+  static Result<TestClient> Connect(uint16_t port, bool hello = true,
+                                    uint8_t max_version = protocol::kMaxProtocolVersion);
 
-  Status Hello();
+  Status Hello(uint8_t max_version = protocol::kMaxProtocolVersion);
   Status Ping();
   Result<std::vector<StatusCode>> Mset(std::string_view ns, const std::vector<SetItem>& items,
                                        uint32_t ttl_seconds = 0);
+  // `any_namespace` sets the request's any-namespace flag (then `ns` should be empty).
   Result<std::vector<GetItem>> Mget(std::string_view ns, const std::vector<std::string>& keys,
                                     bool meta_only = false,
-                                    uint64_t buffer_capacity = protocol::kUnlimitedCapacity);
+                                    uint64_t buffer_capacity = protocol::kUnlimitedCapacity,
+                                    bool any_namespace = false);
   Result<std::vector<protocol::ExistResult>> Mexist(std::string_view ns,
-                                                    const std::vector<std::string>& keys);
-  Result<std::vector<StatusCode>> Mdel(std::string_view ns, const std::vector<std::string>& keys);
+                                                    const std::vector<std::string>& keys,
+                                                    bool any_namespace = false);
+  Result<std::vector<StatusCode>> Mdel(std::string_view ns, const std::vector<std::string>& keys,
+                                       bool any_namespace = false);
   // One LIST page; *next_cursor is 0 when the listing is complete.
   Result<std::vector<std::string>> List(std::string_view ns, uint64_t cursor, uint32_t max_keys,
                                         uint64_t* next_cursor);
@@ -71,6 +77,8 @@ class TestClient {
   bool ReadsEndOfStream();
 
   const protocol::Limits& limits() const { return limits_; }
+  // The negotiated protocol version (1 before HELLO); requests are encoded with it.
+  uint8_t version() const { return version_; }
   int fd() const { return socket_.fd(); }
   void Close() { socket_.Close(); }
 
@@ -83,6 +91,7 @@ class TestClient {
 
   net::Socket socket_;
   protocol::Limits limits_;
+  uint8_t version_ = protocol::kMinProtocolVersion;
   uint64_t next_request_id_ = 1;
 };
 

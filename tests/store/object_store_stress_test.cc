@@ -1,4 +1,5 @@
-// Many threads at once: random puts, overwrites, reads under pins, deletes, aborts, expiry.
+// Many threads at once: random puts, overwrites, reads under pins, deletes, aborts, expiry, and
+// any-namespace lookups, probes and deletes.
 // Asserts what must hold whatever the interleaving: used bytes never exceed the capacity, a
 // reader always sees one whole committed version (data and metadata agree), and when every
 // handle is gone nothing leaks.
@@ -81,17 +82,26 @@ TEST(ObjectStoreStressTest, ConcurrentRandomWorkloadKeepsInvariants) {
         case 3:
         case 4:
         case 5: {  // read, sometimes keeping the pin for a while
-          Result<ReadHandle> r = store->Lookup(ns, key);
+          Result<ReadHandle> r =
+              (rng() % 4 == 0) ? store->LookupInAnyNamespace(key) : store->Lookup(ns, key);
           if (!r.ok()) break;
           if (!Intact(*r)) torn_reads.fetch_add(1);
           if (rng() % 3 == 0) held.push_back(std::move(*r));
           break;
         }
         case 6:
-          (void)store->Delete(ns, key);
+          if (rng() % 4 == 0) {
+            (void)store->DeleteInEveryNamespace(key);
+          } else {
+            (void)store->Delete(ns, key);
+          }
           break;
         case 7:
-          (void)store->Exists(ns, key);
+          if (rng() % 4 == 0) {
+            (void)store->ExistsInAnyNamespace(key);
+          } else {
+            (void)store->Exists(ns, key);
+          }
           break;
         case 8:  // pinned versions must still be intact, whatever happened since
           for (const ReadHandle& h : held) {

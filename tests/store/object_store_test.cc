@@ -468,5 +468,117 @@ TEST(ObjectStoreTest, ListKeysResumesAfterTheCursorDespiteChanges) {
   EXPECT_TRUE(second->next_cursor.empty());
 }
 
+// ---- Any namespace -----------------------------------------------------------------------
+
+TEST(ObjectStoreTest, AnyNamespaceSearchesTheDefaultFirstThenByName) {
+  auto store = MakeStore(16);
+  ASSERT_TRUE(Put(*store, "b", "k", "in b", "mb").ok());
+  ASSERT_TRUE(Put(*store, "a", "k", "in a!", "ma").ok());
+  ASSERT_TRUE(Put(*store, "", "k", "default", "m").ok());
+  const StoreStats before = store->Stats();
+
+  Result<ReadHandle> r = store->LookupInAnyNamespace("k");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->ns(), "");
+  EXPECT_EQ(AsView(*r), "default");
+  EXPECT_EQ(r->meta(), "m");
+  uint64_t length = 0;
+  ASSERT_TRUE(store->ExistsInAnyNamespace("k", &length).ok());
+  EXPECT_EQ(length, 7u);
+
+  // Without the default namespace's copy, "a" comes before "b".
+  ASSERT_TRUE(store->Delete("", "k").ok());
+  r = store->LookupInAnyNamespace("k");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->ns(), "a");
+  EXPECT_EQ(AsView(*r), "in a!");
+  ASSERT_TRUE(store->ExistsInAnyNamespace("k", &length).ok());
+  EXPECT_EQ(length, 5u);
+  ASSERT_TRUE(store->Delete("a", "k").ok());
+  r = store->LookupInAnyNamespace("k");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->ns(), "b");
+  EXPECT_EQ(r->meta(), "mb");
+
+  // One hit or one miss per search, however many namespaces it probed.
+  length = 99;
+  EXPECT_EQ(store->LookupInAnyNamespace("absent").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->ExistsInAnyNamespace("absent", &length).code(), StatusCode::kNotFound);
+  EXPECT_EQ(length, 99u);  // untouched on NotFound
+  const StoreStats after = store->Stats();
+  EXPECT_EQ(after.hits - before.hits, 3u);
+  EXPECT_EQ(after.misses - before.misses, 1u);
+
+  EXPECT_EQ(store->LookupInAnyNamespace("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->ExistsInAnyNamespace("").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->DeleteInEveryNamespace("").code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ObjectStoreTest, AnyNamespaceOrdersNamesBytewiseUnsigned) {
+  auto store = MakeStore(8);
+  ASSERT_TRUE(Put(*store, "\x80", "k", "high").ok());
+  ASSERT_TRUE(Put(*store, "z", "k", "low").ok());
+  ASSERT_TRUE(Put(*store, "za", "k", "longer").ok());
+  Result<ReadHandle> r = store->LookupInAnyNamespace("k");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->ns(), "z");  // 0x7A < 0x80, and a prefix sorts before its extensions
+  ASSERT_TRUE(store->Delete("z", "k").ok());
+  r = store->LookupInAnyNamespace("k");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->ns(), "za");
+}
+
+TEST(ObjectStoreTest, DeleteInEveryNamespaceRemovesEachCopyAndEmptiedNamespacesDisappear) {
+  auto store = MakeStore(16);
+  ASSERT_TRUE(Put(*store, "", "k", "d").ok());
+  ASSERT_TRUE(Put(*store, "a", "k", "aa").ok());
+  ASSERT_TRUE(Put(*store, "b", "k", "bbb").ok());
+  ASSERT_TRUE(Put(*store, "a", "other", "o").ok());
+  Result<ReadHandle> pinned = store->LookupInAnyNamespace("k");
+  ASSERT_TRUE(pinned.ok());
+
+  uint64_t deleted = 0;
+  ASSERT_TRUE(store->DeleteInEveryNamespace("k", &deleted).ok());
+  EXPECT_EQ(deleted, 3u);
+  for (const char* ns : {"", "a", "b"})
+    EXPECT_EQ(store->Exists(ns, "k").code(), StatusCode::kNotFound) << ns;
+  EXPECT_EQ(store->ExistsInAnyNamespace("k").code(), StatusCode::kNotFound);
+  EXPECT_EQ(Get(*store, "a", "other"), "o");
+  EXPECT_EQ(AsView(*pinned), "d");  // a reader keeps what it pinned
+
+  std::vector<NamespaceUsage> all = store->NamespaceUsages();
+  ASSERT_EQ(all.size(), 1u);  // "" and "b" are gone
+  EXPECT_EQ(all[0].ns, "a");
+  EXPECT_EQ(all[0].objects, 1u);
+  EXPECT_EQ(store->Stats().objects, 1u);
+
+  deleted = 7;
+  EXPECT_EQ(store->DeleteInEveryNamespace("k", &deleted).code(), StatusCode::kNotFound);
+  EXPECT_EQ(deleted, 0u);
+  pinned->Reset();
+  EXPECT_EQ(store->Stats().retired_bytes, 0u);
+}
+
+TEST(ObjectStoreTest, AnyNamespaceSkipsExpiredCopies) {
+  ManualClock clock;
+  auto store = MakeStore(8, &clock);
+  ASSERT_TRUE(Put(*store, "", "t", "gone soon", "", 1).ok());
+  ASSERT_TRUE(Put(*store, "x", "t", "stays", "", kNoExpiry).ok());
+  ASSERT_TRUE(Put(*store, "y", "t", "also soon", "", 1).ok());
+  clock.AdvanceSeconds(2);
+  uint64_t length = 0;
+  ASSERT_TRUE(store->ExistsInAnyNamespace("t", &length).ok());
+  EXPECT_EQ(length, 5u);
+  Result<ReadHandle> r = store->LookupInAnyNamespace("t");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->ns(), "x");
+  r->Reset();
+  uint64_t deleted = 0;
+  ASSERT_TRUE(store->DeleteInEveryNamespace("t", &deleted).ok());
+  EXPECT_EQ(deleted, 1u);  // the expired copies were not live, so not deleted
+  EXPECT_EQ(store->Stats().expirations, 2u);
+  EXPECT_TRUE(store->NamespaceUsages().empty());
+}
+
 }  // namespace
 }  // namespace kvport::store

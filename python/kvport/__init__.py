@@ -1,0 +1,298 @@
+"""kvport: an open remote KV cache for LLM inference, from Python.
+
+    import kvport
+    with kvport.Server(capacity="1GiB") as node:          # an embedded node
+        client = kvport.Client(node.url)
+        client.mset(["k"], [b"value"])
+        out = bytearray(5)
+        result = client.mget(["k"], [out])              # out == b"value"
+
+`Client` is the whole C++ client (include/kvport/client.h); `eic` (a sibling package) is the
+drop-in for the vendor's `import eic`. Buffers are never copied: see `Client.mset`. Every call
+releases the GIL while it waits, and a Client may be shared by any number of threads.
+docs/python.md is the reference.
+"""
+
+from __future__ import annotations
+
+import atexit
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
+
+from . import _core
+
+__all__ = [
+    "BatchCode", "BatchResult", "Client", "Error", "GetResult", "KeyCode", "MemoryKind",
+    "Server", "TransportType", "config_check", "doctor", "parse_size", "__version__",
+]
+
+__version__ = _core.VERSION
+
+
+class Error(Exception):
+    """A kvport call failed as a whole. `code` is the Status name ("Unavailable", "Timeout",
+    "InvalidArgument", "NotSupported", ...; docs/protocol.md lists them), `message` says why."""
+
+    def __init__(self, code: str, message: str, number: int = -1):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.number = number  # kvport::StatusCode's value (never 0)
+
+
+_core._set_error_class(Error)
+# Daemon threads still inside a kvport call when the interpreter exits park instead of taking
+# the GIL back (which would end them mid-unwind and abort the process): see module.cc.
+atexit.register(_core._interpreter_exiting)
+
+
+class BatchCode(enum.IntEnum):
+    """Overall outcome of a batched call."""
+    SUCCESS = 0          # every key succeeded (an empty batch too)
+    PARTIAL_FAILED = 1   # some keys succeeded, some did not
+    FAILED = 2           # no key succeeded
+
+
+class KeyCode(enum.IntEnum):
+    """Outcome of one key (the same numbers as kvport::KeyCode)."""
+    SUCCESS = 0
+    KEY_NOT_EXIST = 1      # never written, deleted, evicted or expired
+    NO_SPACE = 2           # mset: no room now
+    TOO_LARGE = 3          # mset: over the capacity or a limit; will never fit
+    BUFFER_TOO_SMALL = 4   # mget: the value is larger than the buffer (left untouched)
+    INVALID_ARGUMENT = 5   # the key, namespace or meta is malformed or over a limit
+    UNAVAILABLE = 6        # the node could not be reached / the connection was lost
+    TIMEOUT = 7            # the deadline passed first
+    DEVICE_ERROR = 8       # staging to or from device memory failed
+    FAILED = 9             # any other failure (see the result's `error`)
+
+
+class TransportType(enum.IntEnum):
+    """eic_trans_type values (docs/portability.md says what each resolves to on this build)."""
+    AUTO = 0
+    TCP = 1
+    RDMA = 2   # served over TCP until the RDMA transport exists (logged)
+    GDR = 3    # GPUDirect RDMA: init fails with the missing piece named where it cannot work
+
+
+class MemoryKind(enum.IntEnum):
+    """Where registered memory lives (Client.register_memory)."""
+    HOST = 0
+    CUDA = 1
+    ASCEND = 2
+
+
+_KEY_CODES = tuple(KeyCode)
+
+
+@dataclass
+class BatchResult:
+    """status: the overall BatchCode; codes: one KeyCode per key, in key order (the authority);
+    error: "" when every key succeeded, else the first failing key's reason (for logs)."""
+    status: BatchCode
+    codes: List[KeyCode]
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == BatchCode.SUCCESS
+
+
+@dataclass
+class GetResult(BatchResult):
+    """Also: value_sizes (the stored length per key, set for SUCCESS and BUFFER_TOO_SMALL) and
+    metas (the meta blob stored with each value, b"" when none)."""
+    value_sizes: List[int] = field(default_factory=list)
+    metas: List[bytes] = field(default_factory=list)
+
+
+def _batch(raw: Tuple[int, List[int], str]) -> BatchResult:
+    status, codes, error = raw
+    return BatchResult(BatchCode(status), [_KEY_CODES[c] for c in codes], error)
+
+
+def _get(raw: Tuple[int, List[int], List[int], List[bytes], str]) -> GetResult:
+    status, codes, sizes, metas, error = raw
+    return GetResult(BatchCode(status), [_KEY_CODES[c] for c in codes], error, sizes, metas)
+
+
+def _keys(keys: Iterable) -> Sequence:
+    return keys if isinstance(keys, (list, tuple)) else list(keys)
+
+
+def _ns(ns: Optional[str]) -> Tuple[str, bool]:
+    # None = any namespace (the default one first); see Client.mget.
+    return ("", True) if ns is None else (ns, False)
+
+
+class Client:
+    """A client of one kvport node. Connects in the constructor (raises Error when the node is
+    unreachable or the transport cannot work here).
+
+    endpoint: "host:port" or "eic://host:port" (EIC's "host:port;host:port" list form is
+    accepted with one entry; more need the cluster support that is not built yet).
+    Keyword options mirror kvport::InitOptions: transport_type (TransportType or int),
+    connections, timeout and connect_timeout (seconds), staging_cache_bytes,
+    cuda_runtime_library, ascend_runtime_library, instance_id, log_dir, log_level, flag_file.
+    """
+
+    def __init__(self, endpoint: str, *, transport_type: int = TransportType.TCP,
+                 connections: int = 2, timeout: float = 10.0, connect_timeout: float = 3.0,
+                 staging_cache_bytes: int = 256 << 20, cuda_runtime_library: str = "",
+                 ascend_runtime_library: str = "", instance_id: str = "", log_dir: str = "",
+                 log_level: int = -1, flag_file: str = ""):
+        self._core = _core.Client()
+        self._core.init(instance_id, endpoint, int(transport_type), log_dir, int(log_level),
+                        flag_file, connections, timeout, connect_timeout, staging_cache_bytes,
+                        cuda_runtime_library, ascend_runtime_library)
+
+    # Every batched call takes `timeout` in seconds; 0 = the client's default.
+
+    def mset(self, keys: Iterable[str], values: Sequence[Any], *, ns: str = "",
+             ttl: int = -1, metas: Optional[Sequence[bytes]] = None,
+             timeout: float = 0) -> BatchResult:
+        """Stores values[i] under keys[i], each replacing any previous value atomically.
+        A value is bytes, bytearray, memoryview (any C-contiguous buffer), a tensor (data_ptr()
+        and nbytes), or a (pointer, size) tuple; it is sent from where it lies, never copied.
+        ttl: seconds the objects live, -1 (or 0) for no expiry. metas: one small blob per key
+        stored atomically with its value (b"" = none)."""
+        metas_list = None if metas is None else [bytes(m) for m in metas]
+        return _batch(self._core.mset(_keys(keys), values, ns, ttl, metas_list, timeout))
+
+    def mget(self, keys: Iterable[str], buffers: Sequence[Any], *, ns: Optional[str] = "",
+             timeout: float = 0) -> GetResult:
+        """Reads value i straight into buffers[i] (writable: bytearray, writable memoryview,
+        tensor, (pointer, size)). A value larger than its buffer is BUFFER_TOO_SMALL for that
+        key, with the true size in value_sizes, and the buffer is not written; a smaller value
+        fills its first value_sizes[i] bytes. ns=None matches the key in any namespace (the
+        default namespace first, then the others by name)."""
+        name, anywhere = _ns(ns)
+        return _get(self._core.mget(_keys(keys), buffers, name, anywhere, timeout))
+
+    def mget_meta(self, keys: Iterable[str], *, ns: Optional[str] = "",
+                  timeout: float = 0) -> GetResult:
+        """Only the metas and value sizes: what a caller needs to size buffers for mget."""
+        name, anywhere = _ns(ns)
+        return _get(self._core.mget_meta(_keys(keys), name, anywhere, timeout))
+
+    def mexist(self, keys: Iterable[str], *, ns: Optional[str] = "",
+               timeout: float = 0) -> BatchResult:
+        """SUCCESS per key that exists, KEY_NOT_EXIST per key that does not (a probe: no hit
+        is counted, the LRU order is unchanged). ns=None: in any namespace."""
+        name, anywhere = _ns(ns)
+        return _batch(self._core.mexist(_keys(keys), name, anywhere, timeout))
+
+    def mdel(self, keys: Iterable[str], *, ns: Optional[str] = "",
+             timeout: float = 0) -> BatchResult:
+        """SUCCESS per key deleted, KEY_NOT_EXIST per key that was not there. ns=None deletes
+        the key in every namespace that holds it."""
+        name, anywhere = _ns(ns)
+        return _batch(self._core.mdel(_keys(keys), name, anywhere, timeout))
+
+    def list(self, ns: str = "", cursor: int = 0, max_keys: int = 1024) -> Tuple[List[str], int]:
+        """One page of namespace `ns`'s keys: (keys, next_cursor); next_cursor 0 = done."""
+        return self._core.list(ns, cursor, max_keys)
+
+    def stats(self) -> dict:
+        """{"counters": {name: value}, "namespaces": [(name, objects, bytes)]} of the node."""
+        return self._core.stats()
+
+    def ping(self) -> None:
+        self._core.ping()
+
+    def register_memory(self, buffers: Sequence[Any], kind: int = MemoryKind.HOST,
+                        device_id: int = 0) -> None:
+        """Declares device memory (kind CUDA or ASCEND) so mset/mget stage it through pinned
+        host memory with that runtime; raises Error NotSupported when the runtime is not usable
+        here. Host memory needs no registration."""
+        self._core.register_memory(buffers, int(kind), device_id)
+
+    def unregister_memory(self, buffers: Sequence[Any]) -> None:
+        self._core.unregister_memory(buffers)
+
+    @property
+    def transport(self) -> str:
+        """What eic_trans_type resolved to ("TCP" today), and `transport_reason` why."""
+        return self._core.transport
+
+    @property
+    def transport_reason(self) -> str:
+        return self._core.transport_reason
+
+    @property
+    def endpoint(self) -> str:
+        return self._core.endpoint
+
+
+def parse_size(size: Any) -> int:
+    """An int (bytes) as is; a string with a unit ("1GiB", "512 MiB", "64MB") in bytes."""
+    if isinstance(size, int):
+        if size < 0:
+            raise ValueError("a size is >= 0 bytes")
+        return size
+    return _core.parse_size(str(size))
+
+
+class Server:
+    """An embedded kvport node, for notebooks and tests:
+
+        with kvport.Server(capacity="1GiB") as node:
+            client = kvport.Client(node.url)
+
+    Listens on `listen` (default loopback, an ephemeral port). capacity: bytes or a size string.
+    threads: I/O threads (0 = one per CPU). The node stops when the `with` block ends, on
+    stop(), or when the object is collected; stopping lets requests in flight finish first."""
+
+    def __init__(self, capacity: Any = "1GiB", *, listen: str = "127.0.0.1:0",
+                 threads: int = 2, max_value_bytes: Any = 0, max_key_bytes: int = 8192,
+                 max_meta_bytes: int = 4096, max_batch_keys: int = 4096):
+        self._core = _core.Server(listen, parse_size(capacity), threads,
+                                  parse_size(max_value_bytes), max_key_bytes, max_meta_bytes,
+                                  max_batch_keys)
+
+    @property
+    def address(self) -> str:
+        """HOST:PORT actually bound."""
+        return self._core.address
+
+    @property
+    def port(self) -> int:
+        return self._core.port
+
+    @property
+    def url(self) -> str:
+        """eic://HOST:PORT, what LMCache's remote_url and kvport.Client take."""
+        return "eic://" + self._core.address
+
+    @property
+    def running(self) -> bool:
+        return self._core.running
+
+    def stats(self) -> dict:
+        """The node's counters and per-namespace usage, read in-process."""
+        return self._core.stats()
+
+    def stop(self) -> None:
+        """Graceful; idempotent."""
+        self._core.stop()
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def config_check(path: Optional[str] = None) -> dict:
+    """Loads a config the way the client and the node do (`kvport config check --json`):
+    {"file", "values": {key: {"value", "source", "env", ["human"]}}, "warnings"}. Without a
+    path, LMCACHE_CONFIG_FILE names the file. Raises Error with every invalid value named."""
+    return json.loads(_core.config_check_json(path))
+
+
+def doctor(cuda_runtime_library: str = "", ascend_runtime_library: str = "") -> dict:
+    """What `kvport doctor --json` reports: runtimes (found where, or why not), transports and
+    which eic_trans_type values initialize here."""
+    return json.loads(_core.doctor_json(cuda_runtime_library, ascend_runtime_library))

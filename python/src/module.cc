@@ -1,0 +1,441 @@
+// kvport._core: the C++ client, an embedded node, config check and doctor, for Python.
+//
+// A thin layer: kvport/__init__.py turns these raw results (ints, tuples) into IntEnums and result
+// objects, and eic/ builds the vendor-compatible facade on top. Rules kept everywhere here:
+//   - the GIL is released around every call that may block (network, node start/stop, runtime
+//     loading); Python objects are only touched with it held;
+//   - buffers are the caller's memory (call_buffers.h), never copied;
+//   - a non-OK Status becomes the Python exception class kvport registers with _set_error_class,
+//     raised as cls(code_name, message, code_number).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "call_buffers.h"
+#include "device/doctor_report.h"
+#include "kvport/client.h"
+#include "kvport/config.h"
+#include "kvport/device.h"
+#include "kvport/server.h"
+#include "kvport/size.h"
+#include "kvport/status.h"
+#include "kvport/transport.h"
+
+namespace py = pybind11;
+
+namespace kvport::python {
+namespace {
+
+// A non-OK Status on its way to Python.
+struct StatusError {
+  Status status;
+};
+
+// Set by an atexit hook (kvport/__init__.py) before the interpreter finalizes, on the thread that
+// finalizes it.
+std::atomic<bool> interpreter_exiting{false};
+std::atomic<std::thread::id> finalizing_thread;
+
+// Runs `call` with the GIL released and takes it back in normal control flow, never from a
+// destructor: once the interpreter finalizes, a daemon thread that asks for the GIL is ended
+// with pthread_exit, whose unwinding through a noexcept destructor (pybind11's
+// gil_scoped_release) would abort the process. A thread whose call returns after the atexit
+// hook ran parks instead, until the process exits.
+template <typename Call>
+auto WithoutGil(Call&& call) {
+  PyThreadState* state = PyEval_SaveThread();
+  auto reacquire = [state] {
+    if (interpreter_exiting.load() && std::this_thread::get_id() != finalizing_thread.load()) {
+      for (;;)
+        pause();
+    }
+    PyEval_RestoreThread(state);
+  };
+  try {
+    if constexpr (std::is_void_v<decltype(call())>) {
+      call();
+      reacquire();
+    } else {
+      auto result = call();
+      reacquire();
+      return result;
+    }
+  } catch (...) {
+    reacquire();
+    throw;
+  }
+}
+
+py::object& ErrorClass() {
+  static py::object* cls = new py::object(py::reinterpret_borrow<py::object>(PyExc_RuntimeError));
+  return *cls;  // leaked on purpose: it must outlive interpreter finalization order
+}
+
+void ThrowIfError(const Status& status) {
+  if (!status.ok()) throw StatusError{status};
+}
+
+template <typename T>
+T ValueOrThrow(Result<T>&& result) {
+  ThrowIfError(result.status());
+  return std::move(result).value();
+}
+
+// Keys are str (UTF-8; lone surrogates from surrogateescape round-trip) or bytes.
+std::vector<std::string> Keys(py::handle items) {
+  const py::sequence sequence = py::reinterpret_borrow<py::sequence>(items);
+  std::vector<std::string> keys;
+  keys.reserve(py::len(sequence));
+  for (py::handle item : sequence) {
+    if (PyUnicode_Check(item.ptr())) {
+      py::object encoded = py::reinterpret_steal<py::object>(
+          PyUnicode_AsEncodedString(item.ptr(), "utf-8", "surrogateescape"));
+      if (!encoded) throw py::error_already_set();
+      keys.emplace_back(PyBytes_AS_STRING(encoded.ptr()),
+                        static_cast<size_t>(PyBytes_GET_SIZE(encoded.ptr())));
+    } else if (PyBytes_Check(item.ptr())) {
+      keys.emplace_back(PyBytes_AS_STRING(item.ptr()),
+                        static_cast<size_t>(PyBytes_GET_SIZE(item.ptr())));
+    } else {
+      throw py::type_error(std::string("keys must be str or bytes, not ") +
+                           Py_TYPE(item.ptr())->tp_name);
+    }
+  }
+  return keys;
+}
+
+py::str KeyText(const std::string& key) {
+  return py::reinterpret_steal<py::str>(
+      PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "surrogateescape"));
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  if (!(seconds >= 0)) throw py::value_error("a timeout is seconds >= 0");
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
+}
+
+py::list CodeList(const std::vector<KeyCode>& codes) {
+  py::list list(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i)
+    list[i] = static_cast<int>(codes[i]);
+  return list;
+}
+
+std::string ErrorText(const Status& error) {
+  return error.ok() ? std::string() : error.ToString();
+}
+
+// (overall, codes, error)
+py::tuple BatchTuple(const BatchResult& r) {
+  return py::make_tuple(static_cast<int>(r.status), CodeList(r.codes), ErrorText(r.error));
+}
+
+// (overall, codes, value_sizes, metas, error)
+py::tuple GetTuple(const GetResult& r) {
+  py::list metas(r.metas.size());
+  for (size_t i = 0; i < r.metas.size(); ++i)
+    metas[i] = py::bytes(r.metas[i]);
+  return py::make_tuple(static_cast<int>(r.status), CodeList(r.codes), py::cast(r.value_sizes),
+                        metas, ErrorText(r.error));
+}
+
+py::dict StatsDict(const std::vector<std::pair<std::string, uint64_t>>& counters) {
+  py::dict dict;
+  for (const auto& [name, value] : counters)
+    dict[py::str(name)] = value;
+  return dict;
+}
+
+class PyClient {
+ public:
+  PyClient() : client_(std::make_unique<Client>()) {}
+  ~PyClient() {
+    py::gil_scoped_release unlocked;  // closes connections and joins the client's threads
+    client_.reset();
+  }
+
+  void Init(const std::string& instance_id, const std::string& endpoint, int transport_type,
+            const std::string& log_dir, int log_level, const std::string& flag_file,
+            int connections, double timeout, double connect_timeout, uint64_t staging_cache_bytes,
+            const std::string& cuda_runtime_library, const std::string& ascend_runtime_library) {
+    InitOptions options;
+    options.transport_type = transport_type;
+    options.log_dir = log_dir;
+    options.log_level = log_level;
+    options.flag_file = flag_file;
+    options.connections = connections;
+    options.timeout = Millis(timeout);
+    options.connect_timeout = Millis(connect_timeout);
+    options.staging_cache_bytes = staging_cache_bytes;
+    options.cuda_runtime_library = cuda_runtime_library;
+    options.ascend_runtime_library = ascend_runtime_library;
+    Status status = WithoutGil([&] { return client_->Init(instance_id, endpoint, options); });
+    ThrowIfError(status);
+  }
+
+  py::tuple MSet(py::handle keys, py::handle values, const std::string& ns, int64_t ttl_seconds,
+                 std::optional<std::vector<std::string>> metas, double timeout) {
+    std::vector<std::string> key_list = Keys(keys);
+    CallBuffers buffers(values, Access::kRead);
+    SetOptions options;
+    options.ns = ns;
+    options.ttl_seconds = ttl_seconds;
+    options.timeout = Millis(timeout);
+    const std::vector<std::string> no_metas;
+    Result<BatchResult> result = WithoutGil(
+        [&] { return client_->MSet(key_list, buffers.io(), options, metas ? *metas : no_metas); });
+    return BatchTuple(ValueOrThrow(std::move(result)));
+  }
+
+  py::tuple MGet(py::handle keys, py::handle buffers_in, const std::string& ns, bool any_namespace,
+                 double timeout) {
+    std::vector<std::string> key_list = Keys(keys);
+    CallBuffers buffers(buffers_in, Access::kWrite);
+    GetOptions options;
+    options.ns = ns;
+    options.any_namespace = any_namespace;
+    options.timeout = Millis(timeout);
+    Result<GetResult> result =
+        WithoutGil([&] { return client_->MGet(key_list, options, buffers.io()); });
+    return GetTuple(ValueOrThrow(std::move(result)));
+  }
+
+  py::tuple MGetMeta(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
+    std::vector<std::string> key_list = Keys(keys);
+    GetOptions options;
+    options.ns = ns;
+    options.any_namespace = any_namespace;
+    options.timeout = Millis(timeout);
+    Result<GetResult> result = WithoutGil([&] { return client_->MGetMeta(key_list, options); });
+    return GetTuple(ValueOrThrow(std::move(result)));
+  }
+
+  py::tuple MExist(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
+    std::vector<std::string> key_list = Keys(keys);
+    ExistOptions options;
+    options.ns = ns;
+    options.any_namespace = any_namespace;
+    options.timeout = Millis(timeout);
+    Result<BatchResult> result = WithoutGil([&] { return client_->MExist(key_list, options); });
+    return BatchTuple(ValueOrThrow(std::move(result)));
+  }
+
+  py::tuple MDel(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
+    std::vector<std::string> key_list = Keys(keys);
+    DelOptions options;
+    options.ns = ns;
+    options.any_namespace = any_namespace;
+    options.timeout = Millis(timeout);
+    Result<BatchResult> result = WithoutGil([&] { return client_->MDel(key_list, options); });
+    return BatchTuple(ValueOrThrow(std::move(result)));
+  }
+
+  // (keys, next_cursor)
+  py::tuple List(const std::string& ns, uint64_t cursor, uint32_t max_keys) {
+    Result<KeyPage> result = WithoutGil([&] { return client_->List(ns, cursor, max_keys); });
+    KeyPage page = ValueOrThrow(std::move(result));
+    py::list keys(page.keys.size());
+    for (size_t i = 0; i < page.keys.size(); ++i)
+      keys[i] = KeyText(page.keys[i]);
+    return py::make_tuple(keys, page.next_cursor);
+  }
+
+  // {"counters": {name: value}, "namespaces": [(name, objects, bytes)]}
+  py::dict Stats() {
+    Result<NodeStats> result = WithoutGil([&] { return client_->Stats(); });
+    NodeStats stats = ValueOrThrow(std::move(result));
+    py::list namespaces;
+    for (const auto& ns : stats.namespaces) {
+      namespaces.append(py::make_tuple(KeyText(ns.name), ns.objects, ns.bytes));
+    }
+    py::dict dict;
+    dict["counters"] = StatsDict(stats.counters);
+    dict["namespaces"] = namespaces;
+    return dict;
+  }
+
+  void Ping() {
+    Status status = WithoutGil([&] { return client_->Ping(); });
+    ThrowIfError(status);
+  }
+
+  void RegisterMemory(py::handle buffers_in, int kind, int device_id) {
+    if (kind < 0 || kind > static_cast<int>(RuntimeKind::kAscend)) {
+      throw py::value_error("memory kind must be 0 (host), 1 (cuda) or 2 (ascend)");
+    }
+    CallBuffers buffers(buffers_in, Access::kRead);
+    MemoryInfo info{static_cast<RuntimeKind>(kind), device_id};
+    Status status = WithoutGil([&] { return client_->RegisterMemory(buffers.io(), info); });
+    ThrowIfError(status);
+  }
+
+  void UnregisterMemory(py::handle buffers_in) {
+    CallBuffers buffers(buffers_in, Access::kRead);
+    ThrowIfError(client_->UnregisterMemory(buffers.io()));
+  }
+
+  std::string transport() const { return std::string(client_->transport()); }
+  std::string transport_reason() const { return client_->transport_reason(); }
+  std::string endpoint() const { return client_->endpoint(); }
+
+ private:
+  std::unique_ptr<Client> client_;
+};
+
+class PyServer {
+ public:
+  PyServer(const std::string& listen, uint64_t capacity_bytes, unsigned threads,
+           uint64_t max_value_bytes, uint64_t max_key_bytes, uint64_t max_meta_bytes,
+           uint64_t max_batch_keys) {
+    ServerOptions options;
+    options.listen = listen;
+    options.capacity_bytes = capacity_bytes;
+    options.threads = threads;
+    if (max_value_bytes != 0) options.max_value_bytes = max_value_bytes;
+    options.max_key_bytes = max_key_bytes;
+    options.max_meta_bytes = max_meta_bytes;
+    options.max_batch_keys = max_batch_keys;
+    options.shutdown_grace = std::chrono::seconds(2);
+    Result<std::unique_ptr<Server>> started = WithoutGil([&] { return Server::Start(options); });
+    server_ = ValueOrThrow(std::move(started));
+  }
+
+  ~PyServer() {
+    py::gil_scoped_release unlocked;  // Stop joins the I/O threads
+    server_.reset();
+  }
+
+  std::string address() const { return Running().address(); }
+  uint16_t port() const { return Running().port(); }
+  bool running() const { return server_ != nullptr; }
+
+  void Stop() {
+    WithoutGil([&] { server_.reset(); });  // graceful: lets requests in flight finish
+  }
+
+  py::dict Stats() const {
+    ServerStats stats = Running().Stats();
+    py::list namespaces;
+    for (const auto& ns : stats.namespaces) {
+      namespaces.append(py::make_tuple(KeyText(ns.ns), ns.objects, ns.bytes));
+    }
+    py::dict dict;
+    dict["counters"] = StatsDict(stats.counters);
+    dict["namespaces"] = namespaces;
+    return dict;
+  }
+
+ private:
+  const Server& Running() const {
+    if (server_ == nullptr) ThrowIfError(Status::Unavailable("the node was stopped"));
+    return *server_;
+  }
+
+  std::unique_ptr<Server> server_;
+};
+
+uint64_t ParseBytes(const std::string& text) {
+  return ValueOrThrow(ParseSize(text, SizeUnit::kBytes));
+}
+
+// `kvport config check --json`, as a string (kvport/__init__.py parses it).
+std::string ConfigCheckJson(std::optional<std::string> path) {
+  ConfigSources sources;
+  if (path) sources.file = *path;
+  sources.log_warnings = false;
+  Result<Config> loaded = WithoutGil([&] { return LoadConfig(sources); });  // reads a file
+  return DescribeConfigJson(ValueOrThrow(std::move(loaded)));
+}
+
+// `kvport doctor --json`, as a string.
+std::string DoctorJson(const std::string& cuda_runtime_library,
+                       const std::string& ascend_runtime_library) {
+  RuntimeOptions options;
+  options.cuda_runtime_library = cuda_runtime_library;
+  options.ascend_runtime_library = ascend_runtime_library;
+  Result<std::string> report = WithoutGil([&]() -> Result<std::string> {
+    KVPORT_RETURN_IF_ERROR(ConfigureDeviceRuntimes(options));  // opens runtimes with dlopen
+    return FormatDoctorJson(BuildDoctorReport(options, HostRuntime(), CudaRuntime(),
+                                              AscendRuntime(), ListRdmaDevices()));
+  });
+  return ValueOrThrow(std::move(report));
+}
+
+}  // namespace
+}  // namespace kvport::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace kvport::python;
+  m.doc() = "kvport's C++ client and node. Use the kvport and eic packages, not this module.";
+
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const StatusError& e) {
+      py::tuple args = py::make_tuple(std::string(kvport::StatusCodeName(e.status.code())),
+                                      e.status.message(), static_cast<int>(e.status.code()));
+      PyErr_SetObject(ErrorClass().ptr(), args.ptr());
+    }
+  });
+  m.def("_set_error_class", [](py::object cls) { ErrorClass() = std::move(cls); });
+  m.def("_interpreter_exiting", [] {
+    finalizing_thread.store(std::this_thread::get_id());
+    interpreter_exiting.store(true);
+  });
+
+  py::class_<PyClient>(m, "Client")
+      .def(py::init<>())
+      .def("init", &PyClient::Init, py::arg("instance_id"), py::arg("endpoint"),
+           py::arg("transport_type"), py::arg("log_dir"), py::arg("log_level"),
+           py::arg("flag_file"), py::arg("connections"), py::arg("timeout"),
+           py::arg("connect_timeout"), py::arg("staging_cache_bytes"),
+           py::arg("cuda_runtime_library"), py::arg("ascend_runtime_library"))
+      .def("mset", &PyClient::MSet, py::arg("keys"), py::arg("values"), py::arg("ns"),
+           py::arg("ttl_seconds"), py::arg("metas"), py::arg("timeout"))
+      .def("mget", &PyClient::MGet, py::arg("keys"), py::arg("buffers"), py::arg("ns"),
+           py::arg("any_namespace"), py::arg("timeout"))
+      .def("mget_meta", &PyClient::MGetMeta, py::arg("keys"), py::arg("ns"),
+           py::arg("any_namespace"), py::arg("timeout"))
+      .def("mexist", &PyClient::MExist, py::arg("keys"), py::arg("ns"), py::arg("any_namespace"),
+           py::arg("timeout"))
+      .def("mdel", &PyClient::MDel, py::arg("keys"), py::arg("ns"), py::arg("any_namespace"),
+           py::arg("timeout"))
+      .def("list", &PyClient::List, py::arg("ns"), py::arg("cursor"), py::arg("max_keys"))
+      .def("stats", &PyClient::Stats)
+      .def("ping", &PyClient::Ping)
+      .def("register_memory", &PyClient::RegisterMemory, py::arg("buffers"), py::arg("kind"),
+           py::arg("device_id"))
+      .def("unregister_memory", &PyClient::UnregisterMemory, py::arg("buffers"))
+      .def_property_readonly("transport", &PyClient::transport)
+      .def_property_readonly("transport_reason", &PyClient::transport_reason)
+      .def_property_readonly("endpoint", &PyClient::endpoint);
+
+  py::class_<PyServer>(m, "Server")
+      .def(py::init<const std::string&, uint64_t, unsigned, uint64_t, uint64_t, uint64_t,
+                    uint64_t>(),
+           py::arg("listen"), py::arg("capacity_bytes"), py::arg("threads"),
+           py::arg("max_value_bytes"), py::arg("max_key_bytes"), py::arg("max_meta_bytes"),
+           py::arg("max_batch_keys"))
+      .def_property_readonly("address", &PyServer::address)
+      .def_property_readonly("port", &PyServer::port)
+      .def_property_readonly("running", &PyServer::running)
+      .def("stop", &PyServer::Stop)
+      .def("stats", &PyServer::Stats);
+
+  m.def("parse_size", &ParseBytes, py::arg("text"));
+  m.def("config_check_json", &ConfigCheckJson, py::arg("path"));
+  m.def("doctor_json", &DoctorJson, py::arg("cuda_runtime_library"),
+        py::arg("ascend_runtime_library"));
+  m.attr("VERSION") = KVPORT_VERSION;
+}
