@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-unit test-asan test-fuzz test-aarch64 bench format clean
+.PHONY: all bootstrap build build-asan python run test test-unit test-asan test-fuzz test-aarch64 bench format clean
 
 all: build
 
@@ -16,6 +16,12 @@ build: bootstrap
 build-asan: bootstrap
 	@cmake -S . -B build-asan -G Ninja -DKVPORT_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
+
+# The kvport and eic Python packages in build/python/ (PYTHONPATH=build/python) and a wheel in
+# build/python/dist/ (docs/python.md). `make build` builds them too.
+python: bootstrap
+	@cmake -S . -B build -G Ninja $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build -j $(JOBS) --target kvport_wheel kvport_python_sources
 
 run: build
 	@build/bin/kvport demo
@@ -34,7 +40,7 @@ test-asan: build-asan
 FUZZ_SECONDS ?= 20
 test-fuzz: bootstrap
 	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DKVPORT_FUZZ=ON -DKVPORT_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_FLAGS) >/dev/null
+	  -DKVPORT_FUZZ=ON -DKVPORT_FUZZ_SECONDS=$(FUZZ_SECONDS) -DKVPORT_PYTHON=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_frame_smoke >build-fuzz/fuzz.log 2>&1 \
 	  || { tail -n 60 build-fuzz/fuzz.log; echo "test-fuzz: FAILED (build-fuzz/fuzz.log)"; exit 1; }
 	@echo "test-fuzz: fuzz_frame clean: $$(grep -E '^Done [0-9]+ runs' build-fuzz/fuzz.log)"
@@ -46,7 +52,7 @@ test-aarch64:
 	@scripts/aarch64-setup build-aarch64
 	@cmake -S . -B build-aarch64 -G Ninja --no-warn-unused-cli -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64.cmake \
 	  -Dyaml-cpp_DIR=$(CURDIR)/build-aarch64/deps/yaml-cpp/usr/lib/aarch64-linux-gnu/cmake/yaml-cpp \
-	  $(CMAKE_FLAGS) >/dev/null
+	  -DKVPORT_PYTHON_TARGET_ROOT=$(CURDIR)/build-aarch64/deps/python $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-aarch64 -j $(JOBS)
 	@echo "test-aarch64: skipped under qemu-user (needs-exec: they exec an aarch64 child process," \
 	  "which qemu-user cannot without binfmt_misc):"; \

@@ -1,7 +1,7 @@
 """Builds kvport's wheel from a build tree, with the standard library only (no network, no
 build backend): the kvport and eic packages from --tree, the kvport CLI as kvport/bin/kvport,
-debug info stripped from the binaries. The tag is this interpreter's (cp311-cp311-linux_x86_64),
-which is what the extension was built for."""
+debug info stripped from the binaries. The tag names the interpreter and platform the extension
+was built for (cp311-cp311-linux_x86_64)."""
 
 import argparse
 import base64
@@ -17,10 +17,12 @@ import zipfile
 SUMMARY = "kvport: an open remote KV cache for LLM inference, with a drop-in eic module"
 
 
-def wheel_tag() -> str:
-    version = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
-    return f"{version}-{version}-{platform}"
+def wheel_tag(python_tag: str, platform: str) -> str:
+    """cp311-cp311-linux_x86_64: the extension's interpreter and platform (this interpreter's
+    when not given: a cross build names the target's)."""
+    python_tag = python_tag or f"cp{sys.version_info.major}{sys.version_info.minor}"
+    platform = platform or sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return f"{python_tag}-{python_tag}-{platform}"
 
 
 def record_line(name: str, data: bytes) -> str:
@@ -44,12 +46,14 @@ def main() -> None:
     parser.add_argument("--tree", required=True, help="build/python")
     parser.add_argument("--cli", required=True, help="the kvport binary")
     parser.add_argument("--strip", default="")
+    parser.add_argument("--python-tag", default="", help="e.g. cp311")
+    parser.add_argument("--platform", default="", help="e.g. linux_aarch64")
     parser.add_argument("--out", required=True)
     parser.add_argument("--stamp", required=True)
     args = parser.parse_args()
 
     dist_info = f"kvport-{args.version}.dist-info"
-    tag = wheel_tag()
+    tag = wheel_tag(args.python_tag, args.platform)
     files = []  # (name in the wheel, bytes, executable)
     with tempfile.TemporaryDirectory() as scratch:
         for package in ("kvport", "eic"):

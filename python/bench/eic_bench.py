@@ -66,11 +66,13 @@ def python_round(client, size: int, batch: int, count: int, values, outs):
     return total / put_s / 1e9, total / get_s / 1e9
 
 
-def cpp_round(binary: str, url: str, value_size: str, batch: int, count: int):
+def cpp_round(binary: str, url: str, value_size: str, batch: int, count: int, warmup: int):
+    # --warmup: untimed puts first, as the Python side's warm-up round (the node's arena pages
+    # and the bench's buffers are then committed, as the Python side's are).
     out = subprocess.run(
         [binary, "bench", "--url", url, "--value-size", value_size, "--batch", str(batch),
          "--count", str(count), "--connections", "2", "--threads", "1", "--ops", "put,get",
-         "--warmup", "0", "--no-socket", "--no-redis", "--json", "--seconds", "600"],
+         "--warmup", str(warmup), "--no-socket", "--no-redis", "--json", "--seconds", "600"],
         capture_output=True, text=True, check=True, timeout=900)
     report = json.loads(out.stdout)
     rates = {p["op"]: p["gb_per_s"] for p in report["phases"] if p["system"] == "kvport"}
@@ -107,7 +109,7 @@ def main():
             results["python_put"].append(put)
             results["python_get"].append(get)
             put, get = cpp_round(binary, "eic://" + address, args.value_size, args.batch,
-                                 args.count)
+                                 args.count, 2 * size * args.batch)
             results["cpp_put"].append(put)
             results["cpp_get"].append(get)
     finally:

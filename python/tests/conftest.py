@@ -6,10 +6,18 @@ timeout and none waits on wall-clock time except the TTL test, which polls for t
 from __future__ import annotations
 
 import ctypes
+import os
 
 import pytest
 
 import kvport
+
+
+# qemu-user without binfmt_misc (the aarch64 lane) cannot start an aarch64 child process.
+needs_exec = pytest.mark.skipif(
+    os.environ.get("KVPORT_NO_CHILD_EXEC") == "1",
+    reason="starts a child process, which qemu-user cannot without binfmt_misc "
+           "(docs/aarch64.md); covered by the native run")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import kvport
-from conftest import FakeTensor, pointer_of, unique
+from conftest import FakeTensor, needs_exec, pointer_of, unique
 
 MiB = 1 << 20
 
@@ -308,6 +308,7 @@ print("exiting", flush=True)
 """
 
 
+@needs_exec
 def test_interpreter_exits_with_live_clients():
     done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True,
                           timeout=60)

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from conftest import needs_exec
+
 WHEEL_DIR = os.environ.get("KVPORT_WHEEL_DIR", "")
 
 CLIENT = r"""
@@ -37,6 +39,7 @@ print("wheel client ok")
 @pytest.mark.skipif(os.environ.get("KVPORT_SANITIZED") == "1",
                     reason="the sanitizer build's wheel needs the ASan runtime preloaded; the "
                            "normal build's wheel is the one tested")
+@needs_exec
 def test_wheel_installs_offline_and_serves(tmp_path):
     wheels = glob.glob(os.path.join(WHEEL_DIR, "kvport-*.whl"))
     assert len(wheels) == 1, f"expected one wheel in {WHEEL_DIR!r}, found {wheels}"
