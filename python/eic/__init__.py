@@ -300,9 +300,9 @@ class Client:
         option = init_option if init_option is not None else InitOption()
         core = _core.Client()
         try:
-            core.init(instance_id or "", endpoint or "", int(option.transport_type),
-                      option.log_dir or "", int(option.log_level), option.flag_file or "",
-                      2, 10.0, 3.0, 256 << 20, "", "")
+            core.init(instance_id or "", endpoint or "",
+                      transport_type=int(option.transport_type), log_dir=option.log_dir or "",
+                      log_level=int(option.log_level), flag_file=option.flag_file or "")
         except kvport.Error as e:
             _log.error("eic init(%r, %r) failed: %s", instance_id, endpoint, e)
             return e.number

@@ -133,20 +133,17 @@ class Client:
 
     endpoint: "host:port" or "eic://host:port" (EIC's "host:port;host:port" list form is
     accepted with one entry; more need the cluster support that is not built yet).
-    Keyword options mirror kvport::InitOptions: transport_type (TransportType or int),
-    connections, timeout and connect_timeout (seconds), staging_cache_bytes,
-    cuda_runtime_library, ascend_runtime_library, instance_id, log_dir, log_level, flag_file.
+    Keyword options are kvport::InitOptions' (docs/client.md), with the same defaults:
+    transport_type (TransportType or int; TCP), connections (2), timeout and connect_timeout
+    (seconds; 10 and 3), staging_cache_bytes (256 MiB), cuda_runtime_library,
+    ascend_runtime_library, log_dir, log_level, flag_file; and instance_id ("").
     """
 
-    def __init__(self, endpoint: str, *, transport_type: int = TransportType.TCP,
-                 connections: int = 2, timeout: float = 10.0, connect_timeout: float = 3.0,
-                 staging_cache_bytes: int = 256 << 20, cuda_runtime_library: str = "",
-                 ascend_runtime_library: str = "", instance_id: str = "", log_dir: str = "",
-                 log_level: int = -1, flag_file: str = ""):
+    def __init__(self, endpoint: str, *, instance_id: str = "", **options: Any):
+        if "transport_type" in options:
+            options["transport_type"] = int(options["transport_type"])
         self._core = _core.Client()
-        self._core.init(instance_id, endpoint, int(transport_type), log_dir, int(log_level),
-                        flag_file, connections, timeout, connect_timeout, staging_cache_bytes,
-                        cuda_runtime_library, ascend_runtime_library)
+        self._core.init(instance_id, endpoint, **options)
 
     # Every batched call takes `timeout` in seconds; 0 = the client's default.
 
@@ -241,16 +238,17 @@ class Server:
         with kvport.Server(capacity="1GiB") as node:
             client = kvport.Client(node.url)
 
-    Listens on `listen` (default loopback, an ephemeral port). capacity: bytes or a size string.
-    threads: I/O threads (0 = one per CPU). The node stops when the `with` block ends, on
-    stop(), or when the object is collected; stopping lets requests in flight finish first."""
+    capacity: bytes or a size string. threads: I/O threads (2 here; 0 = one per CPU).
+    Keyword options are kvport::ServerOptions' (include/kvport/server.h), with its defaults:
+    listen (loopback, an ephemeral port), max_value_bytes (bytes or a size string),
+    max_key_bytes, max_meta_bytes, max_batch_keys. The node stops when the `with` block ends,
+    on stop(), or when the object is collected; stopping lets requests in flight finish."""
 
-    def __init__(self, capacity: Any = "1GiB", *, listen: str = "127.0.0.1:0",
-                 threads: int = 2, max_value_bytes: Any = 0, max_key_bytes: int = 8192,
-                 max_meta_bytes: int = 4096, max_batch_keys: int = 4096):
-        self._core = _core.Server(listen, parse_size(capacity), threads,
-                                  parse_size(max_value_bytes), max_key_bytes, max_meta_bytes,
-                                  max_batch_keys)
+    def __init__(self, capacity: Any = "1GiB", *, threads: int = 2, **options: Any):
+        if "max_value_bytes" in options:
+            options["max_value_bytes"] = parse_size(options["max_value_bytes"])
+        self._core = _core.Server(capacity_bytes=parse_size(capacity), threads=threads,
+                                  **options)
 
     @property
     def address(self) -> str:

@@ -125,6 +125,10 @@ std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
 }
 
+double Seconds(std::chrono::milliseconds ms) {
+  return std::chrono::duration<double>(ms).count();
+}
+
 py::list CodeList(const std::vector<KeyCode>& codes) {
   py::list list(codes.size());
   for (size_t i = 0; i < codes.size(); ++i)
@@ -302,7 +306,7 @@ class PyServer {
     options.listen = listen;
     options.capacity_bytes = capacity_bytes;
     options.threads = threads;
-    if (max_value_bytes != 0) options.max_value_bytes = max_value_bytes;
+    options.max_value_bytes = max_value_bytes;
     options.max_key_bytes = max_key_bytes;
     options.max_meta_bytes = max_meta_bytes;
     options.max_batch_keys = max_batch_keys;
@@ -377,6 +381,8 @@ std::string DoctorJson(const std::string& cuda_runtime_library,
 
 PYBIND11_MODULE(_core, m) {
   using namespace kvport::python;
+  const kvport::InitOptions kDefaults;
+  const kvport::ServerOptions kServerDefaults;
   m.doc() = "kvport's C++ client and node. Use the kvport and eic packages, not this module.";
 
   py::register_exception_translator([](std::exception_ptr thrown) {
@@ -396,11 +402,17 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyClient>(m, "Client")
       .def(py::init<>())
-      .def("init", &PyClient::Init, py::arg("instance_id"), py::arg("endpoint"),
-           py::arg("transport_type"), py::arg("log_dir"), py::arg("log_level"),
-           py::arg("flag_file"), py::arg("connections"), py::arg("timeout"),
-           py::arg("connect_timeout"), py::arg("staging_cache_bytes"),
-           py::arg("cuda_runtime_library"), py::arg("ascend_runtime_library"))
+      // The defaults are kvport::InitOptions' own, so they are written in one place.
+      .def("init", &PyClient::Init, py::arg("instance_id"), py::arg("endpoint"), py::kw_only(),
+           py::arg("transport_type") = kDefaults.transport_type,
+           py::arg("log_dir") = kDefaults.log_dir, py::arg("log_level") = kDefaults.log_level,
+           py::arg("flag_file") = kDefaults.flag_file,
+           py::arg("connections") = kDefaults.connections,
+           py::arg("timeout") = Seconds(kDefaults.timeout),
+           py::arg("connect_timeout") = Seconds(kDefaults.connect_timeout),
+           py::arg("staging_cache_bytes") = kDefaults.staging_cache_bytes,
+           py::arg("cuda_runtime_library") = kDefaults.cuda_runtime_library,
+           py::arg("ascend_runtime_library") = kDefaults.ascend_runtime_library)
       .def("mset", &PyClient::MSet, py::arg("keys"), py::arg("values"), py::arg("ns"),
            py::arg("ttl_seconds"), py::arg("metas"), py::arg("timeout"))
       .def("mget", &PyClient::MGet, py::arg("keys"), py::arg("buffers"), py::arg("ns"),
@@ -422,11 +434,16 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("endpoint", &PyClient::endpoint);
 
   py::class_<PyServer>(m, "Server")
+      // The defaults are kvport::ServerOptions' own.
       .def(py::init<const std::string&, uint64_t, unsigned, uint64_t, uint64_t, uint64_t,
                     uint64_t>(),
-           py::arg("listen"), py::arg("capacity_bytes"), py::arg("threads"),
-           py::arg("max_value_bytes"), py::arg("max_key_bytes"), py::arg("max_meta_bytes"),
-           py::arg("max_batch_keys"))
+           py::kw_only(), py::arg("listen") = kServerDefaults.listen,
+           py::arg("capacity_bytes") = kServerDefaults.capacity_bytes,
+           py::arg("threads") = kServerDefaults.threads,
+           py::arg("max_value_bytes") = kServerDefaults.max_value_bytes,
+           py::arg("max_key_bytes") = kServerDefaults.max_key_bytes,
+           py::arg("max_meta_bytes") = kServerDefaults.max_meta_bytes,
+           py::arg("max_batch_keys") = kServerDefaults.max_batch_keys)
       .def_property_readonly("address", &PyServer::address)
       .def_property_readonly("port", &PyServer::port)
       .def_property_readonly("running", &PyServer::running)
