@@ -2,6 +2,46 @@
 
 # Warnings are errors in our own code (not in third-party headers, which are SYSTEM includes).
 set(KVPORT_WARNINGS -Wall -Wextra -Werror -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough)
+# clang also checks the thread-safety annotations (GUARDED_BY, REQUIRES...: see
+# src/common/thread_annotations.h); GCC has no such analysis and the macros expand to nothing.
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  list(APPEND KVPORT_WARNINGS -Wthread-safety -Werror=thread-safety)
+  # A violation must fail to compile while the same access under the lock compiles, or the
+  # annotations silently check nothing (say, if the header's macros stopped expanding on clang).
+  foreach(variant locked unlocked)
+    if(variant STREQUAL "locked")
+      set(take_lock "kvport::MutexLock lock(mu);")
+    else()
+      set(take_lock "")
+    endif()
+    try_compile(KVPORT_THREAD_SAFETY_${variant}_COMPILES
+      SOURCE_FROM_CONTENT thread_safety_${variant}.cc "
+#include \"common/thread_annotations.h\"
+struct Counter {
+  kvport::Mutex mu;
+  int value GUARDED_BY(mu) = 0;
+  void Increment() { ${take_lock} ++value; }
+};
+int main() { Counter c; c.Increment(); }
+"
+      COMPILE_DEFINITIONS -Wthread-safety -Werror=thread-safety -I${PROJECT_SOURCE_DIR}/src
+      CXX_STANDARD 20
+      NO_CACHE)
+  endforeach()
+  if(NOT KVPORT_THREAD_SAFETY_locked_COMPILES OR KVPORT_THREAD_SAFETY_unlocked_COMPILES)
+    message(FATAL_ERROR "clang's -Wthread-safety does not check src/common/thread_annotations.h "
+                        "(a correctly locked access compiles: ${KVPORT_THREAD_SAFETY_locked_COMPILES}"
+                        ", an unlocked one compiles: ${KVPORT_THREAD_SAFETY_unlocked_COMPILES})")
+  endif()
+endif()
+
+# ThreadSanitizer builds: every test binary also links tests/tsan/pthread_clocklock.cc, which
+# routes the pthread *clock*lock calls that libtsan does not intercept (std::timed_mutex with a
+# deadline) through the timed calls that it does (see that file).
+if(KVPORT_TSAN)
+  add_library(kvport_tsan_clocklock OBJECT ${PROJECT_SOURCE_DIR}/tests/tsan/pthread_clocklock.cc)
+  target_compile_options(kvport_tsan_clocklock PRIVATE ${KVPORT_WARNINGS})
+endif()
 
 # kvport_library(NAME SOURCES a.cc ... DEPS x y ...): one static library per layer.
 function(kvport_library name)
@@ -20,6 +60,9 @@ function(kvport_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${KVPORT_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
+  if(KVPORT_TSAN)
+    target_link_libraries(${name} PRIVATE kvport_tsan_clocklock)
+  endif()
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)

@@ -5,7 +5,11 @@
 // connections; requests from many threads are pipelined on those connections (each carries a
 // request id), every call has a deadline, and a lost node is reconnected to with exponential
 // backoff, so calls made while a node restarts fail with Unavailable and later calls succeed on
-// the same Client. docs/client.md describes the API, statuses, threading and staging in full.
+// the same Client. A call that times out while its answer is arriving returns at once and the
+// rest of that answer is drained, so the calls pipelined with it still succeed; a node's ERROR
+// for one request fails that call alone. Nothing a node reports is trusted for allocation
+// (descriptor sizes are checked against the request, buffers grow as bytes arrive).
+// docs/client.md describes the API, statuses, threading and staging in full.
 //
 // Results. A batched call returns Result<...>:
 //   - a non-OK Status when the call was rejected or when no key's outcome is known: bad
@@ -123,6 +127,14 @@ struct InitOptions {
   std::chrono::milliseconds connect_timeout{3'000};        // one connect + handshake attempt
   std::chrono::milliseconds reconnect_backoff_min{20};     // first wait after a failed connect
   std::chrono::milliseconds reconnect_backoff_max{2'000};  // the wait doubles up to this
+  // A call whose deadline passes while its response is arriving returns Timeout at once; the
+  // connection's reader discards the rest of that response and goes on with the next one, so
+  // the other calls pipelined on the connection are not failed. The drain is bounded: a
+  // response not complete drain_timeout after its call's deadline, or a rest of more than
+  // drain_max_bytes, closes the connection instead (its other calls fail Unavailable and the
+  // pool reconnects).
+  std::chrono::milliseconds drain_timeout{5'000};
+  uint64_t drain_max_bytes = uint64_t{256} << 20;
   // Pinned host memory kept cached for staging device buffers; staging beyond this is
   // allocated for the call and freed after it.
   uint64_t staging_cache_bytes = uint64_t{256} << 20;

@@ -44,10 +44,12 @@ enum class ConfigSource { kDefault, kFile, kEnvironment };
 
 // One line of `kvport config check`: an effective value and its origin.
 struct ConfigEntry {
-  std::string key;    // "max_local_cpu_size", or "extra_config.<name>" for extra_config entries
-  std::string value;  // as it would be written in YAML: strings quoted, numbers and bools bare
-  std::string human;  // sizes in human form ("5 GiB"); empty for other keys
-  bool is_string = false;  // value is a quoted string (for JSON output)
+  std::string key;  // "max_local_cpu_size", or "extra_config.<name>" for extra_config entries
+  // The effective value as text: a string key's value exactly as it is (not quoted), numbers
+  // and bools as YAML writes them ("5", "2.5", "true"), "{}" for an empty extra_config.
+  std::string value;
+  std::string human;       // sizes in human form ("5 GiB"); empty for other keys
+  bool is_string = false;  // value is a string: printed quoted and escaped, a JSON string
   ConfigSource source = ConfigSource::kDefault;
   std::string origin;   // "default", "file:PATH", "env:VAR" (extra_config adds " (extra_config)")
   std::string env_var;  // the variable that overrides this key ("" for extra_config entries)
@@ -108,18 +110,25 @@ struct ConfigSources {
   bool log_warnings = true;
 };
 
+// The largest config file LoadConfig reads.
+inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{1} << 20;
+
 // Loads, validates and returns the effective configuration. Errors are InvalidArgument (a bad
-// value, malformed YAML, a file that is not a map) or NotFound (the file does not exist); the
+// value, malformed YAML, a file that is not a map, a file that is not a regular file (a FIFO, a
+// device, a folder: never opened for a blocking read) or is larger than kMaxConfigFileBytes),
+// NotFound (the file does not exist) or IoError (it cannot be read); the
 // message names the file and line or the environment variable, the key, the value and its
 // unit, the rule it broke and, where it can tell, what was probably meant. All invalid values
 // are reported at once, separated by "; ".
 Result<Config> LoadConfig(const ConfigSources& sources);
 
 // `kvport config check` output: one "key: value  (origin)" line per entry (sizes followed by
-// "= <human>"), then one "warning: ..." line per warning.
+// "= <human>", strings in double quotes), then one "warning: ..." line per warning. Control
+// bytes and invalid UTF-8 in any of it are escaped (common/escape_text.h): one entry, one line.
 std::string DescribeConfig(const Config& config);
-// The same as one JSON object: {"file": ..., "values": {key: {"value", "source", "env",
-// ["human"]}}, "warnings": [...]}.
+// The same as one JSON object on one line: {"file": ..., "values": {key: {"value", "source",
+// "env", ["human"]}}, "warnings": [...]}. Always valid JSON: invalid UTF-8 in a string becomes
+// U+FFFD (docs/configuration.md, "JSON output and escaping").
 std::string DescribeConfigJson(const Config& config);
 
 }  // namespace kvport

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvport/byte_vector.h"
 #include "kvport/cache_key.h"
 #include "kvport/remote_metadata.h"
 #include "kvport/status.h"
@@ -35,10 +36,12 @@ struct Config;
 class PriorityExecutor;
 
 // A chunk owned by the caller of Get: metadata and its payload (meta.length bytes, the groups
-// back to back as RemoteMetadata::GroupOffsets describes).
+// back to back as RemoteMetadata::GroupOffsets describes). The payload is a ByteVector, which a
+// connector sizes without zero-filling before it reads the chunk's bytes into it; it compares
+// equal to a std::vector<uint8_t> of the same bytes.
 struct KvChunk {
   RemoteMetadata meta;
-  std::vector<uint8_t> data;
+  ByteVector data;
 };
 
 // A chunk to store, borrowed from the caller for the duration of the call.
@@ -90,6 +93,10 @@ struct ConnectorOptions {
   // take one round trip, reading straight into buffers of this size; a larger stored value is
   // fetched again at its true size. 0 = unknown: a get first reads metadata (sizes), then data.
   uint64_t expected_chunk_bytes = 0;
+  // The largest chunk payload a get allocates for. Sizes come from the node, so they are
+  // checked against this before any buffer is sized: a stored object that is larger reads as a
+  // miss (with a warning) and is never fetched. Must be at least expected_chunk_bytes.
+  uint64_t max_chunk_bytes = uint64_t{1} << 30;
 };
 
 // Makes the connector `url` names. Known schemes: "eic" (a kvport node: eic://host:port or

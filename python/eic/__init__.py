@@ -113,6 +113,8 @@ _META_SUFFIX = "_meta"
 # Largest K_meta value folded into K's metadata blob (LMCache's are 28 to 68 bytes; a node's
 # max_meta_bytes is at least this by default, 4096).
 _META_FOLD_MAX = 1024
+# Largest value mget(keys, option, None) allocates for (the CLI's `get --max-bytes` default).
+_NEW_VALUE_MAX = 1 << 30
 
 
 # --- Options: plain attribute bags, as the vendor's are ----------------------------------------
@@ -376,6 +378,9 @@ class Client:
             except kvport.Error as e:
                 status, outcome = self._call_failed("mget", e, len(keys), _overall_all_or_some)
                 return status, [None] * len(keys), outcome
+            # Sizes come from the node: one past _NEW_VALUE_MAX gets no buffer (and so reads
+            # as BUFFER_TOO_SMALL) instead of an allocation a node could make arbitrarily big.
+            sizes = [n if n <= _NEW_VALUE_MAX else 0 for n in sizes]
             vals = [bytearray(max(n, _META_FOLD_MAX) if _meta_base(k) else n)
                     for k, n in zip(keys, sizes)]
         buffers = list(vals) if vals is not None else []

@@ -114,8 +114,49 @@ Status CheckAnswer(const protocol::MgetRequest& request, const protocol::MgetRes
   return Status::Corruption(checked.message());
 }
 
+namespace {
+
+// Batch answers: u8 overall, u32 count, then `item_bytes` per key.
+uint64_t BatchAnswerBytes(size_t keys, uint64_t item_bytes) {
+  return 1 + 4 + keys * item_bytes;
+}
+
+}  // namespace
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::MsetRequest& request, const protocol::Limits&) {
+  return BatchAnswerBytes(request.items.size(), 1);  // u8 status
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::MgetRequest& request,
+                                  const protocol::Limits& limits) {
+  // u8 status, u32 meta_len, u64 value_len, meta; a meta-only answer has the same layout.
+  return BatchAnswerBytes(request.keys.size(), 1 + 4 + 8 + limits.max_meta_bytes);
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::MexistRequest& request, const protocol::Limits&) {
+  return BatchAnswerBytes(request.keys.size(), 1 + 8);  // u8 status, u64 value_len
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::MdelRequest& request, const protocol::Limits&) {
+  return BatchAnswerBytes(request.keys.size(), 1);  // u8 status
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::ListRequest& request,
+                                  const protocol::Limits& limits) {
+  // u64 next_cursor, u32 count, count x (u16 key_len, key).
+  return 8 + 4 + uint64_t{request.max_keys} * (2 + limits.max_key_bytes);
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::PingRequest&, const protocol::Limits&) {
+  return 0;
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::StatsRequest&, const protocol::Limits& limits) {
+  return protocol::MaxResponseFrameBytes(limits) - protocol::kFrameHeaderSize;
+}
+
 Status MgetHandler::OnResponse(const protocol::FrameHeader& header, std::vector<iovec>* payload) {
-  Status decoded = protocol::DecodeResponse(header, descriptor, limits, &response);
+  Status decoded = protocol::DecodeResponse(header, descriptor_view(), limits, &response);
   if (!decoded.ok()) return MalformedAnswer(header, decoded);
   KVPORT_RETURN_IF_ERROR(CheckAnswer(request, response));
   for (size_t i = 0; i < response.results.size(); ++i) {

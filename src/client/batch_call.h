@@ -128,6 +128,25 @@ inline Status CheckAnswer(const protocol::ListRequest&, const protocol::ListResp
   return Status::Ok();
 }
 
+// The largest descriptor a well-formed answer to `request` can have under `limits` (the wire
+// layouts of docs/protocol.md): what a response header may announce before the client
+// allocates anything for it.
+uint64_t MaxAnswerDescriptorBytes(const protocol::MsetRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::MgetRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::MexistRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::MdelRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::ListRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::PingRequest& request,
+                                  const protocol::Limits& limits);
+// STATS answers are bounded by the protocol's response frame limit alone.
+uint64_t MaxAnswerDescriptorBytes(const protocol::StatsRequest& request,
+                                  const protocol::Limits& limits);
+
 // Decodes a response without payload into `response` (views into `descriptor`).
 template <typename Request, typename Response>
 class DecodingHandler : public ResponseHandler {
@@ -137,9 +156,12 @@ class DecodingHandler : public ResponseHandler {
   protocol::Limits limits;  // the connection's, set when the request is encoded
 
   Status OnResponse(const protocol::FrameHeader& header, std::vector<iovec>*) override {
-    Status decoded = protocol::DecodeResponse(header, descriptor, limits, &response);
+    Status decoded = protocol::DecodeResponse(header, descriptor_view(), limits, &response);
     if (!decoded.ok()) return MalformedAnswer(header, decoded);
     return CheckAnswer(request, response);
+  }
+  uint64_t MaxDescriptorBytes(const protocol::Limits& conn_limits) const override {
+    return MaxAnswerDescriptorBytes(request, conn_limits);
   }
 };
 
@@ -153,6 +175,9 @@ class MgetHandler : public ResponseHandler {
   std::vector<char*> destinations;  // one per request key
 
   Status OnResponse(const protocol::FrameHeader& header, std::vector<iovec>* payload) override;
+  uint64_t MaxDescriptorBytes(const protocol::Limits& conn_limits) const override {
+    return MaxAnswerDescriptorBytes(request, conn_limits);
+  }
 };
 
 }  // namespace kvport::client

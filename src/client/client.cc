@@ -296,6 +296,9 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
     return Status::InvalidArgument(
         "reconnect_backoff_min must be positive and at most reconnect_backoff_max");
   }
+  if (options.drain_timeout.count() < 0) {
+    return Status::InvalidArgument("drain_timeout must not be negative");
+  }
   if (options.log_level >= 0) {
     static constexpr log::Level kLevels[] = {log::Level::kDebug, log::Level::kInfo,
                                              log::Level::kWarn, log::Level::kError};
@@ -336,6 +339,8 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   pool_options.backoff_min = options.reconnect_backoff_min;
   pool_options.backoff_max = options.reconnect_backoff_max;
   pool_options.client_name = "kvport-client " + std::string(instance_id);
+  pool_options.connection.drain_timeout = options.drain_timeout;
+  pool_options.connection.drain_max_bytes = options.drain_max_bytes;
   auto pool = std::make_unique<ConnectionPool>(parsed.address, pool_options);
   Status connected = pool->ConnectFirst(client::Clock::now() + options.connect_timeout);
   if (!connected.ok()) return connected.WithContext("client init");

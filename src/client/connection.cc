@@ -1,7 +1,10 @@
 #include "client/connection.h"
 
+#include <fmt/core.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -13,57 +16,48 @@ namespace kvport::client {
 struct Connection::Call {
   enum class State { kWaiting, kReceiving, kDone };
 
-  Call(uint64_t request_id, ResponseHandler* h) : id(request_id), handler(h) {}
+  Call(uint64_t request_id, ResponseHandler* h, Deadline d, uint64_t max_descriptor)
+      : id(request_id), handler(h), deadline(d), max_descriptor_bytes(max_descriptor) {}
 
   const uint64_t id;
   ResponseHandler* const handler;
+  const Deadline deadline;              // the caller's; the reader drains past it
+  const uint64_t max_descriptor_bytes;  // handler->MaxDescriptorBytes, taken by Send
   // Guarded by Connection::mu_. kWaiting: in pending_, nobody touches the handler;
-  // kReceiving: the reader thread owns the handler; kDone: result is final, off pending_.
+  // kReceiving: the reader thread has taken it (see io_mu); kDone: result is final, off
+  // pending_.
   State state = State::kWaiting;
   Status result;
   std::condition_variable done;
+  // The reader holds io_mu whenever it touches the handler or the caller's buffers, and checks
+  // `abandoned` first; Abandon sets `abandoned` under io_mu, so once it has, the reader never
+  // touches them again (it discards the rest of the response instead).
+  std::mutex io_mu;
+  bool abandoned = false;  // guarded by io_mu
 };
 
 namespace {
 
-// Reads `iov` completely; entries with a null base are read and dropped.
-Status ReadIntoIov(int fd, std::vector<iovec>& iov) {
-  size_t i = 0;
-  while (i < iov.size()) {
-    if (iov[i].iov_base == nullptr) {
-      KVPORT_RETURN_IF_ERROR(DiscardFully(fd, iov[i].iov_len, kNoDeadline));
-      ++i;
-      continue;
-    }
-    // A run of real destinations: one readv per run (per wake-up), not one read per value.
-    size_t end = i;
-    while (end < iov.size() && iov[end].iov_base != nullptr && end - i < IOV_MAX)
-      ++end;
-    while (i < end) {
-      if (iov[i].iov_len == 0) {
-        ++i;
-        continue;
-      }
-      Result<net::IoProgress> progress = net::ReadV(fd, &iov[i], static_cast<int>(end - i));
-      if (!progress.ok()) {
-        return Status::Unavailable("connection lost while reading a response: " +
-                                   progress.status().message());
-      }
-      size_t moved = progress->bytes;
-      while (moved > 0 && i < end) {
-        size_t step = std::min(moved, iov[i].iov_len);
-        iov[i].iov_base = static_cast<char*>(iov[i].iov_base) + step;
-        iov[i].iov_len -= step;
-        moved -= step;
-        if (iov[i].iov_len == 0) ++i;
-      }
-      if (i < end && progress->eof) return Status::Unavailable("the node closed the connection");
-      if (i < end && progress->would_block) {
-        KVPORT_RETURN_IF_ERROR(WaitReadable(fd, kNoDeadline));
-      }
-    }
-  }
-  return Status::Ok();
+// A HELLO response: version, six u64 limits, server name (u8 length, at most 255 bytes).
+constexpr uint32_t kMaxHelloDescriptorBytes = 1 + 6 * 8 + 1 + 255;
+// An ERROR response: code, u16 message length, at most 1024 message bytes.
+constexpr uint32_t kMaxErrorDescriptorBytes = 1 + 2 + 1024;
+// A descriptor buffer starts at most this large and doubles as its bytes arrive.
+constexpr size_t kDescriptorFirstBytes = 64 * 1024;
+
+// `base + d`, saturating at kNoDeadline.
+Deadline After(Deadline base, std::chrono::milliseconds d) {
+  if (base >= kNoDeadline - d) return kNoDeadline;
+  return base + d;
+}
+
+// A Timeout of the reader's own bound as what it is: a node that stopped sending mid-response.
+Status Stalled(const Status& s, std::chrono::milliseconds drain_timeout) {
+  if (s.code() != StatusCode::kTimeout) return s;
+  return Status::Timeout(fmt::format(
+      "the node stalled in the middle of a response (not complete {} ms after its call's "
+      "deadline, drain_timeout)",
+      drain_timeout.count()));
 }
 
 // The node's ERROR response as a Status.
@@ -79,10 +73,47 @@ Status NodeError(const protocol::FrameHeader& header, std::string_view descripto
                                 " rejected the request: " + std::string(error.message));
 }
 
+// Whether a node's ERROR ends the connection: one not tied to a request (id 0), or one that
+// says the stream itself is broken (malformed bytes, a version the node does not speak), after
+// which the node closes. Any other ERROR answers its request alone.
+bool ErrorEndsConnection(const protocol::FrameHeader& header, const Status& error) {
+  return header.request_id == 0 || error.code() == StatusCode::kCorruption ||
+         error.code() == StatusCode::kNotSupported;
+}
+
+// Reads one frame header: waits as long as it takes for its first byte (an idle connection),
+// then gives the rest `stall` to arrive.
+Status ReadHeader(int fd, char* head, std::chrono::milliseconds stall) {
+  size_t got = 0;
+  Deadline until = kNoDeadline;
+  while (got < protocol::kFrameHeaderSize) {
+    iovec iov{head + got, protocol::kFrameHeaderSize - got};
+    Result<net::IoProgress> progress = net::ReadV(fd, &iov, 1);
+    if (!progress.ok()) {
+      return Status::Unavailable("connection lost while reading a response: " +
+                                 progress.status().message());
+    }
+    got += progress->bytes;
+    if (got == protocol::kFrameHeaderSize) break;
+    if (progress->eof) return Status::Unavailable("the node closed the connection");
+    if (got > 0 && until == kNoDeadline) until = After(Clock::now(), stall);
+    if (progress->would_block) {
+      Status waited = WaitReadable(fd, until);
+      if (waited.code() == StatusCode::kTimeout) {
+        return Status::Timeout(
+            fmt::format("the node stalled in the middle of a response header (more than {} ms)",
+                        stall.count()));
+      }
+      KVPORT_RETURN_IF_ERROR(waited);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-Connection::Connection(net::Socket socket, std::string peer)
-    : socket_(std::move(socket)), peer_(std::move(peer)) {}
+Connection::Connection(net::Socket socket, std::string peer, const ConnectionOptions& options)
+    : socket_(std::move(socket)), peer_(std::move(peer)), options_(options) {}
 
 Connection::~Connection() {
   Close(Status::Aborted("the client closed the connection"));
@@ -91,9 +122,10 @@ Connection::~Connection() {
 
 Result<std::shared_ptr<Connection>> Connection::Open(const net::HostPort& address,
                                                      std::string_view client_name,
-                                                     Deadline deadline) {
+                                                     Deadline deadline,
+                                                     const ConnectionOptions& options) {
   KVPORT_ASSIGN_OR_RETURN(net::Socket socket, ConnectTcp(address, deadline));
-  std::shared_ptr<Connection> conn(new Connection(std::move(socket), address.ToString()));
+  std::shared_ptr<Connection> conn(new Connection(std::move(socket), address.ToString(), options));
   Status hello = conn->Handshake(client_name, deadline);
   if (!hello.ok()) {
     conn->alive_ = false;
@@ -120,6 +152,14 @@ Status Connection::Handshake(std::string_view client_name, Deadline deadline) {
       protocol::DecodeFrameHeader(std::string_view(head, sizeof(head)), defaults, &header);
   if (!decoded.ok()) {
     return Status::Corruption("the peer does not speak the kvport protocol: " + decoded.message());
+  }
+  // Both possible answers are small: never allocate what a header merely claims.
+  const uint32_t most = header.opcode == protocol::Opcode::kError ? kMaxErrorDescriptorBytes
+                                                                  : kMaxHelloDescriptorBytes;
+  if (header.descriptor_length > most) {
+    return Status::Corruption(fmt::format(
+        "the node answered HELLO with a {} descriptor of {} bytes (at most {} possible)",
+        protocol::OpcodeName(header.opcode), header.descriptor_length, most));
   }
   std::string descriptor(header.descriptor_length, '\0');
   KVPORT_RETURN_IF_ERROR(ReadFully(socket_.fd(), descriptor.data(), descriptor.size(), deadline));
@@ -153,7 +193,8 @@ Status Connection::Handshake(std::string_view client_name, Deadline deadline) {
 Result<Connection::Ticket> Connection::Send(uint64_t request_id,
                                             const protocol::EncodedFrame& frame,
                                             ResponseHandler* handler, Deadline deadline) {
-  auto call = std::make_shared<Call>(request_id, handler);
+  auto call =
+      std::make_shared<Call>(request_id, handler, deadline, handler->MaxDescriptorBytes(limits_));
   {
     std::lock_guard lock(mu_);
     if (!alive_.load(std::memory_order_relaxed)) return close_reason_;
@@ -187,34 +228,59 @@ Result<Connection::Ticket> Connection::Send(uint64_t request_id,
 }
 
 Status Connection::Wait(const Ticket& call, Deadline deadline) {
-  std::unique_lock lock(mu_);
-  if (deadline == kNoDeadline) {
-    call->done.wait(lock, [&] { return call->state == Call::State::kDone; });
-  } else if (!call->done.wait_until(lock, deadline,
-                                    [&] { return call->state == Call::State::kDone; })) {
-    lock.unlock();
-    Abandon(call);
-    return Status::Timeout("no response from " + peer_ + " before the deadline");
+  auto done = [&] { return call->state == Call::State::kDone; };
+  {
+    std::unique_lock lock(mu_);
+    if (deadline == kNoDeadline) {
+      call->done.wait(lock, done);
+      return call->result;
+    }
+    if (call->done.wait_until(lock, deadline, done)) return call->result;
   }
-  return call->result;
+  switch (Abandon(call)) {
+    case Abandoned::kCompleted: {
+      std::lock_guard lock(mu_);
+      return call->result;
+    }
+    case Abandoned::kBeforeResponse:
+      return Status::Timeout("no response from " + peer_ + " before the deadline");
+    case Abandoned::kMidResponse:
+      break;
+  }
+  return Status::Timeout("the response from " + peer_ +
+                         " was still arriving at the deadline (its rest is discarded)");
 }
 
-void Connection::Abandon(const Ticket& call) {
-  std::unique_lock lock(mu_);
-  if (call->state == Call::State::kWaiting) {
-    // The reader has not started on it: a late response will find no call and be discarded.
-    pending_.erase(call->id);
-    call->state = Call::State::kDone;
-    return;
+Connection::Abandoned Connection::Abandon(const Ticket& call) {
+  {
+    std::lock_guard lock(mu_);
+    switch (call->state) {
+      case Call::State::kDone:
+        return Abandoned::kCompleted;
+      case Call::State::kWaiting:
+        // The reader has not started on it: a late response will find no call and be drained.
+        pending_.erase(call->id);
+        call->state = Call::State::kDone;
+        call->result = Status::Timeout("abandoned before its response began");
+        return Abandoned::kBeforeResponse;
+      case Call::State::kReceiving:
+        break;
+    }
   }
-  if (call->state == Call::State::kReceiving) {
-    // The reader is writing into the caller's buffers right now. Stop it (it is blocked on the
-    // socket at worst) and wait until it lets go, so no byte lands after the call returns.
-    lock.unlock();
-    Close(Status::Timeout("a response was still arriving when its call's deadline passed"));
-    lock.lock();
-    call->done.wait(lock, [&] { return call->state == Call::State::kDone; });
-  }
+  // The reader is on this call's response. Taking io_mu waits out a read into the caller's
+  // buffers in progress (one readv of what the socket holds, never a wait for the node);
+  // afterwards the reader sees `abandoned` and discards the rest.
+  std::lock_guard io(call->io_mu);
+  call->abandoned = true;
+  return Abandoned::kMidResponse;
+}
+
+void Connection::Finish(Call& call, Status result) {
+  std::lock_guard lock(mu_);
+  pending_.erase(call.id);
+  call.result = std::move(result);
+  call.state = Call::State::kDone;
+  call.done.notify_all();
 }
 
 void Connection::Close(const Status& reason) {
@@ -236,7 +302,14 @@ Status Connection::close_reason() const {
 
 void Connection::ReadLoop() {
   while (true) {
-    Status status = ReadOneResponse();
+    Status status;
+    try {
+      status = ReadOneResponse();
+    } catch (const std::bad_alloc&) {
+      // Decoding a response allocates (per-key tables, bounded by the bytes received); running
+      // out of memory ends this connection, never the process.
+      status = Status::NoSpace("out of memory while reading a response");
+    }
     if (!status.ok()) {
       if (alive()) log::Debug("connection to {} ends: {}", peer_, status.ToString());
       Close(status);
@@ -256,10 +329,123 @@ void Connection::FailAllPending(const Status& reason) {
   pending_.clear();
 }
 
-Status Connection::ReadOneResponse() {
+Status Connection::ReadDescriptor(uint32_t n, Deadline until, DescriptorBytes* out) {
+  out->clear();
+  size_t have = 0;
+  while (have < n) {
+    // Grown as the bytes arrive: a header's claim alone never costs more than twice what was
+    // received (plus the first chunk), and nothing is zero-filled before it is read into.
+    const size_t next = std::min<size_t>(n, std::max(kDescriptorFirstBytes, 2 * have));
+    try {
+      out->resize(next);
+    } catch (const std::bad_alloc&) {
+      return Status::NoSpace(
+          fmt::format("cannot allocate {} bytes for a response descriptor from {}", next, peer_));
+    }
+    Status read = ReadFully(socket_.fd(), out->data() + have, next - have, until);
+    if (!read.ok()) return Stalled(read, options_.drain_timeout);
+    have = next;
+  }
+  return Status::Ok();
+}
+
+Status Connection::Drain(uint64_t n, Deadline until, std::string_view what) {
+  if (n > options_.drain_max_bytes) {
+    return Status::Aborted(fmt::format(
+        "{}: {} bytes to discard, more than drain_max_bytes ({}); closing instead of draining",
+        what, n, options_.drain_max_bytes));
+  }
+  Status discarded = DiscardFully(socket_.fd(), n, until);
+  if (!discarded.ok()) return Stalled(discarded, options_.drain_timeout);
+  drained_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status Connection::ReadPayload(Call& call, std::vector<iovec>& iov, Deadline until,
+                               bool* abandoned) {
   const int fd = socket_.fd();
+  uint64_t left = 0;
+  for (const iovec& v : iov)
+    left += v.iov_len;
+  size_t i = 0;
+  while (i < iov.size()) {
+    if (iov[i].iov_len == 0) {
+      ++i;
+      continue;
+    }
+    if (iov[i].iov_base == nullptr) {
+      Status discarded = DiscardFully(fd, iov[i].iov_len, until);
+      if (!discarded.ok()) return Stalled(discarded, options_.drain_timeout);
+      left -= iov[i].iov_len;
+      ++i;
+      continue;
+    }
+    // A run of real destinations: one readv per run (per wake-up), not one read per value.
+    size_t end = i;
+    while (end < iov.size() && iov[end].iov_base != nullptr && end - i < IOV_MAX)
+      ++end;
+    net::IoProgress progress;
+    {
+      std::lock_guard io(call.io_mu);
+      if (call.abandoned) {
+        *abandoned = true;
+        break;
+      }
+      Result<net::IoProgress> read = net::ReadV(fd, &iov[i], static_cast<int>(end - i));
+      if (!read.ok()) {
+        return Status::Unavailable("connection lost while reading a response: " +
+                                   read.status().message());
+      }
+      progress = *read;
+    }
+    left -= progress.bytes;
+    size_t moved = progress.bytes;
+    while (moved > 0 && i < end) {
+      size_t step = std::min(moved, iov[i].iov_len);
+      iov[i].iov_base = static_cast<char*>(iov[i].iov_base) + step;
+      iov[i].iov_len -= step;
+      moved -= step;
+      if (iov[i].iov_len == 0) ++i;
+    }
+    if (left == 0) break;
+    if (progress.eof) return Status::Unavailable("the node closed the connection");
+    if (progress.would_block) {
+      Status waited = WaitReadable(fd, until);
+      if (!waited.ok()) return Stalled(waited, options_.drain_timeout);
+    }
+  }
+  if (!*abandoned) return Status::Ok();
+  return Drain(left, until, "the rest of a response whose call timed out");
+}
+
+Status Connection::ReadError(const protocol::FrameHeader& header, const Ticket& call) {
+  const Deadline until =
+      After(call != nullptr ? call->deadline : Clock::now(), options_.drain_timeout);
+  Status error;
+  if (header.descriptor_length > kMaxErrorDescriptorBytes) {
+    error = Status::Corruption(
+        fmt::format("the node sent an ERROR frame with a descriptor of {} bytes (at most {})",
+                    header.descriptor_length, kMaxErrorDescriptorBytes));
+  } else {
+    char descriptor[kMaxErrorDescriptorBytes];
+    Status read = ReadFully(socket_.fd(), descriptor, header.descriptor_length, until);
+    error = read.ok() ? NodeError(header, std::string_view(descriptor, header.descriptor_length),
+                                  limits_, peer_)
+                      : Stalled(read, options_.drain_timeout);
+  }
+  const bool fatal = ErrorEndsConnection(header, error);
+  if (call != nullptr) {
+    Finish(*call, error);
+  } else if (!fatal) {
+    log::Debug("dropping the node's ERROR for request {}, which no call waits for: {}",
+               header.request_id, error.ToString());
+  }
+  return fatal ? error : Status::Ok();
+}
+
+Status Connection::ReadOneResponse() {
   char head[protocol::kFrameHeaderSize];
-  KVPORT_RETURN_IF_ERROR(ReadFully(fd, head, sizeof(head), kNoDeadline));
+  KVPORT_RETURN_IF_ERROR(ReadHeader(socket_.fd(), head, options_.drain_timeout));
   protocol::FrameHeader header;
   Status decoded =
       protocol::DecodeFrameHeader(std::string_view(head, sizeof(head)), limits_, &header);
@@ -286,41 +472,44 @@ Status Connection::ReadOneResponse() {
       call->state = Call::State::kReceiving;
     }
   }
+  if (header.opcode == protocol::Opcode::kError) return ReadError(header, call);
   if (call == nullptr) {
-    // Nobody waits for it (the call timed out), or it is a connection-level ERROR.
-    std::string descriptor(header.descriptor_length, '\0');
-    KVPORT_RETURN_IF_ERROR(ReadFully(fd, descriptor.data(), descriptor.size(), kNoDeadline));
-    if (header.opcode == protocol::Opcode::kError) {
-      return NodeError(header, descriptor, limits_, peer_);
-    }
-    return DiscardFully(fd, header.payload_length, kNoDeadline);
+    // Nobody waits for it: its call timed out before the response began.
+    return Drain(header.descriptor_length + header.payload_length,
+                 After(Clock::now(), options_.drain_timeout),
+                 fmt::format("a late {} response", protocol::OpcodeName(header.opcode)));
   }
 
-  auto finish = [&](Status result) {
-    std::lock_guard lock(mu_);
-    pending_.erase(call->id);
-    call->result = std::move(result);
-    call->state = Call::State::kDone;
-    call->done.notify_all();
-  };
-
-  ResponseHandler* handler = call->handler;
-  handler->descriptor.resize(header.descriptor_length);
-  Status read = ReadFully(fd, handler->descriptor.data(), header.descriptor_length, kNoDeadline);
+  const Deadline until = After(call->deadline, options_.drain_timeout);
+  if (header.descriptor_length > call->max_descriptor_bytes) {
+    Status bad = Status::Corruption(fmt::format(
+        "the node announced a {} response descriptor of {} bytes; an answer to this request has "
+        "at most {}",
+        protocol::OpcodeName(header.opcode), header.descriptor_length, call->max_descriptor_bytes));
+    Finish(*call, bad);
+    return bad;
+  }
+  DescriptorBytes descriptor;
+  Status read = ReadDescriptor(header.descriptor_length, until, &descriptor);
   if (!read.ok()) {
-    finish(read);
+    Finish(*call, read);
     return read;
-  }
-  if (header.opcode == protocol::Opcode::kError) {
-    // The node closes the connection after an ERROR; so do we.
-    Status error = NodeError(header, handler->descriptor, limits_, peer_);
-    finish(error);
-    return error;
   }
 
   std::vector<iovec> payload;
-  Status result = handler->OnResponse(header, &payload);
-  if (result.ok()) {
+  Status result;
+  bool abandoned = false;
+  {
+    std::lock_guard io(call->io_mu);
+    if (call->abandoned) {
+      abandoned = true;
+    } else {
+      ResponseHandler* handler = call->handler;
+      handler->descriptor = std::move(descriptor);
+      result = handler->OnResponse(header, &payload);
+    }
+  }
+  if (result.ok() && !abandoned) {
     uint64_t placed = 0;
     for (const iovec& v : payload)
       placed += v.iov_len;
@@ -330,16 +519,23 @@ Status Connection::ReadOneResponse() {
                                   std::to_string(placed) + " bytes)");
     }
   }
-  read =
-      result.ok() ? ReadIntoIov(fd, payload) : DiscardFully(fd, header.payload_length, kNoDeadline);
+  if (result.code() == StatusCode::kCorruption) {
+    // The node broke the protocol: the rest of the stream cannot be trusted.
+    Finish(*call, result);
+    return result;
+  }
+  if (abandoned || !result.ok()) {
+    read = Drain(header.payload_length, until, "a response whose call timed out");
+  } else {
+    read = ReadPayload(*call, payload, until, &abandoned);
+  }
   if (!read.ok()) {
-    finish(read);
+    Finish(*call, read);
     return read;
   }
-  const bool broken = result.code() == StatusCode::kCorruption;
-  Status close_with = broken ? result : Status::Ok();
-  finish(std::move(result));
-  return close_with;
+  Finish(*call, abandoned ? Status::Timeout("abandoned in the middle of its response")
+                          : std::move(result));
+  return Status::Ok();
 }
 
 }  // namespace kvport::client

@@ -8,24 +8,37 @@
 // payload straight into the caller's buffers: the reader thread places the payload where the
 // handler says, and no call touches those buffers after it returns.
 //
+// Nothing a node reports is trusted for allocation: a response's descriptor is checked against
+// what the request can bring back (ResponseHandler::MaxDescriptorBytes) and read into a buffer
+// that grows as its bytes arrive, never sized from the header's claim alone.
+//
+// A call whose deadline passes while its response is arriving gives up its buffers at once;
+// the reader discards the rest of that response (the drain, bounded by
+// ConnectionOptions::drain_max_bytes and drain_timeout) and goes on with the next one, so the
+// calls pipelined behind it are not failed. A node's ERROR response to one request fails that
+// request only, unless it says the stream itself is broken.
+//
 // A Connection never reconnects: once closed (the node went away, a write timed out mid-frame,
-// the node broke the protocol) every pending and later call fails with the close reason,
-// Unavailable, and the ConnectionPool replaces it.
+// the node broke the protocol, a drain over its bounds) every pending and later call fails with
+// the close reason, Unavailable, and the ConnectionPool replaces it.
 #pragma once
 
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "client/socket_io.h"
+#include "kvport/byte_vector.h"
 #include "kvport/status.h"
 #include "net/host_port.h"
 #include "net/socket.h"
@@ -33,6 +46,19 @@
 #include "protocol/limits.h"
 
 namespace kvport::client {
+
+// A response descriptor: filled by the reader thread without zero-filling first.
+using DescriptorBytes = std::vector<char, DefaultInitAllocator<char>>;
+
+struct ConnectionOptions {
+  // How long after its call's deadline a response may take to arrive completely: the time the
+  // reader spends draining a response nobody waits for any more. A node that stalls longer in
+  // the middle of a response has the connection closed.
+  std::chrono::milliseconds drain_timeout{5'000};
+  // The most bytes of an abandoned response the reader discards to keep the connection; a
+  // larger remainder closes the connection instead (reconnecting is cheaper).
+  uint64_t drain_max_bytes = uint64_t{256} << 20;
+};
 
 // Decodes the response to one request. Runs on the connection's reader thread.
 class ResponseHandler {
@@ -47,8 +73,15 @@ class ResponseHandler {
   // closes the connection, since the node broke the protocol.
   virtual Status OnResponse(const protocol::FrameHeader& header, std::vector<iovec>* payload) = 0;
 
+  // The largest descriptor a well-formed answer to this handler's request can have, given the
+  // connection's limits. A response announcing more is Corruption, refused before anything is
+  // allocated for it. Called by Send, on the sending thread.
+  virtual uint64_t MaxDescriptorBytes(const protocol::Limits& limits) const = 0;
+
+  std::string_view descriptor_view() const { return {descriptor.data(), descriptor.size()}; }
+
   // Bytes of the response's descriptor; filled by the connection before OnResponse.
-  std::string descriptor;
+  DescriptorBytes descriptor;
 };
 
 class Connection {
@@ -58,7 +91,8 @@ class Connection {
   // Unavailable (refused, reset, no such host), Timeout, NotSupported (no common protocol version),
   // Corruption (the peer is not a kvport node).
   static Result<std::shared_ptr<Connection>> Open(const net::HostPort& address,
-                                                  std::string_view client_name, Deadline deadline);
+                                                  std::string_view client_name, Deadline deadline,
+                                                  const ConnectionOptions& options = {});
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -88,8 +122,8 @@ class Connection {
   // Waits for the response to a sent request. OK when the handler accepted it; otherwise the
   // handler's error, the node's ERROR response, Unavailable when the connection was lost, or
   // Timeout when `deadline` passed first. When Wait returns, the reader thread is done with the
-  // handler and with every buffer it named (a response still arriving at the deadline closes
-  // the connection to guarantee that).
+  // handler and with every buffer it named: a response still arriving at the deadline is
+  // drained by the reader (the rest of it discarded), never written into the caller's buffers.
   Status Wait(const Ticket& ticket, Deadline deadline);
 
   // True until the connection is closed.
@@ -100,23 +134,43 @@ class Connection {
   // Why the connection closed; OK while alive.
   Status close_reason() const;
 
+  // Responses (or their rest) the reader discarded because their call had given up, with the
+  // connection kept: for tests and diagnostics.
+  uint64_t drained_responses() const { return drained_.load(std::memory_order_relaxed); }
+
  private:
-  Connection(net::Socket socket, std::string peer);
+  Connection(net::Socket socket, std::string peer, const ConnectionOptions& options);
   Status Handshake(std::string_view client_name, Deadline deadline);
   void ReadLoop();
   // Reads one response; a non-OK status ends the connection.
   Status ReadOneResponse();
+  // Reads an ERROR response (for `call`, or for no call); non-OK when it ends the connection.
+  Status ReadError(const protocol::FrameHeader& header, const Ticket& call);
+  // Reads `n` descriptor bytes into `out`, growing it as they arrive.
+  Status ReadDescriptor(uint32_t n, Deadline until, DescriptorBytes* out);
+  // Reads a payload into `iov` for `call`, discarding the rest once the call is abandoned.
+  Status ReadPayload(Call& call, std::vector<iovec>& iov, Deadline until, bool* abandoned);
+  // Discards `n` bytes of a response nobody waits for, within the drain bounds.
+  Status Drain(uint64_t n, Deadline until, std::string_view what);
   void FailAllPending(const Status& reason);
-  // Settles a call whose response will never come (Send failure, Wait timeout); see Wait.
-  void Abandon(const Ticket& ticket);
+  // Settles a call whose response will not be used (Send failure, Wait timeout): kCompleted
+  // when it completed first (its result stands), otherwise whether it was given up before its
+  // response began or in the middle of it (the reader drains the rest). Either way the reader
+  // touches neither its handler nor its buffers once Abandon returns.
+  enum class Abandoned { kCompleted, kBeforeResponse, kMidResponse };
+  Abandoned Abandon(const Ticket& ticket);
+  // Makes `call` final with `result` and takes it off pending_.
+  void Finish(Call& call, Status result);
 
   net::Socket socket_;
   const std::string peer_;
+  const ConnectionOptions options_;
   protocol::Limits limits_;
   uint8_t version_ = protocol::kMinProtocolVersion;
   std::string server_name_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<bool> alive_{true};
+  std::atomic<uint64_t> drained_{0};
 
   std::timed_mutex write_mu_;  // one frame at a time
 

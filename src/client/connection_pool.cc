@@ -1,5 +1,7 @@
 #include "client/connection_pool.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -20,35 +22,67 @@ ConnectionPool::~ConnectionPool() {
 }
 
 Status ConnectionPool::ConnectFirst(Deadline deadline) {
-  Slot& slot = *slots_[0];
-  std::lock_guard lock(slot.mu);
-  if (slot.conn != nullptr && slot.conn->alive()) return Status::Ok();
-  Result<std::shared_ptr<Connection>> conn = Reconnect(slot, deadline);
-  return conn.status();
+  return UseSlot(0, deadline, /*use_others=*/false).status();
 }
 
 Result<std::shared_ptr<Connection>> ConnectionPool::Acquire(Deadline deadline) {
-  const size_t n = slots_.size();
-  const size_t first = next_slot_.fetch_add(1, std::memory_order_relaxed) % n;
-  Status why;
-  {
-    Slot& slot = *slots_[first];
-    std::lock_guard lock(slot.mu);
-    if (slot.conn != nullptr && slot.conn->alive()) return slot.conn;
-    Result<std::shared_ptr<Connection>> conn = Reconnect(slot, deadline);
-    if (conn.ok()) return conn;
-    why = conn.status();
-  }
-  // This slot cannot be reconnected right now; any other live connection will do.
-  for (size_t k = 1; k < n; ++k) {
-    Slot& slot = *slots_[(first + k) % n];
-    std::lock_guard lock(slot.mu);
-    if (slot.conn != nullptr && slot.conn->alive()) return slot.conn;
-  }
-  return why;
+  const size_t first = next_slot_.fetch_add(1, std::memory_order_relaxed) % slots_.size();
+  return UseSlot(first, deadline, /*use_others=*/true);
 }
 
-Result<std::shared_ptr<Connection>> ConnectionPool::Reconnect(Slot& slot, Deadline deadline) {
+Result<std::shared_ptr<Connection>> ConnectionPool::UseSlot(size_t index, Deadline deadline,
+                                                            bool use_others) {
+  Slot& slot = *slots_[index];
+  std::shared_ptr<Connection> old;
+  {
+    std::unique_lock lock(slot.mu);
+    if (slot.conn != nullptr && slot.conn->alive()) return slot.conn;
+    if (slot.connecting) {
+      // Another call is connecting this slot. Any other live connection will do meanwhile;
+      // otherwise wait for that attempt (it may take up to connect_timeout), but not past this
+      // call's deadline.
+      if (use_others) {
+        lock.unlock();
+        if (std::shared_ptr<Connection> other = AnyOtherLive(index)) return other;
+        lock.lock();
+      }
+      if (!slot.connect_done.wait_until(lock, deadline, [&] { return !slot.connecting; })) {
+        return Status::Timeout(
+            fmt::format("deadline passed while another call was connecting to node {} "
+                        "(connect_timeout {} ms)",
+                        where_, options_.connect_timeout.count()));
+      }
+      if (slot.conn != nullptr && slot.conn->alive()) return slot.conn;
+      // That attempt failed: this call tries too (at once Unavailable inside the backoff).
+    }
+    slot.connecting = true;
+    old = std::move(slot.conn);
+  }
+  Result<std::shared_ptr<Connection>> conn = Connect(old, deadline);
+  {
+    std::lock_guard lock(slot.mu);
+    slot.connecting = false;
+    if (conn.ok()) slot.conn = *conn;
+  }
+  slot.connect_done.notify_all();
+  if (conn.ok() || !use_others) return conn;
+  // This slot cannot be reconnected right now; any other live connection will do.
+  if (std::shared_ptr<Connection> other = AnyOtherLive(index)) return other;
+  return conn.status();
+}
+
+std::shared_ptr<Connection> ConnectionPool::AnyOtherLive(size_t skip) {
+  const size_t n = slots_.size();
+  for (size_t k = 1; k < n; ++k) {
+    Slot& slot = *slots_[(skip + k) % n];
+    std::lock_guard lock(slot.mu);
+    if (slot.conn != nullptr && slot.conn->alive()) return slot.conn;
+  }
+  return nullptr;
+}
+
+Result<std::shared_ptr<Connection>> ConnectionPool::Connect(const std::shared_ptr<Connection>& old,
+                                                            Deadline deadline) {
   const auto now = Clock::now();
   {
     std::lock_guard lock(backoff_mu_);
@@ -59,20 +93,18 @@ Result<std::shared_ptr<Connection>> ConnectionPool::Reconnect(Slot& slot, Deadli
                                  " ms");
     }
   }
-  if (slot.conn != nullptr) {
-    log::Debug("reconnecting to {}: {}", where_, slot.conn->close_reason().message());
-    slot.conn.reset();
+  if (old != nullptr) {
+    log::Debug("reconnecting to {}: {}", where_, old->close_reason().message());
   }
   const Deadline connect_deadline = std::min(deadline, now + options_.connect_timeout);
   Result<std::shared_ptr<Connection>> conn =
-      Connection::Open(address_, options_.client_name, connect_deadline);
+      Connection::Open(address_, options_.client_name, connect_deadline, options_.connection);
   std::lock_guard lock(backoff_mu_);
   if (conn.ok()) {
     if (backoff_.count() > 0) log::Info("reconnected to node {}", where_);
     backoff_ = std::chrono::milliseconds(0);
     retry_at_ = {};
     connects_.fetch_add(1, std::memory_order_relaxed);
-    slot.conn = *conn;
     return conn;
   }
   // A deadline of the call is not the node's fault: only real connect failures back off.

@@ -7,11 +7,13 @@
 // the backoff window fails at once with Unavailable and the last connect error, rather than
 // waiting for a connect timeout, so an engine's threads are not stalled by a dead node. The
 // first call after the window tries again, so a restarted node is picked up without a new
-// client. Thread-safe.
+// client. A call never waits past its own deadline for another call's connect attempt: it
+// uses another live connection meanwhile, or returns Timeout. Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +32,7 @@ struct PoolOptions {
   std::chrono::milliseconds backoff_min{20};
   std::chrono::milliseconds backoff_max{2'000};
   std::string client_name;  // sent in HELLO, for the node's logs
+  ConnectionOptions connection;
 };
 
 class ConnectionPool {
@@ -39,7 +42,9 @@ class ConnectionPool {
 
   // A live connection for one call: the next slot's connection, reconnected if it was lost
   // (subject to the backoff), or another slot's live connection when that one cannot be
-  // reconnected right now. Unavailable ("node HOST:PORT is unavailable: <why>") or Timeout.
+  // reconnected right now or another call is connecting it. Unavailable ("node HOST:PORT is
+  // unavailable: <why>"), or Timeout when `deadline` passes first, including while another
+  // call's connect attempt on the slot is still running (it is not waited for past it).
   Result<std::shared_ptr<Connection>> Acquire(Deadline deadline);
 
   // Connects slot 0 now (Client::Init uses it to check the node answers).
@@ -54,12 +59,22 @@ class ConnectionPool {
 
  private:
   struct Slot {
-    std::mutex mu;  // held while (re)connecting this slot
+    std::mutex mu;  // guards conn and connecting; never held across a connect
+    std::condition_variable connect_done;  // a connect attempt on this slot ended
     std::shared_ptr<Connection> conn;
+    bool connecting = false;  // a call is connecting this slot (without holding mu)
   };
 
-  // Reconnects `slot` (its mu held) unless the backoff window is open.
-  Result<std::shared_ptr<Connection>> Reconnect(Slot& slot, Deadline deadline);
+  // The connection of slot `index`: its live one, or one this call connects (subject to the
+  // backoff), waiting for another call's attempt on the slot no longer than `deadline`; with
+  // `use_others`, another slot's live connection when this one cannot give one right now.
+  Result<std::shared_ptr<Connection>> UseSlot(size_t index, Deadline deadline, bool use_others);
+  // Opens a new connection unless the backoff window is open; records the outcome in the
+  // backoff state. `old` is the connection being replaced (for the log), or null.
+  Result<std::shared_ptr<Connection>> Connect(const std::shared_ptr<Connection>& old,
+                                              Deadline deadline);
+  // A live connection of any slot but `skip`; null if none.
+  std::shared_ptr<Connection> AnyOtherLive(size_t skip);
 
   const net::HostPort address_;
   const std::string where_;

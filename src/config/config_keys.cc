@@ -2,10 +2,10 @@
 
 #include <fmt/core.h>
 
-#include <charconv>
 #include <limits>
 #include <type_traits>
 
+#include "config/address_check.h"
 #include "config/value_parse.h"
 #include "kvport/size.h"
 
@@ -67,7 +67,7 @@ KeySpec StringKey(std::string_view key, std::string_view env, F field,
     field(c) = std::string(text);
     return Status::Ok();
   };
-  k.show = [field](const Config& c) { return JsonQuote(field(c)); };
+  k.show = [field](const Config& c) { return field(c); };
   return k;
 }
 
@@ -128,42 +128,8 @@ KeySpec Eic(KeySpec k) {
   return k;
 }
 
-Status CheckRemoteUrl(std::string_view url) {
-  if (url.empty()) return Status::Ok();
-  const size_t sep = url.find("://");
-  if (sep == std::string_view::npos || sep == 0) {
-    return Status::InvalidArgument(
-        fmt::format("'{}' has no scheme; expected SCHEME://HOST:PORT, e.g. eic://127.0.0.1:7470",
-                    std::string(url)));
-  }
-  return Status::Ok();
-}
-
 Status CheckNonEmpty(std::string_view text) {
   if (text.empty()) return Status::InvalidArgument("must not be empty");
-  return Status::Ok();
-}
-
-Status CheckListen(std::string_view listen) {
-  const std::string shown(listen);
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return Status::InvalidArgument(fmt::format(
-        "'{}' is not HOST:PORT (e.g. 127.0.0.1:7470, 0.0.0.0:7470 or [::1]:7470)", shown));
-  }
-  const std::string_view host = listen.substr(0, colon);
-  const std::string_view port = listen.substr(colon + 1);
-  if (host.find(':') != std::string_view::npos && (host.front() != '[' || host.back() != ']')) {
-    return Status::InvalidArgument(
-        fmt::format("'{}': an IPv6 address must be in brackets, e.g. [::1]:7470", shown));
-  }
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value > 65535) {
-    return Status::InvalidArgument(
-        fmt::format("'{}': port '{}' is not a number from 0 to 65535 (0 picks a free port)", shown,
-                    std::string(port)));
-  }
   return Status::Ok();
 }
 
@@ -217,7 +183,7 @@ std::vector<KeySpec> MakeKeys() {
       Eic(StringKey("eic_kv_ns", "LMCACHE_EIC_KV_NS", FIELD(eic_kv_ns))),
       Eic(StringKey("eic_flag_file", "LMCACHE_EIC_FLAG_FILE", FIELD(eic_flag_file))),
       // kvport node keys.
-      StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListen),
+      StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListenAddress),
       SizeKey("capacity", "KVPORT_CAPACITY", FIELD(node.capacity), SizeUnit::kBytes,
               SizeCheck::kMemoryCapacity),
       BoolKey("allow_capacity_over_host_memory", "KVPORT_ALLOW_CAPACITY_OVER_HOST_MEMORY",

@@ -3,8 +3,6 @@
 // two in the same order.
 #pragma once
 
-#include "common/json_quote.h"
-
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -36,7 +34,8 @@ struct KeySpec {
   // Parses `text` into the Config; the error says what was wrong, without the key's name (the
   // loader prefixes where and which key). Null for kMap (extra_config, handled by the loader).
   std::function<Status(Config&, std::string_view text, const LoadContext&)> set;
-  // The effective value as YAML text (strings quoted).
+  // The effective value as text: a string key's value as it is, numbers and bools as YAML
+  // writes them (ConfigEntry::value).
   std::function<std::string(const Config&)> show;
   // Sizes in human form ("5 GiB"); null for other kinds.
   std::function<std::string(const Config&)> human;

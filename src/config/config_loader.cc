@@ -4,20 +4,22 @@
 #include <fmt/core.h>
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "config/config_keys.h"
 #include "config/value_parse.h"
 #include "kvport/config.h"
 #include "kvport/host_info.h"
 #include "kvport/log.h"
+#include "kvport/size.h"
 
 namespace kvport {
 
@@ -95,26 +97,83 @@ std::string FlowText(const YAML::Node& node) {
   return out.c_str();
 }
 
-Result<YAML::Node> ReadYaml(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (status.type() == std::filesystem::file_type::not_found) {
-    return Status::NotFound(fmt::format("config file '{}' does not exist", path));
-  }
-  if (status.type() == std::filesystem::file_type::directory) {
+// What a file that is not a regular file is, for the error.
+std::string_view FileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Refuses anything but a regular file of at most kMaxConfigFileBytes.
+Status CheckConfigFileStat(const std::string& path, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) {
     return Status::InvalidArgument(
-        fmt::format("config file '{}' is a directory; expected a YAML file", path));
+        fmt::format("config file '{}' is {}, not a regular file; expected a YAML file", path,
+                    FileTypeName(st.st_mode)));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigFileBytes) {
+    return Status::InvalidArgument(
+        fmt::format("config file '{}' is {} ({} bytes), larger than the {} a config file may be",
+                    path, FormatSize(static_cast<uint64_t>(st.st_size)), st.st_size,
+                    FormatSize(kMaxConfigFileBytes)));
+  }
+  return Status::Ok();
+}
+
+// The whole text of the config file at `path`. The path is checked with stat() before it is
+// opened, so a FIFO or a device is never opened at all; the open is O_NONBLOCK and the opened
+// file is checked again with fstat(), so a path swapped for a FIFO in between cannot block the
+// read either; and the read stops one byte past the cap, so a file that grows meanwhile cannot
+// make it read without bound.
+Result<std::string> ReadConfigText(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT)
+      return Status::NotFound(fmt::format("config file '{}' does not exist", path));
+    return Status::IoError(fmt::format("config file '{}': {}", path, std::strerror(err)));
+  }
+  KVPORT_RETURN_IF_ERROR(CheckConfigFileStat(path, st));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
     const int err = errno;
     return Status::IoError(
         fmt::format("cannot open config file '{}': {}", path, std::strerror(err)));
   }
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string text;
+  Status status =
+      ::fstat(fd, &st) == 0
+          ? CheckConfigFileStat(path, st)
+          : Status::IoError(fmt::format("config file '{}': {}", path, std::strerror(errno)));
+  while (status.ok()) {
+    char buffer[64 * 1024];
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      status = Status::IoError(
+          fmt::format("cannot read config file '{}': {}", path, std::strerror(errno)));
+    } else if (n == 0) {
+      break;
+    } else if (text.size() + static_cast<size_t>(n) > kMaxConfigFileBytes) {
+      status = Status::InvalidArgument(
+          fmt::format("config file '{}' grew past the {} a config file may be while it was read",
+                      path, FormatSize(kMaxConfigFileBytes)));
+    } else {
+      text.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return text;
+}
+
+Result<YAML::Node> ReadYaml(const std::string& path) {
+  KVPORT_ASSIGN_OR_RETURN(std::string text, ReadConfigText(path));
   try {
-    return YAML::Load(text.str());
+    return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(fmt::format("{}:{}:{}: malformed YAML: {}", path,
                                                e.mark.line + 1, e.mark.column + 1, e.msg));
@@ -387,7 +446,7 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
       for (const auto& [name, raw] : extra) {
         ConfigEntry e;
         e.key = "extra_config." + name;
-        e.value = JsonQuote(raw.text);
+        e.value = raw.text;
         e.is_string = true;
         e.source = raw.source;
         e.origin = raw.origin.substr(0, raw.origin.size() - std::string(" (extra_config)").size());

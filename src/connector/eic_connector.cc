@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <new>
 
 #include "connector/chunk_check.h"
 #include "kvport/client.h"
 #include "kvport/log.h"
+#include "kvport/size.h"
 
 namespace kvport {
 namespace {
@@ -167,12 +169,26 @@ class EicConnector : public RemoteConnector {
     return std::chrono::milliseconds(uint64_t{options_.timeout_secs} * 1000);
   }
 
+  // Whether a stored object the node describes (value size, metadata blob) can be read as a
+  // chunk: checked before any buffer is sized for it, since both come from the node. A value
+  // over max_chunk_bytes, or one whose metadata does not describe it, is a miss.
+  Status CheckFetchable(const std::string& name, uint64_t value_size,
+                        const std::string& meta) const {
+    if (value_size > options_.max_chunk_bytes) {
+      return Status::TooLarge(fmt::format(
+          "stored object '{}' is {} ({} bytes), more than max_chunk_bytes {}: not read", name,
+          FormatSize(value_size), value_size, FormatSize(options_.max_chunk_bytes)));
+    }
+    return DecodeStoredMetadata(name, Bytes(meta), value_size).status();
+  }
+
   // Reads the chunks of `keys`: one slot per key, nullopt for a miss (or for a stored object
   // that is not a chunk). With stop_at_first_miss, nothing after the first miss is read.
   //
   // When the size of a full chunk is known, one MGET reads every key straight into buffers of
   // that size (a partial chunk is smaller and fits); only a larger value costs a second MGET at
-  // its true size. Otherwise a meta-only MGET learns the sizes first.
+  // its true size. Otherwise a meta-only MGET learns the sizes first. Buffers are sized without
+  // zero-filling (the MGET overwrites them), and only for sizes CheckFetchable accepted.
   Result<std::vector<std::optional<KvChunk>>> Fetch(std::span<const CacheKey> keys,
                                                     bool stop_at_first_miss) {
     std::vector<std::string> names = KeyStrings(keys);
@@ -187,7 +203,12 @@ class EicConnector : public RemoteConnector {
                               client_->MGetMeta(names, GetOptions{options_.ns, Timeout()}));
       wanted.clear();
       for (size_t i = 0; i < keys.size(); ++i) {
-        if (meta.codes[i] != KeyCode::kSuccess) {
+        Status usable;
+        if (meta.codes[i] == KeyCode::kSuccess) {
+          usable = CheckFetchable(names[i], meta.value_sizes[i], meta.metas[i]);
+          if (!usable.ok()) log::Warn("eic:// get: {}", usable.message());
+        }
+        if (meta.codes[i] != KeyCode::kSuccess || !usable.ok()) {
           if (stop_at_first_miss) break;
           continue;
         }
@@ -201,7 +222,12 @@ class EicConnector : public RemoteConnector {
       IOBuffers buffers;
       for (size_t i : wanted) {
         slots[i].emplace();
-        slots[i]->data.resize(sizes[i]);
+        try {
+          slots[i]->data.resize(sizes[i]);
+        } catch (const std::bad_alloc&) {
+          return Status::NoSpace(fmt::format("eic:// get: cannot allocate {} for chunk '{}'",
+                                             FormatSize(sizes[i]), names[i]));
+        }
         round_names.push_back(names[i]);
         buffers.Append(slots[i]->data.data(), slots[i]->data.size());
       }
@@ -211,6 +237,12 @@ class EicConnector : public RemoteConnector {
       for (size_t j = 0; j < wanted.size(); ++j) {
         const size_t i = wanted[j];
         if (got.codes[j] == KeyCode::kBufferTooSmall && round == 0) {
+          slots[i].reset();
+          Status usable = CheckFetchable(names[i], got.value_sizes[j], got.metas[j]);
+          if (!usable.ok()) {
+            log::Warn("eic:// get: {}", usable.message());
+            continue;
+          }
           sizes[i] = got.value_sizes[j];
           retry.push_back(i);
           continue;
@@ -230,7 +262,7 @@ class EicConnector : public RemoteConnector {
           continue;
         }
         slots[i]->meta = std::move(*meta);
-        slots[i]->data.resize(got.value_sizes[j]);
+        slots[i]->data.resize(got.value_sizes[j]);  // a partial chunk: only its bytes were read
       }
       wanted = std::move(retry);
     }
@@ -253,6 +285,12 @@ class EicConnector : public RemoteConnector {
 
 Result<std::unique_ptr<RemoteConnector>> OpenEicConnector(const std::string& endpoint,
                                                           const ConnectorOptions& options) {
+  if (options.max_chunk_bytes == 0 || options.expected_chunk_bytes > options.max_chunk_bytes) {
+    return Status::InvalidArgument(
+        fmt::format("eic:// connector: max_chunk_bytes ({}) must be positive and at least "
+                    "expected_chunk_bytes ({})",
+                    options.max_chunk_bytes, options.expected_chunk_bytes));
+  }
   auto client = std::make_unique<Client>();
   InitOptions init;
   init.transport_type = options.transport_type;

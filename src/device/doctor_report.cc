@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <nlohmann/json.hpp>
+
 #include "device/dynamic_library.h"
 #include "kvport/host_info.h"
 #include "kvport/transport.h"
@@ -109,45 +111,43 @@ std::string FormatDoctorText(const DoctorReport& r) {
 }
 
 std::string FormatDoctorJson(const DoctorReport& r) {
-  auto q = [](std::string_view s) { return JsonQuote(s); };
-  auto b = [](bool v) { return v ? "true" : "false"; };
-  std::string out = "{";
-  out += fmt::format("\"host\":{{\"architecture\":{},\"cpus\":{},\"memory_bytes\":{}}}",
-                     q(r.architecture), r.cpu_count, r.memory_bytes);
-  out += fmt::format(",\"options\":{{\"cuda_runtime_library\":{},\"ascend_runtime_library\":{}}}",
-                     q(r.options.cuda_runtime_library), q(r.options.ascend_runtime_library));
-  out += ",\"runtimes\":[";
-  for (size_t i = 0; i < r.runtimes.size(); ++i) {
-    const RuntimeInfo& rt = r.runtimes[i];
-    if (i > 0) out += ',';
-    out += fmt::format(
-        "{{\"name\":{},\"state\":{},\"library\":{},\"library_path\":{},\"version\":{},"
-        "\"driver_version\":{},\"device_count\":{},\"reason\":{}}}",
-        q(RuntimeKindName(rt.kind)), q(RuntimeStateName(rt.state)), q(rt.library),
-        q(rt.library_path), q(rt.version), q(rt.driver_version), rt.device_count, q(rt.reason));
+  using Json = nlohmann::ordered_json;
+  Json runtimes = Json::array();
+  for (const RuntimeInfo& rt : r.runtimes) {
+    runtimes.push_back({{"name", RuntimeKindName(rt.kind)},
+                        {"state", RuntimeStateName(rt.state)},
+                        {"library", rt.library},
+                        {"library_path", rt.library_path},
+                        {"version", rt.version},
+                        {"driver_version", rt.driver_version},
+                        {"device_count", rt.device_count},
+                        {"reason", rt.reason}});
   }
-  out += "],\"rdma_devices\":[";
-  for (size_t i = 0; i < r.rdma_devices.size(); ++i) {
-    if (i > 0) out += ',';
-    out += q(r.rdma_devices[i]);
+  Json transports = Json::array();
+  for (const TransportReport& t : r.transports) {
+    transports.push_back({{"name", t.name}, {"available", t.available}, {"detail", t.detail}});
   }
-  out += "],\"transports\":[";
-  for (size_t i = 0; i < r.transports.size(); ++i) {
-    const TransportReport& t = r.transports[i];
-    if (i > 0) out += ',';
-    out += fmt::format("{{\"name\":{},\"available\":{},\"detail\":{}}}", q(t.name), b(t.available),
-                       q(t.detail));
+  Json trans_types = Json::array();
+  for (const TransTypeReport& t : r.trans_types) {
+    trans_types.push_back(
+        {{"value", t.value}, {"name", t.name}, {"works", t.works}, {"outcome", t.outcome}});
   }
-  out += "],\"eic_trans_types\":[";
-  for (size_t i = 0; i < r.trans_types.size(); ++i) {
-    const TransTypeReport& t = r.trans_types[i];
-    if (i > 0) out += ',';
-    out += fmt::format("{{\"value\":{},\"name\":{},\"works\":{},\"outcome\":{}}}", t.value,
-                       q(t.name), b(t.works), q(t.outcome));
-  }
-  out += fmt::format("],\"configured_trans_type\":{{\"value\":{},\"origin\":{}}}}}\n",
-                     r.configured_trans_type, q(r.configured_trans_type_origin));
-  return out;
+  const Json out = {
+      {"host",
+       {{"architecture", r.architecture}, {"cpus", r.cpu_count}, {"memory_bytes", r.memory_bytes}}},
+      {"options",
+       {{"cuda_runtime_library", r.options.cuda_runtime_library},
+        {"ascend_runtime_library", r.options.ascend_runtime_library}}},
+      {"runtimes", std::move(runtimes)},
+      {"rdma_devices", r.rdma_devices},
+      {"transports", std::move(transports)},
+      {"eic_trans_types", std::move(trans_types)},
+      {"configured_trans_type",
+       {{"value", r.configured_trans_type}, {"origin", r.configured_trans_type_origin}}},
+  };
+  // Library paths and runtime messages are bytes: invalid UTF-8 becomes U+FFFD, so the output
+  // is always valid JSON (docs/configuration.md, "JSON output and escaping").
+  return out.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace kvport

@@ -2,8 +2,6 @@
 // running the CLI (tools/kvport/cmd_doctor.cc only prints it).
 #pragma once
 
-#include "common/json_quote.h"  // JsonQuote, used by the report and its tests
-
 #include <cstdint>
 #include <string>
 #include <vector>

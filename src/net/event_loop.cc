@@ -70,7 +70,7 @@ void EventLoop::Stop() {
 
 void EventLoop::Post(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(tasks_mu_);
     tasks_.push_back(std::move(task));
   }
   Wake();
@@ -136,7 +136,7 @@ void EventLoop::DrainWakeup() {
 int EventLoop::NextTimeoutMs() const {
   {
     // A task posted while we were busy must not wait for the next event.
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(tasks_mu_);
     if (!tasks_.empty()) return 0;
   }
   if (timers_.empty()) return -1;
@@ -160,7 +160,7 @@ void EventLoop::RunExpiredTimers() {
 void EventLoop::RunPostedTasks() {
   std::vector<std::function<void()>> batch;
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(tasks_mu_);
     batch.swap(tasks_);
   }
   for (auto& task : batch)

@@ -18,11 +18,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "kvport/status.h"
 #include "net/socket.h"
 
@@ -53,7 +53,7 @@ class EventLoop {
   // Thread-safe: runs `task` on the loop thread, after the current batch of events. Tasks run in
   // the order they were posted. Tasks posted after Run() returned are run by the destructor
   // (so that ownership they carry is released), never dropped silently.
-  void Post(std::function<void()> task);
+  void Post(std::function<void()> task) EXCLUDES(tasks_mu_);
   // True on the thread inside Run().
   bool IsInLoopThread() const;
 
@@ -74,9 +74,9 @@ class EventLoop {
   EventLoop(Socket epoll, Socket wakeup);
   void Wake();
   void DrainWakeup();
-  int NextTimeoutMs() const;
+  int NextTimeoutMs() const EXCLUDES(tasks_mu_);
   void RunExpiredTimers();
-  void RunPostedTasks();
+  void RunPostedTasks() EXCLUDES(tasks_mu_);
 
   Socket epoll_;
   Socket wakeup_;  // eventfd: written by Post()/Stop() from any thread
@@ -84,8 +84,8 @@ class EventLoop {
   std::atomic<std::thread::id> loop_thread_{};
   Clock::time_point now_ = Clock::now();
 
-  mutable std::mutex tasks_mu_;
-  std::vector<std::function<void()>> tasks_;  // guarded by tasks_mu_
+  mutable Mutex tasks_mu_;
+  std::vector<std::function<void()>> tasks_ GUARDED_BY(tasks_mu_);
 
   // Timers, ordered by (deadline, id) so equal deadlines fire in creation order.
   std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_;

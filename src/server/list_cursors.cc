@@ -3,7 +3,7 @@
 namespace kvport::server {
 
 uint64_t ListCursorTable::Issue(std::string_view ns, std::string store_cursor) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint64_t id = next_++;
   entries_.emplace(id, Entry{std::string(ns), std::move(store_cursor)});
   order_.push_back(id);
@@ -15,7 +15,7 @@ uint64_t ListCursorTable::Issue(std::string_view ns, std::string store_cursor) {
 }
 
 std::optional<std::string> ListCursorTable::Find(uint64_t cursor, std::string_view ns) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(cursor);
   if (it == entries_.end() || it->second.ns != ns) return std::nullopt;
   return it->second.store_cursor;

@@ -9,11 +9,12 @@
 
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+
+#include "common/thread_annotations.h"
 
 namespace kvport::server {
 
@@ -22,10 +23,10 @@ class ListCursorTable {
   explicit ListCursorTable(size_t max_entries = 4096) : max_entries_(max_entries) {}
 
   // Remembers where a listing of `ns` continues; returns the wire cursor to send.
-  uint64_t Issue(std::string_view ns, std::string store_cursor);
+  uint64_t Issue(std::string_view ns, std::string store_cursor) EXCLUDES(mu_);
   // The store cursor behind `cursor` if it was issued for `ns` and is still remembered. A
   // cursor may be used more than once (a client retrying a page).
-  std::optional<std::string> Find(uint64_t cursor, std::string_view ns) const;
+  std::optional<std::string> Find(uint64_t cursor, std::string_view ns) const EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -33,10 +34,10 @@ class ListCursorTable {
     std::string store_cursor;
   };
   const size_t max_entries_;
-  mutable std::mutex mu_;
-  uint64_t next_ = 1;                            // guarded by mu_
-  std::unordered_map<uint64_t, Entry> entries_;  // guarded by mu_
-  std::deque<uint64_t> order_;                   // guarded by mu_; oldest first
+  mutable Mutex mu_;
+  uint64_t next_ GUARDED_BY(mu_) = 1;
+  std::unordered_map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
+  std::deque<uint64_t> order_ GUARDED_BY(mu_);  // oldest first
 };
 
 }  // namespace kvport::server

@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 
+#include "common/thread_annotations.h"
 #include "kvport/host_info.h"
 #include "kvport/log.h"
 #include "kvport/size.h"
@@ -37,9 +38,11 @@ struct Server::Impl {
   std::unique_ptr<Acceptor> acceptor;
   net::HostPort address;
 
-  std::mutex stop_mu;
-  bool stopped = false;  // guarded by stop_mu
+  Mutex stop_mu;
+  bool stopped GUARDED_BY(stop_mu) = false;
 
+  // Only the condition-variable handshake of StopGracefully (it guards no data: the count it
+  // waits for is an atomic), so a plain std::mutex, invisible to the thread-safety analysis.
   std::mutex closed_mu;
   std::condition_variable closed_cv;
 
@@ -60,7 +63,8 @@ struct Server::Impl {
     });
   }
 
-  void StopGracefully();
+  // Stop() serializes callers with stop_mu: one of them stops, the others wait for it.
+  void StopGracefully() REQUIRES(stop_mu);
 };
 
 namespace {
@@ -151,7 +155,7 @@ std::string Server::address() const {
 }
 
 void Server::Stop() {
-  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  MutexLock lock(impl_->stop_mu);
   if (impl_->stopped) return;
   impl_->stopped = true;
   impl_->StopGracefully();

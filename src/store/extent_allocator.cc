@@ -37,7 +37,7 @@ std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes) {
   if (bytes == 0) return Extent{0, 0};
   if (bytes > capacity_bytes_) return std::nullopt;  // also keeps RoundUp from overflowing
   const uint64_t need = RoundUp(bytes);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Best fit: the smallest hole that is large enough; among equals, the lowest offset.
   auto fit = free_by_size_.lower_bound({need, 0});
   if (fit == free_by_size_.end()) return std::nullopt;
@@ -59,7 +59,7 @@ Status ExtentAllocator::Free(Extent extent) {
     return Status::Internal("freeing a malformed extent [" + std::to_string(extent.offset) + ", +" +
                             std::to_string(extent.length) + ")");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t offset = extent.offset;
   uint64_t length = extent.length;
   // The first free hole at or after the extent, and the one before it.
@@ -91,12 +91,12 @@ Status ExtentAllocator::Free(Extent extent) {
 }
 
 uint64_t ExtentAllocator::used_bytes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return used_bytes_;
 }
 
 AllocatorStats ExtentAllocator::Stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   AllocatorStats s;
   s.capacity_bytes = capacity_bytes_;
   s.used_bytes = used_bytes_;

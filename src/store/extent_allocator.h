@@ -20,11 +20,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <utility>
 
+#include "common/thread_annotations.h"
 #include "kvport/status.h"
 
 namespace kvport::store {
@@ -57,12 +57,12 @@ class ExtentAllocator {
 
   // Returns an extent of at least `bytes` (rounded up to the block size), or nullopt when no
   // free extent is large enough right now. Zero bytes gives the empty extent {0, 0}, always.
-  std::optional<Extent> Allocate(uint64_t bytes);
+  std::optional<Extent> Allocate(uint64_t bytes) EXCLUDES(mu_);
 
   // Returns an extent obtained from Allocate. Freeing the empty extent is a no-op. Freeing
   // something that overlaps free space or lies outside the range is a caller bug: it is
   // refused with Internal and changes nothing.
-  Status Free(Extent extent);
+  Status Free(Extent extent) EXCLUDES(mu_);
 
   // The size Allocate(bytes) would actually take.
   uint64_t RoundUp(uint64_t bytes) const {
@@ -71,21 +71,23 @@ class ExtentAllocator {
 
   uint64_t capacity_bytes() const { return capacity_bytes_; }
   uint64_t block_bytes() const { return block_bytes_; }
-  uint64_t used_bytes() const;
-  AllocatorStats Stats() const;
+  uint64_t used_bytes() const EXCLUDES(mu_);
+  AllocatorStats Stats() const EXCLUDES(mu_);
 
  private:
   ExtentAllocator(uint64_t capacity_bytes, uint64_t block_bytes);
-  void InsertFreeLocked(uint64_t offset, uint64_t length);
-  void EraseFreeLocked(std::map<uint64_t, uint64_t>::iterator it);
+  void InsertFreeLocked(uint64_t offset, uint64_t length) REQUIRES(mu_);
+  void EraseFreeLocked(std::map<uint64_t, uint64_t>::iterator it) REQUIRES(mu_);
 
   const uint64_t capacity_bytes_;
   const uint64_t block_bytes_;
-  mutable std::mutex mu_;
-  std::map<uint64_t, uint64_t> free_by_offset_;           // offset -> length
-  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (length, offset)
-  uint64_t used_bytes_ = 0;
-  uint64_t live_extents_ = 0;
+  // The innermost lock of the store (object_store.cc gives the order): held for the list update
+  // only, never while calling out.
+  mutable Mutex mu_;
+  std::map<uint64_t, uint64_t> free_by_offset_ GUARDED_BY(mu_);           // offset -> length
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_ GUARDED_BY(mu_);  // (length, offset)
+  uint64_t used_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t live_extents_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvport::store

@@ -4,18 +4,25 @@
 #include <atomic>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <unordered_map>
 #include <utility>
 
+#include "common/thread_annotations.h"
 #include "kvport/log.h"
 #include "store/extent_allocator.h"
 
 // Lock order (outer first): shard mutex -> lru_mu -> ns_mu -> allocator's mutex. No path takes
 // an outer lock while holding an inner one; the evictor, which starts from the LRU list, drops
 // lru_mu before it takes the victim's shard mutex (see EvictOne).
+//
+// The locks are kvport::Mutex with clang thread-safety annotations (common/thread_annotations.h),
+// checked by the clang build: what each one guards is declared below (GUARDED_BY), and each
+// *Locked helper states the lock it needs (REQUIRES). Two things the analysis cannot express
+// are commented instead: a StoredObject's `state` and `expires_at_ms` are guarded by the mutex
+// of the shard that `shard` names, and its lru_* fields by Impl::lru_mu (the object does not
+// know its store's Impl); the helpers that touch them require those locks.
 
 namespace kvport::store {
 
@@ -47,7 +54,8 @@ struct StoredObject {
   uint32_t ttl_seconds = 0;
   size_t shard = 0;
   std::atomic<uint32_t> refs{1};
-  // Guarded by the shard mutex once the object has been committed.
+  // Guarded by the mutex of shards[shard] once the object has been committed (before that, the
+  // WriteHandle's thread owns it alone).
   ObjectState state = ObjectState::kReserved;
   uint64_t expires_at_ms = kNeverExpires;
   // Guarded by lru_mu. The list runs from the most (head) to the least (tail) recently used.
@@ -83,8 +91,8 @@ size_t ShardIndexOf(const std::string& index_key) {
 
 struct ObjectStore::Impl {
   struct Shard {
-    std::mutex mu;
-    std::unordered_map<std::string, StoredObject*> index;
+    Mutex mu;
+    std::unordered_map<std::string, StoredObject*> index GUARDED_BY(mu);
   };
 
   enum class EvictOutcome { kRemoved, kSkippedPinned, kNothingEvictable };
@@ -93,13 +101,13 @@ struct ObjectStore::Impl {
   const Clock* clock = nullptr;
   std::array<Shard, kShardCount> shards;
 
-  std::mutex lru_mu;
-  StoredObject* lru_head = nullptr;
-  StoredObject* lru_tail = nullptr;
-  uint64_t lru_size = 0;
+  Mutex lru_mu;
+  StoredObject* lru_head GUARDED_BY(lru_mu) = nullptr;
+  StoredObject* lru_tail GUARDED_BY(lru_mu) = nullptr;
+  uint64_t lru_size GUARDED_BY(lru_mu) = 0;
 
-  mutable std::mutex ns_mu;
-  std::map<std::string, NamespaceUsage, std::less<>> ns_usage;
+  mutable Mutex ns_mu ACQUIRED_AFTER(lru_mu);
+  std::map<std::string, NamespaceUsage, std::less<>> ns_usage GUARDED_BY(ns_mu);
 
   std::atomic<uint64_t> hits{0}, misses{0}, evictions{0}, expirations{0};
   std::atomic<uint64_t> objects{0}, value_bytes{0};
@@ -109,7 +117,7 @@ struct ObjectStore::Impl {
   Shard& ShardOf(const StoredObject& o) { return shards[o.shard]; }
 
   // --- LRU list (lru_mu held) ---
-  void LruPushFrontLocked(StoredObject* o) {
+  void LruPushFrontLocked(StoredObject* o) REQUIRES(lru_mu) {
     o->lru_prev = nullptr;
     o->lru_next = lru_head;
     if (lru_head) lru_head->lru_prev = o;
@@ -118,7 +126,7 @@ struct ObjectStore::Impl {
     o->in_lru = true;
     ++lru_size;
   }
-  void LruUnlinkLocked(StoredObject* o) {
+  void LruUnlinkLocked(StoredObject* o) REQUIRES(lru_mu) {
     if (!o->in_lru) return;
     (o->lru_prev ? o->lru_prev->lru_next : lru_head) = o->lru_next;
     (o->lru_next ? o->lru_next->lru_prev : lru_tail) = o->lru_prev;
@@ -128,14 +136,14 @@ struct ObjectStore::Impl {
   }
 
   // --- namespace accounting (ns_mu held) ---
-  void NsAddLocked(const StoredObject& o) {
+  void NsAddLocked(const StoredObject& o) REQUIRES(ns_mu) {
     auto it = ns_usage.find(o.ns);
     if (it == ns_usage.end()) it = ns_usage.emplace(o.ns, NamespaceUsage{o.ns, 0, 0, 0}).first;
     it->second.objects += 1;
     it->second.value_bytes += o.value_len;
     it->second.meta_bytes += o.meta.size();
   }
-  void NsSubLocked(const StoredObject& o) {
+  void NsSubLocked(const StoredObject& o) REQUIRES(ns_mu) {
     auto it = ns_usage.find(o.ns);
     if (it == ns_usage.end()) return;
     it->second.objects -= 1;
@@ -146,15 +154,15 @@ struct ObjectStore::Impl {
 
   // Takes a visible object out of view (shard mutex held). The index's reference is not
   // dropped here: the caller Unrefs after unlocking, so no free happens under a shard lock.
-  void RetireLocked(Shard& shard, StoredObject* o) {
+  void RetireLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) EXCLUDES(lru_mu, ns_mu) {
     shard.index.erase(o->index_key);
     o->state = ObjectState::kRetired;
     {
-      std::lock_guard lru_lock(lru_mu);
+      MutexLock lru_lock(lru_mu);
       LruUnlinkLocked(o);
     }
     {
-      std::lock_guard ns_lock(ns_mu);
+      MutexLock ns_lock(ns_mu);
       NsSubLocked(*o);
     }
     objects.fetch_sub(1, std::memory_order_relaxed);
@@ -162,6 +170,8 @@ struct ObjectStore::Impl {
     visible_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
   }
 
+  // Takes the allocator's mutex (inside ExtentAllocator) when it frees: never with a shard
+  // mutex held (frees happen outside them), though the lock order would allow it.
   void Unref(StoredObject* o) {
     if (o->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     if (o->state == ObjectState::kReserved) {
@@ -176,7 +186,7 @@ struct ObjectStore::Impl {
   // Looks up a visible, unexpired object (shard mutex held). An expired one met here is
   // retired and returned through *expired for the caller to Unref after unlocking.
   StoredObject* FindLiveLocked(Shard& shard, const std::string& index_key, uint64_t now_ms,
-                               StoredObject** expired) {
+                               StoredObject** expired) REQUIRES(shard.mu) {
     auto it = shard.index.find(index_key);
     if (it == shard.index.end()) return nullptr;
     StoredObject* o = it->second;
@@ -191,8 +201,8 @@ struct ObjectStore::Impl {
 
   // The namespaces an any-namespace search visits, in its order: every namespace with a visible
   // object, by name ascending (std::string compares bytewise, so "" comes first).
-  std::vector<std::string> SearchOrder() const {
-    std::lock_guard ns_lock(ns_mu);
+  std::vector<std::string> SearchOrder() const EXCLUDES(ns_mu) {
+    MutexLock ns_lock(ns_mu);
     std::vector<std::string> names;
     names.reserve(ns_usage.size());
     for (const auto& [name, usage] : ns_usage)
@@ -202,16 +212,16 @@ struct ObjectStore::Impl {
 
   // The live version of `index_key`, pinned and made most recently used; null if there is
   // none. Counts no hit or miss (callers count one per search).
-  StoredObject* PinLive(const std::string& index_key, uint64_t now_ms) {
+  StoredObject* PinLive(const std::string& index_key, uint64_t now_ms) EXCLUDES(lru_mu) {
     StoredObject* expired = nullptr;
     StoredObject* found = nullptr;
     {
       Shard& shard = shards[ShardIndexOf(index_key)];
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       found = FindLiveLocked(shard, index_key, now_ms, &expired);
       if (found) {
         found->refs.fetch_add(1, std::memory_order_relaxed);
-        std::lock_guard lru_lock(lru_mu);
+        MutexLock lru_lock(lru_mu);
         // Not on the list only while an evictor holds it; the evictor will see the pin.
         if (found->in_lru) {
           LruUnlinkLocked(found);
@@ -229,7 +239,7 @@ struct ObjectStore::Impl {
     bool live = false;
     {
       Shard& shard = shards[ShardIndexOf(index_key)];
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       const StoredObject* o = FindLiveLocked(shard, index_key, now_ms, &expired);
       live = o != nullptr;
       if (live && value_length) *value_length = o->value_len;
@@ -244,7 +254,7 @@ struct ObjectStore::Impl {
     StoredObject* removed = nullptr;
     {
       Shard& shard = shards[ShardIndexOf(index_key)];
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       removed = FindLiveLocked(shard, index_key, now_ms, &expired);
       if (removed) RetireLocked(shard, removed);
     }
@@ -255,10 +265,10 @@ struct ObjectStore::Impl {
   }
 
   // Removes the least recently used object if nothing pins it.
-  EvictOutcome EvictOne() {
+  EvictOutcome EvictOne() EXCLUDES(lru_mu, ns_mu) {
     StoredObject* victim = nullptr;
     {
-      std::lock_guard lru_lock(lru_mu);
+      MutexLock lru_lock(lru_mu);
       victim = lru_tail;
       if (!victim) return EvictOutcome::kNothingEvictable;
       // Taking it off the list hands it to this evictor alone; the temporary reference keeps
@@ -270,7 +280,7 @@ struct ObjectStore::Impl {
     bool pinned = false;
     {
       Shard& shard = ShardOf(*victim);
-      std::lock_guard shard_lock(shard.mu);
+      MutexLock shard_lock(shard.mu);
       if (victim->state == ObjectState::kVisible) {
         // Pins are only taken under this mutex, so 2 (index + ours) means unpinned and stays so.
         if (victim->refs.load(std::memory_order_acquire) == 2) {
@@ -280,7 +290,7 @@ struct ObjectStore::Impl {
           removed = true;
         } else {
           // Pinned: someone is reading it right now, which is a use.
-          std::lock_guard lru_lock(lru_mu);
+          MutexLock lru_lock(lru_mu);
           if (!victim->in_lru) LruPushFrontLocked(victim);
           pinned = true;
         }
@@ -294,10 +304,10 @@ struct ObjectStore::Impl {
 
   // Evicts in LRU order until `bytes` can be allocated. Gives up (nullopt) when the LRU list
   // is empty or every object left on it is pinned.
-  std::optional<Extent> EvictUntilAllocated(uint64_t bytes) {
+  std::optional<Extent> EvictUntilAllocated(uint64_t bytes) EXCLUDES(lru_mu, ns_mu) {
     uint64_t list_size = 0;
     {
-      std::lock_guard lru_lock(lru_mu);
+      MutexLock lru_lock(lru_mu);
       list_size = lru_size;
     }
     // Each pinned object is moved to the front when skipped, so after list_size skips the
@@ -429,7 +439,7 @@ ObjectStore::ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,
 ObjectStore::~ObjectStore() {
   std::vector<StoredObject*> retired;
   for (auto& shard : impl_->shards) {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     while (!shard.index.empty()) {
       StoredObject* o = shard.index.begin()->second;
       impl_->RetireLocked(shard, o);
@@ -510,7 +520,7 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
   StoredObject* old = nullptr;
   {
     Impl::Shard& shard = impl_->ShardOf(*o);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     auto it = shard.index.find(o->index_key);
     if (it != shard.index.end()) {
       old = it->second;
@@ -521,11 +531,11 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
     o->state = ObjectState::kVisible;
     shard.index.emplace(o->index_key, o);
     {
-      std::lock_guard lru_lock(impl_->lru_mu);
+      MutexLock lru_lock(impl_->lru_mu);
       impl_->LruPushFrontLocked(o);
     }
     {
-      std::lock_guard ns_lock(impl_->ns_mu);
+      MutexLock ns_lock(impl_->ns_mu);
       impl_->NsAddLocked(*o);
     }
     impl_->objects.fetch_add(1, std::memory_order_relaxed);
@@ -611,7 +621,7 @@ Result<KeyPage> ObjectStore::ListKeys(std::string_view ns, std::string_view curs
   // is the last.
   std::set<std::string, std::less<>> smallest;
   for (auto& shard : impl_->shards) {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     for (const auto& [index_key, o] : shard.index) {
       if (o->ns != ns || o->key <= cursor || IsExpired(*o, now)) continue;
       if (smallest.size() > limit) {
@@ -634,7 +644,7 @@ uint64_t ObjectStore::Sweep() {
   const uint64_t now = impl_->clock->NowMillis();
   std::vector<StoredObject*> expired;
   for (auto& shard : impl_->shards) {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     for (auto it = shard.index.begin(); it != shard.index.end();) {
       StoredObject* o = it->second;
       ++it;  // RetireLocked erases o's entry
@@ -671,7 +681,7 @@ StoreStats ObjectStore::Stats() const {
 }
 
 std::vector<NamespaceUsage> ObjectStore::NamespaceUsages() const {
-  std::lock_guard lock(impl_->ns_mu);
+  MutexLock lock(impl_->ns_mu);
   std::vector<NamespaceUsage> out;
   out.reserve(impl_->ns_usage.size());
   for (const auto& [name, usage] : impl_->ns_usage)
@@ -680,7 +690,7 @@ std::vector<NamespaceUsage> ObjectStore::NamespaceUsages() const {
 }
 
 NamespaceUsage ObjectStore::UsageOf(std::string_view ns) const {
-  std::lock_guard lock(impl_->ns_mu);
+  MutexLock lock(impl_->ns_mu);
   auto it = impl_->ns_usage.find(ns);
   if (it == impl_->ns_usage.end()) return NamespaceUsage{std::string(ns), 0, 0, 0};
   return it->second;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_node.h"
 #include "test_node.h"
 
 namespace kvport {
@@ -86,6 +87,47 @@ TEST_F(CliOpsTest, PutThenGetRoundTripsAFileByteForByte) {
   EXPECT_EQ(Kvport("get --url " + url_ + " small -").out, std::string("a\0b", 3));
 }
 
+// A value larger than --max-bytes (default 1 GiB) is refused before a buffer is allocated for
+// it; a larger --max-bytes reads it.
+TEST_F(CliOpsTest, GetRefusesAValueOverMaxBytesAndReadsItWithALargerOne) {
+  const std::vector<char> bytes = testing::Pattern(6, 1 << 20);
+  WriteFile(Path("in.bin"), std::string(bytes.begin(), bytes.end()));
+  ASSERT_EQ(Kvport("put --url " + url_ + " blob '" + Path("in.bin") + "'").exit_code, 0);
+
+  CliRun refused = Kvport("get --url " + url_ + " --max-bytes 512KiB blob '" + Path("out") + "'");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("TooLarge"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("more than --max-bytes 512 KiB"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(Path("out")));
+
+  CliRun read = Kvport("get --url " + url_ + " --max-bytes 1MiB blob '" + Path("out") + "'");
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_TRUE(Slurp(Path("out")) == std::string(bytes.begin(), bytes.end()));
+  EXPECT_EQ(Kvport("get --url " + url_ + " --max-bytes lots blob").exit_code, 1);
+}
+
+// A node that announces a 1 TiB value (within the limits it announced) gets a clear error, not
+// an abort and not a 1 TiB allocation.
+TEST_F(CliOpsTest, GetOfAHugeValueANodeAnnouncesFailsCleanly) {
+  protocol::Limits limits;
+  limits.max_value_bytes = uint64_t{1} << 40;
+  testing::FakeNode liar([&](testing::FakeConn& conn, int) {
+    testing::FakeFrame request;
+    if (!conn.Hello(limits)) return;
+    while (conn.Read(&request) && request.header.meta_only()) {
+      protocol::MgetResponse sized;
+      sized.meta_only = true;
+      sized.results.push_back(protocol::MgetResult{StatusCode::kOk, "", limits.max_value_bytes});
+      if (!conn.Write(testing::ResponseBytes(request.header.request_id, sized, limits))) return;
+    }
+  });
+  CliRun get = Kvport("get --url eic://" + liar.address() + " huge '" + Path("out") + "'");
+  EXPECT_EQ(get.exit_code, 1) << get.err;
+  EXPECT_NE(get.err.find("1 TiB"), std::string::npos) << get.err;
+  EXPECT_NE(get.err.find("--max-bytes"), std::string::npos) << get.err;
+  EXPECT_FALSE(fs::exists(Path("out")));
+}
+
 TEST_F(CliOpsTest, ExistsDelAndMissingKeysReportPerKeyAndExitNonZero) {
   WriteFile(Path("v"), "value");
   ASSERT_EQ(Kvport("put --url " + url_ + " k '" + Path("v") + "'").exit_code, 0);
@@ -114,8 +156,9 @@ TEST_F(CliOpsTest, StatPrintsTheNodeCountersAsTextAndJson) {
   CliRun json = Kvport("stat --json --url " + url_);
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(json.out.front(), '{');
-  EXPECT_NE(json.out.find("\"objects\": 1"), std::string::npos) << json.out;
-  EXPECT_NE(json.out.find("{\"name\": \"s\", \"objects\": 1, \"bytes\": 5}"), std::string::npos)
+  // One line of compact JSON (tests/tools/cli_stat_test.cc parses it).
+  EXPECT_NE(json.out.find("\"objects\":1"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("{\"name\":\"s\",\"objects\":1,\"bytes\":5}"), std::string::npos)
       << json.out;
 }
 

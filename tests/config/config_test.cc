@@ -2,14 +2,18 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace kvport {
 namespace {
@@ -151,7 +155,9 @@ TEST_F(ConfigTest, FileValuesAreTypedAndRememberTheirSource) {
   EXPECT_EQ(c.FindEntry("max_local_cpu_size")->value, "2.5");
   EXPECT_EQ(c.FindEntry("capacity")->value, "8589934592");
   EXPECT_EQ(c.FindEntry("capacity")->human, "8 GiB");
-  EXPECT_EQ(c.FindEntry("eic_kv_ns")->value, "\"llama\"");
+  EXPECT_EQ(c.FindEntry("eic_kv_ns")->value, "llama");  // a string as it is; printing quotes it
+  EXPECT_TRUE(c.FindEntry("eic_kv_ns")->is_string);
+  EXPECT_FALSE(c.FindEntry("capacity")->is_string);
   EXPECT_TRUE(c.warnings.empty());
 }
 
@@ -322,6 +328,68 @@ TEST_F(ConfigTest, OutOfRangeValuesAreRefused) {
   EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
+TEST_F(ConfigTest, RemoteUrlNeedsAKnownSchemeAHostAndAPort) {
+  for (const char* good :
+       {"eic://127.0.0.1:7470", "eic://cache-1.example.com:1", "eic://node_2:65535",
+        "eic://[::1]:7470", "eic://[fe80::1%eth0]:7470", "eic://h:7470/llama", "eic://h:7470/",
+        "eic://h:7470;", "eic://h:7470;/llama", "mem://", "mem://tests"}) {
+    Result<Config> r = Load(std::string("remote_url: '") + good + "'\n");
+    EXPECT_TRUE(r.ok()) << good << ": " << r.status().ToString();
+  }
+  const auto error = [&](const std::string& url) {
+    return LoadError("remote_url: '" + url + "'\n");
+  };
+  EXPECT_THAT(error("redis://h:6379"),
+              AllOf(HasSubstr("kvport.yaml:1: remote_url: 'redis://h:6379': unknown scheme "
+                              "'redis://'; known: eic://HOST:PORT[/NAMESPACE]"),
+                    HasSubstr("mem://[NAME]")));
+  EXPECT_THAT(error("EIC://h:1"), HasSubstr("write the scheme in lowercase, eic://"));
+  EXPECT_THAT(error("://h:1"), HasSubstr("has no scheme"));
+  EXPECT_THAT(error("eic://"), HasSubstr("no HOST:PORT after eic://"));
+  EXPECT_THAT(error("eic://h"), HasSubstr("'eic://h': no port; expected HOST:PORT"));
+  EXPECT_THAT(error("eic://h:"), HasSubstr("no port after ':'; expected a number from 1 to 65535"));
+  EXPECT_THAT(error("eic://h:0"),
+              HasSubstr("port '0' is out of range: expected a number from 1 to 65535; port 0 "
+                        "names no node"));
+  EXPECT_THAT(error("eic://h:65536"),
+              HasSubstr("port '65536' is out of range: expected a number from 1 to 65535"));
+  EXPECT_THAT(error("eic://h:99999999999"), HasSubstr("port '99999999999' is out of range"));
+  EXPECT_THAT(error("eic://h:-1"), HasSubstr("port '-1' is not a number from 1 to 65535"));
+  EXPECT_THAT(error("eic://h:74x"), HasSubstr("port '74x' is not a number"));
+  EXPECT_THAT(error("eic://:7470"), HasSubstr("'eic://:7470': no host; expected HOST:PORT"));
+  EXPECT_THAT(error("eic://[]:7470"), HasSubstr("no host: the IPv6 address in [ ] is empty"));
+  EXPECT_THAT(error("eic://[::1]"), HasSubstr("no port; expected [IPV6]:PORT"));
+  EXPECT_THAT(error("eic://::1:7470"), HasSubstr("an IPv6 address must be in brackets"));
+  EXPECT_THAT(error("eic://bad host:7470"), HasSubstr("host 'bad host' is not a host name"));
+  EXPECT_THAT(error("eic://h:7470/a/b"), HasSubstr("must be a single namespace name"));
+  // EIC's static cluster list: one entry is a node, more need cluster support.
+  EXPECT_THAT(error("eic://a:1;b:2;"),
+              HasSubstr("a list of 2 nodes needs cluster support, which is not built yet"));
+  EXPECT_THAT(error("eic://a:1;;"), HasSubstr("an empty entry in the node list"));
+  EXPECT_THAT(error("eic://a:0;"), HasSubstr("port '0' is out of range"));
+  // The environment goes through the same rules.
+  EXPECT_THAT(LoadError("", {{"LMCACHE_REMOTE_URL", "eic://h:0"}}),
+              HasSubstr("environment variable LMCACHE_REMOTE_URL: remote_url: 'eic://h:0'"));
+}
+
+TEST_F(ConfigTest, ListenIsHostAndPortZeroToMax) {
+  for (const char* good :
+       {"127.0.0.1:7470", "0.0.0.0:0", "localhost:65535", "[::]:7470", "[::1]:0"}) {
+    Result<Config> r = Load(std::string("listen: '") + good + "'\n");
+    EXPECT_TRUE(r.ok()) << good << ": " << r.status().ToString();
+  }
+  EXPECT_THAT(LoadError("listen: '0.0.0.0:65536'\n"),
+              HasSubstr("port '65536' is out of range: expected a number from 0 to 65535 (0 "
+                        "picks a free port)"));
+  EXPECT_THAT(LoadError("listen: ':7470'\n"), HasSubstr("no host"));
+  EXPECT_THAT(LoadError("listen: '127.0.0.1:'\n"), HasSubstr("no port after ':'"));
+  EXPECT_THAT(LoadError("listen: '[]:7470'\n"), HasSubstr("no host"));
+  EXPECT_THAT(LoadError("listen: '[::1]7470'\n"), HasSubstr("expected ':PORT' right after"));
+  EXPECT_THAT(LoadError("listen: 'a b:1'\n"), HasSubstr("is not a host name"));
+  EXPECT_THAT(LoadError("", {{"KVPORT_LISTEN", "h:-5"}}),
+              HasSubstr("environment variable KVPORT_LISTEN: listen: 'h:-5': port '-5'"));
+}
+
 TEST_F(ConfigTest, EnvironmentErrorsNameTheVariable) {
   EXPECT_THAT(LoadError("", {{"KVPORT_THREADS", "many"}}),
               HasSubstr("environment variable KVPORT_THREADS: threads: expects a whole number"));
@@ -371,6 +439,90 @@ TEST_F(ConfigTest, MissingFileIsNotFound) {
   r = LoadConfig(sources);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("is a directory"));
+}
+
+// Loads the file at `path` with an empty environment.
+Result<Config> LoadPath(const std::string& path) {
+  ConfigSources sources;
+  sources.file = path;
+  sources.env = std::map<std::string, std::string>{};
+  sources.host_memory_bytes = kHostMemory;
+  sources.log_warnings = false;
+  return LoadConfig(sources);
+}
+
+TEST_F(ConfigTest, FifoIsRefusedWithoutBlocking) {
+  // No writer ever opens the FIFO: a blocking open or read would hang the test.
+  const std::string fifo = (dir_ / "pipe.yaml").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  Result<Config> r = LoadPath(fifo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("config file '" + fifo + "' is a FIFO (named pipe), not a regular file"));
+  // Named by LMCACHE_CONFIG_FILE, the same.
+  ConfigSources sources;
+  sources.env = std::map<std::string, std::string>{{"LMCACHE_CONFIG_FILE", fifo}};
+  r = LoadConfig(sources);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("is a FIFO"));
+}
+
+TEST_F(ConfigTest, DevicesAndDirectoriesAreRefused) {
+  for (const char* device : {"/dev/zero", "/dev/null", "/dev/urandom"}) {
+    Result<Config> r = LoadPath(device);
+    ASSERT_FALSE(r.ok()) << device;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << device;
+    EXPECT_THAT(r.status().message(), HasSubstr(std::string("config file '") + device +
+                                                "' is a character device, not a regular file"));
+  }
+  Result<Config> r = LoadPath(dir_.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("is a directory, not a regular file"));
+}
+
+TEST_F(ConfigTest, SymlinkToARegularFileIsFollowed) {
+  const std::string target = WriteFile("chunk_size: 64\n", "real.yaml");
+  const std::string link = (dir_ / "link.yaml").string();
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  Result<Config> r = LoadPath(link);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->chunk_size, 64u);
+  const std::string to_dev = (dir_ / "zero.yaml").string();
+  ASSERT_EQ(::symlink("/dev/zero", to_dev.c_str()), 0);
+  EXPECT_THAT(LoadPath(to_dev).status().message(), HasSubstr("is a character device"));
+}
+
+TEST_F(ConfigTest, FileOverTheSizeCapIsRefusedAndOneAtTheCapIsRead) {
+  // A comment line pads the file: at the cap exactly it is read, one byte more is refused.
+  const std::string head = "chunk_size: 32\n#";
+  std::string text = head + std::string(kMaxConfigFileBytes - head.size() - 1, 'x') + "\n";
+  ASSERT_EQ(text.size(), kMaxConfigFileBytes);
+  Result<Config> r = LoadPath(WriteFile(text, "at_cap.yaml"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->chunk_size, 32u);
+
+  text.insert(text.size() - 1, "x");
+  const std::string big = WriteFile(text, "big.yaml");
+  r = LoadPath(big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("config file '" + big +
+                                              "' is 1 MiB (1048577 bytes), larger than the 1 "
+                                              "MiB a config file may be"));
+}
+
+TEST_F(ConfigTest, DeeplyNestedYamlIsAnErrorNotACrash) {
+  // 64 Ki brackets, unclosed and closed: within the size cap, far deeper than any config.
+  Result<Config> r = Load("extra_config: " + std::string(64 * 1024, '[') + "\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  r = Load("extra_config: {a: " + std::string(64 * 1024, '[') + std::string(64 * 1024, ']') +
+           "}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("malformed YAML"));
 }
 
 TEST_F(ConfigTest, EmptyFileAndNullValuesLeaveDefaults) {
@@ -473,20 +625,81 @@ TEST_F(ConfigTest, DescribeListsEveryKeyWithItsSource) {
 }
 
 TEST_F(ConfigTest, DescribeJsonIsValidAndTyped) {
-  Result<Config> r =
-      Load("chunk_size: 128\nremote_url: \"eic://h:1\"\nextra_config: {k: \"v\\\"\"}\n");
+  Result<Config> r = Load(
+      "chunk_size: 128\nremote_url: \"eic://h:1\"\nmax_local_cpu_size: 2.5\n"
+      "extra_config: {k: \"v\\\"\"}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  const YAML::Node json = YAML::Load(DescribeConfigJson(*r));  // JSON is a subset of YAML
-  ASSERT_TRUE(json.IsMap());
-  EXPECT_EQ(json["file"].as<std::string>(), r->file);
-  EXPECT_EQ(json["values"]["chunk_size"]["value"].as<int>(), 128);
-  EXPECT_EQ(json["values"]["chunk_size"]["env"].as<std::string>(), "LMCACHE_CHUNK_SIZE");
-  EXPECT_EQ(json["values"]["remote_url"]["value"].as<std::string>(), "eic://h:1");
-  EXPECT_EQ(json["values"]["local_cpu"]["value"].as<bool>(), true);
-  EXPECT_EQ(json["values"]["capacity"]["human"].as<std::string>(), "1 GiB");
-  EXPECT_EQ(json["values"]["extra_config.k"]["value"].as<std::string>(), "v\"");
-  EXPECT_EQ(json["values"]["threads"]["source"].as<std::string>(), "default");
-  EXPECT_TRUE(json["warnings"].IsSequence());
+  const std::string text = DescribeConfigJson(*r);
+  ASSERT_TRUE(nlohmann::json::accept(text)) << text;
+  EXPECT_EQ(text.find('\n'), text.size() - 1);  // one line
+  const nlohmann::json json = nlohmann::json::parse(text);
+  ASSERT_TRUE(json.is_object());
+  EXPECT_EQ(json["file"], r->file);
+  EXPECT_EQ(json["values"]["chunk_size"]["value"], 128);
+  EXPECT_TRUE(json["values"]["chunk_size"]["value"].is_number_integer());
+  EXPECT_EQ(json["values"]["chunk_size"]["env"], "LMCACHE_CHUNK_SIZE");
+  EXPECT_EQ(json["values"]["max_local_cpu_size"]["value"], 2.5);
+  EXPECT_EQ(json["values"]["remote_url"]["value"], "eic://h:1");
+  EXPECT_EQ(json["values"]["local_cpu"]["value"], true);
+  EXPECT_EQ(json["values"]["capacity"]["human"], "1 GiB");
+  EXPECT_FALSE(json["values"]["chunk_size"].contains("human"));
+  EXPECT_EQ(json["values"]["extra_config.k"]["value"], "v\"");
+  EXPECT_FALSE(json["values"]["extra_config.k"].contains("env"));
+  EXPECT_EQ(json["values"]["threads"]["source"], "default");
+  EXPECT_TRUE(json["warnings"].is_array());
+  // The keys keep the documentation order, as in the text output.
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  std::vector<std::string> keys;
+  for (const auto& item : ordered["values"].items())
+    keys.push_back(item.key());
+  ASSERT_EQ(keys.size(), r->entries.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(keys[i], r->entries[i].key);
+
+  ConfigSources none;
+  none.env = std::map<std::string, std::string>{};
+  none.host_memory_bytes = kHostMemory;
+  Result<Config> defaults = LoadConfig(none);
+  ASSERT_TRUE(defaults.ok());
+  const nlohmann::json no_file = nlohmann::json::parse(DescribeConfigJson(*defaults));
+  EXPECT_TRUE(no_file["file"].is_null());
+  EXPECT_EQ(no_file["values"]["extra_config"]["value"], nlohmann::json::object());
+}
+
+TEST_F(ConfigTest, ControlBytesAndInvalidUtf8CannotBreakEitherOutput) {
+  // YAML's double-quoted escapes put control bytes into a value; the environment passes any
+  // bytes through, \xff and \x80 (not UTF-8) included.
+  Result<Config> r = Load(
+      "eic_kv_ns: \"a\\nwarning: forged\\x00z\\\"q\\\\\"\n"
+      "extra_config: {\"k\\n\": \"v\\r\\tw\"}\n"
+      "\"bad\\x1bkey\": 1\n",
+      {{"LMCACHE_LOCAL_DISK", "/mnt/\xff\x80/x\x1b[2J"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->eic_kv_ns, std::string("a\nwarning: forged\0z\"q\\", 22));
+
+  const std::string json_text = DescribeConfigJson(*r);
+  ASSERT_TRUE(nlohmann::json::accept(json_text)) << json_text;
+  const nlohmann::json json = nlohmann::json::parse(json_text);
+  EXPECT_EQ(json["values"]["eic_kv_ns"]["value"].get<std::string>(), r->eic_kv_ns);  // exact
+  // Bytes that are not UTF-8 become U+FFFD, one per byte.
+  EXPECT_EQ(json["values"]["local_disk"]["value"].get<std::string>(),
+            "/mnt/\xef\xbf\xbd\xef\xbf\xbd/x\x1b[2J");
+  EXPECT_EQ(json["values"]["extra_config.k\n"]["value"], "v\r\tw");
+  ASSERT_EQ(json["warnings"].size(), 1u);
+  EXPECT_THAT(json["warnings"][0].get<std::string>(), HasSubstr("unknown key 'bad\x1bkey'"));
+
+  // Text: one line per entry (plus the header and the warning), nothing raw.
+  const std::string text = DescribeConfig(*r);
+  EXPECT_EQ(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')), r->entries.size() + 2)
+      << text;
+  EXPECT_EQ(std::count_if(text.begin(), text.end(),
+                          [](char c) { return c != '\n' && static_cast<unsigned char>(c) < 0x20; }),
+            0)
+      << text;
+  EXPECT_THAT(text, HasSubstr("\neic_kv_ns: \"a\\nwarning: forged\\x00z\\\"q\\\\\" "));
+  EXPECT_THAT(text, HasSubstr("\nlocal_disk: \"/mnt/\\xff\\x80/x\\x1b[2J\" "));
+  EXPECT_THAT(text, HasSubstr("\nextra_config.k\\n: \"v\\r\\tw\" "));
+  EXPECT_THAT(text, HasSubstr("\nwarning: " + r->file + ":3: unknown key 'bad\\x1bkey'"));
 }
 
 #ifndef KVPORT_SOURCE_DIR

@@ -162,6 +162,55 @@ TEST_F(EicConnectorTest, AForeignObjectIsAMissNotAHit) {
   EXPECT_FALSE(got->has_value());
 }
 
+// Sizes come from the node: a stored chunk larger than max_chunk_bytes reads as a miss and is
+// never fetched (no buffer sized for it, none of its bytes sent), in both read paths.
+TEST_F(EicConnectorTest, ChunksOverMaxChunkBytesAreMissesAndAreNeverFetched) {
+  StartNode();
+  Client raw;
+  ASSERT_TRUE(raw.Init("test", server_->address()).ok());
+  auto node_counter = [&](std::string_view name) {
+    Result<NodeStats> stats = raw.Stats();
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    return stats.ok() ? stats->Get(name) : 0;
+  };
+  OwnedChunk big = KvChunkOf(2, 16, 64, 1);  // 8 KiB
+  OwnedChunk small = KvChunkOf(1, 2, 8, 2);  // 64 bytes
+  const std::vector<CacheKey> keys{KeyOf(600), KeyOf(601)};
+  {
+    auto writer = Connect();
+    ASSERT_NE(writer, nullptr);
+    std::vector<KvChunkView> views{big.view(), small.view()};
+    auto put = writer->BatchedPut(keys, views);
+    ASSERT_TRUE(put.ok()) << put.status().ToString();
+  }
+  for (uint64_t expected : {uint64_t{0}, uint64_t{2048}}) {  // meta-first, one round trip
+    ConnectorOptions options;
+    options.max_chunk_bytes = 4096;
+    options.expected_chunk_bytes = expected;
+    auto conn = Connect(options);
+    ASSERT_NE(conn, nullptr);
+    const uint64_t sent_before = node_counter("bytes_sent");
+    auto got = conn->BatchedGet(keys);
+    const uint64_t sent = node_counter("bytes_sent") - sent_before;
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_FALSE((*got)[0].has_value()) << expected;
+    ASSERT_TRUE((*got)[1].has_value()) << expected;
+    EXPECT_EQ((*got)[1]->data, small.data);
+    EXPECT_LT(sent, big.data.size()) << "bytes the node sent, expected_chunk_bytes " << expected;
+    auto prefix = conn->BatchedGetPrefix(keys);
+    ASSERT_TRUE(prefix.ok());
+    EXPECT_TRUE(prefix->empty());  // the first chunk is a miss
+  }
+  ConnectorOptions inconsistent;
+  inconsistent.expected_chunk_bytes = 8192;
+  inconsistent.max_chunk_bytes = 4096;
+  auto refused = CreateConnector("eic://" + server_->address(), inconsistent);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("max_chunk_bytes"), std::string::npos)
+      << refused.status().ToString();
+}
+
 TEST_F(EicConnectorTest, EightThreadsShareOneConnector) {
   StartNode();
   auto conn = Connect();

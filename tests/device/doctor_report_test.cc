@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <string>
+
 #include "kvport/host_info.h"
 #include "test_support.h"
 
@@ -104,12 +107,32 @@ TEST(DoctorReport, SaysWhetherTheConfiguredTransportWorksHere) {
               HasSubstr("eic_trans_type 2 (from env:LMCACHE_EIC_TRANS_TYPE) works here\n"));
 }
 
-TEST(JsonQuote, EscapesWhatJsonRequires) {
-  EXPECT_EQ(JsonQuote("plain"), "\"plain\"");
-  EXPECT_EQ(JsonQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
-  EXPECT_EQ(JsonQuote("line\nnext\ttab"), "\"line\\nnext\\ttab\"");
-  EXPECT_EQ(JsonQuote(std::string("\x01", 1)), "\"\\u0001\"");
-  EXPECT_EQ(JsonQuote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");  // UTF-8 passes through
+TEST(DoctorReport, JsonIsValidWhateverBytesThePathsAndMessagesHold) {
+  auto host = OpenHostRuntime();
+  auto cuda = OpenCudaRuntime("/nonexistent/libcudart.so");
+  auto ascend = OpenAscendRuntime("/nonexistent/libascendcl.so");
+  RuntimeOptions options;
+  options.cuda_runtime_library = std::string("/opt/\"cuda\"\\lib\n\x01\0x", 19);
+  options.ascend_runtime_library = "/opt/caf\xc3\xa9/\xff\xfe/libascendcl.so";
+  DoctorReport r = BuildDoctorReport(options, *host, *cuda, *ascend, {"mlx5_\x1b[0m"});
+  r.configured_trans_type_origin =
+      "file:/tmp/a\x80"
+      "b.yaml";
+
+  const std::string text = FormatDoctorJson(r);
+  ASSERT_TRUE(nlohmann::json::accept(text)) << text;
+  const nlohmann::json json = nlohmann::json::parse(text);
+  // Valid UTF-8, quotes, backslashes, control bytes and a NUL round-trip exactly.
+  EXPECT_EQ(json["options"]["cuda_runtime_library"].get<std::string>(),
+            options.cuda_runtime_library);
+  EXPECT_EQ(json["rdma_devices"][0].get<std::string>(), "mlx5_\x1b[0m");
+  // Invalid UTF-8 becomes U+FFFD, one per bad byte; the valid "caf\u00e9" stays.
+  EXPECT_EQ(json["options"]["ascend_runtime_library"].get<std::string>(),
+            "/opt/caf\xc3\xa9/\xef\xbf\xbd\xef\xbf\xbd/libascendcl.so");
+  EXPECT_EQ(json["configured_trans_type"]["origin"].get<std::string>(),
+            "file:/tmp/a\xef\xbf\xbd"
+            "b.yaml");
+  EXPECT_EQ(text.find('\n'), text.size() - 1);  // one line
 }
 
 }  // namespace

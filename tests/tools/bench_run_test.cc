@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/bench_report.h"
 #include "bench/socket_baseline.h"
 #include "kvport/server.h"
@@ -73,10 +75,39 @@ TEST(BenchRunTest, EmbeddedNodeWithSocketBaseline) {
   const std::string text = FormatBenchText(*r);
   EXPECT_NE(text.find("kvport/limit"), std::string::npos) << text;
   EXPECT_NE(text.find("redis baseline skipped"), std::string::npos) << text;
-  const std::string json = FormatBenchJson(*r);
-  EXPECT_EQ(json.front(), '{');
-  EXPECT_NE(json.find("\"passed\": true"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"vs_limit\": null"), std::string::npos) << json;  // exists
+  const std::string text_json = FormatBenchJson(*r);
+  ASSERT_TRUE(nlohmann::json::accept(text_json)) << text_json;
+  EXPECT_EQ(text_json.find('\n'), text_json.size() - 1);  // one line
+  const nlohmann::json json = nlohmann::json::parse(text_json);
+  EXPECT_EQ(json["passed"], true);
+  EXPECT_TRUE(json["ratios"]["exists"]["vs_limit"].is_null());
+  EXPECT_TRUE(json["ratios"]["put"]["vs_limit"].is_number());
+  EXPECT_TRUE(json["ratios"]["put"]["vs_redis"].is_null());
+  EXPECT_EQ(json["limit"]["variant"], r->Limit()->variant);
+  EXPECT_NE(json["redis_skipped"].get<std::string>().find("--no-redis"), std::string::npos);
+  EXPECT_TRUE(json["socket_skipped"].is_string());
+  EXPECT_TRUE(json["node"].is_string());
+  for (const char* key : {"url", "value_bytes", "batch", "connections", "threads", "ops", "count",
+                          "max_seconds", "exists_batch", "exists_count", "warmup_bytes"}) {
+    EXPECT_TRUE(json["options"].contains(key)) << key;
+  }
+  EXPECT_EQ(json["options"]["value_bytes"], o.value_bytes);
+  EXPECT_FALSE(json["options"].contains("shape"));
+  ASSERT_EQ(json["phases"].size(), r->kvport.size() + r->socket.size() + r->redis.size());
+  for (const nlohmann::json& phase : json["phases"]) {
+    for (const char* key : {"system", "variant", "op", "calls", "keys", "bytes", "failed_keys",
+                            "seconds", "gb_per_s", "keys_per_s", "error", "latency_us"}) {
+      EXPECT_TRUE(phase.contains(key)) << key << " in " << phase.dump();
+    }
+    if (phase["system"] == "socket") {
+      EXPECT_EQ(phase["op"], "stream");
+      EXPECT_TRUE(phase["latency_us"].is_null());
+    } else {
+      for (const char* key : {"p50", "p99", "p999", "max", "mean"}) {
+        EXPECT_TRUE(phase["latency_us"][key].is_number()) << key;
+      }
+    }
+  }
 }
 
 TEST(BenchRunTest, ExistingNodeByUrlWithModelShapeAndOnlyReads) {
@@ -103,6 +134,15 @@ TEST(BenchRunTest, ExistingNodeByUrlWithModelShapeAndOnlyReads) {
   EXPECT_EQ(r->node, o.url);
   EXPECT_TRUE(r->AllPassed());
   EXPECT_EQ((*server)->Stats().Get("objects"), o.batch * 2);  // 2 threads' keys
+  const nlohmann::json json = nlohmann::json::parse(FormatBenchJson(*r));
+  EXPECT_EQ(json["options"]["url"], o.url);
+  EXPECT_EQ(json["options"]["ops"], nlohmann::json::array({"get"}));
+  EXPECT_EQ(json["options"]["shape"]["head_dim"], 64);
+  EXPECT_EQ(json["options"]["shape"]["tokens_per_chunk"], 64);
+  EXPECT_TRUE(json["options"]["shape"]["dtype"].is_string());
+  EXPECT_TRUE(json["options"]["shape"].contains("layers"));
+  EXPECT_TRUE(json["options"]["shape"].contains("kv_heads"));
+  EXPECT_TRUE(json["limit"].is_null());  // no socket baseline
 }
 
 TEST(BenchRunTest, ReadsFromANodeMissingTheKeysFail) {

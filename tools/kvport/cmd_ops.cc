@@ -2,7 +2,7 @@
 //
 //   kvport put    (--url eic://HOST:PORT[/NS] | --config FILE) [--ns NS] [--ttl S] [--meta T]
 //                 KEY [FILE|-]
-//   kvport get    (--url ... | --config FILE) [--ns NS] KEY [FILE|-]
+//   kvport get    (--url ... | --config FILE) [--ns NS] [--max-bytes SIZE] KEY [FILE|-]
 //   kvport exists (--url ... | --config FILE) [--ns NS] KEY...
 //   kvport del    (--url ... | --config FILE) [--ns NS] KEY...
 //   kvport stat   (--url ... | --config FILE) [--json]
@@ -15,20 +15,24 @@
 // --ttl over eic_kv_ttl.
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "client/endpoint.h"
 #include "commands.h"
-#include "common/json_quote.h"
+#include "common/escape_text.h"
 #include "kvport/client.h"
 #include "kvport/config.h"
+#include "kvport/size.h"
 
 namespace kvport::cli {
 namespace {
@@ -40,6 +44,7 @@ struct OpsOptions {
   std::optional<int64_t> ttl_seconds;
   std::optional<std::string> meta;
   std::optional<double> timeout_secs;
+  std::string max_bytes = "1GiB";  // get: the largest value it allocates for
   bool json = false;
   std::vector<std::string> args;  // KEY [FILE|-], or KEY...
 };
@@ -151,12 +156,33 @@ int RunPut(const OpsOptions& o) {
   return 0;
 }
 
+// A buffer of `size` bytes for a value the node announced, allocated without zero-filling (the
+// read overwrites it). The size comes from the node: it is checked against the client's own
+// limit first, and an allocation that fails is a Status, not an abort.
+Result<std::unique_ptr<char[]>> ValueBuffer(const std::string& key, uint64_t size,
+                                            uint64_t max_bytes) {
+  if (size > max_bytes) {
+    return Status::TooLarge(fmt::format(
+        "get '{}': the node reports a value of {} ({} bytes), more than --max-bytes {}; pass a "
+        "larger --max-bytes to read it",
+        key, FormatSize(size), size, FormatSize(max_bytes)));
+  }
+  std::unique_ptr<char[]> buffer(new (std::nothrow) char[std::max<uint64_t>(size, 1)]);
+  if (buffer == nullptr) {
+    return Status::NoSpace(
+        fmt::format("get '{}': cannot allocate {} for its value", key, FormatSize(size)));
+  }
+  return buffer;
+}
+
 int RunGet(const OpsOptions& o) {
   if (o.args.empty() || o.args.size() > 2) {
     std::fprintf(stderr, "kvport get: expected KEY [FILE|-]\n");
     return 2;
   }
   const std::string& key = o.args[0];
+  Result<uint64_t> max_bytes = ParseSize(o.max_bytes, SizeUnit::kBytes);
+  if (!max_bytes.ok()) return Fail(max_bytes.status().WithContext("--max-bytes"));
   Result<std::unique_ptr<Session>> s = Connect(o);
   if (!s.ok()) return Fail(s.status());
   GetOptions get;
@@ -167,9 +193,10 @@ int RunGet(const OpsOptions& o) {
   if (!sized.ok()) return Fail(sized.status());
   uint64_t size = sized->value_sizes[0];
   for (int attempt = 0; sized->codes[0] == KeyCode::kSuccess && attempt < 5; ++attempt) {
-    std::vector<char> value(size);
+    Result<std::unique_ptr<char[]>> value = ValueBuffer(key, size, *max_bytes);
+    if (!value.ok()) return Fail(value.status());
     IOBuffers buffers;
-    buffers.Append(value.data(), value.size());
+    buffers.Append(value->get(), size);
     Result<GetResult> got = (*s)->client.MGet({key}, get, buffers);
     if (!got.ok()) return Fail(got.status());
     if (got->codes[0] == KeyCode::kBufferTooSmall) {
@@ -178,7 +205,7 @@ int RunGet(const OpsOptions& o) {
     }
     if (got->codes[0] != KeyCode::kSuccess) return Fail(got->error);
     Status written =
-        WriteOutput(o.args.size() > 1 ? o.args[1] : "-", value.data(), got->value_sizes[0]);
+        WriteOutput(o.args.size() > 1 ? o.args[1] : "-", value->get(), got->value_sizes[0]);
     return written.ok() ? 0 : Fail(written);
   }
   if (sized->codes[0] == KeyCode::kSuccess) {
@@ -218,29 +245,34 @@ int RunStat(const OpsOptions& o) {
   if (!s.ok()) return Fail(s.status());
   Result<NodeStats> stats = (*s)->client.Stats();
   if (!stats.ok()) return Fail(stats.status());
+  // Names come from the node and are bytes: they may hold newlines, terminal escapes, NULs or
+  // invalid UTF-8. Text output escapes them (common/escape_text.h), so every line printed is
+  // one the node's real data produced; JSON output is always valid JSON (invalid UTF-8 becomes
+  // U+FFFD; docs/client.md, "Operator commands").
   std::string out;
   if (o.json) {
-    out = "{\"node\": " + JsonQuote((*s)->client.endpoint()) + ", \"counters\": {";
-    for (size_t i = 0; i < stats->counters.size(); ++i) {
-      out += fmt::format("{}{}: {}", i ? ", " : "", JsonQuote(stats->counters[i].first),
-                         stats->counters[i].second);
-    }
-    out += "}, \"namespaces\": [";
-    for (size_t i = 0; i < stats->namespaces.size(); ++i) {
-      const auto& ns = stats->namespaces[i];
-      out += fmt::format("{}{{\"name\": {}, \"objects\": {}, \"bytes\": {}}}", i ? ", " : "",
-                         JsonQuote(ns.name), ns.objects, ns.bytes);
-    }
-    out += "]}\n";
-  } else {
-    out = fmt::format("node {}\n", (*s)->client.endpoint());
+    using Json = nlohmann::ordered_json;
+    Json counters = Json::object();
     for (const auto& [name, value] : stats->counters)
-      out += fmt::format("{:<28} {}\n", name, value);
+      counters[name] = value;
+    Json namespaces = Json::array();
     for (const auto& ns : stats->namespaces) {
-      out += fmt::format("namespace '{}': {} objects, {} bytes\n", ns.name, ns.objects, ns.bytes);
+      namespaces.push_back({{"name", ns.name}, {"objects", ns.objects}, {"bytes", ns.bytes}});
+    }
+    const Json json = {{"node", (*s)->client.endpoint()},
+                       {"counters", std::move(counters)},
+                       {"namespaces", std::move(namespaces)}};
+    out = json.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
+  } else {
+    out = fmt::format("node {}\n", EscapeText((*s)->client.endpoint()));
+    for (const auto& [name, value] : stats->counters)
+      out += fmt::format("{:<28} {}\n", EscapeText(name), value);
+    for (const auto& ns : stats->namespaces) {
+      out += fmt::format("namespace '{}': {} objects, {} bytes\n", EscapeText(ns.name, '\''),
+                         ns.objects, ns.bytes);
     }
   }
-  std::fputs(out.c_str(), stdout);
+  std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 
@@ -265,6 +297,10 @@ void AddOpsCommands(CLI::App& app, int* exit_code) {
         "get", "Write the value of KEY to FILE, or byte for byte to stdout with - or no FILE");
     AddConnectionOptions(cmd, o.get());
     cmd->add_option("--ns", o->ns, "Namespace (default: the URL's /NS, then eic_kv_ns)");
+    cmd->add_option("--max-bytes", o->max_bytes,
+                    "The largest value to read (e.g. 4GiB); a larger one fails without being "
+                    "allocated")
+        ->capture_default_str();
     cmd->add_option("KEY FILE", o->args, "KEY, then FILE or - (stdout)")
         ->expected(1, 2)
         ->required();

@@ -3,16 +3,14 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 
-#include "common/json_quote.h"
 #include "kvport/size.h"
 
 namespace kvport::bench {
 namespace {
-
-std::string Micros(uint64_t nanos) {
-  return fmt::format("{:.1f}", nanos / 1e3);
-}
 
 std::string Millis(uint64_t nanos) {
   const double ms = nanos / 1e6;
@@ -26,13 +24,14 @@ std::string Rate(double per_second) {
   return fmt::format("{:.1f}", per_second);
 }
 
-std::string JsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  return fmt::format("{:.6g}", v);
+// Microseconds rounded to 0.1, for JSON.
+double Micros(uint64_t nanos) {
+  return std::round(static_cast<double>(nanos) / 100.0) / 10.0;
 }
 
-std::string JsonRatio(const std::optional<double>& r) {
-  return r ? JsonNumber(*r) : std::string("null");
+// A ratio for JSON: null when absent (nlohmann writes a non-finite number as null too).
+nlohmann::ordered_json Ratio(const std::optional<double>& r) {
+  return r ? nlohmann::ordered_json(*r) : nlohmann::ordered_json(nullptr);
 }
 
 std::string Row(const PhaseResult& p) {
@@ -103,69 +102,75 @@ std::string FormatBenchText(const BenchReport& report) {
 }
 
 std::string FormatBenchJson(const BenchReport& report) {
+  using Json = nlohmann::ordered_json;
   const BenchOptions& o = report.options;
-  std::string ops;
+  Json ops = Json::array();
   for (Op op : o.ops)
-    ops += (ops.empty() ? "" : ",") + JsonQuote(OpName(op));
-  std::string out = "{\"options\": {";
-  out += fmt::format(
-      "\"url\": {}, \"value_bytes\": {}, \"batch\": {}, \"connections\": {}, \"threads\": {}, "
-      "\"ops\": [{}], \"count\": {}, \"max_seconds\": {}, \"exists_batch\": {}, "
-      "\"exists_count\": {}, \"warmup_bytes\": {}",
-      JsonQuote(o.url), o.value_bytes, o.batch, o.connections, o.worker_threads(), ops, o.count,
-      JsonNumber(o.max_seconds), o.exists_batch, o.exists_count,
-      o.warmup_calls() * o.batch * o.value_bytes);
+    ops.push_back(OpName(op));
+  Json options = {{"url", o.url},
+                  {"value_bytes", o.value_bytes},
+                  {"batch", o.batch},
+                  {"connections", o.connections},
+                  {"threads", o.worker_threads()},
+                  {"ops", std::move(ops)},
+                  {"count", o.count},
+                  {"max_seconds", o.max_seconds},
+                  {"exists_batch", o.exists_batch},
+                  {"exists_count", o.exists_count},
+                  {"warmup_bytes", o.warmup_calls() * o.batch * o.value_bytes}};
   if (o.shape) {
-    out += fmt::format(
-        ", \"shape\": {{\"layers\": {}, \"kv_heads\": {}, \"head_dim\": {}, \"dtype\": {}, "
-        "\"tokens_per_chunk\": {}}}",
-        o.shape->layers, o.shape->kv_heads, o.shape->head_dim, JsonQuote(o.shape->dtype),
-        o.shape->tokens_per_chunk);
+    options["shape"] = {{"layers", o.shape->layers},
+                        {"kv_heads", o.shape->kv_heads},
+                        {"head_dim", o.shape->head_dim},
+                        {"dtype", o.shape->dtype},
+                        {"tokens_per_chunk", o.shape->tokens_per_chunk}};
   }
-  out += "}, \"node\": " + JsonQuote(report.node) + ", \"phases\": [";
-  bool first = true;
+  Json phases = Json::array();
   for (const auto* list : {&report.kvport, &report.socket, &report.redis}) {
     for (const PhaseResult& p : *list) {
-      if (!first) out += ", ";
-      first = false;
-      out += fmt::format(
-          "{{\"system\": {}, \"variant\": {}, \"op\": {}, \"calls\": {}, \"keys\": {}, "
-          "\"bytes\": {}, \"failed_keys\": {}, \"seconds\": {}, \"gb_per_s\": {}, "
-          "\"keys_per_s\": {}, \"error\": {}",
-          JsonQuote(p.system), JsonQuote(p.variant),
-          JsonQuote(p.system == "socket" ? "stream" : OpName(p.op)), p.calls, p.keys, p.bytes,
-          p.failed_keys, JsonNumber(p.seconds), JsonNumber(p.gb_per_second()),
-          JsonNumber(p.keys_per_second()), JsonQuote(p.error));
+      Json phase = {{"system", p.system},
+                    {"variant", p.variant},
+                    {"op", p.system == "socket" ? std::string_view("stream") : OpName(p.op)},
+                    {"calls", p.calls},
+                    {"keys", p.keys},
+                    {"bytes", p.bytes},
+                    {"failed_keys", p.failed_keys},
+                    {"seconds", p.seconds},
+                    {"gb_per_s", p.gb_per_second()},
+                    {"keys_per_s", p.keys_per_second()},
+                    {"error", p.error},
+                    {"latency_us", nullptr}};
       if (p.latency.count() > 0) {
-        out += fmt::format(
-            ", \"latency_us\": {{\"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {}, "
-            "\"mean\": {}}}}}",
-            Micros(p.latency.Percentile(0.5)), Micros(p.latency.Percentile(0.99)),
-            Micros(p.latency.Percentile(0.999)), Micros(p.latency.max()),
-            JsonNumber(p.latency.mean() / 1e3));
-      } else {
-        out += ", \"latency_us\": null}";
+        phase["latency_us"] = {{"p50", Micros(p.latency.Percentile(0.5))},
+                               {"p99", Micros(p.latency.Percentile(0.99))},
+                               {"p999", Micros(p.latency.Percentile(0.999))},
+                               {"max", Micros(p.latency.max())},
+                               {"mean", p.latency.mean() / 1e3}};
       }
+      phases.push_back(std::move(phase));
     }
   }
-  out += "], \"limit\": ";
   const PhaseResult* limit = report.Limit();
-  out += limit != nullptr
-             ? fmt::format("{{\"variant\": {}, \"gb_per_s\": {}}}", JsonQuote(limit->variant),
-                           JsonNumber(limit->gb_per_second()))
-             : std::string("null");
-  out += ", \"ratios\": {";
-  first = true;
+  Json ratios = Json::object();
   for (Op op : o.ops) {
-    if (!first) out += ", ";
-    first = false;
-    out += fmt::format("{}: {{\"vs_limit\": {}, \"vs_redis\": {}}}", JsonQuote(OpName(op)),
-                       JsonRatio(report.RatioToLimit(op)), JsonRatio(report.RatioToRedis(op)));
+    ratios[std::string(OpName(op))] = {{"vs_limit", Ratio(report.RatioToLimit(op))},
+                                       {"vs_redis", Ratio(report.RatioToRedis(op))}};
   }
-  out += fmt::format("}}, \"socket_skipped\": {}, \"redis_skipped\": {}, \"passed\": {}}}\n",
-                     JsonQuote(report.socket_skipped), JsonQuote(report.redis_skipped),
-                     report.AllPassed() ? "true" : "false");
-  return out;
+  const Json out = {
+      {"options", std::move(options)},
+      {"node", report.node},
+      {"phases", std::move(phases)},
+      {"limit", limit != nullptr
+                    ? Json{{"variant", limit->variant}, {"gb_per_s", limit->gb_per_second()}}
+                    : Json(nullptr)},
+      {"ratios", std::move(ratios)},
+      {"socket_skipped", report.socket_skipped},
+      {"redis_skipped", report.redis_skipped},
+      {"passed", report.AllPassed()},
+  };
+  // Non-finite numbers are written as null; invalid UTF-8 in a string (an error message from a
+  // node or redis) becomes U+FFFD: the output is always valid JSON.
+  return out.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace kvport::bench

@@ -1,0 +1,174 @@
+#include "config/address_check.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <string>
+
+namespace kvport::config_internal {
+namespace {
+
+bool IsHostNameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_';
+}
+
+// Inside [ ]: an IPv6 address, maybe with a %zone.
+bool IsIpv6Char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == ':' || c == '.' || c == '%' ||
+         c == '-' || c == '_';
+}
+
+// Splits and checks "HOST:PORT" / "[IPV6]:PORT"; the error says what is wrong, without quoting
+// the whole text (the caller does). `min_port` is 0 for a listen address, 1 to reach a node.
+Status CheckHostPort(std::string_view text, unsigned min_port) {
+  std::string_view host;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos)
+      return Status::InvalidArgument("'[' without a closing ']'");
+    host = text.substr(1, close - 1);
+    if (host.empty()) return Status::InvalidArgument("no host: the IPv6 address in [ ] is empty");
+    if (!std::all_of(host.begin(), host.end(), IsIpv6Char)) {
+      return Status::InvalidArgument(fmt::format("'{}' is not an IPv6 address", std::string(host)));
+    }
+    if (close + 1 == text.size()) {
+      return Status::InvalidArgument("no port; expected [IPV6]:PORT, e.g. [::1]:7470");
+    }
+    if (text[close + 1] != ':') {
+      return Status::InvalidArgument("expected ':PORT' right after the ']'");
+    }
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) {
+      return Status::InvalidArgument("no port; expected HOST:PORT, e.g. 127.0.0.1:7470");
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) {
+      return Status::InvalidArgument("an IPv6 address must be in brackets, e.g. [::1]:7470");
+    }
+    if (host.empty()) return Status::InvalidArgument("no host; expected HOST:PORT");
+    if (!std::all_of(host.begin(), host.end(), IsHostNameChar)) {
+      return Status::InvalidArgument(
+          fmt::format("host '{}' is not a host name or IP address (letters, digits, '.', '-', '_')",
+                      std::string(host)));
+    }
+  }
+  const std::string range = fmt::format("a number from {} to 65535{}", min_port,
+                                        min_port == 0 ? " (0 picks a free port)" : "");
+  uint32_t value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty()) return Status::InvalidArgument("no port after ':'; expected " + range);
+  if (ec == std::errc::invalid_argument || end != port.data() + port.size()) {
+    return Status::InvalidArgument(fmt::format("port '{}' is not {}", std::string(port), range));
+  }
+  if (ec == std::errc::result_out_of_range || value > 65535 || value < min_port) {
+    return Status::InvalidArgument(
+        fmt::format("port '{}' is out of range: expected {}{}", std::string(port), range,
+                    value == 0 && min_port > 0 ? "; port 0 names no node" : ""));
+  }
+  return Status::Ok();
+}
+
+// The authority of an eic:// URL: HOST:PORT, or EIC's static cluster list with one entry.
+Status CheckEicAuthority(std::string_view authority) {
+  if (authority.empty()) return Status::InvalidArgument("no HOST:PORT after eic://");
+  if (authority.find(';') != std::string_view::npos) {
+    // EIC writes its master list as "HOST:PORT;HOST:PORT", usually with a trailing ';'.
+    std::string_view list = authority;
+    if (list.back() == ';') list.remove_suffix(1);
+    size_t entries = 0;
+    for (size_t begin = 0; begin <= list.size(); ++entries) {
+      const size_t end = std::min(list.find(';', begin), list.size());
+      if (end == begin) {
+        return Status::InvalidArgument(
+            "an empty entry in the node list; expected HOST:PORT or HOST:PORT;");
+      }
+      begin = end + 1;
+    }
+    if (entries > 1) {
+      return Status::InvalidArgument(fmt::format(
+          "a list of {} nodes needs cluster support, which is not built yet; give one node's "
+          "HOST:PORT",
+          entries));
+    }
+    authority = list;
+  }
+  return CheckHostPort(authority, /*min_port=*/1);
+}
+
+struct Scheme {
+  std::string_view name;
+  std::string_view form;
+};
+
+// The connector registry's schemes (src/connector/connector_registry.cc); keep in step.
+constexpr Scheme kSchemes[] = {
+    {"eic", "eic://HOST:PORT[/NAMESPACE] (a kvport node)"},
+    {"mem", "mem://[NAME] (an in-process map)"},
+};
+
+}  // namespace
+
+Status CheckRemoteUrl(std::string_view url) {
+  if (url.empty()) return Status::Ok();
+  const std::string shown(url);
+  const size_t sep = url.find("://");
+  if (sep == std::string_view::npos || sep == 0) {
+    return Status::InvalidArgument(fmt::format(
+        "'{}' has no scheme; expected SCHEME://HOST:PORT, e.g. eic://127.0.0.1:7470", shown));
+  }
+  const std::string_view scheme = url.substr(0, sep);
+  const std::string_view rest = url.substr(sep + 3);
+  if (scheme == "mem") return Status::Ok();  // any name, or none
+  if (scheme != "eic") {
+    std::string known;
+    std::string lower;
+    for (char c : scheme)
+      lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const Scheme& s : kSchemes) {
+      if (s.name == lower) {
+        // The connector registry would take it, the client and `kvport stat` would not.
+        return Status::InvalidArgument(
+            fmt::format("'{}': write the scheme in lowercase, {}://", shown, std::string(s.name)));
+      }
+      known += fmt::format("{}{}", known.empty() ? "" : ", ", s.form);
+    }
+    return Status::InvalidArgument(
+        fmt::format("'{}': unknown scheme '{}://'; known: {}", shown, std::string(scheme), known));
+  }
+  const size_t slash = rest.find('/');
+  const std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    std::string_view path = rest.substr(slash + 1);
+    if (!path.empty() && path.back() == '/') path.remove_suffix(1);
+    if (path.find('/') != std::string_view::npos) {
+      return Status::InvalidArgument(fmt::format(
+          "'{}': the path '{}' must be a single namespace name, e.g. eic://HOST:PORT/myns", shown,
+          std::string(path)));
+    }
+  }
+  if (Status s = CheckEicAuthority(authority); !s.ok()) {
+    return Status::InvalidArgument(fmt::format("'{}': {}", shown, s.message()));
+  }
+  return Status::Ok();
+}
+
+Status CheckListenAddress(std::string_view listen) {
+  if (listen.find(':') == std::string_view::npos) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' is not HOST:PORT (e.g. 127.0.0.1:7470, 0.0.0.0:7470 or [::1]:7470)",
+                    std::string(listen)));
+  }
+  if (Status s = CheckHostPort(listen, /*min_port=*/0); !s.ok()) {
+    return Status::InvalidArgument(fmt::format("'{}': {}", std::string(listen), s.message()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvport::config_internal

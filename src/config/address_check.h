@@ -1,0 +1,25 @@
+// Checks of the configuration's address-valued keys (remote_url, listen): pure text rules, no
+// name resolution and no sockets, so that `kvport config check` explains a bad address before
+// anything tries to use it. The layers that use an address (client/, connector/, server/) parse
+// it again; these rules accept exactly what they can use.
+#pragma once
+
+#include <string_view>
+
+#include "kvport/status.h"
+
+namespace kvport::config_internal {
+
+// remote_url: "" (no remote backend), or one of the schemes the connector registry knows
+// (src/connector/connector_registry.cc), case-insensitively:
+//   eic://HOST:PORT[/NAMESPACE]   a kvport node; PORT 1..65535, HOST not empty (IPv6 in [ ]);
+//                                 EIC's one-entry list form HOST:PORT; is accepted, a list of
+//                                 several nodes is refused (no cluster support yet)
+//   mem://[NAME]                  an in-process map (tests and examples)
+// The error says which part is wrong and what was expected.
+Status CheckRemoteUrl(std::string_view url);
+
+// listen: HOST:PORT or [IPV6]:PORT with PORT 0..65535 (0 picks a free port), HOST not empty.
+Status CheckListenAddress(std::string_view listen);
+
+}  // namespace kvport::config_internal
