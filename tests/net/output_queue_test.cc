@@ -4,8 +4,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "loopback_pair.h"
@@ -118,10 +120,13 @@ TEST(OutputQueueTest, WriteToAClosedPeerIsAnErrorAndClearReleasesPins) {
   EXPECT_TRUE(queue.empty());
 }
 
-// The loop side of backpressure: a writer waits for EPOLLOUT instead of spinning.
+// The loop side of backpressure: a writer waits for EPOLLOUT instead of spinning. The peer
+// starts reading only after the first wakeup left bytes queued (the socket was full), so the
+// rest can only go out on later wakeups, however the threads are scheduled.
 class QueueWriter : public EventHandler {
  public:
-  QueueWriter(EventLoop* loop, int fd, OutputQueue* queue) : loop_(loop), fd_(fd), queue_(queue) {}
+  QueueWriter(EventLoop* loop, int fd, OutputQueue* queue, std::function<void()> first_full)
+      : loop_(loop), fd_(fd), queue_(queue), first_full_(std::move(first_full)) {}
   void OnEvents(uint32_t events) override {
     EXPECT_TRUE(events & EPOLLOUT);
     ++wakeups;
@@ -130,6 +135,8 @@ class QueueWriter : public EventHandler {
     if (queue_->empty()) {
       loop_->Unwatch(fd_);
       loop_->Stop();
+    } else if (first_full_) {
+      std::exchange(first_full_, nullptr)();
     }
   }
   int wakeups = 0;
@@ -138,6 +145,7 @@ class QueueWriter : public EventHandler {
   EventLoop* loop_;
   int fd_;
   OutputQueue* queue_;
+  std::function<void()> first_full_;
 };
 
 TEST(OutputQueueTest, EventLoopDrivesAWriteThatNeedsManyWakeups) {
@@ -145,16 +153,22 @@ TEST(OutputQueueTest, EventLoopDrivesAWriteThatNeedsManyWakeups) {
   ASSERT_TRUE(listener.ok());
   LoopbackPair pair = MakeLoopbackPair(**listener);
   ASSERT_TRUE(SetSendBufferSize(pair.server.fd(), 4096).ok());
-  std::string value = Pattern(512 * 1024, 'q');
+  // More than the kernel takes before anyone reads (the send buffer plus the peer's default
+  // receive window, ~128 KiB), so the first write must leave bytes queued.
+  std::string value = Pattern(2 * 1024 * 1024, 'q');
   OutputQueue queue;
   queue.AppendBorrowed(value.data(), value.size(), nullptr);
   auto loop = EventLoop::Create();
   ASSERT_TRUE(loop.ok());
-  QueueWriter writer(loop->get(), pair.server.fd(), &queue);
-  ASSERT_TRUE((*loop)->Watch(pair.server.fd(), EPOLLOUT, &writer).ok());
   std::string received;
-  std::thread reader([&] { received = ReadAll(pair.client.fd(), value.size()); });
+  std::thread reader;
+  QueueWriter writer(loop->get(), pair.server.fd(), &queue, [&] {
+    reader = std::thread([&] { received = ReadAll(pair.client.fd(), value.size()); });
+  });
+  ASSERT_TRUE((*loop)->Watch(pair.server.fd(), EPOLLOUT, &writer).ok());
   (*loop)->Run();
+  ASSERT_TRUE(reader.joinable()) << "the first write already sent all " << value.size()
+                                 << " bytes: the socket buffers are larger than the test assumes";
   reader.join();
   EXPECT_GT(writer.wakeups, 1);
   EXPECT_TRUE(received == value);
