@@ -129,6 +129,16 @@ double Seconds(std::chrono::milliseconds ms) {
   return std::chrono::duration<double>(ms).count();
 }
 
+// GetOptions, ExistOptions or DelOptions from the arguments every keyed call takes.
+template <typename Options>
+Options KeyOptions(const std::string& ns, bool any_namespace, double timeout) {
+  Options options;
+  options.ns = ns;
+  options.any_namespace = any_namespace;
+  options.timeout = Millis(timeout);
+  return options;
+}
+
 py::list CodeList(const std::vector<KeyCode>& codes) {
   py::list list(codes.size());
   for (size_t i = 0; i < codes.size(); ++i)
@@ -206,10 +216,7 @@ class PyClient {
                  double timeout) {
     std::vector<std::string> key_list = Keys(keys);
     CallBuffers buffers(buffers_in, Access::kWrite);
-    GetOptions options;
-    options.ns = ns;
-    options.any_namespace = any_namespace;
-    options.timeout = Millis(timeout);
+    const auto options = KeyOptions<GetOptions>(ns, any_namespace, timeout);
     Result<GetResult> result =
         WithoutGil([&] { return client_->MGet(key_list, options, buffers.io()); });
     return GetTuple(ValueOrThrow(std::move(result)));
@@ -217,30 +224,21 @@ class PyClient {
 
   py::tuple MGetMeta(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
     std::vector<std::string> key_list = Keys(keys);
-    GetOptions options;
-    options.ns = ns;
-    options.any_namespace = any_namespace;
-    options.timeout = Millis(timeout);
+    const auto options = KeyOptions<GetOptions>(ns, any_namespace, timeout);
     Result<GetResult> result = WithoutGil([&] { return client_->MGetMeta(key_list, options); });
     return GetTuple(ValueOrThrow(std::move(result)));
   }
 
   py::tuple MExist(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
     std::vector<std::string> key_list = Keys(keys);
-    ExistOptions options;
-    options.ns = ns;
-    options.any_namespace = any_namespace;
-    options.timeout = Millis(timeout);
+    const auto options = KeyOptions<ExistOptions>(ns, any_namespace, timeout);
     Result<BatchResult> result = WithoutGil([&] { return client_->MExist(key_list, options); });
     return BatchTuple(ValueOrThrow(std::move(result)));
   }
 
   py::tuple MDel(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
     std::vector<std::string> key_list = Keys(keys);
-    DelOptions options;
-    options.ns = ns;
-    options.any_namespace = any_namespace;
-    options.timeout = Millis(timeout);
+    const auto options = KeyOptions<DelOptions>(ns, any_namespace, timeout);
     Result<BatchResult> result = WithoutGil([&] { return client_->MDel(key_list, options); });
     return BatchTuple(ValueOrThrow(std::move(result)));
   }

@@ -1,7 +1,8 @@
 #include "client/endpoint.h"
 
-#include <algorithm>
 #include <string>
+
+#include "common/node_list.h"
 
 namespace kvport::client {
 
@@ -26,25 +27,9 @@ Result<Endpoint> ParseEndpoint(std::string_view text) {
       }
     }
   }
-  if (rest.find(';') != std::string_view::npos) {
-    // EIC's static cluster list, "HOST:PORT;HOST:PORT", usually written with a trailing ';'.
-    std::string_view list = rest;
-    if (list.back() == ';') list.remove_suffix(1);
-    size_t entries = 0;
-    for (size_t begin = 0; begin <= list.size(); ++entries) {
-      const size_t end = std::min(list.find(';', begin), list.size());
-      if (end == begin) {
-        return bad("an empty entry in the node list; expected HOST:PORT or HOST:PORT;");
-      }
-      begin = end + 1;
-    }
-    if (entries > 1) {
-      return bad("a list of " + std::to_string(entries) +
-                 " nodes needs cluster support, which is not built yet; give one node's "
-                 "HOST:PORT");
-    }
-    rest = list;
-  }
+  Result<std::string_view> node = SingleNodeOfList(rest);  // EIC's "HOST:PORT;" form
+  if (!node.ok()) return bad(node.status().message());
+  rest = *node;
   if (rest.empty()) return bad("no HOST:PORT");
   if (rest.find(':') == std::string_view::npos) return bad("no port; expected HOST:PORT");
   Result<net::HostPort> address = net::ParseHostPort(rest);

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/node_list.h"
+
 namespace kvport::config_internal {
 namespace {
 
@@ -78,27 +80,9 @@ Status CheckHostPort(std::string_view text, unsigned min_port) {
 // The authority of an eic:// URL: HOST:PORT, or EIC's static cluster list with one entry.
 Status CheckEicAuthority(std::string_view authority) {
   if (authority.empty()) return Status::InvalidArgument("no HOST:PORT after eic://");
-  if (authority.find(';') != std::string_view::npos) {
-    // EIC writes its master list as "HOST:PORT;HOST:PORT", usually with a trailing ';'.
-    std::string_view list = authority;
-    if (list.back() == ';') list.remove_suffix(1);
-    size_t entries = 0;
-    for (size_t begin = 0; begin <= list.size(); ++entries) {
-      const size_t end = std::min(list.find(';', begin), list.size());
-      if (end == begin) {
-        return Status::InvalidArgument(
-            "an empty entry in the node list; expected HOST:PORT or HOST:PORT;");
-      }
-      begin = end + 1;
-    }
-    if (entries > 1) {
-      return Status::InvalidArgument(fmt::format(
-          "a list of {} nodes needs cluster support, which is not built yet; give one node's "
-          "HOST:PORT",
-          entries));
-    }
-    authority = list;
-  }
+  Result<std::string_view> node = SingleNodeOfList(authority);  // EIC's "HOST:PORT;" form
+  if (!node.ok()) return node.status();
+  authority = *node;
   return CheckHostPort(authority, /*min_port=*/1);
 }
 

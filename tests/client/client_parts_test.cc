@@ -16,6 +16,7 @@
 #include "client/endpoint.h"
 #include "client/frame_planner.h"
 #include "client/memory_registry.h"
+#include "fake_node.h"
 #include "kvport/client.h"
 #include "protocol/messages.h"
 
@@ -147,16 +148,7 @@ TEST(FramePlannerTest, RespectsKeyCountDescriptorAndPayloadBudgets) {
 class SilentNode {
  public:
   explicit SilentNode(uint8_t version = protocol::kMaxProtocolVersion) : version_(version) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(::listen(listener_, 8), 0);
-    socklen_t len = sizeof(addr);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    listener_ = testing::ListenOnLoopback(&port_);
     thread_ = std::thread([this] { Serve(); });
   }
   ~SilentNode() {
