@@ -49,7 +49,7 @@ test-asan: build-asan
 # connector): only their test binaries are built, Python is off. TSan cannot be combined with
 # ASan, hence its own build (build-tsan/). Suppressions, each with its reason, are in
 # tests/tsan/suppressions.txt; halt_on_error makes any report fail the test.
-TSAN_TESTS = store_test net_test server_test client_test connector_test eic_connector_test
+TSAN_TESTS = store_test net_test server_test client_test client_shm_process_test connector_test eic_connector_test
 empty :=
 space := $(empty) $(empty)
 test-tsan: bootstrap

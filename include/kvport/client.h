@@ -114,10 +114,12 @@ struct InitOptions {
   // EIC's eic_log_level (0 debug, 1 info, 2 warn, 3 error). -1 leaves the process's log level
   // alone; any other value sets it (logging is process-wide, as it is in EIC).
   int log_level = -1;
-  // eic_trans_type: 1 TCP, 2 RDMA (served over TCP until the RDMA transport exists; logged),
-  // 3 GPUDirect RDMA (NotSupported on a host that cannot do it; Init fails with the reason),
-  // 0 automatic. See kvport/transport.h.
-  int transport_type = 1;
+  // eic_trans_type: 0 automatic (shared memory with a node on this host that offers it, else
+  // TCP), 1 TCP (forced), 2 RDMA (the RDMA transport is not built yet: served like 0, logged),
+  // 3 GPUDirect RDMA (NotSupported on a host that cannot do it; Init fails with the reason).
+  // An endpoint "unix:/PATH" asks for shared memory whatever this says. See kvport/transport.h
+  // and docs/transports.md.
+  int transport_type = 0;
   // Accepted for compatibility (EIC reads gflags from it); kvport has no flags file.
   std::string flag_file;
 
@@ -144,6 +146,36 @@ struct InitOptions {
   // path opens a runtime of this client's own from that file (how tests load the fakes).
   std::string cuda_runtime_library;
   std::string ascend_runtime_library;
+};
+
+// Values a same-host node lends in place (Client::MGetInPlace): views into the node's arena
+// through this process's read-only mapping of it, no copy made. The node keeps the objects
+// pinned (a lease) until this object is destroyed or Release() is called: eviction, overwrites
+// and deletes never reuse their bytes meanwhile. If the connection that took the lease is lost
+// (the node restarted), the node has ended the lease: valid() turns false and the views must
+// not be trusted any more. Movable; not thread-safe.
+class LentValues {
+ public:
+  LentValues();
+  ~LentValues();
+  LentValues(LentValues&&) noexcept;
+  LentValues& operator=(LentValues&&) noexcept;
+
+  // Per key: kSuccess (the view is valid), kKeyNotExist, ...; value sizes and metas.
+  const GetResult& result() const { return result_; }
+  // Key i's value (empty unless result().codes[i] is kSuccess).
+  std::span<const uint8_t> value(size_t i) const;
+  // False once released, or once the lease's connection is gone.
+  bool valid() const;
+  // Gives the values back now (the destructor does it otherwise).
+  void Release();
+
+ private:
+  friend class Client;
+  struct Loan;
+  GetResult result_;
+  std::vector<std::span<const uint8_t>> values_;
+  std::unique_ptr<Loan> loan_;
 };
 
 struct SetOptions {
@@ -182,6 +214,11 @@ struct DelOptions {
   bool any_namespace = false;  // see above; ns must then be empty
 };
 
+// The namespace an endpoint names: "NS" for "eic://HOST:PORT/NS", "" when it names none (a
+// HOST:PORT, an eic:// URL without a path, a unix:/PATH). The endpoint is checked as Client::Init
+// checks it: InvalidArgument, saying what is wrong, for one Init would refuse.
+Result<std::string> EndpointNamespace(std::string_view endpoint);
+
 class Client {
  public:
   Client();
@@ -213,6 +250,12 @@ class Client {
   Result<GetResult> MGet(const std::vector<std::string>& keys, const GetOptions& options,
                          const IOBuffers& buffers);
 
+  // Reads the values in place, without copying them (see LentValues). Needs the shared-memory
+  // transport (transport() == "shared memory"): NotSupported, naming the transport in use,
+  // otherwise.
+  Result<LentValues> MGetInPlace(const std::vector<std::string>& keys,
+                                 const GetOptions& options = {});
+
   // Reads only the metadata and the value sizes (MGET's meta-only form): what a caller needs to
   // size its buffers before an MGet.
   Result<GetResult> MGetMeta(const std::vector<std::string>& keys, const GetOptions& options = {});
@@ -242,8 +285,8 @@ class Client {
   // One page of at most `max_keys` keys of namespace `ns`, from `cursor` (0 to start).
   Result<KeyPage> List(std::string_view ns, uint64_t cursor = 0, uint32_t max_keys = 1024);
 
-  // The transport Init resolved eic_trans_type to ("TCP" for 1 and, until RDMA exists, 2), and
-  // the one-line reason that was logged.
+  // The data path Init chose: "shared memory" (a node on this host), "TCP", or "Unix socket"
+  // (a unix: endpoint whose node declined shared memory), and the one-line reason it logged.
   std::string_view transport() const;
   const std::string& transport_reason() const;
 

@@ -25,6 +25,13 @@ namespace kvport {
 // Settings of a kvport cache node (`kvport serve`). Sizes are bytes after parsing.
 struct NodeSettings {
   std::string listen = "127.0.0.1:7470";  // host:port (or [v6]:port) the node listens on
+  // A Unix-domain socket as well, for clients on this host: "" none; "auto"
+  // ($XDG_RUNTIME_DIR or /tmp)/kvport-PORT.sock; or an absolute path (at most 107 bytes).
+  std::string unix_socket = "auto";
+  bool shared_memory = true;  // offer the arena to same-host clients on the Unix socket
+  // Per shared-memory session: values read in place (leases) and MSET reservations it may hold.
+  uint32_t max_leases_per_session = 4096;
+  uint32_t max_reservations_per_session = 256;
   uint64_t capacity = uint64_t{1} << 30;  // bytes of the node's arena
   // Lets `capacity` and max_local_cpu_size exceed this host's physical memory.
   bool allow_capacity_over_host_memory = false;
@@ -76,9 +83,12 @@ struct Config {
   uint32_t eic_thread_num = 6;
   std::string eic_log_dir;
   uint32_t eic_log_level = 1;
-  uint32_t eic_trans_type = 3;  // 1 TCP, 2 RDMA, 3 GPUDirect RDMA (LMCache's meaning)
-  int64_t eic_kv_ttl = -1;      // seconds an object lives; -1 = no expiry
-  std::string eic_kv_ns;        // namespace of every key; "" = the default namespace
+  // 0 automatic (shared memory with a same-host node, else TCP), 1 TCP, 2 RDMA (not built:
+  // served like 0), 3 GPUDirect RDMA. The default is LMCache's (3): a file without the key means
+  // to kvport what it means to LMCache's EIC connector.
+  uint32_t eic_trans_type = 3;
+  int64_t eic_kv_ttl = -1;  // seconds an object lives; -1 = no expiry
+  std::string eic_kv_ns;    // namespace of every key; "" = the default namespace
   std::string eic_flag_file;
 
   // --- kvport node -------------------------------------------------------------------------

@@ -75,6 +75,11 @@ class RemoteConnector {
   virtual Status Ping() = 0;
   // Releases connections; later calls fail with Aborted.
   virtual Status Close() = 0;
+  // The data path under the connector, for logs and reports: eic:// says what Client::transport
+  // and transport_reason say ("shared memory", "TCP", "Unix socket", and why), mem:// says
+  // "in-process".
+  virtual std::string Transport() const = 0;
+  virtual std::string TransportReason() const = 0;
 
   // --- Single-key forms, defined on the batched ones ------------------------------------------
 
@@ -87,7 +92,7 @@ class RemoteConnector {
 struct ConnectorOptions {
   std::string ns;              // namespace (eic_kv_ns), unless the URL names one
   int64_t ttl_seconds = -1;    // eic_kv_ttl; -1 = no expiry
-  int transport_type = 1;      // eic_trans_type
+  int transport_type = 0;      // eic_trans_type; 0 = automatic (InitOptions::transport_type)
   uint32_t timeout_secs = 10;  // blocking_timeout_secs: per remote call
   // Payload bytes of a full chunk when the caller knows it (model shape x chunk_size): gets then
   // take one round trip, reading straight into buffers of this size; a larger stored value is

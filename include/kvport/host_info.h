@@ -15,4 +15,9 @@ std::string HostArchitecture();
 // Number of online CPUs, at least 1.
 unsigned HostCpuCount();
 
+// The running kernel's boot id (/proc/sys/kernel/random/boot_id, without the newline): the same
+// for every process on this host until it reboots, so a client compares it with a node's to
+// know the node is on its host (docs/transports.md). Empty if unreadable.
+std::string HostBootId();
+
 }  // namespace kvport

@@ -8,9 +8,9 @@
 //   (*server)->Stop();                        // graceful; also done by the destructor
 //
 // A node owns one ObjectStore (its arena is allocated up front) and `threads` I/O threads, each
-// running an epoll loop. The listener lives on the first loop and hands accepted connections
-// to the loops round-robin. Requests on one connection are served in order; connections are
-// independent. docs/protocol.md describes the wire protocol.
+// running an epoll loop. The listeners (TCP; a Unix socket when configured) live on the first
+// loop and hand accepted connections to the loops round-robin. Requests on one connection are
+// served in order; connections are independent. docs/protocol.md describes the wire protocol.
 //
 // Thread safety: every member may be called from any thread.
 #pragma once
@@ -30,6 +30,20 @@ namespace kvport {
 struct ServerOptions {
   // HOST:PORT to listen on. Loopback unless told otherwise; port 0 picks an ephemeral port.
   std::string listen = "127.0.0.1:0";
+  // A Unix-domain socket to listen on as well, for clients on this host: "" none; "auto"
+  // $XDG_RUNTIME_DIR/kvport-PORT.sock (or /tmp/kvport-PORT.sock without XDG_RUNTIME_DIR), PORT
+  // being the TCP port bound; or an absolute path. Created with mode 0600 and removed by Stop.
+  // Clients of the node's user (or root) on it may map the arena (shared memory:
+  // docs/transports.md); the node tells every client the path (NODE_INFO), so a same-host
+  // client that connected over TCP switches to it by itself.
+  std::string unix_socket;
+  // Offer the arena to clients on the Unix socket. false: the Unix socket carries bytes like
+  // TCP does.
+  bool shared_memory = true;
+  // Per shared-memory session: answers it may hold at once before releasing (leases: values it
+  // is reading through its mapping) or committing (reservations). Beyond them keys are NoSpace.
+  uint32_t max_leases_per_session = 4096;
+  uint32_t max_reservations_per_session = 256;
   // Bytes of the arena that holds every value (rounded down to 4 KiB).
   uint64_t capacity_bytes = uint64_t{1} << 30;
   // I/O threads; 0 means one per online CPU.
@@ -90,6 +104,8 @@ class Server {
   uint16_t port() const;
   // The bound address as HOST:PORT, e.g. "127.0.0.1:40123".
   std::string address() const;
+  // The Unix socket's path; empty when the node has none.
+  std::string unix_socket_path() const;
 
   // Graceful shutdown: stops accepting; lets every request already being received or answered
   // finish (within shutdown_grace), reads no new request, closes every connection (aborting

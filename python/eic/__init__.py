@@ -72,8 +72,11 @@ class StatusCode(enum.IntEnum):
 
 
 class TransportType(enum.IntEnum):
-    """eic_trans_type. RDMA is served over TCP until kvport's RDMA transport exists (logged at
-    init); GDR fails at init with the missing piece named where it cannot work."""
+    """eic_trans_type. AUTO (kvport's own value, the InitOption default): shared memory with a
+    node on this host that offers it, TCP otherwise. TCP: TCP even to a node on this host. RDMA:
+    kvport's RDMA transport is not built yet, so it is chosen like AUTO (logged at init). GDR
+    fails at init with the missing piece named where it cannot work. An endpoint "unix:/PATH"
+    asks for shared memory whatever the type."""
     TRANSPORT_AUTO = 0
     TRANSPORT_TCP = 1
     TRANSPORT_RDMA = 2
@@ -168,7 +171,8 @@ class InitOption:
     def __init__(self) -> None:
         self.log_dir: Optional[str] = ""
         self.log_level: int = LogLevel.INFO
-        self.transport_type: int = TransportType.TRANSPORT_TCP
+        # LMCache and SGLang always assign it (from eic_trans_type); kvport's own default is AUTO.
+        self.transport_type: int = TransportType.TRANSPORT_AUTO
         self.flag_file: Optional[str] = None
         self.multi_net_local_interface_names: Optional[str] = ""
 

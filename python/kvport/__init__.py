@@ -24,7 +24,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 from . import _core
 
 __all__ = [
-    "BatchCode", "BatchResult", "Client", "Error", "GetResult", "KeyCode", "MemoryKind",
+    "BatchCode", "BatchResult", "Client", "Error", "GetResult", "KeyCode", "Lent", "MemoryKind",
     "Server", "TransportType", "config_check", "doctor", "parse_size", "__version__",
 ]
 
@@ -70,10 +70,10 @@ class KeyCode(enum.IntEnum):
 
 
 class TransportType(enum.IntEnum):
-    """eic_trans_type values (docs/portability.md says what each resolves to on this build)."""
-    AUTO = 0
-    TCP = 1
-    RDMA = 2   # served over TCP until the RDMA transport exists (logged)
+    """eic_trans_type values (docs/python.md and docs/portability.md say what each resolves to)."""
+    AUTO = 0   # shared memory with a node on this host that offers it, TCP otherwise
+    TCP = 1    # TCP, even to a node on this host
+    RDMA = 2   # not built yet: chosen like AUTO (logged)
     GDR = 3    # GPUDirect RDMA: init fails with the missing piece named where it cannot work
 
 
@@ -132,9 +132,10 @@ class Client:
     unreachable or the transport cannot work here).
 
     endpoint: "host:port" or "eic://host:port" (EIC's "host:port;host:port" list form is
-    accepted with one entry; more need the cluster support that is not built yet).
-    Keyword options are kvport::InitOptions' (docs/client.md), with the same defaults:
-    transport_type (TransportType or int; TCP), connections (2), timeout and connect_timeout
+    accepted with one entry; more need the cluster support that is not built yet), or
+    "unix:/path" (a node's Unix socket on this host: shared memory, whatever transport_type
+    says). Keyword options are kvport::InitOptions' (docs/client.md), with the same defaults:
+    transport_type (TransportType or int; AUTO), connections (2), timeout and connect_timeout
     (seconds; 10 and 3), staging_cache_bytes (256 MiB), cuda_runtime_library,
     ascend_runtime_library, log_dir, log_level, flag_file; and instance_id ("").
     """
@@ -167,6 +168,16 @@ class Client:
         default namespace first, then the others by name)."""
         name, anywhere = _ns(ns)
         return _get(self._core.mget(_keys(keys), buffers, name, anywhere, timeout))
+
+    def mget_in_place(self, keys: Iterable[str], *, ns: Optional[str] = "",
+                      timeout: float = 0) -> "Lent":
+        """Reads the values without copying them: a Lent whose value(i) is a read-only
+        memoryview into the node's arena (mapped in this process). Needs the shared-memory
+        transport (`transport == "shared memory"`); raises Error NotSupported otherwise. The node
+        keeps the values pinned until the Lent and every view taken from it are gone (or
+        release() was called and the views dropped): use it as a context manager."""
+        name, anywhere = _ns(ns)
+        return Lent(self._core.mget_in_place(_keys(keys), name, anywhere, timeout))
 
     def mget_meta(self, keys: Iterable[str], *, ns: Optional[str] = "",
                   timeout: float = 0) -> GetResult:
@@ -211,7 +222,9 @@ class Client:
 
     @property
     def transport(self) -> str:
-        """What eic_trans_type resolved to ("TCP" today), and `transport_reason` why."""
+        """The data path Init chose: "shared memory" (a node on this host that offers it),
+        "TCP", or "Unix socket" (a unix: endpoint whose node declined shared memory);
+        `transport_reason` says why."""
         return self._core.transport
 
     @property
@@ -221,6 +234,45 @@ class Client:
     @property
     def endpoint(self) -> str:
         return self._core.endpoint
+
+
+class Lent:
+    """Values a same-host node lent in place (Client.mget_in_place).
+
+        with client.mget_in_place(["k"]) as lent:
+            if lent.result.codes[0] == kvport.KeyCode.SUCCESS:
+                view = lent.value(0)        # read-only memoryview, no copy
+                data = bytes(view)          # a copy, if one is wanted
+
+    result: a GetResult (codes, value_sizes, metas). The lease ends when this object and every
+    view taken from it are gone; `valid` turns False once released or once the connection that
+    took the lease was lost (the node restarted): then do not trust the views."""
+
+    def __init__(self, core: Any):
+        self._core = core
+        self.result = _get(core.result)
+
+    def __len__(self) -> int:
+        return len(self._core)
+
+    def value(self, index: int) -> Optional[memoryview]:
+        """Key `index`'s value, or None unless its code is SUCCESS."""
+        lent = self._core.value(index)
+        return None if lent is None else memoryview(lent)
+
+    @property
+    def valid(self) -> bool:
+        return self._core.valid
+
+    def release(self) -> None:
+        """Gives the values back (once no view taken from them is left)."""
+        self._core.release()
+
+    def __enter__(self) -> "Lent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def parse_size(size: Any) -> int:
@@ -240,7 +292,10 @@ class Server:
 
     capacity: bytes or a size string. threads: I/O threads (2 here; 0 = one per CPU).
     Keyword options are kvport::ServerOptions' (include/kvport/server.h), with its defaults:
-    listen (loopback, an ephemeral port), max_value_bytes (bytes or a size string),
+    listen (loopback, an ephemeral port), unix_socket ("" none; "auto" for
+    $XDG_RUNTIME_DIR or /tmp/kvport-PORT.sock; or an absolute path: clients on this host then
+    map the node's arena, see unix_socket_path), shared_memory (True), max_leases_per_session
+    (4096), max_reservations_per_session (256), max_value_bytes (bytes or a size string),
     max_key_bytes, max_meta_bytes, max_batch_keys. The node stops when the `with` block ends,
     on stop(), or when the object is collected; stopping lets requests in flight finish."""
 
@@ -263,6 +318,12 @@ class Server:
     def url(self) -> str:
         """eic://HOST:PORT, what LMCache's remote_url and kvport.Client take."""
         return "eic://" + self._core.address
+
+    @property
+    def unix_socket_path(self) -> str:
+        """The Unix socket's path ("" when the node has none). A client of this host that
+        connects to `url` finds it by itself; "unix:" + this path forces shared memory."""
+        return self._core.unix_socket_path
 
     @property
     def running(self) -> bool:

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -171,6 +172,53 @@ py::dict StatsDict(const std::vector<std::pair<std::string, uint64_t>>& counters
   return dict;
 }
 
+// Values a same-host node lent in place (Client::MGetInPlace), shared by the Lent object and
+// every LentValue taken from it: the lease ends when the last of them is gone, so a memoryview
+// of a value can never outlive the bytes it shows.
+struct Lease {
+  LentValues lent;
+  ~Lease() {
+    py::gil_scoped_release unlocked;  // tells the node (SHM_RELEASE)
+    lent.Release();
+  }
+};
+
+// One lent value, read-only, through the buffer protocol (memoryview(value) keeps it alive).
+struct PyLentValue {
+  std::shared_ptr<Lease> lease;
+  size_t index = 0;
+};
+
+// What mget_in_place returns: the GetTuple of the call and the values of its hits.
+class PyLent {
+ public:
+  explicit PyLent(LentValues lent) : lease_(std::make_shared<Lease>()) {
+    lease_->lent = std::move(lent);
+    result_ = GetTuple(lease_->lent.result());
+    size_ = lease_->lent.result().codes.size();
+  }
+
+  py::tuple result() const { return result_; }
+  size_t size() const { return size_; }
+
+  // Key i's value as a LentValue, or None when the key was not read (a miss, an error).
+  py::object Value(size_t i) const {
+    if (i >= size_) throw py::index_error("mget_in_place: no key " + std::to_string(i));
+    if (lease_ == nullptr) throw py::value_error("mget_in_place: the values were released");
+    if (lease_->lent.result().codes[i] != KeyCode::kSuccess) return py::none();
+    return py::cast(PyLentValue{lease_, i});
+  }
+
+  bool valid() const { return lease_ != nullptr && lease_->lent.valid(); }
+  // Drops this object's hold on the lease; it ends once no LentValue remains either.
+  void Release() { lease_.reset(); }
+
+ private:
+  std::shared_ptr<Lease> lease_;
+  py::tuple result_;
+  size_t size_ = 0;
+};
+
 class PyClient {
  public:
   PyClient() : client_(std::make_unique<Client>()) {}
@@ -220,6 +268,13 @@ class PyClient {
     Result<GetResult> result =
         WithoutGil([&] { return client_->MGet(key_list, options, buffers.io()); });
     return GetTuple(ValueOrThrow(std::move(result)));
+  }
+
+  PyLent MGetInPlace(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
+    std::vector<std::string> key_list = Keys(keys);
+    const auto options = KeyOptions<GetOptions>(ns, any_namespace, timeout);
+    Result<LentValues> result = WithoutGil([&] { return client_->MGetInPlace(key_list, options); });
+    return PyLent(ValueOrThrow(std::move(result)));
   }
 
   py::tuple MGetMeta(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
@@ -297,11 +352,16 @@ class PyClient {
 
 class PyServer {
  public:
-  PyServer(const std::string& listen, uint64_t capacity_bytes, unsigned threads,
-           uint64_t max_value_bytes, uint64_t max_key_bytes, uint64_t max_meta_bytes,
-           uint64_t max_batch_keys) {
+  PyServer(const std::string& listen, const std::string& unix_socket, bool shared_memory,
+           uint32_t max_leases_per_session, uint32_t max_reservations_per_session,
+           uint64_t capacity_bytes, unsigned threads, uint64_t max_value_bytes,
+           uint64_t max_key_bytes, uint64_t max_meta_bytes, uint64_t max_batch_keys) {
     ServerOptions options;
     options.listen = listen;
+    options.unix_socket = unix_socket;
+    options.shared_memory = shared_memory;
+    options.max_leases_per_session = max_leases_per_session;
+    options.max_reservations_per_session = max_reservations_per_session;
     options.capacity_bytes = capacity_bytes;
     options.threads = threads;
     options.max_value_bytes = max_value_bytes;
@@ -320,6 +380,7 @@ class PyServer {
 
   std::string address() const { return Running().address(); }
   uint16_t port() const { return Running().port(); }
+  std::string unix_socket_path() const { return Running().unix_socket_path(); }
   bool running() const { return server_ != nullptr; }
 
   void Stop() {
@@ -415,6 +476,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("ttl_seconds"), py::arg("metas"), py::arg("timeout"))
       .def("mget", &PyClient::MGet, py::arg("keys"), py::arg("buffers"), py::arg("ns"),
            py::arg("any_namespace"), py::arg("timeout"))
+      .def("mget_in_place", &PyClient::MGetInPlace, py::arg("keys"), py::arg("ns"),
+           py::arg("any_namespace"), py::arg("timeout"))
       .def("mget_meta", &PyClient::MGetMeta, py::arg("keys"), py::arg("ns"),
            py::arg("any_namespace"), py::arg("timeout"))
       .def("mexist", &PyClient::MExist, py::arg("keys"), py::arg("ns"), py::arg("any_namespace"),
@@ -431,11 +494,33 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("transport_reason", &PyClient::transport_reason)
       .def_property_readonly("endpoint", &PyClient::endpoint);
 
+  py::class_<PyLentValue>(m, "LentValue", py::buffer_protocol())
+      .def_buffer([](PyLentValue& v) {
+        static const uint8_t kEmpty = 0;
+        const std::span<const uint8_t> bytes = v.lease->lent.value(v.index);
+        const uint8_t* data = bytes.empty() ? &kEmpty : bytes.data();
+        return py::buffer_info(const_cast<uint8_t*>(data), 1, "B", 1,
+                               {static_cast<py::ssize_t>(bytes.size())}, {py::ssize_t{1}},
+                               /*readonly=*/true);
+      })
+      .def("__len__", [](const PyLentValue& v) { return v.lease->lent.value(v.index).size(); });
+
+  py::class_<PyLent>(m, "Lent")
+      .def_property_readonly("result", &PyLent::result)
+      .def_property_readonly("valid", &PyLent::valid)
+      .def("__len__", &PyLent::size)
+      .def("value", &PyLent::Value, py::arg("index"))
+      .def("release", &PyLent::Release);
+
   py::class_<PyServer>(m, "Server")
       // The defaults are kvport::ServerOptions' own.
-      .def(py::init<const std::string&, uint64_t, unsigned, uint64_t, uint64_t, uint64_t,
-                    uint64_t>(),
+      .def(py::init<const std::string&, const std::string&, bool, uint32_t, uint32_t, uint64_t,
+                    unsigned, uint64_t, uint64_t, uint64_t, uint64_t>(),
            py::kw_only(), py::arg("listen") = kServerDefaults.listen,
+           py::arg("unix_socket") = kServerDefaults.unix_socket,
+           py::arg("shared_memory") = kServerDefaults.shared_memory,
+           py::arg("max_leases_per_session") = kServerDefaults.max_leases_per_session,
+           py::arg("max_reservations_per_session") = kServerDefaults.max_reservations_per_session,
            py::arg("capacity_bytes") = kServerDefaults.capacity_bytes,
            py::arg("threads") = kServerDefaults.threads,
            py::arg("max_value_bytes") = kServerDefaults.max_value_bytes,
@@ -444,6 +529,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("max_batch_keys") = kServerDefaults.max_batch_keys)
       .def_property_readonly("address", &PyServer::address)
       .def_property_readonly("port", &PyServer::port)
+      .def_property_readonly("unix_socket_path", &PyServer::unix_socket_path)
       .def_property_readonly("running", &PyServer::running)
       .def("stop", &PyServer::Stop)
       .def("stats", &PyServer::Stats);

@@ -114,6 +114,26 @@ Status CheckAnswer(const protocol::MgetRequest& request, const protocol::MgetRes
   return Status::Corruption(checked.message());
 }
 
+Status CheckAnswer(const protocol::ShmReserveRequest& request,
+                   const protocol::ShmReserveResponse& response) {
+  Status checked = protocol::CheckShmReserveResponse(request, response);
+  if (checked.ok()) return checked;
+  return Status::Corruption(checked.message());
+}
+
+Status CheckAnswer(const protocol::ShmCommitRequest& request,
+                   const protocol::ShmCommitResponse& response) {
+  if (response.statuses.size() == request.commit.size()) return Status::Ok();
+  return CountMismatch("SHM_COMMIT", request.commit.size(), response.statuses.size());
+}
+
+Status CheckAnswer(const protocol::ShmGetRequest& request,
+                   const protocol::ShmGetResponse& response) {
+  Status checked = protocol::CheckShmGetResponse(request, response);
+  if (checked.ok()) return checked;
+  return Status::Corruption(checked.message());
+}
+
 namespace {
 
 // Batch answers: u8 overall, u32 count, then `item_bytes` per key.
@@ -145,6 +165,31 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::ListRequest& request,
                                   const protocol::Limits& limits) {
   // u64 next_cursor, u32 count, count x (u16 key_len, key).
   return 8 + 4 + uint64_t{request.max_keys} * (2 + limits.max_key_bytes);
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::NodeInfoRequest&, const protocol::Limits&) {
+  // u64 node_id, u32 offers, u8 + host id, u16 + Unix socket path.
+  return 8 + 4 + 1 + 255 + 2 + 107;
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReserveRequest& request,
+                                  const protocol::Limits&) {
+  return 8 + BatchAnswerBytes(request.items.size(), 1 + 8);  // reservation id; status, offset
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::ShmCommitRequest& request,
+                                  const protocol::Limits&) {
+  return BatchAnswerBytes(request.commit.size(), 1);  // the MSET answer's layout
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::ShmGetRequest& request,
+                                  const protocol::Limits& limits) {
+  // lease id; u8 status, u32 meta_len, u64 value_len, u64 offset, meta.
+  return 8 + BatchAnswerBytes(request.keys.size(), 1 + 4 + 8 + 8 + limits.max_meta_bytes);
+}
+
+uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReleaseRequest&, const protocol::Limits&) {
+  return 4;  // u32 released
 }
 
 uint64_t MaxAnswerDescriptorBytes(const protocol::PingRequest&, const protocol::Limits&) {

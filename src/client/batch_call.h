@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,7 +69,7 @@ struct FrameCall {
 // call.slice (with call.conn->version()) and may set up call.handler; a non-OK return fails
 // that frame without sending it. Returns the calls with their status set.
 template <typename Handler, typename Encode>
-std::vector<std::unique_ptr<FrameCall<Handler>>> RunFrames(const std::vector<FrameSlice>& slices,
+std::vector<std::unique_ptr<FrameCall<Handler>>> RunFrames(std::span<const FrameSlice> slices,
                                                            std::shared_ptr<Connection> first,
                                                            ConnectionPool& pool, Deadline deadline,
                                                            Encode encode) {
@@ -118,6 +119,18 @@ Status CheckAnswer(const protocol::MexistRequest& request,
                    const protocol::MexistResponse& response);
 Status CheckAnswer(const protocol::MdelRequest& request, const protocol::MdelResponse& response);
 Status CheckAnswer(const protocol::MgetRequest& request, const protocol::MgetResponse& response);
+Status CheckAnswer(const protocol::ShmReserveRequest& request,
+                   const protocol::ShmReserveResponse& response);
+Status CheckAnswer(const protocol::ShmCommitRequest& request,
+                   const protocol::ShmCommitResponse& response);
+Status CheckAnswer(const protocol::ShmGetRequest& request,
+                   const protocol::ShmGetResponse& response);
+inline Status CheckAnswer(const protocol::NodeInfoRequest&, const protocol::NodeInfoResponse&) {
+  return Status::Ok();
+}
+inline Status CheckAnswer(const protocol::ShmReleaseRequest&, const protocol::ShmReleaseResponse&) {
+  return Status::Ok();
+}
 inline Status CheckAnswer(const protocol::PingRequest&, const protocol::PingResponse&) {
   return Status::Ok();
 }
@@ -143,6 +156,16 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::ListRequest& request,
                                   const protocol::Limits& limits);
 uint64_t MaxAnswerDescriptorBytes(const protocol::PingRequest& request,
                                   const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::NodeInfoRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReserveRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::ShmCommitRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::ShmGetRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReleaseRequest& request,
+                                  const protocol::Limits& limits);
 // STATS answers are bounded by the protocol's response frame limit alone.
 uint64_t MaxAnswerDescriptorBytes(const protocol::StatsRequest& request,
                                   const protocol::Limits& limits);
@@ -164,6 +187,20 @@ class DecodingHandler : public ResponseHandler {
     return MaxAnswerDescriptorBytes(request, conn_limits);
   }
 };
+
+// One request without keys or values (PING, STATS, LIST, NODE_INFO) on `conn`: handler->request,
+// encoded with the connection's limits and version, and its answer in handler->response.
+template <typename Request, typename Response>
+Status RoundTripOn(Connection& conn, DecodingHandler<Request, Response>* handler,
+                   Deadline deadline) {
+  handler->limits = conn.limits();
+  protocol::EncodedFrame frame;
+  const uint64_t id = conn.NextRequestId();
+  KVPORT_RETURN_IF_ERROR(
+      protocol::EncodeRequest(id, handler->request, conn.limits(), &frame, conn.version()));
+  KVPORT_ASSIGN_OR_RETURN(Connection::Ticket ticket, conn.Send(id, frame, handler, deadline));
+  return conn.Wait(ticket, deadline);
+}
 
 // Decodes an MGET response and places each value it carries at destinations[i] (the caller's
 // buffer, or its staging area in pinned host memory).

@@ -1,4 +1,5 @@
-// kvport::Client: the EIC-style API over ConnectionPool, batch frames and device staging.
+// kvport::Client: the EIC-style API over a Transport (its pool, frames, data path) and device
+// staging.
 #include "kvport/client.h"
 
 #include <fmt/core.h>
@@ -11,9 +12,10 @@
 
 #include "client/batch_call.h"
 #include "client/connection_pool.h"
+#include "client/device_staging.h"
 #include "client/endpoint.h"
-#include "client/memory_registry.h"
-#include "client/staging_pool.h"
+#include "client/transport.h"
+#include "client/transport_choice.h"
 #include "kvport/log.h"
 #include "kvport/transport.h"
 #include "protocol/messages.h"
@@ -28,25 +30,6 @@ using client::FrameSlice;
 using client::KeyOutcomes;
 
 namespace {
-
-constexpr uint64_t kStagingAlign = 64;
-
-uint64_t AlignUp(uint64_t n) {
-  return (n + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
-}
-
-size_t KindIndex(RuntimeKind kind) {
-  return static_cast<size_t>(kind);
-}
-
-// Where each key's bytes are on the wire side: the caller's host buffer, or a slot in pinned
-// host memory standing in for a device buffer.
-struct WireBuffers {
-  std::vector<char*> host;         // per key; the address TCP reads from / writes to
-  std::vector<MemoryInfo> memory;  // per key; kHost unless the buffer is device memory
-  std::vector<client::StagingPool::Lease> leases;
-  bool staged(size_t i) const { return memory[i].kind != RuntimeKind::kHost; }
-};
 
 Status NotReady(std::string_view op) {
   return Status::InvalidArgument(std::string(op) + " called before a successful Client::Init");
@@ -105,124 +88,13 @@ struct Client::Impl {
   std::string endpoint_text;
   client::Endpoint endpoint;
   InitOptions options;
-  TransportChoice transport;
-  std::unique_ptr<ConnectionPool> pool;
-  client::MemoryRegistry registry;
+  std::string transport_reason;                  // why `transport` is what it is, as logged at Init
+  std::unique_ptr<client::Transport> transport;  // null until Init succeeded
 
-  std::mutex runtime_mu;  // guards the runtimes and staging pools below (created on demand)
-  std::unique_ptr<DeviceRuntime> own_cuda;
-  std::unique_ptr<DeviceRuntime> own_ascend;
-  std::array<std::unique_ptr<client::StagingPool>, 3> staging;
+  client::DeviceStaging devices;  // runtimes, registered memory and staging pools
 
   Deadline DeadlineFor(std::chrono::milliseconds timeout) const {
-    return client::Clock::now() + (timeout.count() > 0 ? timeout : options.timeout);
-  }
-
-  // The runtime for memory of `kind`: the client's own (InitOptions library path) or the
-  // process-wide one, opened now if it was not yet. NotSupported when it is not usable here.
-  Result<const DeviceRuntime*> RuntimeFor(RuntimeKind kind, std::string_view purpose) {
-    const DeviceRuntime* runtime = nullptr;
-    {
-      std::lock_guard lock(runtime_mu);
-      runtime = LockedRuntime(kind);
-    }
-    KVPORT_RETURN_IF_ERROR(runtime->RequireUsable(purpose));
-    return runtime;
-  }
-
-  const DeviceRuntime* LockedRuntime(RuntimeKind kind) {
-    switch (kind) {
-      case RuntimeKind::kHost:
-        return &HostRuntime();
-      case RuntimeKind::kCuda:
-        if (options.cuda_runtime_library.empty()) return &CudaRuntime();
-        if (own_cuda == nullptr) own_cuda = OpenCudaRuntime(options.cuda_runtime_library);
-        return own_cuda.get();
-      case RuntimeKind::kAscend:
-        if (options.ascend_runtime_library.empty()) return &AscendRuntime();
-        if (own_ascend == nullptr) own_ascend = OpenAscendRuntime(options.ascend_runtime_library);
-        return own_ascend.get();
-    }
-    return &HostRuntime();
-  }
-
-  Result<client::StagingPool*> StagingFor(RuntimeKind kind) {
-    KVPORT_ASSIGN_OR_RETURN(const DeviceRuntime* runtime,
-                            RuntimeFor(kind, "staging device buffers"));
-    std::lock_guard lock(runtime_mu);
-    auto& slot = staging[KindIndex(kind)];
-    if (slot == nullptr) {
-      slot = std::make_unique<client::StagingPool>(runtime, options.staging_cache_bytes);
-    }
-    return slot.get();
-  }
-
-  // Looks up where each buffer among `keys_to_check` lives and gives device buffers pinned
-  // host memory. Keys whose buffer is unusable are failed in `outcomes`.
-  WireBuffers MapBuffers(const IOBuffers& buffers, KeyOutcomes& outcomes) {
-    WireBuffers wire;
-    wire.host.assign(buffers.size(), nullptr);
-    wire.memory.assign(buffers.size(), MemoryInfo{});
-    std::array<uint64_t, 3> staged_bytes{};
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      if (outcomes.failed(i)) continue;
-      const IOBuffer& buffer = buffers[i];
-      if (buffer.data == nullptr && buffer.size > 0) {
-        outcomes.Fail(
-            i, KeyCode::kInvalidArgument,
-            Status::InvalidArgument("null buffer of " + std::to_string(buffer.size) + " bytes"));
-        continue;
-      }
-      Result<MemoryInfo> where = registry.Lookup(buffer.data, buffer.size);
-      if (!where.ok()) {
-        outcomes.Fail(i, KeyCode::kInvalidArgument, where.status());
-        continue;
-      }
-      wire.memory[i] = *where;
-      if (wire.staged(i) && buffer.size > 0) {
-        staged_bytes[KindIndex(where->kind)] += AlignUp(buffer.size);
-      } else {
-        wire.memory[i].kind = RuntimeKind::kHost;  // nothing to stage for an empty buffer
-        wire.host[i] = static_cast<char*>(buffer.data);
-      }
-    }
-    for (RuntimeKind kind : {RuntimeKind::kCuda, RuntimeKind::kAscend}) {
-      const uint64_t total = staged_bytes[KindIndex(kind)];
-      if (total == 0) continue;
-      Status failed;
-      char* next = nullptr;
-      Result<client::StagingPool*> stager = StagingFor(kind);
-      if (!stager.ok()) {
-        failed = stager.status();
-      } else {
-        Result<client::StagingPool::Lease> lease = (*stager)->Acquire(total);
-        if (lease.ok()) {
-          next = lease->data();
-          wire.leases.push_back(std::move(lease).value());
-        } else {
-          failed = lease.status();
-        }
-      }
-      for (size_t i = 0; i < buffers.size(); ++i) {
-        if (outcomes.failed(i) || wire.memory[i].kind != kind) continue;
-        if (next == nullptr) {
-          outcomes.Fail(i, KeyCode::kDeviceError, failed);
-          continue;
-        }
-        wire.host[i] = next;
-        next += AlignUp(buffers[i].size);
-      }
-    }
-    return wire;
-  }
-
-  // Copies a staged key between its device buffer and its pinned host slot.
-  Status CopyStaged(const IOBuffer& buffer, const MemoryInfo& memory, char* host, bool to_host) {
-    KVPORT_ASSIGN_OR_RETURN(const DeviceRuntime* runtime,
-                            RuntimeFor(memory.kind, "staging device buffers"));
-    KVPORT_RETURN_IF_ERROR(runtime->SetDevice(memory.device_id));
-    return to_host ? runtime->CopyToHost(host, buffer.data, buffer.size)
-                   : runtime->CopyToDevice(buffer.data, host, buffer.size);
+    return MonotonicClock::now() + (timeout.count() > 0 ? timeout : options.timeout);
   }
 
   // The failure of a call none of whose keys got an answer, if that is what happened: every
@@ -236,9 +108,18 @@ struct Client::Impl {
     }
     return calls.front()->status;
   }
+  static Status WholeCallFailure(const std::vector<client::FrameResult>& frames,
+                                 size_t rejected_locally) {
+    if (frames.empty() || rejected_locally > 0) return Status::Ok();
+    for (const client::FrameResult& frame : frames) {
+      if (frame.status.ok()) return Status::Ok();
+    }
+    return frames.front().status;
+  }
 
+  // MGet (buffers), MGetMeta (neither) and MGetInPlace (loan): one path, three outcomes.
   Result<GetResult> Mget(std::span<const std::string> keys, const GetOptions& get_options,
-                         const IOBuffers* buffers);
+                         const IOBuffers* buffers, client::Transport::Loan* loan = nullptr);
   template <typename Request, typename Response>
   Result<BatchResult> KeyOnly(std::span<const std::string> keys, std::string_view ns,
                               bool any_namespace, std::chrono::milliseconds timeout, const char* op,
@@ -248,22 +129,16 @@ struct Client::Impl {
   template <typename Request, typename Response>
   Status RoundTrip(const Request& request, client::DecodingHandler<Request, Response>* handler) {
     const Deadline deadline = DeadlineFor(std::chrono::milliseconds(0));
-    KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> conn, pool->Acquire(deadline));
+    KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> conn, transport->pool().Acquire(deadline));
     handler->request = request;
-    handler->limits = conn->limits();
-    protocol::EncodedFrame frame;
-    const uint64_t id = conn->NextRequestId();
-    KVPORT_RETURN_IF_ERROR(
-        protocol::EncodeRequest(id, handler->request, conn->limits(), &frame, conn->version()));
-    KVPORT_ASSIGN_OR_RETURN(Connection::Ticket ticket, conn->Send(id, frame, handler, deadline));
-    return conn->Wait(ticket, deadline);
+    return client::RoundTripOn(*conn, handler, deadline);
   }
 };
 
 Client::Client() : impl_(std::make_unique<Impl>()) {}
 
 Client::~Client() {
-  if (impl_->pool != nullptr) impl_->pool->CloseAll();
+  if (impl_->transport != nullptr) impl_->transport->pool().CloseAll();
 }
 
 const std::string& Client::endpoint() const {
@@ -271,16 +146,16 @@ const std::string& Client::endpoint() const {
 }
 
 std::string_view Client::transport() const {
-  return TransportKindName(impl_->transport.resolved);
+  return impl_->transport != nullptr ? impl_->transport->name() : std::string_view();
 }
 
 const std::string& Client::transport_reason() const {
-  return impl_->transport.reason;
+  return impl_->transport_reason;
 }
 
 Status Client::Init(std::string_view instance_id, std::string_view endpoint,
                     const InitOptions& options) {
-  if (impl_->pool != nullptr) {
+  if (impl_->transport != nullptr) {
     return Status::InvalidArgument("Client::Init called twice (already connected to " +
                                    impl_->endpoint_text + ")");
   }
@@ -309,25 +184,16 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   // The transport first: a configuration this host cannot serve fails before any connection.
   // Only automatic selection and GPUDirect depend on CUDA; TCP and RDMA never load it.
   impl_->options = options;
-  {
-    // A retried Init may name other runtime libraries than a failed one did.
-    std::lock_guard lock(impl_->runtime_mu);
-    impl_->own_cuda.reset();
-    impl_->own_ascend.reset();
-  }
+  // A retried Init may name other runtime libraries than a failed one did.
+  impl_->devices.UseLibraries(options.cuda_runtime_library, options.ascend_runtime_library,
+                              options.staging_cache_bytes);
   TransportEnvironment env;
   env.rdma_devices = ListRdmaDevices();
-  if (options.transport_type == 0 || options.transport_type == 3) {
-    std::lock_guard lock(impl_->runtime_mu);
-    env.cuda = impl_->LockedRuntime(RuntimeKind::kCuda);
+  if (options.transport_type == 3) {  // only GPUDirect needs CUDA: auto never loads it
+    env.cuda = impl_->devices.Runtime(RuntimeKind::kCuda);
   }
   Result<TransportChoice> choice = ResolveTransport(options.transport_type, env);
   if (!choice.ok()) return choice.status().WithContext("client init");
-  if (choice->fallback) {
-    log::Warn("client {}: {}", instance_id, choice->reason);
-  } else {
-    log::Info("client {}: {}", instance_id, choice->reason);
-  }
   if (!options.log_dir.empty()) {
     log::Info("client {}: log_dir '{}' is accepted for EIC compatibility; kvport logs to stderr",
               instance_id, options.log_dir);
@@ -341,23 +207,29 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   pool_options.client_name = "kvport-client " + std::string(instance_id);
   pool_options.connection.drain_timeout = options.drain_timeout;
   pool_options.connection.drain_max_bytes = options.drain_max_bytes;
-  auto pool = std::make_unique<ConnectionPool>(parsed.address, pool_options);
-  Status connected = pool->ConnectFirst(client::Clock::now() + options.connect_timeout);
-  if (!connected.ok()) return connected.WithContext("client init");
+  Result<client::ChosenTransport> chosen =
+      client::OpenTransport(parsed.address, *choice, pool_options, options.connect_timeout);
+  if (!chosen.ok()) return chosen.status().WithContext("client init");
+  if (chosen->fallback) {
+    log::Warn("client {}: {}", instance_id, chosen->reason);
+  } else {
+    log::Info("client {}: {}", instance_id, chosen->reason);
+  }
 
   impl_->instance_id = std::string(instance_id);
   impl_->endpoint_text = parsed.address.ToString();
   impl_->endpoint = std::move(parsed);
-  impl_->transport = std::move(choice).value();
-  impl_->pool = std::move(pool);
-  log::Info("client {}: connected to kvport node {} ({} connections, timeout {} ms)",
-            impl_->instance_id, impl_->endpoint_text, options.connections, options.timeout.count());
+  impl_->transport_reason = std::move(chosen->reason);
+  impl_->transport = std::move(chosen->transport);
+  log::Info("client {}: connected to kvport node {} over {} ({} connections, timeout {} ms)",
+            impl_->instance_id, impl_->endpoint_text, impl_->transport->name(), options.connections,
+            options.timeout.count());
   return Status::Ok();
 }
 
 Result<BatchResult> Client::MSet(const std::vector<std::string>& keys, const IOBuffers& values,
                                  const SetOptions& options, const std::vector<std::string>& metas) {
-  if (impl_->pool == nullptr) return NotReady("MSet");
+  if (impl_->transport == nullptr) return NotReady("MSet");
   if (values.size() != keys.size())
     return CountMismatch("MSet", keys.size(), values.size(), "buffers");
   if (!metas.empty() && metas.size() != keys.size()) {
@@ -366,7 +238,8 @@ Result<BatchResult> Client::MSet(const std::vector<std::string>& keys, const IOB
   BatchResult result;
   if (keys.empty()) return result;
   const Deadline deadline = impl_->DeadlineFor(options.timeout);
-  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, impl_->pool->Acquire(deadline));
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first,
+                          impl_->transport->pool().Acquire(deadline));
   const protocol::Limits limits = first->limits();
   KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(options.ns, limits).WithContext("MSet"));
 
@@ -383,10 +256,11 @@ Result<BatchResult> Client::MSet(const std::vector<std::string>& keys, const IOB
           checked);
     }
   }
-  WireBuffers wire = impl_->MapBuffers(values, outcomes);
+  client::WireBuffers wire = impl_->devices.MapBuffers(values, outcomes);
   for (size_t i = 0; i < keys.size(); ++i) {
     if (outcomes.failed(i) || !wire.staged(i)) continue;
-    Status copied = impl_->CopyStaged(values[i], wire.memory[i], wire.host[i], /*to_host=*/true);
+    Status copied =
+        impl_->devices.CopyStaged(values[i], wire.memory[i], wire.host[i], /*to_host=*/true);
     if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
   }
 
@@ -404,130 +278,190 @@ Result<BatchResult> Client::MSet(const std::vector<std::string>& keys, const IOB
                            : static_cast<uint32_t>(std::min<int64_t>(
                                  options.ttl_seconds, std::numeric_limits<uint32_t>::max()));
 
-  using Handler = client::DecodingHandler<protocol::MsetRequest, protocol::MsetResponse>;
-  auto calls = client::RunFrames<Handler>(
-      slices, std::move(first), *impl_->pool, deadline,
-      [&](FrameCall<Handler>& call, uint64_t id, const protocol::Limits& conn_limits,
-          protocol::EncodedFrame* frame) {
-        protocol::MsetRequest& request = call.handler.request;
-        request.ns = options.ns;
-        request.ttl_seconds = ttl;
-        for (size_t k = call.slice.begin; k < call.slice.end; ++k) {
-          const size_t i = send[k];
-          request.items.push_back(protocol::MsetItem{
-              keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]),
-              values[i].size, wire.host[i]});
-        }
-        call.handler.limits = conn_limits;
-        return protocol::EncodeRequest(id, request, conn_limits, frame, call.conn->version());
-      });
-
-  for (const auto& call : calls) {
-    for (size_t k = call->slice.begin; k < call->slice.end; ++k) {
+  std::vector<protocol::MsetItem> items;
+  items.reserve(send.size());
+  for (size_t i : send) {
+    items.push_back(
+        protocol::MsetItem{keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]),
+                           values[i].size, wire.host[i]});
+  }
+  client::PutBatch batch;
+  batch.ns = options.ns;
+  batch.ttl_seconds = ttl;
+  batch.items = items;
+  batch.slices = slices;
+  batch.first = std::move(first);
+  const std::vector<client::FrameResult> frames = impl_->transport->Put(batch, deadline);
+  for (const client::FrameResult& frame : frames) {
+    for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
       const size_t i = send[k];
-      if (!call->status.ok()) {
-        outcomes.Fail(i, client::KeyCodeFromCallFailure(call->status), call->status);
+      if (!frame.status.ok()) {
+        outcomes.Fail(i, client::KeyCodeFromCallFailure(frame.status), frame.status);
       } else {
-        outcomes.FromWire(i, call->handler.response.statuses[k - call->slice.begin],
-                          /*mget=*/false, call->conn->peer());
+        outcomes.FromWire(i, frame.codes[k - frame.slice.begin], /*mget=*/false, frame.peer);
       }
     }
   }
-  KVPORT_RETURN_IF_ERROR(Impl::WholeCallFailure(calls, rejected).WithContext("MSet"));
+  KVPORT_RETURN_IF_ERROR(Impl::WholeCallFailure(frames, rejected).WithContext("MSet"));
   outcomes.Finish(&result);
   return result;
 }
 
-// MGET and its meta-only form share everything but the buffers.
+// MGET, its meta-only form and the loan share everything but where the values go.
 Result<GetResult> Client::Impl::Mget(std::span<const std::string> keys,
-                                     const GetOptions& get_options, const IOBuffers* buffers) {
+                                     const GetOptions& get_options, const IOBuffers* buffers,
+                                     client::Transport::Loan* loan) {
   Impl& impl = *this;
   GetResult result;
-  const bool meta_only = buffers == nullptr;
-  const char* op = meta_only ? "MGetMeta" : "MGet";
+  const bool meta_only = buffers == nullptr && loan == nullptr;
+  const char* op = loan != nullptr ? "MGetInPlace" : meta_only ? "MGetMeta" : "MGet";
+  if (loan != nullptr && !impl.transport->capabilities().zero_copy_reads) {
+    return Status::NotSupported(fmt::format(
+        "{}: reading values in place needs the shared-memory transport (a node on this host); "
+        "this client uses {} ({})",
+        op, impl.transport->name(), impl.transport_reason));
+  }
   const bool any_namespace = get_options.any_namespace;
   KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceOption(op, any_namespace, get_options.ns));
   if (keys.empty()) return result;
   const Deadline deadline = impl.DeadlineFor(get_options.timeout);
-  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, impl.pool->Acquire(deadline));
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first,
+                          impl.transport->pool().Acquire(deadline));
   const protocol::Limits limits = first->limits();
   KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(get_options.ns, limits).WithContext(op));
   if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *first));
 
   KeyOutcomes outcomes(keys, "MGET", get_options.ns, any_namespace);
   CheckKeys(keys, limits, outcomes);
-  WireBuffers wire;
-  if (!meta_only) wire = impl.MapBuffers(*buffers, outcomes);
+  client::WireBuffers wire;
+  if (buffers != nullptr) wire = impl.devices.MapBuffers(*buffers, outcomes);
 
   size_t rejected = 0;
   const std::vector<size_t> send = Unfailed(keys.size(), outcomes, &rejected);
   client::FrameCosts costs;
   costs.descriptor_bytes = [&](size_t k) { return keys[send[k]].size() + 24; };
   // Reserve room for what the response may bring back, so one frame's answer is not huge.
-  costs.payload_bytes = [&](size_t k) { return meta_only ? 0 : (*buffers)[send[k]].size; };
+  costs.payload_bytes = [&](size_t k) { return buffers == nullptr ? 0 : (*buffers)[send[k]].size; };
   const std::vector<FrameSlice> slices = client::PlanFrames(send.size(), costs, limits);
 
-  auto calls = client::RunFrames<client::MgetHandler>(
-      slices, std::move(first), *impl.pool, deadline,
-      [&](FrameCall<client::MgetHandler>& call, uint64_t id, const protocol::Limits& conn_limits,
-          protocol::EncodedFrame* frame) {
-        // Every connection of the pool negotiated on its own (the node may have been replaced).
-        if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *call.conn));
-        protocol::MgetRequest& request = call.handler.request;
-        request.ns = get_options.ns;
-        request.meta_only = meta_only;
-        request.any_namespace = any_namespace;
-        for (size_t k = call.slice.begin; k < call.slice.end; ++k) {
-          const size_t i = send[k];
-          protocol::MgetKey key{keys[i], protocol::kUnlimitedCapacity};
-          if (!meta_only) key.buffer_capacity = (*buffers)[i].size;
-          request.keys.push_back(key);
-          call.handler.destinations.push_back(meta_only ? nullptr : wire.host[i]);
-        }
-        call.handler.limits = conn_limits;
-        return protocol::EncodeRequest(id, request, conn_limits, frame, call.conn->version());
-      });
+  // Every connection of the pool negotiated on its own (the node may have been replaced); the
+  // first one was checked above, a replaced one fails its frame with NotSupported.
+  std::vector<protocol::MgetKey> wire_keys;
+  std::vector<char*> destinations;
+  wire_keys.reserve(send.size());
+  destinations.reserve(send.size());
+  for (size_t i : send) {
+    protocol::MgetKey key{keys[i], protocol::kUnlimitedCapacity};
+    if (buffers != nullptr) key.buffer_capacity = (*buffers)[i].size;
+    wire_keys.push_back(key);
+    destinations.push_back(buffers == nullptr ? nullptr : wire.host[i]);
+  }
+  client::GetBatch batch;
+  batch.ns = get_options.ns;
+  batch.any_namespace = any_namespace;
+  batch.meta_only = meta_only;
+  batch.keys = wire_keys;
+  batch.destinations = destinations;
+  batch.slices = slices;
+  batch.first = std::move(first);
+  std::vector<client::FrameResult> frames;
+  if (loan != nullptr) {
+    KVPORT_ASSIGN_OR_RETURN(*loan, impl.transport->Lend(batch, deadline));
+    frames = std::move(loan->frames);
+    // Views per key of the call (the loan's are per sent key).
+    std::vector<const uint8_t*> views(keys.size(), nullptr);
+    for (size_t k = 0; k < send.size(); ++k)
+      views[send[k]] = loan->views[k];
+    loan->views = std::move(views);
+  } else {
+    frames = impl.transport->Get(batch, deadline);
+  }
 
   result.value_sizes.assign(keys.size(), 0);
   result.metas.assign(keys.size(), std::string());
-  for (const auto& call : calls) {
-    for (size_t k = call->slice.begin; k < call->slice.end; ++k) {
+  for (const client::FrameResult& frame : frames) {
+    for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
       const size_t i = send[k];
-      if (!call->status.ok()) {
-        outcomes.Fail(i, client::KeyCodeFromCallFailure(call->status), call->status);
+      if (!frame.status.ok()) {
+        outcomes.Fail(i, client::KeyCodeFromCallFailure(frame.status), frame.status);
         continue;
       }
-      const protocol::MgetResult& got = call->handler.response.results[k - call->slice.begin];
-      outcomes.FromWire(i, got.status, /*mget=*/!meta_only, call->conn->peer());
-      if (got.status == StatusCode::kOk || got.status == StatusCode::kTooLarge) {
-        result.value_sizes[i] = got.value_length;
-        result.metas[i] = std::string(got.meta);
+      const size_t j = k - frame.slice.begin;
+      const StatusCode code = frame.codes[j];
+      outcomes.FromWire(i, code, /*mget=*/!meta_only, frame.peer);
+      if (code == StatusCode::kOk || code == StatusCode::kTooLarge) {
+        result.value_sizes[i] = frame.value_lengths[j];
+        result.metas[i] = frame.metas[j];
       }
-      if (!meta_only && got.status == StatusCode::kOk && wire.staged(i)) {
+      if (buffers != nullptr && code == StatusCode::kOk && wire.staged(i)) {
         IOBuffer target = (*buffers)[i];
-        target.size = got.value_length;
-        Status copied = impl.CopyStaged(target, wire.memory[i], wire.host[i], /*to_host=*/false);
+        target.size = frame.value_lengths[j];
+        Status copied =
+            impl.devices.CopyStaged(target, wire.memory[i], wire.host[i], /*to_host=*/false);
         if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
       }
     }
   }
-  KVPORT_RETURN_IF_ERROR(WholeCallFailure(calls, rejected).WithContext(op));
+  KVPORT_RETURN_IF_ERROR(WholeCallFailure(frames, rejected).WithContext(op));
   outcomes.Finish(&result);
   return result;
 }
 
 Result<GetResult> Client::MGet(const std::vector<std::string>& keys, const GetOptions& options,
                                const IOBuffers& buffers) {
-  if (impl_->pool == nullptr) return NotReady("MGet");
+  if (impl_->transport == nullptr) return NotReady("MGet");
   if (buffers.size() != keys.size()) {
     return CountMismatch("MGet", keys.size(), buffers.size(), "buffers");
   }
   return impl_->Mget(keys, options, &buffers);
 }
 
+struct LentValues::Loan {
+  client::Transport::Loan loan;
+};
+
+LentValues::LentValues() = default;
+LentValues::~LentValues() = default;
+LentValues::LentValues(LentValues&&) noexcept = default;
+LentValues& LentValues::operator=(LentValues&&) noexcept = default;
+
+std::span<const uint8_t> LentValues::value(size_t i) const {
+  if (loan_ == nullptr || i >= values_.size()) return {};
+  return values_[i];
+}
+
+bool LentValues::valid() const {
+  if (loan_ == nullptr) return false;
+  for (const auto& session : loan_->loan.sessions) {
+    if (!session->alive()) return false;
+  }
+  return true;
+}
+
+void LentValues::Release() {
+  loan_.reset();  // the lease's destructor sends SHM_RELEASE
+  values_.assign(values_.size(), {});
+}
+
+Result<LentValues> Client::MGetInPlace(const std::vector<std::string>& keys,
+                                       const GetOptions& options) {
+  if (impl_->transport == nullptr) return NotReady("MGetInPlace");
+  LentValues lent;
+  lent.loan_ = std::make_unique<LentValues::Loan>();
+  KVPORT_ASSIGN_OR_RETURN(lent.result_, impl_->Mget(keys, options, nullptr, &lent.loan_->loan));
+  lent.values_.assign(keys.size(), {});
+  const std::vector<const uint8_t*>& views = lent.loan_->loan.views;
+  for (size_t i = 0; i < keys.size() && i < views.size(); ++i) {
+    if (lent.result_.codes[i] == KeyCode::kSuccess && views[i] != nullptr) {
+      lent.values_[i] = {views[i], static_cast<size_t>(lent.result_.value_sizes[i])};
+    }
+  }
+  return lent;
+}
+
 Result<GetResult> Client::MGetMeta(const std::vector<std::string>& keys,
                                    const GetOptions& options) {
-  if (impl_->pool == nullptr) return NotReady("MGetMeta");
+  if (impl_->transport == nullptr) return NotReady("MGetMeta");
   return impl_->Mget(keys, options, nullptr);
 }
 
@@ -541,7 +475,8 @@ Result<BatchResult> Client::Impl::KeyOnly(std::span<const std::string> keys, std
   KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceOption(op, any_namespace, ns));
   if (keys.empty()) return result;
   const Deadline deadline = impl.DeadlineFor(timeout);
-  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, impl.pool->Acquire(deadline));
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first,
+                          impl.transport->pool().Acquire(deadline));
   const protocol::Limits limits = first->limits();
   KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(ns, limits).WithContext(op));
   if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *first));
@@ -555,7 +490,7 @@ Result<BatchResult> Client::Impl::KeyOnly(std::span<const std::string> keys, std
 
   using Handler = client::DecodingHandler<Request, Response>;
   auto calls = client::RunFrames<Handler>(
-      slices, std::move(first), *impl.pool, deadline,
+      slices, std::move(first), impl.transport->pool(), deadline,
       [&](FrameCall<Handler>& call, uint64_t id, const protocol::Limits& conn_limits,
           protocol::EncodedFrame* frame) {
         if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *call.conn));
@@ -591,13 +526,13 @@ Result<BatchResult> Client::Impl::KeyOnly(std::span<const std::string> keys, std
 
 Result<BatchResult> Client::MExist(const std::vector<std::string>& keys,
                                    const ExistOptions& options) {
-  if (impl_->pool == nullptr) return NotReady("MExist");
+  if (impl_->transport == nullptr) return NotReady("MExist");
   return impl_->KeyOnly<protocol::MexistRequest, protocol::MexistResponse>(
       keys, options.ns, options.any_namespace, options.timeout, "MExist", "MEXIST");
 }
 
 Result<BatchResult> Client::MDel(const std::vector<std::string>& keys, const DelOptions& options) {
-  if (impl_->pool == nullptr) return NotReady("MDel");
+  if (impl_->transport == nullptr) return NotReady("MDel");
   return impl_->KeyOnly<protocol::MdelRequest, protocol::MdelResponse>(
       keys, options.ns, options.any_namespace, options.timeout, "MDel", "MDEL");
 }
@@ -606,7 +541,7 @@ Status Client::RegisterMemory(const IOBuffers& buffers, const MemoryInfo& info) 
   if (info.kind != RuntimeKind::kHost) {
     KVPORT_ASSIGN_OR_RETURN(
         const DeviceRuntime* runtime,
-        impl_->RuntimeFor(info.kind, fmt::format("{} memory", RuntimeKindName(info.kind))));
+        impl_->devices.RuntimeFor(info.kind, fmt::format("{} memory", RuntimeKindName(info.kind))));
     if (info.device_id < 0 || info.device_id >= runtime->device_count()) {
       return Status::InvalidArgument(
           fmt::format("register memory: device {} does not exist ({} runtime sees {} device(s))",
@@ -614,26 +549,26 @@ Status Client::RegisterMemory(const IOBuffers& buffers, const MemoryInfo& info) 
     }
   }
   for (const IOBuffer& buffer : buffers) {
-    KVPORT_RETURN_IF_ERROR(impl_->registry.Register(buffer.data, buffer.size, info));
+    KVPORT_RETURN_IF_ERROR(impl_->devices.registry().Register(buffer.data, buffer.size, info));
   }
   return Status::Ok();
 }
 
 Status Client::UnregisterMemory(const IOBuffers& buffers) {
   for (const IOBuffer& buffer : buffers) {
-    KVPORT_RETURN_IF_ERROR(impl_->registry.Unregister(buffer.data, buffer.size));
+    KVPORT_RETURN_IF_ERROR(impl_->devices.registry().Unregister(buffer.data, buffer.size));
   }
   return Status::Ok();
 }
 
 Status Client::Ping() {
-  if (impl_->pool == nullptr) return NotReady("Ping");
+  if (impl_->transport == nullptr) return NotReady("Ping");
   client::DecodingHandler<protocol::PingRequest, protocol::PingResponse> handler;
   return impl_->RoundTrip(protocol::PingRequest{}, &handler).WithContext("Ping");
 }
 
 Result<NodeStats> Client::Stats() {
-  if (impl_->pool == nullptr) return NotReady("Stats");
+  if (impl_->transport == nullptr) return NotReady("Stats");
   client::DecodingHandler<protocol::StatsRequest, protocol::StatsResponse> handler;
   KVPORT_RETURN_IF_ERROR(impl_->RoundTrip(protocol::StatsRequest{}, &handler).WithContext("Stats"));
   NodeStats stats;
@@ -648,7 +583,7 @@ Result<NodeStats> Client::Stats() {
 }
 
 Result<KeyPage> Client::List(std::string_view ns, uint64_t cursor, uint32_t max_keys) {
-  if (impl_->pool == nullptr) return NotReady("List");
+  if (impl_->transport == nullptr) return NotReady("List");
   client::DecodingHandler<protocol::ListRequest, protocol::ListResponse> handler;
   protocol::ListRequest request;
   request.ns = ns;

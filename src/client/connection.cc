@@ -21,8 +21,9 @@ struct Connection::Call {
 
   const uint64_t id;
   ResponseHandler* const handler;
-  const Deadline deadline;              // the caller's; the reader drains past it
-  const uint64_t max_descriptor_bytes;  // handler->MaxDescriptorBytes, taken by Send
+  std::unique_ptr<ResponseHandler> owned_handler;  // Post: the call owns its handler
+  const Deadline deadline;                         // the caller's; the reader drains past it
+  const uint64_t max_descriptor_bytes;             // handler->MaxDescriptorBytes, taken by Send
   // Guarded by Connection::mu_. kWaiting: in pending_, nobody touches the handler;
   // kReceiving: the reader thread has taken it (see io_mu); kDone: result is final, off
   // pending_.
@@ -40,6 +41,8 @@ namespace {
 
 // A HELLO response: version, six u64 limits, server name (u8 length, at most 255 bytes).
 constexpr uint32_t kMaxHelloDescriptorBytes = 1 + 6 * 8 + 1 + 255;
+// An SHM_ATTACH response: status, u64 arena size, u16 reason length, at most 1024 reason bytes.
+constexpr uint32_t kMaxAttachDescriptorBytes = 1 + 8 + 2 + 1024;
 // An ERROR response: code, u16 message length, at most 1024 message bytes.
 constexpr uint32_t kMaxErrorDescriptorBytes = 1 + 2 + 1024;
 // A descriptor buffer starts at most this large and doubles as its bytes arrive.
@@ -96,7 +99,7 @@ Status ReadHeader(int fd, char* head, std::chrono::milliseconds stall) {
     got += progress->bytes;
     if (got == protocol::kFrameHeaderSize) break;
     if (progress->eof) return Status::Unavailable("the node closed the connection");
-    if (got > 0 && until == kNoDeadline) until = After(Clock::now(), stall);
+    if (got > 0 && until == kNoDeadline) until = After(MonotonicClock::now(), stall);
     if (progress->would_block) {
       Status waited = WaitReadable(fd, until);
       if (waited.code() == StatusCode::kTimeout) {
@@ -120,19 +123,103 @@ Connection::~Connection() {
   if (reader_.joinable()) reader_.join();
 }
 
-Result<std::shared_ptr<Connection>> Connection::Open(const net::HostPort& address,
+Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
                                                      std::string_view client_name,
                                                      Deadline deadline,
-                                                     const ConnectionOptions& options) {
-  KVPORT_ASSIGN_OR_RETURN(net::Socket socket, ConnectTcp(address, deadline));
-  std::shared_ptr<Connection> conn(new Connection(std::move(socket), address.ToString(), options));
+                                                     const ConnectionOptions& options,
+                                                     ArenaMapper* mapper) {
+  if (mapper != nullptr && !address.is_unix()) {
+    return Status::InvalidArgument("shared memory needs the node's Unix socket, not " +
+                                   address.ToString());
+  }
+  Result<net::Socket> socket =
+      address.is_unix() ? ConnectUnixSocket(address.unix_path) : ConnectTcp(address.tcp, deadline);
+  if (!socket.ok()) return socket.status();
+  std::shared_ptr<Connection> conn(
+      new Connection(std::move(socket).value(), address.ToString(), options));
   Status hello = conn->Handshake(client_name, deadline);
   if (!hello.ok()) {
     conn->alive_ = false;
     return hello.WithContext("handshake with " + conn->peer_);
   }
+  if (mapper != nullptr) {
+    Status attached = conn->AttachArena(mapper, deadline);
+    if (!attached.ok()) {
+      conn->alive_ = false;
+      return attached;
+    }
+  }
   conn->reader_ = std::thread([raw = conn.get()] { raw->ReadLoop(); });
   return conn;
+}
+
+Status Connection::ReadControlResponse(uint64_t id, protocol::Opcode opcode, uint32_t most,
+                                       Deadline deadline, protocol::FrameHeader* header,
+                                       std::string* descriptor, net::Socket* passed) {
+  const protocol::Limits defaults;
+  char head[protocol::kFrameHeaderSize];
+  Status read = passed != nullptr
+                    ? ReadFullyWithDescriptor(socket_.fd(), head, sizeof(head), deadline, passed)
+                    : ReadFully(socket_.fd(), head, sizeof(head), deadline);
+  KVPORT_RETURN_IF_ERROR(read);
+  Status decoded =
+      protocol::DecodeFrameHeader(std::string_view(head, sizeof(head)), defaults, header);
+  if (!decoded.ok()) {
+    return Status::Corruption("the peer does not speak the kvport protocol: " + decoded.message());
+  }
+  // Both possible answers are small: never allocate what a header merely claims.
+  const uint32_t limit =
+      header->opcode == protocol::Opcode::kError ? kMaxErrorDescriptorBytes : most;
+  if (header->descriptor_length > limit) {
+    return Status::Corruption(
+        fmt::format("the node answered {} with a {} descriptor of {} bytes (at most {} possible)",
+                    protocol::OpcodeName(opcode), protocol::OpcodeName(header->opcode),
+                    header->descriptor_length, limit));
+  }
+  descriptor->assign(header->descriptor_length, '\0');
+  KVPORT_RETURN_IF_ERROR(ReadFully(socket_.fd(), descriptor->data(), descriptor->size(), deadline));
+  if (header->opcode == protocol::Opcode::kError) {
+    return NodeError(*header, *descriptor, defaults, peer_);
+  }
+  if (header->request_id != id || header->opcode != opcode) {
+    return Status::Corruption(
+        fmt::format("the node answered {} with {} (request id {})", protocol::OpcodeName(opcode),
+                    protocol::OpcodeName(header->opcode), header->request_id));
+  }
+  return Status::Ok();
+}
+
+Status Connection::AttachArena(ArenaMapper* mapper, Deadline deadline) {
+  if (version_ < protocol::kShmVersion) {
+    return Status::NotSupported(
+        fmt::format("shared memory needs protocol version {}; the node at {} speaks version {}",
+                    protocol::kShmVersion, peer_, version_));
+  }
+  protocol::EncodedFrame frame;
+  const uint64_t id = NextRequestId();
+  KVPORT_RETURN_IF_ERROR(
+      protocol::EncodeRequest(id, protocol::ShmAttachRequest{}, limits_, &frame, version_));
+  iovec iov{frame.head.data(), frame.head.size()};
+  KVPORT_RETURN_IF_ERROR(WriteFully(socket_.fd(), std::span<iovec>(&iov, 1), deadline));
+  protocol::FrameHeader header;
+  std::string descriptor;
+  net::Socket memfd;
+  KVPORT_RETURN_IF_ERROR(ReadControlResponse(id, protocol::Opcode::kShmAttach,
+                                             kMaxAttachDescriptorBytes, deadline, &header,
+                                             &descriptor, &memfd));
+  protocol::ShmAttachResponse response;
+  Status decoded = protocol::DecodeResponse(header, descriptor, limits_, &response);
+  if (!decoded.ok())
+    return Status::Corruption("undecodable SHM_ATTACH answer: " + decoded.message());
+  if (response.status != StatusCode::kOk) {
+    return Status(response.status, "the node at " + peer_ +
+                                       " declined shared memory: " + std::string(response.reason));
+  }
+  if (!memfd.valid()) {
+    return Status::Corruption("the node granted shared memory but passed no descriptor");
+  }
+  KVPORT_ASSIGN_OR_RETURN(arena_, mapper->Map(std::move(memfd), response.arena_bytes));
+  return Status::Ok();
 }
 
 Status Connection::Handshake(std::string_view client_name, Deadline deadline) {
@@ -145,32 +232,10 @@ Status Connection::Handshake(std::string_view client_name, Deadline deadline) {
   iovec iov{frame.head.data(), frame.head.size()};
   KVPORT_RETURN_IF_ERROR(WriteFully(socket_.fd(), std::span<iovec>(&iov, 1), deadline));
 
-  char head[protocol::kFrameHeaderSize];
-  KVPORT_RETURN_IF_ERROR(ReadFully(socket_.fd(), head, sizeof(head), deadline));
   protocol::FrameHeader header;
-  Status decoded =
-      protocol::DecodeFrameHeader(std::string_view(head, sizeof(head)), defaults, &header);
-  if (!decoded.ok()) {
-    return Status::Corruption("the peer does not speak the kvport protocol: " + decoded.message());
-  }
-  // Both possible answers are small: never allocate what a header merely claims.
-  const uint32_t most = header.opcode == protocol::Opcode::kError ? kMaxErrorDescriptorBytes
-                                                                  : kMaxHelloDescriptorBytes;
-  if (header.descriptor_length > most) {
-    return Status::Corruption(fmt::format(
-        "the node answered HELLO with a {} descriptor of {} bytes (at most {} possible)",
-        protocol::OpcodeName(header.opcode), header.descriptor_length, most));
-  }
-  std::string descriptor(header.descriptor_length, '\0');
-  KVPORT_RETURN_IF_ERROR(ReadFully(socket_.fd(), descriptor.data(), descriptor.size(), deadline));
-  if (header.opcode == protocol::Opcode::kError) {
-    return NodeError(header, descriptor, defaults, peer_);
-  }
-  if (header.request_id != id || header.opcode != protocol::Opcode::kHello) {
-    return Status::Corruption("the node answered HELLO with " +
-                              std::string(protocol::OpcodeName(header.opcode)) + " (request id " +
-                              std::to_string(header.request_id) + ")");
-  }
+  std::string descriptor;
+  KVPORT_RETURN_IF_ERROR(ReadControlResponse(id, protocol::Opcode::kHello, kMaxHelloDescriptorBytes,
+                                             deadline, &header, &descriptor, nullptr));
   protocol::HelloResponse response;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(header, descriptor, defaults, &response));
   if (response.version < protocol::kMinProtocolVersion ||
@@ -193,8 +258,14 @@ Status Connection::Handshake(std::string_view client_name, Deadline deadline) {
 Result<Connection::Ticket> Connection::Send(uint64_t request_id,
                                             const protocol::EncodedFrame& frame,
                                             ResponseHandler* handler, Deadline deadline) {
-  auto call =
-      std::make_shared<Call>(request_id, handler, deadline, handler->MaxDescriptorBytes(limits_));
+  return SendCall(
+      std::make_shared<Call>(request_id, handler, deadline, handler->MaxDescriptorBytes(limits_)),
+      frame, deadline);
+}
+
+Result<Connection::Ticket> Connection::SendCall(Ticket call, const protocol::EncodedFrame& frame,
+                                                Deadline deadline) {
+  const uint64_t request_id = call->id;
   {
     std::lock_guard lock(mu_);
     if (!alive_.load(std::memory_order_relaxed)) return close_reason_;
@@ -225,6 +296,14 @@ Result<Connection::Ticket> Connection::Send(uint64_t request_id,
     return close_reason();
   }
   return call;
+}
+
+Status Connection::Post(uint64_t request_id, const protocol::EncodedFrame& frame,
+                        std::unique_ptr<ResponseHandler> handler, Deadline deadline) {
+  auto call = std::make_shared<Call>(request_id, handler.get(), deadline,
+                                     handler->MaxDescriptorBytes(limits_));
+  call->owned_handler = std::move(handler);
+  return SendCall(std::move(call), frame, deadline).status();
 }
 
 Status Connection::Wait(const Ticket& call, Deadline deadline) {
@@ -284,6 +363,8 @@ void Connection::Finish(Call& call, Status result) {
 }
 
 void Connection::Close(const Status& reason) {
+  // Writers into this session's arena reservations finish first (BeginArenaWrite).
+  std::unique_lock writers(arena_writers_);
   {
     std::lock_guard lock(mu_);
     if (!alive_.load(std::memory_order_relaxed)) return;
@@ -420,7 +501,7 @@ Status Connection::ReadPayload(Call& call, std::vector<iovec>& iov, Deadline unt
 
 Status Connection::ReadError(const protocol::FrameHeader& header, const Ticket& call) {
   const Deadline until =
-      After(call != nullptr ? call->deadline : Clock::now(), options_.drain_timeout);
+      After(call != nullptr ? call->deadline : MonotonicClock::now(), options_.drain_timeout);
   Status error;
   if (header.descriptor_length > kMaxErrorDescriptorBytes) {
     error = Status::Corruption(
@@ -476,7 +557,7 @@ Status Connection::ReadOneResponse() {
   if (call == nullptr) {
     // Nobody waits for it: its call timed out before the response began.
     return Drain(header.descriptor_length + header.payload_length,
-                 After(Clock::now(), options_.drain_timeout),
+                 After(MonotonicClock::now(), options_.drain_timeout),
                  fmt::format("a late {} response", protocol::OpcodeName(header.opcode)));
   }
 

@@ -1,4 +1,4 @@
-// Connection: one TCP connection to a node, with pipelined requests.
+// Connection: one connection to a node (TCP, or its Unix socket), with pipelined requests.
 //
 // Any number of threads send requests on one Connection; each request carries a fresh request
 // id and the node's responses are matched to their callers by that id, so a slow MGET does not
@@ -21,6 +21,10 @@
 // A Connection never reconnects: once closed (the node went away, a write timed out mid-frame,
 // the node broke the protocol, a drain over its bounds) every pending and later call fails with
 // the close reason, Unavailable, and the ConnectionPool replaces it.
+//
+// A connection opened with an ArenaMapper (a Unix socket to a same-host node) also asks for the
+// node's arena (SHM_ATTACH) before it is used, and keeps the mapping: the shared-memory
+// transport's calls then move values through it, and the socket carries only control frames.
 #pragma once
 
 #include <sys/uio.h>
@@ -31,12 +35,15 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "client/arena_mapping.h"
+#include "client/endpoint.h"
 #include "client/socket_io.h"
 #include "kvport/byte_vector.h"
 #include "kvport/status.h"
@@ -87,12 +94,15 @@ class ResponseHandler {
 class Connection {
  public:
   // Connects, sends HELLO (offering protocol versions kMinProtocolVersion..kMaxProtocolVersion)
-  // and waits for the node's answer (version and limits), all before `deadline`. Errors:
-  // Unavailable (refused, reset, no such host), Timeout, NotSupported (no common protocol version),
-  // Corruption (the peer is not a kvport node).
-  static Result<std::shared_ptr<Connection>> Open(const net::HostPort& address,
+  // and waits for the node's answer (version and limits), all before `deadline`. With `mapper`
+  // (Unix sockets only), then asks for the arena and maps it through `mapper`. Errors:
+  // Unavailable (refused, reset, no such host), Timeout, NotSupported (no common protocol
+  // version; or the node declined shared memory, with its reason), Corruption (the peer is not
+  // a kvport node).
+  static Result<std::shared_ptr<Connection>> Open(const NodeAddress& address,
                                                   std::string_view client_name, Deadline deadline,
-                                                  const ConnectionOptions& options = {});
+                                                  const ConnectionOptions& options = {},
+                                                  ArenaMapper* mapper = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -119,12 +129,27 @@ class Connection {
   Result<Ticket> Send(uint64_t request_id, const protocol::EncodedFrame& frame,
                       ResponseHandler* handler, Deadline deadline);
 
+  // Send for a request whose answer nobody waits for (SHM_RELEASE): the connection keeps
+  // `handler` until the answer arrives or the connection closes, then drops it.
+  Status Post(uint64_t request_id, const protocol::EncodedFrame& frame,
+              std::unique_ptr<ResponseHandler> handler, Deadline deadline);
+
   // Waits for the response to a sent request. OK when the handler accepted it; otherwise the
   // handler's error, the node's ERROR response, Unavailable when the connection was lost, or
   // Timeout when `deadline` passed first. When Wait returns, the reader thread is done with the
   // handler and with every buffer it named: a response still arriving at the deadline is
   // drained by the reader (the rest of it discarded), never written into the caller's buffers.
   Status Wait(const Ticket& ticket, Deadline deadline);
+
+  // The node's arena, when the connection was opened with a mapper; null otherwise.
+  const std::shared_ptr<ArenaMapping>& arena() const { return arena_; }
+  // Held (shared) while the caller writes into an arena reservation of this connection's
+  // session: Close waits for it before shutting the socket down, because the node aborts the
+  // session's reservations when it sees the socket close, and the space must not be reused
+  // while this process still writes into it.
+  std::shared_lock<std::shared_mutex> BeginArenaWrite() {
+    return std::shared_lock<std::shared_mutex>(arena_writers_);
+  }
 
   // True until the connection is closed.
   bool alive() const { return alive_.load(std::memory_order_acquire); }
@@ -140,7 +165,15 @@ class Connection {
 
  private:
   Connection(net::Socket socket, std::string peer, const ConnectionOptions& options);
+  Result<Ticket> SendCall(Ticket call, const protocol::EncodedFrame& frame, Deadline deadline);
   Status Handshake(std::string_view client_name, Deadline deadline);
+  Status AttachArena(ArenaMapper* mapper, Deadline deadline);
+  // Reads one small control response to `id` (HELLO, SHM_ATTACH) before the reader thread
+  // runs: its header and a descriptor of at most `most` bytes; an ERROR is returned as the
+  // node's Status. A descriptor passed with the bytes lands in *passed when not null.
+  Status ReadControlResponse(uint64_t id, protocol::Opcode opcode, uint32_t most, Deadline deadline,
+                             protocol::FrameHeader* header, std::string* descriptor,
+                             net::Socket* passed);
   void ReadLoop();
   // Reads one response; a non-OK status ends the connection.
   Status ReadOneResponse();
@@ -171,6 +204,9 @@ class Connection {
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<bool> alive_{true};
   std::atomic<uint64_t> drained_{0};
+
+  std::shared_ptr<ArenaMapping> arena_;
+  std::shared_mutex arena_writers_;  // see BeginArenaWrite
 
   std::timed_mutex write_mu_;  // one frame at a time
 

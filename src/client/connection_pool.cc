@@ -9,7 +9,7 @@
 
 namespace kvport::client {
 
-ConnectionPool::ConnectionPool(net::HostPort address, PoolOptions options)
+ConnectionPool::ConnectionPool(NodeAddress address, PoolOptions options)
     : address_(std::move(address)), where_(address_.ToString()), options_(std::move(options)) {
   const int n = std::max(1, options_.connections);
   slots_.reserve(n);
@@ -83,7 +83,7 @@ std::shared_ptr<Connection> ConnectionPool::AnyOtherLive(size_t skip) {
 
 Result<std::shared_ptr<Connection>> ConnectionPool::Connect(const std::shared_ptr<Connection>& old,
                                                             Deadline deadline) {
-  const auto now = Clock::now();
+  const auto now = MonotonicClock::now();
   {
     std::lock_guard lock(backoff_mu_);
     if (now < retry_at_) {
@@ -97,8 +97,8 @@ Result<std::shared_ptr<Connection>> ConnectionPool::Connect(const std::shared_pt
     log::Debug("reconnecting to {}: {}", where_, old->close_reason().message());
   }
   const Deadline connect_deadline = std::min(deadline, now + options_.connect_timeout);
-  Result<std::shared_ptr<Connection>> conn =
-      Connection::Open(address_, options_.client_name, connect_deadline, options_.connection);
+  Result<std::shared_ptr<Connection>> conn = Connection::Open(
+      address_, options_.client_name, connect_deadline, options_.connection, options_.arena_mapper);
   std::lock_guard lock(backoff_mu_);
   if (conn.ok()) {
     if (backoff_.count() > 0) log::Info("reconnected to node {}", where_);
@@ -113,7 +113,7 @@ Result<std::shared_ptr<Connection>> ConnectionPool::Connect(const std::shared_pt
   }
   backoff_ =
       backoff_.count() == 0 ? options_.backoff_min : std::min(backoff_ * 2, options_.backoff_max);
-  retry_at_ = Clock::now() + backoff_;
+  retry_at_ = MonotonicClock::now() + backoff_;
   last_error_ = conn.status();
   if (conn.status().code() == StatusCode::kUnavailable ||
       conn.status().code() == StatusCode::kTimeout) {

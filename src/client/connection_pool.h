@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "client/connection.h"
+#include "client/endpoint.h"
 #include "client/socket_io.h"
 #include "kvport/status.h"
-#include "net/host_port.h"
 
 namespace kvport::client {
 
@@ -33,11 +33,14 @@ struct PoolOptions {
   std::chrono::milliseconds backoff_max{2'000};
   std::string client_name;  // sent in HELLO, for the node's logs
   ConnectionOptions connection;
+  // Shared-memory pools (a node's Unix socket): every connection attaches the arena through
+  // this mapper (owned by the transport, outliving the pool). Null: plain connections.
+  ArenaMapper* arena_mapper = nullptr;
 };
 
 class ConnectionPool {
  public:
-  ConnectionPool(net::HostPort address, PoolOptions options);
+  ConnectionPool(NodeAddress address, PoolOptions options);
   ~ConnectionPool();
 
   // A live connection for one call: the next slot's connection, reconnected if it was lost
@@ -53,7 +56,7 @@ class ConnectionPool {
   // Closes every connection; calls in flight fail with Unavailable.
   void CloseAll();
 
-  const net::HostPort& address() const { return address_; }
+  const NodeAddress& address() const { return address_; }
   // Successful connects so far, the first one included (tests check reconnects happened).
   uint64_t connects() const { return connects_.load(std::memory_order_relaxed); }
 
@@ -76,7 +79,7 @@ class ConnectionPool {
   // A live connection of any slot but `skip`; null if none.
   std::shared_ptr<Connection> AnyOtherLive(size_t skip);
 
-  const net::HostPort address_;
+  const NodeAddress address_;
   const std::string where_;
   const PoolOptions options_;
   std::vector<std::unique_ptr<Slot>> slots_;
@@ -84,8 +87,8 @@ class ConnectionPool {
   std::atomic<uint64_t> connects_{0};
 
   std::mutex backoff_mu_;
-  Clock::time_point retry_at_{};          // no connect attempt before this
-  std::chrono::milliseconds backoff_{0};  // 0: the last attempt succeeded (or none yet)
+  MonotonicClock::time_point retry_at_{};  // no connect attempt before this
+  std::chrono::milliseconds backoff_{0};   // 0: the last attempt succeeded (or none yet)
   Status last_error_;
 };
 

@@ -12,6 +12,14 @@ Result<Endpoint> ParseEndpoint(std::string_view text) {
   };
   std::string_view rest = text;
   Endpoint endpoint;
+  if (rest.starts_with("unix:")) {
+    rest.remove_prefix(5);
+    if (rest.starts_with("//")) rest.remove_prefix(2);  // unix:///path
+    if (rest.empty() || rest[0] != '/') return bad("a Unix socket is written unix:/ABSOLUTE/PATH");
+    if (rest.size() > 107) return bad("the Unix socket path is longer than 107 bytes");
+    endpoint.address.unix_path = std::string(rest);
+    return endpoint;
+  }
   if (size_t scheme_end = rest.find("://"); scheme_end != std::string_view::npos) {
     std::string_view scheme = rest.substr(0, scheme_end);
     if (scheme != "eic") {
@@ -36,7 +44,7 @@ Result<Endpoint> ParseEndpoint(std::string_view text) {
   if (!address.ok()) return bad(address.status().message());
   if (address->port == 0) return bad("port 0 names no node; give the node's port");
   if (address->host.empty()) return bad("no host; expected HOST:PORT");
-  endpoint.address = std::move(address).value();
+  endpoint.address.tcp = std::move(address).value();
   return endpoint;
 }
 

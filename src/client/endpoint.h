@@ -9,15 +9,25 @@
 
 namespace kvport::client {
 
+// Where a node listens: a TCP address, or a Unix-domain socket on this host.
+struct NodeAddress {
+  net::HostPort tcp;      // used when unix_path is empty
+  std::string unix_path;  // absolute path of the node's Unix socket
+  bool is_unix() const { return !unix_path.empty(); }
+  // "host:port" or "unix:/path".
+  std::string ToString() const { return is_unix() ? "unix:" + unix_path : tcp.ToString(); }
+};
+
 struct Endpoint {
-  net::HostPort address;
+  NodeAddress address;
   // The namespace named by an eic://host:port/NS URL; empty when the URL has none. The client
   // ignores it (namespaces are per call); the CLI and the connector use it as their default.
   std::string ns;
 };
 
-// Parses "HOST:PORT", "[IPV6]:PORT", "eic://HOST:PORT" and "eic://HOST:PORT/NS". The port must
-// be given and not 0. EIC's static-cluster form "HOST:PORT;HOST:PORT" (with or without a
+// Parses "HOST:PORT", "[IPV6]:PORT", "eic://HOST:PORT", "eic://HOST:PORT/NS" and "unix:/PATH"
+// (a node's Unix socket on this host, which asks for shared memory). The port must be given
+// and not 0. EIC's static-cluster form "HOST:PORT;HOST:PORT" (with or without a
 // trailing ';', with or without eic://) is accepted when it lists exactly one node; a list of
 // several is InvalidArgument saying that a multi-node list needs cluster support, which is not
 // built yet: it is never silently cut to its first node. Errors (InvalidArgument) quote the text

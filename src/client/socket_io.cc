@@ -1,5 +1,7 @@
 #include "client/socket_io.h"
 
+#include "net/unix_listener.h"
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -18,7 +20,7 @@ namespace {
 // ends before its deadline (0 only when it has passed).
 int PollTimeoutMs(Deadline deadline) {
   if (deadline == kNoDeadline) return -1;
-  auto now = Clock::now();
+  auto now = MonotonicClock::now();
   if (deadline <= now) return 0;
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
   return static_cast<int>(std::min<int64_t>(ms, 60'000));
@@ -33,7 +35,7 @@ Status WaitFor(int fd, short events, Deadline deadline, const char* what) {
     int n = ::poll(&p, 1, timeout);
     if (n > 0) return Status::Ok();
     if (n < 0 && errno != EINTR) return Status::FromErrno("poll", errno);
-    if (n == 0 && timeout >= 0 && Clock::now() >= deadline) {
+    if (n == 0 && timeout >= 0 && MonotonicClock::now() >= deadline) {
       return Status::Timeout(std::string("deadline passed while waiting to ") + what);
     }
   }
@@ -115,6 +117,50 @@ Status WriteFully(int fd, std::span<iovec> iov, Deadline deadline) {
     if (progress->would_block) {
       KVPORT_RETURN_IF_ERROR(WaitFor(fd, POLLOUT, deadline, "write a request"));
     }
+  }
+  return Status::Ok();
+}
+
+Result<net::Socket> ConnectUnixSocket(const std::string& path) {
+  return net::ConnectUnix(path);
+}
+
+Status ReadFullyWithDescriptor(int fd, void* dst, size_t n, Deadline deadline,
+                               net::Socket* received) {
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    iovec iov{p, n};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t got = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        return Gone("reading a response", Status::FromErrno("recvmsg", errno));
+      }
+      KVPORT_RETURN_IF_ERROR(WaitFor(fd, POLLIN, deadline, "read a response"));
+      continue;
+    }
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int passed = -1;
+        std::memcpy(&passed, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+        if (!received->valid()) {
+          *received = net::Socket(passed);
+        } else {
+          ::close(passed);
+        }
+      }
+    }
+    if (got == 0) return Status::Unavailable("the node closed the connection");
+    p += got;
+    n -= static_cast<size_t>(got);
   }
   return Status::Ok();
 }

@@ -10,15 +10,16 @@
 #include <chrono>
 #include <cstddef>
 #include <span>
+#include <string>
 
+#include "common/monotonic_clock.h"
 #include "kvport/status.h"
 #include "net/host_port.h"
 #include "net/socket.h"
 
 namespace kvport::client {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
+using Deadline = MonotonicClock::time_point;
 // A deadline that never passes (the reader thread waits on it; Close wakes it).
 inline constexpr Deadline kNoDeadline = Deadline::max();
 
@@ -26,6 +27,9 @@ inline constexpr Deadline kNoDeadline = Deadline::max();
 // Unavailable "connect to HOST:PORT: <strerror>" (refused, unreachable, no such host),
 // Timeout when `deadline` passes first.
 Result<net::Socket> ConnectTcp(const net::HostPort& address, Deadline deadline);
+
+// Connects to the Unix socket at `path`. Errors: Unavailable "connect to unix:PATH: <strerror>".
+Result<net::Socket> ConnectUnixSocket(const std::string& path);
 
 // Writes every byte of `iov` (which it may modify to track progress). Errors: Timeout when the
 // deadline passes with bytes still unwritten (the caller must then drop the connection: the
@@ -35,6 +39,11 @@ Status WriteFully(int fd, std::span<iovec> iov, Deadline deadline);
 // Reads exactly `n` bytes into `dst`. Errors: Unavailable when the peer closed the connection
 // (or it was shut down), Timeout when the deadline passes.
 Status ReadFully(int fd, void* dst, size_t n, Deadline deadline);
+
+// ReadFully for a Unix socket whose bytes may carry a descriptor (SCM_RIGHTS): the first one
+// that arrives with them is stored in *received; any other is closed.
+Status ReadFullyWithDescriptor(int fd, void* dst, size_t n, Deadline deadline,
+                               net::Socket* received);
 
 // Waits until `fd` has bytes to read (or end-of-file). Timeout when the deadline passes first.
 Status WaitReadable(int fd, Deadline deadline);

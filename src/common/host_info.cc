@@ -3,6 +3,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <fstream>
+
 namespace kvport {
 
 uint64_t HostPhysicalMemoryBytes() {
@@ -21,6 +23,13 @@ std::string HostArchitecture() {
 unsigned HostCpuCount() {
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<unsigned>(n) : 1u;
+}
+
+std::string HostBootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
 }
 
 }  // namespace kvport

@@ -155,4 +155,23 @@ Status CheckListenAddress(std::string_view listen) {
   return Status::Ok();
 }
 
+Status CheckUnixSocket(std::string_view path) {
+  if (path.empty() || path == "auto") return Status::Ok();
+  if (path.front() != '/') {
+    return Status::InvalidArgument(
+        fmt::format("'{}' is not an absolute path; expected \"\" (no Unix socket), \"auto\" "
+                    "($XDG_RUNTIME_DIR or /tmp)/kvport-PORT.sock) or a path starting with '/'",
+                    std::string(path)));
+  }
+  if (path.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument("the path holds a NUL byte");
+  }
+  if (path.size() > kMaxUnixSocketPathBytes) {
+    return Status::InvalidArgument(
+        fmt::format("the path is {} bytes; a Unix socket path holds at most {} bytes", path.size(),
+                    kMaxUnixSocketPathBytes));
+  }
+  return Status::Ok();
+}
+
 }  // namespace kvport::config_internal

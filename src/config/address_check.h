@@ -1,9 +1,10 @@
-// Checks of the configuration's address-valued keys (remote_url, listen): pure text rules, no
-// name resolution and no sockets, so that `kvport config check` explains a bad address before
-// anything tries to use it. The layers that use an address (client/, connector/, server/) parse
-// it again; these rules accept exactly what they can use.
+// Checks of the configuration's address-valued keys (remote_url, listen, unix_socket): pure text
+// rules, no name resolution and no sockets, so that `kvport config check` explains a bad address
+// before anything tries to use it. The layers that use an address (client/, connector/, server/)
+// parse it again; these rules accept exactly what they can use.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 #include "kvport/status.h"
@@ -21,5 +22,12 @@ Status CheckRemoteUrl(std::string_view url);
 
 // listen: HOST:PORT or [IPV6]:PORT with PORT 0..65535 (0 picks a free port), HOST not empty.
 Status CheckListenAddress(std::string_view listen);
+
+// The longest Unix socket path (sockaddr_un::sun_path holds 108 bytes with the NUL).
+inline constexpr size_t kMaxUnixSocketPathBytes = 107;
+
+// unix_socket: "" (none), "auto", or an absolute path of at most kMaxUnixSocketPathBytes bytes
+// without NUL bytes.
+Status CheckUnixSocket(std::string_view path);
 
 }  // namespace kvport::config_internal

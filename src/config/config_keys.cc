@@ -142,9 +142,9 @@ Status CheckLogLevel(std::string_view level) {
 }
 
 Status CheckTransType(int64_t v) {
-  if (v >= 1 && v <= 3) return Status::Ok();
+  if (v >= 0 && v <= 3) return Status::Ok();
   return Status::InvalidArgument(fmt::format(
-      "{} is not a transport type; expected 1 (TCP), 2 (RDMA) or 3 (GPUDirect RDMA)", v));
+      "{} is not a transport type; expected 0 (auto), 1 (TCP), 2 (RDMA) or 3 (GPUDirect RDMA)", v));
 }
 
 Status CheckTtl(int64_t v) {
@@ -184,6 +184,12 @@ std::vector<KeySpec> MakeKeys() {
       Eic(StringKey("eic_flag_file", "LMCACHE_EIC_FLAG_FILE", FIELD(eic_flag_file))),
       // kvport node keys.
       StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListenAddress),
+      StringKey("unix_socket", "KVPORT_UNIX_SOCKET", FIELD(node.unix_socket), CheckUnixSocket),
+      BoolKey("shared_memory", "KVPORT_SHARED_MEMORY", FIELD(node.shared_memory)),
+      IntKey("max_leases_per_session", "KVPORT_MAX_LEASES_PER_SESSION",
+             FIELD(node.max_leases_per_session), 1, kU32, "leases"),
+      IntKey("max_reservations_per_session", "KVPORT_MAX_RESERVATIONS_PER_SESSION",
+             FIELD(node.max_reservations_per_session), 1, kU32, "reservations"),
       SizeKey("capacity", "KVPORT_CAPACITY", FIELD(node.capacity), SizeUnit::kBytes,
               SizeCheck::kMemoryCapacity),
       BoolKey("allow_capacity_over_host_memory", "KVPORT_ALLOW_CAPACITY_OVER_HOST_MEMORY",

@@ -91,6 +91,7 @@ class EicConnector : public RemoteConnector {
     KVPORT_ASSIGN_OR_RETURN(BatchResult result, client_->MSet(sent_names, values, set, metas));
     for (size_t j = 0; j < sent.size(); ++j) {
       out[sent[j]] = KeyCodeToStatus(result.codes[j], sent_names[j]);
+      if (out[sent[j]].ok()) LearnChunkBytes(chunks[sent[j]].data.size());
     }
     return out;
   }
@@ -158,8 +159,19 @@ class EicConnector : public RemoteConnector {
     return Status::Ok();
   }
 
+  std::string Transport() const override { return std::string(client_->transport()); }
+  std::string TransportReason() const override { return client_->transport_reason(); }
+
  private:
   static constexpr uint32_t kListPageKeys = 1024;
+
+  void LearnChunkBytes(uint64_t bytes) {
+    bytes = std::min(bytes, options_.max_chunk_bytes);
+    uint64_t seen = learned_chunk_bytes_.load(std::memory_order_relaxed);
+    while (bytes > seen &&
+           !learned_chunk_bytes_.compare_exchange_weak(seen, bytes, std::memory_order_relaxed)) {
+    }
+  }
 
   Status CheckOpen() const {
     return closed_ ? Status::Aborted("eic:// connector is closed") : Status::Ok();
@@ -185,20 +197,26 @@ class EicConnector : public RemoteConnector {
   // Reads the chunks of `keys`: one slot per key, nullopt for a miss (or for a stored object
   // that is not a chunk). With stop_at_first_miss, nothing after the first miss is read.
   //
-  // When the size of a full chunk is known, one MGET reads every key straight into buffers of
-  // that size (a partial chunk is smaller and fits); only a larger value costs a second MGET at
-  // its true size. Otherwise a meta-only MGET learns the sizes first. Buffers are sized without
+  // When the size of a full chunk is known (expected_chunk_bytes, or else the largest chunk
+  // this connector has stored or read so far: chunks of one model are one size, a prefix's
+  // last one smaller), one MGET reads every key straight into buffers of that size (a partial
+  // chunk is smaller and fits); only a larger value costs a second MGET at its true size.
+  // Otherwise (a fresh process that has seen no chunk yet) a meta-only MGET learns the sizes
+  // first. Buffers are sized without
   // zero-filling (the MGET overwrites them), and only for sizes CheckFetchable accepted.
   Result<std::vector<std::optional<KvChunk>>> Fetch(std::span<const CacheKey> keys,
                                                     bool stop_at_first_miss) {
     std::vector<std::string> names = KeyStrings(keys);
     std::vector<std::optional<KvChunk>> slots(keys.size());
-    std::vector<uint64_t> sizes(keys.size(), options_.expected_chunk_bytes);
+    const uint64_t expected = options_.expected_chunk_bytes != 0
+                                  ? options_.expected_chunk_bytes
+                                  : learned_chunk_bytes_.load(std::memory_order_relaxed);
+    std::vector<uint64_t> sizes(keys.size(), expected);
     std::vector<size_t> wanted(keys.size());
     for (size_t i = 0; i < wanted.size(); ++i)
       wanted[i] = i;
 
-    if (options_.expected_chunk_bytes == 0 && !keys.empty()) {
+    if (expected == 0 && !keys.empty()) {
       KVPORT_ASSIGN_OR_RETURN(GetResult meta,
                               client_->MGetMeta(names, GetOptions{options_.ns, Timeout()}));
       wanted.clear();
@@ -263,6 +281,7 @@ class EicConnector : public RemoteConnector {
         }
         slots[i]->meta = std::move(*meta);
         slots[i]->data.resize(got.value_sizes[j]);  // a partial chunk: only its bytes were read
+        LearnChunkBytes(got.value_sizes[j]);
       }
       wanted = std::move(retry);
     }
@@ -279,6 +298,8 @@ class EicConnector : public RemoteConnector {
   std::unique_ptr<Client> client_;
   ConnectorOptions options_;
   std::atomic<bool> closed_{false};
+  // The largest chunk stored or read so far (0: none yet), bounded by max_chunk_bytes.
+  std::atomic<uint64_t> learned_chunk_bytes_{0};
 };
 
 }  // namespace

@@ -113,6 +113,9 @@ class MemConnector : public RemoteConnector {
     return Status::Ok();
   }
 
+  std::string Transport() const override { return "in-process"; }
+  std::string TransportReason() const override { return "mem://: a map in this process"; }
+
  private:
   Status CheckOpen() const {
     return closed_ ? Status::Aborted("mem:// connector is closed") : Status::Ok();

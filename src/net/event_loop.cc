@@ -43,7 +43,7 @@ void EventLoop::Run() {
   epoll_event events[kMaxEventsPerWait];
   while (!stop_requested_.load(std::memory_order_acquire)) {
     int n = ::epoll_wait(epoll_.fd(), events, kMaxEventsPerWait, NextTimeoutMs());
-    now_ = Clock::now();
+    now_ = MonotonicClock::now();
     if (n < 0 && errno != EINTR) {
       log::Error("epoll_wait failed: {}", Status::FromErrno("epoll_wait", errno).message());
       break;
@@ -107,7 +107,7 @@ void EventLoop::Unwatch(int fd) {
 
 TimerId EventLoop::RunAfter(std::chrono::milliseconds delay, std::function<void()> fn) {
   TimerId id = next_timer_id_++;
-  Clock::time_point deadline = Clock::now() + delay;
+  MonotonicClock::time_point deadline = MonotonicClock::now() + delay;
   timers_.emplace(std::make_pair(deadline, id), std::move(fn));
   timer_deadlines_.emplace(id, deadline);
   return id;
@@ -140,15 +140,15 @@ int EventLoop::NextTimeoutMs() const {
     if (!tasks_.empty()) return 0;
   }
   if (timers_.empty()) return -1;
-  auto wait = timers_.begin()->first.first - Clock::now();
-  if (wait <= Clock::duration::zero()) return 0;
+  auto wait = timers_.begin()->first.first - MonotonicClock::now();
+  if (wait <= MonotonicClock::duration::zero()) return 0;
   // Round up so a timer never fires early.
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait).count();
   return ms > 1000 * 60 ? 1000 * 60 : static_cast<int>(ms);
 }
 
 void EventLoop::RunExpiredTimers() {
-  Clock::time_point now = Clock::now();
+  MonotonicClock::time_point now = MonotonicClock::now();
   // One at a time, so a timer may cancel another that is also due.
   while (!timers_.empty() && timers_.begin()->first.first <= now) {
     auto node = timers_.extract(timers_.begin());

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/monotonic_clock.h"
 #include "common/thread_annotations.h"
 #include "kvport/status.h"
 #include "net/socket.h"
@@ -35,7 +36,6 @@ class EventHandler {
   virtual void OnEvents(uint32_t events) = 0;
 };
 
-using Clock = std::chrono::steady_clock;
 using TimerId = uint64_t;
 
 class EventLoop {
@@ -68,7 +68,7 @@ class EventLoop {
   void CancelTimer(TimerId id);
 
   // The time at the start of the current iteration (cheap; good enough for idle timeouts).
-  Clock::time_point Now() const { return now_; }
+  MonotonicClock::time_point Now() const { return now_; }
 
  private:
   EventLoop(Socket epoll, Socket wakeup);
@@ -82,14 +82,14 @@ class EventLoop {
   Socket wakeup_;  // eventfd: written by Post()/Stop() from any thread
   std::atomic<bool> stop_requested_{false};
   std::atomic<std::thread::id> loop_thread_{};
-  Clock::time_point now_ = Clock::now();
+  MonotonicClock::time_point now_ = MonotonicClock::now();
 
   mutable Mutex tasks_mu_;
   std::vector<std::function<void()>> tasks_ GUARDED_BY(tasks_mu_);
 
   // Timers, ordered by (deadline, id) so equal deadlines fire in creation order.
-  std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_;
-  std::unordered_map<TimerId, Clock::time_point> timer_deadlines_;
+  std::map<std::pair<MonotonicClock::time_point, TimerId>, std::function<void()>> timers_;
+  std::unordered_map<TimerId, MonotonicClock::time_point> timer_deadlines_;
   TimerId next_timer_id_ = 1;
 };
 

@@ -1,6 +1,7 @@
 #include "net/output_queue.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace kvport::net {
 
@@ -17,6 +18,12 @@ void OutputQueue::Append(std::string bytes) {
   seg.owned = std::move(bytes);
   bytes_ += seg.size;
   segments_.push_back(std::move(seg));
+}
+
+void OutputQueue::AppendPassingDescriptor(std::string bytes, int pass_fd) {
+  if (bytes.empty()) return;  // a descriptor needs a byte to ride on
+  Append(std::move(bytes));
+  segments_.back().pass_fd = pass_fd;
 }
 
 void OutputQueue::AppendBorrowed(const void* data, size_t size,
@@ -40,8 +47,21 @@ Result<IoProgress> OutputQueue::WriteTo(int fd) {
       iov[count].iov_len = it->size - it->written;
       ++count;
     }
-    Result<IoProgress> r = WriteV(fd, iov, count);
+    // A segment carrying a descriptor starts its own sendmsg, so the descriptor lands on its
+    // first byte (the receiver reads the frame it belongs to with recvmsg).
+    Segment& front = segments_.front();
+    if (front.pass_fd < 0) {
+      for (int i = 1; i < count; ++i) {
+        if (std::next(segments_.begin(), i)->pass_fd >= 0) {
+          count = i;
+          break;
+        }
+      }
+    }
+    Result<IoProgress> r = front.pass_fd >= 0 ? WriteVWithDescriptor(fd, iov, count, front.pass_fd)
+                                              : WriteV(fd, iov, count);
     if (!r.ok()) return r.status();
+    if (r->bytes > 0) front.pass_fd = -1;
     Consume(r->bytes);
     total.bytes += r->bytes;
     if (r->would_block) {

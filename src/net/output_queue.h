@@ -28,6 +28,9 @@ class OutputQueue {
 
   // Queues owned bytes. Empty strings are ignored.
   void Append(std::string bytes);
+  // Queues owned bytes whose first byte carries a copy of descriptor `pass_fd` (SCM_RIGHTS:
+  // Unix sockets only). `pass_fd` is borrowed: it must stay open until the bytes are written.
+  void AppendPassingDescriptor(std::string bytes, int pass_fd);
   // Queues [data, data + size) without copying. The range must stay valid while `keep_alive`
   // is referenced; the queue releases its reference right after the range is fully written, or
   // on Clear()/destruction. Several ranges may share one keep_alive.
@@ -51,6 +54,7 @@ class OutputQueue {
     const uint8_t* borrowed = nullptr;
     size_t size = 0;
     size_t written = 0;
+    int pass_fd = -1;  // sent with the segment's first byte, then -1
     std::shared_ptr<const void> keep_alive;
 
     const uint8_t* data() const {

@@ -5,9 +5,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace kvport::net {
 
@@ -54,11 +56,11 @@ Result<IoProgress> ReadV(int fd, const iovec* iov, int count) {
   }
 }
 
-Result<IoProgress> WriteV(int fd, const iovec* iov, int count) {
+namespace {
+
+// sendmsg() on a non-blocking socket, retried on EINTR, never raising SIGPIPE.
+Result<IoProgress> SendMessage(int fd, const msghdr& msg, const char* what) {
   IoProgress progress;
-  msghdr msg{};
-  msg.msg_iov = const_cast<iovec*>(iov);
-  msg.msg_iovlen = static_cast<size_t>(count);
   for (;;) {
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n >= 0) {
@@ -70,8 +72,60 @@ Result<IoProgress> WriteV(int fd, const iovec* iov, int count) {
       progress.would_block = true;
       return progress;
     }
-    return Status::FromErrno("write to socket", errno);
+    return Status::FromErrno(what, errno);
   }
+}
+
+}  // namespace
+
+Result<IoProgress> WriteV(int fd, const iovec* iov, int count) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(count);
+  return SendMessage(fd, msg, "write to socket");
+}
+
+Result<IoProgress> WriteVWithDescriptor(int fd, const iovec* iov, int count, int pass_fd) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(count);
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+  return SendMessage(fd, msg, "sendmsg with a descriptor");
+}
+
+Result<Socket> AcceptConnection(int listen_fd, const std::string& where) {
+  for (;;) {
+    Socket s(::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (s.valid()) return s;
+    switch (errno) {
+      case EINTR:
+      case ECONNABORTED:  // the peer gave up before we accepted; try the next one
+        continue;
+      case EAGAIN:
+#if EAGAIN != EWOULDBLOCK
+      case EWOULDBLOCK:
+#endif
+        return Socket();
+      default:
+        return Status::FromErrno("accept on " + where, errno);
+    }
+  }
+}
+
+Result<PeerCredentials> PeerCredentialsOf(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+    return Status::FromErrno("getsockopt(SO_PEERCRED)", errno);
+  }
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
 }
 
 Status SetNonBlocking(int fd) {
@@ -121,6 +175,11 @@ std::string PeerName(int fd) {
     ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
     port = ntohs(in6->sin6_port);
     return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  if (addr.ss_family == AF_UNIX) {
+    Result<PeerCredentials> cred = PeerCredentialsOf(fd);
+    if (!cred.ok()) return "unix:?";
+    return "unix:pid=" + std::to_string(cred->pid) + ",uid=" + std::to_string(cred->uid);
   }
   return "?";
 }

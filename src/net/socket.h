@@ -4,6 +4,7 @@
 // when destroyed. Functions here wrap one system call each and turn errno into a Status.
 #pragma once
 
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -55,7 +56,26 @@ Status SetNoDelay(int fd);
 Status SetSendBufferSize(int fd, int bytes);
 Status SetReceiveBufferSize(int fd, int bytes);
 
-// "host:port" of the peer of a connected socket, for logs; "?" if unknown.
+// writev() that attaches `pass_fd` to the first byte sent (SCM_RIGHTS; Unix sockets only): the
+// receiver gets its own descriptor of the same open file with that byte. When the result moved
+// 0 bytes (would_block), nothing was passed and the call must be repeated.
+Result<IoProgress> WriteVWithDescriptor(int fd, const iovec* iov, int count, int pass_fd);
+
+// accept4() of one pending connection as a non-blocking, close-on-exec socket; an invalid Socket
+// when none is pending. `where` names the listener in errors.
+Result<Socket> AcceptConnection(int listen_fd, const std::string& where);
+
+// The process on the other end of a Unix socket, as the kernel recorded it at connect
+// (SO_PEERCRED): it cannot be forged by the peer.
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+Result<PeerCredentials> PeerCredentialsOf(int fd);
+
+// "host:port" of the peer of a connected socket, for logs ("unix:pid=N,uid=U" for a Unix
+// socket); "?" if unknown.
 std::string PeerName(int fd);
 
 }  // namespace kvport::net

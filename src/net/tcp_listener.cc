@@ -62,27 +62,13 @@ Result<std::unique_ptr<TcpListener>> TcpListener::Listen(const HostPort& address
 }
 
 Result<Socket> TcpListener::Accept() {
-  for (;;) {
-    Socket s(::accept4(socket_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (s.valid()) {
-      // Responses are written whole with writev; Nagle would only delay the last segment.
-      Status nodelay = SetNoDelay(s.fd());
-      (void)nodelay;  // not fatal: the connection still works, only slower for small frames
-      return s;
-    }
-    switch (errno) {
-      case EINTR:
-      case ECONNABORTED:  // the peer gave up before we accepted; try the next one
-        continue;
-      case EAGAIN:
-#if EAGAIN != EWOULDBLOCK
-      case EWOULDBLOCK:
-#endif
-        return Socket();
-      default:
-        return Status::FromErrno("accept on " + bound_.ToString(), errno);
-    }
+  KVPORT_ASSIGN_OR_RETURN(Socket s, AcceptConnection(socket_.fd(), bound_.ToString()));
+  if (s.valid()) {
+    // Responses are written whole with writev; Nagle would only delay the last segment.
+    Status nodelay = SetNoDelay(s.fd());
+    (void)nodelay;  // not fatal: the connection still works, only slower for small frames
   }
+  return s;
 }
 
 }  // namespace kvport::net

@@ -1,32 +1,33 @@
-// TcpListener: a listening TCP socket that hands out accepted connections.
+// TcpListener: a listening TCP socket that hands out accepted connections (with TCP_NODELAY).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kvport/status.h"
 #include "net/host_port.h"
+#include "net/listener.h"
 #include "net/socket.h"
 
 namespace kvport::net {
 
-class TcpListener {
+class TcpListener final : public Listener {
  public:
   // Resolves `address` (numeric or a host name; the first result that binds wins), binds with
   // SO_REUSEADDR and listens. Port 0 asks the kernel for an ephemeral port; port() tells which.
   // The socket is non-blocking and close-on-exec.
   static Result<std::unique_ptr<TcpListener>> Listen(const HostPort& address, int backlog = 1024);
 
-  int fd() const { return socket_.fd(); }
+  int fd() const override { return socket_.fd(); }
+  StreamKind kind() const override { return StreamKind::kTcp; }
+  std::string name() const override { return bound_.ToString(); }
   // The port actually bound.
   uint16_t port() const { return bound_.port; }
   // The address actually bound, e.g. "127.0.0.1:40123".
   const HostPort& address() const { return bound_; }
 
-  // Accepts one pending connection as a non-blocking, close-on-exec socket with TCP_NODELAY.
-  // Returns an invalid Socket when nothing is pending. An error (e.g. EMFILE) leaves the pending
-  // connection queued: the caller should back off before trying again.
-  Result<Socket> Accept();
+  Result<Socket> Accept() override;
 
  private:
   TcpListener(Socket socket, HostPort bound)

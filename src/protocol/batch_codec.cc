@@ -8,106 +8,38 @@
 
 namespace kvport::protocol {
 
+using internal::AnyNamespaceFlag;
 using internal::BeginFrame;
+using internal::CheckAnyNamespaceDecoded;
+using internal::CheckAnyNamespaceToEncode;
+using internal::CheckBatchToEncode;
 using internal::CheckFrameFor;
 using internal::CheckOverall;
+using internal::CheckResultDecoded;
+using internal::CheckResultToEncode;
+using internal::CheckStatusToEncode;
+using internal::DecodeStatuses;
+using internal::EncodeStatuses;
 using internal::FinishFrame;
-using internal::IsKnownStatusCode;
 using internal::ItemError;
 using internal::ReadCount;
 using internal::ReadKey;
+using internal::ReadMgetDescriptor;
+using internal::ReadMsetDescriptor;
 using internal::ReadNamespace;
 using internal::ReadOverall;
 using internal::ReadStatusCode;
+using internal::WriteMgetDescriptor;
+using internal::WriteMsetDescriptor;
 using internal::WriteNamespace;
 
 namespace {
 
 // Smallest encoding of one item (with a 1-byte key where there is a key), used to bound counts.
-constexpr uint64_t kMsetItemMinBytes = 2 + 4 + 8 + 1;
-constexpr uint64_t kMgetKeyMinBytes = 2 + 8 + 1;
 constexpr uint64_t kKeyMinBytes = 2 + 1;
-constexpr uint64_t kStatusItemBytes = 1;
 constexpr uint64_t kMgetResultMinBytes = 1 + 4 + 8;
 constexpr uint64_t kExistResultBytes = 1 + 8;
 constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
-
-// True when a per-key status may come with a meta and a value length (MGET).
-bool HasObjectInfo(StatusCode code) {
-  return code == StatusCode::kOk || code == StatusCode::kTooLarge;
-}
-
-Status CheckStatusToEncode(std::string_view context, size_t i, StatusCode code) {
-  if (!IsKnownStatusCode(static_cast<uint8_t>(code)))
-    return Status::InvalidArgument(
-        fmt::format("{}: item {}: unknown status code {}", context, i, static_cast<int>(code)));
-  return Status::Ok();
-}
-
-Status CheckBatchToEncode(std::string_view context, uint64_t count, const Limits& l) {
-  Status s = CheckBatchCount(count, l);
-  return s.ok() ? s : s.WithContext(context);
-}
-
-// An any-namespace request names no namespace and needs version kAnyNamespaceVersion.
-Status CheckAnyNamespaceToEncode(std::string_view context, bool any_namespace, std::string_view ns,
-                                 uint8_t version) {
-  if (!any_namespace) return Status::Ok();
-  if (!ns.empty())
-    return Status::InvalidArgument(
-        fmt::format("{}: any-namespace request with a namespace of {} bytes; it must be empty",
-                    context, ns.size()));
-  // (A version this build does not speak at all is FinishFrame's InvalidArgument.)
-  if (version >= kMinProtocolVersion && version < kAnyNamespaceVersion)
-    return Status::NotSupported(
-        fmt::format("{}: any-namespace requests need protocol version {}; this frame is version {}",
-                    context, kAnyNamespaceVersion, version));
-  return Status::Ok();
-}
-
-// Decoder side of the same rule (the header's flag and version were checked by CheckFrameFor).
-Status CheckAnyNamespaceDecoded(const WireReader& r, const FrameHeader& h, std::string_view ns) {
-  if (!h.any_namespace() || ns.empty()) return Status::Ok();
-  return r.Error(StatusCode::kInvalidArgument,
-                 fmt::format("namespace of {} bytes with the any-namespace flag; it must be empty",
-                             ns.size()));
-}
-
-uint16_t AnyNamespaceFlag(bool any_namespace) {
-  return any_namespace ? kFlagAnyNamespace : 0;
-}
-
-// MSET and MDEL responses: overall, count, one status byte per key.
-Status EncodeStatuses(Opcode op, uint64_t request_id, const std::vector<StatusCode>& statuses,
-                      const Limits& l, uint8_t version, EncodedFrame* out) {
-  const std::string context = fmt::format("{} response", OpcodeName(op));
-  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, statuses.size(), l));
-  BeginFrame(out);
-  WireWriter w(&out->head);
-  w.PutU8(static_cast<uint8_t>(OverallStatus(statuses)));
-  w.PutU32(static_cast<uint32_t>(statuses.size()));
-  for (size_t i = 0; i < statuses.size(); ++i) {
-    KVPORT_RETURN_IF_ERROR(CheckStatusToEncode(context, i, statuses[i]));
-    w.PutU8(static_cast<uint8_t>(statuses[i]));
-  }
-  return FinishFrame(op, kFlagResponse, request_id, l, version, out);
-}
-
-Status DecodeStatuses(Opcode op, const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                      std::vector<StatusCode>* statuses) {
-  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, op, /*response=*/true));
-  const std::string context = fmt::format("{} response", OpcodeName(op));
-  WireReader r(descriptor, context);
-  BatchStatus overall = BatchStatus::kOk;
-  uint32_t count = 0;
-  KVPORT_RETURN_IF_ERROR(ReadOverall(r, &overall));
-  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kStatusItemBytes, &count));
-  statuses->resize(count);
-  for (uint32_t i = 0; i < count; ++i)
-    KVPORT_RETURN_IF_ERROR(ReadStatusCode(r, i, &(*statuses)[i]));
-  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
-  return CheckOverall(r, overall, OverallStatus(*statuses));
-}
 
 // MEXIST and MDEL requests: namespace, count, keys.
 Status EncodeKeys(Opcode op, uint64_t request_id, std::string_view ns,
@@ -151,29 +83,10 @@ Status DecodeKeys(Opcode op, const FrameHeader& h, std::string_view descriptor, 
 
 Status EncodeRequest(uint64_t request_id, const MsetRequest& m, const Limits& l, EncodedFrame* out,
                      uint8_t version) {
-  constexpr std::string_view kContext = "MSET request";
-  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.items.size(), l));
   BeginFrame(out);
   WireWriter w(&out->head);
-  KVPORT_RETURN_IF_ERROR(WriteNamespace(w, m.ns, l, kContext));
-  w.PutU32(m.ttl_seconds);
-  w.PutU32(static_cast<uint32_t>(m.items.size()));
-  for (size_t i = 0; i < m.items.size(); ++i) {
-    const MsetItem& item = m.items[i];
-    for (const Status& s :
-         {CheckKey(item.key, l), CheckMeta(item.meta, l), CheckValueLength(item.value_length, l)})
-      if (!s.ok()) return ItemError(kContext, i, s);
-    if (item.value == nullptr && item.value_length != 0)
-      return ItemError(kContext, i,
-                       Status::InvalidArgument(
-                           fmt::format("value is null but value_length is {}", item.value_length)));
-    w.PutU16(static_cast<uint16_t>(item.key.size()));
-    w.PutU32(static_cast<uint32_t>(item.meta.size()));
-    w.PutU64(item.value_length);
-    w.PutBytes(item.key);
-    w.PutBytes(item.meta);
-    if (item.value_length != 0) out->payloads.push_back({item.value, item.value_length});
-  }
+  KVPORT_RETURN_IF_ERROR(
+      WriteMsetDescriptor(w, "MSET request", m.ns, m.ttl_seconds, m.items, l, &out->payloads));
   return FinishFrame(Opcode::kMset, 0, request_id, l, version, out);
 }
 
@@ -181,41 +94,9 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
                      MsetRequest* out) {
   KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kMset, /*response=*/false));
   WireReader r(descriptor, "MSET request");
-  uint32_t count = 0;
-  KVPORT_RETURN_IF_ERROR(ReadNamespace(r, l, &out->ns));
-  KVPORT_RETURN_IF_ERROR(r.ReadU32("ttl_seconds", &out->ttl_seconds));
-  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kMsetItemMinBytes, &count));
-  out->items.resize(count);
   uint64_t payload = 0;
-  for (uint32_t i = 0; i < count; ++i) {
-    MsetItem& item = out->items[i];
-    uint16_t key_length = 0;
-    uint32_t meta_length = 0;
-    KVPORT_RETURN_IF_ERROR(r.ReadU16("key_length", &key_length));
-    KVPORT_RETURN_IF_ERROR(r.ReadU32("meta_length", &meta_length));
-    KVPORT_RETURN_IF_ERROR(r.ReadU64("value_length", &item.value_length));
-    if (key_length == 0)
-      return r.Error(StatusCode::kInvalidArgument, fmt::format("item {}: empty key", i));
-    if (key_length > l.max_key_bytes)
-      return r.Error(StatusCode::kTooLarge,
-                     fmt::format("item {}: key_length {} exceeds max_key_bytes {}", i, key_length,
-                                 l.max_key_bytes));
-    if (meta_length > l.max_meta_bytes)
-      return r.Error(StatusCode::kTooLarge,
-                     fmt::format("item {}: meta_length {} exceeds max_meta_bytes {}", i,
-                                 meta_length, l.max_meta_bytes));
-    if (item.value_length > l.max_value_bytes)
-      return r.Error(StatusCode::kTooLarge,
-                     fmt::format("item {}: value_length {} exceeds max_value_bytes {}", i,
-                                 item.value_length, l.max_value_bytes));
-    KVPORT_RETURN_IF_ERROR(r.ReadBytes("key", key_length, &item.key));
-    KVPORT_RETURN_IF_ERROR(r.ReadBytes("meta", meta_length, &item.meta));
-    item.value = nullptr;
-    if (item.value_length > kMaxU64 - payload)  // only reachable with unvalidated limits
-      return r.Error(StatusCode::kTooLarge, "value lengths overflow 64 bits");
-    payload += item.value_length;
-  }
-  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  KVPORT_RETURN_IF_ERROR(
+      ReadMsetDescriptor(r, l, &out->ns, &out->ttl_seconds, &out->items, &payload));
   if (payload != h.payload_length)
     return r.Error(
         StatusCode::kCorruption,
@@ -237,20 +118,10 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 
 Status EncodeRequest(uint64_t request_id, const MgetRequest& m, const Limits& l, EncodedFrame* out,
                      uint8_t version) {
-  constexpr std::string_view kContext = "MGET request";
-  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceToEncode(kContext, m.any_namespace, m.ns, version));
-  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.keys.size(), l));
   BeginFrame(out);
   WireWriter w(&out->head);
-  KVPORT_RETURN_IF_ERROR(WriteNamespace(w, m.ns, l, kContext));
-  w.PutU32(static_cast<uint32_t>(m.keys.size()));
-  for (size_t i = 0; i < m.keys.size(); ++i) {
-    Status s = CheckKey(m.keys[i].key, l);
-    if (!s.ok()) return ItemError(kContext, i, s);
-    w.PutU16(static_cast<uint16_t>(m.keys[i].key.size()));
-    w.PutU64(m.keys[i].buffer_capacity);
-    w.PutBytes(m.keys[i].key);
-  }
+  KVPORT_RETURN_IF_ERROR(
+      WriteMgetDescriptor(w, "MGET request", m.ns, m.keys, m.any_namespace, l, version));
   return FinishFrame(Opcode::kMget,
                      (m.meta_only ? kFlagMetaOnly : 0) | AnyNamespaceFlag(m.any_namespace),
                      request_id, l, version, out);
@@ -260,27 +131,9 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
                      MgetRequest* out) {
   KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kMget, /*response=*/false));
   WireReader r(descriptor, "MGET request");
-  uint32_t count = 0;
   out->meta_only = h.meta_only();
   out->any_namespace = h.any_namespace();
-  KVPORT_RETURN_IF_ERROR(ReadNamespace(r, l, &out->ns));
-  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceDecoded(r, h, out->ns));
-  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kMgetKeyMinBytes, &count));
-  out->keys.resize(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    MgetKey& key = out->keys[i];
-    uint16_t key_length = 0;
-    KVPORT_RETURN_IF_ERROR(r.ReadU16("key_length", &key_length));
-    KVPORT_RETURN_IF_ERROR(r.ReadU64("buffer_capacity", &key.buffer_capacity));
-    if (key_length == 0)
-      return r.Error(StatusCode::kInvalidArgument, fmt::format("item {}: empty key", i));
-    if (key_length > l.max_key_bytes)
-      return r.Error(StatusCode::kTooLarge,
-                     fmt::format("item {}: key_length {} exceeds max_key_bytes {}", i, key_length,
-                                 l.max_key_bytes));
-    KVPORT_RETURN_IF_ERROR(r.ReadBytes("key", key_length, &key.key));
-  }
-  return r.ExpectEnd();
+  return ReadMgetDescriptor(r, h, l, &out->ns, &out->keys);
 }
 
 BatchStatus MgetResponse::overall() const {
@@ -300,15 +153,8 @@ Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& 
   w.PutU32(static_cast<uint32_t>(m.results.size()));
   for (size_t i = 0; i < m.results.size(); ++i) {
     const MgetResult& res = m.results[i];
-    KVPORT_RETURN_IF_ERROR(CheckStatusToEncode(kContext, i, res.status));
-    if (HasObjectInfo(res.status)) {
-      for (const Status& s : {CheckMeta(res.meta, l), CheckValueLength(res.value_length, l)})
-        if (!s.ok()) return ItemError(kContext, i, s);
-    } else if (!res.meta.empty() || res.value_length != 0) {
-      return ItemError(kContext, i,
-                       Status::InvalidArgument(fmt::format("status {} with a meta or value length",
-                                                           StatusCodeName(res.status))));
-    }
+    KVPORT_RETURN_IF_ERROR(
+        CheckResultToEncode(kContext, i, res.status, res.meta, res.value_length, l));
     const bool carried = m.CarriesPayload(i);
     if (carried && res.value == nullptr && res.value_length != 0)
       return ItemError(kContext, i,
@@ -341,18 +187,7 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
     KVPORT_RETURN_IF_ERROR(ReadStatusCode(r, i, &res.status));
     KVPORT_RETURN_IF_ERROR(r.ReadU32("meta_length", &meta_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("value_length", &res.value_length));
-    if (!HasObjectInfo(res.status) && (meta_length != 0 || res.value_length != 0))
-      return r.Error(StatusCode::kCorruption,
-                     fmt::format("item {}: status {} with meta_length {} and value_length {}", i,
-                                 StatusCodeName(res.status), meta_length, res.value_length));
-    if (meta_length > l.max_meta_bytes)
-      return r.Error(StatusCode::kTooLarge,
-                     fmt::format("item {}: meta_length {} exceeds max_meta_bytes {}", i,
-                                 meta_length, l.max_meta_bytes));
-    if (res.value_length > l.max_value_bytes)
-      return r.Error(StatusCode::kTooLarge,
-                     fmt::format("item {}: value_length {} exceeds max_value_bytes {}", i,
-                                 res.value_length, l.max_value_bytes));
+    KVPORT_RETURN_IF_ERROR(CheckResultDecoded(r, i, res.status, meta_length, res.value_length, l));
     KVPORT_RETURN_IF_ERROR(r.ReadBytes("meta", meta_length, &res.meta));
     res.value = nullptr;
     if (out->CarriesPayload(i)) {

@@ -2,7 +2,20 @@
 
 #include <fmt/core.h>
 
+#include <limits>
+#include <string>
+
 namespace kvport::protocol::internal {
+
+namespace {
+
+// Smallest encoding of one item (with a 1-byte key), used to bound counts.
+constexpr uint64_t kMsetItemMinBytes = 2 + 4 + 8 + 1;
+constexpr uint64_t kMgetKeyMinBytes = 2 + 8 + 1;
+constexpr uint64_t kStatusItemBytes = 1;
+constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
+
+}  // namespace
 
 bool IsKnownStatusCode(uint8_t v) {
   return v <= static_cast<uint8_t>(StatusCode::kInternal);
@@ -19,14 +32,24 @@ void BeginFrame(EncodedFrame* out) {
   out->payloads.clear();
 }
 
+Status CheckVersionToEncode(Opcode op, bool response, uint8_t version) {
+  if (op == Opcode::kHello || op == Opcode::kError) return Status::Ok();
+  if (version < kMinProtocolVersion || version > kMaxProtocolVersion)
+    return Status::InvalidArgument(fmt::format(
+        "{} {}: protocol version {}; this build speaks {}..{}", OpcodeName(op),
+        response ? "response" : "request", version, kMinProtocolVersion, kMaxProtocolVersion));
+  if (version < OpcodeMinVersion(op))
+    return Status::NotSupported(
+        fmt::format("{} {}: needs protocol version {}; this frame is version {}", OpcodeName(op),
+                    response ? "response" : "request", OpcodeMinVersion(op), version));
+  return Status::Ok();
+}
+
 Status FinishFrame(Opcode op, uint16_t flags, uint64_t request_id, const Limits& limits,
                    uint8_t version, EncodedFrame* out) {
   const bool response = (flags & kFlagResponse) != 0;
   const bool frozen = op == Opcode::kHello || op == Opcode::kError;
-  if (!frozen && (version < kMinProtocolVersion || version > kMaxProtocolVersion))
-    return Status::InvalidArgument(fmt::format(
-        "{} {}: protocol version {}; this build speaks {}..{}", OpcodeName(op),
-        response ? "response" : "request", version, kMinProtocolVersion, kMaxProtocolVersion));
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(op, response, version));
   const uint64_t max_head = response ? MaxResponseFrameBytes(limits) : limits.max_frame_bytes;
   if (out->head.size() > max_head)
     return Status::TooLarge(
@@ -60,6 +83,10 @@ Status CheckFrameFor(const FrameHeader& h, std::string_view descriptor, Opcode o
     return Status::InvalidArgument(fmt::format(
         "{} {} decoder given {} descriptor bytes; the header announced {}", OpcodeName(op),
         response ? "response" : "request", descriptor.size(), h.descriptor_length));
+  if (h.version < OpcodeMinVersion(op))
+    return Status::Corruption(fmt::format("{} {}: a version {} frame; it needs protocol version {}",
+                                          OpcodeName(op), response ? "response" : "request",
+                                          h.version, OpcodeMinVersion(op)));
   if (h.meta_only() && op != Opcode::kMget)
     return Status::Corruption(fmt::format("{}: meta-only flag set", OpcodeName(op)));
   if (h.any_namespace() && (response || !AcceptsAnyNamespace(op)))
@@ -93,6 +120,22 @@ Status ReadNamespace(WireReader& r, const Limits& limits, std::string_view* ns) 
                    fmt::format("namespace_length {} exceeds max_namespace_bytes {}", len,
                                limits.max_namespace_bytes));
   return r.ReadBytes("namespace", len, ns);
+}
+
+Status WriteName(WireWriter& w, std::string_view context, std::string_view field,
+                 std::string_view name) {
+  if (name.size() > kMaxNameBytes)
+    return Status::InvalidArgument(
+        fmt::format("{}: {} of {} bytes exceeds {}", context, field, name.size(), kMaxNameBytes));
+  w.PutU8(static_cast<uint8_t>(name.size()));
+  w.PutBytes(name);
+  return Status::Ok();
+}
+
+Status ReadName(WireReader& r, std::string_view field, std::string_view* name) {
+  uint8_t len = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU8(field, &len));
+  return r.ReadBytes(field, len, name);
 }
 
 Status ReadKey(WireReader& r, const Limits& limits, size_t index, std::string_view* key) {
@@ -157,6 +200,216 @@ Status CheckOverall(const WireReader& r, BatchStatus wire, BatchStatus derived) 
   return r.Error(StatusCode::kCorruption,
                  fmt::format("overall_status {} disagrees with the per-key statuses ({})",
                              BatchStatusName(wire), BatchStatusName(derived)));
+}
+
+// ---- Encoder-side checks -----------------------------------------------------------------
+
+Status CheckStatusToEncode(std::string_view context, size_t index, StatusCode code) {
+  if (!IsKnownStatusCode(static_cast<uint8_t>(code)))
+    return Status::InvalidArgument(
+        fmt::format("{}: item {}: unknown status code {}", context, index, static_cast<int>(code)));
+  return Status::Ok();
+}
+
+Status CheckBatchToEncode(std::string_view context, uint64_t count, const Limits& limits) {
+  Status s = CheckBatchCount(count, limits);
+  return s.ok() ? s : s.WithContext(context);
+}
+
+Status CheckAnyNamespaceToEncode(std::string_view context, bool any_namespace, std::string_view ns,
+                                 uint8_t version) {
+  if (!any_namespace) return Status::Ok();
+  if (!ns.empty())
+    return Status::InvalidArgument(
+        fmt::format("{}: any-namespace request with a namespace of {} bytes; it must be empty",
+                    context, ns.size()));
+  // (A version this build does not speak at all is FinishFrame's InvalidArgument.)
+  if (version >= kMinProtocolVersion && version < kAnyNamespaceVersion)
+    return Status::NotSupported(
+        fmt::format("{}: any-namespace requests need protocol version {}; this frame is version {}",
+                    context, kAnyNamespaceVersion, version));
+  return Status::Ok();
+}
+
+Status CheckAnyNamespaceDecoded(const WireReader& r, const FrameHeader& h, std::string_view ns) {
+  if (!h.any_namespace() || ns.empty()) return Status::Ok();
+  return r.Error(StatusCode::kInvalidArgument,
+                 fmt::format("namespace of {} bytes with the any-namespace flag; it must be empty",
+                             ns.size()));
+}
+
+// ---- Layouts shared by several opcodes ---------------------------------------------------
+
+Status CheckResultToEncode(std::string_view context, size_t index, StatusCode status,
+                           std::string_view meta, uint64_t value_length, const Limits& limits) {
+  KVPORT_RETURN_IF_ERROR(CheckStatusToEncode(context, index, status));
+  if (HasObjectInfo(status)) {
+    for (const Status& s : {CheckMeta(meta, limits), CheckValueLength(value_length, limits)})
+      if (!s.ok()) return ItemError(context, index, s);
+  } else if (!meta.empty() || value_length != 0) {
+    return ItemError(context, index,
+                     Status::InvalidArgument(fmt::format("status {} with a meta or value length",
+                                                         StatusCodeName(status))));
+  }
+  return Status::Ok();
+}
+
+Status CheckResultDecoded(const WireReader& r, size_t index, StatusCode status,
+                          uint32_t meta_length, uint64_t value_length, const Limits& limits) {
+  if (!HasObjectInfo(status) && (meta_length != 0 || value_length != 0))
+    return r.Error(StatusCode::kCorruption,
+                   fmt::format("item {}: status {} with meta_length {} and value_length {}", index,
+                               StatusCodeName(status), meta_length, value_length));
+  if (meta_length > limits.max_meta_bytes)
+    return r.Error(StatusCode::kTooLarge,
+                   fmt::format("item {}: meta_length {} exceeds max_meta_bytes {}", index,
+                               meta_length, limits.max_meta_bytes));
+  if (value_length > limits.max_value_bytes)
+    return r.Error(StatusCode::kTooLarge,
+                   fmt::format("item {}: value_length {} exceeds max_value_bytes {}", index,
+                               value_length, limits.max_value_bytes));
+  return Status::Ok();
+}
+
+Status WriteMsetDescriptor(WireWriter& w, std::string_view context, std::string_view ns,
+                           uint32_t ttl_seconds, const std::vector<MsetItem>& items,
+                           const Limits& limits, std::vector<PayloadSpan>* payloads) {
+  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, items.size(), limits));
+  KVPORT_RETURN_IF_ERROR(WriteNamespace(w, ns, limits, context));
+  w.PutU32(ttl_seconds);
+  w.PutU32(static_cast<uint32_t>(items.size()));
+  for (size_t i = 0; i < items.size(); ++i) {
+    const MsetItem& item = items[i];
+    for (const Status& s : {CheckKey(item.key, limits), CheckMeta(item.meta, limits),
+                            CheckValueLength(item.value_length, limits)})
+      if (!s.ok()) return ItemError(context, i, s);
+    if (payloads != nullptr && item.value == nullptr && item.value_length != 0)
+      return ItemError(context, i,
+                       Status::InvalidArgument(
+                           fmt::format("value is null but value_length is {}", item.value_length)));
+    w.PutU16(static_cast<uint16_t>(item.key.size()));
+    w.PutU32(static_cast<uint32_t>(item.meta.size()));
+    w.PutU64(item.value_length);
+    w.PutBytes(item.key);
+    w.PutBytes(item.meta);
+    if (payloads != nullptr && item.value_length != 0)
+      payloads->push_back({item.value, item.value_length});
+  }
+  return Status::Ok();
+}
+
+Status ReadMsetDescriptor(WireReader& r, const Limits& limits, std::string_view* ns,
+                          uint32_t* ttl_seconds, std::vector<MsetItem>* items,
+                          uint64_t* value_bytes) {
+  uint32_t count = 0;
+  KVPORT_RETURN_IF_ERROR(ReadNamespace(r, limits, ns));
+  KVPORT_RETURN_IF_ERROR(r.ReadU32("ttl_seconds", ttl_seconds));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, limits, kMsetItemMinBytes, &count));
+  items->resize(count);
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    MsetItem& item = (*items)[i];
+    uint16_t key_length = 0;
+    uint32_t meta_length = 0;
+    KVPORT_RETURN_IF_ERROR(r.ReadU16("key_length", &key_length));
+    KVPORT_RETURN_IF_ERROR(r.ReadU32("meta_length", &meta_length));
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("value_length", &item.value_length));
+    if (key_length == 0)
+      return r.Error(StatusCode::kInvalidArgument, fmt::format("item {}: empty key", i));
+    if (key_length > limits.max_key_bytes)
+      return r.Error(StatusCode::kTooLarge,
+                     fmt::format("item {}: key_length {} exceeds max_key_bytes {}", i, key_length,
+                                 limits.max_key_bytes));
+    if (meta_length > limits.max_meta_bytes)
+      return r.Error(StatusCode::kTooLarge,
+                     fmt::format("item {}: meta_length {} exceeds max_meta_bytes {}", i,
+                                 meta_length, limits.max_meta_bytes));
+    if (item.value_length > limits.max_value_bytes)
+      return r.Error(StatusCode::kTooLarge,
+                     fmt::format("item {}: value_length {} exceeds max_value_bytes {}", i,
+                                 item.value_length, limits.max_value_bytes));
+    KVPORT_RETURN_IF_ERROR(r.ReadBytes("key", key_length, &item.key));
+    KVPORT_RETURN_IF_ERROR(r.ReadBytes("meta", meta_length, &item.meta));
+    item.value = nullptr;
+    if (item.value_length > kMaxU64 - sum)  // only reachable with unvalidated limits
+      return r.Error(StatusCode::kTooLarge, "value lengths overflow 64 bits");
+    sum += item.value_length;
+  }
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  *value_bytes = sum;
+  return Status::Ok();
+}
+
+Status WriteMgetDescriptor(WireWriter& w, std::string_view context, std::string_view ns,
+                           const std::vector<MgetKey>& keys, bool any_namespace,
+                           const Limits& limits, uint8_t version) {
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceToEncode(context, any_namespace, ns, version));
+  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, keys.size(), limits));
+  KVPORT_RETURN_IF_ERROR(WriteNamespace(w, ns, limits, context));
+  w.PutU32(static_cast<uint32_t>(keys.size()));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Status s = CheckKey(keys[i].key, limits);
+    if (!s.ok()) return ItemError(context, i, s);
+    w.PutU16(static_cast<uint16_t>(keys[i].key.size()));
+    w.PutU64(keys[i].buffer_capacity);
+    w.PutBytes(keys[i].key);
+  }
+  return Status::Ok();
+}
+
+Status ReadMgetDescriptor(WireReader& r, const FrameHeader& h, const Limits& limits,
+                          std::string_view* ns, std::vector<MgetKey>* keys) {
+  uint32_t count = 0;
+  KVPORT_RETURN_IF_ERROR(ReadNamespace(r, limits, ns));
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceDecoded(r, h, *ns));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, limits, kMgetKeyMinBytes, &count));
+  keys->resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    MgetKey& key = (*keys)[i];
+    uint16_t key_length = 0;
+    KVPORT_RETURN_IF_ERROR(r.ReadU16("key_length", &key_length));
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("buffer_capacity", &key.buffer_capacity));
+    if (key_length == 0)
+      return r.Error(StatusCode::kInvalidArgument, fmt::format("item {}: empty key", i));
+    if (key_length > limits.max_key_bytes)
+      return r.Error(StatusCode::kTooLarge,
+                     fmt::format("item {}: key_length {} exceeds max_key_bytes {}", i, key_length,
+                                 limits.max_key_bytes));
+    KVPORT_RETURN_IF_ERROR(r.ReadBytes("key", key_length, &key.key));
+  }
+  return r.ExpectEnd();
+}
+
+Status EncodeStatuses(Opcode op, uint64_t request_id, const std::vector<StatusCode>& statuses,
+                      const Limits& limits, uint8_t version, EncodedFrame* out) {
+  const std::string context = fmt::format("{} response", OpcodeName(op));
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(op, /*response=*/true, version));
+  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, statuses.size(), limits));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU8(static_cast<uint8_t>(OverallStatus(statuses)));
+  w.PutU32(static_cast<uint32_t>(statuses.size()));
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    KVPORT_RETURN_IF_ERROR(CheckStatusToEncode(context, i, statuses[i]));
+    w.PutU8(static_cast<uint8_t>(statuses[i]));
+  }
+  return FinishFrame(op, kFlagResponse, request_id, limits, version, out);
+}
+
+Status DecodeStatuses(Opcode op, const FrameHeader& h, std::string_view descriptor,
+                      const Limits& limits, std::vector<StatusCode>* statuses) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, op, /*response=*/true));
+  const std::string context = fmt::format("{} response", OpcodeName(op));
+  WireReader r(descriptor, context);
+  BatchStatus overall = BatchStatus::kOk;
+  uint32_t count = 0;
+  KVPORT_RETURN_IF_ERROR(ReadOverall(r, &overall));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, limits, kStatusItemBytes, &count));
+  statuses->resize(count);
+  for (uint32_t i = 0; i < count; ++i)
+    KVPORT_RETURN_IF_ERROR(ReadStatusCode(r, i, &(*statuses)[i]));
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  return CheckOverall(r, overall, OverallStatus(*statuses));
 }
 
 }  // namespace kvport::protocol::internal

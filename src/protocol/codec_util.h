@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "kvport/status.h"
 #include "protocol/frame.h"
@@ -20,11 +21,15 @@ BatchStatus OverallFromCounts(size_t ok, size_t total);
 
 // Clears `out` and leaves room for the header; the descriptor is appended after it.
 void BeginFrame(EncodedFrame* out);
+// Whether a frame of `op` may be encoded with header version `version`: InvalidArgument unless
+// this build speaks it, NotSupported below OpcodeMinVersion(op) (e.g. SHM_GET in version 2).
+// HELLO and ERROR pass whatever `version` says (they are always kHelloVersion).
+Status CheckVersionToEncode(Opcode op, bool response, uint8_t version);
 // Checks the descriptor appended since BeginFrame against the limit of its direction
 // (max_frame_bytes for requests, MaxResponseFrameBytes for responses) and then writes the
 // header in front of it, with payload_length the sum of out->payloads. The header's version is
-// `version` (InvalidArgument unless this build speaks it), except for HELLO and ERROR, which
-// are always kHelloVersion whatever `version` says.
+// `version` (CheckVersionToEncode applies), except for HELLO and ERROR, which are always
+// kHelloVersion whatever `version` says.
 Status FinishFrame(Opcode op, uint16_t flags, uint64_t request_id, const Limits& limits,
                    uint8_t version, EncodedFrame* out);
 
@@ -33,13 +38,21 @@ Status ItemError(std::string_view context, size_t index, const Status& status);
 
 // Decode prologue: the header belongs to this message type and direction, and `descriptor`
 // has the length the header announced. InvalidArgument (a caller bug) otherwise. Also repeats
-// the header's flag rules (Corruption), for headers that did not come from DecodeFrameHeader.
+// the header's version, flag and payload rules (Corruption), for headers that did not come
+// from DecodeFrameHeader.
 Status CheckFrameFor(const FrameHeader& h, std::string_view descriptor, Opcode op, bool response);
 
 // Writes/reads a namespace: u8 length, bytes; checked against max_namespace_bytes.
 Status WriteNamespace(WireWriter& w, std::string_view ns, const Limits& limits,
                       std::string_view context);
 Status ReadNamespace(WireReader& r, const Limits& limits, std::string_view* ns);
+
+// Writes/reads a name (client_name, server_name, counter names, host_id): u8 length, bytes, at
+// most kMaxNameBytes (InvalidArgument naming `field` when encoding a longer one).
+inline constexpr size_t kMaxNameBytes = 255;
+Status WriteName(WireWriter& w, std::string_view context, std::string_view field,
+                 std::string_view name);
+Status ReadName(WireReader& r, std::string_view field, std::string_view* name);
 
 // Reads a key's u16 length and bytes (CheckKey applies: an empty key is InvalidArgument).
 Status ReadKey(WireReader& r, const Limits& limits, size_t index, std::string_view* key);
@@ -58,5 +71,67 @@ Status ReadStatusCode(WireReader& r, size_t index, StatusCode* code);
 Status ReadOverall(WireReader& r, BatchStatus* overall);
 // Corruption unless the overall status on the wire agrees with the per-key statuses.
 Status CheckOverall(const WireReader& r, BatchStatus wire, BatchStatus derived);
+
+// ---- Encoder-side checks (InvalidArgument / TooLarge naming `context`) -------------------
+
+// InvalidArgument for a per-key status this build does not know.
+Status CheckStatusToEncode(std::string_view context, size_t index, StatusCode code);
+// TooLarge when `count` exceeds max_batch_keys.
+Status CheckBatchToEncode(std::string_view context, uint64_t count, const Limits& limits);
+// An any-namespace request names no namespace (InvalidArgument) and needs version
+// kAnyNamespaceVersion (NotSupported).
+Status CheckAnyNamespaceToEncode(std::string_view context, bool any_namespace, std::string_view ns,
+                                 uint8_t version);
+// Decoder side of the same rule (the header's flag and version were checked by CheckFrameFor):
+// InvalidArgument for a namespace with the any-namespace flag.
+Status CheckAnyNamespaceDecoded(const WireReader& r, const FrameHeader& h, std::string_view ns);
+inline uint16_t AnyNamespaceFlag(bool any_namespace) {
+  return any_namespace ? kFlagAnyNamespace : 0;
+}
+
+// ---- Layouts shared by several opcodes ---------------------------------------------------
+
+// True when a per-key status may come with a meta and a value length (MGET, SHM_GET results).
+inline bool HasObjectInfo(StatusCode code) {
+  return code == StatusCode::kOk || code == StatusCode::kTooLarge;
+}
+// The rules of one MGET or SHM_GET result: a known status, a meta and a value length only with
+// HasObjectInfo, each within its limit. Encoder side: InvalidArgument / TooLarge naming the
+// item; decoder side (status already read by ReadStatusCode): Corruption / TooLarge.
+Status CheckResultToEncode(std::string_view context, size_t index, StatusCode status,
+                           std::string_view meta, uint64_t value_length, const Limits& limits);
+Status CheckResultDecoded(const WireReader& r, size_t index, StatusCode status,
+                          uint32_t meta_length, uint64_t value_length, const Limits& limits);
+
+// The descriptor of an MSET or SHM_RESERVE request: namespace, u32 ttl_seconds, u32 count,
+// count x (u16 key_len, u32 meta_len, u64 value_len, key, meta). Writing checks the count and
+// every item. `payloads` non-null (MSET): every item's value is listed there in item order
+// (spans of size 0 omitted; a null value with a non-zero length is InvalidArgument); null
+// (SHM_RESERVE): the value pointers are ignored.
+Status WriteMsetDescriptor(WireWriter& w, std::string_view context, std::string_view ns,
+                           uint32_t ttl_seconds, const std::vector<MsetItem>& items,
+                           const Limits& limits, std::vector<PayloadSpan>* payloads);
+// Reads the whole descriptor (ExpectEnd included); item values are null and *value_bytes is the
+// sum of the value lengths.
+Status ReadMsetDescriptor(WireReader& r, const Limits& limits, std::string_view* ns,
+                          uint32_t* ttl_seconds, std::vector<MsetItem>* items,
+                          uint64_t* value_bytes);
+
+// The descriptor of an MGET or SHM_GET request: namespace, u32 count,
+// count x (u16 key_len, u64 buffer_capacity, key). Writing checks the any-namespace rule, the
+// count and every key.
+Status WriteMgetDescriptor(WireWriter& w, std::string_view context, std::string_view ns,
+                           const std::vector<MgetKey>& keys, bool any_namespace,
+                           const Limits& limits, uint8_t version);
+// Reads the whole descriptor (ExpectEnd included), applying the any-namespace rule of `h`.
+Status ReadMgetDescriptor(WireReader& r, const FrameHeader& h, const Limits& limits,
+                          std::string_view* ns, std::vector<MgetKey>* keys);
+
+// A whole response frame of per-key statuses (MSET, MDEL, SHM_COMMIT):
+// u8 overall, u32 count, count x u8 status.
+Status EncodeStatuses(Opcode op, uint64_t request_id, const std::vector<StatusCode>& statuses,
+                      const Limits& limits, uint8_t version, EncodedFrame* out);
+Status DecodeStatuses(Opcode op, const FrameHeader& h, std::string_view descriptor,
+                      const Limits& limits, std::vector<StatusCode>* statuses);
 
 }  // namespace kvport::protocol::internal

@@ -1,4 +1,5 @@
 // HELLO, PING, STATS, LIST and ERROR, the batch-status helpers, and opcode dispatch.
+// (NODE_INFO and the SHM_* opcodes of version 3 are in shm_codec.cc.)
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -16,28 +17,12 @@ using internal::ItemError;
 using internal::ReadCount;
 using internal::ReadKey;
 using internal::ReadListCount;
+using internal::ReadName;
 using internal::ReadNamespace;
+using internal::WriteName;
 using internal::WriteNamespace;
 
 namespace {
-
-constexpr size_t kMaxNameBytes = 255;  // client_name, server_name, counter names
-
-Status ReadName(WireReader& r, std::string_view field, std::string_view* name) {
-  uint8_t len = 0;
-  KVPORT_RETURN_IF_ERROR(r.ReadU8(field, &len));
-  return r.ReadBytes(field, len, name);
-}
-
-Status WriteName(WireWriter& w, std::string_view context, std::string_view field,
-                 std::string_view name) {
-  if (name.size() > kMaxNameBytes)
-    return Status::InvalidArgument(
-        fmt::format("{}: {} of {} bytes exceeds {}", context, field, name.size(), kMaxNameBytes));
-  w.PutU8(static_cast<uint8_t>(name.size()));
-  w.PutBytes(name);
-  return Status::Ok();
-}
 
 Status CheckVersionRange(std::string_view context, uint8_t min_version, uint8_t max_version,
                          StatusCode code) {
@@ -372,6 +357,18 @@ Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const
       return DecodeAs<MdelRequest, false>(h, descriptor, l, out);
     case Opcode::kList:
       return DecodeAs<ListRequest, false>(h, descriptor, l, out);
+    case Opcode::kNodeInfo:
+      return DecodeAs<NodeInfoRequest, false>(h, descriptor, l, out);
+    case Opcode::kShmAttach:
+      return DecodeAs<ShmAttachRequest, false>(h, descriptor, l, out);
+    case Opcode::kShmReserve:
+      return DecodeAs<ShmReserveRequest, false>(h, descriptor, l, out);
+    case Opcode::kShmCommit:
+      return DecodeAs<ShmCommitRequest, false>(h, descriptor, l, out);
+    case Opcode::kShmGet:
+      return DecodeAs<ShmGetRequest, false>(h, descriptor, l, out);
+    case Opcode::kShmRelease:
+      return DecodeAs<ShmReleaseRequest, false>(h, descriptor, l, out);
     case Opcode::kError:
       break;
   }
@@ -401,6 +398,18 @@ Status DecodeAnyResponse(const FrameHeader& h, std::string_view descriptor, cons
       return DecodeAs<MdelResponse, true>(h, descriptor, l, out);
     case Opcode::kList:
       return DecodeAs<ListResponse, true>(h, descriptor, l, out);
+    case Opcode::kNodeInfo:
+      return DecodeAs<NodeInfoResponse, true>(h, descriptor, l, out);
+    case Opcode::kShmAttach:
+      return DecodeAs<ShmAttachResponse, true>(h, descriptor, l, out);
+    case Opcode::kShmReserve:
+      return DecodeAs<ShmReserveResponse, true>(h, descriptor, l, out);
+    case Opcode::kShmCommit:
+      return DecodeAs<ShmCommitResponse, true>(h, descriptor, l, out);
+    case Opcode::kShmGet:
+      return DecodeAs<ShmGetResponse, true>(h, descriptor, l, out);
+    case Opcode::kShmRelease:
+      return DecodeAs<ShmReleaseResponse, true>(h, descriptor, l, out);
     case Opcode::kError:
       return DecodeAs<ErrorResponse, true>(h, descriptor, l, out);
   }

@@ -24,6 +24,18 @@ std::string_view OpcodeName(Opcode op) {
       return "LIST";
     case Opcode::kStats:
       return "STATS";
+    case Opcode::kNodeInfo:
+      return "NODE_INFO";
+    case Opcode::kShmAttach:
+      return "SHM_ATTACH";
+    case Opcode::kShmReserve:
+      return "SHM_RESERVE";
+    case Opcode::kShmCommit:
+      return "SHM_COMMIT";
+    case Opcode::kShmGet:
+      return "SHM_GET";
+    case Opcode::kShmRelease:
+      return "SHM_RELEASE";
     case Opcode::kError:
       return "ERROR";
   }
@@ -32,12 +44,17 @@ std::string_view OpcodeName(Opcode op) {
 
 bool IsKnownOpcode(uint8_t op) {
   return (op >= static_cast<uint8_t>(Opcode::kHello) &&
-          op <= static_cast<uint8_t>(Opcode::kStats)) ||
+          op <= static_cast<uint8_t>(Opcode::kShmRelease)) ||
          op == static_cast<uint8_t>(Opcode::kError);
 }
 
+uint8_t OpcodeMinVersion(Opcode op) {
+  return op >= Opcode::kNodeInfo && op <= Opcode::kShmRelease ? kShmVersion : kMinProtocolVersion;
+}
+
 bool AcceptsAnyNamespace(Opcode op) {
-  return op == Opcode::kMget || op == Opcode::kMexist || op == Opcode::kMdel;
+  return op == Opcode::kMget || op == Opcode::kMexist || op == Opcode::kMdel ||
+         op == Opcode::kShmGet;
 }
 
 bool CarriesPayload(Opcode op, bool is_response) {
@@ -93,6 +110,10 @@ Status DecodeFrameHeader(std::string_view bytes, const Limits& limits, FrameHead
         fmt::format("frame header: {} frame of version {}; {} frames are "
                     "always version {}",
                     name, version, name, kHelloVersion));
+  if (version < OpcodeMinVersion(h.opcode))
+    return Status::Corruption(
+        fmt::format("frame header: {} frame of version {}; it needs protocol version {}", name,
+                    version, OpcodeMinVersion(h.opcode)));
   const uint16_t reserved_flags = flags & ~KnownFlags(version);
   if (reserved_flags != 0)
     return Status::Corruption(fmt::format(
@@ -104,8 +125,8 @@ Status DecodeFrameHeader(std::string_view bytes, const Limits& limits, FrameHead
     return Status::Corruption(fmt::format("frame header: meta-only flag on a {} frame", name));
   if (h.any_namespace() && (h.is_response() || !AcceptsAnyNamespace(h.opcode)))
     return Status::Corruption(fmt::format(
-        "frame header: any-namespace flag on a {} {}; only MGET, MEXIST and MDEL requests "
-        "may carry it",
+        "frame header: any-namespace flag on a {} {}; only MGET, MEXIST, MDEL and SHM_GET "
+        "requests may carry it",
         name, h.is_response() ? "response" : "request"));
   if (h.opcode == Opcode::kError && !h.is_response())
     return Status::Corruption("frame header: ERROR frame without the response flag");

@@ -11,7 +11,8 @@
 // Header layout (all integers little-endian):
 //   off size field
 //     0    4 magic             "KVPT" (bytes 4B 56 50 54)
-//     4    1 version           1 .. kMaxProtocolVersion (HELLO and ERROR frames: always 1)
+//     4    1 version           1 .. kMaxProtocolVersion (HELLO and ERROR frames: always 1;
+//                              NODE_INFO and SHM_* frames: kShmVersion on)
 //     5    1 opcode            Opcode
 //     6    2 flags             kFlagResponse | kFlagMetaOnly | kFlagAnyNamespace (version 2 on);
 //                              other bits reserved, must be 0
@@ -42,11 +43,17 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //   2: adds the kFlagAnyNamespace request flag (MGET, MEXIST, MDEL); every byte layout is
 //      unchanged, so a version 2 frame without that flag differs from version 1 only in its
 //      version byte.
+//   3: adds the opcodes NODE_INFO and SHM_ATTACH, SHM_RESERVE, SHM_COMMIT, SHM_GET, SHM_RELEASE
+//      (the same-host shared-memory transport) and kFlagAnyNamespace on SHM_GET requests; every
+//      other byte layout is unchanged, so a version 3 frame of an older opcode differs from
+//      version 2 only in its version byte.
 inline constexpr uint8_t kMinProtocolVersion = 1;
-inline constexpr uint8_t kMaxProtocolVersion = 2;
+inline constexpr uint8_t kMaxProtocolVersion = 3;
 inline constexpr uint8_t kHelloVersion = 1;
 // The first version in which kFlagAnyNamespace is valid.
 inline constexpr uint8_t kAnyNamespaceVersion = 2;
+// The first version in which NODE_INFO and the SHM_* opcodes are valid.
+inline constexpr uint8_t kShmVersion = 3;
 
 enum class Opcode : uint8_t {
   kHello = 1,   // version negotiation; must be the first request on a connection
@@ -57,22 +64,32 @@ enum class Opcode : uint8_t {
   kMdel = 6,    // per-key delete
   kList = 7,    // one page of the keys of a namespace
   kStats = 8,   // server counters and per-namespace usage
-  kError = 15,  // response only: the request was malformed; the sender closes after it
+  // Version kShmVersion on (docs/protocol.md, "Shared memory (version 3)"); no payloads.
+  kNodeInfo = 9,     // who the node is and which transports it offers
+  kShmAttach = 10,   // Unix-socket sessions: the arena's memfd rides with the response
+  kShmReserve = 11,  // MSET without a payload: the node reserves arena space, says where
+  kShmCommit = 12,   // makes a reservation's items visible (or drops them)
+  kShmGet = 13,      // MGET answered with arena offsets; hits pinned under a lease
+  kShmRelease = 14,  // ends leases
+  kError = 15,       // response only: the request was malformed; the sender closes after it
 };
 
 // A short stable name such as "MSET"; "UNKNOWN" for values outside Opcode.
 std::string_view OpcodeName(Opcode op);
 // True for the values listed in Opcode.
 bool IsKnownOpcode(uint8_t op);
+// The first protocol version in which `op` is valid: kShmVersion for NODE_INFO and the SHM_*
+// opcodes, kMinProtocolVersion for the others.
+uint8_t OpcodeMinVersion(Opcode op);
 // True for the two frames that carry a payload section: MSET requests and MGET responses.
 bool CarriesPayload(Opcode op, bool is_response);
 
 inline constexpr uint16_t kFlagResponse = 0x0001;  // set on every response (and ERROR)
 inline constexpr uint16_t kFlagMetaOnly = 0x0002;  // MGET request and its response only
-// Version >= kAnyNamespaceVersion, MGET, MEXIST and MDEL requests only (never on a response:
-// it does not change the response's layout, so unlike kFlagMetaOnly it is not echoed). The
-// request's namespace must be empty; each key is matched in every namespace that holds it
-// (docs/protocol.md, "Any-namespace requests").
+// Version >= kAnyNamespaceVersion, MGET, MEXIST, MDEL and (version >= kShmVersion) SHM_GET
+// requests only (never on a response: it does not change the response's layout, so unlike
+// kFlagMetaOnly it is not echoed). The request's namespace must be empty; each key is matched in
+// every namespace that holds it (docs/protocol.md, "Any-namespace requests").
 inline constexpr uint16_t kFlagAnyNamespace = 0x0004;
 // The flag bits a frame of `version` may have set at all (which opcodes may carry which is
 // checked separately); any other bit is reserved.
@@ -80,7 +97,7 @@ constexpr uint16_t KnownFlags(uint8_t version) {
   return version >= kAnyNamespaceVersion ? (kFlagResponse | kFlagMetaOnly | kFlagAnyNamespace)
                                          : (kFlagResponse | kFlagMetaOnly);
 }
-// True for the requests that may carry kFlagAnyNamespace: MGET, MEXIST, MDEL.
+// True for the requests that may carry kFlagAnyNamespace: MGET, MEXIST, MDEL, SHM_GET.
 bool AcceptsAnyNamespace(Opcode op);
 
 struct FrameHeader {
@@ -104,11 +121,12 @@ void AppendFrameHeader(const FrameHeader& header, std::string* out);
 // Decodes the first kFrameHeaderSize bytes of `bytes` (more may follow; they are not looked
 // at). Everything the header alone can tell is checked here, before the caller allocates for
 // the descriptor or the payload:
-//   Corruption:   fewer than kFrameHeaderSize bytes, bad magic, unknown opcode, reserved flag
-//                 bits (KnownFlags of the frame's version) or reserved field set, kFlagMetaOnly
-//                 on anything but MGET, kFlagAnyNamespace on anything but an MGET, MEXIST or
-//                 MDEL request, ERROR without kFlagResponse, a payload on a frame that never
-//                 carries one;
+//   Corruption:   fewer than kFrameHeaderSize bytes, bad magic, unknown opcode, an opcode
+//                 newer than the frame's version (OpcodeMinVersion: "... needs protocol version
+//                 3"), reserved flag bits (KnownFlags of the frame's version) or reserved field
+//                 set, kFlagMetaOnly on anything but MGET, kFlagAnyNamespace on anything but an
+//                 MGET, MEXIST, MDEL or SHM_GET request, ERROR without kFlagResponse, a payload
+//                 on a frame that never carries one;
 //   NotSupported: a version outside [kMinProtocolVersion, kMaxProtocolVersion], or HELLO/ERROR
 //                 with a version other than kHelloVersion;
 //   TooLarge:     head_length() above max_frame_bytes (requests) or MaxResponseFrameBytes

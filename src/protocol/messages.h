@@ -14,16 +14,18 @@
 //   with the header + descriptor and the payload spans; it fails with InvalidArgument or
 //   TooLarge (naming the field and item index) when the message breaks the limits, so nothing
 //   invalid is ever sent. `version` is the header's version byte: the version negotiated on the
-//   connection (default kMinProtocolVersion, which every peer speaks). HELLO and ERROR frames
-//   are always kHelloVersion whatever `version` says. A version this build does not speak is
-//   InvalidArgument; a field the version cannot express (any_namespace below version 2) is
-//   NotSupported. Decode(header, descriptor, limits, out) overwrites *out (reusing its vectors'
-//   capacity); `header` is what DecodeFrameHeader returned and `descriptor` its
-//   descriptor_length bytes. Counts are checked against max_batch_keys and against the bytes
-//   actually present before any vector is sized. Errors: Corruption (truncation, trailing bytes,
-//   counts that disagree with the bytes, payload_length that disagrees with the value lengths,
-//   an unknown status code), TooLarge / InvalidArgument (a limit broken, an empty key),
-//   InvalidArgument when header.opcode or the response flag does not match the message type.
+//   connection (default kMinProtocolVersion, which every peer speaks; kShmVersion for the
+//   version 3 messages, which no older version has). HELLO and ERROR frames are always
+//   kHelloVersion whatever `version` says. A version this build does not speak is InvalidArgument;
+//   a field the version cannot express (any_namespace below version 2) or an opcode it does not
+//   have (NODE_INFO and SHM_* below kShmVersion) is NotSupported. Decode(header, descriptor,
+//   limits, out) overwrites *out (reusing its vectors' capacity); `header` is what
+//   DecodeFrameHeader returned and `descriptor` its descriptor_length bytes. Counts are checked
+//   against max_batch_keys and against the bytes actually present before any vector is sized.
+//   Errors: Corruption (truncation, trailing bytes, counts that disagree with the bytes,
+//   payload_length that disagrees with the value lengths, an unknown status code), TooLarge /
+//   InvalidArgument (a limit broken, an empty key), InvalidArgument when header.opcode or the
+//   response flag does not match the message type.
 // * Batch responses carry an overall status on the wire: kOk when every key is kOk (or the
 //   batch is empty), kFailed when none is, kPartial otherwise. Encoders derive it; decoders check
 //   it agrees with the per-key statuses. Per-key statuses are kvport::StatusCode values.
@@ -215,6 +217,110 @@ struct ErrorResponse {
   std::string_view message;                   // encoders truncate to kMaxErrorMessageBytes
 };
 
+// ---- Version 3: node identity and the same-host shared-memory transport -------------------
+//
+// docs/protocol.md, "Shared memory (version 3)". These frames exist from kShmVersion on (a v1/v2
+// frame of these opcodes is Corruption; encoders refuse them below version 3 with NotSupported),
+// carry no payload section (payload_length 0) and never carry kFlagMetaOnly; SHM_GET requests may
+// carry kFlagAnyNamespace. Offsets are byte offsets into the node's arena as mapped from the memfd
+// of SHM_ATTACH; the codec cannot check them against the arena's size (the
+// CheckShm*Response functions below can, given arena_bytes).
+
+// ---- NODE_INFO (version 3) -- who the node is and which transports it offers.
+struct NodeInfoRequest {};
+// The node maps its arena for clients on unix_path (SHM_ATTACH on a session there).
+inline constexpr uint32_t kOfferSharedMemory = 0x1;
+inline constexpr size_t kMaxHostIdBytes = 255;    // host_id is length-prefixed with a u8
+inline constexpr size_t kMaxUnixPathBytes = 107;  // sun_path of a sockaddr_un, less its NUL
+struct NodeInfoResponse {
+  uint64_t node_id = 0;  // random per node process; the same on every listener of the node
+  uint32_t offers = 0;   // kOffer* bits; unknown bits are ignored by receivers (future transports)
+  // The node host's boot id (/proc/sys/kernel/random/boot_id), 0..kMaxHostIdBytes bytes.
+  std::string_view host_id;
+  // The node's Unix-domain socket, 0..kMaxUnixPathBytes bytes (sockaddr_un); empty: none.
+  // kOfferSharedMemory requires a non-empty one (encoders: InvalidArgument; decoders:
+  // Corruption).
+  std::string_view unix_path;
+};
+
+// ---- SHM_ATTACH (version 3, Unix-socket sessions) -- asks for the arena.
+struct ShmAttachRequest {};
+struct ShmAttachResponse {
+  // kOk: the arena's memfd rides with this frame (SCM_RIGHTS); otherwise why not
+  // (kNotSupported: not a Unix-socket session or no shared memory on this node, ...).
+  StatusCode status = StatusCode::kOk;
+  uint64_t arena_bytes = 0;  // kOk: > 0, the arena's size; otherwise 0
+  // Empty when kOk; otherwise 1..kMaxErrorMessageBytes bytes (encoders truncate longer ones).
+  std::string_view reason;
+};
+
+// ---- SHM_RESERVE -- MSET without a payload: the node reserves space and says where.
+struct ShmReserveRequest {  // the descriptor layout of an MSET request; payload_length 0
+  std::string_view ns;
+  uint32_t ttl_seconds = 0;
+  std::vector<MsetItem> items;  // value pointers unused: encoders ignore them, decoders set null
+};
+struct ShmReservation {
+  StatusCode status = StatusCode::kOk;
+  uint64_t offset = 0;  // arena offset of the reserved value_length bytes when kOk, else 0
+};
+struct ShmReserveResponse {
+  uint64_t reservation_id = 0;        // != 0 iff at least one item is kOk
+  std::vector<ShmReservation> items;  // one per request item
+  BatchStatus overall() const;
+};
+// Client-side check of a decoded response against the request it answers: same count, and every
+// kOk item's [offset, offset + value_length) lies within an arena of `arena_bytes`. Corruption
+// naming the item otherwise (the node broke the protocol: close the session).
+Status CheckShmReserveResponse(const ShmReserveRequest& request, const ShmReserveResponse& response,
+                               uint64_t arena_bytes = kUnlimitedCapacity);
+
+// ---- SHM_COMMIT -- makes a reservation's items visible (or drops them).
+struct ShmCommitRequest {
+  uint64_t reservation_id = 0;  // != 0
+  // One per item of the SHM_RESERVE request: 1 commit, 0 abort; other values Corruption.
+  std::vector<uint8_t> commit;
+};
+// The MSET response layout: one status per item of the commit, in item order.
+struct ShmCommitResponse {
+  std::vector<StatusCode> statuses;
+  BatchStatus overall() const { return OverallStatus(statuses); }
+};
+
+// ---- SHM_GET -- MGET answered with arena offsets; hits pinned under a lease.
+struct ShmGetRequest {  // the descriptor layout of an MGET request; META_ONLY not allowed
+  std::string_view ns;
+  std::vector<MgetKey> keys;
+  bool any_namespace = false;  // header flag kFlagAnyNamespace, as for MGET
+};
+struct ShmGetResult {
+  // As MgetResult: kOk, kNotFound, kTooLarge (longer than buffer_capacity), ...
+  StatusCode status = StatusCode::kNotFound;
+  std::string_view meta;      // kOk and kTooLarge: the stored meta; else empty
+  uint64_t value_length = 0;  // kOk and kTooLarge: stored length; else 0
+  uint64_t offset = 0;        // kOk: arena offset of the value; else 0
+};
+struct ShmGetResponse {
+  // != 0 iff at least one result is kOk: every kOk value stays pinned until SHM_RELEASE of this
+  // id or the session ends.
+  uint64_t lease_id = 0;
+  std::vector<ShmGetResult> results;  // one per requested key, in request order
+  BatchStatus overall() const;
+};
+// Client-side check of a decoded response against the request it answers: same count, every kOk
+// value_length <= its key's buffer_capacity, and every kOk [offset, offset + value_length) within
+// an arena of `arena_bytes`. Corruption naming the item otherwise.
+Status CheckShmGetResponse(const ShmGetRequest& request, const ShmGetResponse& response,
+                           uint64_t arena_bytes = kUnlimitedCapacity);
+
+// ---- SHM_RELEASE -- ends leases; the client does not need to wait for the answer.
+struct ShmReleaseRequest {
+  std::vector<uint64_t> lease_ids;  // 1..max_batch_keys ids, none 0
+};
+struct ShmReleaseResponse {
+  uint32_t released = 0;  // how many of them were live leases
+};
+
 // ---- Encoders ----------------------------------------------------------------------------
 
 Status EncodeRequest(uint64_t request_id, const HelloRequest& m, const Limits& l, EncodedFrame* out,
@@ -233,6 +339,18 @@ Status EncodeRequest(uint64_t request_id, const MdelRequest& m, const Limits& l,
                      uint8_t version = kMinProtocolVersion);
 Status EncodeRequest(uint64_t request_id, const ListRequest& m, const Limits& l, EncodedFrame* out,
                      uint8_t version = kMinProtocolVersion);
+Status EncodeRequest(uint64_t request_id, const NodeInfoRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeRequest(uint64_t request_id, const ShmAttachRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeRequest(uint64_t request_id, const ShmReserveRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeRequest(uint64_t request_id, const ShmCommitRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeRequest(uint64_t request_id, const ShmGetRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeRequest(uint64_t request_id, const ShmReleaseRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version = kShmVersion);
 
 Status EncodeResponse(uint64_t request_id, const HelloResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kMinProtocolVersion);
@@ -250,6 +368,18 @@ Status EncodeResponse(uint64_t request_id, const MdelResponse& m, const Limits& 
                       EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 Status EncodeResponse(uint64_t request_id, const ListResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kMinProtocolVersion);
+Status EncodeResponse(uint64_t request_id, const NodeInfoResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeResponse(uint64_t request_id, const ShmAttachResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeResponse(uint64_t request_id, const ShmReserveResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeResponse(uint64_t request_id, const ShmCommitResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeResponse(uint64_t request_id, const ShmReleaseResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version = kShmVersion);
 Status EncodeResponse(uint64_t request_id, const ErrorResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 
@@ -271,6 +401,18 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
                      MdelRequest* out);
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                      ListRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     NodeInfoRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ShmAttachRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ShmReserveRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ShmCommitRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ShmGetRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ShmReleaseRequest* out);
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                       HelloResponse* out);
@@ -289,12 +431,26 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                       ListResponse* out);
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      NodeInfoResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ShmAttachResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ShmReserveResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ShmCommitResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ShmGetResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ShmReleaseResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                       ErrorResponse* out);
 
 // Any request, chosen by h.opcode: what a server's dispatcher decodes. InvalidArgument for a
 // response frame or an ERROR opcode; otherwise as the per-type decoder.
-using AnyRequest = std::variant<HelloRequest, PingRequest, StatsRequest, MsetRequest, MgetRequest,
-                                MexistRequest, MdelRequest, ListRequest>;
+using AnyRequest =
+    std::variant<HelloRequest, PingRequest, StatsRequest, MsetRequest, MgetRequest, MexistRequest,
+                 MdelRequest, ListRequest, NodeInfoRequest, ShmAttachRequest, ShmReserveRequest,
+                 ShmCommitRequest, ShmGetRequest, ShmReleaseRequest>;
 Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                         AnyRequest* out);
 
@@ -302,7 +458,9 @@ Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const
 // a client knows which response it awaits and calls DecodeResponse after checking for kError.
 using AnyResponse =
     std::variant<HelloResponse, PingResponse, StatsResponse, MsetResponse, MgetResponse,
-                 MexistResponse, MdelResponse, ListResponse, ErrorResponse>;
+                 MexistResponse, MdelResponse, ListResponse, ErrorResponse, NodeInfoResponse,
+                 ShmAttachResponse, ShmReserveResponse, ShmCommitResponse, ShmGetResponse,
+                 ShmReleaseResponse>;
 Status DecodeAnyResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                          AnyResponse* out);
 

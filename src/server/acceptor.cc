@@ -13,11 +13,12 @@ constexpr int kMaxAcceptsPerEvent = 64;
 constexpr std::chrono::milliseconds kAcceptErrorPause(100);
 }  // namespace
 
-Acceptor::Acceptor(net::EventLoop* loop, std::unique_ptr<net::TcpListener> listener,
+Acceptor::Acceptor(net::EventLoop* loop, std::unique_ptr<net::Listener> listener,
                    std::vector<Worker*> workers)
     : loop_(loop),
       listener_(std::move(listener)),
-      address_(listener_->address()),
+      kind_(listener_->kind()),
+      name_(listener_->name()),
       workers_(std::move(workers)) {}
 
 Acceptor::~Acceptor() {
@@ -58,7 +59,7 @@ void Acceptor::OnEvents(uint32_t) {
     if (!accepted->valid()) return;  // nothing more pending
     Worker* worker = workers_[next_worker_];
     next_worker_ = (next_worker_ + 1) % workers_.size();
-    worker->Adopt(std::move(accepted).value());
+    worker->Adopt(std::move(accepted).value(), kind_);
   }
 }
 

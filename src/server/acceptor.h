@@ -1,18 +1,20 @@
-// Acceptor: accepts connections on the node's listener and deals them to the workers.
+// Acceptor: accepts connections on one of the node's listeners and deals them to the workers.
 //
-// One listener, watched by the first worker's loop, hands connections round-robin to every
-// worker (itself included). The alternative, one SO_REUSEPORT listener per loop, lets the
-// kernel spread connections by a hash of the 4-tuple: with the few long-lived connections of an
-// inference cluster (a handful of clients, each with a small pool) hashing can leave loops idle
-// while others serve several busy connections, and an ephemeral port (port 0) would need the
-// first bind to pick it for the others. Round-robin is exact and accept() is rare here.
+// Each listener (TCP; the Unix socket when configured), watched by the first worker's loop,
+// hands connections round-robin to every worker (itself included), tagged with its kind. The
+// alternative, one SO_REUSEPORT listener per loop, lets the kernel spread connections by a hash of
+// the 4-tuple: with the few long-lived connections of an inference cluster (a handful of clients,
+// each with a small pool) hashing can leave loops idle while others serve several busy connections,
+// and an ephemeral port (port 0) would need the first bind to pick it for the others. Round-robin
+// is exact and accept() is rare here.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "net/event_loop.h"
-#include "net/tcp_listener.h"
+#include "net/listener.h"
 #include "server/worker.h"
 
 namespace kvport::server {
@@ -20,7 +22,7 @@ namespace kvport::server {
 class Acceptor final : public net::EventHandler {
  public:
   // `loop` runs the acceptor; `workers` receive the connections. Both must outlive it.
-  Acceptor(net::EventLoop* loop, std::unique_ptr<net::TcpListener> listener,
+  Acceptor(net::EventLoop* loop, std::unique_ptr<net::Listener> listener,
            std::vector<Worker*> workers);
   ~Acceptor() override;
 
@@ -30,16 +32,17 @@ class Acceptor final : public net::EventHandler {
   // refused by the kernel from then on).
   void StopAccepting();
 
-  // The address bound (still known after StopAccepting).
-  const net::HostPort& address() const { return address_; }
+  // Where it listens, for logs (still known after StopAccepting).
+  const std::string& name() const { return name_; }
   void OnEvents(uint32_t events) override;
 
  private:
   void PauseAfterError();
 
   net::EventLoop* const loop_;
-  std::unique_ptr<net::TcpListener> listener_;  // null once stopped
-  const net::HostPort address_;
+  std::unique_ptr<net::Listener> listener_;  // null once stopped
+  const net::StreamKind kind_;
+  const std::string name_;
   std::vector<Worker*> workers_;
   size_t next_worker_ = 0;
   bool watching_ = false;

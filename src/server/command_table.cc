@@ -35,6 +35,25 @@ constexpr Command kCommands[] = {
   {Opcode::kList,   true,  HandleList,
    "One page of a namespace's keys, ascending. Cursors are remembered server-wide (a bounded "
    "table); an unknown or forgotten cursor is an error: restart from 0."},
+  {Opcode::kNodeInfo, true, HandleNodeInfo,
+   "Version 3. Who the node is (a random node id, the host's boot id) and the transports it "
+   "offers: shared memory on its Unix socket (the path), so a client on the same host can "
+   "switch to it."},
+  {Opcode::kShmAttach, true, HandleShmAttach,
+   "Version 3, Unix socket. Pass the arena's memfd to the peer (SCM_RIGHTS) if its uid "
+   "(SO_PEERCRED) is the node's or root; otherwise say why not. Enables the SHM_* requests."},
+  {Opcode::kShmReserve, true, HandleShmReserve,
+   "MSET without a payload: reserve every item and answer each one's arena offset; the "
+   "client copies the values in through its mapping. Invisible until SHM_COMMIT."},
+  {Opcode::kShmCommit, true, HandleShmCommit,
+   "Commit (or abort, per item) a reservation, in item order, as MSET does when its payload "
+   "is in. Reservations never committed end with the session (aborted)."},
+  {Opcode::kShmGet, true, HandleShmGet,
+   "MGET answered with arena offsets: each hit is pinned under one lease for the answer, "
+   "which lasts until SHM_RELEASE or the end of the session. Eviction never frees leased "
+   "bytes."},
+  {Opcode::kShmRelease, true, HandleShmRelease,
+   "End leases (the client does not wait for the answer)."},
 };
 // clang-format on
 

@@ -1,6 +1,6 @@
 // The command table: every request the node serves, what it does, and who handles it.
 //
-// The connection decodes a frame into a protocol::AnyRequest and looks its opcode up here; the
+// The session decodes a frame into a protocol::AnyRequest and looks its opcode up here; the
 // table is the one place that says which opcodes exist for a server and what each one means.
 #pragma once
 
@@ -35,5 +35,11 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
 Result<HandlerOutcome> HandleMexist(const RequestContext& ctx, protocol::AnyRequest& request);
 Result<HandlerOutcome> HandleMdel(const RequestContext& ctx, protocol::AnyRequest& request);
 Result<HandlerOutcome> HandleList(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleNodeInfo(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleShmCommit(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleShmRelease(const RequestContext& ctx, protocol::AnyRequest& request);
 
 }  // namespace kvport::server

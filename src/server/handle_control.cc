@@ -1,4 +1,4 @@
-// HELLO, PING and STATS: the requests that do not touch stored objects.
+// HELLO, PING, STATS and NODE_INFO: the requests that do not touch stored objects.
 #include <variant>
 
 #include "server/command_table.h"
@@ -9,11 +9,11 @@ Result<HandlerOutcome> HandleHello(const RequestContext& ctx, protocol::AnyReque
   auto& hello = std::get<protocol::HelloRequest>(request);
   Result<uint8_t> version = protocol::NegotiateVersion(hello);
   if (!version.ok()) return version.status();
-  ctx.connection.version = *version;
+  ctx.session.version = *version;
   protocol::HelloResponse reply;
   reply.version = *version;
-  reply.limits = ctx.server.limits;
-  reply.server_name = ctx.server.server_name;
+  reply.limits = ctx.service.limits();
+  reply.server_name = ctx.service.server_name();
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }
@@ -24,7 +24,7 @@ Result<HandlerOutcome> HandlePing(const RequestContext& ctx, protocol::AnyReques
 }
 
 Result<HandlerOutcome> HandleStats(const RequestContext& ctx, protocol::AnyRequest&) {
-  ServerStats stats = CollectStats(*ctx.server.store, *ctx.server.counters);
+  ServerStats stats = ctx.service.Stats();
   protocol::StatsResponse reply;  // views into `stats`, which outlives the encoding
   reply.counters.reserve(stats.counters.size());
   for (const auto& [name, value] : stats.counters)
@@ -32,6 +32,19 @@ Result<HandlerOutcome> HandleStats(const RequestContext& ctx, protocol::AnyReque
   reply.namespaces.reserve(stats.namespaces.size());
   for (const auto& ns : stats.namespaces)
     reply.namespaces.push_back({ns.ns, ns.objects, ns.bytes});
+  KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
+  return HandlerOutcome{std::move(response), nullptr};
+}
+
+Result<HandlerOutcome> HandleNodeInfo(const RequestContext& ctx, protocol::AnyRequest&) {
+  const NodeIdentity& identity = ctx.service.identity();
+  protocol::NodeInfoResponse reply;
+  reply.node_id = identity.node_id;
+  reply.host_id = identity.host_id;
+  if (ctx.service.offers_shared_memory()) {
+    reply.offers |= protocol::kOfferSharedMemory;
+    reply.unix_path = identity.unix_path;
+  }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }

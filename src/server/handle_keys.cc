@@ -14,10 +14,8 @@ Result<HandlerOutcome> HandleMexist(const RequestContext& ctx, protocol::AnyRequ
     protocol::ExistResult& result = reply.results[i];
     // A probe, not a use: no pin, no hit or miss counted, no LRU refresh.
     uint64_t value_length = 0;
-    result.status = (mexist.any_namespace
-                         ? ctx.server.store->ExistsInAnyNamespace(mexist.keys[i], &value_length)
-                         : ctx.server.store->Exists(mexist.ns, mexist.keys[i], &value_length))
-                        .code();
+    result.status =
+        ctx.service.Exists(mexist.ns, mexist.keys[i], mexist.any_namespace, &value_length).code();
     if (result.status == StatusCode::kOk) result.value_length = value_length;
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
@@ -30,9 +28,7 @@ Result<HandlerOutcome> HandleMdel(const RequestContext& ctx, protocol::AnyReques
   reply.statuses.reserve(mdel.keys.size());
   for (std::string_view key : mdel.keys) {
     // Any-namespace: every namespace's copy goes; OK if there was at least one.
-    reply.statuses.push_back((mdel.any_namespace ? ctx.server.store->DeleteInEveryNamespace(key)
-                                                 : ctx.server.store->Delete(mdel.ns, key))
-                                 .code());
+    reply.statuses.push_back(ctx.service.Delete(mdel.ns, key, mdel.any_namespace).code());
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};

@@ -18,9 +18,8 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
   std::vector<std::shared_ptr<const store::ReadHandle>> pins(n);
   for (size_t i = 0; i < n; ++i) {
     protocol::MgetResult& result = reply.results[i];
-    Result<store::ReadHandle> found = mget.any_namespace
-                                          ? ctx.server.store->LookupInAnyNamespace(mget.keys[i].key)
-                                          : ctx.server.store->Lookup(mget.ns, mget.keys[i].key);
+    Result<store::ReadHandle> found =
+        ctx.service.Pin(mget.ns, mget.keys[i].key, mget.any_namespace);
     if (!found.ok()) {
       result.status = found.status().code();
       continue;
@@ -38,12 +37,12 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
   }
 
   protocol::EncodedFrame frame;
-  Status encoded = protocol::EncodeResponse(ctx.header.request_id, reply, ctx.server.limits, &frame,
-                                            ctx.header.version);
+  Status encoded = protocol::EncodeResponse(ctx.header.request_id, reply, ctx.service.limits(),
+                                            &frame, ctx.header.version);
   if (!encoded.ok()) return encoded.WithContext("encoding the MGET response");
 
   // The payload section is the values of the items that carry one, in item order. Each range
-  // keeps its own pin, so the connection releases pins one by one as their bytes go out; pins
+  // keeps its own pin, so the session releases pins one by one as their bytes go out; pins
   // of misses, meta-only and too-large items are dropped when this function returns.
   Response response;
   response.head = std::move(frame.head);

@@ -2,40 +2,29 @@
 #include <variant>
 #include <vector>
 
-#include "kvport/log.h"
 #include "server/command_table.h"
 
 namespace kvport::server {
 
 namespace {
 
+// The socket's side of a WriteBatch: its destinations, in item order, as the ranges the
+// session reads the payload into (a refused item's bytes are read and dropped).
 class MsetReceiver final : public PayloadReceiver {
  public:
-  MsetReceiver(const RequestContext& ctx, size_t items)
-      : store_(ctx.server.store),
-        limits_(ctx.server.limits),
-        counters_(ctx.server.counters),
+  MsetReceiver(const RequestContext& ctx, const protocol::MsetRequest& mset)
+      : limits_(ctx.service.limits()),
         request_id_(ctx.header.request_id),
-        version_(ctx.header.version) {
-    handles_.reserve(items);
-    statuses_.reserve(items);
-  }
-
-  ~MsetReceiver() override {
-    if (!finished_ && !handles_.empty()) counters_->CountAbortedMset();
-    // handles_ die here: every reservation not committed is aborted by its WriteHandle.
-  }
-
-  void Add(Result<store::WriteHandle> reserved, uint64_t value_length) {
-    if (reserved.ok()) {
-      reader_.Add(reserved->data(), value_length);
-      statuses_.push_back(StatusCode::kOk);
-      handles_.push_back(std::move(reserved).value());
-    } else {
-      // Refused before any payload byte was read; its bytes still arrive and are dropped.
-      reader_.AddDiscard(value_length);
-      statuses_.push_back(reserved.status().code());
-      handles_.emplace_back();
+        version_(ctx.header.version),
+        batch_(&ctx.service) {
+    for (const protocol::MsetItem& item : mset.items) {
+      batch_.Reserve(mset.ns, item.key, item.value_length, item.meta, mset.ttl_seconds);
+      uint8_t* destination = batch_.destination(batch_.size() - 1);
+      if (destination != nullptr) {
+        reader_.Add(destination, item.value_length);
+      } else {
+        reader_.AddDiscard(item.value_length);  // refused before any payload byte was read
+      }
     }
   }
 
@@ -44,18 +33,8 @@ class MsetReceiver final : public PayloadReceiver {
   void OnProgress() override {}
 
   Result<Response> Finish() override {
-    finished_ = true;
-    // Item order, so that a key written twice in one batch ends with its last value.
-    for (size_t i = 0; i < handles_.size(); ++i) {
-      if (!handles_[i].valid()) continue;
-      Status committed = store_->Commit(std::move(handles_[i]));
-      if (!committed.ok()) {
-        log::Error("MSET commit of item {} failed: {}", i, committed.ToString());
-        statuses_[i] = committed.code();
-      }
-    }
     protocol::MsetResponse reply;
-    reply.statuses = std::move(statuses_);
+    reply.statuses = batch_.Commit();
     protocol::EncodedFrame frame;
     KVPORT_RETURN_IF_ERROR(protocol::EncodeResponse(request_id_, reply, limits_, &frame, version_));
     Response response;
@@ -64,28 +43,18 @@ class MsetReceiver final : public PayloadReceiver {
   }
 
  private:
-  store::ObjectStore* store_;
   const protocol::Limits& limits_;
-  ServerCounters* counters_;
   uint64_t request_id_;
   uint8_t version_;  // the request's, which the response carries
+  WriteBatch batch_;
   net::ScatterReader reader_;
-  std::vector<store::WriteHandle> handles_;  // invalid where the item was refused
-  std::vector<StatusCode> statuses_;
-  bool finished_ = false;
 };
 
 }  // namespace
 
 Result<HandlerOutcome> HandleMset(const RequestContext& ctx, protocol::AnyRequest& request) {
   auto& mset = std::get<protocol::MsetRequest>(request);
-  auto receiver = std::make_unique<MsetReceiver>(ctx, mset.items.size());
-  for (const protocol::MsetItem& item : mset.items) {
-    receiver->Add(ctx.server.store->Reserve(mset.ns, item.key, item.value_length, item.meta,
-                                            mset.ttl_seconds),
-                  item.value_length);
-  }
-  return HandlerOutcome{Response{}, std::move(receiver)};
+  return HandlerOutcome{Response{}, std::make_unique<MsetReceiver>(ctx, mset)};
 }
 
 }  // namespace kvport::server

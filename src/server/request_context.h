@@ -2,10 +2,11 @@
 //
 // A handler turns one decoded request into a Response: the encoded head (header + descriptor)
 // plus payload ranges borrowed from the store's arena, each kept alive (pinned) by its
-// keep_alive until the connection has written it. A request whose payload is still on the wire
-// (MSET) returns a PayloadReceiver instead, which the connection feeds from the socket before
-// asking it for the Response. A handler returning an error Status means "this request is
-// malformed": the connection answers with an ERROR frame carrying that status and closes.
+// keep_alive until the session has written it. A request whose payload is still on the wire
+// (MSET) returns a PayloadReceiver instead: the destination ranges the session fills from the
+// socket before asking it for the Response. Handlers call the CacheService, never the store
+// or a socket. A handler returning an error Status means "this request is malformed": the
+// session answers with an ERROR frame carrying that status and closes.
 #pragma once
 
 #include <cstdint>
@@ -14,28 +15,23 @@
 #include <vector>
 
 #include "kvport/status.h"
+#include "net/listener.h"
 #include "net/read_buffer.h"
 #include "protocol/frame.h"
 #include "protocol/limits.h"
 #include "protocol/messages.h"
-#include "server/list_cursors.h"
-#include "server/server_stats.h"
-#include "store/object_store.h"
+#include "server/cache_service.h"
+#include "server/shm_holdings.h"
 
 namespace kvport::server {
 
-// Shared by every connection of a node; members are thread-safe.
-struct ServerContext {
-  store::ObjectStore* store = nullptr;
-  protocol::Limits limits;
-  std::string server_name;
-  ServerCounters* counters = nullptr;
-  ListCursorTable* list_cursors = nullptr;
-};
-
-// State of one connection that handlers may read or change.
-struct ConnectionState {
+// State of one session that handlers may read or change.
+struct SessionState {
   uint8_t version = 0;  // negotiated protocol version; 0 until HELLO succeeded
+  net::StreamKind kind = net::StreamKind::kTcp;
+  int64_t peer_uid = -1;      // Unix sessions: the peer's uid (SO_PEERCRED); -1 when unknown
+  bool shm_attached = false;  // SHM_ATTACH was granted: SHM_* requests are served
+  ShmHoldings shm;
 };
 
 struct Response {
@@ -46,9 +42,12 @@ struct Response {
   };
   std::string head;
   std::vector<Span> payloads;
+  // A descriptor sent with the head's first byte (SHM_ATTACH's arena memfd), or -1. Borrowed:
+  // it stays open while the node runs.
+  int pass_fd = -1;
 };
 
-// A request whose payload is still arriving. The connection reads into reader() until it is
+// A request whose payload is still arriving. The session reads into reader() until it is
 // done(), calling OnProgress() after every read, then calls Finish() once. Destroying a receiver
 // before Finish() abandons the request: nothing it reserved becomes visible and the space is
 // returned.
@@ -66,17 +65,17 @@ struct HandlerOutcome {
 };
 
 struct RequestContext {
-  const ServerContext& server;
-  ConnectionState& connection;
+  CacheService& service;
+  SessionState& session;
   const protocol::FrameHeader& header;
 };
 
 // Encodes a response message as a Response without payloads, with the request's id and version
-// (the connection's; HELLO responses are version 1 whatever it is).
+// (the session's; HELLO responses are version 1 whatever it is).
 template <typename Message>
 Result<Response> EncodeSimpleResponse(const RequestContext& ctx, const Message& message) {
   protocol::EncodedFrame frame;
-  Status s = protocol::EncodeResponse(ctx.header.request_id, message, ctx.server.limits, &frame,
+  Status s = protocol::EncodeResponse(ctx.header.request_id, message, ctx.service.limits(), &frame,
                                       ctx.header.version);
   if (!s.ok()) return s.WithContext("encoding the response");
   Response response;

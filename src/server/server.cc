@@ -2,9 +2,11 @@
 #include "kvport/server.h"
 
 #include <condition_variable>
+#include <cstdlib>
 #include <future>
 #include <limits>
 #include <mutex>
+#include <random>
 
 #include "common/thread_annotations.h"
 #include "kvport/host_info.h"
@@ -12,10 +14,10 @@
 #include "kvport/size.h"
 #include "net/host_port.h"
 #include "net/tcp_listener.h"
+#include "net/unix_listener.h"
 #include "protocol/limits.h"
 #include "server/acceptor.h"
-#include "server/list_cursors.h"
-#include "server/request_context.h"
+#include "server/cache_service.h"
 #include "server/server_stats.h"
 #include "server/worker.h"
 #include "store/object_store.h"
@@ -25,18 +27,18 @@ namespace kvport {
 using server::Acceptor;
 using server::Worker;
 
-// Members are declared in dependency order: destroyed bottom-up, the acceptor (which uses the
-// first worker's loop) goes before the workers, and the workers (whose connections hold store
-// handles) before the store.
+// Members are declared in dependency order: destroyed bottom-up, the acceptors (which use the
+// first worker's loop) go before the workers, and the workers (whose sessions hold store
+// handles) before the service and the store.
 struct Server::Impl {
   ServerOptions options;
   std::unique_ptr<store::ObjectStore> store;
   server::ServerCounters counters;
-  server::ListCursorTable list_cursors;
-  server::ServerContext context;
+  std::unique_ptr<server::CacheService> service;
   std::vector<std::unique_ptr<Worker>> workers;
-  std::unique_ptr<Acceptor> acceptor;
+  std::vector<std::unique_ptr<Acceptor>> acceptors;  // TCP first, then the Unix socket if any
   net::HostPort address;
+  std::string unix_path;
 
   Mutex stop_mu;
   bool stopped GUARDED_BY(stop_mu) = false;
@@ -86,6 +88,22 @@ Result<protocol::Limits> LimitsFrom(const ServerOptions& o) {
   return limits;
 }
 
+// The Unix socket path `option` asks for, once the TCP port is known.
+std::string UnixSocketPath(const std::string& option, uint16_t port) {
+  if (option != "auto") return option;
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
+  std::string dir = (runtime_dir != nullptr && runtime_dir[0] == '/') ? runtime_dir : "/tmp";
+  return dir + "/kvport-" + std::to_string(port) + ".sock";
+}
+
+uint64_t RandomNodeId() {
+  std::random_device random;
+  uint64_t id = 0;
+  while (id == 0)
+    id = (uint64_t{random()} << 32) ^ random();
+  return id;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
@@ -104,38 +122,63 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   if (!store.ok()) return store.status().WithContext("cannot create the store");
   impl->store = std::move(store).value();
 
-  impl->context.store = impl->store.get();
-  impl->context.limits = limits;
-  impl->context.server_name = options.server_name;
-  impl->context.counters = &impl->counters;
-  impl->context.list_cursors = &impl->list_cursors;
+  // Listeners first: the Unix socket's default path needs the TCP port, and the service tells
+  // clients that path. They are watched only once the workers exist.
+  Result<std::unique_ptr<net::TcpListener>> listener = net::TcpListener::Listen(address);
+  if (!listener.ok()) return listener.status().WithContext("cannot listen on " + options.listen);
+  impl->address = (*listener)->address();
+  std::unique_ptr<net::UnixListener> unix_listener;
+  if (!options.unix_socket.empty()) {
+    Result<std::unique_ptr<net::UnixListener>> bound =
+        net::UnixListener::Listen(UnixSocketPath(options.unix_socket, impl->address.port));
+    if (!bound.ok()) return bound.status().WithContext("cannot listen on the Unix socket");
+    unix_listener = std::move(bound).value();
+    impl->unix_path = unix_listener->path();
+  }
+
+  server::ServiceOptions service_options;
+  service_options.limits = limits;
+  service_options.server_name = options.server_name;
+  service_options.identity = {RandomNodeId(), HostBootId(), impl->unix_path};
+  service_options.offer_shared_memory = options.shared_memory;
+  service_options.max_leases_per_session = options.max_leases_per_session;
+  service_options.max_reservations_per_session = options.max_reservations_per_session;
+  impl->service = std::make_unique<server::CacheService>(impl->store.get(), &impl->counters,
+                                                         std::move(service_options));
 
   server::WorkerOptions worker_options;
-  worker_options.connection.max_outstanding_bytes = options.max_connection_outstanding_bytes;
+  worker_options.session.max_outstanding_bytes = options.max_connection_outstanding_bytes;
   worker_options.idle_timeout = options.idle_timeout;
   const unsigned threads = options.threads > 0 ? options.threads : HostCpuCount();
   Impl* raw = impl.get();
   for (unsigned i = 0; i < threads; ++i) {
     KVPORT_ASSIGN_OR_RETURN(
         std::unique_ptr<Worker> worker,
-        Worker::Create(impl->context, worker_options, [raw] { raw->OnConnectionClosed(); }));
+        Worker::Create(*impl->service, worker_options, [raw] { raw->OnConnectionClosed(); }));
     impl->workers.push_back(std::move(worker));
   }
 
-  Result<std::unique_ptr<net::TcpListener>> listener = net::TcpListener::Listen(address);
-  if (!listener.ok()) return listener.status().WithContext("cannot listen on " + options.listen);
-  impl->address = (*listener)->address();
   std::vector<Worker*> targets;
   for (auto& w : impl->workers)
     targets.push_back(w.get());
-  impl->acceptor = std::make_unique<Acceptor>(impl->workers[0]->loop(), std::move(listener).value(),
-                                              std::move(targets));
-  KVPORT_RETURN_IF_ERROR(impl->acceptor->Start());
+  impl->acceptors.push_back(
+      std::make_unique<Acceptor>(impl->workers[0]->loop(), std::move(listener).value(), targets));
+  if (unix_listener != nullptr) {
+    impl->acceptors.push_back(
+        std::make_unique<Acceptor>(impl->workers[0]->loop(), std::move(unix_listener), targets));
+  }
+  for (auto& acceptor : impl->acceptors)
+    KVPORT_RETURN_IF_ERROR(acceptor->Start());
 
   impl->workers[0]->loop()->Post([raw] { raw->ScheduleSweep(); });
   for (auto& w : impl->workers)
     w->StartThread();
-  log::Info("kvport node listening on {} (capacity {}, {} I/O threads)", impl->address.ToString(),
+  log::Info("kvport node listening on {}{} (capacity {}, {} I/O threads)", impl->address.ToString(),
+            impl->unix_path.empty()
+                ? std::string()
+                : " and unix:" + impl->unix_path +
+                      (impl->service->offers_shared_memory() ? " (shared memory)"
+                                                             : " (no shared memory)"),
             FormatSize(impl->store->Stats().capacity_bytes), threads);
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -154,6 +197,10 @@ std::string Server::address() const {
   return impl_->address.ToString();
 }
 
+std::string Server::unix_socket_path() const {
+  return impl_->unix_path;
+}
+
 void Server::Stop() {
   MutexLock lock(impl_->stop_mu);
   if (impl_->stopped) return;
@@ -166,7 +213,8 @@ void Server::Impl::StopGracefully() {
   //    BeginShutdown posted next (each loop runs its tasks in order).
   std::promise<void> stopped_accepting;
   workers[0]->loop()->Post([this, &stopped_accepting] {
-    acceptor->StopAccepting();
+    for (auto& acceptor : acceptors)
+      acceptor->StopAccepting();
     stopped_accepting.set_value();
   });
   stopped_accepting.get_future().wait();
@@ -190,12 +238,12 @@ void Server::Impl::StopGracefully() {
     w->CloseAll();
   for (auto& w : workers)
     w->StopAndJoin();
-  acceptor.reset();
+  acceptors.clear();
   log::Info("kvport node on {} stopped", address.ToString());
 }
 
 ServerStats Server::Stats() const {
-  return server::CollectStats(*impl_->store, impl_->counters);
+  return impl_->service->Stats();
 }
 
 }  // namespace kvport

@@ -25,9 +25,11 @@ std::string OpCounterName(protocol::Opcode op) {
 }
 
 constexpr protocol::Opcode kCountedOps[] = {
-    protocol::Opcode::kHello, protocol::Opcode::kPing,   protocol::Opcode::kMset,
-    protocol::Opcode::kMget,  protocol::Opcode::kMexist, protocol::Opcode::kMdel,
-    protocol::Opcode::kList,  protocol::Opcode::kStats,
+    protocol::Opcode::kHello,     protocol::Opcode::kPing,       protocol::Opcode::kMset,
+    protocol::Opcode::kMget,      protocol::Opcode::kMexist,     protocol::Opcode::kMdel,
+    protocol::Opcode::kList,      protocol::Opcode::kStats,      protocol::Opcode::kNodeInfo,
+    protocol::Opcode::kShmAttach, protocol::Opcode::kShmReserve, protocol::Opcode::kShmCommit,
+    protocol::Opcode::kShmGet,    protocol::Opcode::kShmRelease,
 };
 
 }  // namespace
@@ -55,6 +57,9 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   out->emplace_back("aborted_msets", get(aborted_msets_));
   out->emplace_back("bytes_received", get(bytes_received_));
   out->emplace_back("bytes_sent", get(bytes_sent_));
+  out->emplace_back("shm_attaches", get(shm_attaches_));
+  out->emplace_back("leases", get(leases_));
+  out->emplace_back("leased_bytes", get(leased_bytes_));
   for (protocol::Opcode op : kCountedOps) {
     out->emplace_back(OpCounterName(op), get(ops_[static_cast<size_t>(op)]));
   }

@@ -29,11 +29,21 @@ class ServerCounters {
   void CountAbortedMset() { aborted_msets_.fetch_add(1, std::memory_order_relaxed); }
   void AddBytesReceived(uint64_t n) { bytes_received_.fetch_add(n, std::memory_order_relaxed); }
   void AddBytesSent(uint64_t n) { bytes_sent_.fetch_add(n, std::memory_order_relaxed); }
+  void CountShmAttach() { shm_attaches_.fetch_add(1, std::memory_order_relaxed); }
+  void LeaseTaken(uint64_t bytes) {
+    leases_.fetch_add(1, std::memory_order_relaxed);
+    leased_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void LeaseReleased(uint64_t bytes) {
+    leases_.fetch_sub(1, std::memory_order_relaxed);
+    leased_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
 
   uint64_t connections() const { return connections_.load(std::memory_order_relaxed); }
 
   // Appends ("name", value) pairs: connections, connections_accepted, error_responses,
-  // idle_timeouts, aborted_msets, bytes_received, bytes_sent, op_<opcode> for every opcode.
+  // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, leases (live
+  // shared-memory leases), leased_bytes (value bytes they pin), op_<opcode> for every opcode.
   void AppendTo(std::vector<std::pair<std::string, uint64_t>>* counters) const;
 
  private:
@@ -46,6 +56,9 @@ class ServerCounters {
   std::atomic<uint64_t> aborted_msets_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> shm_attaches_{0};
+  std::atomic<uint64_t> leases_{0};
+  std::atomic<uint64_t> leased_bytes_{0};
 };
 
 // Everything STATS reports: the store's counters and namespaces, then the server's counters.

@@ -7,27 +7,26 @@
 
 namespace kvport::server {
 
-Result<std::unique_ptr<Worker>> Worker::Create(const ServerContext& server,
-                                               const WorkerOptions& options,
+Result<std::unique_ptr<Worker>> Worker::Create(CacheService& service, const WorkerOptions& options,
                                                std::function<void()> on_connection_closed) {
   KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<net::EventLoop> loop, net::EventLoop::Create());
   return std::unique_ptr<Worker>(
-      new Worker(server, options, std::move(loop), std::move(on_connection_closed)));
+      new Worker(service, options, std::move(loop), std::move(on_connection_closed)));
 }
 
-Worker::Worker(const ServerContext& server, const WorkerOptions& options,
+Worker::Worker(CacheService& service, const WorkerOptions& options,
                std::unique_ptr<net::EventLoop> loop, std::function<void()> on_connection_closed)
-    : server_(server),
+    : service_(service),
       options_(options),
       loop_(std::move(loop)),
       on_connection_closed_(std::move(on_connection_closed)) {}
 
 Worker::~Worker() {
   StopAndJoin();
-  stopping_ = true;  // tasks still queued (a late Adopt) must not create connections now
-  // No thread runs the loop any more: this thread may touch the connections. Destroying them
+  stopping_ = true;  // tasks still queued (a late Adopt) must not create sessions now
+  // No thread runs the loop any more: this thread may touch the sessions. Destroying them
   // aborts reservations and releases pins; the loop (and tasks still queued) go after.
-  connections_.clear();
+  sessions_.clear();
   loop_.reset();
 }
 
@@ -36,16 +35,15 @@ void Worker::StartThread() {
   thread_ = std::thread([this] { loop_->Run(); });
 }
 
-void Worker::Adopt(net::Socket socket) {
+void Worker::Adopt(net::Socket socket, net::StreamKind kind) {
   // std::function needs a copyable task; the shared_ptr carries the move-only socket.
   auto carried = std::make_shared<net::Socket>(std::move(socket));
-  loop_->Post([this, carried] {
+  loop_->Post([this, carried, kind] {
     if (stopping_) return;  // `carried` closes the socket
-    auto connection =
-        std::make_unique<Connection>(loop_.get(), std::move(*carried), server_, options_.connection,
-                                     [this](Connection* c) { OnClosed(c); });
-    Connection* raw = connection.get();
-    connections_.emplace(raw, std::move(connection));
+    auto session = std::make_unique<Session>(loop_.get(), std::move(*carried), kind, service_,
+                                             options_.session, [this](Session* s) { OnClosed(s); });
+    Session* raw = session.get();
+    sessions_.emplace(raw, std::move(session));
     Status started = raw->Start();
     if (!started.ok()) log::Warn("cannot serve a new connection: {}", started.ToString());
   });
@@ -54,10 +52,10 @@ void Worker::Adopt(net::Socket socket) {
 void Worker::BeginShutdown() {
   loop_->Post([this] {
     stopping_ = true;
-    std::vector<Connection*> all;
-    for (auto& [raw, owned] : connections_)
+    std::vector<Session*> all;
+    for (auto& [raw, owned] : sessions_)
       all.push_back(raw);
-    for (Connection* c : all)
+    for (Session* c : all)
       c->BeginShutdown();
   });
 }
@@ -65,10 +63,10 @@ void Worker::BeginShutdown() {
 void Worker::CloseAll() {
   loop_->Post([this] {
     stopping_ = true;
-    std::vector<Connection*> all;
-    for (auto& [raw, owned] : connections_)
+    std::vector<Session*> all;
+    for (auto& [raw, owned] : sessions_)
       all.push_back(raw);
-    for (Connection* c : all)
+    for (Session* c : all)
       c->Close("server stopped before the connection finished");
   });
 }
@@ -78,18 +76,18 @@ void Worker::StopAndJoin() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::OnClosed(Connection* connection) {
-  // Called from inside the connection: destroy it after the current event batch.
-  loop_->Post([this, connection] {
-    connections_.erase(connection);
+void Worker::OnClosed(Session* session) {
+  // Called from inside the session: destroy it after the current event batch.
+  loop_->Post([this, session] {
+    sessions_.erase(session);
     if (on_connection_closed_) on_connection_closed_();
   });
 }
 
 void Worker::ScheduleIdleSweep() {
   if (options_.idle_timeout.count() <= 0) return;
-  // Check a few times per timeout so that a connection closes at most ~1.25 timeouts after its
-  // last byte, without a timer per connection.
+  // Check a few times per timeout so that a session closes at most ~1.25 timeouts after its
+  // last byte, without a timer per session.
   auto period = std::clamp(options_.idle_timeout / 4, std::chrono::milliseconds(5),
                            std::chrono::milliseconds(1000));
   loop_->RunAfter(period, [this] {
@@ -99,13 +97,16 @@ void Worker::ScheduleIdleSweep() {
 }
 
 void Worker::SweepIdle() {
-  const net::Clock::time_point now = net::Clock::now();
-  std::vector<Connection*> idle;
-  for (auto& [raw, owned] : connections_) {
-    if (!raw->closed() && now - raw->last_activity() >= options_.idle_timeout) idle.push_back(raw);
+  const MonotonicClock::time_point now = MonotonicClock::now();
+  std::vector<Session*> idle;
+  for (auto& [raw, owned] : sessions_) {
+    if (!raw->closed() && !raw->holds_arena_ranges() &&
+        now - raw->last_activity() >= options_.idle_timeout) {
+      idle.push_back(raw);
+    }
   }
-  for (Connection* c : idle) {
-    server_.counters->CountIdleTimeout();
+  for (Session* c : idle) {
+    service_.counters().CountIdleTimeout();
     log::Info("connection {} idle for {} ms: closing", c->peer(), options_.idle_timeout.count());
     c->Close("idle timeout");
   }

@@ -1,9 +1,10 @@
 // Worker: one I/O thread, its event loop and the connections it serves.
 //
-// The acceptor hands each accepted socket to a worker (Adopt, from any thread); from then on
-// the connection lives and dies on that worker's thread. The worker closes connections idle
-// longer than the idle timeout (a periodic sweep rather than a timer per connection: one
-// timer per loop, and activity costs nothing but a timestamp).
+// An acceptor hands each accepted socket to a worker (Adopt, from any thread); from then on
+// its session lives and dies on that worker's thread. The worker closes sessions idle longer
+// than the idle timeout (a periodic sweep rather than a timer per session: one timer per loop,
+// and activity costs nothing but a timestamp); a session whose shared-memory client holds
+// leases or reservations is not idle (its bytes move without touching the socket).
 #pragma once
 
 #include <atomic>
@@ -15,52 +16,52 @@
 
 #include "net/event_loop.h"
 #include "net/socket.h"
-#include "server/connection.h"
 #include "server/request_context.h"
+#include "server/session.h"
 
 namespace kvport::server {
 
 struct WorkerOptions {
-  ConnectionOptions connection;
+  SessionOptions session;
   std::chrono::milliseconds idle_timeout{0};  // 0: never
 };
 
 class Worker {
  public:
-  // `on_connection_closed` runs on the worker thread after each connection closes.
-  static Result<std::unique_ptr<Worker>> Create(const ServerContext& server,
-                                                const WorkerOptions& options,
+  // `on_connection_closed` runs on the worker thread after each session closes.
+  static Result<std::unique_ptr<Worker>> Create(CacheService& service, const WorkerOptions& options,
                                                 std::function<void()> on_connection_closed);
-  // Stops the loop and joins the thread if still running; closes every connection.
+  // Stops the loop and joins the thread if still running; closes every session.
   ~Worker();
 
   net::EventLoop* loop() { return loop_.get(); }
   void StartThread();
 
-  // Thread-safe. Serves `socket` on this worker; closes it at once if the worker is stopping.
-  void Adopt(net::Socket socket);
-  // Thread-safe. Every connection finishes what is in flight, then closes; new sockets are
+  // Thread-safe. Serves `socket` (accepted by a listener of `kind`) on this worker; closes it at
+  // once if the worker is stopping.
+  void Adopt(net::Socket socket, net::StreamKind kind);
+  // Thread-safe. Every session finishes what is in flight, then closes; new sockets are
   // refused from now on.
   void BeginShutdown();
-  // Thread-safe. Closes every connection now (aborting what is in flight).
+  // Thread-safe. Closes every session now (aborting what is in flight).
   void CloseAll();
   // Thread-safe. Stops the loop (after the tasks already posted) and joins the thread.
   void StopAndJoin();
 
  private:
-  Worker(const ServerContext& server, const WorkerOptions& options,
-         std::unique_ptr<net::EventLoop> loop, std::function<void()> on_connection_closed);
+  Worker(CacheService& service, const WorkerOptions& options, std::unique_ptr<net::EventLoop> loop,
+         std::function<void()> on_connection_closed);
   void ScheduleIdleSweep();
   void SweepIdle();
-  void OnClosed(Connection* connection);
+  void OnClosed(Session* session);
 
-  const ServerContext& server_;
+  CacheService& service_;
   const WorkerOptions options_;
   std::unique_ptr<net::EventLoop> loop_;
   std::function<void()> on_connection_closed_;
   std::thread thread_;
-  bool stopping_ = false;                                                     // loop thread only
-  std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;  // loop thread only
+  bool stopping_ = false;                                            // loop thread only
+  std::unordered_map<Session*, std::unique_ptr<Session>> sessions_;  // loop thread only
 };
 
 }  // namespace kvport::server

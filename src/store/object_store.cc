@@ -4,6 +4,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -13,16 +14,28 @@
 #include "kvport/log.h"
 #include "store/extent_allocator.h"
 
-// Lock order (outer first): shard mutex -> lru_mu -> ns_mu -> allocator's mutex. No path takes
-// an outer lock while holding an inner one; the evictor, which starts from the LRU list, drops
-// lru_mu before it takes the victim's shard mutex (see EvictOne).
+// Locks. Each of the 64 shards has one mutex guarding everything about the objects whose key
+// hashes to it: its part of the index, its LRU list and its namespace counters. A hit or a
+// commit takes that one mutex and nothing else, so uses of keys in different shards never
+// wait for each other. Besides the shard mutexes there are two inner locks: the namespace
+// directory mutex (taken, inside a shard mutex, only when a namespace gains its first object
+// in a shard or loses its last one, and by the any-namespace searches to read the list) and the
+// allocator's mutex (inside ExtentAllocator; taken by Reserve and by the last Unref, never with
+// a shard mutex held). Order (outer first): shard mutex -> directory mutex -> allocator mutex;
+// no path holds two shard mutexes at once.
+//
+// LRU across shards: every use (commit or hit) takes a stamp from one global counter (a relaxed
+// fetch_add, no lock) and moves the object to the head of its shard's list, so each shard's
+// list is ordered by stamp. Each shard publishes the stamp of its tail (its least recently used
+// object) in `tail_use`; the evictor reads the 64 tails, picks the oldest, locks that shard and
+// evicts its tail. With no concurrent use this is exactly the global LRU order.
 //
 // The locks are kvport::Mutex with clang thread-safety annotations (common/thread_annotations.h),
 // checked by the clang build: what each one guards is declared below (GUARDED_BY), and each
-// *Locked helper states the lock it needs (REQUIRES). Two things the analysis cannot express
-// are commented instead: a StoredObject's `state` and `expires_at_ms` are guarded by the mutex
-// of the shard that `shard` names, and its lru_* fields by Impl::lru_mu (the object does not
-// know its store's Impl); the helpers that touch them require those locks.
+// *Locked helper states the lock it needs (REQUIRES). What the analysis cannot express is
+// commented instead: a StoredObject's `state`, `expires_at_ms`, `last_use` and LRU links are
+// guarded by the mutex of the shard that `shard` names (the object does not know its shard's
+// Mutex); the helpers that touch them require that shard's mutex.
 
 namespace kvport::store {
 
@@ -30,10 +43,11 @@ namespace {
 
 constexpr size_t kShardCount = 64;
 constexpr uint64_t kNeverExpires = UINT64_MAX;
+constexpr uint64_t kNoTail = UINT64_MAX;  // tail_use of a shard with no visible object
 
 enum class ObjectState : uint8_t {
   kReserved,  // owned by a WriteHandle, invisible
-  kVisible,   // in the index (and in the LRU list)
+  kVisible,   // in the index and in its shard's LRU list
   kRetired,   // removed from the index; lives on while pinned
 };
 
@@ -58,10 +72,11 @@ struct StoredObject {
   // WriteHandle's thread owns it alone).
   ObjectState state = ObjectState::kReserved;
   uint64_t expires_at_ms = kNeverExpires;
-  // Guarded by lru_mu. The list runs from the most (head) to the least (tail) recently used.
+  // The use counter's value at the last commit or hit: the LRU order across shards.
+  uint64_t last_use = 0;
+  // The shard's LRU list runs from the most (head) to the least (tail) recently used.
   StoredObject* lru_prev = nullptr;
   StoredObject* lru_next = nullptr;
-  bool in_lru = false;
 };
 
 namespace {
@@ -87,100 +102,188 @@ size_t ShardIndexOf(const std::string& index_key) {
   return std::hash<std::string>{}(index_key) % kShardCount;
 }
 
+// A namespace's visible objects within one shard.
+struct NsCounts {
+  uint64_t objects = 0;
+  uint64_t value_bytes = 0;
+  uint64_t meta_bytes = 0;
+};
+
 }  // namespace
 
 struct ObjectStore::Impl {
-  struct Shard {
+  // Aligned so that two shards never share a cache line: threads working in different shards
+  // touch different lines.
+  struct alignas(64) Shard {
+    size_t number = 0;  // its index in `shards`
     Mutex mu;
     std::unordered_map<std::string, StoredObject*> index GUARDED_BY(mu);
+    StoredObject* lru_head GUARDED_BY(mu) = nullptr;
+    StoredObject* lru_tail GUARDED_BY(mu) = nullptr;
+    std::map<std::string, NsCounts, std::less<>> ns_counts GUARDED_BY(mu);
+    // This shard's part of StoreStats: written under mu where they describe visible objects,
+    // atomically elsewhere; Stats() sums them without taking any lock.
+    std::atomic<uint64_t> objects{0}, value_bytes{0}, visible_alloc_bytes{0};
+    std::atomic<uint64_t> reserved_alloc_bytes{0};
+    std::atomic<uint64_t> hits{0}, misses{0}, evictions{0}, expirations{0};
+    std::atomic<uint64_t> live_objects{0};  // allocated StoredObjects of this shard, any state
   };
 
-  enum class EvictOutcome { kRemoved, kSkippedPinned, kNothingEvictable };
+  enum class EvictOutcome { kRemoved, kSkippedPinned, kRaced, kNothingEvictable };
 
   ExtentAllocator* allocator = nullptr;
-  const Clock* clock = nullptr;
+  const TtlClock* clock = nullptr;
+  ObjectStore::UseHook use_hook;  // tests only; set before concurrent use
   std::array<Shard, kShardCount> shards;
 
-  Mutex lru_mu;
-  StoredObject* lru_head GUARDED_BY(lru_mu) = nullptr;
-  StoredObject* lru_tail GUARDED_BY(lru_mu) = nullptr;
-  uint64_t lru_size GUARDED_BY(lru_mu) = 0;
+  // The use counter (LRU stamps) and each shard's tail stamp, on their own cache lines.
+  alignas(64) std::atomic<uint64_t> use_counter{0};
+  alignas(64) std::array<std::atomic<uint64_t>, kShardCount> tail_use;
 
-  mutable Mutex ns_mu ACQUIRED_AFTER(lru_mu);
-  std::map<std::string, NamespaceUsage, std::less<>> ns_usage GUARDED_BY(ns_mu);
+  // The namespace directory: every namespace with a visible object, and in how many shards it
+  // has one. Changes only when a namespace gains its first object in a shard or loses its last.
+  // `search_order` is the directory's names, rebuilt on every change, so that the any-namespace
+  // searches copy one pointer under the mutex instead of every name.
+  alignas(64) mutable Mutex dir_mu;
+  std::map<std::string, uint64_t, std::less<>> dir_shards GUARDED_BY(dir_mu);
+  std::shared_ptr<const std::vector<std::string>> search_order GUARDED_BY(dir_mu) =
+      std::make_shared<const std::vector<std::string>>();
 
-  std::atomic<uint64_t> hits{0}, misses{0}, evictions{0}, expirations{0};
-  std::atomic<uint64_t> objects{0}, value_bytes{0};
-  std::atomic<uint64_t> visible_alloc_bytes{0}, reserved_alloc_bytes{0};
-  std::atomic<uint64_t> live_objects{0};  // allocated StoredObjects, any state
+  Impl() {
+    for (size_t i = 0; i < kShardCount; ++i) {
+      shards[i].number = i;
+      tail_use[i].store(kNoTail, std::memory_order_relaxed);
+    }
+  }
 
   Shard& ShardOf(const StoredObject& o) { return shards[o.shard]; }
+  Shard& ShardFor(const std::string& index_key) { return shards[ShardIndexOf(index_key)]; }
 
-  // --- LRU list (lru_mu held) ---
-  void LruPushFrontLocked(StoredObject* o) REQUIRES(lru_mu) {
+  template <typename F>
+  uint64_t Sum(F field) const {
+    uint64_t total = 0;
+    for (const Shard& shard : shards)
+      total += (shard.*field).load(std::memory_order_relaxed);
+    return total;
+  }
+
+  // --- a shard's LRU list (shard mutex held) ---
+  void PublishTailLocked(Shard& shard) REQUIRES(shard.mu) {
+    const uint64_t tail = shard.lru_tail ? shard.lru_tail->last_use : kNoTail;
+    std::atomic<uint64_t>& published = tail_use[shard.number];
+    if (published.load(std::memory_order_relaxed) != tail) {
+      published.store(tail, std::memory_order_relaxed);
+    }
+  }
+  // Stamps `o` as the most recent use and puts it at the head. `o` is not on the list.
+  void LruPushFrontLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
+    o->last_use = use_counter.fetch_add(1, std::memory_order_relaxed) + 1;
     o->lru_prev = nullptr;
-    o->lru_next = lru_head;
-    if (lru_head) lru_head->lru_prev = o;
-    lru_head = o;
-    if (!lru_tail) lru_tail = o;
-    o->in_lru = true;
-    ++lru_size;
+    o->lru_next = shard.lru_head;
+    if (shard.lru_head) shard.lru_head->lru_prev = o;
+    shard.lru_head = o;
+    if (!shard.lru_tail) shard.lru_tail = o;
+    PublishTailLocked(shard);
   }
-  void LruUnlinkLocked(StoredObject* o) REQUIRES(lru_mu) {
-    if (!o->in_lru) return;
-    (o->lru_prev ? o->lru_prev->lru_next : lru_head) = o->lru_next;
-    (o->lru_next ? o->lru_next->lru_prev : lru_tail) = o->lru_prev;
+  void LruUnlinkLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
+    (o->lru_prev ? o->lru_prev->lru_next : shard.lru_head) = o->lru_next;
+    (o->lru_next ? o->lru_next->lru_prev : shard.lru_tail) = o->lru_prev;
     o->lru_prev = o->lru_next = nullptr;
-    o->in_lru = false;
-    --lru_size;
+    PublishTailLocked(shard);
+  }
+  // A use of a visible object: it becomes the most recently used.
+  void LruTouchLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
+    LruUnlinkLocked(shard, o);
+    LruPushFrontLocked(shard, o);
+    if (use_hook) use_hook(o->ns, o->key);
   }
 
-  // --- namespace accounting (ns_mu held) ---
-  void NsAddLocked(const StoredObject& o) REQUIRES(ns_mu) {
-    auto it = ns_usage.find(o.ns);
-    if (it == ns_usage.end()) it = ns_usage.emplace(o.ns, NamespaceUsage{o.ns, 0, 0, 0}).first;
+  // --- the namespace directory (dir_mu) ---
+  void DirChangedLocked() REQUIRES(dir_mu) {
+    auto names = std::make_shared<std::vector<std::string>>();
+    names->reserve(dir_shards.size());
+    for (const auto& [name, count] : dir_shards)
+      names->push_back(name);
+    search_order = std::move(names);
+  }
+  void DirAdd(const std::string& ns) EXCLUDES(dir_mu) {
+    MutexLock lock(dir_mu);
+    auto [it, inserted] = dir_shards.try_emplace(ns, 0);
+    ++it->second;
+    if (inserted) DirChangedLocked();
+  }
+  void DirRemove(std::string_view ns) EXCLUDES(dir_mu) {
+    MutexLock lock(dir_mu);
+    auto it = dir_shards.find(ns);
+    if (it == dir_shards.end()) return;
+    if (--it->second == 0) {
+      dir_shards.erase(it);
+      DirChangedLocked();
+    }
+  }
+
+  // --- a shard's namespace counters (shard mutex held) ---
+  void NsAddLocked(Shard& shard, const StoredObject& o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
+    auto it = shard.ns_counts.find(o.ns);
+    if (it == shard.ns_counts.end()) {
+      it = shard.ns_counts.emplace(o.ns, NsCounts{}).first;
+      DirAdd(o.ns);
+    }
     it->second.objects += 1;
     it->second.value_bytes += o.value_len;
     it->second.meta_bytes += o.meta.size();
   }
-  void NsSubLocked(const StoredObject& o) REQUIRES(ns_mu) {
-    auto it = ns_usage.find(o.ns);
-    if (it == ns_usage.end()) return;
+  void NsSubLocked(Shard& shard, const StoredObject& o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
+    auto it = shard.ns_counts.find(o.ns);
+    if (it == shard.ns_counts.end()) return;
     it->second.objects -= 1;
     it->second.value_bytes -= o.value_len;
     it->second.meta_bytes -= o.meta.size();
-    if (it->second.objects == 0) ns_usage.erase(it);
+    if (it->second.objects == 0) {
+      shard.ns_counts.erase(it);
+      DirRemove(o.ns);
+    }
   }
 
-  // Takes a visible object out of view (shard mutex held). The index's reference is not
-  // dropped here: the caller Unrefs after unlocking, so no free happens under a shard lock.
-  void RetireLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) EXCLUDES(lru_mu, ns_mu) {
-    shard.index.erase(o->index_key);
+  // Puts a just-committed object into view, except for the index entry (the caller has made
+  // it): head of the LRU list, namespace and store counters.
+  void ShowLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
+    o->state = ObjectState::kVisible;
+    LruPushFrontLocked(shard, o);
+    NsAddLocked(shard, *o);
+    shard.objects.fetch_add(1, std::memory_order_relaxed);
+    shard.value_bytes.fetch_add(o->value_len, std::memory_order_relaxed);
+    shard.visible_alloc_bytes.fetch_add(o->extent.length, std::memory_order_relaxed);
+  }
+  // Takes a visible object out of view, except for the index entry (the caller has removed or
+  // replaced it). The index's reference is not dropped here: the caller Unrefs after unlocking,
+  // so no free happens under a shard lock.
+  void HideLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
     o->state = ObjectState::kRetired;
-    {
-      MutexLock lru_lock(lru_mu);
-      LruUnlinkLocked(o);
-    }
-    {
-      MutexLock ns_lock(ns_mu);
-      NsSubLocked(*o);
-    }
-    objects.fetch_sub(1, std::memory_order_relaxed);
-    value_bytes.fetch_sub(o->value_len, std::memory_order_relaxed);
-    visible_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+    LruUnlinkLocked(shard, o);
+    NsSubLocked(shard, *o);
+    shard.objects.fetch_sub(1, std::memory_order_relaxed);
+    shard.value_bytes.fetch_sub(o->value_len, std::memory_order_relaxed);
+    shard.visible_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+  }
+  // Removes a visible object from the index and from view.
+  void RetireLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
+    shard.index.erase(o->index_key);
+    HideLocked(shard, o);
   }
 
   // Takes the allocator's mutex (inside ExtentAllocator) when it frees: never with a shard
   // mutex held (frees happen outside them), though the lock order would allow it.
   void Unref(StoredObject* o) {
     if (o->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    Shard& shard = ShardOf(*o);
     if (o->state == ObjectState::kReserved) {
-      reserved_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+      shard.reserved_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
     }
     Status freed = allocator->Free(o->extent);
     if (!freed.ok()) log::Error("store: {}", freed.ToString());
     delete o;
-    live_objects.fetch_sub(1, std::memory_order_relaxed);
+    shard.live_objects.fetch_sub(1, std::memory_order_relaxed);
   }
 
   // Looks up a visible, unexpired object (shard mutex held). An expired one met here is
@@ -192,7 +295,7 @@ struct ObjectStore::Impl {
     StoredObject* o = it->second;
     if (IsExpired(*o, now_ms)) {
       RetireLocked(shard, o);
-      expirations.fetch_add(1, std::memory_order_relaxed);
+      shard.expirations.fetch_add(1, std::memory_order_relaxed);
       *expired = o;
       return nullptr;
     }
@@ -200,33 +303,24 @@ struct ObjectStore::Impl {
   }
 
   // The namespaces an any-namespace search visits, in its order: every namespace with a visible
-  // object, by name ascending (std::string compares bytewise, so "" comes first).
-  std::vector<std::string> SearchOrder() const EXCLUDES(ns_mu) {
-    MutexLock ns_lock(ns_mu);
-    std::vector<std::string> names;
-    names.reserve(ns_usage.size());
-    for (const auto& [name, usage] : ns_usage)
-      names.push_back(name);
-    return names;
+  // object, by name ascending (std::string compares bytewise, so "" comes first). A snapshot:
+  // later changes make a new list and leave this one alone.
+  std::shared_ptr<const std::vector<std::string>> SearchOrder() const EXCLUDES(dir_mu) {
+    MutexLock lock(dir_mu);
+    return search_order;
   }
 
-  // The live version of `index_key`, pinned and made most recently used; null if there is
-  // none. Counts no hit or miss (callers count one per search).
-  StoredObject* PinLive(const std::string& index_key, uint64_t now_ms) EXCLUDES(lru_mu) {
+  // The live version of `index_key` (in `shard`), pinned and made most recently used; null if
+  // there is none. Counts no hit or miss (callers count one per search).
+  StoredObject* PinLive(Shard& shard, const std::string& index_key, uint64_t now_ms) {
     StoredObject* expired = nullptr;
     StoredObject* found = nullptr;
     {
-      Shard& shard = shards[ShardIndexOf(index_key)];
       MutexLock lock(shard.mu);
       found = FindLiveLocked(shard, index_key, now_ms, &expired);
       if (found) {
         found->refs.fetch_add(1, std::memory_order_relaxed);
-        MutexLock lru_lock(lru_mu);
-        // Not on the list only while an evictor holds it; the evictor will see the pin.
-        if (found->in_lru) {
-          LruUnlinkLocked(found);
-          LruPushFrontLocked(found);
-        }
+        LruTouchLocked(shard, found);
       }
     }
     if (expired) Unref(expired);
@@ -238,7 +332,7 @@ struct ObjectStore::Impl {
     StoredObject* expired = nullptr;
     bool live = false;
     {
-      Shard& shard = shards[ShardIndexOf(index_key)];
+      Shard& shard = ShardFor(index_key);
       MutexLock lock(shard.mu);
       const StoredObject* o = FindLiveLocked(shard, index_key, now_ms, &expired);
       live = o != nullptr;
@@ -253,7 +347,7 @@ struct ObjectStore::Impl {
     StoredObject* expired = nullptr;
     StoredObject* removed = nullptr;
     {
-      Shard& shard = shards[ShardIndexOf(index_key)];
+      Shard& shard = ShardFor(index_key);
       MutexLock lock(shard.mu);
       removed = FindLiveLocked(shard, index_key, now_ms, &expired);
       if (removed) RetireLocked(shard, removed);
@@ -264,58 +358,52 @@ struct ObjectStore::Impl {
     return true;
   }
 
-  // Removes the least recently used object if nothing pins it.
-  EvictOutcome EvictOne() EXCLUDES(lru_mu, ns_mu) {
+  // Removes the least recently used object if nothing pins it: the tail of the shard whose
+  // tail is the oldest.
+  EvictOutcome EvictOne(uint64_t now_ms) {
+    size_t oldest = kShardCount;
+    uint64_t oldest_use = kNoTail;
+    for (size_t i = 0; i < kShardCount; ++i) {
+      const uint64_t use = tail_use[i].load(std::memory_order_relaxed);
+      if (use < oldest_use) {
+        oldest_use = use;
+        oldest = i;
+      }
+    }
+    if (oldest == kShardCount) return EvictOutcome::kNothingEvictable;
+    Shard& shard = shards[oldest];
     StoredObject* victim = nullptr;
     {
-      MutexLock lru_lock(lru_mu);
-      victim = lru_tail;
-      if (!victim) return EvictOutcome::kNothingEvictable;
-      // Taking it off the list hands it to this evictor alone; the temporary reference keeps
-      // it alive once lru_mu is dropped (it is visible, so the index's reference is there).
-      LruUnlinkLocked(victim);
-      victim->refs.fetch_add(1, std::memory_order_relaxed);
-    }
-    bool removed = false;
-    bool pinned = false;
-    {
-      Shard& shard = ShardOf(*victim);
-      MutexLock shard_lock(shard.mu);
-      if (victim->state == ObjectState::kVisible) {
-        // Pins are only taken under this mutex, so 2 (index + ours) means unpinned and stays so.
-        if (victim->refs.load(std::memory_order_acquire) == 2) {
-          const bool expired = IsExpired(*victim, clock->NowMillis());
-          RetireLocked(shard, victim);
-          (expired ? expirations : evictions).fetch_add(1, std::memory_order_relaxed);
-          removed = true;
-        } else {
-          // Pinned: someone is reading it right now, which is a use.
-          MutexLock lru_lock(lru_mu);
-          if (!victim->in_lru) LruPushFrontLocked(victim);
-          pinned = true;
-        }
+      MutexLock lock(shard.mu);
+      victim = shard.lru_tail;
+      if (!victim) return EvictOutcome::kRaced;  // emptied meanwhile: look again
+      // Pins are only taken under this mutex (a ReadHandle copy needs a pin already), so 1
+      // (the index's reference alone) means unpinned and stays so while we hold it.
+      if (victim->refs.load(std::memory_order_acquire) != 1) {
+        // Pinned: someone is reading it right now, which is a use.
+        LruUnlinkLocked(shard, victim);
+        LruPushFrontLocked(shard, victim);
+        return EvictOutcome::kSkippedPinned;
       }
-      // Otherwise it was deleted or replaced meanwhile: its space is someone else's business.
+      const bool expired = IsExpired(*victim, now_ms);
+      RetireLocked(shard, victim);
+      (expired ? shard.expirations : shard.evictions).fetch_add(1, std::memory_order_relaxed);
     }
-    Unref(victim);               // the temporary reference
-    if (removed) Unref(victim);  // the index's reference: frees the extent now
-    return pinned ? EvictOutcome::kSkippedPinned : EvictOutcome::kRemoved;
+    Unref(victim);  // the index's reference: frees the extent now
+    return EvictOutcome::kRemoved;
   }
 
-  // Evicts in LRU order until `bytes` can be allocated. Gives up (nullopt) when the LRU list
-  // is empty or every object left on it is pinned.
-  std::optional<Extent> EvictUntilAllocated(uint64_t bytes) EXCLUDES(lru_mu, ns_mu) {
-    uint64_t list_size = 0;
-    {
-      MutexLock lru_lock(lru_mu);
-      list_size = lru_size;
-    }
-    // Each pinned object is moved to the front when skipped, so after list_size skips the
-    // list has been walked once. The step cap guards against livelock with concurrent writers.
-    uint64_t skips_left = list_size + 1;
-    uint64_t steps_left = 2 * list_size + 64;
+  // Evicts in LRU order until `bytes` can be allocated. Gives up (nullopt) when no visible
+  // object is left or every one left is pinned.
+  std::optional<Extent> EvictUntilAllocated(uint64_t bytes) {
+    const uint64_t visible = Sum(&Shard::objects);
+    const uint64_t now_ms = clock->NowMillis();
+    // Each pinned object gets a new stamp when skipped, so after `visible` skips every object
+    // has been looked at once. The step cap guards against livelock with concurrent writers.
+    uint64_t skips_left = visible + 1;
+    uint64_t steps_left = 2 * visible + 64;
     while (steps_left-- > 0) {
-      EvictOutcome outcome = EvictOne();
+      EvictOutcome outcome = EvictOne(now_ms);
       if (auto extent = allocator->Allocate(bytes)) return extent;
       if (outcome == EvictOutcome::kNothingEvictable) return std::nullopt;
       if (outcome == EvictOutcome::kSkippedPinned && --skips_left == 0) return std::nullopt;
@@ -433,7 +521,7 @@ ObjectStore::ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,
     options_.max_value_bytes = arena_->size();
   }
   impl_->allocator = allocator_.get();
-  impl_->clock = options_.clock ? options_.clock : SteadyClock::Get();
+  impl_->clock = options_.ttl_clock ? options_.ttl_clock : SteadyTtlClock::Get();
 }
 
 ObjectStore::~ObjectStore() {
@@ -448,7 +536,7 @@ ObjectStore::~ObjectStore() {
   }
   for (StoredObject* o : retired)
     impl_->Unref(o);
-  uint64_t outstanding = impl_->live_objects.load();
+  const uint64_t outstanding = impl_->Sum(&Impl::Shard::live_objects);
   if (outstanding != 0) {
     // A contract violation by the caller: releasing those handles later is use-after-free.
     log::Error("store: destroyed while {} handle(s) still pin objects or reservations",
@@ -506,8 +594,9 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   o->value_len = value_len;
   o->ttl_seconds = ttl_seconds;
   o->shard = ShardIndexOf(o->index_key);
-  impl_->live_objects.fetch_add(1, std::memory_order_relaxed);
-  impl_->reserved_alloc_bytes.fetch_add(extent->length, std::memory_order_relaxed);
+  Impl::Shard& shard = impl_->ShardOf(*o);
+  shard.live_objects.fetch_add(1, std::memory_order_relaxed);
+  shard.reserved_alloc_bytes.fetch_add(extent->length, std::memory_order_relaxed);
   return WriteHandle(o);
 }
 
@@ -521,27 +610,18 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
   {
     Impl::Shard& shard = impl_->ShardOf(*o);
     MutexLock lock(shard.mu);
-    auto it = shard.index.find(o->index_key);
-    if (it != shard.index.end()) {
-      old = it->second;
-      impl_->RetireLocked(shard, old);
-    }
     o->expires_at_ms =
         o->ttl_seconds == kNoExpiry ? kNeverExpires : now + uint64_t{o->ttl_seconds} * 1000;
-    o->state = ObjectState::kVisible;
-    shard.index.emplace(o->index_key, o);
-    {
-      MutexLock lru_lock(impl_->lru_mu);
-      impl_->LruPushFrontLocked(o);
+    auto [it, inserted] = shard.index.try_emplace(o->index_key, o);
+    if (!inserted) {
+      old = std::exchange(it->second, o);
     }
-    {
-      MutexLock ns_lock(impl_->ns_mu);
-      impl_->NsAddLocked(*o);
-    }
-    impl_->objects.fetch_add(1, std::memory_order_relaxed);
-    impl_->value_bytes.fetch_add(o->value_len, std::memory_order_relaxed);
-    impl_->visible_alloc_bytes.fetch_add(o->extent.length, std::memory_order_relaxed);
-    impl_->reserved_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+    // The new version is counted before the old one is taken away, so a replacement never
+    // makes its namespace look empty (and the namespace directory is not touched).
+    impl_->ShowLocked(shard, o);
+    if (old) impl_->HideLocked(shard, old);
+    shard.reserved_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+    if (impl_->use_hook) impl_->use_hook(o->ns, o->key);
   }
   if (old) impl_->Unref(old);
   return Status::Ok();
@@ -554,12 +634,14 @@ void ObjectStore::Abort(WriteHandle&& handle) {
 
 Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
-  StoredObject* found = impl_->PinLive(MakeIndexKey(ns, key), impl_->clock->NowMillis());
+  const std::string index_key = MakeIndexKey(ns, key);
+  Impl::Shard& shard = impl_->ShardFor(index_key);
+  StoredObject* found = impl_->PinLive(shard, index_key, impl_->clock->NowMillis());
   if (!found) {
-    impl_->misses.fetch_add(1, std::memory_order_relaxed);
+    shard.misses.fetch_add(1, std::memory_order_relaxed);
     return Status::NotFound("no object for this key");
   }
-  impl_->hits.fetch_add(1, std::memory_order_relaxed);
+  shard.hits.fetch_add(1, std::memory_order_relaxed);
   return ReadHandle(found);
 }
 
@@ -579,20 +661,28 @@ Status ObjectStore::Delete(std::string_view ns, std::string_view key) {
 Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
-  for (const std::string& ns : impl_->SearchOrder()) {
-    if (StoredObject* found = impl_->PinLive(MakeIndexKey(ns, key), now)) {
-      impl_->hits.fetch_add(1, std::memory_order_relaxed);
+  std::string index_key;
+  // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
+  const auto names = impl_->SearchOrder();
+  for (const std::string& ns : *names) {
+    index_key = MakeIndexKey(ns, key);
+    Impl::Shard& shard = impl_->ShardFor(index_key);
+    if (StoredObject* found = impl_->PinLive(shard, index_key, now)) {
+      shard.hits.fetch_add(1, std::memory_order_relaxed);
       return ReadHandle(found);
     }
   }
-  impl_->misses.fetch_add(1, std::memory_order_relaxed);
+  // One miss for the whole search, counted in the shard of the key in the default namespace.
+  impl_->ShardFor(MakeIndexKey("", key)).misses.fetch_add(1, std::memory_order_relaxed);
   return Status::NotFound("no object for this key in any namespace");
 }
 
 Status ObjectStore::ExistsInAnyNamespace(std::string_view key, uint64_t* value_length) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
-  for (const std::string& ns : impl_->SearchOrder()) {
+  // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
+  const auto names = impl_->SearchOrder();
+  for (const std::string& ns : *names) {
     if (impl_->ProbeLive(MakeIndexKey(ns, key), now, value_length)) return Status::Ok();
   }
   return Status::NotFound("no object for this key in any namespace");
@@ -602,14 +692,17 @@ Status ObjectStore::DeleteInEveryNamespace(std::string_view key, uint64_t* delet
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
   uint64_t removed = 0;
-  for (const std::string& ns : impl_->SearchOrder()) {
+  // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
+  const auto names = impl_->SearchOrder();
+  for (const std::string& ns : *names) {
     removed += impl_->RemoveLive(MakeIndexKey(ns, key), now) ? 1 : 0;
   }
   if (deleted) *deleted = removed;
   return removed > 0 ? Status::Ok() : Status::NotFound("no object for this key in any namespace");
 }
 
-Result<KeyPage> ObjectStore::ListKeys(std::string_view ns, std::string_view cursor, size_t limit) {
+Result<KeyListing> ObjectStore::ListKeys(std::string_view ns, std::string_view cursor,
+                                         size_t limit) {
   if (limit == 0) return Status::InvalidArgument("list limit must be at least 1");
   if (ns.size() > options_.max_namespace_bytes) {
     return Status::InvalidArgument("namespace of " + std::to_string(ns.size()) +
@@ -632,7 +725,7 @@ Result<KeyPage> ObjectStore::ListKeys(std::string_view ns, std::string_view curs
       smallest.insert(o->key);
     }
   }
-  KeyPage page;
+  KeyListing page;
   const bool more = smallest.size() > limit;
   if (more) smallest.erase(std::prev(smallest.end()));
   page.keys.assign(smallest.begin(), smallest.end());
@@ -645,6 +738,7 @@ uint64_t ObjectStore::Sweep() {
   std::vector<StoredObject*> expired;
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
+    const size_t before = expired.size();
     for (auto it = shard.index.begin(); it != shard.index.end();) {
       StoredObject* o = it->second;
       ++it;  // RetireLocked erases o's entry
@@ -652,48 +746,70 @@ uint64_t ObjectStore::Sweep() {
       impl_->RetireLocked(shard, o);
       expired.push_back(o);
     }
+    shard.expirations.fetch_add(expired.size() - before, std::memory_order_relaxed);
   }
-  impl_->expirations.fetch_add(expired.size(), std::memory_order_relaxed);
   for (StoredObject* o : expired)
     impl_->Unref(o);
   return expired.size();
 }
 
 StoreStats ObjectStore::Stats() const {
+  using Shard = Impl::Shard;
   AllocatorStats a = allocator_->Stats();
   StoreStats s;
   s.capacity_bytes = a.capacity_bytes;
   s.used_bytes = a.used_bytes;
-  s.value_bytes = impl_->value_bytes.load(std::memory_order_relaxed);
-  s.reserved_bytes = impl_->reserved_alloc_bytes.load(std::memory_order_relaxed);
-  const uint64_t visible = impl_->visible_alloc_bytes.load(std::memory_order_relaxed);
+  s.value_bytes = impl_->Sum(&Shard::value_bytes);
+  s.reserved_bytes = impl_->Sum(&Shard::reserved_alloc_bytes);
+  const uint64_t visible = impl_->Sum(&Shard::visible_alloc_bytes);
   // A snapshot of independent counters: clamp rather than wrap if they disagree for a moment.
   s.retired_bytes =
       a.used_bytes > visible + s.reserved_bytes ? a.used_bytes - visible - s.reserved_bytes : 0;
-  s.objects = impl_->objects.load(std::memory_order_relaxed);
-  s.hits = impl_->hits.load(std::memory_order_relaxed);
-  s.misses = impl_->misses.load(std::memory_order_relaxed);
-  s.evictions = impl_->evictions.load(std::memory_order_relaxed);
-  s.expirations = impl_->expirations.load(std::memory_order_relaxed);
+  s.objects = impl_->Sum(&Shard::objects);
+  s.hits = impl_->Sum(&Shard::hits);
+  s.misses = impl_->Sum(&Shard::misses);
+  s.evictions = impl_->Sum(&Shard::evictions);
+  s.expirations = impl_->Sum(&Shard::expirations);
   s.free_extents = a.free_extents;
   s.largest_free_bytes = a.largest_free_bytes;
   return s;
 }
 
 std::vector<NamespaceUsage> ObjectStore::NamespaceUsages() const {
-  MutexLock lock(impl_->ns_mu);
+  // Shard by shard (each shard's counts are exact under its mutex), added up by name.
+  std::map<std::string, NamespaceUsage, std::less<>> total;
+  for (auto& shard : impl_->shards) {
+    MutexLock lock(shard.mu);
+    for (const auto& [name, counts] : shard.ns_counts) {
+      auto it = total.find(name);
+      if (it == total.end()) it = total.emplace(name, NamespaceUsage{name, 0, 0, 0}).first;
+      it->second.objects += counts.objects;
+      it->second.value_bytes += counts.value_bytes;
+      it->second.meta_bytes += counts.meta_bytes;
+    }
+  }
   std::vector<NamespaceUsage> out;
-  out.reserve(impl_->ns_usage.size());
-  for (const auto& [name, usage] : impl_->ns_usage)
-    out.push_back(usage);
+  out.reserve(total.size());
+  for (auto& [name, usage] : total)
+    out.push_back(std::move(usage));
   return out;
 }
 
 NamespaceUsage ObjectStore::UsageOf(std::string_view ns) const {
-  MutexLock lock(impl_->ns_mu);
-  auto it = impl_->ns_usage.find(ns);
-  if (it == impl_->ns_usage.end()) return NamespaceUsage{std::string(ns), 0, 0, 0};
-  return it->second;
+  NamespaceUsage usage{std::string(ns), 0, 0, 0};
+  for (auto& shard : impl_->shards) {
+    MutexLock lock(shard.mu);
+    auto it = shard.ns_counts.find(ns);
+    if (it == shard.ns_counts.end()) continue;
+    usage.objects += it->second.objects;
+    usage.value_bytes += it->second.value_bytes;
+    usage.meta_bytes += it->second.meta_bytes;
+  }
+  return usage;
+}
+
+void ObjectStore::SetUseHookForTesting(UseHook hook) {
+  impl_->use_hook = std::move(hook);
 }
 
 }  // namespace kvport::store

@@ -21,24 +21,29 @@
 // objects in least-recently-used order (across the whole store, not per namespace) until one
 // fits. Pinned objects and reservations are never evicted. If nothing evictable is left the
 // key gets NoSpace; used bytes never exceed the capacity. Expired objects met by eviction are
-// counted as expirations, not evictions.
+// counted as expirations, not evictions. The order is exact when no other call runs at the
+// same time; under concurrent uses a victim may be a few uses younger than the oldest object.
 //
 // Uses: Commit and a Lookup hit make an object the most recently used. Exists and ListKeys
 // do not (a cache probe is not a use; LMCache probes before it fetches, and the fetch counts).
 //
 // TTL: ttl_seconds > 0 makes an object expire that many seconds after Commit (on the injected
-// Clock); 0 means never. Expired objects are never returned by Lookup, Exists or ListKeys.
+// TtlClock); 0 means never. Expired objects are never returned by Lookup, Exists or ListKeys.
 // Their space is reclaimed lazily (when a lookup, an eviction or an overwrite meets them) and
 // by Sweep(), which the server calls periodically.
 //
 // Thread safety: every method may be called concurrently from many threads. Internals: 64
-// index shards each with its own mutex, one LRU mutex and the allocator's mutex, all held for
-// short, bounded work (never while the caller copies value bytes). Handles are not themselves
-// synchronized: one handle object is used by one thread at a time (copies of a ReadHandle
-// are independent). Every handle must be destroyed before the ObjectStore.
+// index shards, each with its own mutex guarding its part of the index, its own LRU list and
+// its own namespace counters, so uses of keys in different shards share no lock (a hit or a
+// commit takes one shard mutex; freeing or allocating space takes the allocator's mutex; a
+// namespace appearing in or disappearing from a shard takes a small directory mutex). All are
+// held for short, bounded work, never while the caller copies value bytes. Handles are not
+// themselves synchronized: one handle object is used by one thread at a time (copies of a
+// ReadHandle are independent). Every handle must be destroyed before the ObjectStore.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,7 +51,7 @@
 
 #include "kvport/status.h"
 #include "store/arena.h"
-#include "store/clock.h"
+#include "store/ttl_clock.h"
 
 namespace kvport::store {
 
@@ -68,8 +73,8 @@ struct StoreOptions {
   uint32_t max_key_bytes = 4096;        // longer or empty: InvalidArgument
   uint32_t max_meta_bytes = 64 * 1024;  // longer: TooLarge (metadata lives on the heap)
   Arena::Backing backing = Arena::Backing::kAuto;
-  // Time source for TTLs; null means SteadyClock::Get(). Must outlive the store.
-  const Clock* clock = nullptr;
+  // Time source for TTLs; null means SteadyTtlClock::Get(). Must outlive the store.
+  const TtlClock* ttl_clock = nullptr;
 };
 
 struct StoreStats {
@@ -88,7 +93,10 @@ struct StoreStats {
 };
 
 // Visible objects of one namespace. Replacing an object updates the counts atomically with
-// the replacement; a namespace whose last object is removed disappears from the list.
+// the replacement; a namespace whose last object is removed disappears from the list. The
+// counts are exact: each shard keeps its own, and a read adds them up shard by shard (a read
+// running while writes are in flight may count a write in one shard and not one made in
+// another shard meanwhile; with no write in flight the sums are exact).
 struct NamespaceUsage {
   std::string ns;
   uint64_t objects = 0;
@@ -96,8 +104,8 @@ struct NamespaceUsage {
   uint64_t meta_bytes = 0;   // sum of metadata blob lengths
 };
 
-// One page of ListKeys.
-struct KeyPage {
+// One page of ListKeys (the protocol's LIST; the client's page is kvport::KeyPage).
+struct KeyListing {
   std::vector<std::string> keys;  // sorted ascending (bytewise)
   // Pass back to get the next page; empty when this page is the last.
   std::string next_cursor;
@@ -231,7 +239,7 @@ class ObjectStore {
   // cursor: from the start). Keys present for the whole paging are returned exactly once;
   // keys added or removed meanwhile may or may not appear. Cost: one pass over the index per
   // page (an operator's and a connector's list, not a hot path). InvalidArgument if limit==0.
-  Result<KeyPage> ListKeys(std::string_view ns, std::string_view cursor, size_t limit);
+  Result<KeyListing> ListKeys(std::string_view ns, std::string_view cursor, size_t limit);
 
   // Removes every expired object (counting expirations) and returns how many. Pinned expired
   // objects are removed from view too; their space is freed with their last pin.
@@ -245,6 +253,13 @@ class ObjectStore {
 
   const Arena& arena() const { return *arena_; }
   const StoreOptions& options() const { return options_; }
+
+  // Tests only: `hook` runs inside every use (a Commit, or a Lookup hit) of every key, with
+  // every lock that the use holds at the moment it records the use, so a test can stall one
+  // use and watch which other calls still proceed. Set it before any concurrent use of the
+  // store; an empty function removes it.
+  using UseHook = std::function<void(std::string_view ns, std::string_view key)>;
+  void SetUseHookForTesting(UseHook hook);
 
  private:
   friend class ReadHandle;

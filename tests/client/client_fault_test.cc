@@ -20,7 +20,6 @@
 namespace kvport {
 namespace {
 
-using client::Clock;
 using testing::FakeConn;
 using testing::FakeFrame;
 using testing::FakeNode;
@@ -74,7 +73,8 @@ struct Pipeline {
   explicit Pipeline(const FakeNode& node, client::ConnectionOptions options = {}) {
     Result<net::HostPort> address = net::ParseHostPort(node.address());
     EXPECT_TRUE(address.ok()) << address.status().ToString();
-    auto opened = client::Connection::Open(*address, "fault-test", Clock::now() + kLong, options);
+    auto opened = client::Connection::Open(client::NodeAddress{*address, ""}, "fault-test",
+                                           MonotonicClock::now() + kLong, options);
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     if (opened.ok()) conn = std::move(opened).value();
   }
@@ -82,7 +82,7 @@ struct Pipeline {
   // Sends a one-key MGET reading into `buffer`; `deadline` is the call's (the reader drains
   // past it by the connection's drain_timeout).
   client::Connection::Ticket SendMget(SignallingMget* handler, std::vector<char>* buffer,
-                                      Clock::time_point deadline) {
+                                      MonotonicClock::time_point deadline) {
     handler->request.keys.push_back(protocol::MgetKey{"big", buffer->size()});
     handler->destinations.push_back(buffer->data());
     handler->limits = conn->limits();
@@ -90,12 +90,12 @@ struct Pipeline {
   }
   client::Connection::Ticket SendPing(PingHandler* handler) {
     handler->limits = conn->limits();
-    return Send(handler, handler->request, Clock::now() + kLong);
+    return Send(handler, handler->request, MonotonicClock::now() + kLong);
   }
 
   template <typename Request>
   client::Connection::Ticket Send(client::ResponseHandler* handler, const Request& request,
-                                  Clock::time_point deadline) {
+                                  MonotonicClock::time_point deadline) {
     protocol::EncodedFrame frame;
     const uint64_t id = conn->NextRequestId();
     EXPECT_TRUE(protocol::EncodeRequest(id, request, conn->limits(), &frame, conn->version()).ok());
@@ -140,25 +140,25 @@ TEST(ClientDrainTest, ACallTimingOutMidResponseIsDrainedAndItsPipelinedSiblingSu
   std::vector<char> buffer(kBigValue, '\x5a');
   SignallingMget mget(&receiving);
   PingHandler ping;
-  auto mget_ticket = p.SendMget(&mget, &buffer, Clock::now() + kLong);
+  auto mget_ticket = p.SendMget(&mget, &buffer, MonotonicClock::now() + kLong);
   auto ping_ticket = p.SendPing(&ping);
   ASSERT_TRUE(got_requests.WaitFor(2));
   // The reader is on the MGET's response (its descriptor decoded, its value half sent): now its
   // call's deadline passes.
   ASSERT_TRUE(receiving.WaitFor(1));
-  Status timed_out = p.conn->Wait(mget_ticket, Clock::now());
+  Status timed_out = p.conn->Wait(mget_ticket, MonotonicClock::now());
   EXPECT_EQ(timed_out.code(), StatusCode::kTimeout) << timed_out.ToString();
   EXPECT_NE(timed_out.message().find("still arriving"), std::string::npos) << timed_out.message();
   const std::vector<char> at_return = buffer;
   release.Raise();  // the rest of the MGET's value, then the PING's answer
 
-  Status pinged = p.conn->Wait(ping_ticket, Clock::now() + kLong);
+  Status pinged = p.conn->Wait(ping_ticket, MonotonicClock::now() + kLong);
   EXPECT_TRUE(pinged.ok()) << pinged.ToString();
   EXPECT_EQ(buffer, at_return);  // nothing landed in the buffer after its call returned
   EXPECT_TRUE(p.conn->alive());
   EXPECT_EQ(p.conn->drained_responses(), 1u);
   PingHandler again;
-  EXPECT_TRUE(p.conn->Wait(p.SendPing(&again), Clock::now() + kLong).ok());
+  EXPECT_TRUE(p.conn->Wait(p.SendPing(&again), MonotonicClock::now() + kLong).ok());
   EXPECT_EQ(node.accepted(), 1);
 }
 
@@ -174,14 +174,14 @@ TEST(ClientDrainTest, ARestOverDrainMaxBytesClosesTheConnectionInstead) {
   std::vector<char> buffer(kBigValue);
   SignallingMget mget(&receiving);
   PingHandler ping;
-  auto mget_ticket = p.SendMget(&mget, &buffer, Clock::now() + kLong);
+  auto mget_ticket = p.SendMget(&mget, &buffer, MonotonicClock::now() + kLong);
   auto ping_ticket = p.SendPing(&ping);
   ASSERT_TRUE(got_requests.WaitFor(2));
   ASSERT_TRUE(receiving.WaitFor(1));
-  EXPECT_EQ(p.conn->Wait(mget_ticket, Clock::now()).code(), StatusCode::kTimeout);
+  EXPECT_EQ(p.conn->Wait(mget_ticket, MonotonicClock::now()).code(), StatusCode::kTimeout);
   release.Raise();
 
-  Status pinged = p.conn->Wait(ping_ticket, Clock::now() + kLong);
+  Status pinged = p.conn->Wait(ping_ticket, MonotonicClock::now() + kLong);
   EXPECT_EQ(pinged.code(), StatusCode::kUnavailable) << pinged.ToString();
   EXPECT_NE(pinged.message().find("drain_max_bytes"), std::string::npos) << pinged.message();
   EXPECT_FALSE(p.conn->alive());
@@ -201,14 +201,14 @@ TEST(ClientDrainTest, ANodeStallingMidResponseClosesTheConnectionAfterDrainTimeo
   SignallingMget mget(&receiving);
   PingHandler ping;
   // The MGET's own deadline is now: its response may take drain_timeout past it, no more.
-  auto mget_ticket = p.SendMget(&mget, &buffer, Clock::now());
+  auto mget_ticket = p.SendMget(&mget, &buffer, MonotonicClock::now());
   auto ping_ticket = p.SendPing(&ping);
   ASSERT_TRUE(got_requests.WaitFor(2));
-  EXPECT_EQ(p.conn->Wait(mget_ticket, Clock::now()).code(), StatusCode::kTimeout);
+  EXPECT_EQ(p.conn->Wait(mget_ticket, MonotonicClock::now()).code(), StatusCode::kTimeout);
 
   // The node never sends the rest: the connection closes and the sibling fails, long before
   // its own deadline.
-  Status pinged = p.conn->Wait(ping_ticket, Clock::now() + kLong);
+  Status pinged = p.conn->Wait(ping_ticket, MonotonicClock::now() + kLong);
   EXPECT_EQ(pinged.code(), StatusCode::kUnavailable) << pinged.ToString();
   EXPECT_NE(pinged.message().find("stalled"), std::string::npos) << pinged.message();
   EXPECT_FALSE(p.conn->alive());
@@ -236,6 +236,7 @@ TEST(ClientFaultTest, AnMgetTimingOutMidValueLeavesItsBufferAndItsSiblingAlone) 
     ServePings(conn);
   });
   InitOptions options;
+  options.transport_type = 1;  // TCP only: the fake node scripts every answer it gives
   options.connections = 1;
   Client client;
   ASSERT_TRUE(client.Init("fault-test", node.address(), options).ok());
@@ -284,6 +285,7 @@ TEST(ClientPoolTest, ACallDoesNotWaitPastItsDeadlineForAnotherCallsConnect) {
     release.WaitFor(1);  // never answered; the connection ends when the test says so
   });
   InitOptions options;
+  options.transport_type = 1;  // TCP only: the fake node scripts every answer it gives
   options.connections = 1;
   options.connect_timeout = std::chrono::seconds(30);
   options.timeout = std::chrono::seconds(30);
@@ -331,6 +333,7 @@ TEST(ClientFaultTest, ANodeErrorForOneRequestFailsThatRequestAlone) {
     ServePings(conn);
   });
   InitOptions options;
+  options.transport_type = 1;  // TCP only: the fake node scripts every answer it gives
   options.connections = 1;
   Client client;
   ASSERT_TRUE(client.Init("error-test", node.address(), options).ok());
@@ -364,6 +367,7 @@ TEST(ClientFaultTest, ANodeErrorWithoutARequestIdEndsTheConnection) {
     conn.Read(&none);
   });
   InitOptions options;
+  options.transport_type = 1;  // TCP only: the fake node scripts every answer it gives
   options.connections = 1;
   Client client;
   ASSERT_TRUE(client.Init("error-test", node.address(), options).ok());
@@ -403,6 +407,7 @@ TEST(ClientFaultTest, AResponseLargerThanItsRequestCanBringBackIsRefusedFromTheH
     conn.Read(&none);
   });
   InitOptions options;
+  options.transport_type = 1;  // TCP only: the fake node scripts every answer it gives
   options.connections = 1;
   Client client;
   ASSERT_TRUE(client.Init("claim-test", node.address(), options).ok());
@@ -429,6 +434,7 @@ TEST(ClientFaultTest, AResponseDescriptorIsAllocatedAsItArrivesNotFromItsClaim) 
     conn.Write(std::string(100, '\0'));
   });
   InitOptions options;
+  options.transport_type = 1;  // TCP only: the fake node scripts every answer it gives
   options.connections = 1;
   Client client;
   ASSERT_TRUE(client.Init("claim-test", node.address(), options).ok());

@@ -26,26 +26,26 @@ namespace {
 TEST(EndpointTest, ParsesHostPortAndEicUrls) {
   Result<client::Endpoint> plain = client::ParseEndpoint("127.0.0.1:7470");
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-  EXPECT_EQ(plain->address.host, "127.0.0.1");
-  EXPECT_EQ(plain->address.port, 7470);
+  EXPECT_EQ(plain->address.tcp.host, "127.0.0.1");
+  EXPECT_EQ(plain->address.tcp.port, 7470);
   EXPECT_EQ(plain->ns, "");
 
   Result<client::Endpoint> url = client::ParseEndpoint("eic://localhost:9000/team-a");
   ASSERT_TRUE(url.ok()) << url.status().ToString();
-  EXPECT_EQ(url->address.host, "localhost");
-  EXPECT_EQ(url->address.port, 9000);
+  EXPECT_EQ(url->address.tcp.host, "localhost");
+  EXPECT_EQ(url->address.tcp.port, 9000);
   EXPECT_EQ(url->ns, "team-a");
 
   Result<client::Endpoint> v6 = client::ParseEndpoint("eic://[::1]:9000");
   ASSERT_TRUE(v6.ok()) << v6.status().ToString();
-  EXPECT_EQ(v6->address.host, "::1");
+  EXPECT_EQ(v6->address.tcp.host, "::1");
 
   // EIC's static-cluster form with one node, with or without its trailing ';'.
   for (const char* one : {"127.0.0.1:7470;", "eic://127.0.0.1:7470;", "eic://127.0.0.1:7470;/ns"}) {
     Result<client::Endpoint> single = client::ParseEndpoint(one);
     ASSERT_TRUE(single.ok()) << one << ": " << single.status().ToString();
-    EXPECT_EQ(single->address.host, "127.0.0.1") << one;
-    EXPECT_EQ(single->address.port, 7470) << one;
+    EXPECT_EQ(single->address.tcp.host, "127.0.0.1") << one;
+    EXPECT_EQ(single->address.tcp.port, 7470) << one;
   }
   // Several nodes need cluster support: refused, never cut to the first node.
   for (const char* many : {"h:1;h:2", "h:1;h:2;", "eic://h:1;h:2;h:3/ns"}) {

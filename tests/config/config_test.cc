@@ -92,6 +92,10 @@ TEST_F(ConfigTest, NoFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.eic_trans_type, 3u);
   EXPECT_EQ(c.eic_kv_ttl, -1);
   EXPECT_EQ(c.node.listen, "127.0.0.1:7470");
+  EXPECT_EQ(c.node.unix_socket, "auto");
+  EXPECT_TRUE(c.node.shared_memory);
+  EXPECT_EQ(c.node.max_leases_per_session, 4096u);
+  EXPECT_EQ(c.node.max_reservations_per_session, 256u);
   EXPECT_EQ(c.node.capacity, kGiB);
   EXPECT_EQ(c.node.threads, 0u);
   EXPECT_EQ(c.node.max_frame_bytes, uint64_t{16} << 20);
@@ -312,8 +316,10 @@ TEST_F(ConfigTest, WrongTypesAreRefused) {
 
 TEST_F(ConfigTest, OutOfRangeValuesAreRefused) {
   EXPECT_THAT(LoadError("eic_trans_type: 7\n"),
-              HasSubstr("eic_trans_type: 7 is not a transport type; expected 1 (TCP), 2 (RDMA) "
-                        "or 3 (GPUDirect RDMA)"));
+              HasSubstr("eic_trans_type: 7 is not a transport type; expected 0 (auto), 1 (TCP), "
+                        "2 (RDMA) or 3 (GPUDirect RDMA)"));
+  EXPECT_THAT(LoadError("eic_trans_type: -1\n"),
+              HasSubstr("eic_trans_type: -1 is not a transport"));
   EXPECT_THAT(LoadError("chunk_size: 0\n"),
               HasSubstr("chunk_size: 0 (tokens) is out of range: expected from 1 to"));
   EXPECT_THAT(LoadError("threads: -1\n"), HasSubstr("threads: -1 (threads) is out of range"));
@@ -388,6 +394,80 @@ TEST_F(ConfigTest, ListenIsHostAndPortZeroToMax) {
   EXPECT_THAT(LoadError("listen: 'a b:1'\n"), HasSubstr("is not a host name"));
   EXPECT_THAT(LoadError("", {{"KVPORT_LISTEN", "h:-5"}}),
               HasSubstr("environment variable KVPORT_LISTEN: listen: 'h:-5': port '-5'"));
+}
+
+TEST_F(ConfigTest, EicTransTypeZeroIsAutomatic) {
+  Result<Config> r = Load("eic_trans_type: 0\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->eic_trans_type, 0u);
+  r = Load("", {{"LMCACHE_EIC_TRANS_TYPE", "0"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->eic_trans_type, 0u);
+}
+
+TEST_F(ConfigTest, SharedMemoryKeysAreTypedAndChecked) {
+  Result<Config> r = Load(
+      "unix_socket: /run/kvport/node.sock\n"
+      "shared_memory: false\n"
+      "max_leases_per_session: 64\n"
+      "max_reservations_per_session: 8\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.unix_socket, "/run/kvport/node.sock");
+  EXPECT_FALSE(r->node.shared_memory);
+  EXPECT_EQ(r->node.max_leases_per_session, 64u);
+  EXPECT_EQ(r->node.max_reservations_per_session, 8u);
+  EXPECT_EQ(OriginOf(*r, "unix_socket"), "file:" + r->file);
+  EXPECT_TRUE(r->FindEntry("unix_socket")->is_string);
+  EXPECT_EQ(r->FindEntry("shared_memory")->value, "false");
+  EXPECT_EQ(r->FindEntry("max_leases_per_session")->value, "64");
+
+  // "" turns the socket off; "auto" is the default; a path of exactly 107 bytes fits.
+  r = Load("unix_socket: ''\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.unix_socket, "");
+  r = Load("unix_socket: auto\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.unix_socket, "auto");
+  const std::string longest = "/" + std::string(106, 'a');
+  r = Load("unix_socket: " + longest + "\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.unix_socket, longest);
+
+  // The environment overrides the file, and goes through the same rules.
+  r = Load("unix_socket: /a.sock\nshared_memory: true\n",
+           {{"KVPORT_UNIX_SOCKET", ""},
+            {"KVPORT_SHARED_MEMORY", "off"},
+            {"KVPORT_MAX_LEASES_PER_SESSION", "10"},
+            {"KVPORT_MAX_RESERVATIONS_PER_SESSION", "3"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.unix_socket, "");
+  EXPECT_EQ(OriginOf(*r, "unix_socket"), "env:KVPORT_UNIX_SOCKET");
+  EXPECT_FALSE(r->node.shared_memory);
+  EXPECT_EQ(r->node.max_leases_per_session, 10u);
+  EXPECT_EQ(r->node.max_reservations_per_session, 3u);
+
+  EXPECT_THAT(LoadError("unix_socket: kvport.sock\n"),
+              HasSubstr("kvport.yaml:1: unix_socket: 'kvport.sock' is not an absolute path"));
+  EXPECT_THAT(LoadError("unix_socket: Auto\n"),
+              HasSubstr("unix_socket: 'Auto' is not an absolute"));
+  EXPECT_THAT(
+      LoadError("unix_socket: " + longest + "b\n"),
+      HasSubstr("unix_socket: the path is 108 bytes; a Unix socket path holds at most 107"));
+  EXPECT_THAT(LoadError("", {{"KVPORT_UNIX_SOCKET", "rel/x.sock"}}),
+              HasSubstr("environment variable KVPORT_UNIX_SOCKET: unix_socket: 'rel/x.sock'"));
+  EXPECT_THAT(LoadError("shared_memory: sometimes\n"),
+              HasSubstr("shared_memory: expects a boolean (true or false), got 'sometimes'"));
+  EXPECT_THAT(LoadError("max_leases_per_session: 0\n"),
+              HasSubstr("max_leases_per_session: 0 (leases) is out of range: expected from 1"));
+  EXPECT_THAT(LoadError("max_leases_per_session: many\n"),
+              HasSubstr("max_leases_per_session: expects a whole number"));
+  EXPECT_THAT(LoadError("max_reservations_per_session: -3\n"),
+              HasSubstr("max_reservations_per_session: -3 (reservations) is out of range"));
+  EXPECT_THAT(LoadError("max_reservations_per_session: 4294967296\n"),
+              HasSubstr("max_reservations_per_session: 4294967296 (reservations) is out of range"));
+  EXPECT_THAT(LoadError("", {{"KVPORT_MAX_RESERVATIONS_PER_SESSION", "0"}}),
+              HasSubstr("environment variable KVPORT_MAX_RESERVATIONS_PER_SESSION: "
+                        "max_reservations_per_session: 0"));
 }
 
 TEST_F(ConfigTest, EnvironmentErrorsNameTheVariable) {
@@ -619,6 +699,8 @@ TEST_F(ConfigTest, DescribeListsEveryKeyWithItsSource) {
   EXPECT_THAT(text, ::testing::ContainsRegex("\nthreads: 2 +\\(env:KVPORT_THREADS\\)\n"));
   EXPECT_THAT(text, ::testing::ContainsRegex("\nmax_local_cpu_size: 5 = 5 GiB +\\(default\\)\n"));
   EXPECT_THAT(text, ::testing::ContainsRegex("\nremote_url: \"\" +\\(default\\)\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nunix_socket: \"auto\" +\\(default\\)\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nshared_memory: true +\\(default\\)\n"));
   EXPECT_THAT(text, HasSubstr("warning: " + r->file + ":2: unknown key 'unknown_thing'"));
   // One line per entry, plus the header and the warning.
   EXPECT_EQ(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')), r->entries.size() + 2);
@@ -646,6 +728,12 @@ TEST_F(ConfigTest, DescribeJsonIsValidAndTyped) {
   EXPECT_EQ(json["values"]["extra_config.k"]["value"], "v\"");
   EXPECT_FALSE(json["values"]["extra_config.k"].contains("env"));
   EXPECT_EQ(json["values"]["threads"]["source"], "default");
+  // The shared-memory keys of the node, with their defaults.
+  EXPECT_EQ(json["values"]["unix_socket"]["value"], "auto");
+  EXPECT_EQ(json["values"]["unix_socket"]["env"], "KVPORT_UNIX_SOCKET");
+  EXPECT_EQ(json["values"]["shared_memory"]["value"], true);
+  EXPECT_EQ(json["values"]["max_leases_per_session"]["value"], 4096);
+  EXPECT_EQ(json["values"]["max_reservations_per_session"]["value"], 256);
   EXPECT_TRUE(json["warnings"].is_array());
   // The keys keep the documentation order, as in the text output.
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);

@@ -19,9 +19,11 @@ using testing::OwnedChunk;
 
 class EicConnectorTest : public ::testing::Test {
  protected:
-  void StartNode(uint64_t capacity = 64 << 20, const std::string& listen = "127.0.0.1:0") {
+  void StartNode(uint64_t capacity = 64 << 20, const std::string& listen = "127.0.0.1:0",
+                 const std::string& unix_socket = "") {
     ServerOptions options;
     options.listen = listen;
+    options.unix_socket = unix_socket;
     options.capacity_bytes = capacity;
     options.threads = 2;
     auto server = Server::Start(options);
@@ -211,6 +213,43 @@ TEST_F(EicConnectorTest, ChunksOverMaxChunkBytesAreMissesAndAreNeverFetched) {
       << refused.status().ToString();
 }
 
+TEST_F(EicConnectorTest, WithoutExpectedChunkBytesOnlyTheFirstGetReadsMetadataFirst) {
+  StartNode();
+  OwnedChunk chunk = KvChunkOf(2, 16, 64, 1);  // 8 KiB, the model's full chunk
+  OwnedChunk last = KvChunkOf(1, 2, 8, 2);     // a prefix's shorter last chunk
+  const std::vector<CacheKey> keys{KeyOf(700), KeyOf(701)};
+  {
+    auto writer = Connect();
+    ASSERT_NE(writer, nullptr);
+    std::vector<KvChunkView> views{chunk.view(), last.view()};
+    ASSERT_TRUE(writer->BatchedPut(keys, views).ok());
+  }
+  auto node_counter = [&](std::string_view name) { return server_->Stats().Get(name); };
+  // A fresh reader (another process, in LMCache) knows no chunk size yet: its first get costs a
+  // meta-only MGET and the read; from then on it knows the size and a get is one MGET.
+  auto reader = Connect();
+  ASSERT_NE(reader, nullptr);
+  for (uint64_t want_mgets : {uint64_t{2}, uint64_t{1}, uint64_t{1}}) {
+    const uint64_t before = node_counter("op_mget");
+    auto got = reader->BatchedGet(keys);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE((*got)[0].has_value() && (*got)[1].has_value());
+    EXPECT_EQ((*got)[0]->data, chunk.data);
+    EXPECT_EQ((*got)[1]->data, last.data);
+    EXPECT_EQ(node_counter("op_mget") - before, want_mgets);
+  }
+  // A writer learns the size from its own puts.
+  auto writer = Connect();
+  ASSERT_NE(writer, nullptr);
+  std::vector<KvChunkView> views{chunk.view()};
+  const std::vector<CacheKey> own{KeyOf(702)};
+  ASSERT_TRUE(writer->BatchedPut(own, views).ok());
+  const uint64_t before = node_counter("op_mget");
+  auto got = writer->BatchedGet(own);
+  ASSERT_TRUE(got.ok() && (*got)[0].has_value());
+  EXPECT_EQ(node_counter("op_mget") - before, 1u);
+}
+
 TEST_F(EicConnectorTest, EightThreadsShareOneConnector) {
   StartNode();
   auto conn = Connect();
@@ -274,6 +313,49 @@ TEST_F(EicConnectorTest, TransportTypesFromConfig) {
   EXPECT_NE(gdr.status().message().find("GPUDirect"), std::string::npos) << gdr.status().ToString();
   config.remote_url.clear();
   EXPECT_EQ(CreateConnector(config).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The connector's own default is eic_trans_type 0: shared memory with a node on this host that
+// offers it (over its Unix socket), TCP otherwise; Transport() says which and why.
+TEST_F(EicConnectorTest, DefaultTransportIsAutomaticAndReported) {
+  StartNode(64 << 20, "127.0.0.1:0", "auto");
+  ConnectorOptions options;
+  EXPECT_EQ(options.transport_type, 0);
+  options.timeout_secs = 5;
+  auto shm = CreateConnector("eic://" + server_->address(), options);
+  ASSERT_TRUE(shm.ok()) << shm.status().ToString();
+  EXPECT_EQ((*shm)->Transport(), "shared memory") << (*shm)->TransportReason();
+  EXPECT_NE((*shm)->TransportReason().find(server_->unix_socket_path()), std::string::npos)
+      << (*shm)->TransportReason();
+  OwnedChunk c = KvChunkOf(1, 4, 8, 7);
+  ASSERT_TRUE((*shm)->Put(KeyOf(7), c.view()).ok());
+  auto got = (*shm)->Get(KeyOf(7));
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  EXPECT_EQ((*got)->data, c.data);
+
+  options.transport_type = 1;  // TCP, forced
+  auto tcp = CreateConnector("eic://" + server_->address(), options);
+  ASSERT_TRUE(tcp.ok()) << tcp.status().ToString();
+  EXPECT_EQ((*tcp)->Transport(), "TCP");
+  got = (*tcp)->Get(KeyOf(7));
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  EXPECT_EQ((*got)->data, c.data);
+
+  auto mem = CreateConnector("mem://transport-test", ConnectorOptions{});
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  EXPECT_EQ((*mem)->Transport(), "in-process");
+}
+
+// A node without a Unix socket: the automatic choice stays on TCP and says why.
+TEST_F(EicConnectorTest, AutomaticTransportFallsBackToTcpWithAReason) {
+  StartNode();
+  ConnectorOptions options;
+  options.timeout_secs = 5;
+  auto conn = CreateConnector("eic://" + server_->address(), options);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  EXPECT_EQ((*conn)->Transport(), "TCP");
+  EXPECT_NE((*conn)->TransportReason().find("no shared memory"), std::string::npos)
+      << (*conn)->TransportReason();
 }
 
 }  // namespace

@@ -107,6 +107,56 @@ std::vector<SampleFrame> SampleFrames() {
   AddRequest(&out, "v2_any_namespace_mdel_request", 17,
              MdelRequest{"", {"k1"}, /*any_namespace=*/true}, 2);
   AddResponse(&out, "v2_mdel_response", 17, MdelResponse{{StatusCode::kOk}}, 2);
+
+  // Version 3: the older opcodes unchanged, plus NODE_INFO and the SHM_* opcodes (no payloads).
+  AddRequest(&out, "v3_mset_request", 18, mset, 3);
+  AddResponse(&out, "v3_mget_response", 19, mget_response, 3);
+  AddRequest(&out, "v3_node_info_request", 20, NodeInfoRequest{}, 3);
+  AddResponse(&out, "v3_node_info_response", 20,
+              NodeInfoResponse{0x1122334455667788ull, kOfferSharedMemory | 0x80000000u,
+                               "0b7c3a5e-8f51-4d8e-a4c2-6f0e2d1b9c47", "/run/kvport/node.sock"},
+              3);
+  AddResponse(&out, "v3_node_info_tcp_only_response", 21, NodeInfoResponse{7, 0, "", ""}, 3);
+  AddRequest(&out, "v3_shm_attach_request", 22, ShmAttachRequest{}, 3);
+  AddResponse(&out, "v3_shm_attach_response", 22,
+              ShmAttachResponse{StatusCode::kOk, 1ull << 30, ""}, 3);
+  AddResponse(&out, "v3_shm_attach_refused_response", 23,
+              ShmAttachResponse{StatusCode::kNotSupported, 0, "not a Unix-socket session"}, 3);
+  ShmReserveRequest reserve;
+  reserve.ns = "llm";
+  reserve.ttl_seconds = 60;
+  reserve.items = {{"k1", "meta-1", 4096, nullptr},
+                   {"k2", "", 1ull << 20, nullptr},
+                   {"empty-value", "m", 0, nullptr}};
+  AddRequest(&out, "v3_shm_reserve_request", 24, reserve, 3);
+  AddResponse(&out, "v3_shm_reserve_response", 24,
+              ShmReserveResponse{
+                  9, {{StatusCode::kOk, 4096}, {StatusCode::kNoSpace, 0}, {StatusCode::kOk, 0}}},
+              3);
+  AddResponse(&out, "v3_shm_reserve_failed_response", 25,
+              ShmReserveResponse{0, {{StatusCode::kTooLarge, 0}}}, 3);
+  AddRequest(&out, "v3_shm_commit_request", 26, ShmCommitRequest{9, {1, 0, 1}}, 3);
+  AddResponse(&out, "v3_shm_commit_response", 26,
+              ShmCommitResponse{{StatusCode::kOk, StatusCode::kNoSpace, StatusCode::kAborted}}, 3);
+  ShmGetRequest shm_get;
+  shm_get.ns = "llm";
+  shm_get.keys = {{"k1", kUnlimitedCapacity}, {"k2", 64}, {"missing", 1024}};
+  AddRequest(&out, "v3_shm_get_request", 27, shm_get, 3);
+  ShmGetRequest any_shm_get;
+  any_shm_get.any_namespace = true;
+  any_shm_get.keys = {{"k1", 4096}};
+  AddRequest(&out, "v3_any_namespace_shm_get_request", 28, any_shm_get, 3);
+  AddResponse(&out, "v3_shm_get_response", 27,
+              ShmGetResponse{5,
+                             {{StatusCode::kOk, "meta-1", 4096, 1ull << 20},
+                              {StatusCode::kTooLarge, "", 1ull << 20, 0},
+                              {StatusCode::kNotFound, "", 0, 0}}},
+              3);
+  AddResponse(&out, "v3_shm_get_miss_response", 28,
+              ShmGetResponse{0, {{StatusCode::kNotFound, "", 0, 0}}}, 3);
+  AddRequest(&out, "v3_shm_release_request", 29, ShmReleaseRequest{{5, 6, 0xFFFFFFFFFFFFFFFFull}},
+             3);
+  AddResponse(&out, "v3_shm_release_response", 29, ShmReleaseResponse{2}, 3);
   return out;
 }
 

@@ -19,7 +19,9 @@ struct SampleFrame {
 // At least one request and one response per opcode, an ERROR response, a meta-only MGET and an
 // MGET response mixing hits, misses and a too-small buffer, all version 1; then version 2 frames
 // (names "v2_..."), among them the any-namespace MGET (plain and meta-only), MEXIST and MDEL
-// requests. Encoded with default Limits.
+// requests; then version 3 frames (names "v3_..."): both directions of NODE_INFO and every
+// SHM_* opcode (granted and refused attach, reservations and gets with and without hits, an
+// any-namespace SHM_GET) and older opcodes in version 3 frames. Encoded with default Limits.
 std::vector<SampleFrame> SampleFrames();
 
 // Decodes `frame` as one complete frame (SplitFrame, then DecodeAnyRequest/DecodeAnyResponse by

@@ -96,11 +96,14 @@ TEST(FrameHeaderTest, DecodesHandWrittenBytes) {
 }
 
 TEST(FrameHeaderTest, RoundTripsEveryOpcodeAndDirection) {
-  for (Opcode op : {Opcode::kHello, Opcode::kPing, Opcode::kMset, Opcode::kMget, Opcode::kMexist,
-                    Opcode::kMdel, Opcode::kList, Opcode::kStats, Opcode::kError}) {
+  for (Opcode op :
+       {Opcode::kHello, Opcode::kPing, Opcode::kMset, Opcode::kMget, Opcode::kMexist, Opcode::kMdel,
+        Opcode::kList, Opcode::kStats, Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kShmReserve,
+        Opcode::kShmCommit, Opcode::kShmGet, Opcode::kShmRelease, Opcode::kError}) {
     for (bool response : {false, true}) {
       if (op == Opcode::kError && !response) continue;
       FrameHeader h;
+      h.version = OpcodeMinVersion(op);
       h.opcode = op;
       h.flags = response ? kFlagResponse : 0;
       h.request_id = 77;
@@ -112,6 +115,7 @@ TEST(FrameHeaderTest, RoundTripsEveryOpcodeAndDirection) {
       FrameHeader d;
       ASSERT_TRUE(DecodeFrameHeader(bytes, Limits{}, &d).ok()) << OpcodeName(op);
       EXPECT_EQ(d.opcode, op);
+      EXPECT_EQ(d.version, h.version);
       EXPECT_EQ(d.flags, h.flags);
       EXPECT_EQ(d.request_id, 77u);
       EXPECT_EQ(d.descriptor_length, 12u);
@@ -136,9 +140,11 @@ TEST(FrameHeaderTest, RejectsEachMalformedField) {
   const HeaderCase cases[] = {
       {"magic", 0, "KVPX", StatusCode::kCorruption, "magic"},
       {"version 0", 4, std::string(1, '\0'), StatusCode::kNotSupported, "version"},
-      {"version 3", 4, "\x03", StatusCode::kNotSupported, "version"},
+      {"version 4", 4, "\x04", StatusCode::kNotSupported, "version"},
       {"opcode 0", 5, std::string(1, '\0'), StatusCode::kCorruption, "opcode"},
-      {"opcode 9", 5, "\x09", StatusCode::kCorruption, "opcode"},
+      {"opcode 16", 5, "\x10", StatusCode::kCorruption, "opcode"},
+      {"version 3 opcode in a version 1 frame", 5, "\x0D", StatusCode::kCorruption,
+       "SHM_GET frame of version 1; it needs protocol version 3"},
       {"opcode 255", 5, "\xFF", StatusCode::kCorruption, "opcode"},
       {"reserved flag", 6, "\x04", StatusCode::kCorruption, "reserved flag"},
       {"high flag", 7, "\x80", StatusCode::kCorruption, "reserved flag"},
@@ -226,6 +232,69 @@ TEST(FrameHeaderTest, AnyNamespaceFlagOnlyOnVersion2MgetMexistMdelRequests) {
   // Everything else of a version 2 header decodes as in version 1.
   EXPECT_TRUE(decode(Opcode::kMget, kFlagMetaOnly, 2).ok());
   EXPECT_TRUE(decode(Opcode::kMset, 0, 2).ok());
+}
+
+TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
+  FrameHeader h;
+  std::string bytes;
+  auto decode = [&](Opcode op, uint16_t flags, uint8_t version, uint64_t payload_length = 0) {
+    FrameHeader in;
+    in.opcode = op;
+    in.flags = flags;
+    in.version = version;
+    in.payload_length = payload_length;
+    bytes.clear();
+    AppendFrameHeader(in, &bytes);
+    return DecodeFrameHeader(bytes, Limits{}, &h);
+  };
+  EXPECT_EQ(kShmVersion, 3);
+  EXPECT_EQ(kMaxProtocolVersion, 3);
+  EXPECT_EQ(KnownFlags(3), KnownFlags(2));
+  for (Opcode op : {Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kShmReserve, Opcode::kShmCommit,
+                    Opcode::kShmGet, Opcode::kShmRelease}) {
+    EXPECT_TRUE(IsKnownOpcode(static_cast<uint8_t>(op)));
+    EXPECT_EQ(OpcodeMinVersion(op), kShmVersion) << OpcodeName(op);
+    EXPECT_NE(OpcodeName(op), "UNKNOWN");
+    for (bool response : {false, true}) {
+      const uint16_t flags = response ? kFlagResponse : 0;
+      EXPECT_FALSE(CarriesPayload(op, response)) << OpcodeName(op);
+      Status s = decode(op, flags, 3);
+      EXPECT_TRUE(s.ok()) << OpcodeName(op) << ": " << s.ToString();
+      for (uint8_t old : {1, 2}) {
+        s = decode(op, flags, old);
+        EXPECT_EQ(s.code(), StatusCode::kCorruption) << OpcodeName(op) << " v" << int{old};
+        EXPECT_NE(s.message().find("needs protocol version 3"), std::string::npos) << s.ToString();
+      }
+      // No payload section, and META_ONLY belongs to MGET alone.
+      s = decode(op, flags, 3, 1);
+      EXPECT_EQ(s.code(), StatusCode::kCorruption) << OpcodeName(op);
+      EXPECT_NE(s.message().find("never carries a payload"), std::string::npos) << s.ToString();
+      s = decode(op, flags | kFlagMetaOnly, 3);
+      EXPECT_EQ(s.code(), StatusCode::kCorruption) << OpcodeName(op);
+      EXPECT_NE(s.message().find("meta-only flag on a " + std::string(OpcodeName(op))),
+                std::string::npos)
+          << s.ToString();
+    }
+    // ANY_NAMESPACE: SHM_GET requests only.
+    Status s = decode(op, kFlagAnyNamespace, 3);
+    EXPECT_EQ(s.ok(), op == Opcode::kShmGet) << OpcodeName(op) << ": " << s.ToString();
+    EXPECT_EQ(AcceptsAnyNamespace(op), op == Opcode::kShmGet);
+    EXPECT_EQ(decode(op, kFlagAnyNamespace | kFlagResponse, 3).code(), StatusCode::kCorruption);
+  }
+  EXPECT_EQ(OpcodeName(Opcode::kNodeInfo), "NODE_INFO");
+  EXPECT_EQ(OpcodeName(Opcode::kShmAttach), "SHM_ATTACH");
+  EXPECT_EQ(OpcodeName(Opcode::kShmReserve), "SHM_RESERVE");
+  EXPECT_EQ(OpcodeName(Opcode::kShmCommit), "SHM_COMMIT");
+  EXPECT_EQ(OpcodeName(Opcode::kShmGet), "SHM_GET");
+  EXPECT_EQ(OpcodeName(Opcode::kShmRelease), "SHM_RELEASE");
+  EXPECT_EQ(static_cast<int>(Opcode::kError), 15);
+  EXPECT_FALSE(IsKnownOpcode(16));
+  // The older opcodes are unchanged in version 3 frames.
+  EXPECT_EQ(OpcodeMinVersion(Opcode::kMget), kMinProtocolVersion);
+  EXPECT_TRUE(decode(Opcode::kMget, kFlagMetaOnly | kFlagAnyNamespace, 3).ok());
+  EXPECT_TRUE(decode(Opcode::kMset, 0, 3, 10).ok());
+  EXPECT_EQ(decode(Opcode::kHello, 0, 3).code(), StatusCode::kNotSupported);
+  EXPECT_EQ(decode(Opcode::kMget, 0x0008, 3).code(), StatusCode::kCorruption);
 }
 
 TEST(FrameHeaderTest, ResponsesMayExceedMaxFrameBytesByTheirMetas) {

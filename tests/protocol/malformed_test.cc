@@ -222,7 +222,7 @@ TEST(MalformedTest, HelloListErrorStatsFields) {
   ASSERT_TRUE(EncodeResponse(1, HelloResponse{1, Limits{}, "s"}, Limits{}, &f).ok());
   ExpectFieldCases(
       f.Flatten(),
-      {{"version 3", 32, std::string(1, '\x03'), StatusCode::kNotSupported, "version 3"},
+      {{"version 4", 32, std::string(1, '\x04'), StatusCode::kNotSupported, "version 4"},
        {"key limit 0", 33, U64(0), StatusCode::kCorruption, "unusable limits: max_key_bytes"}});
   ASSERT_TRUE(EncodeRequest(1, ListRequest{"ns", 5, 10}, Limits{}, &f).ok());
   ExpectFieldCases(f.Flatten(),
@@ -346,7 +346,7 @@ TEST(EncoderLimitsTest, AnyNamespaceRequests) {
   EXPECT_TRUE(EncodeRequest(1, get_any, Limits{}, &f, 2).ok());
 
   // Versions this build does not speak are refused for every frame but HELLO and ERROR.
-  for (uint8_t version : {0, 3, 255}) {
+  for (uint8_t version : {0, 4, 255}) {
     EXPECT_EQ(EncodeRequest(1, any, Limits{}, &f, version).code(), StatusCode::kInvalidArgument)
         << int{version};
     EXPECT_EQ(EncodeRequest(1, PingRequest{}, Limits{}, &f, version).code(),
@@ -443,6 +443,410 @@ TEST(EncoderLimitsTest, ResponsesAndControlMessages) {
             StatusCode::kInvalidArgument);
   MexistRequest empty_key{"", {"a", ""}};
   EXPECT_EQ(EncodeRequest(1, empty_key, Limits{}, &f).code(), StatusCode::kInvalidArgument);
+}
+
+// ---- Version 3: NODE_INFO and the shared-memory opcodes ----------------------------------
+
+template <typename Message>
+std::string EncodeV3Response(const Message& m) {
+  EncodedFrame f;
+  Status s = EncodeResponse(1, m, Limits{}, &f, kShmVersion);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return f.Flatten();
+}
+template <typename Message>
+std::string EncodeV3Request(const Message& m) {
+  EncodedFrame f;
+  Status s = EncodeRequest(1, m, Limits{}, &f, kShmVersion);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return f.Flatten();
+}
+
+TEST(MalformedShmTest, NodeInfoResponseFields) {
+  // node_id 32, offers 40, host_id_length 44, host_id 45, unix_path_length 46, unix_path 48.
+  ExpectFieldCases(
+      EncodeV3Response(NodeInfoResponse{1, kOfferSharedMemory, "h", "/s"}),
+      {
+          {"unix path too long", 46, U16(108), StatusCode::kTooLarge, "unix_path_length 108"},
+          {"unix path past end", 46, U16(3), StatusCode::kCorruption, "truncated at unix_path"},
+          {"host id past end", 44, std::string(1, '\x09'), StatusCode::kCorruption, "truncated"},
+      });
+  ExpectFieldCases(EncodeV3Response(NodeInfoResponse{1, 0, "h", ""}),
+                   {{"shared memory without a path", 40, U32(kOfferSharedMemory),
+                     StatusCode::kCorruption, "offers shared memory without a unix_path"}});
+}
+
+TEST(MalformedShmTest, ShmAttachResponseFields) {
+  // status 32, arena_bytes 33, reason_length 41, reason 43.
+  ExpectFieldCases(
+      EncodeV3Response(ShmAttachResponse{StatusCode::kOk, 4096, ""}),
+      {
+          {"OK with arena 0", 33, U64(0), StatusCode::kCorruption, "OK with arena_bytes 0"},
+          {"refused with an arena", 32, std::string(1, '\x09'), StatusCode::kCorruption,
+           "NotSupported with arena_bytes 4096"},
+          {"unknown status", 32, std::string(1, '\x0D'), StatusCode::kCorruption,
+           "unknown status code 13"},
+          {"reason too long", 41, U16(1025), StatusCode::kTooLarge, "reason_length 1025"},
+      });
+  ExpectFieldCases(
+      EncodeV3Response(ShmAttachResponse{StatusCode::kNotSupported, 0, "no"}),
+      {
+          {"refused with an arena", 33, U64(1), StatusCode::kCorruption, "arena_bytes 1"},
+          {"OK with a reason", 32, std::string(1, '\0'), StatusCode::kCorruption,
+           "reason_length 2"},
+          {"refused without a reason", 41, U16(0), StatusCode::kCorruption, "trailing"},
+      });
+  // Refused without a reason, exactly (no trailing bytes): hand-made from the OK frame.
+  std::string frame = EncodeV3Response(ShmAttachResponse{StatusCode::kOk, 1, ""});
+  frame.replace(32, 9, std::string(1, '\x09') + U64(0));
+  Status s = DecodeWhole(frame);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("it needs arena_bytes 0 and a reason"), std::string::npos)
+      << s.ToString();
+}
+
+TEST(MalformedShmTest, ShmReserveFields) {
+  // The MSET descriptor: namespace 32 ("ns"), ttl 35, count 39, item 0 lengths at 43.
+  ShmReserveRequest in{"ns", 60, {{"a", "m", 3, nullptr}, {"bc", "", 2, nullptr}}};
+  const std::string request = EncodeV3Request(in);
+  ExpectFieldCases(
+      request,
+      {
+          {"count above bytes", 39, U32(3), StatusCode::kCorruption, "count 3"},
+          {"count above limit", 39, U32(5000), StatusCode::kTooLarge, "max_batch_keys"},
+          {"empty key", 43, U16(0), StatusCode::kInvalidArgument, "item 0: empty key"},
+          {"value too long", 49, U64((1ull << 30) + 1), StatusCode::kTooLarge, "max_value_bytes"},
+      });
+  // Value lengths are reservations, not a payload: a payload on the frame is malformed.
+  std::string with_payload = request + "x";
+  with_payload.replace(24, 8, U64(1));
+  Status s = DecodeWhole(with_payload);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("never carries a payload"), std::string::npos) << s.ToString();
+
+  // Response: overall 32, reservation_id 33, count 41, item 0 status 45 offset 46, item 1 status
+  // 54 offset 55.
+  ExpectFieldCases(
+      EncodeV3Response(ShmReserveResponse{5, {{StatusCode::kOk, 128}, {StatusCode::kNoSpace, 0}}}),
+      {
+          {"overall disagrees", 32, std::string(1, '\0'), StatusCode::kCorruption, "disagrees"},
+          {"offset on a miss", 55, U64(8), StatusCode::kCorruption,
+           "item 1: status NoSpace with "
+           "offset 8"},
+          {"no reservation id", 33, U64(0), StatusCode::kCorruption, "reservation_id 0 with 1"},
+          {"count above limit", 41, U32(4097), StatusCode::kTooLarge, "max_batch_keys"},
+          {"count above bytes", 41, U32(3), StatusCode::kCorruption, "count 3"},
+          {"unknown status", 54, std::string(1, '\x20'), StatusCode::kCorruption,
+           "unknown status code 32"},
+      });
+  ExpectFieldCases(EncodeV3Response(ShmReserveResponse{0, {{StatusCode::kNoSpace, 0}}}),
+                   {{"reservation id without a reservation", 33, U64(4), StatusCode::kCorruption,
+                     "reservation_id 4 with 0"}});
+}
+
+TEST(MalformedShmTest, ShmCommitFields) {
+  // reservation_id 32, count 40, commit bytes 44, 45, 46.
+  ExpectFieldCases(
+      EncodeV3Request(ShmCommitRequest{9, {1, 0, 1}}),
+      {
+          {"reservation id 0", 32, U64(0), StatusCode::kCorruption, "reservation_id is 0"},
+          {"commit byte 2", 45, std::string(1, '\x02'), StatusCode::kCorruption,
+           "item 1: commit byte 2"},
+          {"count above limit", 40, U32(4097), StatusCode::kTooLarge, "max_batch_keys"},
+          {"count above bytes", 40, U32(4), StatusCode::kCorruption, "count 4"},
+          {"count below items", 40, U32(2), StatusCode::kCorruption, "trailing"},
+      });
+  // The response is an MSET response.
+  ExpectFieldCases(
+      EncodeV3Response(ShmCommitResponse{{StatusCode::kOk, StatusCode::kAborted}}),
+      {{"overall disagrees", 32, std::string(1, '\0'), StatusCode::kCorruption, "disagrees"}});
+}
+
+TEST(MalformedShmTest, ShmGetFields) {
+  ShmGetRequest req;
+  req.keys = {{"k", 10}};
+  const std::string request = EncodeV3Request(req);
+  // META_ONLY is MGET's alone; ANY_NAMESPACE needs an empty namespace, as for MGET.
+  std::string meta_only = request;
+  meta_only[6] = static_cast<char>(kFlagMetaOnly);
+  Status s = DecodeWhole(meta_only);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("meta-only flag on a SHM_GET frame"), std::string::npos)
+      << s.ToString();
+  ShmGetRequest in_ns;
+  in_ns.ns = "x";
+  in_ns.keys = {{"k", 10}};
+  std::string any = EncodeV3Request(in_ns);
+  any[6] = static_cast<char>(kFlagAnyNamespace);
+  s = DecodeWhole(any);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("it must be empty"), std::string::npos) << s.ToString();
+
+  // Response: overall 32, lease_id 33, count 41; item 0: status 45, meta_length 46,
+  // value_length 50, offset 58, meta 66; item 1: status 67, meta_length 68, value_length 72,
+  // offset 80.
+  ExpectFieldCases(
+      EncodeV3Response(
+          ShmGetResponse{3, {{StatusCode::kOk, "M", 2, 64}, {StatusCode::kNotFound, "", 0, 0}}}),
+      {
+          {"overall disagrees", 32, std::string(1, '\0'), StatusCode::kCorruption, "disagrees"},
+          {"overall unknown", 32, std::string(1, '\x03'), StatusCode::kCorruption,
+           "overall_status 3"},
+          {"no lease id", 33, U64(0), StatusCode::kCorruption, "lease_id 0 with 1 hits"},
+          {"offset on a miss", 80, U64(64), StatusCode::kCorruption,
+           "item 1: status NotFound with offset 64"},
+          {"miss with value", 72, U64(1), StatusCode::kCorruption, "NotFound"},
+          {"miss with meta", 68, U32(1), StatusCode::kCorruption, "NotFound"},
+          {"meta too long", 46, U32(4097), StatusCode::kTooLarge, "max_meta_bytes"},
+          {"value too long", 50, U64((1ull << 30) + 1), StatusCode::kTooLarge, "max_value_bytes"},
+          {"count above limit", 41, U32(4097), StatusCode::kTooLarge, "max_batch_keys"},
+          {"count above bytes", 41, U32(3), StatusCode::kCorruption, "count 3"},
+          {"status unknown", 67, std::string(1, '\x0D'), StatusCode::kCorruption,
+           "unknown status code 13"},
+      });
+  // A too-small buffer: meta and length, but no offset.
+  ExpectFieldCases(
+      EncodeV3Response(ShmGetResponse{0, {{StatusCode::kTooLarge, "", 9, 0}}}),
+      {{"offset on TooLarge", 58, U64(1), StatusCode::kCorruption, "status TooLarge with offset 1"},
+       {"lease without hits", 33, U64(1), StatusCode::kCorruption, "lease_id 1 with 0 hits"}});
+}
+
+TEST(MalformedShmTest, ShmReleaseFields) {
+  // count 32, lease ids 36, 44.
+  ExpectFieldCases(
+      EncodeV3Request(ShmReleaseRequest{{1, 2}}),
+      {
+          {"lease id 0", 44, U64(0), StatusCode::kCorruption, "item 1: lease_id 0"},
+          {"count above limit", 32, U32(4097), StatusCode::kTooLarge, "max_batch_keys"},
+          {"count above bytes", 32, U32(3), StatusCode::kCorruption, "count 3"},
+          {"count below ids", 32, U32(1), StatusCode::kCorruption, "trailing"},
+      });
+  // Count 0 (nothing to release) is a bad field; hand-made: a 4-byte descriptor.
+  std::string frame = EncodeV3Request(ShmReleaseRequest{{1}});
+  frame.resize(36);
+  frame.replace(16, 4, U32(4));
+  frame.replace(32, 4, U32(0));
+  Status s = DecodeWhole(frame);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("count is 0"), std::string::npos) << s.ToString();
+  // The response: u32 released and nothing else.
+  std::string response = EncodeV3Response(ShmReleaseResponse{1}) + "x";
+  response.replace(16, 4, U32(5));
+  s = DecodeWhole(response);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("SHM_RELEASE response: 1 trailing bytes"), std::string::npos)
+      << s.ToString();
+}
+
+// A version 3 frame whose version byte says 1 or 2 is rejected by the header decoder, and by the
+// descriptor decoders for headers made by hand.
+TEST(MalformedShmTest, Version3OpcodesInOlderFrames) {
+  for (const auto& sample : SampleFrames()) {
+    FrameView view;
+    ASSERT_TRUE(SplitFrame(sample.bytes, Limits{}, &view).ok()) << sample.name;
+    if (OpcodeMinVersion(view.header.opcode) < kShmVersion) continue;
+    for (char old : {'\x01', '\x02'}) {
+      std::string frame = sample.bytes;
+      frame[4] = old;
+      Status s = DecodeWhole(frame);
+      EXPECT_EQ(s.code(), StatusCode::kCorruption) << sample.name;
+      EXPECT_NE(s.message().find("needs protocol version 3"), std::string::npos) << s.ToString();
+      FrameHeader h = view.header;
+      h.version = static_cast<uint8_t>(old);
+      if (h.is_response()) {
+        AnyResponse r;
+        s = DecodeAnyResponse(h, view.descriptor, Limits{}, &r);
+      } else {
+        AnyRequest r;
+        s = DecodeAnyRequest(h, view.descriptor, Limits{}, &r);
+      }
+      EXPECT_EQ(s.code(), StatusCode::kCorruption) << sample.name;
+      EXPECT_NE(s.message().find("needs protocol version 3"), std::string::npos) << s.ToString();
+    }
+  }
+}
+
+TEST(EncoderShmTest, RefusedBelowVersion3AndAboveThisBuild) {
+  ShmGetRequest get;
+  get.keys = {{"k", 1}};
+  ShmReserveRequest reserve{"", 0, {{"k", "", 1, nullptr}}};
+  auto expect = [](const char* what, auto encode) {
+    EncodedFrame f;
+    for (uint8_t version : {1, 2}) {
+      Status s = encode(&f, version);
+      EXPECT_EQ(s.code(), StatusCode::kNotSupported) << what << " v" << int{version};
+      EXPECT_NE(s.message().find("needs protocol version 3; this frame is version " +
+                                 std::to_string(version)),
+                std::string::npos)
+          << s.ToString();
+    }
+    for (uint8_t version : {0, 4}) {
+      EXPECT_EQ(encode(&f, version).code(), StatusCode::kInvalidArgument)
+          << what << " v" << int{version};
+    }
+    Status s = encode(&f, 3);
+    EXPECT_TRUE(s.ok()) << what << ": " << s.ToString();
+    EXPECT_EQ(f.head[4], '\x03') << what;
+  };
+  const Limits l;
+  expect("NODE_INFO request",
+         [&](EncodedFrame* f, uint8_t v) { return EncodeRequest(1, NodeInfoRequest{}, l, f, v); });
+  expect("NODE_INFO response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, NodeInfoResponse{1, 0, "h", ""}, l, f, v);
+  });
+  expect("SHM_ATTACH request",
+         [&](EncodedFrame* f, uint8_t v) { return EncodeRequest(1, ShmAttachRequest{}, l, f, v); });
+  expect("SHM_ATTACH response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, ShmAttachResponse{StatusCode::kOk, 1, ""}, l, f, v);
+  });
+  expect("SHM_RESERVE request",
+         [&](EncodedFrame* f, uint8_t v) { return EncodeRequest(1, reserve, l, f, v); });
+  expect("SHM_RESERVE response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, ShmReserveResponse{1, {{StatusCode::kOk, 0}}}, l, f, v);
+  });
+  expect("SHM_COMMIT request", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeRequest(1, ShmCommitRequest{1, {1}}, l, f, v);
+  });
+  expect("SHM_COMMIT response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, ShmCommitResponse{{StatusCode::kOk}}, l, f, v);
+  });
+  expect("SHM_GET request",
+         [&](EncodedFrame* f, uint8_t v) { return EncodeRequest(1, get, l, f, v); });
+  expect("SHM_GET response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, ShmGetResponse{0, {{StatusCode::kNotFound, "", 0, 0}}}, l, f, v);
+  });
+  expect("SHM_RELEASE request", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeRequest(1, ShmReleaseRequest{{1}}, l, f, v);
+  });
+  expect("SHM_RELEASE response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, ShmReleaseResponse{0}, l, f, v);
+  });
+}
+
+// Whatever SHM_GET request fits max_frame_bytes, its largest answer (every key a hit with the
+// largest meta) fits the response frame limit, as for MGET.
+TEST(EncoderShmTest, FullShmGetResponseFits) {
+  Limits l;
+  l.max_key_bytes = 1024;
+  l.max_frame_bytes = 8192;
+  l.max_batch_keys = 256;
+  ASSERT_TRUE(ValidateLimits(l).ok());
+  ShmGetRequest req;
+  req.keys.assign(l.max_batch_keys, MgetKey{"k", kUnlimitedCapacity});
+  EncodedFrame f;
+  ASSERT_TRUE(EncodeRequest(1, req, l, &f).ok());
+  const std::string meta(l.max_meta_bytes, 'm');
+  ShmGetResponse r;
+  r.lease_id = 1;
+  r.results.assign(l.max_batch_keys, ShmGetResult{StatusCode::kOk, meta, 1, 1});
+  Status s = EncodeResponse(1, r, l, &f);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  FrameHeader h;
+  EXPECT_TRUE(DecodeFrameHeader(f.head, l, &h).ok());
+  // The smallest limits of all: one key per batch, the smallest frame.
+  Limits tiny;
+  tiny.max_key_bytes = 1;
+  tiny.max_namespace_bytes = 0;
+  tiny.max_meta_bytes = 0;
+  tiny.max_batch_keys = 1;
+  tiny.max_frame_bytes = 1;
+  while (!ValidateLimits(tiny).ok())
+    ++tiny.max_frame_bytes;
+  r.results.assign(1, ShmGetResult{StatusCode::kOk, "", 1, 1});
+  s = EncodeResponse(1, r, tiny, &f);
+  EXPECT_TRUE(s.ok()) << "max_frame_bytes " << tiny.max_frame_bytes << ": " << s.ToString();
+}
+
+TEST(EncoderShmTest, RefusesWhatDecodersReject) {
+  EncodedFrame f;
+  struct Case {
+    const char* what;
+    Status status;
+    StatusCode code;
+    const char* message_part;
+  };
+  const std::string long_host(256, 'h'), long_path(108, 'p'), long_key(8193, 'k');
+  ShmGetRequest get_in_ns;
+  get_in_ns.ns = "x";
+  get_in_ns.any_namespace = true;
+  get_in_ns.keys = {{"k", 1}};
+  ShmGetRequest get_empty_key;
+  get_empty_key.keys = {{"", 1}};
+  const Case cases[] = {
+      {"long host id", EncodeResponse(1, NodeInfoResponse{1, 0, long_host, ""}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "host_id of 256 bytes"},
+      {"long unix path", EncodeResponse(1, NodeInfoResponse{1, 0, "", long_path}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "unix_path of 108 bytes"},
+      {"shm offer without path",
+       EncodeResponse(1, NodeInfoResponse{1, kOfferSharedMemory, "", ""}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "without a unix_path"},
+      {"attach OK with arena 0",
+       EncodeResponse(1, ShmAttachResponse{StatusCode::kOk, 0, ""}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "OK with arena_bytes 0"},
+      {"attach OK with a reason",
+       EncodeResponse(1, ShmAttachResponse{StatusCode::kOk, 1, "why"}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "reason of 3 bytes"},
+      {"attach refused without a reason",
+       EncodeResponse(1, ShmAttachResponse{StatusCode::kNotSupported, 0, ""}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "a reason"},
+      {"attach refused with an arena",
+       EncodeResponse(1, ShmAttachResponse{StatusCode::kNotSupported, 8, "x"}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "arena_bytes 8"},
+      {"attach unknown status",
+       EncodeResponse(1, ShmAttachResponse{static_cast<StatusCode>(40), 0, "x"}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "unknown status code 40"},
+      {"reserve long key",
+       EncodeRequest(1, ShmReserveRequest{"", 0, {{long_key, "", 1, nullptr}}}, Limits{}, &f),
+       StatusCode::kTooLarge, "max_key_bytes"},
+      {"reserve offset on a miss",
+       EncodeResponse(1, ShmReserveResponse{1, {{StatusCode::kOk, 0}, {StatusCode::kNoSpace, 4}}},
+                      Limits{}, &f),
+       StatusCode::kInvalidArgument, "item 1: status NoSpace with offset 4"},
+      {"reserve id without a reservation",
+       EncodeResponse(1, ShmReserveResponse{1, {{StatusCode::kNoSpace, 0}}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "reservation_id 1 with 0"},
+      {"reserve reservation without an id",
+       EncodeResponse(1, ShmReserveResponse{0, {{StatusCode::kOk, 0}}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "reservation_id 0 with 1"},
+      {"commit id 0", EncodeRequest(1, ShmCommitRequest{0, {1}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "reservation_id is 0"},
+      {"commit byte 2", EncodeRequest(1, ShmCommitRequest{1, {1, 2}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "item 1: commit byte 2"},
+      {"commit too many",
+       EncodeRequest(1, ShmCommitRequest{1, std::vector<uint8_t>(4097, 1)}, Limits{}, &f),
+       StatusCode::kTooLarge, "max_batch_keys"},
+      {"commit response unknown status",
+       EncodeResponse(1, ShmCommitResponse{{static_cast<StatusCode>(99)}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "unknown status code 99"},
+      {"get any-namespace with a namespace", EncodeRequest(1, get_in_ns, Limits{}, &f),
+       StatusCode::kInvalidArgument, "must be empty"},
+      {"get empty key", EncodeRequest(1, get_empty_key, Limits{}, &f), StatusCode::kInvalidArgument,
+       "item 0: empty key"},
+      {"get offset on a miss",
+       EncodeResponse(1, ShmGetResponse{0, {{StatusCode::kNotFound, "", 0, 5}}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "status NotFound with offset 5"},
+      {"get miss with meta",
+       EncodeResponse(1, ShmGetResponse{0, {{StatusCode::kNotFound, "m", 0, 0}}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "with a meta or value length"},
+      {"get lease without hits",
+       EncodeResponse(1, ShmGetResponse{2, {{StatusCode::kNotFound, "", 0, 0}}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "lease_id 2 with 0 hits"},
+      {"get hits without a lease",
+       EncodeResponse(1, ShmGetResponse{0, {{StatusCode::kOk, "", 1, 0}}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "lease_id 0 with 1 hits"},
+      {"release nothing", EncodeRequest(1, ShmReleaseRequest{}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "no lease ids"},
+      {"release lease 0", EncodeRequest(1, ShmReleaseRequest{{3, 0}}, Limits{}, &f),
+       StatusCode::kInvalidArgument, "item 1: lease_id 0"},
+      {"release too many",
+       EncodeRequest(1, ShmReleaseRequest{std::vector<uint64_t>(4097, 1)}, Limits{}, &f),
+       StatusCode::kTooLarge, "max_batch_keys"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.status.code(), c.code) << c.what << ": " << c.status.ToString();
+    EXPECT_NE(c.status.message().find(c.message_part), std::string::npos)
+        << c.what << ": " << c.status.ToString();
+  }
 }
 
 }  // namespace

@@ -50,7 +50,12 @@ TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   Result<uint8_t> v = NegotiateVersion(req_out);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, kMaxProtocolVersion);
-  EXPECT_EQ(NegotiateVersion(HelloRequest{3, 4, ""}).status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(*v, 3);
+  EXPECT_EQ(NegotiateVersion(HelloRequest{4, 5, ""}).status().code(), StatusCode::kNotSupported);
+  // A version 2 client gets version 2.
+  Result<uint8_t> v2 = NegotiateVersion(HelloRequest{1, 2, ""});
+  ASSERT_TRUE(v2.ok());
+  EXPECT_EQ(*v2, 2);
   // A client that speaks version 1 only gets version 1 from this build.
   Result<uint8_t> v1 = NegotiateVersion(HelloRequest{1, 1, ""});
   ASSERT_TRUE(v1.ok());
@@ -492,6 +497,308 @@ TEST(GoldenBytesTest, AnyNamespaceMexistRequestVersion2) {
   EXPECT_TRUE(out.any_namespace);
   EXPECT_EQ(out.ns, "");
   EXPECT_EQ(out.keys, (std::vector<std::string_view>{"k1", "b"}));
+}
+
+// ---- Version 3: NODE_INFO and the shared-memory opcodes ----------------------------------
+
+// The version 3 encoders default to kShmVersion, so the round-trip helpers above apply as they
+// are; every frame is checked to be a version 3 frame without payload.
+void ExpectVersion3WithoutPayload(const FrameView& view) {
+  EXPECT_EQ(view.header.version, kShmVersion);
+  EXPECT_EQ(view.header.payload_length, 0u);
+  EXPECT_TRUE(view.payload.empty());
+  EXPECT_FALSE(view.header.meta_only());
+}
+
+TEST(ShmMessagesTest, NodeInfoRoundTrip) {
+  std::string frame;
+  FrameView view;
+  NodeInfoRequest req;
+  RequestRoundTrip(40, NodeInfoRequest{}, &req, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(view.header.opcode, Opcode::kNodeInfo);
+  EXPECT_EQ(view.header.descriptor_length, 0u);
+
+  const std::string host(255, 'h'), path(kMaxUnixPathBytes, 'p');
+  NodeInfoResponse in{~0ull, kOfferSharedMemory | 0x40u, host, path}, out;
+  ResponseRoundTrip(40, in, &out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(out.node_id, ~0ull);
+  EXPECT_EQ(out.offers, kOfferSharedMemory | 0x40u);  // unknown offer bits pass through
+  EXPECT_EQ(out.host_id, host);
+  EXPECT_EQ(out.unix_path, path);
+  // A node without a Unix socket: nothing offered, empty strings.
+  ResponseRoundTrip(41, NodeInfoResponse{5, 0, "", ""}, &out, &frame, &view);
+  EXPECT_EQ(out.node_id, 5u);
+  EXPECT_EQ(out.offers, 0u);
+  EXPECT_TRUE(out.host_id.empty());
+  EXPECT_TRUE(out.unix_path.empty());
+}
+
+TEST(ShmMessagesTest, ShmAttachRoundTrip) {
+  std::string frame;
+  FrameView view;
+  ShmAttachRequest req;
+  RequestRoundTrip(42, ShmAttachRequest{}, &req, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(view.header.descriptor_length, 0u);
+
+  ShmAttachResponse granted{StatusCode::kOk, 64ull << 30, ""}, out;
+  ResponseRoundTrip(42, granted, &out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(out.status, StatusCode::kOk);
+  EXPECT_EQ(out.arena_bytes, 64ull << 30);
+  EXPECT_TRUE(out.reason.empty());
+  ShmAttachResponse refused{StatusCode::kNotSupported, 0, "not a Unix-socket session"};
+  ResponseRoundTrip(43, refused, &out, &frame, &view);
+  EXPECT_EQ(out.status, StatusCode::kNotSupported);
+  EXPECT_EQ(out.arena_bytes, 0u);
+  EXPECT_EQ(out.reason, "not a Unix-socket session");
+  // Long reasons are truncated, as ERROR messages are.
+  const std::string long_reason(3000, 'r');
+  ResponseRoundTrip(44, ShmAttachResponse{StatusCode::kUnavailable, 0, long_reason}, &out, &frame,
+                    &view);
+  EXPECT_EQ(out.reason.size(), kMaxErrorMessageBytes);
+}
+
+TEST(ShmMessagesTest, ShmReserveRoundTripHasNoPayload) {
+  ShmReserveRequest in;
+  in.ns = "tenant";
+  in.ttl_seconds = 600;
+  const std::string ignored = "value pointers are ignored";
+  in.items = {{"key-1", "meta-1", 1ull << 20, ignored.data()},
+              {"key-2", "", 0, nullptr},
+              {"key-3", std::string_view("\0m", 2), 1ull << 30, nullptr}};
+  ShmReserveRequest out;
+  std::string frame;
+  FrameView view;
+  RequestRoundTrip(45, in, &out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(out.ns, "tenant");
+  EXPECT_EQ(out.ttl_seconds, 600u);
+  ASSERT_EQ(out.items.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(out.items[i].key, in.items[i].key);
+    EXPECT_EQ(out.items[i].meta, in.items[i].meta);
+    EXPECT_EQ(out.items[i].value_length, in.items[i].value_length);
+    EXPECT_EQ(out.items[i].value, nullptr);
+  }
+
+  ShmReserveResponse resp{
+      77, {{StatusCode::kOk, 4096}, {StatusCode::kNoSpace, 0}, {StatusCode::kOk, 0}}},
+      resp_out;
+  ResponseRoundTrip(45, resp, &resp_out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(resp_out.reservation_id, 77u);
+  ASSERT_EQ(resp_out.items.size(), 3u);
+  EXPECT_EQ(resp_out.items[0].offset, 4096u);
+  EXPECT_EQ(resp_out.items[1].status, StatusCode::kNoSpace);
+  EXPECT_EQ(resp_out.items[2].offset, 0u);
+  EXPECT_EQ(resp_out.overall(), BatchStatus::kPartial);
+  EXPECT_TRUE(CheckShmReserveResponse(out, resp_out).ok());
+  // Nothing reserved: no reservation id.
+  ResponseRoundTrip(46, ShmReserveResponse{0, {{StatusCode::kTooLarge, 0}}}, &resp_out, &frame,
+                    &view);
+  EXPECT_EQ(resp_out.reservation_id, 0u);
+  EXPECT_EQ(resp_out.overall(), BatchStatus::kFailed);
+}
+
+TEST(ShmMessagesTest, ShmCommitRoundTrip) {
+  std::string frame;
+  FrameView view;
+  ShmCommitRequest in{0xABCDEF0123456789ull, {1, 0, 1, 1}}, out;
+  RequestRoundTrip(47, in, &out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(out.reservation_id, in.reservation_id);
+  EXPECT_EQ(out.commit, in.commit);
+
+  ShmCommitResponse resp{{StatusCode::kOk, StatusCode::kAborted, StatusCode::kOk, StatusCode::kOk}},
+      resp_out;
+  ResponseRoundTrip(47, resp, &resp_out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(resp_out.statuses, resp.statuses);
+  EXPECT_EQ(resp_out.overall(), BatchStatus::kPartial);
+}
+
+TEST(ShmMessagesTest, ShmGetRoundTripAnswersWithOffsets) {
+  ShmGetRequest req;
+  req.ns = "ns";
+  req.keys = {{"hit", kUnlimitedCapacity}, {"small", 8}, {"miss", 100}, {"empty", 0}};
+  ShmGetRequest req_out;
+  std::string frame;
+  FrameView view;
+  RequestRoundTrip(48, req, &req_out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(view.header.flags, 0);
+  EXPECT_FALSE(req_out.any_namespace);
+  EXPECT_EQ(req_out.ns, "ns");
+  ASSERT_EQ(req_out.keys.size(), 4u);
+  EXPECT_EQ(req_out.keys[1].key, "small");
+  EXPECT_EQ(req_out.keys[1].buffer_capacity, 8u);
+
+  ShmGetResponse resp;
+  resp.lease_id = 99;
+  resp.results = {{StatusCode::kOk, "m0", 1ull << 20, 1ull << 34},
+                  {StatusCode::kTooLarge, "m1", 4096, 0},
+                  {StatusCode::kNotFound, "", 0, 0},
+                  {StatusCode::kOk, "", 0, 12345}};
+  ShmGetResponse out;
+  ResponseRoundTrip(48, resp, &out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(out.lease_id, 99u);
+  ASSERT_EQ(out.results.size(), 4u);
+  EXPECT_EQ(out.results[0].meta, "m0");
+  EXPECT_EQ(out.results[0].value_length, 1ull << 20);
+  EXPECT_EQ(out.results[0].offset, 1ull << 34);
+  EXPECT_EQ(out.results[1].status, StatusCode::kTooLarge);
+  EXPECT_EQ(out.results[1].value_length, 4096u);
+  EXPECT_EQ(out.results[1].meta, "m1");
+  EXPECT_EQ(out.results[3].offset, 12345u);
+  EXPECT_EQ(out.overall(), BatchStatus::kPartial);
+  EXPECT_TRUE(CheckShmGetResponse(req_out, out).ok());
+  EXPECT_TRUE(CheckShmGetResponse(req_out, out, (1ull << 34) + (1ull << 20)).ok());
+  EXPECT_EQ(CheckShmGetResponse(req_out, out, (1ull << 34) + (1ull << 20) - 1).code(),
+            StatusCode::kCorruption);
+
+  // Any-namespace, as for MGET.
+  ShmGetRequest any;
+  any.any_namespace = true;
+  any.keys = {{"k", 10}};
+  RequestRoundTrip(49, any, &req_out, &frame, &view);
+  EXPECT_EQ(view.header.flags, kFlagAnyNamespace);
+  EXPECT_TRUE(req_out.any_namespace);
+  EXPECT_EQ(req_out.ns, "");
+}
+
+TEST(ShmMessagesTest, ShmReleaseRoundTrip) {
+  std::string frame;
+  FrameView view;
+  ShmReleaseRequest in{{1, 2, ~0ull}}, out;
+  RequestRoundTrip(50, in, &out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(out.lease_ids, in.lease_ids);
+  ShmReleaseResponse resp{2}, resp_out;
+  ResponseRoundTrip(50, resp, &resp_out, &frame, &view);
+  ExpectVersion3WithoutPayload(view);
+  EXPECT_EQ(resp_out.released, 2u);
+}
+
+TEST(ShmMessagesTest, CheckShmGetResponseCatchesANodeThatBreaksTheRequest) {
+  ShmGetRequest req;
+  req.keys = {{"a", 4}, {"b", 4}};
+  ShmGetResponse resp;
+  resp.lease_id = 1;
+  resp.results = {{StatusCode::kOk, "", 4, 0}, {StatusCode::kOk, "", 5, 100}};
+  Status s = CheckShmGetResponse(req, resp);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("item 1: value_length 5 exceeds the buffer_capacity 4"),
+            std::string::npos)
+      << s.ToString();
+  resp.results.pop_back();
+  EXPECT_EQ(CheckShmGetResponse(req, resp).code(), StatusCode::kCorruption);  // count
+  resp.results.push_back({StatusCode::kTooLarge, "", 5, 0});  // not a hit: no capacity rule
+  EXPECT_TRUE(CheckShmGetResponse(req, resp).ok());
+  // Offsets past the arena (and ones whose sum overflows) are caught given its size.
+  resp.results[0].offset = 100;
+  EXPECT_TRUE(CheckShmGetResponse(req, resp, 104).ok());
+  s = CheckShmGetResponse(req, resp, 103);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("overrun the arena"), std::string::npos) << s.ToString();
+  resp.results[0].offset = ~0ull - 1;
+  EXPECT_EQ(CheckShmGetResponse(req, resp, ~0ull).code(), StatusCode::kCorruption);
+
+  ShmReserveRequest reserve;
+  reserve.items = {{"a", "", 10, nullptr}, {"b", "", 10, nullptr}};
+  ShmReserveResponse reserved{3, {{StatusCode::kOk, 90}, {StatusCode::kNoSpace, 0}}};
+  EXPECT_TRUE(CheckShmReserveResponse(reserve, reserved, 100).ok());
+  EXPECT_EQ(CheckShmReserveResponse(reserve, reserved, 99).code(), StatusCode::kCorruption);
+  reserved.items.pop_back();
+  EXPECT_EQ(CheckShmReserveResponse(reserve, reserved).code(), StatusCode::kCorruption);
+}
+
+// SHM_RESERVE and SHM_GET requests reuse the MSET and MGET request descriptors byte for byte,
+// SHM_COMMIT responses the MSET response layout; version 3 frames of older opcodes differ from
+// version 2 only in the version byte.
+TEST(ShmMessagesTest, SharedLayoutsAreByteIdentical) {
+  const std::string v1 = "xyz";
+  MsetRequest mset{"ns", 60, {{"a", "m", 3, v1.data()}, {"bc", "", 0, nullptr}}};
+  ShmReserveRequest reserve{"ns", 60, {{"a", "m", 3, nullptr}, {"bc", "", 0, nullptr}}};
+  EncodedFrame a, b;
+  ASSERT_TRUE(EncodeRequest(1, mset, Limits{}, &a, 3).ok());
+  ASSERT_TRUE(EncodeRequest(1, reserve, Limits{}, &b, 3).ok());
+  EXPECT_EQ(a.head.substr(kFrameHeaderSize), b.head.substr(kFrameHeaderSize));
+  EXPECT_TRUE(b.payloads.empty());
+
+  MgetRequest mget;
+  mget.ns = "n";
+  mget.keys = {{"k1", 7}, {"k2", kUnlimitedCapacity}};
+  ShmGetRequest get{"n", mget.keys};
+  ASSERT_TRUE(EncodeRequest(1, mget, Limits{}, &a, 3).ok());
+  ASSERT_TRUE(EncodeRequest(1, get, Limits{}, &b, 3).ok());
+  EXPECT_EQ(a.head.substr(kFrameHeaderSize), b.head.substr(kFrameHeaderSize));
+
+  const std::vector<StatusCode> statuses = {StatusCode::kOk, StatusCode::kAborted};
+  ASSERT_TRUE(EncodeResponse(1, MsetResponse{statuses}, Limits{}, &a, 3).ok());
+  ASSERT_TRUE(EncodeResponse(1, ShmCommitResponse{statuses}, Limits{}, &b, 3).ok());
+  EXPECT_EQ(a.head.substr(kFrameHeaderSize), b.head.substr(kFrameHeaderSize));
+
+  EncodedFrame two, three;
+  ASSERT_TRUE(EncodeRequest(5, mset, Limits{}, &two, 2).ok());
+  ASSERT_TRUE(EncodeRequest(5, mset, Limits{}, &three, 3).ok());
+  std::string expected = two.Flatten();
+  expected[4] = '\x03';
+  EXPECT_EQ(three.Flatten(), expected);
+}
+
+// docs/protocol.md's version 3 example: an SHM_GET response with a hit and a miss.
+TEST(GoldenBytesTest, ShmGetResponseWithHitAndMiss) {
+  const std::string expected(
+      "KVPT\x03\x0D\x01\x00"               // magic, version 3, SHM_GET, flags: response
+      "\x0C\x00\x00\x00\x00\x00\x00\x00"   // request_id 12
+      "\x38\x00\x00\x00\x00\x00\x00\x00"   // descriptor_length 56, reserved
+      "\x00\x00\x00\x00\x00\x00\x00\x00"   // payload_length 0
+      "\x01"                               // overall: PARTIAL
+      "\x07\x00\x00\x00\x00\x00\x00\x00"   // lease_id 7
+      "\x02\x00\x00\x00"                   // count 2
+      "\x00\x01\x00\x00\x00"               // OK, meta_len 1
+      "\x00\x10\x00\x00\x00\x00\x00\x00"   // value_len 4096
+      "\x00\x00\x20\x00\x00\x00\x00\x00"   // offset 0x200000
+      "M"                                  // meta
+      "\x02\x00\x00\x00\x00"               // NotFound, meta_len 0
+      "\x00\x00\x00\x00\x00\x00\x00\x00"   // value_len 0
+      "\x00\x00\x00\x00\x00\x00\x00\x00",  // offset 0
+      88);
+  ShmGetResponse in{7, {{StatusCode::kOk, "M", 4096, 0x200000}, {StatusCode::kNotFound, "", 0, 0}}};
+  EncodedFrame f;
+  ASSERT_TRUE(EncodeResponse(12, in, Limits{}, &f, 3).ok());
+  EXPECT_EQ(f.Flatten(), expected);
+  FrameView view;
+  ASSERT_TRUE(SplitFrame(expected, Limits{}, &view).ok());
+  ShmGetResponse out;
+  ASSERT_TRUE(DecodeResponse(view.header, view.descriptor, Limits{}, &out).ok());
+  EXPECT_EQ(out.lease_id, 7u);
+  EXPECT_EQ(out.results[0].offset, 0x200000u);
+  EXPECT_EQ(out.results[0].meta, "M");
+  EXPECT_EQ(out.results[1].status, StatusCode::kNotFound);
+}
+
+TEST(GoldenBytesTest, NodeInfoResponse) {
+  const std::string expected(
+      "KVPT\x03\x09\x01\x00"              // magic, version 3, NODE_INFO, flags: response
+      "\x01\x00\x00\x00\x00\x00\x00\x00"  // request_id 1
+      "\x13\x00\x00\x00\x00\x00\x00\x00"  // descriptor_length 19, reserved
+      "\x00\x00\x00\x00\x00\x00\x00\x00"  // payload_length 0
+      "\x08\x07\x06\x05\x04\x03\x02\x01"  // node_id 0x0102030405060708
+      "\x01\x00\x00\x00"                  // offers: SHARED_MEMORY
+      "\x02"
+      "hb"  // host_id "hb"
+      "\x02\x00"
+      "/s",  // unix_path "/s"
+      51);
+  NodeInfoResponse in{0x0102030405060708ull, kOfferSharedMemory, "hb", "/s"};
+  EncodedFrame f;
+  ASSERT_TRUE(EncodeResponse(1, in, Limits{}, &f, 3).ok());
+  EXPECT_EQ(f.Flatten(), expected);
 }
 
 }  // namespace

@@ -262,3 +262,69 @@ TEST(ServerFailureTest, StopDoesNotWaitPastTheGraceForAStalledMset) {
 
 }  // namespace
 }  // namespace kvport::testing
+
+namespace kvport {
+namespace {
+
+using testing::MustConnect;
+using testing::SmallNodeOptions;
+using testing::StartNode;
+using testing::TestClient;
+
+// Shared memory is a Unix-socket matter: on TCP, SHM_ATTACH is declined with its reason (a
+// normal answer, the session stays), and the SHM_* requests that need a granted attach are
+// malformed (ERROR, then close) without touching the store. NODE_INFO says what the node offers.
+TEST(ServerFailureTest, SharedMemoryRequestsOnATcpSession) {
+  ServerOptions options = SmallNodeOptions();
+  options.unix_socket = "auto";
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  TestClient client = MustConnect(*server);
+  ASSERT_EQ(client.version(), protocol::kShmVersion);
+
+  protocol::EncodedFrame frame;
+  ASSERT_TRUE(protocol::EncodeRequest(1, protocol::NodeInfoRequest{}, client.limits(), &frame,
+                                      client.version())
+                  .ok());
+  ASSERT_TRUE(client.Send(frame).ok());
+  auto info_frame = client.ReadFrame();
+  ASSERT_TRUE(info_frame.ok()) << info_frame.status().ToString();
+  protocol::NodeInfoResponse info;
+  ASSERT_TRUE(protocol::DecodeResponse(info_frame->header, info_frame->descriptor, client.limits(),
+                                       &info)
+                  .ok());
+  EXPECT_NE(info.node_id, 0u);
+  EXPECT_EQ(info.offers & protocol::kOfferSharedMemory, protocol::kOfferSharedMemory);
+  EXPECT_EQ(info.unix_path, server->unix_socket_path());
+  EXPECT_FALSE(info.host_id.empty());
+
+  ASSERT_TRUE(protocol::EncodeRequest(2, protocol::ShmAttachRequest{}, client.limits(), &frame,
+                                      client.version())
+                  .ok());
+  ASSERT_TRUE(client.Send(frame).ok());
+  auto attach_frame = client.ReadFrame();
+  ASSERT_TRUE(attach_frame.ok());
+  protocol::ShmAttachResponse attach;
+  ASSERT_TRUE(protocol::DecodeResponse(attach_frame->header, attach_frame->descriptor,
+                                       client.limits(), &attach)
+                  .ok());
+  EXPECT_EQ(attach.status, StatusCode::kNotSupported);
+  EXPECT_NE(attach.reason.find("Unix socket"), std::string_view::npos) << attach.reason;
+  ASSERT_TRUE(client.Ping().ok());  // still served
+
+  protocol::ShmGetRequest get;
+  get.keys.push_back(protocol::MgetKey{"k", protocol::kUnlimitedCapacity});
+  ASSERT_TRUE(protocol::EncodeRequest(3, get, client.limits(), &frame, client.version()).ok());
+  ASSERT_TRUE(client.Send(frame).ok());
+  auto refused = client.ReadFrame();
+  ASSERT_TRUE(refused.ok());
+  Status error = client.ErrorOf(*refused);
+  EXPECT_EQ(error.code(), StatusCode::kInvalidArgument) << error.ToString();
+  EXPECT_NE(error.message().find("without a granted SHM_ATTACH"), std::string::npos);
+  EXPECT_TRUE(client.ReadsEndOfStream());
+  EXPECT_EQ(server->Stats().Get("leases"), 0u);
+  EXPECT_EQ(server->Stats().Get("hits") + server->Stats().Get("misses"), 0u);
+}
+
+}  // namespace
+}  // namespace kvport

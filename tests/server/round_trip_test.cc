@@ -94,7 +94,7 @@ TEST(ServerRoundTripTest, AnyNamespaceRequestsMatchTheKeyInEveryNamespace) {
   auto server = StartNode(SmallNodeOptions());
   ASSERT_NE(server, nullptr);
   TestClient client = MustConnect(*server);
-  ASSERT_EQ(client.version(), 2);
+  ASSERT_EQ(client.version(), protocol::kMaxProtocolVersion);
   ASSERT_TRUE(client.Mset("x", {{"k", "in-x", "mx"}}).ok());
   constexpr bool kAny = true;
   constexpr uint64_t kNoLimit = protocol::kUnlimitedCapacity;

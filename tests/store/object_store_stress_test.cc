@@ -44,7 +44,7 @@ TEST(ObjectStoreStressTest, ConcurrentRandomWorkloadKeepsInvariants) {
   constexpr int kThreads = 6;
   constexpr int kOpsPerThread = 3000;
   constexpr int kKeys = 48;
-  ManualClock clock;
+  ManualTtlClock clock;
   auto store = testing::MakeStore(96, &clock);
   ASSERT_NE(store, nullptr);
   const uint64_t capacity = store->Stats().capacity_bytes;
@@ -141,10 +141,29 @@ TEST(ObjectStoreStressTest, ConcurrentRandomWorkloadKeepsInvariants) {
   EXPECT_EQ(s.reserved_bytes, 0u);
   EXPECT_EQ(s.retired_bytes, 0u);
   EXPECT_LE(s.used_bytes, s.capacity_bytes);
-  uint64_t ns_objects = 0;
-  for (const NamespaceUsage& u : store->NamespaceUsages())
+  // The per-shard namespace counters add up to exactly what is visible: the store's totals,
+  // and each namespace's keys and value lengths as listed and probed one by one (after a sweep,
+  // so that no expired object is still counted while no longer listed).
+  (void)store->Sweep();
+  s = store->Stats();
+  uint64_t ns_objects = 0, ns_value_bytes = 0;
+  for (const NamespaceUsage& u : store->NamespaceUsages()) {
     ns_objects += u.objects;
+    ns_value_bytes += u.value_bytes;
+    Result<KeyListing> listing = store->ListKeys(u.ns, "", 1000);
+    ASSERT_TRUE(listing.ok());
+    uint64_t listed_bytes = 0;
+    for (const std::string& key : listing->keys) {
+      uint64_t length = 0;
+      ASSERT_TRUE(store->Exists(u.ns, key, &length).ok()) << key;
+      listed_bytes += length;
+    }
+    EXPECT_EQ(listing->keys.size(), u.objects) << u.ns;
+    EXPECT_EQ(listed_bytes, u.value_bytes) << u.ns;
+    EXPECT_EQ(u.meta_bytes, u.objects * sizeof(uint64_t)) << u.ns;  // every meta is a version
+  }
   EXPECT_EQ(ns_objects, s.objects);
+  EXPECT_EQ(ns_value_bytes, s.value_bytes);
 
   // Deleting everything gives the whole arena back as one hole.
   for (const char* ns : {"alpha", "beta"}) {

@@ -2,7 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <random>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "store_test_util.h"
 
@@ -318,7 +325,7 @@ TEST(ObjectStoreTest, TooLargeAndInvalidArguments) {
 }
 
 TEST(ObjectStoreTest, TtlExpiresOnTheInjectedClock) {
-  ManualClock clock(1'000'000);
+  ManualTtlClock clock(1'000'000);
   auto store = MakeStore(8, &clock);
   ASSERT_TRUE(Put(*store, "", "short", "s", "", 10).ok());
   ASSERT_TRUE(Put(*store, "", "forever", "f", "", kNoExpiry).ok());
@@ -337,7 +344,7 @@ TEST(ObjectStoreTest, TtlExpiresOnTheInjectedClock) {
 }
 
 TEST(ObjectStoreTest, TtlCountsFromCommit) {
-  ManualClock clock;
+  ManualTtlClock clock;
   auto store = MakeStore(8, &clock);
   Result<WriteHandle> w = store->Reserve("", "k", 1, "", 5);
   ASSERT_TRUE(w.ok());
@@ -351,7 +358,7 @@ TEST(ObjectStoreTest, TtlCountsFromCommit) {
 }
 
 TEST(ObjectStoreTest, SweepReclaimsExpiredObjectsEvenWhenPinned) {
-  ManualClock clock;
+  ManualTtlClock clock;
   auto store = MakeStore(16, &clock);
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(Put(*store, "t", "ttl" + std::to_string(i), Blocks(1, 't'), "", 5).ok());
@@ -374,7 +381,7 @@ TEST(ObjectStoreTest, SweepReclaimsExpiredObjectsEvenWhenPinned) {
 }
 
 TEST(ObjectStoreTest, EvictionCountsExpiredVictimsAsExpirations) {
-  ManualClock clock;
+  ManualTtlClock clock;
   auto store = MakeStore(2, &clock);
   ASSERT_TRUE(Put(*store, "", "old", Blocks(1, 'o'), "", 1).ok());
   ASSERT_TRUE(Put(*store, "", "live", Blocks(1, 'l')).ok());
@@ -417,7 +424,7 @@ TEST(ObjectStoreTest, NamespaceUsageFollowsEveryChange) {
 }
 
 TEST(ObjectStoreTest, ListKeysPagesInOrder) {
-  ManualClock clock;
+  ManualTtlClock clock;
   auto store = MakeStore(64, &clock);
   std::set<std::string> expected;
   for (int i = 0; i < 25; ++i) {
@@ -435,7 +442,7 @@ TEST(ObjectStoreTest, ListKeysPagesInOrder) {
   std::string cursor;
   int pages = 0;
   do {
-    Result<KeyPage> page = store->ListKeys("list", cursor, 10);
+    Result<KeyListing> page = store->ListKeys("list", cursor, 10);
     ASSERT_TRUE(page.ok()) << page.status().ToString();
     EXPECT_LE(page->keys.size(), 10u);
     seen.insert(seen.end(), page->keys.begin(), page->keys.end());
@@ -445,7 +452,7 @@ TEST(ObjectStoreTest, ListKeysPagesInOrder) {
   EXPECT_EQ(pages, 3);
   EXPECT_EQ(seen, std::vector<std::string>(expected.begin(), expected.end()));
 
-  Result<KeyPage> exact = store->ListKeys("list", "", 25);
+  Result<KeyListing> exact = store->ListKeys("list", "", 25);
   ASSERT_TRUE(exact.ok());
   EXPECT_EQ(exact->keys.size(), 25u);
   EXPECT_TRUE(exact->next_cursor.empty());
@@ -457,15 +464,152 @@ TEST(ObjectStoreTest, ListKeysResumesAfterTheCursorDespiteChanges) {
   auto store = MakeStore(16);
   for (const char* k : {"a", "b", "c", "d", "e"})
     ASSERT_TRUE(Put(*store, "", k, "v").ok());
-  Result<KeyPage> first = store->ListKeys("", "", 2);
+  Result<KeyListing> first = store->ListKeys("", "", 2);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->keys, (std::vector<std::string>{"a", "b"}));
   ASSERT_TRUE(store->Delete("", "b").ok());  // the cursor key itself disappears
   ASSERT_TRUE(Put(*store, "", "bb", "v").ok());
-  Result<KeyPage> second = store->ListKeys("", first->next_cursor, 10);
+  Result<KeyListing> second = store->ListKeys("", first->next_cursor, 10);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->keys, (std::vector<std::string>{"bb", "c", "d", "e"}));
   EXPECT_TRUE(second->next_cursor.empty());
+}
+
+// ---- Eviction across shards ----------------------------------------------------------------
+
+// Each shard keeps its own LRU list; the evictor takes the oldest tail of all of them. With
+// many keys (spread over every shard) and uses in a random order, evictions still follow the
+// exact global order of last use.
+TEST(ObjectStoreTest, EvictionFollowsTheGlobalOrderOfUseAcrossShards) {
+  constexpr int kObjects = 300;
+  auto store = MakeStore(kObjects + 1);  // one spare block: an overwrite needs one meanwhile
+  std::vector<std::string> order;        // least recently used first
+  for (int i = 0; i < kObjects; ++i) {
+    const std::string key = "key" + std::to_string(i);
+    ASSERT_TRUE(Put(*store, "ns", key, Blocks(1, 'v')).ok());
+    order.push_back(key);
+  }
+  std::mt19937 rng(7);
+  for (int use = 0; use < 2000; ++use) {
+    const size_t i = rng() % order.size();
+    const std::string key = order[i];
+    if (use % 3 == 0) {
+      ASSERT_TRUE(Put(*store, "ns", key, Blocks(1, 'w')).ok());  // a commit is a use
+    } else if (use % 3 == 1) {
+      ASSERT_TRUE(Get(*store, "ns", key));  // a hit is a use
+    } else {
+      ASSERT_TRUE(store->Exists("ns", key).ok());  // a probe is not
+      continue;
+    }
+    order.erase(order.begin() + static_cast<std::ptrdiff_t>(i));
+    order.push_back(key);
+  }
+  EXPECT_EQ(store->Stats().evictions, 0u);
+  ASSERT_TRUE(Put(*store, "new", "spare", Blocks(1, 's')).ok());  // takes the spare block
+  // Each new one-block value evicts exactly the least recently used object.
+  for (int n = 0; n < kObjects / 2; ++n) {
+    ASSERT_TRUE(Put(*store, "new", "n" + std::to_string(n), Blocks(1, 'n')).ok());
+    EXPECT_EQ(store->Exists("ns", order[n]).code(), StatusCode::kNotFound) << n << " " << order[n];
+    EXPECT_TRUE(store->Exists("ns", order[n + 1]).ok()) << n;
+  }
+  EXPECT_EQ(store->Stats().evictions, static_cast<uint64_t>(kObjects / 2));
+  EXPECT_EQ(store->UsageOf("ns").objects, static_cast<uint64_t>(kObjects - kObjects / 2));
+}
+
+// The one unpinned object is found and evicted wherever it lives, however many pinned objects
+// in other shards are older; with it gone, the next put gets NoSpace and evicts nothing.
+TEST(ObjectStoreTest, EvictionFindsTheOnlyUnpinnedObjectInAnyShard) {
+  constexpr int kObjects = 128;
+  auto store = MakeStore(kObjects);
+  std::vector<ReadHandle> pins;
+  for (int i = 0; i < kObjects; ++i) {
+    const std::string key = "key" + std::to_string(i);
+    ASSERT_TRUE(Put(*store, "", key, Blocks(1, 'p')).ok());
+  }
+  // Pin all but the most recently written one, in reverse order (so the pins make the first
+  // written the most recent again: the free one ends up in the middle of the order).
+  for (int i = kObjects - 2; i >= 0; --i) {
+    Result<ReadHandle> r = store->Lookup("", "key" + std::to_string(i));
+    ASSERT_TRUE(r.ok());
+    pins.push_back(std::move(*r));
+  }
+  const std::string free_key = "key" + std::to_string(kObjects - 1);
+  ASSERT_TRUE(Put(*store, "", "new", Blocks(1, 'n')).ok());
+  EXPECT_EQ(store->Exists("", free_key).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Stats().evictions, 1u);
+  // Now "new" is the only unpinned object.
+  ASSERT_TRUE(Put(*store, "", "newer", Blocks(1, 'n')).ok());
+  EXPECT_EQ(store->Exists("", "new").code(), StatusCode::kNotFound);
+  Result<ReadHandle> pin_newer = store->Lookup("", "newer");
+  ASSERT_TRUE(pin_newer.ok());
+  EXPECT_EQ(store->Reserve("", "refused", kBlock, "", kNoExpiry).status().code(),
+            StatusCode::kNoSpace);
+  EXPECT_EQ(store->Stats().evictions, 2u);
+  for (const ReadHandle& pin : pins)
+    EXPECT_EQ(AsView(pin), Blocks(1, 'p'));
+  EXPECT_EQ(store->Stats().objects, static_cast<uint64_t>(kObjects));
+}
+
+// ---- Locks: uses of different keys do not wait for each other -------------------------------
+
+// One use (a Lookup hit) is stalled inside its critical section, holding every lock a use
+// holds. Meanwhile hits, commits and probes of other keys, Stats() and a put that needs an
+// eviction proceed: they share no lock with it, except for keys that happen to hash to the
+// same shard (64 shards: at most a few of the 32 keys below). The stalled use's own key waits.
+TEST(ObjectStoreTest, AStalledUseBlocksOnlyItsOwnShard) {
+  constexpr int kOthers = 32;
+  auto store = MakeStore(kOthers + 8);
+  ASSERT_TRUE(Put(*store, "ns", "stalled", "s").ok());
+  for (int i = 0; i < kOthers; ++i)
+    ASSERT_TRUE(Put(*store, "ns", "other" + std::to_string(i), "o").ok());
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stalled = false;
+  bool release = false;
+  store->SetUseHookForTesting([&](std::string_view ns, std::string_view key) {
+    if (ns != "ns" || key != "stalled") return;
+    std::unique_lock<std::mutex> lock(mu);
+    stalled = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  std::thread staller([&] { EXPECT_TRUE(store->Lookup("ns", "stalled").ok()); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return stalled; }));
+  }
+
+  // One thread per other key: hit, then overwrite (a commit), then probe. Count who finishes.
+  std::atomic<int> finished{0};
+  std::vector<std::thread> others;
+  for (int i = 0; i < kOthers; ++i) {
+    others.emplace_back([&, i] {
+      const std::string key = "other" + std::to_string(i);
+      EXPECT_TRUE(store->Lookup("ns", key).ok());
+      EXPECT_TRUE(Put(*store, "ns", key, "p").ok());
+      EXPECT_TRUE(store->Exists("ns", key).ok());
+      finished.fetch_add(1);
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (finished.load() < kOthers - 4 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GE(finished.load(), kOthers - 4) << "uses of other keys waited for the stalled one";
+  EXPECT_EQ(store->Stats().objects, static_cast<uint64_t>(kOthers + 1));  // takes no shard lock
+
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  staller.join();
+  for (std::thread& t : others)
+    t.join();
+  store->SetUseHookForTesting(nullptr);
+  EXPECT_EQ(finished.load(), kOthers);
+  EXPECT_EQ(Get(*store, "ns", "stalled"), "s");
+  EXPECT_EQ(store->UsageOf("ns").objects, static_cast<uint64_t>(kOthers + 1));
 }
 
 // ---- Any namespace -----------------------------------------------------------------------
@@ -560,7 +704,7 @@ TEST(ObjectStoreTest, DeleteInEveryNamespaceRemovesEachCopyAndEmptiedNamespacesD
 }
 
 TEST(ObjectStoreTest, AnyNamespaceSkipsExpiredCopies) {
-  ManualClock clock;
+  ManualTtlClock clock;
   auto store = MakeStore(8, &clock);
   ASSERT_TRUE(Put(*store, "", "t", "gone soon", "", 1).ok());
   ASSERT_TRUE(Put(*store, "x", "t", "stays", "", kNoExpiry).ok());

@@ -14,12 +14,12 @@ namespace kvport::store::testing {
 inline constexpr uint64_t kBlock = Arena::kBlockBytes;
 
 // A store of `blocks` 4 KiB blocks whose TTLs follow `clock` (may be null).
-inline std::unique_ptr<ObjectStore> MakeStore(uint64_t blocks, const Clock* clock = nullptr,
+inline std::unique_ptr<ObjectStore> MakeStore(uint64_t blocks, const TtlClock* clock = nullptr,
                                               uint64_t max_value_bytes = 0) {
   StoreOptions options;
   options.capacity_bytes = blocks * kBlock;
   options.max_value_bytes = max_value_bytes;
-  options.clock = clock;
+  options.ttl_clock = clock;
   auto store = ObjectStore::Create(options);
   return store.ok() ? std::move(store).value() : nullptr;
 }

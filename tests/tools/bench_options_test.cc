@@ -51,6 +51,19 @@ TEST(BenchOptionsTest, ParsesOpLists) {
   EXPECT_FALSE(ParseOps("put,").ok());
 }
 
+TEST(BenchOptionsTest, RedisGetsItsBestPatternForTheValueSize) {
+  BenchOptions o;
+  o.batch = 16;
+  o.value_bytes = 64 << 10;
+  EXPECT_EQ(o.redis_depth(), 16u);  // small values: one pipeline of the whole batch
+  o.value_bytes = kRedisNoPipelineBytes;
+  EXPECT_EQ(o.redis_depth(), 1u);  // multi-MiB values: one command at a time
+  o.redis_pipeline = 4;
+  EXPECT_EQ(o.redis_depth(), 4u);  // asked for
+  o.redis_pipeline = 64;
+  EXPECT_EQ(o.redis_depth(), 16u);  // never deeper than the batch
+}
+
 TEST(BenchOptionsTest, ValidateNamesTheBadOption) {
   BenchOptions o;
   EXPECT_TRUE(o.Validate().ok());

@@ -2,6 +2,7 @@
 // baseline is in bench_redis_test.cc (it starts a child process).
 #include "bench/bench_run.h"
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -48,7 +49,8 @@ void ExpectKvportPhasesPassed(const BenchReport& r, const BenchOptions& o) {
 }
 
 TEST(BenchRunTest, EmbeddedNodeWithSocketBaseline) {
-  const BenchOptions o = TinyBench();
+  BenchOptions o = TinyBench();
+  o.transport = TransportChoice::kTcp;
   std::vector<std::string> notes;
   Result<BenchReport> r = RunBench(o, [&](std::string_view n) { notes.emplace_back(n); });
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -86,12 +88,16 @@ TEST(BenchRunTest, EmbeddedNodeWithSocketBaseline) {
   EXPECT_EQ(json["limit"]["variant"], r->Limit()->variant);
   EXPECT_NE(json["redis_skipped"].get<std::string>().find("--no-redis"), std::string::npos);
   EXPECT_TRUE(json["socket_skipped"].is_string());
+  EXPECT_TRUE(json["memcpy_limit"].is_null());  // no shared-memory phase, no memcpy baseline
+  EXPECT_TRUE(json["ratios_shm"].is_null());
+  EXPECT_EQ(json["options"]["transports"], nlohmann::json::array({"tcp"}));
   EXPECT_TRUE(json["node"].is_string());
   for (const char* key : {"url", "value_bytes", "batch", "connections", "threads", "ops", "count",
                           "max_seconds", "exists_batch", "exists_count", "warmup_bytes"}) {
     EXPECT_TRUE(json["options"].contains(key)) << key;
   }
   EXPECT_EQ(json["options"]["value_bytes"], o.value_bytes);
+  EXPECT_EQ(json["options"]["redis_pipeline"], o.batch);  // 64 KiB values: the whole batch
   EXPECT_FALSE(json["options"].contains("shape"));
   ASSERT_EQ(json["phases"].size(), r->kvport.size() + r->socket.size() + r->redis.size());
   for (const nlohmann::json& phase : json["phases"]) {
@@ -108,6 +114,45 @@ TEST(BenchRunTest, EmbeddedNodeWithSocketBaseline) {
       }
     }
   }
+}
+
+// Both transports on the embedded node: the shared-memory phases are compared with a memcpy
+// of the same bytes, measured in the same run.
+TEST(BenchRunTest, EmbeddedNodeOverTcpAndSharedMemory) {
+  if (!EmbeddedNodeOffersShm()) GTEST_SKIP() << "this build's server has no shared memory";
+  BenchOptions o = TinyBench();
+  o.transport = TransportChoice::kAuto;  // both, since the node offers shared memory
+  Result<BenchReport> r = RunBench(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->transports, (std::vector<Transport>{Transport::kTcp, Transport::kShm}));
+  EXPECT_TRUE(r->transport_note.empty()) << r->transport_note;
+  ASSERT_EQ(r->kvport.size(), 6u);
+  for (Transport t : {Transport::kTcp, Transport::kShm}) {
+    for (Op op : {Op::kPut, Op::kGet, Op::kExists}) {
+      const PhaseResult* p = r->FindKvport(op, t);
+      ASSERT_NE(p, nullptr) << TransportName(t) << " " << OpName(op);
+      EXPECT_TRUE(p->error.empty()) << p->error;
+      EXPECT_EQ(p->failed_keys, 0u);
+    }
+  }
+  EXPECT_NE(r->node.find("unix:"), std::string::npos) << r->node;
+  ASSERT_GE(r->memcpy.size(), 1u);
+  ASSERT_NE(r->MemcpyLimit(), nullptr);
+  EXPECT_EQ(r->MemcpyLimit()->bytes, o.count * o.batch * o.value_bytes);
+  EXPECT_EQ(r->MemcpyLimit()->calls, o.count);
+  EXPECT_TRUE(r->RatioToLimit(Op::kPut, Transport::kShm).has_value());
+  EXPECT_TRUE(r->RatioToLimit(Op::kGet, Transport::kShm).has_value());
+  EXPECT_TRUE(r->RatioToLimit(Op::kGet, Transport::kTcp).has_value());
+  EXPECT_TRUE(r->AllPassed());
+  const std::string text = FormatBenchText(*r);
+  EXPECT_NE(text.find("kvport/memcpy"), std::string::npos) << text;
+  EXPECT_NE(text.find("shm limit = memcpy into"), std::string::npos) << text;
+  const nlohmann::json json = nlohmann::json::parse(FormatBenchJson(*r));
+  EXPECT_EQ(json["options"]["transports"], nlohmann::json::array({"tcp", "shm"}));
+  EXPECT_TRUE(json["memcpy_limit"]["gb_per_s"].is_number());
+  EXPECT_TRUE(json["ratios_shm"]["put"]["vs_memcpy"].is_number());
+  EXPECT_TRUE(json["ratios_shm"]["exists"]["vs_memcpy"].is_null());
+  EXPECT_TRUE(json["ratios"]["put"]["vs_limit"].is_number());
 }
 
 TEST(BenchRunTest, ExistingNodeByUrlWithModelShapeAndOnlyReads) {
@@ -149,6 +194,7 @@ TEST(BenchRunTest, ReadsFromANodeMissingTheKeysFail) {
   // A node too small for one batch refuses the untimed writes: the get phase reports it and
   // the run is not a pass.
   BenchOptions o = TinyBench();
+  o.transport = TransportChoice::kTcp;
   o.ops = {Op::kGet};
   o.node_capacity = 64 << 10;  // one value; a batch is four
   o.socket_baseline = false;
@@ -158,6 +204,61 @@ TEST(BenchRunTest, ReadsFromANodeMissingTheKeysFail) {
   EXPECT_FALSE(r->kvport[0].error.empty());
   EXPECT_FALSE(r->AllPassed());
   EXPECT_NE(FormatBenchText(*r).find("FAILED"), std::string::npos);
+}
+
+TEST(BenchRunTest, TransportChoicesThatCannotWorkAreRefused) {
+  BenchOptions o = TinyBench();
+  o.url = "unix:/nonexistent/kvport.sock";
+  o.transport = TransportChoice::kTcp;
+  EXPECT_EQ(RunBench(o).status().code(), StatusCode::kInvalidArgument);
+  o.transport = TransportChoice::kBoth;
+  EXPECT_EQ(RunBench(o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseTransportChoice("both"), TransportChoice::kBoth);
+  EXPECT_FALSE(ParseTransportChoice("rdma").ok());
+}
+
+// A tiny matrix: every row runs put and get over each transport, each with its limit.
+TEST(BenchMatrixTest, EveryRowHasItsPhasesAndItsLimit) {
+  MatrixOptions m;
+  m.value_sizes = {16 << 10, 64 << 10};
+  m.batches = {1, 4};
+  m.connections = {1, 2};
+  m.count = 4;
+  m.phase_bytes = 4 << 20;  // the socket limits' volume
+  m.max_seconds = 120;
+  Result<MatrixReport> r = RunMatrix(m);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const size_t transports = r->transports.size();
+  ASSERT_EQ(r->rows.size(), 2u * 2u * 2u * transports);
+  EXPECT_EQ(r->rows.front().value_bytes, 64u << 10);  // largest first
+  EXPECT_EQ(r->rows.front().batch, 4u);
+  EXPECT_EQ(r->rows.front().connections, 2);
+  for (const MatrixRow& row : r->rows) {
+    SCOPED_TRACE(fmt::format("{} x{} x{} {}", row.value_bytes, row.batch, row.connections,
+                             TransportName(row.transport)));
+    EXPECT_TRUE(row.Passed()) << row.put.error << row.get.error;
+    EXPECT_EQ(row.put.calls, 4u);
+    EXPECT_EQ(row.get.calls, 4u);
+    EXPECT_EQ(row.get.bytes, 4u * row.batch * row.value_bytes);
+    EXPECT_EQ(row.limit.system, row.transport == Transport::kTcp ? "socket" : "memcpy");
+    if (row.transport == Transport::kTcp) {
+      EXPECT_EQ(row.socket_blocking.system, "socket");
+      EXPECT_LE(row.socket_blocking.gb_per_second(), row.limit.gb_per_second());
+    } else {
+      EXPECT_EQ(row.memcpy_buffers.variant, "buffers");
+    }
+    EXPECT_TRUE(row.RatioToLimit(Op::kPut).has_value());
+    EXPECT_TRUE(row.RatioToLimit(Op::kGet).has_value());
+  }
+  EXPECT_TRUE(r->AllPassed());
+  // Two connection counts x one write size (calls of 16-256 KiB all write 1 MiB): 2 x 3 modes.
+  EXPECT_EQ(r->socket.size(), 6u);
+  const std::string text = FormatMatrixText(*r);
+  EXPECT_NE(text.find("put/limit"), std::string::npos) << text;
+  const nlohmann::json json = nlohmann::json::parse(FormatMatrixJson(*r));
+  EXPECT_EQ(json["rows"].size(), r->rows.size());
+  EXPECT_TRUE(json["rows"][0]["put_vs_limit"].is_number());
+  EXPECT_EQ(json["passed"], true);
 }
 
 TEST(SocketBaselineTest, EveryModeMovesExactlyTheVolume) {

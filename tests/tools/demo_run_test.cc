@@ -63,10 +63,38 @@ TEST(DemoRunTest, EmbeddedRunVerifiesEveryChunkAndReportsConsistentNumbers) {
   EXPECT_EQ(r->store_failures, 0u);
   EXPECT_FALSE(r->node_counters.empty());
 
+  // The embedded node listens on a Unix socket too, and the connector's automatic choice maps
+  // its arena.
+  EXPECT_EQ(r->transport, "shared memory") << r->transport_reason;
+  EXPECT_NE(r->node.find(" and unix:/"), std::string::npos) << r->node;
+
   const std::string text = FormatDemoReport(*r, o);
   EXPECT_NE(text.find("prefix hit rate"), std::string::npos) << text;
   EXPECT_NE(text.find("verified"), std::string::npos) << text;
+  EXPECT_NE(text.find("  transport  shared memory ("), std::string::npos) << text;
   EXPECT_EQ(text.find("FAILED"), std::string::npos) << text;
+}
+
+TEST(DemoRunTest, WithoutSharedMemoryTheRunGoesOverTcp) {
+  DemoOptions o = TinyDemo();
+  o.unix_socket = "";  // the embedded node offers no shared memory
+  Result<DemoReport> r = RunDemo(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->transport, "TCP");
+  EXPECT_NE(r->transport_reason.find("no shared memory"), std::string::npos) << r->transport_reason;
+  EXPECT_EQ(r->node.find("unix:"), std::string::npos) << r->node;
+  ExpectConsistent(*r, o);
+  EXPECT_GT(r->chunks_read, 0u);
+  EXPECT_EQ(r->verify_failures(), 0u);
+  EXPECT_NE(FormatDemoReport(*r, o).find("  transport  TCP ("), std::string::npos);
+}
+
+TEST(DemoRunTest, AnUnusableUnixSocketPathFailsWithTheReason) {
+  DemoOptions o = TinyDemo();
+  o.unix_socket = "relative.sock";  // only "auto" falls back by itself
+  Result<DemoReport> r = RunDemo(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("relative.sock"), std::string::npos) << r.status().ToString();
 }
 
 TEST(DemoRunTest, SameSeedSameHits) {

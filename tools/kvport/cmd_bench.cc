@@ -1,12 +1,16 @@
 // `kvport bench`: throughput and latency of put / get / exists through the client SDK, measured
-// in the same run against the raw loopback socket limit and redis-server. With no arguments:
-// put and get of 8 MiB values in batches of 16 over 2 connections, mexist of 1024 keys per call,
-// on an embedded node, both baselines; bounded by --count and --seconds per phase.
+// in the same run against each transport's limit (the raw loopback socket for TCP, memcpy for
+// shared memory) and redis-server. With no arguments: put and get of 8 MiB values in batches of
+// 16 over 2 connections, mexist of 1024 keys per call, on an embedded node, over TCP and (when
+// the node offers it) shared memory, every baseline; bounded by --count and --seconds per phase.
+// `kvport bench --matrix` runs value sizes x batches x connections x transports instead.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
@@ -27,9 +31,96 @@ struct BenchFlags {
   bool no_socket = false;
   bool no_redis = false;
   bool json = false;
+  std::string transport = "auto";
+  std::string redis_pipeline = "auto";
+  bool matrix = false;
+  std::string matrix_sizes = "64KiB,1MiB,4MiB,32MiB";
+  std::string matrix_batches = "1,16";
+  std::string matrix_connections = "1,4";
+  // Options given on the command line (the matrix takes --count and --seconds only then).
+  CLI::Option* count_option = nullptr;
+  CLI::Option* seconds_option = nullptr;
+  std::vector<CLI::Option*> shape_options;  // not for --matrix
 };
 
+// A whole number of at least 1 ("16").
+std::optional<uint64_t> ParseCount(std::string_view text) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v == 0) return std::nullopt;
+  return v;
+}
+
+// "64KiB,1MiB" -> sizes (sizes = true); "1,16" -> counts. InvalidArgument naming the option.
+Result<std::vector<uint64_t>> ParseList(std::string_view list, std::string_view option,
+                                        bool sizes) {
+  std::vector<uint64_t> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string_view::npos) comma = list.size();
+    const std::string_view item = list.substr(start, comma - start);
+    if (sizes) {
+      Result<uint64_t> v = ParseSize(item, SizeUnit::kBytes);
+      if (!v.ok()) return v.status().WithContext(std::string(option));
+      out.push_back(*v);
+    } else {
+      std::optional<uint64_t> v = ParseCount(item);
+      if (!v) {
+        return Status::InvalidArgument(std::string(option) + ": '" + std::string(item) +
+                                       "' is not a whole number of at least 1");
+      }
+      out.push_back(*v);
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+int RunMatrixCommand(BenchFlags& f) {
+  for (CLI::Option* option : f.shape_options) {
+    if (option->count() > 0) {
+      return Fail(Status::InvalidArgument(
+          option->get_name() +
+          " does not apply to --matrix: it runs --matrix-sizes x --matrix-batches x "
+          "--matrix-connections"));
+    }
+  }
+  bench::MatrixOptions m;
+  Result<std::vector<uint64_t>> sizes = ParseList(f.matrix_sizes, "--matrix-sizes", true);
+  if (!sizes.ok()) return Fail(sizes.status());
+  m.value_sizes = *sizes;
+  Result<std::vector<uint64_t>> batches = ParseList(f.matrix_batches, "--matrix-batches", false);
+  if (!batches.ok()) return Fail(batches.status());
+  m.batches.assign(batches->begin(), batches->end());
+  Result<std::vector<uint64_t>> conns =
+      ParseList(f.matrix_connections, "--matrix-connections", false);
+  if (!conns.ok()) return Fail(conns.status());
+  for (uint64_t c : *conns) {
+    if (c > 1024) return Fail(Status::InvalidArgument("--matrix-connections: at most 1024"));
+    m.connections.push_back(static_cast<int>(c));
+  }
+  Result<bench::TransportChoice> transport = bench::ParseTransportChoice(f.transport);
+  if (!transport.ok()) return Fail(transport.status());
+  m.transport = *transport;
+  if (f.count_option->count() > 0) m.count = f.options.count;
+  if (f.seconds_option->count() > 0) m.max_seconds = f.options.max_seconds;
+  m.node_threads = f.options.node_threads;
+  m.socket_baseline = !f.no_socket;
+  m.ns = f.options.ns;
+  Result<bench::MatrixReport> report = bench::RunMatrix(m, [](std::string_view note) {
+    std::fprintf(stderr, "bench: %.*s\n", static_cast<int>(note.size()), note.data());
+  });
+  if (!report.ok()) return Fail(report.status());
+  const std::string text =
+      f.json ? bench::FormatMatrixJson(*report) : bench::FormatMatrixText(*report);
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+  return report->AllPassed() ? 0 : 1;
+}
+
 int RunBenchCommand(BenchFlags& f) {
+  if (f.matrix) return RunMatrixCommand(f);
   bench::BenchOptions& o = f.options;
   Result<uint64_t> value_bytes = ParseSize(f.value_size, SizeUnit::kBytes);
   if (!value_bytes.ok()) return Fail(value_bytes.status().WithContext("--value-size"));
@@ -59,6 +150,18 @@ int RunBenchCommand(BenchFlags& f) {
   }
   o.socket_baseline = !f.no_socket;
   o.redis_baseline = !f.no_redis;
+  Result<bench::TransportChoice> transport = bench::ParseTransportChoice(f.transport);
+  if (!transport.ok()) return Fail(transport.status());
+  o.transport = *transport;
+  if (f.redis_pipeline != "auto") {
+    std::optional<uint64_t> depth = ParseCount(f.redis_pipeline);
+    if (!depth) {
+      return Fail(Status::InvalidArgument(
+          "--redis-pipeline: expected auto or a depth of at least 1, got '" + f.redis_pipeline +
+          "'"));
+    }
+    o.redis_pipeline = static_cast<size_t>(*depth);
+  }
 
   Result<bench::BenchReport> report = bench::RunBench(o, [](std::string_view note) {
     std::fprintf(stderr, "bench: %.*s\n", static_cast<int>(note.size()), note.data());
@@ -78,37 +181,64 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   bench::BenchOptions& o = flags->options;
   CLI::App* cmd = app.add_subcommand(
       "bench",
-      "Throughput and latency of put/get/exists against the raw loopback socket limit and "
-      "redis-server, in one run");
+      "Throughput and latency of put/get/exists over TCP and shared memory, against each "
+      "transport's limit (loopback socket, memcpy) and redis-server, in one run");
   cmd->add_option("--url", o.url,
-                  "An existing node, eic://HOST:PORT (default: an embedded node in this process)");
-  cmd->add_option("--value-size", flags->value_size,
-                  "Bytes per value, with units (8MiB, 64KiB, 1000000)")
+                  "An existing node, eic://HOST:PORT or unix:/PATH (default: an embedded node in "
+                  "this process)");
+  cmd->add_option("--transport", flags->transport,
+                  "tcp, shm (same-host shared memory), both, or auto: both when the node offers "
+                  "shared memory (an embedded node of a build whose server has it, or a unix: "
+                  "URL), else tcp")
       ->capture_default_str();
-  cmd->add_option("--layers", flags->layers,
-                  "Value size from a model shape instead: layers (default 32; the shape's other "
-                  "parts default to Llama-3-8B)");
-  cmd->add_option("--kv-heads", flags->kv_heads, "Model shape: KV heads (default 8)");
-  cmd->add_option("--head-dim", flags->head_dim, "Model shape: head dim (default 128)");
-  cmd->add_option("--dtype", flags->dtype, "Model shape: bf16, fp16, fp32, fp8 (default bf16)");
-  cmd->add_option("--tokens-per-chunk", flags->tokens_per_chunk,
-                  "Model shape: tokens per chunk (default 256)");
-  cmd->add_option("--batch", o.batch, "Keys per batched call (redis: pipeline depth)")
-      ->capture_default_str();
-  cmd->add_option("--connections", o.connections,
-                  "TCP connections to the node, and streams of the socket baseline (redis: one "
-                  "connection per thread)")
-      ->capture_default_str();
-  cmd->add_option("--threads", o.threads, "Threads issuing calls (0: one per connection)")
-      ->capture_default_str();
+  auto* value_size = cmd->add_option("--value-size", flags->value_size,
+                                     "Bytes per value, with units (8MiB, 64KiB, 1000000)")
+                         ->capture_default_str();
+  auto* layers =
+      cmd->add_option("--layers", flags->layers,
+                      "Value size from a model shape instead: layers (default 32; the shape's "
+                      "other parts default to Llama-3-8B)");
+  auto* kv_heads =
+      cmd->add_option("--kv-heads", flags->kv_heads, "Model shape: KV heads (default 8)");
+  auto* head_dim =
+      cmd->add_option("--head-dim", flags->head_dim, "Model shape: head dim (default 128)");
+  auto* dtype =
+      cmd->add_option("--dtype", flags->dtype, "Model shape: bf16, fp16, fp32, fp8 (default bf16)");
+  auto* tokens = cmd->add_option("--tokens-per-chunk", flags->tokens_per_chunk,
+                                 "Model shape: tokens per chunk (default 256)");
+  auto* batch = cmd->add_option("--batch", o.batch, "Keys per batched call")->capture_default_str();
+  auto* connections =
+      cmd->add_option("--connections", o.connections,
+                      "Connections to the node, and streams of the socket baseline (which writes "
+                      "one call's bytes at a time, 1-8 MiB; redis: one connection per thread)")
+          ->capture_default_str();
+  auto* threads =
+      cmd->add_option("--threads", o.threads, "Threads issuing calls (0: one per connection)")
+          ->capture_default_str();
   cmd->add_option("--ops", flags->ops, "Phases, in order: a list of put, get, exists")
       ->capture_default_str();
-  cmd->add_option("--count", o.count, "Batched calls per put/get phase (all threads together)")
-      ->capture_default_str();
-  cmd->add_option("--seconds", o.max_seconds, "At most this long per phase")->capture_default_str();
+  flags->count_option =
+      cmd->add_option("--count", o.count, "Batched calls per put/get phase (all threads together)")
+          ->capture_default_str();
+  flags->seconds_option =
+      cmd->add_option("--seconds", o.max_seconds, "At most this long per phase (--matrix: 2)")
+          ->capture_default_str();
   cmd->add_option("--exists-batch", o.exists_batch, "Keys per mexist call (one round trip)")
       ->capture_default_str();
   cmd->add_option("--exists-count", o.exists_count, "mexist calls in the exists phase")
+      ->capture_default_str();
+  flags->shape_options = {value_size, layers, kv_heads,    head_dim, dtype,
+                          tokens,     batch,  connections, threads};
+  cmd->add_flag("--matrix", flags->matrix,
+                "Run put and get for every value size x batch x connections x transport (below), "
+                "each row against its own limit; --count (default: about 1 GiB per phase) and "
+                "--seconds apply per phase");
+  cmd->add_option("--matrix-sizes", flags->matrix_sizes, "--matrix: value sizes")
+      ->capture_default_str();
+  cmd->add_option("--matrix-batches", flags->matrix_batches, "--matrix: keys per call")
+      ->capture_default_str();
+  cmd->add_option("--matrix-connections", flags->matrix_connections,
+                  "--matrix: connections (one calling thread each)")
       ->capture_default_str();
   cmd->add_option("--ns", o.ns, "Namespace of the benchmark's keys")->capture_default_str();
   cmd->add_option("--capacity", flags->capacity,
@@ -123,6 +253,11 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-redis", flags->no_redis, "Skip the redis-server baseline");
   cmd->add_option("--redis-server", o.redis_server,
                   "redis-server executable (a path, or a name looked up in PATH)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--redis-pipeline", flags->redis_pipeline,
+         "SET/GET commands in flight per redis connection: auto (redis's best for the "
+         "value size: the whole batch below 256 KiB, one at a time from 256 KiB) or a depth")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "Print the results as one JSON object");
   cmd->callback([flags, exit_code] { *exit_code = RunBenchCommand(*flags); });

@@ -109,6 +109,10 @@ void AddDemoCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--capacity", flags->capacity,
                   "Embedded node capacity (smaller than what the run stores: LRU evicts)")
       ->capture_default_str();
+  cmd->add_option("--unix-socket", o.unix_socket,
+                  "Embedded node's Unix socket, through which the demo maps its arena (shared "
+                  "memory): auto, an absolute path, or \"\" for TCP only")
+      ->capture_default_str();
   cmd->add_option("--local-cpu", flags->local_cpu,
                   "CacheEngine local CPU tier in front of the node (0: none)")
       ->capture_default_str();

@@ -11,8 +11,9 @@
 // the runtime library paths from an LMCache-style YAML through the one config loader, so an
 // operator can check a deployment's config against a node before starting an engine: a
 // GPUDirect config on a host that cannot do it fails here, with the reason. With --url alone the
-// client uses TCP. Precedence: --url over remote_url; --ns over the URL's /NS over eic_kv_ns;
-// --ttl over eic_kv_ttl.
+// client chooses the transport itself (eic_trans_type 0: shared memory with a node on this host
+// that offers it, TCP otherwise); --url unix:/PATH asks for shared memory. Precedence: --url over
+// remote_url; --ns over the URL's /NS over eic_kv_ns; --ttl over eic_kv_ttl.
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -27,7 +28,6 @@
 #include <string>
 #include <vector>
 
-#include "client/endpoint.h"
 #include "commands.h"
 #include "common/escape_text.h"
 #include "kvport/client.h"
@@ -57,7 +57,7 @@ struct Session {
 };
 
 void AddConnectionOptions(CLI::App* cmd, OpsOptions* o) {
-  cmd->add_option("--url", o->url, "The node: eic://HOST:PORT[/NS] or HOST:PORT");
+  cmd->add_option("--url", o->url, "The node: eic://HOST:PORT[/NS], HOST:PORT or unix:/PATH");
   cmd->add_option("--config", o->config_file,
                   "LMCache-style YAML: remote_url, eic_trans_type, eic_kv_ns, eic_kv_ttl, "
                   "blocking_timeout_secs");
@@ -66,8 +66,7 @@ void AddConnectionOptions(CLI::App* cmd, OpsOptions* o) {
 }
 
 Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
-  InitOptions init;
-  init.transport_type = 1;
+  InitOptions init;  // eic_trans_type 0 (auto) unless the config says otherwise
   std::string url = o.url;
   std::string config_ns;
   int64_t ttl = -1;
@@ -94,10 +93,10 @@ Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
   if (!(timeout > 0)) return Status::InvalidArgument("--timeout must be a positive number");
   init.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
   init.connections = 1;
-  KVPORT_ASSIGN_OR_RETURN(client::Endpoint endpoint, client::ParseEndpoint(url));
+  KVPORT_ASSIGN_OR_RETURN(std::string url_ns, EndpointNamespace(url));
 
   auto session = std::make_unique<Session>();
-  session->ns = o.ns ? *o.ns : (!endpoint.ns.empty() ? endpoint.ns : config_ns);
+  session->ns = o.ns ? *o.ns : (!url_ns.empty() ? url_ns : config_ns);
   session->ttl_seconds = o.ttl_seconds ? *o.ttl_seconds : ttl;
   KVPORT_RETURN_IF_ERROR(session->client.Init("kvport-cli", url, init));
   return session;

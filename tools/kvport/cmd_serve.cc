@@ -1,8 +1,12 @@
-// `kvport serve [--config FILE] [--listen HOST:PORT] [--capacity SIZE] [--threads N]`: run a
-// cache node in the foreground until SIGINT or SIGTERM, then stop gracefully and exit 0.
+// `kvport serve [--config FILE] [--listen HOST:PORT] [--unix-socket PATH|auto|""]
+// [--capacity SIZE] [--threads N]`: run a cache node in the foreground until SIGINT or SIGTERM,
+// then stop gracefully and exit 0.
 //
 // Settings come from the config (file, LMCACHE_CONFIG_FILE, KVPORT_* environment, defaults;
-// see docs/configuration.md); the flags given here override them.
+// see docs/configuration.md); the flags given here override them. By default the node also
+// listens on a Unix socket ("auto") and offers shared memory to clients on this host; when that
+// socket cannot be created (say a path another user's node left in /tmp), the node serves TCP
+// only, with a warning. An explicit path that cannot be bound is an error.
 #include <CLI/CLI.hpp>
 
 #include <csignal>
@@ -25,6 +29,7 @@ namespace {
 struct ServeFlags {
   std::string config_file;
   std::optional<std::string> listen;
+  std::optional<std::string> unix_socket;
   std::optional<std::string> capacity;
   std::optional<unsigned> threads;
 };
@@ -37,6 +42,10 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags) {
 
   ServerOptions options;
   options.listen = flags.listen.value_or(node.listen);
+  options.unix_socket = flags.unix_socket.value_or(node.unix_socket);
+  options.shared_memory = node.shared_memory;
+  options.max_leases_per_session = node.max_leases_per_session;
+  options.max_reservations_per_session = node.max_reservations_per_session;
   options.capacity_bytes = node.capacity;
   if (flags.capacity) {
     Result<uint64_t> parsed = ParseSize(*flags.capacity, SizeUnit::kBytes);
@@ -86,6 +95,18 @@ int Serve(const ServeFlags& flags) {
   }
 
   Result<std::unique_ptr<Server>> server = Server::Start(*options);
+  if (!server.ok() && options->unix_socket == "auto") {
+    // The automatic socket is a convenience: if the node starts without it, the socket was
+    // what failed, and TCP clients are served as before.
+    ServerOptions tcp_only = *options;
+    tcp_only.unix_socket.clear();
+    Result<std::unique_ptr<Server>> retried = Server::Start(tcp_only);
+    if (retried.ok()) {
+      log::Warn("serving TCP only, without shared memory for clients on this host: {}",
+                server.status().ToString());
+    }
+    server = std::move(retried);
+  }
   if (!server.ok()) return Fail(server.status());
   std::printf("kvport: serving on %s\n", (*server)->address().c_str());
   std::fflush(stdout);
@@ -111,6 +132,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                     "YAML config file (default: $LMCACHE_CONFIG_FILE, else defaults)");
   serve->add_option("--listen", flags->listen,
                     "HOST:PORT to listen on (default 127.0.0.1:7470; port 0 = ephemeral)");
+  serve->add_option("--unix-socket", flags->unix_socket,
+                    "Unix socket for clients on this host (shared memory): an absolute path, "
+                    "\"auto\" (default: $XDG_RUNTIME_DIR or /tmp, kvport-PORT.sock) or \"\" "
+                    "for none");
   serve->add_option("--capacity", flags->capacity,
                     "arena size, e.g. 1GiB, 512MiB or a number of bytes (default 1GiB)");
   serve->add_option("--threads", flags->threads, "I/O threads (default 0 = one per core)");

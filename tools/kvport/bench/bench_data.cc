@@ -11,15 +11,24 @@ constexpr size_t kStampBytes = 16;
 constexpr uint64_t kStampMagic = 0x6b76706f72746276ull;  // "kvportbv"
 }  // namespace
 
-BenchData::BenchData(const BenchOptions& options)
-    : value_bytes_(options.value_bytes), keys_per_thread_(options.keys_per_thread()) {
-  threads_.resize(options.worker_threads());
+BenchData::BenchData(const BenchOptions& options) {
+  Reset(options);
+}
+
+void BenchData::Reset(const BenchOptions& options) {
+  value_bytes_ = options.value_bytes;
+  keys_per_thread_ = options.keys_per_thread();
+  threads_active_ = options.worker_threads();
+  if (threads_.size() < static_cast<size_t>(threads_active_)) threads_.resize(threads_active_);
   for (int t = 0; t < threads(); ++t) {
     PerThread& p = threads_[t];
+    p.keys.clear();
+    p.exist_keys.clear();
     for (size_t i = 0; i < keys_per_thread_; ++i)
       p.keys.push_back(KeyName(t, i));
     for (size_t i = 0; i < options.exists_batch; ++i)
       p.exist_keys.push_back(KeyName(t, i));
+    // resize() keeps the capacity when shrinking; assign() writes every byte (warm or not).
     p.values.resize(keys_per_thread_ * value_bytes_);
     p.reads.assign(keys_per_thread_ * value_bytes_, 0);
     for (size_t i = 0; i < keys_per_thread_; ++i) {
@@ -52,6 +61,14 @@ std::span<const uint8_t> BenchData::value(int thread, size_t index) const {
 
 std::span<uint8_t> BenchData::read_buffer(int thread, size_t index) {
   return {threads_[thread].reads.data() + index * value_bytes_, value_bytes_};
+}
+
+std::span<const uint8_t> BenchData::values_of(int thread) const {
+  return {threads_[thread].values.data(), keys_per_thread_ * value_bytes_};
+}
+
+std::span<uint8_t> BenchData::reads_of(int thread) {
+  return {threads_[thread].reads.data(), keys_per_thread_ * value_bytes_};
 }
 
 void BenchData::ClearReadStamps(int thread) {

@@ -8,6 +8,8 @@
 // never do, so the expected answer of every key is known.
 //
 // Every buffer is written before it is used, so page faults are not part of any timing.
+// Reset() reshapes the same object for another workload, reusing its memory where it is large
+// enough (the matrix runs its largest shape first, so later shapes touch no fresh memory).
 #pragma once
 
 #include <cstddef>
@@ -23,16 +25,21 @@ namespace kvport::bench {
 class BenchData {
  public:
   explicit BenchData(const BenchOptions& options);
+  // Now holds the keys and values of `options` (its threads, value size, batch, exists batch).
+  void Reset(const BenchOptions& options);
 
   static std::string KeyName(int thread, size_t index);
 
-  int threads() const { return static_cast<int>(threads_.size()); }
+  int threads() const { return threads_active_; }
   uint64_t value_bytes() const { return value_bytes_; }
   size_t keys_per_thread() const { return keys_per_thread_; }
 
   const std::vector<std::string>& keys(int thread) const { return threads_[thread].keys; }
   std::span<const uint8_t> value(int thread, size_t index) const;
   std::span<uint8_t> read_buffer(int thread, size_t index);
+  // A thread's values back to back, and its read buffers back to back (one batch each).
+  std::span<const uint8_t> values_of(int thread) const;
+  std::span<uint8_t> reads_of(int thread);
   // Zeroes the stamps of a thread's read buffers, so a get that writes nothing fails Verify.
   void ClearReadStamps(int thread);
   // True when read buffer `index` of `thread` holds exactly the value of that key.
@@ -53,9 +60,10 @@ class BenchData {
   };
   static void Stamp(uint8_t* out, int thread, size_t index);
 
-  uint64_t value_bytes_;
-  size_t keys_per_thread_;
-  std::vector<PerThread> threads_;
+  uint64_t value_bytes_ = 0;
+  size_t keys_per_thread_ = 0;
+  int threads_active_ = 0;
+  std::vector<PerThread> threads_;  // at least threads_active_; never shrinks
 };
 
 }  // namespace kvport::bench

@@ -48,6 +48,49 @@ Result<std::vector<Op>> ParseOps(std::string_view list) {
   return ops;
 }
 
+std::string_view TransportName(Transport transport) {
+  switch (transport) {
+    case Transport::kTcp:
+      return "tcp";
+    case Transport::kShm:
+      return "shm";
+  }
+  return "?";
+}
+
+Result<TransportChoice> ParseTransportChoice(std::string_view name) {
+  if (name == "auto") return TransportChoice::kAuto;
+  if (name == "tcp") return TransportChoice::kTcp;
+  if (name == "shm") return TransportChoice::kShm;
+  if (name == "both") return TransportChoice::kBoth;
+  return Status::InvalidArgument(
+      fmt::format("--transport: unknown transport '{}': expected tcp, shm, both or auto", name));
+}
+
+std::string_view TransportChoiceName(TransportChoice choice) {
+  switch (choice) {
+    case TransportChoice::kAuto:
+      return "auto";
+    case TransportChoice::kTcp:
+      return "tcp";
+    case TransportChoice::kShm:
+      return "shm";
+    case TransportChoice::kBoth:
+      return "both";
+  }
+  return "?";
+}
+
+size_t RedisPipelineDepth(uint64_t value_bytes, size_t batch) {
+  return value_bytes >= kRedisNoPipelineBytes ? 1 : std::max<size_t>(batch, 1);
+}
+
+size_t BenchOptions::redis_depth() const {
+  const size_t depth =
+      redis_pipeline == 0 ? RedisPipelineDepth(value_bytes, batch) : redis_pipeline;
+  return std::clamp<size_t>(depth, 1, std::max<size_t>(batch, 1));
+}
+
 Status BenchOptions::Validate() const {
   if (value_bytes == 0) return Status::InvalidArgument("--value-size must be at least 1 byte");
   if (batch == 0) return Status::InvalidArgument("--batch must be at least 1");

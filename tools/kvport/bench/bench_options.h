@@ -20,9 +20,25 @@ std::string_view OpName(Op op);
 // Parses "put,get,exists" (any order, no repeats, at least one); InvalidArgument otherwise.
 Result<std::vector<Op>> ParseOps(std::string_view list);
 
+// How the client reaches the node: TCP (loopback here), or the same-host shared-memory
+// transport (a Unix socket for control frames, value bytes copied through the node's arena
+// mapped into the client). Each is compared with its own limit: the raw loopback socket for
+// TCP, one memcpy of the same bytes for shared memory.
+enum class Transport { kTcp, kShm };
+// "tcp", "shm".
+std::string_view TransportName(Transport transport);
+
+// --transport: tcp, shm, both, or auto (both when the node offers shared memory, else tcp).
+enum class TransportChoice { kAuto, kTcp, kShm, kBoth };
+Result<TransportChoice> ParseTransportChoice(std::string_view name);
+std::string_view TransportChoiceName(TransportChoice choice);
+
 struct BenchOptions {
-  // eic://HOST:PORT of an existing node; empty starts an embedded node in this process.
+  // eic://HOST:PORT (TCP) or unix:/PATH (shared memory) of an existing node; empty starts an
+  // embedded node in this process, which offers both when this build's server can.
   std::string url;
+  // Which transports to measure (RunBench resolves kAuto; see TransportChoice).
+  TransportChoice transport = TransportChoice::kAuto;
   // Value bytes per key. When `shape` is set, its chunk size is used instead.
   uint64_t value_bytes = uint64_t{8} << 20;
   std::optional<ModelShape> shape;
@@ -54,10 +70,16 @@ struct BenchOptions {
   // (with --url: twice the working set). Bounded by max_seconds.
   bool warmup = true;
   uint64_t warmup_bytes = 0;
-  // Baselines.
+  // The warm-up's own time bound; 0 = max_seconds.
+  double warmup_max_seconds = 0;
+  // Baselines. The memcpy baseline runs whenever a shared-memory phase does (it is that
+  // phase's limit); the socket baseline is the TCP phases' limit.
   bool socket_baseline = true;
   bool redis_baseline = true;
   std::string redis_server = "redis-server";  // a path, or a name looked up in PATH
+  // Redis commands in flight per connection (one connection per thread): 0 = redis's best for
+  // the value size (RedisPipelineDepth), 1 = one command at a time, N = pipelines of N.
+  size_t redis_pipeline = 0;
 
   int worker_threads() const { return threads > 0 ? threads : connections; }
   // Warm-up puts, each one batch per thread: enough to write warmup_bytes.
@@ -71,8 +93,18 @@ struct BenchOptions {
   uint64_t working_set_bytes() const {
     return static_cast<uint64_t>(worker_threads()) * keys_per_thread() * value_bytes;
   }
+  // The pipeline depth the redis baseline uses (redis_pipeline resolved; at most batch).
+  size_t redis_depth() const;
   // InvalidArgument naming the first option out of range.
   Status Validate() const;
 };
+
+// Redis's best pattern for a value size, measured with redis-server 7.0 and hiredis on
+// loopback (docs/performance.md): small values gain from pipelining a whole batch; from
+// kRedisNoPipelineBytes up, a pipeline only piles big commands into hiredis's output buffer
+// and redis's query buffer (which then loses its copy-free path for big arguments), so one
+// command at a time per connection is faster.
+inline constexpr uint64_t kRedisNoPipelineBytes = uint64_t{256} << 10;
+size_t RedisPipelineDepth(uint64_t value_bytes, size_t batch);
 
 }  // namespace kvport::bench

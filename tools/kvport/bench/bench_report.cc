@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -34,12 +35,19 @@ nlohmann::ordered_json Ratio(const std::optional<double>& r) {
   return r ? nlohmann::ordered_json(*r) : nlohmann::ordered_json(nullptr);
 }
 
+// What a phase did: the op, or "stream" (socket) and "copy" (memcpy) for the baselines.
+std::string_view PhaseOpName(const PhaseResult& p) {
+  if (p.system == "socket") return "stream";
+  if (p.system == "memcpy") return "copy";
+  return OpName(p.op);
+}
+
 std::string Row(const PhaseResult& p) {
   const bool has_latency = p.latency.count() > 0;
+  const bool baseline = p.system == "socket" || p.system == "memcpy";
   std::string row =
-      fmt::format("  {:<7} {:<7} {:<13} {:>7.2f} {:>9} {:>7}", p.system,
-                  p.system == "socket" ? "stream" : OpName(p.op), p.variant, p.gb_per_second(),
-                  p.system == "socket" ? "-" : Rate(p.keys_per_second()), p.calls);
+      fmt::format("  {:<7} {:<7} {:<13} {:>7.2f} {:>9} {:>7}", p.system, PhaseOpName(p), p.variant,
+                  p.gb_per_second(), baseline ? "-" : Rate(p.keys_per_second()), p.calls);
   if (has_latency) {
     row += fmt::format(" {:>8} {:>8} {:>8}", Millis(p.latency.Percentile(0.5)),
                        Millis(p.latency.Percentile(0.99)), Millis(p.latency.Percentile(0.999)));
@@ -55,6 +63,53 @@ std::string RatioText(const std::optional<double>& r) {
   return r ? fmt::format("{:.2f}x", *r) : std::string("-");
 }
 
+using Json = nlohmann::ordered_json;
+
+Json PhaseJson(const PhaseResult& p) {
+  Json phase = {{"system", p.system},
+                {"variant", p.variant},
+                {"op", PhaseOpName(p)},
+                {"calls", p.calls},
+                {"keys", p.keys},
+                {"bytes", p.bytes},
+                {"failed_keys", p.failed_keys},
+                {"seconds", p.seconds},
+                {"gb_per_s", p.gb_per_second()},
+                {"keys_per_s", p.keys_per_second()},
+                {"error", p.error},
+                {"latency_us", nullptr}};
+  if (p.latency.count() > 0) {
+    phase["latency_us"] = {{"p50", Micros(p.latency.Percentile(0.5))},
+                           {"p99", Micros(p.latency.Percentile(0.99))},
+                           {"p999", Micros(p.latency.Percentile(0.999))},
+                           {"max", Micros(p.latency.max())},
+                           {"mean", p.latency.mean() / 1e3}};
+  }
+  return phase;
+}
+
+// Non-finite numbers are written as null; invalid UTF-8 in a string (an error message from a
+// node or redis) becomes U+FFFD: the output is always valid JSON.
+std::string Dump(const Json& j) {
+  return j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
+}
+
+std::string TransportList(const std::vector<Transport>& transports) {
+  std::string out;
+  for (Transport t : transports)
+    out += (out.empty() ? "" : ", ") + std::string(TransportName(t));
+  return out;
+}
+
+// "put/get one command at a time", "put/get pipelined 16 deep": what the redis phases did.
+std::string RedisPattern(const BenchOptions& o) {
+  const size_t depth = o.redis_depth();
+  std::string put_get = depth == 1 ? std::string("one SET/GET per round trip (no pipeline)")
+                                   : fmt::format("SET/GET pipelined {} deep", depth);
+  return fmt::format("{}, one connection per thread; EXISTS pipelined {} deep", put_get,
+                     o.exists_batch);
+}
+
 }  // namespace
 
 std::string FormatBenchText(const BenchReport& report) {
@@ -64,17 +119,18 @@ std::string FormatBenchText(const BenchReport& report) {
     ops += (ops.empty() ? "" : ",") + std::string(OpName(op));
   std::string out = fmt::format(
       "kvport bench: {} of {} values{}, batches of {}, {} connection(s), {} thread(s); "
-      "mexist of {} keys per call\n",
+      "mexist of {} keys per call; transport: {}\n",
       ops, FormatSize(o.value_bytes), o.shape ? " (" + o.shape->ToString() + ")" : "", o.batch,
-      o.connections, o.worker_threads(), o.exists_batch);
+      o.connections, o.worker_threads(), o.exists_batch, TransportList(report.transports));
   out += fmt::format("node: {}\n", report.node);
+  if (!report.transport_note.empty()) out += report.transport_note + "\n";
   out += o.warmup_calls() > 0
              ? fmt::format("warm-up: {} of untimed puts first, on kvport and redis alike\n\n",
                            FormatSize(o.warmup_calls() * o.batch * o.value_bytes))
              : std::string("warm-up: none\n\n");
   out += fmt::format("  {:<7} {:<7} {:<13} {:>7} {:>9} {:>7} {:>8} {:>8} {:>8}\n", "system", "op",
                      "mode", "GB/s", "keys/s", "calls", "p50 ms", "p99 ms", "p999 ms");
-  for (const auto* list : {&report.kvport, &report.socket, &report.redis}) {
+  for (const auto* list : {&report.kvport, &report.socket, &report.memcpy, &report.redis}) {
     for (const PhaseResult& p : *list)
       out += Row(p);
   }
@@ -82,31 +138,47 @@ std::string FormatBenchText(const BenchReport& report) {
   if (!report.socket_skipped.empty()) {
     out += "socket baseline skipped: " + report.socket_skipped + "\n";
   }
-  if (!report.redis_skipped.empty())
+  if (!report.redis_skipped.empty()) {
     out += "redis baseline skipped: " + report.redis_skipped + "\n";
+  } else {
+    out += "redis pattern: " + RedisPattern(o) + "\n";
+  }
 
   const PhaseResult* limit = report.Limit();
-  out += limit != nullptr
-             ? fmt::format("\nratios (limit = fastest socket mode, {} at {:.2f} GB/s):\n",
-                           limit->variant, limit->gb_per_second())
-             : std::string("\nratios:\n");
+  const PhaseResult* memcpy_limit = report.MemcpyLimit();
+  std::string limits;
+  if (limit != nullptr) {
+    limits += fmt::format("tcp limit = fastest socket mode, {} at {:.2f} GB/s", limit->variant,
+                          limit->gb_per_second());
+  }
+  if (memcpy_limit != nullptr) {
+    limits += fmt::format("{}shm limit = memcpy into {} at {:.2f} GB/s", limits.empty() ? "" : "; ",
+                          memcpy_limit->variant, memcpy_limit->gb_per_second());
+  }
+  out += limits.empty() ? std::string("\nratios:\n") : "\nratios (" + limits + "):\n";
   for (Op op : o.ops) {
-    if (report.Find("kvport", op) == nullptr) continue;
-    out += fmt::format("  {:<7} kvport/limit {:>7}   kvport/redis {:>7}{}\n", OpName(op),
-                       op == Op::kExists ? std::string("n/a") : RatioText(report.RatioToLimit(op)),
-                       RatioText(report.RatioToRedis(op)),
-                       op == Op::kExists ? "  (keys/s)" : "  (GB/s)");
+    for (Transport t : report.transports) {
+      if (report.FindKvport(op, t) == nullptr) continue;
+      const bool tcp = t == Transport::kTcp;
+      out += fmt::format(
+          "  {:<7} {:<4} kvport/{:<7} {:>7}   kvport/redis {:>7}{}\n", OpName(op), TransportName(t),
+          tcp ? "limit" : "memcpy",
+          op == Op::kExists ? std::string("n/a") : RatioText(report.RatioToLimit(op, t)),
+          RatioText(report.RatioToRedis(op, t)), op == Op::kExists ? "  (keys/s)" : "  (GB/s)");
+    }
   }
   if (!report.AllPassed()) out += "\nFAILED: some keys failed or did not verify (see above)\n";
   return out;
 }
 
 std::string FormatBenchJson(const BenchReport& report) {
-  using Json = nlohmann::ordered_json;
   const BenchOptions& o = report.options;
   Json ops = Json::array();
   for (Op op : o.ops)
     ops.push_back(OpName(op));
+  Json transports = Json::array();
+  for (Transport t : report.transports)
+    transports.push_back(TransportName(t));
   Json options = {{"url", o.url},
                   {"value_bytes", o.value_bytes},
                   {"batch", o.batch},
@@ -117,7 +189,9 @@ std::string FormatBenchJson(const BenchReport& report) {
                   {"max_seconds", o.max_seconds},
                   {"exists_batch", o.exists_batch},
                   {"exists_count", o.exists_count},
-                  {"warmup_bytes", o.warmup_calls() * o.batch * o.value_bytes}};
+                  {"warmup_bytes", o.warmup_calls() * o.batch * o.value_bytes},
+                  {"transports", std::move(transports)},
+                  {"redis_pipeline", o.redis_depth()}};
   if (o.shape) {
     options["shape"] = {{"layers", o.shape->layers},
                         {"kv_heads", o.shape->kv_heads},
@@ -126,36 +200,23 @@ std::string FormatBenchJson(const BenchReport& report) {
                         {"tokens_per_chunk", o.shape->tokens_per_chunk}};
   }
   Json phases = Json::array();
-  for (const auto* list : {&report.kvport, &report.socket, &report.redis}) {
-    for (const PhaseResult& p : *list) {
-      Json phase = {{"system", p.system},
-                    {"variant", p.variant},
-                    {"op", p.system == "socket" ? std::string_view("stream") : OpName(p.op)},
-                    {"calls", p.calls},
-                    {"keys", p.keys},
-                    {"bytes", p.bytes},
-                    {"failed_keys", p.failed_keys},
-                    {"seconds", p.seconds},
-                    {"gb_per_s", p.gb_per_second()},
-                    {"keys_per_s", p.keys_per_second()},
-                    {"error", p.error},
-                    {"latency_us", nullptr}};
-      if (p.latency.count() > 0) {
-        phase["latency_us"] = {{"p50", Micros(p.latency.Percentile(0.5))},
-                               {"p99", Micros(p.latency.Percentile(0.99))},
-                               {"p999", Micros(p.latency.Percentile(0.999))},
-                               {"max", Micros(p.latency.max())},
-                               {"mean", p.latency.mean() / 1e3}};
-      }
-      phases.push_back(std::move(phase));
-    }
+  for (const auto* list : {&report.kvport, &report.socket, &report.memcpy, &report.redis}) {
+    for (const PhaseResult& p : *list)
+      phases.push_back(PhaseJson(p));
   }
   const PhaseResult* limit = report.Limit();
+  const PhaseResult* memcpy_limit = report.MemcpyLimit();
   Json ratios = Json::object();
+  Json ratios_shm = Json::object();
   for (Op op : o.ops) {
     ratios[std::string(OpName(op))] = {{"vs_limit", Ratio(report.RatioToLimit(op))},
                                        {"vs_redis", Ratio(report.RatioToRedis(op))}};
+    ratios_shm[std::string(OpName(op))] = {
+        {"vs_memcpy", Ratio(report.RatioToLimit(op, Transport::kShm))},
+        {"vs_redis", Ratio(report.RatioToRedis(op, Transport::kShm))}};
   }
+  const bool shm = std::find(report.transports.begin(), report.transports.end(), Transport::kShm) !=
+                   report.transports.end();
   const Json out = {
       {"options", std::move(options)},
       {"node", report.node},
@@ -163,14 +224,139 @@ std::string FormatBenchJson(const BenchReport& report) {
       {"limit", limit != nullptr
                     ? Json{{"variant", limit->variant}, {"gb_per_s", limit->gb_per_second()}}
                     : Json(nullptr)},
+      {"memcpy_limit", memcpy_limit != nullptr ? Json{{"variant", memcpy_limit->variant},
+                                                      {"gb_per_s", memcpy_limit->gb_per_second()}}
+                                               : Json(nullptr)},
       {"ratios", std::move(ratios)},
+      {"ratios_shm", shm ? std::move(ratios_shm) : Json(nullptr)},
+      {"transport_note", report.transport_note},
       {"socket_skipped", report.socket_skipped},
       {"redis_skipped", report.redis_skipped},
       {"passed", report.AllPassed()},
   };
-  // Non-finite numbers are written as null; invalid UTF-8 in a string (an error message from a
-  // node or redis) becomes U+FFFD: the output is always valid JSON.
-  return out.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
+  return Dump(out);
+}
+
+namespace {
+
+std::string P50(const PhaseResult& p) {
+  return p.latency.count() > 0 ? Millis(p.latency.Percentile(0.5)) : std::string("-");
+}
+
+// The row's limit, named; with the informative other measurement when it is not the limit.
+std::string LimitMode(const MatrixRow& row) {
+  if (row.limit.system.empty()) return "-";
+  if (row.limit.system != "memcpy") {
+    if (row.socket_blocking.system.empty() || row.limit.variant == row.socket_blocking.variant) {
+      return row.limit.variant;
+    }
+    return fmt::format("{} (blocking {:.2f})", row.limit.variant,
+                       row.socket_blocking.gb_per_second());
+  }
+  if (row.memcpy_buffers.system.empty() || row.limit.variant == "buffers") {
+    return "memcpy into " + row.limit.variant;
+  }
+  return fmt::format("memcpy into pool (buffers {:.2f})", row.memcpy_buffers.gb_per_second());
+}
+
+std::string GbText(const PhaseResult& p) {
+  if (!p.error.empty()) return "ERROR";
+  if (p.failed_keys > 0) return "FAILED";
+  return fmt::format("{:.2f}", p.gb_per_second());
+}
+
+}  // namespace
+
+std::string FormatMatrixText(const MatrixReport& report) {
+  const MatrixOptions& o = report.options;
+  std::string out = fmt::format(
+      "kvport bench --matrix: put and get over {}; one calling thread per connection; per "
+      "phase {} calls (at most {:g} s)\n",
+      TransportList(report.transports),
+      o.count ? fmt::format("{}", *o.count) : fmt::format("about {} of", FormatSize(o.phase_bytes)),
+      o.max_seconds);
+  out += fmt::format("node: {}\n", report.node);
+  if (!report.transport_note.empty()) out += report.transport_note + "\n";
+  out +=
+      "limits: tcp = the fastest loopback socket mode with the row's connections as streams "
+      "and writes of one call's bytes (1-8 MiB); shm = one memcpy of value x batch per thread "
+      "through a 256 MiB pool (into the read buffers when larger); 'buffers' = the same copy "
+      "into the same buffers every call, cache-warm, for information\n\n";
+  out += fmt::format("  {:>8} {:>5} {:>5} {:<4} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n",
+                     "value", "batch", "conns", "via", "put GB/s", "get GB/s", "limit", "put/limit",
+                     "get/limit", "put p50ms", "get p50ms", "limit mode");
+  for (const MatrixRow& row : report.rows) {
+    const bool has_limit = !row.limit.system.empty();
+    out +=
+        fmt::format("  {:>8} {:>5} {:>5} {:<4} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n",
+                    FormatSize(row.value_bytes), row.batch, row.connections,
+                    TransportName(row.transport), GbText(row.put), GbText(row.get),
+                    has_limit ? fmt::format("{:.2f}", row.limit.gb_per_second()) : std::string("-"),
+                    RatioText(row.RatioToLimit(Op::kPut)), RatioText(row.RatioToLimit(Op::kGet)),
+                    P50(row.put), P50(row.get), LimitMode(row));
+  }
+  for (const MatrixRow& row : report.rows) {
+    for (const PhaseResult* p : {&row.put, &row.get}) {
+      if (!p->error.empty() || p->failed_keys > 0) {
+        out += fmt::format(
+            "  {} x{} x{} {} {}: {}\n", FormatSize(row.value_bytes), row.batch, row.connections,
+            TransportName(row.transport), OpName(p->op),
+            !p->error.empty() ? p->error : fmt::format("{} failed keys", p->failed_keys));
+      }
+    }
+  }
+  out += "\n(GB/s is value bytes, 10^9 per GB; p50 is per batched call)\n";
+  if (!report.socket_skipped.empty()) {
+    out += "socket limits skipped: " + report.socket_skipped + "\n";
+  }
+  out += fmt::format("matrix: {} rows in {:.0f} s\n", report.rows.size(), report.seconds);
+  if (!report.AllPassed()) out += "\nFAILED: some keys failed or did not verify (see above)\n";
+  return out;
+}
+
+std::string FormatMatrixJson(const MatrixReport& report) {
+  const MatrixOptions& o = report.options;
+  Json transports = Json::array();
+  for (Transport t : report.transports)
+    transports.push_back(TransportName(t));
+  Json rows = Json::array();
+  for (const MatrixRow& row : report.rows) {
+    rows.push_back(
+        {{"value_bytes", row.value_bytes},
+         {"batch", row.batch},
+         {"connections", row.connections},
+         {"transport", TransportName(row.transport)},
+         {"put", PhaseJson(row.put)},
+         {"get", PhaseJson(row.get)},
+         {"limit", row.limit.system.empty() ? Json(nullptr) : PhaseJson(row.limit)},
+         {"socket_blocking",
+          row.socket_blocking.system.empty() ? Json(nullptr) : PhaseJson(row.socket_blocking)},
+         {"memcpy_buffers",
+          row.memcpy_buffers.system.empty() ? Json(nullptr) : PhaseJson(row.memcpy_buffers)},
+         {"put_vs_limit", Ratio(row.RatioToLimit(Op::kPut))},
+         {"get_vs_limit", Ratio(row.RatioToLimit(Op::kGet))}});
+  }
+  Json socket = Json::array();
+  for (const PhaseResult& p : report.socket)
+    socket.push_back(PhaseJson(p));
+  const Json out = {
+      {"options",
+       {{"value_sizes", o.value_sizes},
+        {"batches", o.batches},
+        {"connections", o.connections},
+        {"count", o.count ? Json(*o.count) : Json(nullptr)},
+        {"phase_bytes", o.phase_bytes},
+        {"max_seconds", o.max_seconds}}},
+      {"node", report.node},
+      {"transports", std::move(transports)},
+      {"transport_note", report.transport_note},
+      {"rows", std::move(rows)},
+      {"socket", std::move(socket)},
+      {"socket_skipped", report.socket_skipped},
+      {"seconds", report.seconds},
+      {"passed", report.AllPassed()},
+  };
+  return Dump(out);
 }
 
 }  // namespace kvport::bench

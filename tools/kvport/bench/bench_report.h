@@ -11,12 +11,30 @@ namespace kvport::bench {
 std::string FormatBenchText(const BenchReport& report);
 
 // One JSON object (see the keys below; numbers are plain JSON numbers, absent ratios null):
-//   {"options": {...}, "node": "...", "phases": [{"system", "variant", "op", "calls", "keys",
-//    "bytes", "failed_keys", "seconds", "gb_per_s", "keys_per_s", "error",
-//    "latency_us": {"p50", "p99", "p999", "max", "mean"}}, ...],
-//    "limit": {"variant", "gb_per_s"} | null,
-//    "ratios": {"put": {"vs_limit", "vs_redis"}, "get": {...}, "exists": {...}},
-//    "socket_skipped": "...", "redis_skipped": "...", "passed": true}
+//   {"options": {..., "transports": ["tcp", "shm"], "redis_pipeline": N}, "node": "...",
+//    "phases": [{"system", "variant", "op", "calls", "keys", "bytes", "failed_keys", "seconds",
+//    "gb_per_s", "keys_per_s", "error", "latency_us": {"p50", "p99", "p999", "max", "mean"}},
+//    ...],
+//    "limit": {"variant", "gb_per_s"} | null,          (the TCP limit: fastest socket mode)
+//    "memcpy_limit": {"gb_per_s"} | null,              (the shared-memory limit)
+//    "ratios": {"put": {"vs_limit", "vs_redis"}, "get": {...}, "exists": {...}},   (TCP)
+//    "ratios_shm": {"put": {"vs_memcpy", "vs_redis"}, ...} | null,
+//    "transport_note": "...", "socket_skipped": "...", "redis_skipped": "...", "passed": true}
+// kvport phases' variant is the transport ("tcp", "shm"), redis phases' the pattern.
 std::string FormatBenchJson(const BenchReport& report);
+
+// The matrix as a table (one row per shape and transport, with its limit and ratios).
+std::string FormatMatrixText(const MatrixReport& report);
+
+// The matrix as one JSON object:
+//   {"options": {"value_sizes", "batches", "connections", "count", "phase_bytes",
+//    "max_seconds"}, "node", "transports", "transport_note",
+//    "rows": [{"value_bytes", "batch", "connections", "transport", "put": phase, "get": phase,
+//              "limit": phase | null, "socket_blocking": phase | null (tcp),
+//              "memcpy_buffers": phase | null (shm), "put_vs_limit",
+//              "get_vs_limit"}],
+//    "socket": [phase, ...], "socket_skipped", "seconds", "passed"}
+// with each phase as in FormatBenchJson's "phases".
+std::string FormatMatrixJson(const MatrixReport& report);
 
 }  // namespace kvport::bench

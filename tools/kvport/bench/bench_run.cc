@@ -3,7 +3,13 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
+#include <concepts>
+#include <map>
 #include <memory>
+#include <set>
+#include <tuple>
+#include <utility>
 
 #include "bench/bench_data.h"
 #include "bench/kvport_phases.h"
@@ -17,12 +23,179 @@
 namespace kvport::bench {
 namespace {
 
+// The shared-memory transport of the embedded node, found at compile time: a server with
+// ServerOptions::unix_socket ("auto": a socket path derived from the port) and
+// Server::unix_socket_path() offers it, and a client Init'ed with "unix:" + that path uses it.
+// Until the server has them, the bench builds and measures TCP alone.
+template <typename Options>
+constexpr bool kHasUnixSocket = requires(Options& o) {
+  o.unix_socket = std::string();
+};
+
+template <typename Options>
+void OfferUnixSocket(Options& so) {
+  if constexpr (requires { so.unix_socket = std::string(); }) so.unix_socket = "auto";
+}
+
+template <typename S>
+std::string UnixSocketPathOf(const S& server) {
+  if constexpr (requires {
+                  { server.unix_socket_path() } -> std::convertible_to<std::string>;
+                }) {
+    return server.unix_socket_path();
+  } else {
+    return {};
+  }
+}
+
+constexpr std::string_view kSharedMemoryName = "shared memory";  // Client::transport()
+
 void Note(const BenchLog& log, std::string_view text) {
   if (log) log(text);
 }
 
 bool Failed(const PhaseResult& p) {
   return !p.error.empty() || p.failed_keys > 0;
+}
+
+std::optional<double> Ratio(const PhaseResult* a, const PhaseResult* b) {
+  if (a == nullptr || b == nullptr || Failed(*a) || Failed(*b)) return std::nullopt;
+  if (b->gb_per_second() <= 0) return std::nullopt;
+  return a->gb_per_second() / b->gb_per_second();
+}
+
+// The transports a run measures, and why shared memory is not among them when `auto` left it out.
+struct Transports {
+  std::vector<Transport> list;
+  std::string note;
+};
+
+Result<Transports> ResolveTransports(TransportChoice choice, const std::string& url) {
+  const bool unix_url = url.starts_with("unix:");
+  const bool embedded = url.empty();
+  const std::string no_shm =
+      "this build's kvport server does not offer the shared-memory transport yet";
+  Transports t;
+  switch (choice) {
+    case TransportChoice::kTcp:
+      if (unix_url) {
+        return Status::InvalidArgument(
+            "--transport tcp: a unix: URL is reached over shared "
+            "memory; give eic://HOST:PORT for TCP");
+      }
+      t.list = {Transport::kTcp};
+      return t;
+    case TransportChoice::kShm:
+    case TransportChoice::kBoth:
+      if (embedded && !EmbeddedNodeOffersShm()) {
+        return Status::InvalidArgument(
+            fmt::format("--transport {}: {}", TransportChoiceName(choice), no_shm));
+      }
+      if (choice == TransportChoice::kBoth && unix_url) {
+        return Status::InvalidArgument("--transport both: a unix: URL has no TCP endpoint");
+      }
+      if (choice == TransportChoice::kShm) {
+        t.list = {Transport::kShm};
+      } else {
+        t.list = {Transport::kTcp, Transport::kShm};
+      }
+      return t;
+    case TransportChoice::kAuto:
+      if (unix_url) {
+        t.list = {Transport::kShm};
+      } else if (!embedded) {
+        t.list = {Transport::kTcp};
+        t.note =
+            "shared memory not measured: --url names a TCP node (--transport shm or both "
+            "asks the client for shared memory)";
+      } else if (EmbeddedNodeOffersShm()) {
+        t.list = {Transport::kTcp, Transport::kShm};
+      } else {
+        t.list = {Transport::kTcp};
+        t.note = "shared memory not measured: " + no_shm;
+      }
+      return t;
+  }
+  return Status::Internal("unknown transport choice");
+}
+
+bool Has(const std::vector<Transport>& list, Transport t) {
+  return std::find(list.begin(), list.end(), t) != list.end();
+}
+
+// A node to measure: the embedded one (started here) or the one at a URL, with the endpoint
+// each transport's client connects to.
+struct Node {
+  std::unique_ptr<Server> server;
+  std::string tcp_endpoint;
+  std::string shm_endpoint;
+  std::string description;
+};
+
+Result<Node> StartEmbeddedNode(ServerOptions so, bool want_shm) {
+  if (want_shm) OfferUnixSocket(so);
+  Result<std::unique_ptr<Server>> started = Server::Start(so);
+  if (!started.ok()) return started.status().WithContext("starting the embedded node");
+  Node node;
+  node.server = std::move(*started);
+  node.tcp_endpoint = node.server->address();
+  std::string shm_path;
+  if (want_shm) {
+    shm_path = UnixSocketPathOf(*node.server);
+    if (shm_path.empty()) {
+      return Status::Internal("the embedded node was asked for a Unix socket and has none");
+    }
+    node.shm_endpoint = "unix:" + shm_path;
+  }
+  node.description = fmt::format("embedded {}{} (capacity {}, {})", node.tcp_endpoint,
+                                 shm_path.empty() ? std::string() : ", " + node.shm_endpoint,
+                                 FormatSize(so.capacity_bytes),
+                                 so.threads == 0 ? std::string("one I/O thread per CPU")
+                                                 : fmt::format("{} I/O threads", so.threads));
+  return node;
+}
+
+Node UrlNode(const std::string& url) {
+  Node node;
+  node.tcp_endpoint = url;
+  node.shm_endpoint = url;  // unix:/PATH, or eic://HOST:PORT with the client choosing
+  node.description = url;
+  return node;
+}
+
+// Connects `client` over `transport`: TCP forced (transport_type 1), or shared memory, which
+// must then be what the client got (a silent fallback to TCP would measure the wrong thing).
+Status InitClient(Client& client, const Node& node, Transport transport, int connections) {
+  InitOptions init;
+  init.connections = connections;
+  init.timeout = std::chrono::seconds(120);
+  if (transport == Transport::kTcp) {
+    init.transport_type = 1;
+    return client.Init("kvport-bench", node.tcp_endpoint, init);
+  }
+  init.transport_type = 0;  // automatic: shared memory when the node is local and offers it
+  KVPORT_RETURN_IF_ERROR(client.Init("kvport-bench", node.shm_endpoint, init));
+  if (client.transport() != kSharedMemoryName) {
+    return Status::Unavailable(fmt::format("asked for shared memory at {}, the client chose {}: {}",
+                                           node.shm_endpoint, client.transport(),
+                                           client.transport_reason()));
+  }
+  return Status::Ok();
+}
+
+// The phases of `options.ops` that could not run, each carrying `error`.
+std::vector<PhaseResult> FailedPhases(const BenchOptions& options, Transport transport,
+                                      const std::string& error) {
+  std::vector<PhaseResult> out;
+  for (Op op : options.ops) {
+    PhaseResult p;
+    p.system = "kvport";
+    p.variant = std::string(TransportName(transport));
+    p.op = op;
+    p.error = error;
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 // The embedded node holds every thread's keys twice over (a put replaces a value only once the
@@ -33,55 +206,80 @@ uint64_t EmbeddedCapacity(const BenchOptions& o) {
   return 2 * o.working_set_bytes() + o.worker_threads() * batch_bytes + (uint64_t{64} << 20);
 }
 
-// Runs the kvport phases against a node: the embedded one (started and stopped here, so its
-// memory is free again before the baselines run) or the one at options.url.
+ServerOptions EmbeddedServerOptions(uint64_t capacity, unsigned threads, uint64_t max_value,
+                                    uint64_t max_batch) {
+  ServerOptions so;
+  so.capacity_bytes = capacity;
+  so.threads = threads;
+  so.max_value_bytes = std::max(so.max_value_bytes, max_value);
+  so.max_batch_keys = std::max<uint64_t>(so.max_batch_keys, max_batch);
+  so.idle_timeout = std::chrono::milliseconds(0);
+  return so;
+}
+
+// Runs the kvport phases over each transport against a node: the embedded one (started and
+// stopped here, so its memory is free again before the baselines run) or the one at the URL.
 Status RunKvport(const BenchOptions& options, BenchData& data, BenchReport* report,
                  const BenchLog& log) {
-  std::unique_ptr<Server> server;
-  std::string endpoint = options.url;
-  if (endpoint.empty()) {
-    ServerOptions so;
-    so.capacity_bytes = EmbeddedCapacity(options);
-    so.threads = options.node_threads;
-    so.max_value_bytes = std::max(so.max_value_bytes, options.value_bytes);
-    so.max_batch_keys = std::max<uint64_t>(so.max_batch_keys,
-                                           std::max<uint64_t>(options.batch, options.exists_batch));
-    so.idle_timeout = std::chrono::milliseconds(0);
-    Result<std::unique_ptr<Server>> started = Server::Start(so);
-    if (!started.ok()) return started.status().WithContext("starting the embedded node");
-    server = std::move(*started);
-    endpoint = server->address();
-    report->node =
-        fmt::format("embedded {} (capacity {}, {})", endpoint, FormatSize(so.capacity_bytes),
-                    so.threads == 0 ? std::string("one I/O thread per CPU")
-                                    : fmt::format("{} I/O threads", so.threads));
+  const bool want_shm = Has(report->transports, Transport::kShm);
+  Node node;
+  if (options.url.empty()) {
+    KVPORT_ASSIGN_OR_RETURN(
+        node,
+        StartEmbeddedNode(EmbeddedServerOptions(
+                              EmbeddedCapacity(options), options.node_threads, options.value_bytes,
+                              std::max<uint64_t>(options.batch, options.exists_batch)),
+                          want_shm));
   } else {
-    report->node = endpoint;
+    node = UrlNode(options.url);
   }
+  report->node = node.description;
   Note(log, fmt::format("kvport: node {}", report->node));
-  Client client;
-  InitOptions init;
-  init.connections = options.connections;
-  init.timeout = std::chrono::seconds(120);
-  KVPORT_RETURN_IF_ERROR(client.Init("kvport-bench", endpoint, init));
-  report->kvport = RunKvportPhases(options, client, data);
-  if (server) server->Stop();
+  for (Transport transport : report->transports) {
+    Client client;
+    Status init = InitClient(client, node, transport, options.connections);
+    if (!init.ok()) {
+      // TCP is the node being there at all; shared memory failing leaves the TCP results.
+      if (transport == Transport::kTcp) return init;
+      for (PhaseResult& p : FailedPhases(options, transport, init.ToString()))
+        report->kvport.push_back(std::move(p));
+      continue;
+    }
+    Note(log, fmt::format("kvport: {} ({})", TransportName(transport), client.transport()));
+    for (PhaseResult& p : RunKvportPhases(options, client, data, transport))
+      report->kvport.push_back(std::move(p));
+  }
+  if (node.server) node.server->Stop();
   return Status::Ok();
 }
 
-void RunSocket(const BenchOptions& options, BenchReport* report, const BenchLog& log) {
-  // The same byte volume as the largest kvport put or get phase (what the ratio compares), or
-  // what the options ask for when kvport moved nothing.
-  uint64_t bytes = 0;
-  for (const PhaseResult& p : report->kvport) {
-    if (p.op != Op::kExists) bytes = std::max(bytes, p.bytes);
-  }
-  if (bytes == 0) bytes = options.count * options.batch * options.value_bytes;
+// The socket baseline for a shape: `streams` streams, each write the bytes of one batched call
+// (what the client hands the kernel in one sendmsg), within 1-8 MiB. Writes of the call's size,
+// not of one value: with 1 MiB buffers, busy-poll-1t copies between two buffers that stay in
+// one core's L2 cache and runs up to twice as fast as with 4 MiB ones (docs/performance.md),
+// which no client and node exchanging batches of values can do.
+SocketBaselineOptions SocketOptionsFor(uint64_t bytes, int streams, uint64_t call_bytes,
+                                       double max_seconds) {
   SocketBaselineOptions so;
   so.bytes = bytes;
-  so.streams = options.connections;
-  so.write_bytes = std::clamp<uint64_t>(options.value_bytes, uint64_t{1} << 20, uint64_t{8} << 20);
-  so.max_seconds = options.max_seconds;
+  so.streams = streams;
+  so.write_bytes = std::clamp<uint64_t>(call_bytes, uint64_t{1} << 20, uint64_t{8} << 20);
+  so.max_seconds = max_seconds;
+  return so;
+}
+
+void RunSocket(const BenchOptions& options, BenchReport* report, const BenchLog& log) {
+  // The same byte volume as the largest kvport TCP put or get phase (what the ratio compares),
+  // or what the options ask for when kvport moved nothing.
+  uint64_t bytes = 0;
+  for (const PhaseResult& p : report->kvport) {
+    if (p.op != Op::kExists && p.variant == TransportName(Transport::kTcp)) {
+      bytes = std::max(bytes, p.bytes);
+    }
+  }
+  if (bytes == 0) bytes = options.count * options.batch * options.value_bytes;
+  const SocketBaselineOptions so = SocketOptionsFor(
+      bytes, options.connections, options.batch * options.value_bytes, options.max_seconds);
   Note(log, fmt::format("socket: {} over {} loopback streams, three ways", FormatSize(bytes),
                         so.streams));
   Result<std::vector<PhaseResult>> r = MeasureSocketLimit(so);
@@ -116,6 +314,10 @@ void RunRedis(const BenchOptions& options, BenchData& data, BenchReport* report,
 
 }  // namespace
 
+bool EmbeddedNodeOffersShm() {
+  return kHasUnixSocket<ServerOptions>;
+}
+
 const PhaseResult* BenchReport::Limit() const {
   const PhaseResult* best = nullptr;
   for (const PhaseResult& p : socket) {
@@ -126,36 +328,63 @@ const PhaseResult* BenchReport::Limit() const {
   return best;
 }
 
+namespace {
+
+// The memcpy way that is the shared-memory limit: the copy through the pool when it ran (the
+// arena of a node is larger than the caches, so a copy into it goes to memory), else the copy
+// into the read buffers (which then are themselves larger than the pool).
+const PhaseResult* MemcpyLimitOf(const std::vector<PhaseResult>& ways) {
+  const PhaseResult* limit = nullptr;
+  for (const PhaseResult& p : ways) {
+    if (Failed(p)) continue;
+    if (limit == nullptr || p.variant == "pool") limit = &p;
+  }
+  return limit;
+}
+
+}  // namespace
+
+const PhaseResult* BenchReport::MemcpyLimit() const {
+  return MemcpyLimitOf(memcpy);
+}
+
+const PhaseResult* BenchReport::LimitFor(Transport transport) const {
+  return transport == Transport::kTcp ? Limit() : MemcpyLimit();
+}
+
+const PhaseResult* BenchReport::FindKvport(Op op, Transport transport) const {
+  for (const PhaseResult& p : kvport) {
+    if (p.op == op && p.variant == TransportName(transport)) return &p;
+  }
+  return nullptr;
+}
+
 const PhaseResult* BenchReport::Find(std::string_view system, Op op) const {
-  const std::vector<PhaseResult>& list = system == "kvport" ? kvport : redis;
-  for (const PhaseResult& p : list) {
+  if (system == "kvport") return FindKvport(op, Transport::kTcp);
+  for (const PhaseResult& p : redis) {
     if (p.system == system && p.op == op) return &p;
   }
   return nullptr;
 }
 
-std::optional<double> BenchReport::RatioToLimit(Op op) const {
-  const PhaseResult* k = Find("kvport", op);
-  const PhaseResult* limit = Limit();
-  if (op == Op::kExists || k == nullptr || limit == nullptr || Failed(*k)) return std::nullopt;
-  if (limit->gb_per_second() <= 0) return std::nullopt;
-  return k->gb_per_second() / limit->gb_per_second();
+std::optional<double> BenchReport::RatioToLimit(Op op, Transport transport) const {
+  if (op == Op::kExists) return std::nullopt;
+  return Ratio(FindKvport(op, transport), LimitFor(transport));
 }
 
-std::optional<double> BenchReport::RatioToRedis(Op op) const {
-  const PhaseResult* k = Find("kvport", op);
+std::optional<double> BenchReport::RatioToRedis(Op op, Transport transport) const {
+  const PhaseResult* k = FindKvport(op, transport);
   const PhaseResult* r = Find("redis", op);
   if (k == nullptr || r == nullptr || Failed(*k) || Failed(*r)) return std::nullopt;
   if (op == Op::kExists) {
     if (r->keys_per_second() <= 0) return std::nullopt;
     return k->keys_per_second() / r->keys_per_second();
   }
-  if (r->gb_per_second() <= 0) return std::nullopt;
-  return k->gb_per_second() / r->gb_per_second();
+  return Ratio(k, r);
 }
 
 bool BenchReport::AllPassed() const {
-  for (const auto* list : {&kvport, &socket, &redis}) {
+  for (const auto* list : {&kvport, &socket, &memcpy, &redis}) {
     for (const PhaseResult& p : *list) {
       if (Failed(p)) return false;
     }
@@ -168,24 +397,240 @@ Result<BenchReport> RunBench(BenchOptions options, const BenchLog& log) {
     KVPORT_ASSIGN_OR_RETURN(options.value_bytes, ChunkBytes(*options.shape));
   }
   KVPORT_RETURN_IF_ERROR(options.Validate());
+  KVPORT_ASSIGN_OR_RETURN(Transports transports, ResolveTransports(options.transport, options.url));
   if (options.warmup && options.warmup_bytes == 0) {
     options.warmup_bytes =
         options.url.empty() ? EmbeddedCapacity(options) : 2 * options.working_set_bytes();
   }
   BenchReport report;
   report.options = options;
+  report.transports = transports.list;
+  report.transport_note = transports.note;
   BenchData data(options);
   KVPORT_RETURN_IF_ERROR(RunKvport(options, data, &report, log));
-  if (options.socket_baseline) {
+  if (!Has(report.transports, Transport::kTcp)) {
+    report.socket_skipped = "no TCP phase to compare with";
+  } else if (options.socket_baseline) {
     RunSocket(options, &report, log);
   } else {
     report.socket_skipped = "not asked for (--no-socket)";
+  }
+  if (Has(report.transports, Transport::kShm)) {
+    Note(log, fmt::format("memcpy: {} per call on {} thread(s)",
+                          FormatSize(options.batch * options.value_bytes), data.threads()));
+    CopyPool pool;
+    report.memcpy = RunMemcpyBaseline(options, data, pool);
   }
   if (options.redis_baseline) {
     RunRedis(options, data, &report, log);
   } else {
     report.redis_skipped = "not asked for (--no-redis)";
   }
+  return report;
+}
+
+// --- The matrix ------------------------------------------------------------------------------
+
+uint64_t MatrixOptions::calls_for(uint64_t value_bytes, size_t batch) const {
+  if (count) return *count;
+  const uint64_t per_call = std::max<uint64_t>(1, value_bytes * batch);
+  return std::clamp<uint64_t>(phase_bytes / per_call, 8, 20000);
+}
+
+Status MatrixOptions::Validate() const {
+  if (value_sizes.empty() || batches.empty() || connections.empty()) {
+    return Status::InvalidArgument("--matrix: no value size, batch or connection count to run");
+  }
+  for (uint64_t v : value_sizes) {
+    if (v == 0) return Status::InvalidArgument("--matrix: a value size must be at least 1 byte");
+  }
+  for (size_t b : batches) {
+    if (b == 0) return Status::InvalidArgument("--matrix: a batch must be at least 1");
+  }
+  for (int c : connections) {
+    if (c < 1) return Status::InvalidArgument("--matrix: connections must be at least 1");
+  }
+  if (count && *count == 0) return Status::InvalidArgument("--count must be at least 1");
+  if (!(max_seconds > 0)) return Status::InvalidArgument("--seconds must be positive");
+  return Status::Ok();
+}
+
+std::optional<double> MatrixRow::RatioToLimit(Op op) const {
+  if (limit.system.empty()) return std::nullopt;
+  return Ratio(op == Op::kGet ? &get : &put, &limit);
+}
+
+bool MatrixRow::Passed() const {
+  return !Failed(put) && !Failed(get);
+}
+
+bool MatrixReport::AllPassed() const {
+  for (const MatrixRow& row : rows) {
+    if (!row.Passed()) return false;
+  }
+  return true;
+}
+
+Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log) {
+  KVPORT_RETURN_IF_ERROR(options.Validate());
+  KVPORT_ASSIGN_OR_RETURN(Transports transports, ResolveTransports(options.transport, ""));
+  const auto started = std::chrono::steady_clock::now();
+  MatrixReport report;
+  report.options = options;
+  report.transports = transports.list;
+  report.transport_note = transports.note;
+
+  // Largest values (then batches, then connections) first: the first shape sizes the bench's
+  // buffers, which every later shape reuses, and each client is created, and warmed, at its
+  // largest shape.
+  std::set<uint64_t, std::greater<>> sizes(options.value_sizes.begin(), options.value_sizes.end());
+  std::set<size_t, std::greater<>> batches(options.batches.begin(), options.batches.end());
+  std::set<int, std::greater<>> conns(options.connections.begin(), options.connections.end());
+  using Shape = std::tuple<uint64_t, size_t, int>;
+  std::vector<Shape> shapes;
+  uint64_t capacity = 0;
+  for (uint64_t v : sizes) {
+    for (size_t b : batches) {
+      for (int c : conns) {
+        shapes.emplace_back(v, b, c);
+        // One batch per thread stored, and one more being written (old and new coexist).
+        capacity = std::max(capacity, 2 * static_cast<uint64_t>(c) * b * v);
+      }
+    }
+  }
+  capacity += uint64_t{64} << 20;
+
+  const bool want_shm = Has(report.transports, Transport::kShm);
+  KVPORT_ASSIGN_OR_RETURN(Node node,
+                          StartEmbeddedNode(EmbeddedServerOptions(capacity, options.node_threads,
+                                                                  *sizes.begin(), *batches.begin()),
+                                            want_shm));
+  report.node = node.description;
+  Note(log, fmt::format("matrix: {} rows on node {}", shapes.size() * report.transports.size(),
+                        report.node));
+
+  auto row_options = [&](const Shape& shape) {
+    const auto [v, b, c] = shape;
+    BenchOptions o;
+    o.value_bytes = v;
+    o.batch = b;
+    o.connections = c;
+    o.threads = 0;
+    o.ops = {Op::kPut, Op::kGet};
+    o.count = options.calls_for(v, b);
+    o.max_seconds = options.max_seconds;
+    o.exists_batch = 1;
+    o.ns = options.ns;
+    o.warmup = false;
+    return o;
+  };
+
+  BenchData data(row_options(shapes.front()));
+  CopyPool pool;
+  std::map<std::pair<Transport, int>, std::unique_ptr<Client>> clients;
+  std::map<std::pair<Transport, int>, std::string> client_errors;
+  bool node_warm = false;
+  for (const Shape& shape : shapes) {
+    BenchOptions o = row_options(shape);
+    data.Reset(o);
+    PhaseResult memcpy_limit;
+    PhaseResult memcpy_buffers;
+    for (Transport transport : report.transports) {
+      MatrixRow row;
+      row.value_bytes = o.value_bytes;
+      row.batch = o.batch;
+      row.connections = o.connections;
+      row.transport = transport;
+      Note(log, fmt::format("matrix: {} x{} x{} conn, {}", FormatSize(o.value_bytes), o.batch,
+                            o.connections, TransportName(transport)));
+      const auto id = std::make_pair(transport, o.connections);
+      if (!clients.contains(id) && !client_errors.contains(id)) {
+        auto client = std::make_unique<Client>();
+        Status init = InitClient(*client, node, transport, o.connections);
+        if (init.ok()) {
+          // Untimed puts of the node's capacity: commits the arena's pages once, and a
+          // shared-memory client's mapping of them once per client.
+          if (transport == Transport::kShm || !node_warm) {
+            BenchOptions warm = o;
+            warm.ops.clear();
+            warm.warmup = true;
+            warm.warmup_bytes = capacity;
+            warm.warmup_max_seconds = 600;
+            Note(log, fmt::format("matrix: warm-up, {} of puts ({})", FormatSize(capacity),
+                                  TransportName(transport)));
+            RunKvportPhases(warm, *client, data, transport);
+            node_warm = true;
+          }
+          clients[id] = std::move(client);
+        } else {
+          client_errors[id] = init.ToString();
+        }
+      }
+      std::vector<PhaseResult> phases;
+      if (auto it = clients.find(id); it != clients.end()) {
+        phases = RunKvportPhases(o, *it->second, data, transport);
+      } else {
+        phases = FailedPhases(o, transport, client_errors[id]);
+      }
+      for (PhaseResult& p : phases)
+        (p.op == Op::kPut ? row.put : row.get) = std::move(p);
+      if (transport == Transport::kShm) {
+        if (memcpy_limit.system.empty()) {
+          const std::vector<PhaseResult> ways = RunMemcpyBaseline(o, data, pool);
+          if (const PhaseResult* limit = MemcpyLimitOf(ways)) memcpy_limit = *limit;
+          for (const PhaseResult& p : ways) {
+            if (p.variant == "buffers") memcpy_buffers = p;
+          }
+        }
+        row.limit = memcpy_limit;
+        row.memcpy_buffers = memcpy_buffers;
+      }
+      report.rows.push_back(std::move(row));
+    }
+  }
+  clients.clear();
+  node.server->Stop();
+  node.server.reset();
+
+  // The TCP limits: for each connection count and write size, the fastest socket mode.
+  if (Has(report.transports, Transport::kTcp)) {
+    if (!options.socket_baseline) {
+      report.socket_skipped = "not asked for (--no-socket)";
+    } else {
+      std::map<std::pair<int, uint64_t>, PhaseResult> best, blocking;
+      for (MatrixRow& row : report.rows) {
+        if (row.transport != Transport::kTcp) continue;
+        const SocketBaselineOptions so = SocketOptionsFor(
+            options.phase_bytes, row.connections, row.batch * row.value_bytes, options.max_seconds);
+        const auto key = std::make_pair(so.streams, so.write_bytes);
+        if (!best.contains(key) && report.socket_skipped.empty()) {
+          Note(log, fmt::format("matrix: socket limit, {} stream(s), {} writes", so.streams,
+                                FormatSize(so.write_bytes)));
+          Result<std::vector<PhaseResult>> r = MeasureSocketLimit(so);
+          if (!r.ok()) {
+            report.socket_skipped = r.status().ToString();
+            continue;
+          }
+          PhaseResult fastest;
+          for (PhaseResult& p : *r) {
+            const bool is_blocking = p.variant == SocketModeName(SocketMode::kBlocking);
+            p.variant = fmt::format("{}, {} stream(s), {} writes", p.variant, so.streams,
+                                    FormatSize(so.write_bytes));
+            if (fastest.system.empty() || p.gb_per_second() > fastest.gb_per_second()) {
+              fastest = p;
+            }
+            if (is_blocking) blocking[key] = p;
+            report.socket.push_back(std::move(p));
+          }
+          best[key] = fastest;
+        }
+        if (auto it = best.find(key); it != best.end()) row.limit = it->second;
+        if (auto it = blocking.find(key); it != blocking.end()) row.socket_blocking = it->second;
+      }
+    }
+  }
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;
 }
 

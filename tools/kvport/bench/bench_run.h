@@ -1,6 +1,11 @@
-// RunBench: one `kvport bench` run. kvport first (an embedded node, or --url), then the raw
-// loopback socket baseline for the same byte volume and number of streams, then redis-server
-// through hiredis with the same keys, values and pipelining.
+// RunBench: one `kvport bench` run. kvport first (an embedded node, or --url), over each
+// transport asked for; then the limits: the raw loopback socket for TCP (the fastest of three
+// socket modes, same byte volume and number of streams, writes of one call's bytes within
+// 1-8 MiB) and one memcpy of the same bytes for shared memory; then redis-server through hiredis
+// with the same keys and values, in redis's best pattern for the value size.
+//
+// RunMatrix: the same measurement over a grid of shapes (value size x batch x connections x
+// transport), each row with its limit from the same run, bounded in time per row.
 #pragma once
 
 #include <functional>
@@ -15,23 +20,37 @@
 
 namespace kvport::bench {
 
+// Whether this build's embedded node can offer the shared-memory transport (the server has a
+// Unix-socket listener: ServerOptions::unix_socket).
+bool EmbeddedNodeOffersShm();
+
 struct BenchReport {
   BenchOptions options;  // as run: value_bytes resolved from the shape when one was given
   std::string node;      // "embedded 127.0.0.1:PORT (capacity ..., N I/O threads)" or the URL
-  std::vector<PhaseResult> kvport;
-  std::vector<PhaseResult> socket;  // every socket mode measured
-  std::vector<PhaseResult> redis;
-  std::string socket_skipped;  // why there is no socket baseline, when there is none
-  std::string redis_skipped;   // why there is no redis baseline, when there is none
+  std::vector<Transport> transports;  // the transports measured, in order
+  std::string transport_note;         // why shared memory was not measured (auto), or empty
+  std::vector<PhaseResult> kvport;    // variant: the transport ("tcp", "shm")
+  std::vector<PhaseResult> socket;    // every socket mode measured
+  std::vector<PhaseResult> memcpy;    // the memcpy baseline's ways (when shm was measured)
+  std::vector<PhaseResult> redis;     // variant: the pattern ("pipeline 16", "no pipeline")
+  std::string socket_skipped;         // why there is no socket baseline, when there is none
+  std::string redis_skipped;          // why there is no redis baseline, when there is none
 
-  // The fastest socket mode (the limit), or null.
+  // The fastest socket mode (the TCP limit), or null.
   const PhaseResult* Limit() const;
-  // The phase of `system` ("kvport", "redis") for `op`, or null.
+  // The shared-memory limit: the memcpy through the pool when it ran, else into the read
+  // buffers (see RunMemcpyBaseline); null when there is none.
+  const PhaseResult* MemcpyLimit() const;
+  // The limit of a transport: Limit() for TCP, MemcpyLimit() for shm.
+  const PhaseResult* LimitFor(Transport transport) const;
+  // The kvport phase of `op` over `transport`, or null.
+  const PhaseResult* FindKvport(Op op, Transport transport = Transport::kTcp) const;
+  // The phase of `system` ("kvport": over TCP; "redis") for `op`, or null.
   const PhaseResult* Find(std::string_view system, Op op) const;
-  // kvport GB/s over the limit's GB/s (put and get), and kvport over redis (GB/s for put and
-  // get, keys/s for exists); nullopt when either side is missing or failed.
-  std::optional<double> RatioToLimit(Op op) const;
-  std::optional<double> RatioToRedis(Op op) const;
+  // kvport GB/s over its transport's limit (put and get), and kvport over redis (GB/s for put
+  // and get, keys/s for exists); nullopt when either side is missing or failed.
+  std::optional<double> RatioToLimit(Op op, Transport transport = Transport::kTcp) const;
+  std::optional<double> RatioToRedis(Op op, Transport transport = Transport::kTcp) const;
   // True when every phase ran without an error or a failed key.
   bool AllPassed() const;
 };
@@ -39,8 +58,68 @@ struct BenchReport {
 // Progress notes ("starting redis-server ...") for the person waiting; may be empty.
 using BenchLog = std::function<void(std::string_view)>;
 
-// Errors: InvalidArgument for bad options; a node that cannot be started or reached. Failures
-// inside a phase are reported in the phase, not here.
+// Errors: InvalidArgument for bad options (or a transport the node cannot offer); a node that
+// cannot be started or reached. Failures inside a phase are reported in the phase, not here.
 Result<BenchReport> RunBench(BenchOptions options, const BenchLog& log = {});
+
+// --- The matrix ------------------------------------------------------------------------------
+
+struct MatrixOptions {
+  std::vector<uint64_t> value_sizes = {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{4} << 20,
+                                       uint64_t{32} << 20};
+  std::vector<size_t> batches = {1, 16};
+  std::vector<int> connections = {1, 4};  // one calling thread per connection
+  TransportChoice transport = TransportChoice::kAuto;
+  // Calls per put/get phase: `count` when set, else enough calls to move about `phase_bytes`
+  // (at least 8, at most 20000); every phase stops at `max_seconds` anyway.
+  std::optional<uint64_t> count;
+  uint64_t phase_bytes = uint64_t{1} << 30;
+  double max_seconds = 2;
+  unsigned node_threads = 0;  // embedded node I/O threads (0: one per CPU)
+  bool socket_baseline = true;
+  std::string ns = "bench";
+
+  // The calls of a row's phases.
+  uint64_t calls_for(uint64_t value_bytes, size_t batch) const;
+  Status Validate() const;
+};
+
+struct MatrixRow {
+  uint64_t value_bytes = 0;
+  size_t batch = 0;
+  int connections = 0;
+  Transport transport = Transport::kTcp;
+  PhaseResult put;
+  PhaseResult get;
+  // The row's limit: the fastest socket mode with its connections as streams and writes of one
+  // call's bytes (1-8 MiB) (TCP), or the faster memcpy of its batch on as many threads (shm).
+  // Empty system when it was not measured.
+  PhaseResult limit;
+  // shm rows: the memcpy into the same buffers every call (for information: cache-warm for
+  // small batches, so faster than any copy into an arena larger than the caches).
+  PhaseResult memcpy_buffers;
+  // tcp rows: the blocking socket mode (for information when a busy-polling mode is the limit).
+  PhaseResult socket_blocking;
+
+  std::optional<double> RatioToLimit(Op op) const;
+  bool Passed() const;
+};
+
+struct MatrixReport {
+  MatrixOptions options;
+  std::string node;
+  std::vector<Transport> transports;
+  std::string transport_note;
+  std::vector<MatrixRow> rows;      // in the order run: largest values first
+  std::vector<PhaseResult> socket;  // every socket measurement (variant: "mode, N streams, W")
+  std::string socket_skipped;
+  double seconds = 0;  // the whole matrix, wall time
+
+  bool AllPassed() const;
+};
+
+// Runs every row on one embedded node (sized for the largest row, warmed once; each
+// shared-memory client's mapping warmed once), then the socket limits. Errors as RunBench's.
+Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log = {});
 
 }  // namespace kvport::bench

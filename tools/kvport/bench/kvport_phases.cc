@@ -78,7 +78,7 @@ Result<CallOutcome> ExistBatch(const BenchOptions& options, Client& client, cons
 }  // namespace
 
 std::vector<PhaseResult> RunKvportPhases(const BenchOptions& options, Client& client,
-                                         BenchData& data) {
+                                         BenchData& data, Transport transport) {
   std::vector<PhaseResult> results;
   if (options.warmup_calls() > 0) {
     // Untimed (see BenchOptions::warmup). Its outcome is not a result; a node that cannot take
@@ -87,7 +87,8 @@ std::vector<PhaseResult> RunKvportPhases(const BenchOptions& options, Client& cl
     PhaseLimits limits;
     limits.threads = data.threads();
     limits.calls = options.warmup_calls();
-    limits.max_time = std::chrono::duration<double>(options.max_seconds);
+    limits.max_time = std::chrono::duration<double>(
+        options.warmup_max_seconds > 0 ? options.warmup_max_seconds : options.max_seconds);
     RunTimedPhase(
         limits, [&](int thread, uint64_t) { return PutBatch(options, client, data, thread); },
         &warmup);
@@ -96,6 +97,7 @@ std::vector<PhaseResult> RunKvportPhases(const BenchOptions& options, Client& cl
   for (Op op : options.ops) {
     PhaseResult result;
     result.system = "kvport";
+    result.variant = std::string(TransportName(transport));
     result.op = op;
     if (op != Op::kPut && !written) {
       // Reads need every thread's keys written. A put phase shared its calls among threads by

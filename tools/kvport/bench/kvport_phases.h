@@ -12,9 +12,10 @@
 namespace kvport::bench {
 
 // Runs options.ops in order against the node `client` is connected to, with `data`'s keys in
-// namespace options.ns. A key that fails, or reads back different bytes, counts in the phase's
-// failed_keys; a call that fails as a whole ends the phase with PhaseResult::error set.
+// namespace options.ns, after options.warmup_calls() untimed puts. A key that fails, or reads
+// back different bytes, counts in the phase's failed_keys; a call that fails as a whole ends the
+// phase with PhaseResult::error set. Every result's variant is `transport`'s name.
 std::vector<PhaseResult> RunKvportPhases(const BenchOptions& options, Client& client,
-                                         BenchData& data);
+                                         BenchData& data, Transport transport = Transport::kTcp);
 
 }  // namespace kvport::bench

@@ -4,6 +4,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -45,51 +46,59 @@ Result<Reply> NextReply(redisContext* c) {
   return Reply(static_cast<redisReply*>(raw));
 }
 
-// Pipelines one command per key, then reads every reply in order.
-Result<CallOutcome> PutBatch(redisContext* c, const BenchData& data, int thread) {
+// One command per key, `depth` at a time: sends up to `depth` commands, reads their replies
+// in order, and so on (depth 1: one command per round trip; depth >= batch: the whole batch as
+// one pipeline).
+Result<CallOutcome> PutBatch(redisContext* c, const BenchData& data, int thread, size_t depth) {
   const std::vector<std::string>& keys = data.keys(thread);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const std::span<const uint8_t> v = data.value(thread, i);
-    const char* argv[3] = {"SET", keys[i].data(), reinterpret_cast<const char*>(v.data())};
-    const size_t lens[3] = {3, keys[i].size(), v.size()};
-    if (redisAppendCommandArgv(c, 3, argv, lens) != REDIS_OK) return ContextError(c, "SET");
-  }
   CallOutcome out;
   out.keys = keys.size();
-  for (size_t i = 0; i < keys.size(); ++i) {
-    KVPORT_ASSIGN_OR_RETURN(Reply r, NextReply(c));
-    if (r->type == REDIS_REPLY_STATUS && std::strcmp(r->str, "OK") == 0) {
-      out.bytes += data.value_bytes();
-    } else {
-      ++out.failed_keys;
+  for (size_t first = 0; first < keys.size(); first += depth) {
+    const size_t end = std::min(keys.size(), first + depth);
+    for (size_t i = first; i < end; ++i) {
+      const std::span<const uint8_t> v = data.value(thread, i);
+      const char* argv[3] = {"SET", keys[i].data(), reinterpret_cast<const char*>(v.data())};
+      const size_t lens[3] = {3, keys[i].size(), v.size()};
+      if (redisAppendCommandArgv(c, 3, argv, lens) != REDIS_OK) return ContextError(c, "SET");
+    }
+    for (size_t i = first; i < end; ++i) {
+      KVPORT_ASSIGN_OR_RETURN(Reply r, NextReply(c));
+      if (r->type == REDIS_REPLY_STATUS && std::strcmp(r->str, "OK") == 0) {
+        out.bytes += data.value_bytes();
+      } else {
+        ++out.failed_keys;
+      }
     }
   }
   return out;
 }
 
-Result<CallOutcome> GetBatch(redisContext* c, BenchData& data, int thread) {
+Result<CallOutcome> GetBatch(redisContext* c, BenchData& data, int thread, size_t depth) {
   const std::vector<std::string>& keys = data.keys(thread);
   data.ClearReadStamps(thread);
-  for (const std::string& key : keys) {
-    const char* argv[2] = {"GET", key.data()};
-    const size_t lens[2] = {3, key.size()};
-    if (redisAppendCommandArgv(c, 2, argv, lens) != REDIS_OK) return ContextError(c, "GET");
-  }
   CallOutcome out;
   out.keys = keys.size();
-  for (size_t i = 0; i < keys.size(); ++i) {
-    KVPORT_ASSIGN_OR_RETURN(Reply r, NextReply(c));
-    const std::span<uint8_t> buffer = data.read_buffer(thread, i);
-    // hiredis hands the value in its own allocation; an application copies it where it needs
-    // it, as kvport's MGet delivers it: into the caller's buffer.
-    if (r->type == REDIS_REPLY_STRING && r->len <= buffer.size()) {
-      std::memcpy(buffer.data(), r->str, r->len);
-      if (data.VerifyRead(thread, i, r->len)) {
-        out.bytes += r->len;
-        continue;
-      }
+  for (size_t first = 0; first < keys.size(); first += depth) {
+    const size_t end = std::min(keys.size(), first + depth);
+    for (size_t i = first; i < end; ++i) {
+      const char* argv[2] = {"GET", keys[i].data()};
+      const size_t lens[2] = {3, keys[i].size()};
+      if (redisAppendCommandArgv(c, 2, argv, lens) != REDIS_OK) return ContextError(c, "GET");
     }
-    ++out.failed_keys;
+    for (size_t i = first; i < end; ++i) {
+      KVPORT_ASSIGN_OR_RETURN(Reply r, NextReply(c));
+      const std::span<uint8_t> buffer = data.read_buffer(thread, i);
+      // hiredis hands the value in its own allocation; an application copies it where it
+      // needs it, as kvport's MGet delivers it: into the caller's buffer.
+      if (r->type == REDIS_REPLY_STRING && r->len <= buffer.size()) {
+        std::memcpy(buffer.data(), r->str, r->len);
+        if (data.VerifyRead(thread, i, r->len)) {
+          out.bytes += r->len;
+          continue;
+        }
+      }
+      ++out.failed_keys;
+    }
   }
   return out;
 }
@@ -120,6 +129,7 @@ Result<std::vector<PhaseResult>> RunRedisPhases(const BenchOptions& options, uin
     KVPORT_ASSIGN_OR_RETURN(Context c, Connect(port));
     contexts.push_back(std::move(c));
   }
+  const size_t depth = options.redis_depth();
   std::vector<PhaseResult> results;
   if (options.warmup_calls() > 0) {
     // Untimed (see BenchOptions::warmup). Its outcome is not a result; a node that cannot take
@@ -131,7 +141,7 @@ Result<std::vector<PhaseResult>> RunRedisPhases(const BenchOptions& options, uin
     limits.max_time = std::chrono::duration<double>(options.max_seconds);
     RunTimedPhase(
         limits,
-        [&](int thread, uint64_t) { return PutBatch(contexts[thread].get(), data, thread); },
+        [&](int thread, uint64_t) { return PutBatch(contexts[thread].get(), data, thread, depth); },
         &warmup);
   }
   bool written = false;
@@ -139,10 +149,14 @@ Result<std::vector<PhaseResult>> RunRedisPhases(const BenchOptions& options, uin
     PhaseResult result;
     result.system = "redis";
     result.op = op;
+    // The pattern, as the report names it (EXISTS is always one pipeline of the whole batch).
+    result.variant = op == Op::kExists ? fmt::format("pipeline {}", options.exists_batch)
+                     : depth == 1      ? std::string("no pipeline")
+                                       : fmt::format("pipeline {}", depth);
     if (op != Op::kPut && !written) {
       // As for kvport: every thread's keys written once, untimed, before the first read.
       for (int t = 0; t < data.threads() && result.error.empty(); ++t) {
-        Result<CallOutcome> r = PutBatch(contexts[t].get(), data, t);
+        Result<CallOutcome> r = PutBatch(contexts[t].get(), data, t, depth);
         if (!r.ok() || r->failed_keys > 0) {
           result.error = fmt::format(
               "writing the keys to read failed: {}",
@@ -165,9 +179,9 @@ Result<std::vector<PhaseResult>> RunRedisPhases(const BenchOptions& options, uin
           redisContext* c = contexts[thread].get();
           switch (op) {
             case Op::kPut:
-              return PutBatch(c, data, thread);
+              return PutBatch(c, data, thread, depth);
             case Op::kGet:
-              return GetBatch(c, data, thread);
+              return GetBatch(c, data, thread, depth);
             case Op::kExists:
               return ExistBatch(c, data, thread);
           }

@@ -1,6 +1,8 @@
-// The redis-server baseline of `kvport bench`: the same keys and values through hiredis, a
-// batch sent as a pipeline (SET / GET / EXISTS per key, batch = pipeline depth), one
-// connection per thread.
+// The redis-server baseline of `kvport bench`: the same keys and values through hiredis, one
+// connection per thread, one SET / GET / EXISTS per key, in redis's best pattern for the value
+// size (BenchOptions::redis_depth: a batch of small values as one pipeline, multi-MiB values
+// one command at a time; EXISTS always pipelines the whole batch). Each phase's variant names
+// the pattern ("pipeline 16", "no pipeline").
 #pragma once
 
 #include <cstdint>

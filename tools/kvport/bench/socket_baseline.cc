@@ -1,5 +1,7 @@
 #include "bench/socket_baseline.h"
 
+#include "bench/phase_driver.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -230,6 +232,46 @@ Result<PhaseResult> RunSocketBaseline(SocketMode mode, const SocketBaselineOptio
   }
   if (!result.error.empty()) return Status::IoError("socket baseline: " + result.error);
   return result;
+}
+
+uint8_t* CopyPool::data() {
+  if (bytes_.empty()) bytes_.assign(kBytes, 0x5a);
+  return bytes_.data();
+}
+
+std::vector<PhaseResult> RunMemcpyBaseline(const BenchOptions& options, BenchData& data,
+                                           CopyPool& pool) {
+  const uint64_t call_bytes = data.keys_per_thread() * data.value_bytes();
+  const int threads = data.threads();
+  const uint64_t slots = call_bytes == 0 ? 0 : CopyPool::kBytes / (threads * call_bytes);
+  std::vector<PhaseResult> results;
+  for (const bool into_pool : {false, true}) {
+    if (into_pool && slots < 2) break;
+    uint8_t* base = into_pool ? pool.data() : nullptr;
+    PhaseResult result;
+    result.system = "memcpy";
+    result.variant = into_pool ? "pool" : "buffers";
+    result.op = Op::kPut;
+    PhaseLimits limits;
+    limits.threads = threads;
+    limits.calls = options.count;
+    limits.max_time = std::chrono::duration<double>(options.max_seconds);
+    RunTimedPhase(
+        limits,
+        [&](int thread, uint64_t call) -> Result<CallOutcome> {
+          const std::span<const uint8_t> from = data.values_of(thread);
+          uint8_t* to = base != nullptr ? base + (thread * slots + call % slots) * call_bytes
+                                        : data.reads_of(thread).data();
+          std::memcpy(to, from.data(), from.size());
+          // Keeps the copy from being optimised away.
+          asm volatile("" : : "r"(to) : "memory");
+          return CallOutcome{
+              .keys = data.keys_per_thread(), .bytes = from.size(), .failed_keys = 0};
+        },
+        &result);
+    results.push_back(std::move(result));
+  }
+  return results;
 }
 
 Result<std::vector<PhaseResult>> MeasureSocketLimit(const SocketBaselineOptions& options) {

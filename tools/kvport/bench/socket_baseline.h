@@ -1,3 +1,6 @@
+// The limits kvport is compared with, measured in the same run: the raw loopback socket (for
+// the TCP transport) and memcpy (for the shared-memory transport).
+//
 // The raw loopback socket baseline: how fast plain TCP over 127.0.0.1 moves bytes here, with
 // nothing but send() and recv() of large buffers. That is the limit for a node on the same
 // path; kvport's throughput is reported as a fraction of it.
@@ -16,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_data.h"
+#include "bench/bench_options.h"
 #include "bench/phase_result.h"
 #include "kvport/status.h"
 
@@ -38,5 +43,36 @@ Result<PhaseResult> RunSocketBaseline(SocketMode mode, const SocketBaselineOptio
 
 // Every mode, in the order above.
 Result<std::vector<PhaseResult>> MeasureSocketLimit(const SocketBaselineOptions& options);
+
+// Destination buffers of the memcpy baseline: kBytes, every byte written once when first
+// needed (so no timed copy takes a page fault), reused by every later baseline of the run.
+class CopyPool {
+ public:
+  // More than the CPU caches hold, as the node's arena is: a copy into the pool, like one
+  // into the arena, goes to memory, not to a cache line written by the previous call.
+  static constexpr uint64_t kBytes = uint64_t{256} << 20;
+  // The pool's memory, allocated and written on the first call.
+  uint8_t* data();
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// The memcpy baseline, the limit for the shared-memory transport (a put there is one copy from
+// the caller's buffers into the node's arena, a get one copy out of it). Each of data.threads()
+// threads copies its whole batch of values (batch x value size bytes, already written, so warm)
+// with one memcpy per call, options.count calls in all, at most options.max_seconds, two ways:
+//   buffers   into the thread's read buffers, the same ones every call (written before, so
+//             warm): what a copy of the same bytes costs with the same working set as the
+//             kvport phases, so as much of it in cache as theirs;
+//   pool      into the next of the thread's slots in `pool` (256 MiB, written before): each
+//             copy goes to memory not touched since long ago, as a node's arena larger than
+//             the caches is. Run only when the slots are smaller than the pool (otherwise the
+//             read buffers are themselves larger than the caches, and the same).
+// Results: system "memcpy", variant "buffers" / "pool", op kPut, with per-call latency. The
+// pool copy is the limit when it ran: "buffers" keeps a small batch in cache from one call to
+// the next (61-206 GB/s for 64 KiB-4 MiB here), which no copy into a node's arena can.
+std::vector<PhaseResult> RunMemcpyBaseline(const BenchOptions& options, BenchData& data,
+                                           CopyPool& pool);
 
 }  // namespace kvport::bench

@@ -42,6 +42,8 @@ std::string FormatDemoReport(const DemoReport& r, const DemoOptions& o) {
   out += fmt::format("  model      {} KV shape: {}; KV_2LTD chunks of {}\n", o.model_name,
                      r.shape.ToString(), FormatSize(r.chunk_bytes));
   out += fmt::format("  node       {}, through eic:// and a CacheEngine\n", r.node);
+  out += fmt::format("  transport  {}{}\n", r.transport.empty() ? "unknown" : r.transport,
+                     r.transport_reason.empty() ? std::string() : " (" + r.transport_reason + ")");
   out += fmt::format("  tokens     {} prompt tokens, {} found cached ({:.1f}% prefix hit rate)\n",
                      r.tokens, r.hit_tokens, 100.0 * r.hit_rate());
   out +=

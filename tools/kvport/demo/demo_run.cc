@@ -8,6 +8,7 @@
 #include "demo/chunk_payload.h"
 #include "kvport/cache_engine.h"
 #include "kvport/connector.h"
+#include "kvport/log.h"
 #include "kvport/remote_metadata.h"
 #include "kvport/server.h"
 #include "kvport/size.h"
@@ -76,20 +77,32 @@ Result<Setup> Prepare(const DemoOptions& o, DemoReport* report) {
           FormatSize(so.capacity_bytes), FormatSize(s.chunk_bytes), o.shape.ToString()));
     }
     so.max_value_bytes = std::min(so.max_value_bytes, so.capacity_bytes);
+    so.unix_socket = o.unix_socket;
     Result<std::unique_ptr<Server>> started = Server::Start(so);
+    if (!started.ok() && so.unix_socket == "auto") {
+      // The socket is what shared memory needs, not what the demo needs: run over TCP.
+      const Status why = started.status();
+      so.unix_socket.clear();
+      started = Server::Start(so);
+      if (started.ok()) log::Warn("demo: the embedded node has no Unix socket: {}", why.ToString());
+    }
     if (!started.ok()) return started.status().WithContext("demo: starting the embedded node");
     s.server = std::move(*started);
     url = "eic://" + s.server->address();
-    report->node = fmt::format("embedded node {} (capacity {})", s.server->address(),
+    const std::string unix_path = s.server->unix_socket_path();
+    report->node = fmt::format("embedded node {}{} (capacity {})", s.server->address(),
+                               unix_path.empty() ? std::string() : " and unix:" + unix_path,
                                FormatSize(so.capacity_bytes));
   } else {
     report->node = o.url;
   }
-  ConnectorOptions co;
+  ConnectorOptions co;  // eic_trans_type 0: shared memory with a node on this host, else TCP
   co.ns = o.ns;
   co.timeout_secs = 60;
   co.expected_chunk_bytes = s.chunk_bytes;
   KVPORT_ASSIGN_OR_RETURN(s.connector, CreateConnector(url, co));
+  report->transport = s.connector->Transport();
+  report->transport_reason = s.connector->TransportReason();
 
   CacheEngineOptions eo;
   eo.model_name = o.model_name;

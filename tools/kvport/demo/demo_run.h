@@ -3,7 +3,8 @@
 // Each request of a ConversationWorkload is "prefilled" the way LMCache does it: Lookup the
 // cached prefix, Retrieve it (checking every byte against the chunk hash), "compute" the rest
 // (FillChunkPayload) and Store the new chunks. The node is embedded in this process on an
-// ephemeral loopback port unless a URL names one.
+// ephemeral loopback port (and a Unix socket, so the connector's automatic transport choice
+// finds shared memory) unless a URL names one.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,9 @@ struct DemoOptions {
   // The embedded node's capacity (smaller than what the run stores: old conversations are
   // evicted, as on a real node).
   uint64_t capacity_bytes = uint64_t{512} << 20;
+  // The embedded node's Unix socket (ServerOptions::unix_socket): "auto" by default, so a
+  // same-host client maps its arena; "" for TCP only. Should "auto" fail, the node runs without.
+  std::string unix_socket = "auto";
   // The CacheEngine's local CPU tier in front of the node; 0 = none (every hit is remote).
   uint64_t local_cpu_bytes = 0;
   std::string ns = "demo";
@@ -45,6 +49,9 @@ struct DemoOptions {
 // What the run did; counts are totals over all requests.
 struct DemoReport {
   std::string node;  // where the node was
+  // The connector's data path ("shared memory", "TCP", ...) and why it is that one.
+  std::string transport;
+  std::string transport_reason;
   bench::ModelShape shape;
   uint64_t chunk_bytes = 0;
 

@@ -5,13 +5,13 @@
 #include <limits>
 #include <string>
 
-#include "engine/little_endian.h"
+#include "formats/little_endian.h"
 
 namespace kvport {
 namespace {
 
-using engine_internal::GetI32LE;
-using engine_internal::PutI32LE;
+using formats_internal::GetI32LE;
+using formats_internal::PutI32LE;
 
 constexpr int32_t kMaxDtypeCode = 8;
 constexpr int32_t kMaxFormatCode = 8;

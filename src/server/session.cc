@@ -1,7 +1,8 @@
-#include "server/connection.h"
+#include "server/session.h"
 
 #include <sys/socket.h>
 
+#include <optional>
 #include <string>
 
 #include "kvport/log.h"
@@ -12,7 +13,7 @@ namespace kvport::server {
 
 namespace {
 
-// Stages advanced per readiness event before yielding to the other connections of the loop.
+// Stages advanced per readiness event before yielding to the other sessions of the loop.
 constexpr int kMaxReadStepsPerEvent = 64;
 
 // The request id of a frame whose header failed to decode, when it can still be read.
@@ -26,19 +27,26 @@ uint64_t RequestIdOfBadHeader(const net::ReadBuffer& in) {
 
 }  // namespace
 
-Connection::Connection(net::EventLoop* loop, net::Socket socket, const ServerContext& server,
-                       const ConnectionOptions& options, std::function<void(Connection*)> on_closed)
+Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind,
+                 CacheService& service, const SessionOptions& options,
+                 std::function<void(Session*)> on_closed)
     : loop_(loop),
       socket_(std::move(socket)),
-      server_(server),
+      service_(service),
       options_(options),
       on_closed_(std::move(on_closed)),
       peer_(net::PeerName(socket_.fd())),
       last_activity_(loop->Now()) {
-  server_.counters->ConnectionOpened();
+  state_.kind = kind;
+  state_.shm.set_counters(&service_.counters());
+  if (kind == net::StreamKind::kUnix) {
+    Result<net::PeerCredentials> cred = net::PeerCredentialsOf(socket_.fd());
+    if (cred.ok()) state_.peer_uid = cred->uid;
+  }
+  service_.counters().ConnectionOpened();
 }
 
-Connection::~Connection() {
+Session::~Session() {
   if (phase_ != Phase::kClosed) {
     // The owner is destroying us (server stopping): release everything, but do not call back.
     on_closed_ = nullptr;
@@ -46,14 +54,14 @@ Connection::~Connection() {
   }
 }
 
-Status Connection::Start() {
+Status Session::Start() {
   interest_ = EPOLLIN;
   Status watched = loop_->Watch(socket_.fd(), interest_, this);
   if (!watched.ok()) Close("cannot watch the socket: " + watched.ToString());
   return watched;
 }
 
-void Connection::OnEvents(uint32_t events) {
+void Session::OnEvents(uint32_t events) {
   if (closed()) return;  // an event fetched in the same batch as our close
   if (events & EPOLLERR) {
     Close("socket error");
@@ -66,7 +74,7 @@ void Connection::OnEvents(uint32_t events) {
   if ((events & EPOLLHUP) && !(interest_ & EPOLLIN)) Close("peer hung up");
 }
 
-void Connection::OnReadable() {
+void Session::OnReadable() {
   if (phase_ == Phase::kLinger) {
     DiscardInput();
     return;
@@ -77,7 +85,7 @@ void Connection::OnReadable() {
   UpdateInterest();
 }
 
-bool Connection::ReadStep() {
+bool Session::ReadStep() {
   switch (phase_) {
     case Phase::kHeader:
       return ReadHeader();
@@ -90,16 +98,22 @@ bool Connection::ReadStep() {
   }
 }
 
-bool Connection::ReadHeader() {
-  Result<net::IoProgress> r = in_.FillTo(socket_.fd(), protocol::kFrameHeaderSize);
+std::optional<net::IoProgress> Session::FillInput(size_t target) {
+  Result<net::IoProgress> r = in_.FillTo(socket_.fd(), target);
   if (!r.ok()) {
     Close(r.status().message());
-    return false;
+    return std::nullopt;
   }
   if (r->bytes > 0) {
     Touch();
-    server_.counters->AddBytesReceived(r->bytes);
+    service_.counters().AddBytesReceived(r->bytes);
   }
+  return *r;
+}
+
+bool Session::ReadHeader() {
+  std::optional<net::IoProgress> r = FillInput(protocol::kFrameHeaderSize);
+  if (!r) return false;
   if (in_.size() < protocol::kFrameHeaderSize) {
     if (r->eof) {
       if (in_.size() == 0) {
@@ -111,7 +125,7 @@ bool Connection::ReadHeader() {
     return false;
   }
   std::string_view bytes(reinterpret_cast<const char*>(in_.data()), in_.size());
-  Status decoded = protocol::DecodeFrameHeader(bytes, server_.limits, &header_);
+  Status decoded = protocol::DecodeFrameHeader(bytes, service_.limits(), &header_);
   if (!decoded.ok()) {
     Fail(decoded, RequestIdOfBadHeader(in_));
     return false;
@@ -144,16 +158,9 @@ bool Connection::ReadHeader() {
   return true;
 }
 
-bool Connection::ReadDescriptor() {
-  Result<net::IoProgress> r = in_.FillTo(socket_.fd(), header_.head_length());
-  if (!r.ok()) {
-    Close(r.status().message());
-    return false;
-  }
-  if (r->bytes > 0) {
-    Touch();
-    server_.counters->AddBytesReceived(r->bytes);
-  }
+bool Session::ReadDescriptor() {
+  std::optional<net::IoProgress> r = FillInput(header_.head_length());
+  if (!r) return false;
   if (in_.size() < header_.head_length()) {
     if (r->eof) Close("peer closed in the middle of a frame descriptor");
     return false;
@@ -162,18 +169,18 @@ bool Connection::ReadDescriptor() {
   return !closed() && phase_ != Phase::kFailing;
 }
 
-void Connection::Dispatch() {
+void Session::Dispatch() {
   std::string_view descriptor(
       reinterpret_cast<const char*>(in_.data()) + protocol::kFrameHeaderSize,
       header_.descriptor_length);
-  Status decoded = protocol::DecodeAnyRequest(header_, descriptor, server_.limits, &request_);
+  Status decoded = protocol::DecodeAnyRequest(header_, descriptor, service_.limits(), &request_);
   if (!decoded.ok()) {
     Fail(decoded, header_.request_id);
     return;
   }
-  server_.counters->CountRequest(header_.opcode);
+  service_.counters().CountRequest(header_.opcode);
   const Command* command = FindCommand(header_.opcode);
-  RequestContext ctx{server_, state_, header_};
+  RequestContext ctx{service_, state_, header_};
   Result<HandlerOutcome> outcome = command->handler(ctx, request_);
   if (!outcome.ok()) {
     Fail(outcome.status(), header_.request_id);
@@ -188,7 +195,7 @@ void Connection::Dispatch() {
   if (receiver_->reader().done()) ReadPayload();  // nothing to read (e.g. all values empty)
 }
 
-bool Connection::ReadPayload() {
+bool Session::ReadPayload() {
   net::ScatterReader& reader = receiver_->reader();
   bool eof = false;
   if (!reader.done()) {
@@ -199,7 +206,7 @@ bool Connection::ReadPayload() {
     }
     if (r->bytes > 0) {
       Touch();
-      server_.counters->AddBytesReceived(r->bytes);
+      service_.counters().AddBytesReceived(r->bytes);
     }
     eof = r->eof;
     receiver_->OnProgress();
@@ -218,8 +225,12 @@ bool Connection::ReadPayload() {
   return !closed();
 }
 
-void Connection::CompleteRequest(Response response) {
-  out_.Append(std::move(response.head));
+void Session::CompleteRequest(Response response) {
+  if (response.pass_fd >= 0) {
+    out_.AppendPassingDescriptor(std::move(response.head), response.pass_fd);
+  } else {
+    out_.Append(std::move(response.head));
+  }
   for (Response::Span& span : response.payloads) {
     out_.AppendBorrowed(span.data, span.size, std::move(span.keep_alive));
   }
@@ -229,15 +240,15 @@ void Connection::CompleteRequest(Response response) {
   Flush();
 }
 
-void Connection::Fail(const Status& status, uint64_t request_id) {
-  server_.counters->CountErrorResponse();
-  log::Info("connection {}: {}; sending ERROR and closing", peer_, status.ToString());
+void Session::Fail(const Status& status, uint64_t request_id) {
+  service_.counters().CountErrorResponse();
+  log::Info("session {}: {}; sending ERROR and closing", peer_, status.ToString());
   receiver_.reset();  // aborts reservations of an MSET in progress
   protocol::ErrorResponse error;
   error.code = status.ok() ? StatusCode::kInternal : status.code();
   error.message = status.message();
   protocol::EncodedFrame frame;
-  Status encoded = protocol::EncodeResponse(request_id, error, server_.limits, &frame);
+  Status encoded = protocol::EncodeResponse(request_id, error, service_.limits(), &frame);
   if (!encoded.ok()) {
     Close("cannot encode an ERROR frame: " + encoded.ToString());
     return;
@@ -249,7 +260,7 @@ void Connection::Fail(const Status& status, uint64_t request_id) {
   Flush();
 }
 
-void Connection::Flush() {
+void Session::Flush() {
   if (closed()) return;
   if (!out_.empty()) {
     Result<net::IoProgress> r = out_.WriteTo(socket_.fd());
@@ -259,14 +270,14 @@ void Connection::Flush() {
     }
     if (r->bytes > 0) {
       Touch();
-      server_.counters->AddBytesSent(r->bytes);
+      service_.counters().AddBytesSent(r->bytes);
     }
   }
   if (out_.empty()) AfterOutputDrained();
   UpdateInterest();
 }
 
-void Connection::AfterOutputDrained() {
+void Session::AfterOutputDrained() {
   if (phase_ == Phase::kFailing) {
     HalfCloseAndLinger();
   } else if (shutting_down_ && AtRequestBoundary()) {
@@ -274,7 +285,7 @@ void Connection::AfterOutputDrained() {
   }
 }
 
-void Connection::HalfCloseAndLinger() {
+void Session::HalfCloseAndLinger() {
   // Our FIN follows the last response; closing outright could turn it into a reset (if unread
   // input is pending) that destroys the response before the peer reads it.
   ::shutdown(socket_.fd(), SHUT_WR);
@@ -286,7 +297,7 @@ void Connection::HalfCloseAndLinger() {
   UpdateInterest();
 }
 
-void Connection::DiscardInput() {
+void Session::DiscardInput() {
   char scratch[4096];
   for (int i = 0; i < 64; ++i) {
     iovec iov{scratch, sizeof(scratch)};
@@ -299,7 +310,7 @@ void Connection::DiscardInput() {
   }
 }
 
-void Connection::BeginShutdown() {
+void Session::BeginShutdown() {
   if (closed() || shutting_down_) return;
   shutting_down_ = true;
   if (AtRequestBoundary() && out_.empty()) {
@@ -309,11 +320,11 @@ void Connection::BeginShutdown() {
   UpdateInterest();
 }
 
-bool Connection::AtRequestBoundary() const {
+bool Session::AtRequestBoundary() const {
   return phase_ == Phase::kHeader && in_.size() == 0;
 }
 
-bool Connection::WantsToRead() const {
+bool Session::WantsToRead() const {
   switch (phase_) {
     case Phase::kHeader:
       // Mid-header: finish the frame. Between requests: only if we will answer another one.
@@ -329,7 +340,7 @@ bool Connection::WantsToRead() const {
   return false;
 }
 
-void Connection::UpdateInterest() {
+void Session::UpdateInterest() {
   if (closed()) return;
   uint32_t want = 0;
   if (WantsToRead()) want |= EPOLLIN;
@@ -343,7 +354,7 @@ void Connection::UpdateInterest() {
   interest_ = want;
 }
 
-void Connection::Close(std::string_view reason) {
+void Session::Close(std::string_view reason) {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
   if (linger_timer_ != 0) {
@@ -352,10 +363,11 @@ void Connection::Close(std::string_view reason) {
   }
   loop_->Unwatch(socket_.fd());
   socket_.Close();
-  receiver_.reset();  // an MSET in progress: every reservation is aborted
-  out_.Clear();       // pins of unsent MGET values are released
-  server_.counters->ConnectionClosed();
-  log::Debug("connection {} closed: {}", peer_, reason);
+  receiver_.reset();   // an MSET in progress: every reservation is aborted
+  out_.Clear();        // pins of unsent MGET values are released
+  state_.shm.Clear();  // leases and shared-memory reservations end with the session
+  service_.counters().ConnectionClosed();
+  log::Debug("session {} closed: {}", peer_, reason);
   if (on_closed_) on_closed_(this);
 }
 

@@ -1,11 +1,11 @@
 // Explicit little-endian encoding of fixed-width integers, independent of the host's byte order
-// and alignment (LevelDB's coding.h idea). The on-disk and on-wire formats of the engine layer
-// (RemoteMetadata, chunk hash input) are defined in these terms.
+// and alignment (LevelDB's coding.h idea). The formats of src/formats/ (RemoteMetadata, the chunk
+// hash input) are defined in these terms.
 #pragma once
 
 #include <cstdint>
 
-namespace kvport::engine_internal {
+namespace kvport::formats_internal {
 
 inline void PutU32LE(uint8_t* p, uint32_t v) {
   p[0] = static_cast<uint8_t>(v);
@@ -33,4 +33,4 @@ inline int32_t GetI32LE(const uint8_t* p) {
   return static_cast<int32_t>(GetU32LE(p));
 }
 
-}  // namespace kvport::engine_internal
+}  // namespace kvport::formats_internal

@@ -1,4 +1,5 @@
-// Clock: the store's source of time, injectable so that tests control TTLs without sleeping.
+// TtlClock: the store's source of time for TTLs, injectable so that tests control expiry
+// without sleeping.
 #pragma once
 
 #include <atomic>
@@ -8,23 +9,23 @@ namespace kvport::store {
 
 // A monotonic clock in milliseconds. Only differences matter: the epoch is arbitrary, and the
 // value never goes backwards. Implementations are thread-safe.
-class Clock {
+class TtlClock {
  public:
-  virtual ~Clock() = default;
+  virtual ~TtlClock() = default;
   virtual uint64_t NowMillis() const = 0;
 };
 
 // The real clock (std::chrono::steady_clock). A process-wide instance: Get() never returns null.
-class SteadyClock final : public Clock {
+class SteadyTtlClock final : public TtlClock {
  public:
-  static SteadyClock* Get();
+  static SteadyTtlClock* Get();
   uint64_t NowMillis() const override;
 };
 
 // A clock that moves only when told to. For tests (of the store and of layers above it).
-class ManualClock final : public Clock {
+class ManualTtlClock final : public TtlClock {
  public:
-  explicit ManualClock(uint64_t start_millis = 0) : now_(start_millis) {}
+  explicit ManualTtlClock(uint64_t start_millis = 0) : now_(start_millis) {}
   uint64_t NowMillis() const override { return now_.load(std::memory_order_acquire); }
   void AdvanceMillis(uint64_t millis) { now_.fetch_add(millis, std::memory_order_acq_rel); }
   void AdvanceSeconds(uint64_t seconds) { AdvanceMillis(seconds * 1000); }

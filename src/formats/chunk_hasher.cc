@@ -8,13 +8,13 @@
 #include <bit>
 #include <string>
 
-#include "engine/little_endian.h"
+#include "formats/little_endian.h"
 
 namespace kvport {
 namespace {
 
-using engine_internal::PutI32LE;
-using engine_internal::PutU64LE;
+using formats_internal::PutI32LE;
+using formats_internal::PutU64LE;
 
 void UpdateU64(XXH3_state_t* state, uint64_t v) {
   uint8_t bytes[8];

@@ -1,0 +1,68 @@
+// ArenaMapping: a same-host node's arena, mapped into this process.
+//
+// The node passes its arena's memfd over the Unix socket (SHM_ATTACH). The client maps it twice:
+// read-only for reading values (SHM_GET leases, and the read-in-place API, whose views a caller
+// cannot write through by mistake: a stray write faults instead of corrupting a shared value),
+// and read-write for filling the extents the node reserved for this client's puts (SHM_RESERVE).
+// Nothing checks in the kernel that a client writes only its reservations: the whole arena is
+// writable through the descriptor, which is why the node hands it only to processes of its own
+// user (docs/security.md). This class is where kvport's client keeps to the rule: every range
+// it reads or writes is checked against the mapping's size, and offsets come only from the
+// node's answers.
+//
+// Thread-safe: immutable after Map.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "kvport/status.h"
+#include "net/socket.h"
+
+namespace kvport::client {
+
+class ArenaMapping {
+ public:
+  // Maps `memfd` (adopted) of `announced_bytes`. Corruption when the node's announcement does
+  // not match the descriptor's size (reading past a memfd's end would fault); IoError when the
+  // mapping fails.
+  static Result<std::shared_ptr<ArenaMapping>> Map(net::Socket memfd, uint64_t announced_bytes);
+  ~ArenaMapping();
+  ArenaMapping(const ArenaMapping&) = delete;
+  ArenaMapping& operator=(const ArenaMapping&) = delete;
+
+  uint64_t size() const { return size_; }
+  // Which arena this is: the memfd's inode (a restarted node has another one).
+  ino_t inode() const { return inode_; }
+
+  // [offset, offset + length) through the read-only / read-write mapping; Corruption when the
+  // range is not inside the arena (a node that broke the protocol).
+  Result<const uint8_t*> ReadRange(uint64_t offset, uint64_t length) const;
+  Result<uint8_t*> WriteRange(uint64_t offset, uint64_t length) const;
+
+ private:
+  ArenaMapping(const uint8_t* read, uint8_t* write, uint64_t size, ino_t inode)
+      : read_(read), write_(write), size_(size), inode_(inode) {}
+  Status CheckRange(uint64_t offset, uint64_t length) const;
+
+  const uint8_t* const read_;
+  uint8_t* const write_;
+  const uint64_t size_;
+  const ino_t inode_;
+};
+
+// Maps each arena once per process: every connection to a node attaches on its own and gets a
+// descriptor of the same memfd, which this turns into the one shared mapping.
+class ArenaMapper {
+ public:
+  Result<std::shared_ptr<ArenaMapping>> Map(net::Socket memfd, uint64_t announced_bytes);
+
+ private:
+  std::mutex mu_;
+  std::weak_ptr<ArenaMapping> last_;  // guarded by mu_
+};
+
+}  // namespace kvport::client

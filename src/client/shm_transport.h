@@ -1,0 +1,49 @@
+// ShmTransport: values through a same-host node's arena, mapped into this process.
+//
+// Every connection of its pool is a Unix-socket session that attached the arena (SHM_ATTACH).
+// A put reserves (SHM_RESERVE), copies each value into its reserved extent through the
+// read-write mapping (one memcpy) and commits (SHM_COMMIT) on the same session; a get pins
+// (SHM_GET), copies each hit out of the read-only mapping (one memcpy) and releases the lease
+// (SHM_RELEASE) without waiting for the answer. Lend skips the copy: the caller reads the
+// values in place until it drops the loan. Meta-only gets are ordinary MGETs (no value moves).
+//
+// A session the node closes takes its leases and reservations with it; a connection is closed
+// by this process only once no thread writes into its reservations (Connection::BeginArenaWrite).
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "client/arena_mapping.h"
+#include "client/stream_transport.h"
+#include "client/transport.h"
+
+namespace kvport::client {
+
+class ShmTransport final : public Transport {
+ public:
+  // `pool` must have been built with `mapper` as its PoolOptions::arena_mapper.
+  ShmTransport(std::unique_ptr<ArenaMapper> mapper, std::unique_ptr<ConnectionPool> pool);
+
+  std::string_view name() const override { return "shared memory"; }
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities c;
+    c.zero_copy_reads = true;
+    return c;
+  }
+  ConnectionPool& pool() override { return stream_.pool(); }
+  std::vector<FrameResult> Put(const PutBatch& batch, Deadline deadline) override;
+  std::vector<FrameResult> Get(const GetBatch& batch, Deadline deadline) override;
+  Result<Loan> Lend(const GetBatch& batch, Deadline deadline) override;
+
+ private:
+  // SHM_GET of every frame, copying the hits into the destinations and releasing the leases.
+  // With `loan` (Lend): views and leases go there instead of copies.
+  std::vector<FrameResult> Pin(const GetBatch& batch, Deadline deadline, Loan* loan);
+
+  std::unique_ptr<ArenaMapper> mapper_;  // outlives the pool (declared first)
+  StreamTransport stream_;               // the pool, and meta-only gets
+};
+
+}  // namespace kvport::client

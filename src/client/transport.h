@@ -1,0 +1,132 @@
+// Transport: how the values of a batched put or get move between a caller's host buffers and a
+// node, in the style of NIXL's backends: a narrow interface, capabilities a caller can ask, and
+// one implementation per data path.
+//
+//   StreamTransport values travel in the frames' payload sections (writev from the caller's
+//                  buffers, readv into them): TCP to any node, or a Unix socket.
+//   ShmTransport   a node on this host maps its arena into the client: a put copies each value
+//                  into an extent the node reserved (SHM_RESERVE, SHM_COMMIT), a get copies it
+//                  out of the pinned object (SHM_GET, SHM_RELEASE) or lends it in place; the
+//                  socket carries only control frames.
+//   (later)        RDMA / GPUDirect over UCX: needs_registration, device_memory.
+//
+// Everything else of a call is the Client's and the same for every transport: checking keys
+// and sizes, staging device buffers, cutting the batch into frames that fit the node's limits,
+// turning per-key answers into KeyCodes. Control requests (MEXIST, MDEL, LIST, STATS, PING)
+// use the transport's pool directly: they carry no values.
+//
+// Thread-safe: any number of calls at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/connection.h"
+#include "client/batch_call.h"
+#include "client/connection_pool.h"
+#include "client/frame_planner.h"
+#include "kvport/status.h"
+#include "protocol/messages.h"
+
+namespace kvport::client {
+
+struct TransportCapabilities {
+  bool zero_copy_reads = false;     // values can be lent in place (Client::MGetInPlace)
+  bool device_memory = false;       // moves device memory without staging it in host memory
+  bool needs_registration = false;  // buffers must be registered with the transport first
+};
+
+// One batched put, after the client's checks: items[k] (value pointers in host memory) in the
+// frames `slices` cut; the first frame goes on `first`.
+struct PutBatch {
+  std::string_view ns;
+  uint32_t ttl_seconds = 0;
+  std::span<const protocol::MsetItem> items;
+  std::span<const FrameSlice> slices;
+  std::shared_ptr<Connection> first;
+};
+
+// One batched get: keys[k] (with the capacity of their buffer) into destinations[k] (host
+// memory) in the frames `slices` cut; meta_only asks for metas and lengths alone.
+struct GetBatch {
+  std::string_view ns;
+  bool any_namespace = false;
+  bool meta_only = false;
+  std::span<const protocol::MgetKey> keys;
+  std::span<char* const> destinations;
+  std::span<const FrameSlice> slices;
+  std::shared_ptr<Connection> first;
+};
+
+// The request for one frame of a put: an MSET, or an SHM_RESERVE (the same fields).
+template <typename PutRequest>
+void FillPutRequest(const PutBatch& batch, const FrameSlice& slice, PutRequest* request) {
+  request->ns = batch.ns;
+  request->ttl_seconds = batch.ttl_seconds;
+  request->items.assign(batch.items.begin() + slice.begin, batch.items.begin() + slice.end);
+}
+
+// The request for one frame of a get: an MGET, or an SHM_GET (no meta_only field).
+template <typename GetRequest>
+void FillGetRequest(const GetBatch& batch, const FrameSlice& slice, GetRequest* request) {
+  request->ns = batch.ns;
+  request->any_namespace = batch.any_namespace;
+  if constexpr (requires { request->meta_only; }) request->meta_only = batch.meta_only;
+  request->keys.assign(batch.keys.begin() + slice.begin, batch.keys.begin() + slice.end);
+}
+
+// RunFrames' encoder for a handler whose request Fill(call.slice, &request) sets up.
+template <typename Handler, typename Fill>
+auto EncodeWith(Fill fill) {
+  return [fill](FrameCall<Handler>& call, uint64_t id, const protocol::Limits& limits,
+                protocol::EncodedFrame* frame) {
+    fill(call);
+    call.handler.limits = limits;
+    return protocol::EncodeRequest(id, call.handler.request, limits, frame, call.conn->version());
+  };
+}
+
+// The answer to one frame of a batch: `status` OK when the node answered it (then one entry per
+// item of the slice in `codes`, and for gets `value_lengths`/`metas` for kOk and kTooLarge),
+// otherwise why the whole frame failed.
+struct FrameResult {
+  FrameSlice slice;
+  Status status;
+  std::string peer;
+  std::vector<StatusCode> codes;
+  std::vector<uint64_t> value_lengths;
+  std::vector<std::string> metas;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // "TCP", "shared memory", "Unix socket" (bytes through a Unix socket: shared memory declined).
+  virtual std::string_view name() const = 0;
+  virtual TransportCapabilities capabilities() const = 0;
+  // The connections to the node. Control requests use it directly.
+  virtual ConnectionPool& pool() = 0;
+
+  // One FrameResult per slice, in slice order. A put's values are visible (each key atomically)
+  // when its frame's code says kOk; a get has written a kOk key's value into its destination.
+  virtual std::vector<FrameResult> Put(const PutBatch& batch, Deadline deadline) = 0;
+  virtual std::vector<FrameResult> Get(const GetBatch& batch, Deadline deadline) = 0;
+
+  // Values lent in place (zero_copy_reads): `views[k]` points at item k's value (for kOk items;
+  // null otherwise) until `lease` is destroyed, which tells the node it may reuse the bytes.
+  struct Loan {
+    std::vector<FrameResult> frames;
+    std::vector<const uint8_t*> views;
+    std::shared_ptr<void> lease;
+    std::vector<std::shared_ptr<Connection>> sessions;  // those holding its leases
+  };
+  // NotSupported for a transport without zero_copy_reads (the default).
+  virtual Result<Loan> Lend(const GetBatch& batch, Deadline deadline);
+};
+
+}  // namespace kvport::client

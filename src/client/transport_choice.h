@@ -1,0 +1,40 @@
+// Choosing the data path at Client::Init: shared memory with a node on this host, TCP otherwise.
+//
+//   unix:/PATH endpoint   shared memory, forced: the pool's sessions attach the node's arena. A
+//                         node that declines (another user, shared memory off) is still served
+//                         over that Unix socket, with the bytes in the frames ("Unix socket").
+//   HOST:PORT endpoint    TCP first. With eic_trans_type 0 (auto) or 2 (RDMA, not built yet:
+//                         served by the best available), the client asks the node (NODE_INFO,
+//                         protocol version 3) who it is; when the node runs on this host (same
+//                         boot id), offers shared memory and answers on its Unix socket with the
+//                         same node id, the client switches to it. eic_trans_type 1 keeps TCP.
+//
+// Every outcome carries the one-line reason the client logs (a fallback is logged as a warning).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "client/connection_pool.h"
+#include "client/endpoint.h"
+#include "client/transport.h"
+#include "kvport/status.h"
+#include "kvport/transport.h"
+
+namespace kvport::client {
+
+struct ChosenTransport {
+  std::unique_ptr<Transport> transport;
+  std::string reason;
+  bool fallback = false;  // something better was asked for or possible and is not used
+};
+
+// Opens the pool (connecting its first connection) of the transport for `address`, given the
+// resolved eic_trans_type `choice` and the pool's options. Errors: those of the first connect
+// (Unavailable, Timeout, NotSupported, Corruption).
+Result<ChosenTransport> OpenTransport(const NodeAddress& address, const TransportChoice& choice,
+                                      const PoolOptions& pool_options,
+                                      std::chrono::milliseconds connect_timeout);
+
+}  // namespace kvport::client

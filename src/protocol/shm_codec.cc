@@ -1,0 +1,512 @@
+// Version 3: NODE_INFO and the shared-memory opcodes SHM_ATTACH, SHM_RESERVE, SHM_COMMIT,
+// SHM_GET and SHM_RELEASE. None carries a payload; SHM_RESERVE and SHM_GET requests reuse the
+// MSET and MGET request descriptors, SHM_COMMIT responses the MSET response layout.
+#include <fmt/core.h>
+
+#include <string>
+
+#include "protocol/codec_util.h"
+#include "protocol/messages.h"
+
+namespace kvport::protocol {
+
+using internal::AnyNamespaceFlag;
+using internal::BeginFrame;
+using internal::CheckBatchToEncode;
+using internal::CheckFrameFor;
+using internal::CheckOverall;
+using internal::CheckResultDecoded;
+using internal::CheckResultToEncode;
+using internal::CheckStatusToEncode;
+using internal::CheckVersionToEncode;
+using internal::DecodeStatuses;
+using internal::EncodeStatuses;
+using internal::FinishFrame;
+using internal::IsKnownStatusCode;
+using internal::ItemError;
+using internal::ReadCount;
+using internal::ReadMgetDescriptor;
+using internal::ReadMsetDescriptor;
+using internal::ReadName;
+using internal::ReadOverall;
+using internal::ReadStatusCode;
+using internal::WriteMgetDescriptor;
+using internal::WriteMsetDescriptor;
+using internal::WriteName;
+
+namespace {
+
+// Smallest encoding of one item, used to bound counts.
+constexpr uint64_t kReservationBytes = 1 + 8;
+constexpr uint64_t kCommitByteBytes = 1;
+constexpr uint64_t kShmGetResultMinBytes = 1 + 4 + 8 + 8;
+constexpr uint64_t kLeaseIdBytes = 8;
+
+// A request with an empty descriptor (NODE_INFO, SHM_ATTACH).
+Status EncodeEmpty(Opcode op, uint64_t request_id, const Limits& l, uint8_t version,
+                   EncodedFrame* out) {
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(op, /*response=*/false, version));
+  BeginFrame(out);
+  return FinishFrame(op, 0, request_id, l, version, out);
+}
+
+Status DecodeEmpty(Opcode op, const FrameHeader& h, std::string_view descriptor) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, op, /*response=*/false));
+  return WireReader(descriptor, fmt::format("{} request", OpcodeName(op))).ExpectEnd();
+}
+
+// The id rule of SHM_RESERVE and SHM_GET responses: an id (reservation, lease) iff some item is
+// kOk.
+bool IdAgrees(uint64_t id, size_t ok) {
+  return (id != 0) == (ok != 0);
+}
+
+// [offset, offset + length) within [0, arena_bytes), without overflow.
+bool WithinArena(uint64_t offset, uint64_t length, uint64_t arena_bytes) {
+  return offset <= arena_bytes && length <= arena_bytes - offset;
+}
+
+}  // namespace
+
+// ---- NODE_INFO ---------------------------------------------------------------------------
+
+Status EncodeRequest(uint64_t request_id, const NodeInfoRequest&, const Limits& l,
+                     EncodedFrame* out, uint8_t version) {
+  return EncodeEmpty(Opcode::kNodeInfo, request_id, l, version, out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                     NodeInfoRequest*) {
+  return DecodeEmpty(Opcode::kNodeInfo, h, descriptor);
+}
+
+Status EncodeResponse(uint64_t request_id, const NodeInfoResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version) {
+  constexpr std::string_view kContext = "NODE_INFO response";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kNodeInfo, /*response=*/true, version));
+  if (m.unix_path.size() > kMaxUnixPathBytes)
+    return Status::InvalidArgument(fmt::format("{}: unix_path of {} bytes exceeds {}", kContext,
+                                               m.unix_path.size(), kMaxUnixPathBytes));
+  if ((m.offers & kOfferSharedMemory) != 0 && m.unix_path.empty())
+    return Status::InvalidArgument(
+        fmt::format("{}: offers shared memory without a unix_path", kContext));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU64(m.node_id);
+  w.PutU32(m.offers);
+  KVPORT_RETURN_IF_ERROR(WriteName(w, kContext, "host_id", m.host_id));
+  w.PutU16(static_cast<uint16_t>(m.unix_path.size()));
+  w.PutBytes(m.unix_path);
+  return FinishFrame(Opcode::kNodeInfo, kFlagResponse, request_id, l, version, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                      NodeInfoResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kNodeInfo, /*response=*/true));
+  WireReader r(descriptor, "NODE_INFO response");
+  uint16_t path_length = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("node_id", &out->node_id));
+  KVPORT_RETURN_IF_ERROR(r.ReadU32("offers", &out->offers));
+  KVPORT_RETURN_IF_ERROR(ReadName(r, "host_id", &out->host_id));
+  KVPORT_RETURN_IF_ERROR(r.ReadU16("unix_path_length", &path_length));
+  if (path_length > kMaxUnixPathBytes)
+    return r.Error(StatusCode::kTooLarge,
+                   fmt::format("unix_path_length {} exceeds {}", path_length, kMaxUnixPathBytes));
+  KVPORT_RETURN_IF_ERROR(r.ReadBytes("unix_path", path_length, &out->unix_path));
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  if ((out->offers & kOfferSharedMemory) != 0 && out->unix_path.empty())
+    return r.Error(StatusCode::kCorruption, "offers shared memory without a unix_path");
+  return Status::Ok();
+}
+
+// ---- SHM_ATTACH --------------------------------------------------------------------------
+
+Status EncodeRequest(uint64_t request_id, const ShmAttachRequest&, const Limits& l,
+                     EncodedFrame* out, uint8_t version) {
+  return EncodeEmpty(Opcode::kShmAttach, request_id, l, version, out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                     ShmAttachRequest*) {
+  return DecodeEmpty(Opcode::kShmAttach, h, descriptor);
+}
+
+Status EncodeResponse(uint64_t request_id, const ShmAttachResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version) {
+  constexpr std::string_view kContext = "SHM_ATTACH response";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmAttach, /*response=*/true, version));
+  const uint8_t code = static_cast<uint8_t>(m.status);
+  if (!IsKnownStatusCode(code))
+    return Status::InvalidArgument(fmt::format("{}: unknown status code {}", kContext, code));
+  const std::string_view reason = m.reason.substr(0, kMaxErrorMessageBytes);
+  if (m.status == StatusCode::kOk && (m.arena_bytes == 0 || !reason.empty()))
+    return Status::InvalidArgument(
+        fmt::format("{}: OK with arena_bytes {} and a reason of {} bytes; it needs arena_bytes > 0 "
+                    "and no reason",
+                    kContext, m.arena_bytes, reason.size()));
+  if (m.status != StatusCode::kOk && (m.arena_bytes != 0 || reason.empty()))
+    return Status::InvalidArgument(
+        fmt::format("{}: status {} with arena_bytes {} and a reason of {} bytes; it needs "
+                    "arena_bytes 0 and a reason",
+                    kContext, StatusCodeName(m.status), m.arena_bytes, reason.size()));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU8(code);
+  w.PutU64(m.arena_bytes);
+  w.PutU16(static_cast<uint16_t>(reason.size()));
+  w.PutBytes(reason);
+  return FinishFrame(Opcode::kShmAttach, kFlagResponse, request_id, l, version, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                      ShmAttachResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmAttach, /*response=*/true));
+  WireReader r(descriptor, "SHM_ATTACH response");
+  uint8_t code = 0;
+  uint16_t length = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU8("status", &code));
+  if (!IsKnownStatusCode(code))
+    return r.Error(StatusCode::kCorruption, fmt::format("unknown status code {}", code));
+  out->status = static_cast<StatusCode>(code);
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("arena_bytes", &out->arena_bytes));
+  KVPORT_RETURN_IF_ERROR(r.ReadU16("reason_length", &length));
+  if (length > kMaxErrorMessageBytes)
+    return r.Error(StatusCode::kTooLarge,
+                   fmt::format("reason_length {} exceeds {}", length, kMaxErrorMessageBytes));
+  KVPORT_RETURN_IF_ERROR(r.ReadBytes("reason", length, &out->reason));
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  if (out->status == StatusCode::kOk && (out->arena_bytes == 0 || length != 0))
+    return r.Error(StatusCode::kCorruption,
+                   fmt::format("OK with arena_bytes {} and reason_length {}; it needs "
+                               "arena_bytes > 0 and no reason",
+                               out->arena_bytes, length));
+  if (out->status != StatusCode::kOk && (out->arena_bytes != 0 || length == 0))
+    return r.Error(StatusCode::kCorruption,
+                   fmt::format("status {} with arena_bytes {} and reason_length {}; it needs "
+                               "arena_bytes 0 and a reason",
+                               StatusCodeName(out->status), out->arena_bytes, length));
+  return Status::Ok();
+}
+
+// ---- SHM_RESERVE -------------------------------------------------------------------------
+
+Status EncodeRequest(uint64_t request_id, const ShmReserveRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version) {
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmReserve, /*response=*/false, version));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  KVPORT_RETURN_IF_ERROR(WriteMsetDescriptor(w, "SHM_RESERVE request", m.ns, m.ttl_seconds, m.items,
+                                             l, /*payloads=*/nullptr));
+  return FinishFrame(Opcode::kShmReserve, 0, request_id, l, version, out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ShmReserveRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmReserve, /*response=*/false));
+  WireReader r(descriptor, "SHM_RESERVE request");
+  uint64_t value_bytes = 0;  // no payload: the values go to the arena, not over the socket
+  return ReadMsetDescriptor(r, l, &out->ns, &out->ttl_seconds, &out->items, &value_bytes);
+}
+
+BatchStatus ShmReserveResponse::overall() const {
+  size_t ok = 0;
+  for (const ShmReservation& item : items)
+    ok += item.status == StatusCode::kOk;
+  return internal::OverallFromCounts(ok, items.size());
+}
+
+Status EncodeResponse(uint64_t request_id, const ShmReserveResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version) {
+  constexpr std::string_view kContext = "SHM_RESERVE response";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmReserve, /*response=*/true, version));
+  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.items.size(), l));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU8(static_cast<uint8_t>(m.overall()));
+  w.PutU64(m.reservation_id);
+  w.PutU32(static_cast<uint32_t>(m.items.size()));
+  size_t ok = 0;
+  for (size_t i = 0; i < m.items.size(); ++i) {
+    const ShmReservation& item = m.items[i];
+    KVPORT_RETURN_IF_ERROR(CheckStatusToEncode(kContext, i, item.status));
+    if (item.status != StatusCode::kOk && item.offset != 0)
+      return ItemError(kContext, i,
+                       Status::InvalidArgument(fmt::format(
+                           "status {} with offset {}", StatusCodeName(item.status), item.offset)));
+    ok += item.status == StatusCode::kOk;
+    w.PutU8(static_cast<uint8_t>(item.status));
+    w.PutU64(item.offset);
+  }
+  if (!IdAgrees(m.reservation_id, ok))
+    return Status::InvalidArgument(
+        fmt::format("{}: reservation_id {} with {} reserved items; it is non-zero iff one is",
+                    kContext, m.reservation_id, ok));
+  return FinishFrame(Opcode::kShmReserve, kFlagResponse, request_id, l, version, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ShmReserveResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmReserve, /*response=*/true));
+  WireReader r(descriptor, "SHM_RESERVE response");
+  BatchStatus overall = BatchStatus::kOk;
+  uint32_t count = 0;
+  KVPORT_RETURN_IF_ERROR(ReadOverall(r, &overall));
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("reservation_id", &out->reservation_id));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kReservationBytes, &count));
+  out->items.resize(count);
+  size_t ok = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    ShmReservation& item = out->items[i];
+    KVPORT_RETURN_IF_ERROR(ReadStatusCode(r, i, &item.status));
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("offset", &item.offset));
+    if (item.status != StatusCode::kOk && item.offset != 0)
+      return r.Error(StatusCode::kCorruption,
+                     fmt::format("item {}: status {} with offset {}", i,
+                                 StatusCodeName(item.status), item.offset));
+    ok += item.status == StatusCode::kOk;
+  }
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  KVPORT_RETURN_IF_ERROR(CheckOverall(r, overall, out->overall()));
+  if (!IdAgrees(out->reservation_id, ok))
+    return r.Error(
+        StatusCode::kCorruption,
+        fmt::format("reservation_id {} with {} reserved items; it is non-zero iff one is",
+                    out->reservation_id, ok));
+  return Status::Ok();
+}
+
+Status CheckShmReserveResponse(const ShmReserveRequest& request, const ShmReserveResponse& response,
+                               uint64_t arena_bytes) {
+  if (response.items.size() != request.items.size())
+    return Status::Corruption(fmt::format("SHM_RESERVE response: {} reservations for {} items",
+                                          response.items.size(), request.items.size()));
+  for (size_t i = 0; i < response.items.size(); ++i) {
+    const ShmReservation& item = response.items[i];
+    const uint64_t length = request.items[i].value_length;
+    if (item.status == StatusCode::kOk && !WithinArena(item.offset, length, arena_bytes))
+      return Status::Corruption(fmt::format(
+          "SHM_RESERVE response: item {}: {} bytes at offset {} overrun the arena of {} bytes", i,
+          length, item.offset, arena_bytes));
+  }
+  return Status::Ok();
+}
+
+// ---- SHM_COMMIT --------------------------------------------------------------------------
+
+Status EncodeRequest(uint64_t request_id, const ShmCommitRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version) {
+  constexpr std::string_view kContext = "SHM_COMMIT request";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmCommit, /*response=*/false, version));
+  if (m.reservation_id == 0)
+    return Status::InvalidArgument(fmt::format("{}: reservation_id is 0", kContext));
+  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.commit.size(), l));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU64(m.reservation_id);
+  w.PutU32(static_cast<uint32_t>(m.commit.size()));
+  for (size_t i = 0; i < m.commit.size(); ++i) {
+    if (m.commit[i] > 1)
+      return ItemError(kContext, i,
+                       Status::InvalidArgument(fmt::format(
+                           "commit byte {}; it is 1 (commit) or 0 (abort)", m.commit[i])));
+    w.PutU8(m.commit[i]);
+  }
+  return FinishFrame(Opcode::kShmCommit, 0, request_id, l, version, out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ShmCommitRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmCommit, /*response=*/false));
+  WireReader r(descriptor, "SHM_COMMIT request");
+  uint32_t count = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("reservation_id", &out->reservation_id));
+  if (out->reservation_id == 0) return r.Error(StatusCode::kCorruption, "reservation_id is 0");
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kCommitByteBytes, &count));
+  out->commit.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    KVPORT_RETURN_IF_ERROR(r.ReadU8("commit", &out->commit[i]));
+    if (out->commit[i] > 1)
+      return r.Error(
+          StatusCode::kCorruption,
+          fmt::format("item {}: commit byte {}; it is 1 (commit) or 0 (abort)", i, out->commit[i]));
+  }
+  return r.ExpectEnd();
+}
+
+Status EncodeResponse(uint64_t request_id, const ShmCommitResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version) {
+  return EncodeStatuses(Opcode::kShmCommit, request_id, m.statuses, l, version, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ShmCommitResponse* out) {
+  return DecodeStatuses(Opcode::kShmCommit, h, descriptor, l, &out->statuses);
+}
+
+// ---- SHM_GET -----------------------------------------------------------------------------
+
+Status EncodeRequest(uint64_t request_id, const ShmGetRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version) {
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmGet, /*response=*/false, version));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  KVPORT_RETURN_IF_ERROR(
+      WriteMgetDescriptor(w, "SHM_GET request", m.ns, m.keys, m.any_namespace, l, version));
+  return FinishFrame(Opcode::kShmGet, AnyNamespaceFlag(m.any_namespace), request_id, l, version,
+                     out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ShmGetRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmGet, /*response=*/false));
+  WireReader r(descriptor, "SHM_GET request");
+  out->any_namespace = h.any_namespace();
+  return ReadMgetDescriptor(r, h, l, &out->ns, &out->keys);
+}
+
+BatchStatus ShmGetResponse::overall() const {
+  size_t ok = 0;
+  for (const ShmGetResult& res : results)
+    ok += res.status == StatusCode::kOk;
+  return internal::OverallFromCounts(ok, results.size());
+}
+
+Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version) {
+  constexpr std::string_view kContext = "SHM_GET response";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmGet, /*response=*/true, version));
+  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.results.size(), l));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU8(static_cast<uint8_t>(m.overall()));
+  w.PutU64(m.lease_id);
+  w.PutU32(static_cast<uint32_t>(m.results.size()));
+  size_t ok = 0;
+  for (size_t i = 0; i < m.results.size(); ++i) {
+    const ShmGetResult& res = m.results[i];
+    KVPORT_RETURN_IF_ERROR(
+        CheckResultToEncode(kContext, i, res.status, res.meta, res.value_length, l));
+    if (res.status != StatusCode::kOk && res.offset != 0)
+      return ItemError(kContext, i,
+                       Status::InvalidArgument(fmt::format(
+                           "status {} with offset {}", StatusCodeName(res.status), res.offset)));
+    ok += res.status == StatusCode::kOk;
+    w.PutU8(static_cast<uint8_t>(res.status));
+    w.PutU32(static_cast<uint32_t>(res.meta.size()));
+    w.PutU64(res.value_length);
+    w.PutU64(res.offset);
+    w.PutBytes(res.meta);
+  }
+  if (!IdAgrees(m.lease_id, ok))
+    return Status::InvalidArgument(fmt::format(
+        "{}: lease_id {} with {} hits; it is non-zero iff one is", kContext, m.lease_id, ok));
+  return FinishFrame(Opcode::kShmGet, kFlagResponse, request_id, l, version, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      ShmGetResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmGet, /*response=*/true));
+  WireReader r(descriptor, "SHM_GET response");
+  BatchStatus overall = BatchStatus::kOk;
+  uint32_t count = 0;
+  KVPORT_RETURN_IF_ERROR(ReadOverall(r, &overall));
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_id", &out->lease_id));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kShmGetResultMinBytes, &count));
+  out->results.resize(count);
+  size_t ok = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    ShmGetResult& res = out->results[i];
+    uint32_t meta_length = 0;
+    KVPORT_RETURN_IF_ERROR(ReadStatusCode(r, i, &res.status));
+    KVPORT_RETURN_IF_ERROR(r.ReadU32("meta_length", &meta_length));
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("value_length", &res.value_length));
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("offset", &res.offset));
+    KVPORT_RETURN_IF_ERROR(CheckResultDecoded(r, i, res.status, meta_length, res.value_length, l));
+    if (res.status != StatusCode::kOk && res.offset != 0)
+      return r.Error(StatusCode::kCorruption, fmt::format("item {}: status {} with offset {}", i,
+                                                          StatusCodeName(res.status), res.offset));
+    KVPORT_RETURN_IF_ERROR(r.ReadBytes("meta", meta_length, &res.meta));
+    ok += res.status == StatusCode::kOk;
+  }
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  KVPORT_RETURN_IF_ERROR(CheckOverall(r, overall, out->overall()));
+  if (!IdAgrees(out->lease_id, ok))
+    return r.Error(
+        StatusCode::kCorruption,
+        fmt::format("lease_id {} with {} hits; it is non-zero iff one is", out->lease_id, ok));
+  return Status::Ok();
+}
+
+Status CheckShmGetResponse(const ShmGetRequest& request, const ShmGetResponse& response,
+                           uint64_t arena_bytes) {
+  if (response.results.size() != request.keys.size())
+    return Status::Corruption(fmt::format("SHM_GET response: {} results for {} keys",
+                                          response.results.size(), request.keys.size()));
+  for (size_t i = 0; i < response.results.size(); ++i) {
+    const ShmGetResult& res = response.results[i];
+    if (res.status != StatusCode::kOk) continue;
+    if (res.value_length > request.keys[i].buffer_capacity)
+      return Status::Corruption(fmt::format(
+          "SHM_GET response: item {}: value_length {} exceeds the buffer_capacity {} asked for", i,
+          res.value_length, request.keys[i].buffer_capacity));
+    if (!WithinArena(res.offset, res.value_length, arena_bytes))
+      return Status::Corruption(fmt::format(
+          "SHM_GET response: item {}: {} bytes at offset {} overrun the arena of {} bytes", i,
+          res.value_length, res.offset, arena_bytes));
+  }
+  return Status::Ok();
+}
+
+// ---- SHM_RELEASE -------------------------------------------------------------------------
+
+Status EncodeRequest(uint64_t request_id, const ShmReleaseRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version) {
+  constexpr std::string_view kContext = "SHM_RELEASE request";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmRelease, /*response=*/false, version));
+  if (m.lease_ids.empty())
+    return Status::InvalidArgument(fmt::format("{}: no lease ids", kContext));
+  KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.lease_ids.size(), l));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU32(static_cast<uint32_t>(m.lease_ids.size()));
+  for (size_t i = 0; i < m.lease_ids.size(); ++i) {
+    if (m.lease_ids[i] == 0) return ItemError(kContext, i, Status::InvalidArgument("lease_id 0"));
+    w.PutU64(m.lease_ids[i]);
+  }
+  return FinishFrame(Opcode::kShmRelease, 0, request_id, l, version, out);
+}
+
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     ShmReleaseRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmRelease, /*response=*/false));
+  WireReader r(descriptor, "SHM_RELEASE request");
+  uint32_t count = 0;
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kLeaseIdBytes, &count));
+  if (count == 0) return r.Error(StatusCode::kInvalidArgument, "count is 0");
+  out->lease_ids.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_id", &out->lease_ids[i]));
+    if (out->lease_ids[i] == 0)
+      return r.Error(StatusCode::kCorruption, fmt::format("item {}: lease_id 0", i));
+  }
+  return r.ExpectEnd();
+}
+
+Status EncodeResponse(uint64_t request_id, const ShmReleaseResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version) {
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmRelease, /*response=*/true, version));
+  BeginFrame(out);
+  WireWriter w(&out->head);
+  w.PutU32(m.released);
+  return FinishFrame(Opcode::kShmRelease, kFlagResponse, request_id, l, version, out);
+}
+
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,
+                      ShmReleaseResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmRelease, /*response=*/true));
+  WireReader r(descriptor, "SHM_RELEASE response");
+  KVPORT_RETURN_IF_ERROR(r.ReadU32("released", &out->released));
+  return r.ExpectEnd();
+}
+
+}  // namespace kvport::protocol

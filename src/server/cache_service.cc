@@ -1,0 +1,150 @@
+#include "server/cache_service.h"
+
+#include <unistd.h>
+
+#include <string>
+
+#include "kvport/log.h"
+
+namespace kvport::server {
+
+CacheService::CacheService(store::ObjectStore* store, ServerCounters* counters,
+                           ServiceOptions options)
+    : store_(store), counters_(counters), options_(std::move(options)) {}
+
+Result<store::ReadHandle> CacheService::Pin(std::string_view ns, std::string_view key,
+                                            bool any_namespace) {
+  return any_namespace ? store_->LookupInAnyNamespace(key) : store_->Lookup(ns, key);
+}
+
+Status CacheService::Exists(std::string_view ns, std::string_view key, bool any_namespace,
+                            uint64_t* value_length) {
+  return any_namespace ? store_->ExistsInAnyNamespace(key, value_length)
+                       : store_->Exists(ns, key, value_length);
+}
+
+Status CacheService::Delete(std::string_view ns, std::string_view key, bool any_namespace) {
+  return any_namespace ? store_->DeleteInEveryNamespace(key) : store_->Delete(ns, key);
+}
+
+Result<store::WriteHandle> CacheService::Reserve(std::string_view ns, std::string_view key,
+                                                 uint64_t length, std::string_view meta,
+                                                 uint32_t ttl_seconds) {
+  return store_->Reserve(ns, key, length, meta, ttl_seconds);
+}
+
+Status CacheService::Commit(store::WriteHandle&& handle) {
+  return store_->Commit(std::move(handle));
+}
+
+Result<CacheService::ListPage> CacheService::List(std::string_view ns, uint64_t cursor,
+                                                  uint32_t max_keys) {
+  std::string store_cursor;
+  if (cursor != 0) {
+    std::optional<std::string> found = list_cursors_.Find(cursor, ns);
+    if (!found) {
+      return Status::InvalidArgument("LIST cursor " + std::to_string(cursor) +
+                                     " is unknown for this namespace or was forgotten; "
+                                     "restart the listing with cursor 0");
+    }
+    store_cursor = std::move(*found);
+  }
+  KVPORT_ASSIGN_OR_RETURN(auto listing, store_->ListKeys(ns, store_cursor, max_keys));
+  ListPage page;
+  page.keys = std::move(listing.keys);
+  if (!listing.next_cursor.empty()) {
+    page.next_cursor = list_cursors_.Issue(ns, std::move(listing.next_cursor));
+  }
+  return page;
+}
+
+ServerStats CacheService::Stats() const {
+  return CollectStats(*store_, *counters_);
+}
+
+bool CacheService::offers_shared_memory() const {
+  return options_.offer_shared_memory && store_->arena().shareable() &&
+         !options_.identity.unix_path.empty();
+}
+
+Status CacheService::MayMapArena(uid_t uid) const {
+  if (!options_.offer_shared_memory) {
+    return Status::NotSupported(
+        "shared memory is switched off on this node (shared_memory: false)");
+  }
+  if (!store_->arena().shareable()) {
+    return Status::NotSupported(
+        "this node's arena is anonymous memory (memfd_create was unavailable), which cannot be "
+        "shared");
+  }
+  const uid_t node_uid = ::geteuid();
+  if (uid != node_uid && uid != 0) {
+    return Status::NotSupported("shared memory is only for processes of the node's user (uid " +
+                                std::to_string(node_uid) + ") or root; this peer runs as uid " +
+                                std::to_string(uid) + " (docs/security.md)");
+  }
+  return Status::Ok();
+}
+
+int CacheService::arena_fd() const {
+  return store_->arena().fd();
+}
+
+uint64_t CacheService::arena_bytes() const {
+  return store_->arena().size();
+}
+
+uint64_t CacheService::OffsetOf(const uint8_t* data) const {
+  return static_cast<uint64_t>(data - store_->arena().base());
+}
+
+// ---- WriteBatch ---------------------------------------------------------------------------
+
+WriteBatch::~WriteBatch() {
+  if (!committed_ && any_reserved()) service_->counters().CountAbortedMset();
+  // handles_ die here: every reservation not committed is aborted by its WriteHandle.
+}
+
+void WriteBatch::Reserve(std::string_view ns, std::string_view key, uint64_t length,
+                         std::string_view meta, uint32_t ttl_seconds) {
+  Result<store::WriteHandle> reserved = service_->Reserve(ns, key, length, meta, ttl_seconds);
+  if (reserved.ok()) {
+    statuses_.push_back(StatusCode::kOk);
+    handles_.push_back(std::move(reserved).value());
+  } else {
+    statuses_.push_back(reserved.status().code());
+    handles_.emplace_back();
+  }
+}
+
+uint64_t WriteBatch::offset(size_t i) const {
+  return handles_[i].valid() ? service_->OffsetOf(handles_[i].data()) : 0;
+}
+
+bool WriteBatch::any_reserved() const {
+  for (const store::WriteHandle& h : handles_) {
+    if (h.valid()) return true;
+  }
+  return false;
+}
+
+std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep) {
+  committed_ = true;
+  for (size_t i = 0; i < handles_.size(); ++i) {
+    if (!handles_[i].valid()) continue;
+    if (!keep.empty() && keep[i] == 0) {
+      handles_[i] = store::WriteHandle();  // aborts the reservation
+      statuses_[i] = StatusCode::kAborted;
+      continue;
+    }
+    Status committed = service_->Commit(std::move(handles_[i]));
+    if (!committed.ok()) {
+      log::Error("commit of item {} failed: {}", i, committed.ToString());
+      statuses_[i] = committed.code();
+    }
+  }
+  handles_.clear();
+  return std::move(statuses_);
+}
+
+}  // namespace kvport::server

@@ -1,0 +1,144 @@
+// CacheService: what a node does, with no wire format and no socket.
+//
+// Sessions (the kvport binary protocol over TCP or a Unix socket today; later a Redis-protocol
+// listener or an RDMA transport) decode requests and call this layer; it turns them into store
+// operations: look up and pin, reserve and commit, probe, delete, list, stats. How the bytes of
+// a pinned value leave (written to a socket, read by the client from a shared mapping) and how
+// the bytes of a reservation arrive (read from a socket, copied in by the client) is the
+// session's business: the service hands out arena ranges and never touches their bytes.
+//
+// It is also where node-wide policy lives: the limits announced to clients, who may map the
+// arena, the node's identity (for a client to tell a same-host node). Thread-safe: shared by
+// every session of a node.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvport/server.h"
+#include "kvport/status.h"
+#include "protocol/limits.h"
+#include "server/list_cursors.h"
+#include "server/server_stats.h"
+#include "store/object_store.h"
+
+namespace kvport::server {
+
+// Who the node is, as NODE_INFO tells it.
+struct NodeIdentity {
+  uint64_t node_id = 0;   // random per node process
+  std::string host_id;    // the host's boot id: equal for every process on one running kernel
+  std::string unix_path;  // the node's Unix socket; empty when it has none
+};
+
+struct ServiceOptions {
+  protocol::Limits limits;
+  std::string server_name;
+  NodeIdentity identity;
+  // Shared memory is offered on the Unix socket when the arena is shareable (a memfd).
+  bool offer_shared_memory = true;
+  // Per session: leases (SHM_GET answers not yet released) and reservations (SHM_RESERVE
+  // answers not yet committed) it may hold at once. Beyond them the items are NoSpace.
+  uint32_t max_leases_per_session = 4096;
+  uint32_t max_reservations_per_session = 256;
+};
+
+class CacheService {
+ public:
+  // `store` and `counters` must outlive the service.
+  CacheService(store::ObjectStore* store, ServerCounters* counters, ServiceOptions options);
+
+  const protocol::Limits& limits() const { return options_.limits; }
+  const std::string& server_name() const { return options_.server_name; }
+  const NodeIdentity& identity() const { return options_.identity; }
+  const ServiceOptions& options() const { return options_; }
+  ServerCounters& counters() const { return *counters_; }
+
+  // --- reads ----------------------------------------------------------------------------------
+  // Pins the live version of `key` in `ns`, or (any_namespace; ns is then empty) its first
+  // match in the store's any-namespace search order. Counts a hit or a miss.
+  Result<store::ReadHandle> Pin(std::string_view ns, std::string_view key, bool any_namespace);
+  // A probe: pins nothing, counts nothing. *value_length is the live value's length when OK.
+  Status Exists(std::string_view ns, std::string_view key, bool any_namespace,
+                uint64_t* value_length);
+  // OK when something was deleted (any_namespace: in every namespace holding the key).
+  Status Delete(std::string_view ns, std::string_view key, bool any_namespace);
+
+  // --- writes ---------------------------------------------------------------------------------
+  Result<store::WriteHandle> Reserve(std::string_view ns, std::string_view key, uint64_t length,
+                                     std::string_view meta, uint32_t ttl_seconds);
+  Status Commit(store::WriteHandle&& handle);
+
+  // --- listing and statistics -----------------------------------------------------------------
+  struct ListPage {
+    std::vector<std::string> keys;
+    uint64_t next_cursor = 0;  // 0: the listing is complete
+  };
+  // One page of `ns` from a wire cursor (0 starts). InvalidArgument for a cursor this node did
+  // not issue for `ns` or has forgotten (the cursor table is bounded).
+  Result<ListPage> List(std::string_view ns, uint64_t cursor, uint32_t max_keys);
+  ServerStats Stats() const;
+
+  // --- shared memory --------------------------------------------------------------------------
+  // Whether the node offers its arena to same-host clients at all.
+  bool offers_shared_memory() const;
+  // OK when the local process running as `uid` may map the arena; otherwise NotSupported with
+  // the reason (no memfd arena, shared memory switched off, another user). Mapping exposes
+  // every namespace, so only the node's own user (and root) qualifies.
+  Status MayMapArena(uid_t uid) const;
+  // The arena's memfd (owned by the store; valid while the node runs) and its size.
+  int arena_fd() const;
+  uint64_t arena_bytes() const;
+  // Arena offset of a pinned or reserved range (what shared-memory clients are told).
+  uint64_t OffsetOf(const uint8_t* data) const;
+
+ private:
+  store::ObjectStore* const store_;
+  ServerCounters* const counters_;
+  const ServiceOptions options_;
+  ListCursorTable list_cursors_;
+};
+
+// The reservations of one batched write (an MSET, an SHM_RESERVE) until they are committed.
+// Items the store refused keep the store's status and have no destination. Destroying a batch
+// aborts every reservation it still holds: nothing of it becomes visible.
+class WriteBatch {
+ public:
+  explicit WriteBatch(CacheService* service) : service_(service) {}
+  WriteBatch(WriteBatch&&) noexcept = default;
+  WriteBatch& operator=(WriteBatch&&) noexcept = default;
+  ~WriteBatch();
+
+  // Reserves one more item (in item order).
+  void Reserve(std::string_view ns, std::string_view key, uint64_t length, std::string_view meta,
+               uint32_t ttl_seconds);
+
+  size_t size() const { return statuses_.size(); }
+  StatusCode status(size_t i) const { return statuses_[i]; }
+  // Where item i's bytes go: its reservation (nullptr when the item was refused).
+  uint8_t* destination(size_t i) const {
+    return handles_[i].valid() ? handles_[i].data() : nullptr;
+  }
+  uint64_t offset(size_t i) const;
+  // True when at least one item is reserved.
+  bool any_reserved() const;
+
+  // Commits the reserved items in item order (so a key written twice in one batch ends with
+  // its last value); with `keep` (one byte per item), only those whose byte is 1, aborting the
+  // others (their status becomes Aborted). Returns the per-item statuses. The batch is empty
+  // afterwards.
+  std::vector<StatusCode> Commit(std::span<const uint8_t> keep = {});
+
+ private:
+  CacheService* service_;
+  std::vector<store::WriteHandle> handles_;  // invalid where the item was refused
+  std::vector<StatusCode> statuses_;
+  bool committed_ = false;
+};
+
+}  // namespace kvport::server

@@ -1,0 +1,151 @@
+// The shared-memory requests (protocol version 3, Unix-socket sessions): SHM_ATTACH hands the
+// peer the arena's memfd; SHM_RESERVE / SHM_COMMIT are an MSET whose bytes the client copies
+// into the arena itself; SHM_GET / SHM_RELEASE are an MGET whose bytes the client reads from its
+// mapping, under a lease. No value byte crosses the socket.
+#include <variant>
+#include <vector>
+
+#include "kvport/log.h"
+#include "server/command_table.h"
+
+namespace kvport::server {
+
+namespace {
+
+// SHM_* requests other than SHM_ATTACH need a granted attach: without one the peer has no
+// mapping, so the request can only be a client bug (malformed: ERROR).
+Status RequireAttached(const RequestContext& ctx) {
+  if (ctx.session.shm_attached) return Status::Ok();
+  return Status::InvalidArgument(std::string(protocol::OpcodeName(ctx.header.opcode)) +
+                                 " on a session without a granted SHM_ATTACH");
+}
+
+}  // namespace
+
+Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyRequest&) {
+  protocol::ShmAttachResponse reply;
+  Status may = Status::Ok();
+  if (ctx.session.kind != net::StreamKind::kUnix) {
+    may = Status::NotSupported("shared memory is offered on the node's Unix socket only");
+  } else if (ctx.session.peer_uid < 0) {
+    may = Status::NotSupported("the peer's credentials (SO_PEERCRED) are unknown");
+  } else {
+    may = ctx.service.MayMapArena(static_cast<uid_t>(ctx.session.peer_uid));
+  }
+  std::string reason;  // outlives the encoding
+  if (may.ok()) {
+    reply.status = StatusCode::kOk;
+    reply.arena_bytes = ctx.service.arena_bytes();
+    ctx.session.shm_attached = true;
+    ctx.service.counters().CountShmAttach();
+  } else {
+    reason = may.message();
+    reply.status = may.code();
+    reply.reason = reason;
+    log::Info("SHM_ATTACH refused: {}", reason);
+  }
+  KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
+  if (may.ok()) response.pass_fd = ctx.service.arena_fd();
+  return HandlerOutcome{std::move(response), nullptr};
+}
+
+Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::AnyRequest& request) {
+  KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
+  auto& reserve = std::get<protocol::ShmReserveRequest>(request);
+  protocol::ShmReserveResponse reply;
+  reply.items.resize(reserve.items.size());
+  if (ctx.session.shm.reservations() >= ctx.service.options().max_reservations_per_session) {
+    // Over the session's cap: nothing is reserved; the client commits or aborts some first.
+    for (protocol::ShmReservation& item : reply.items)
+      item.status = StatusCode::kNoSpace;
+  } else {
+    WriteBatch batch(&ctx.service);
+    for (const protocol::MsetItem& item : reserve.items) {
+      batch.Reserve(reserve.ns, item.key, item.value_length, item.meta, reserve.ttl_seconds);
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      reply.items[i].status = batch.status(i);
+      reply.items[i].offset = batch.offset(i);
+    }
+    if (batch.any_reserved())
+      reply.reservation_id = ctx.session.shm.AddReservation(std::move(batch));
+  }
+  KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
+  return HandlerOutcome{std::move(response), nullptr};
+}
+
+Result<HandlerOutcome> HandleShmCommit(const RequestContext& ctx, protocol::AnyRequest& request) {
+  KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
+  auto& commit = std::get<protocol::ShmCommitRequest>(request);
+  KVPORT_ASSIGN_OR_RETURN(WriteBatch batch, ctx.session.shm.TakeReservation(commit.reservation_id));
+  if (commit.commit.size() != batch.size()) {
+    return Status::InvalidArgument(
+        "SHM_COMMIT of reservation " + std::to_string(commit.reservation_id) + " names " +
+        std::to_string(commit.commit.size()) + " items; it has " + std::to_string(batch.size()));
+  }
+  protocol::ShmCommitResponse reply;
+  reply.statuses = batch.Commit(commit.commit);
+  KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
+  return HandlerOutcome{std::move(response), nullptr};
+}
+
+Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequest& request) {
+  KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
+  auto& get = std::get<protocol::ShmGetRequest>(request);
+  const size_t n = get.keys.size();
+  protocol::ShmGetResponse reply;
+  reply.results.resize(n);
+  const bool over_cap = ctx.session.shm.leases() >= ctx.service.options().max_leases_per_session;
+  std::vector<store::ReadHandle> pins;   // the lease: one pin per hit
+  std::vector<store::ReadHandle> metas;  // pins of TooLarge items, held while encoding only
+  pins.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    protocol::ShmGetResult& result = reply.results[i];
+    Result<store::ReadHandle> found = ctx.service.Pin(get.ns, get.keys[i].key, get.any_namespace);
+    if (!found.ok()) {
+      result.status = found.status().code();
+      continue;
+    }
+    result.meta = found->meta();
+    result.value_length = found->size();
+    if (found->size() > get.keys[i].buffer_capacity) {
+      result.status = StatusCode::kTooLarge;
+      metas.push_back(std::move(found).value());
+    } else if (over_cap) {
+      // The session holds as many leases as it may: release some first.
+      result.status = StatusCode::kNoSpace;
+      result.meta = {};
+      result.value_length = 0;
+    } else {
+      result.status = StatusCode::kOk;
+      result.offset = ctx.service.OffsetOf(found->data());
+      pins.push_back(std::move(found).value());
+    }
+  }
+  // The metas in `reply` are views into the stored objects, which the lease (for hits) and
+  // `metas` (for TooLarge items) keep pinned while the response is encoded.
+  if (!pins.empty()) reply.lease_id = ctx.session.shm.AddLease(std::move(pins));
+  protocol::EncodedFrame frame;
+  Status encoded = protocol::EncodeResponse(ctx.header.request_id, reply, ctx.service.limits(),
+                                            &frame, ctx.header.version);
+  if (!encoded.ok()) {
+    if (reply.lease_id != 0) ctx.session.shm.ReleaseLease(reply.lease_id);
+    return encoded.WithContext("encoding the SHM_GET response");
+  }
+  Response response;
+  response.head = std::move(frame.head);
+  return HandlerOutcome{std::move(response), nullptr};
+}
+
+Result<HandlerOutcome> HandleShmRelease(const RequestContext& ctx, protocol::AnyRequest& request) {
+  KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
+  auto& release = std::get<protocol::ShmReleaseRequest>(request);
+  protocol::ShmReleaseResponse reply;
+  for (uint64_t id : release.lease_ids) {
+    if (ctx.session.shm.ReleaseLease(id)) ++reply.released;
+  }
+  KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
+  return HandlerOutcome{std::move(response), nullptr};
+}
+
+}  // namespace kvport::server

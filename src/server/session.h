@@ -1,0 +1,127 @@
+// Session: one client of a node speaking the kvport binary protocol over a stream socket (TCP,
+// or a Unix socket for a same-host client), served by one event loop.
+//
+// The session is the protocol layer between a byte stream and the CacheService: it decodes
+// frames, looks the opcode up in the command table, and moves bytes between the socket and the
+// arena ranges the handlers give it. A session reads one request at a time in three stages: the
+// fixed frame header, the descriptor section (both into a ReadBuffer that never reads past them),
+// and for MSET the payload, straight into the arena reservations (PayloadReceiver). It then queues
+// the response (owned head + borrowed, pinned arena ranges) and writes it with writev, resuming
+// across EPOLLOUT events. Requests are answered in order.
+//
+// Backpressure: between requests, the session stops reading (drops EPOLLIN) while more than
+// max_outstanding_bytes of responses are queued, and resumes when the queue drains below it.
+//
+// A malformed frame is answered with an ERROR frame; then the session stops reading
+// requests, half-closes (so the peer sees the ERROR before the end of the stream rather than
+// a reset) and closes once the peer closes or a short linger passes. Nothing stored is touched:
+// the request was rejected before reaching the store.
+//
+// On a Unix socket the session also serves the shared-memory requests (SHM_*, docs/protocol.md)
+// once SHM_ATTACH has been granted to the peer; the leases and reservations they create belong
+// to the session (SessionState) and end with it, however it ends.
+//
+// All members are called on the loop thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "net/event_loop.h"
+#include "net/listener.h"
+#include "net/output_queue.h"
+#include "net/read_buffer.h"
+#include "net/socket.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+#include "server/request_context.h"
+
+namespace kvport::server {
+
+struct SessionOptions {
+  uint64_t max_outstanding_bytes = uint64_t{256} << 20;
+  // How long a half-closed session waits for its peer to close before closing anyway.
+  std::chrono::milliseconds linger = std::chrono::seconds(2);
+};
+
+class Session final : public net::EventHandler {
+ public:
+  // `on_closed` runs (on the loop thread) once, when the session has closed; the owner then
+  // destroys it later (never inside the call). `kind` says which listener accepted `socket`.
+  Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind, CacheService& service,
+          const SessionOptions& options, std::function<void(Session*)> on_closed);
+  ~Session() override;
+
+  // Registers with the loop. On error the session is closed.
+  Status Start();
+  void OnEvents(uint32_t events) override;
+
+  // Graceful stop: finish the request being received or answered, read no new one, then close.
+  void BeginShutdown();
+  // Closes now: aborts an MSET in progress and every shared-memory reservation (nothing of them
+  // becomes visible), releases pins and leases.
+  void Close(std::string_view reason);
+
+  bool closed() const { return phase_ == Phase::kClosed; }
+  // Time of the last byte read or written (or of Start).
+  MonotonicClock::time_point last_activity() const { return last_activity_; }
+  // True while the peer holds shared-memory leases or reservations: its client may be reading
+  // or writing the arena without a byte on the socket, so it is not idle.
+  bool holds_arena_ranges() const { return state_.shm.holds_ranges(); }
+  const std::string& peer() const { return peer_; }
+
+ private:
+  enum class Phase {
+    kHeader,      // reading a frame header (or waiting for one)
+    kDescriptor,  // reading the descriptor section
+    kPayload,     // reading an MSET payload into the store's reservations
+    kFailing,     // writing an ERROR frame; then half-close and linger
+    kLinger,      // half-closed: discarding input until the peer closes
+    kClosed,
+  };
+
+  void OnReadable();
+  // Advances the request state machine by one read; false when it cannot progress now.
+  bool ReadStep();
+  // Reads into in_ up to `target` bytes (counting them); nullopt when the session closed.
+  std::optional<net::IoProgress> FillInput(size_t target);
+  bool ReadHeader();
+  bool ReadDescriptor();
+  bool ReadPayload();
+  void Dispatch();
+  void CompleteRequest(Response response);
+  void Fail(const Status& status, uint64_t request_id);
+  void Flush();
+  void AfterOutputDrained();
+  void HalfCloseAndLinger();
+  void DiscardInput();
+  bool AtRequestBoundary() const;
+  bool WantsToRead() const;
+  void UpdateInterest();
+  void Touch() { last_activity_ = loop_->Now(); }
+
+  net::EventLoop* const loop_;
+  net::Socket socket_;
+  CacheService& service_;
+  const SessionOptions options_;
+  std::function<void(Session*)> on_closed_;
+  std::string peer_;
+
+  Phase phase_ = Phase::kHeader;
+  bool shutting_down_ = false;
+  uint32_t interest_ = 0;
+  net::TimerId linger_timer_ = 0;
+  MonotonicClock::time_point last_activity_;
+
+  SessionState state_;
+  net::ReadBuffer in_;
+  protocol::FrameHeader header_;
+  protocol::AnyRequest request_;
+  std::unique_ptr<PayloadReceiver> receiver_;
+  net::OutputQueue out_;
+};
+
+}  // namespace kvport::server

@@ -1,0 +1,50 @@
+#include "server/shm_holdings.h"
+
+namespace kvport::server {
+
+uint64_t ShmHoldings::AddLease(std::vector<store::ReadHandle> pins) {
+  Lease lease;
+  for (const store::ReadHandle& pin : pins)
+    lease.bytes += pin.size();
+  lease.pins = std::move(pins);
+  if (counters_ != nullptr) counters_->LeaseTaken(lease.bytes);
+  const uint64_t id = next_id_++;
+  leases_.emplace(id, std::move(lease));
+  return id;
+}
+
+bool ShmHoldings::ReleaseLease(uint64_t id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return false;
+  if (counters_ != nullptr) counters_->LeaseReleased(it->second.bytes);
+  leases_.erase(it);  // drops the pins
+  return true;
+}
+
+uint64_t ShmHoldings::AddReservation(WriteBatch batch) {
+  const uint64_t id = next_id_++;
+  reservations_.emplace(id, std::move(batch));
+  return id;
+}
+
+Result<WriteBatch> ShmHoldings::TakeReservation(uint64_t id) {
+  auto it = reservations_.find(id);
+  if (it == reservations_.end()) {
+    return Status::NotFound("reservation " + std::to_string(id) +
+                            " is not open on this session (committed already, or never made)");
+  }
+  WriteBatch batch = std::move(it->second);
+  reservations_.erase(it);
+  return batch;
+}
+
+void ShmHoldings::Clear() {
+  if (counters_ != nullptr) {
+    for (const auto& [id, lease] : leases_)
+      counters_->LeaseReleased(lease.bytes);
+  }
+  leases_.clear();
+  reservations_.clear();  // each WriteBatch aborts what it holds
+}
+
+}  // namespace kvport::server

@@ -1,0 +1,62 @@
+// ShmHoldings: the arena ranges a shared-memory client holds through one session.
+//
+// Leases are the pins of SHM_GET answers: the client reads those values through its own
+// mapping, so the node must not free or reuse their bytes until the client says it is done
+// (SHM_RELEASE) or is gone. Reservations are SHM_RESERVE answers the client is filling through
+// its mapping; only SHM_COMMIT makes them visible. Both end when the session ends, whatever
+// ends it (a clean close, a protocol error, the client killed: the kernel closes its socket),
+// so a dead client never leaks a pin or a reservation.
+//
+// Eviction never frees leased bytes: a lease is a store pin, and the store frees an object's
+// extent only with its last pin (an evicted or overwritten object just stops being visible).
+//
+// Loop thread only (a session's state); the node-wide gauges are in ServerCounters.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "server/cache_service.h"
+#include "store/object_store.h"
+
+namespace kvport::server {
+
+class ShmHoldings {
+ public:
+  explicit ShmHoldings(ServerCounters* counters = nullptr) : counters_(counters) {}
+  ~ShmHoldings() { Clear(); }
+  ShmHoldings(const ShmHoldings&) = delete;
+  ShmHoldings& operator=(const ShmHoldings&) = delete;
+
+  void set_counters(ServerCounters* counters) { counters_ = counters; }
+
+  size_t leases() const { return leases_.size(); }
+  size_t reservations() const { return reservations_.size(); }
+  bool holds_ranges() const { return !leases_.empty() || !reservations_.empty(); }
+
+  // Keeps `pins` (non-empty) until ReleaseLease; returns the lease id (never 0).
+  uint64_t AddLease(std::vector<store::ReadHandle> pins);
+  // Drops the lease's pins; false for an id that is not a live lease of this session.
+  bool ReleaseLease(uint64_t id);
+
+  // Keeps `batch` (with at least one reserved item) until TakeReservation; returns its id.
+  uint64_t AddReservation(WriteBatch batch);
+  // Hands the reservation back for commit; NotFound for an unknown id.
+  Result<WriteBatch> TakeReservation(uint64_t id);
+
+  // Ends every lease and aborts every reservation.
+  void Clear();
+
+ private:
+  struct Lease {
+    std::vector<store::ReadHandle> pins;
+    uint64_t bytes = 0;
+  };
+  ServerCounters* counters_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, Lease> leases_;
+  std::unordered_map<uint64_t, WriteBatch> reservations_;
+};
+
+}  // namespace kvport::server

@@ -1,0 +1,80 @@
+// A shared-memory client that takes arena ranges and then waits to be killed: what
+// shm_process_test runs as a child process to show that a client killed with SIGKILL leaves
+// neither a lease nor a reservation behind on the node.
+//
+//   shm_holder lease PATH KEY          lends KEY in place (MGetInPlace) and holds the lease
+//   shm_holder reserve PATH KEY BYTES  reserves BYTES for KEY (SHM_RESERVE), never commits
+//
+// It prints "ready" on stdout once it holds the range, then sleeps until killed.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "client/arena_mapping.h"
+#include "client/batch_call.h"
+#include "client/connection.h"
+#include "kvport/client.h"
+
+namespace {
+
+int Fail(const kvport::Status& s) {
+  std::fprintf(stderr, "shm_holder: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int Ready() {
+  std::printf("ready\n");
+  std::fflush(stdout);
+  for (;;)
+    ::pause();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace kvport;
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: shm_holder lease|reserve PATH KEY [BYTES]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const std::string path = argv[2];
+  const std::string key = argv[3];
+  if (mode == "lease") {
+    Client client;
+    Status init = client.Init("shm-holder", "unix:" + path);
+    if (!init.ok()) return Fail(init);
+    Result<LentValues> lent = client.MGetInPlace({key});
+    if (!lent.ok()) return Fail(lent.status());
+    if (lent->result().codes[0] != KeyCode::kSuccess) return Fail(lent->result().error);
+    return Ready();
+  }
+  if (mode == "reserve" && argc == 5) {
+    client::ArenaMapper mapper;
+    client::NodeAddress address;
+    address.unix_path = path;
+    const client::Deadline deadline = MonotonicClock::now() + std::chrono::seconds(10);
+    Result<std::shared_ptr<client::Connection>> conn =
+        client::Connection::Open(address, "shm-holder", deadline, {}, &mapper);
+    if (!conn.ok()) return Fail(conn.status());
+    client::DecodingHandler<protocol::ShmReserveRequest, protocol::ShmReserveResponse> handler;
+    handler.request.items.push_back(
+        protocol::MsetItem{key, "", std::strtoull(argv[4], nullptr, 10), nullptr});
+    handler.limits = (*conn)->limits();
+    protocol::EncodedFrame frame;
+    const uint64_t id = (*conn)->NextRequestId();
+    Status encoded =
+        protocol::EncodeRequest(id, handler.request, (*conn)->limits(), &frame, (*conn)->version());
+    if (!encoded.ok()) return Fail(encoded);
+    Result<client::Connection::Ticket> ticket = (*conn)->Send(id, frame, &handler, deadline);
+    if (!ticket.ok()) return Fail(ticket.status());
+    Status waited = (*conn)->Wait(*ticket, deadline);
+    if (!waited.ok()) return Fail(waited);
+    if (handler.response.reservation_id == 0) return Fail(Status::NoSpace("nothing reserved"));
+    return Ready();
+  }
+  std::fprintf(stderr, "shm_holder: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}

@@ -1,0 +1,134 @@
+// A shared-memory client killed with SIGKILL (no chance to release anything) leaves no lease
+// and no reservation on the node: the kernel closes its Unix socket, and the session's end
+// takes every arena range the session held.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvport/client.h"
+#include "kvport/server.h"
+#include "test_node.h"
+
+namespace kvport {
+namespace {
+
+using testing::Pattern;
+using testing::SmallNodeOptions;
+using testing::StartNode;
+
+// A running shm_holder child; killed (SIGKILL) and reaped by Kill() or the destructor.
+class Holder {
+ public:
+  explicit Holder(std::vector<std::string> args) {
+    int out[2];
+    if (::pipe(out) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<char*> argv;
+      static std::string binary = KVPORT_SHM_HOLDER;
+      argv.push_back(binary.data());
+      for (std::string& a : args)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(binary.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    stdout_ = ::fdopen(out[0], "r");
+  }
+  ~Holder() { Kill(); }
+
+  // Blocks until the child printed "ready" (true) or exited (false).
+  bool WaitReady() {
+    if (stdout_ == nullptr) return false;
+    char line[64] = {};
+    return std::fgets(line, sizeof(line), stdout_) != nullptr && std::string(line) == "ready\n";
+  }
+  void Kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+    if (stdout_ != nullptr) {
+      std::fclose(stdout_);
+      stdout_ = nullptr;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* stdout_ = nullptr;
+};
+
+// Waits (bounded) until the node's counter `name` reads `want`: the node notices the closed
+// socket on its own loop thread, shortly after the kill.
+bool EventuallyEquals(const Server& server, const char* name, uint64_t want) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until) {
+    if (server.Stats().Get(name) == want) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return server.Stats().Get(name) == want;
+}
+
+ServerOptions ShmNode() {
+  ServerOptions options = SmallNodeOptions();
+  options.unix_socket = "auto";
+  return options;
+}
+
+TEST(ShmProcessTest, AKilledClientLeavesNoLease) {
+  auto server = StartNode(ShmNode());
+  ASSERT_NE(server, nullptr);
+  Client writer;
+  ASSERT_TRUE(writer.Init("writer", server->address()).ok());
+  std::vector<char> value = Pattern(1, 1 << 20);
+  IOBuffers buffers;
+  buffers.Append(value.data(), value.size());
+  ASSERT_TRUE(writer.MSet({"held"}, buffers).ok());
+
+  Holder holder({"lease", server->unix_socket_path(), "held"});
+  ASSERT_TRUE(holder.WaitReady());
+  EXPECT_EQ(server->Stats().Get("leases"), 1u);
+  EXPECT_EQ(server->Stats().Get("leased_bytes"), uint64_t{1} << 20);
+  holder.Kill();
+  EXPECT_TRUE(EventuallyEquals(*server, "leases", 0));
+  EXPECT_EQ(server->Stats().Get("leased_bytes"), 0u);
+  // The object itself is untouched.
+  std::vector<char> out(1 << 20);
+  IOBuffers into;
+  into.Append(out.data(), out.size());
+  ASSERT_TRUE(writer.MGet({"held"}, {}, into).ok());
+  EXPECT_EQ(out, value);
+}
+
+TEST(ShmProcessTest, AKilledClientsReservationIsAbortedAndNeverVisible) {
+  auto server = StartNode(ShmNode());
+  ASSERT_NE(server, nullptr);
+  Holder holder({"reserve", server->unix_socket_path(), "half-written", std::to_string(1 << 20)});
+  ASSERT_TRUE(holder.WaitReady());
+  EXPECT_EQ(server->Stats().Get("reserved_bytes"), uint64_t{1} << 20);
+  holder.Kill();
+  EXPECT_TRUE(EventuallyEquals(*server, "reserved_bytes", 0));
+  EXPECT_EQ(server->Stats().Get("aborted_msets"), 1u);
+  Client reader;
+  ASSERT_TRUE(reader.Init("reader", server->address()).ok());
+  Result<BatchResult> exists = reader.MExist({"half-written"});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ(exists->codes[0], KeyCode::kKeyNotExist);
+}
+
+}  // namespace
+}  // namespace kvport

@@ -1,0 +1,296 @@
+// The same-host shared-memory transport against a real node: choosing it, moving values through
+// the mapped arena (and not the socket), lending values in place, leases against eviction.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "client/arena_mapping.h"
+#include "client/endpoint.h"
+#include "kvport/client.h"
+#include "kvport/server.h"
+#include "test_node.h"
+
+namespace kvport {
+namespace {
+
+using testing::Pattern;
+using testing::SmallNodeOptions;
+using testing::StartNode;
+
+ServerOptions ShmNodeOptions(uint64_t capacity = uint64_t{64} << 20) {
+  ServerOptions options = SmallNodeOptions(capacity);
+  options.unix_socket = "auto";
+  return options;
+}
+
+IOBuffers Buffers(std::vector<std::vector<char>>& values) {
+  IOBuffers buffers;
+  for (auto& v : values)
+    buffers.Append(v.data(), v.size());
+  return buffers;
+}
+
+IOBuffers One(std::vector<char>& value) {
+  IOBuffers buffers;
+  buffers.Append(value.data(), value.size());
+  return buffers;
+}
+
+// Bytes the node moved through its sockets, both ways.
+uint64_t SocketBytes(const Server& server) {
+  ServerStats stats = server.Stats();
+  return stats.Get("bytes_sent") + stats.Get("bytes_received");
+}
+
+TEST(ShmTransportTest, AutoPicksSharedMemoryForANodeOnThisHost) {
+  auto server = StartNode(ShmNodeOptions());
+  ASSERT_NE(server, nullptr);
+  ASSERT_FALSE(server->unix_socket_path().empty());
+  Client client;
+  ASSERT_TRUE(client.Init("shm-auto", server->address()).ok());
+  EXPECT_EQ(client.transport(), "shared memory") << client.transport_reason();
+  EXPECT_NE(client.transport_reason().find(server->unix_socket_path()), std::string::npos)
+      << client.transport_reason();
+
+  // eic_trans_type 1 forces TCP even so.
+  Client tcp;
+  InitOptions options;
+  options.transport_type = 1;
+  ASSERT_TRUE(tcp.Init("shm-tcp", server->address(), options).ok());
+  EXPECT_EQ(tcp.transport(), "TCP");
+}
+
+TEST(ShmTransportTest, NoUnixSocketMeansTcpWithTheReason) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-none", server->address()).ok());
+  EXPECT_EQ(client.transport(), "TCP");
+  EXPECT_NE(client.transport_reason().find("offers no shared memory"), std::string::npos)
+      << client.transport_reason();
+  Result<LentValues> lent = client.MGetInPlace({"k"});
+  ASSERT_FALSE(lent.ok());
+  EXPECT_EQ(lent.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(lent.status().message().find("shared-memory transport"), std::string::npos);
+}
+
+TEST(ShmTransportTest, PutAndGetMoveValuesThroughTheArenaNotTheSocket) {
+  auto server = StartNode(ShmNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-bytes", "unix:" + server->unix_socket_path()).ok());
+  ASSERT_EQ(client.transport(), "shared memory") << client.transport_reason();
+
+  // 4 MiB and 1 MiB values, an empty one, and metas.
+  std::vector<std::string> keys = {"big", "mid", "empty"};
+  std::vector<std::vector<char>> values = {Pattern(1, 4 << 20), Pattern(2, 1 << 20), {}};
+  const uint64_t value_bytes = (4 << 20) + (1 << 20);
+  const uint64_t before = SocketBytes(*server);
+  Result<BatchResult> put = client.MSet(keys, Buffers(values), {}, {"m-big", "", "m-empty"});
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->status, BatchCode::kSuccess) << put->error.ToString();
+
+  std::vector<std::vector<char>> out = {std::vector<char>(4 << 20), std::vector<char>(1 << 20),
+                                        std::vector<char>(8)};
+  Result<GetResult> got = client.MGet(keys, {}, Buffers(out));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->status, BatchCode::kSuccess) << got->error.ToString();
+  EXPECT_EQ(out[0], values[0]);
+  EXPECT_EQ(out[1], values[1]);
+  EXPECT_EQ(got->value_sizes, (std::vector<uint64_t>{4 << 20, 1 << 20, 0}));
+  EXPECT_EQ(got->metas, (std::vector<std::string>{"m-big", "", "m-empty"}));
+
+  // Only control frames crossed the socket: a put and a get of 5 MiB moved a few hundred bytes.
+  const uint64_t through_socket = SocketBytes(*server) - before;
+  EXPECT_LT(through_socket, 4096u)
+      << through_socket << " socket bytes for " << value_bytes << " value bytes";
+
+  // A TCP client sees the same objects (one store), and its bytes do cross the socket (a put:
+  // the node counts received bytes before it answers).
+  Client tcp;
+  InitOptions options;
+  options.transport_type = 1;
+  ASSERT_TRUE(tcp.Init("shm-tcp", server->address(), options).ok());
+  std::vector<char> via_tcp(4 << 20);
+  Result<GetResult> tcp_got = tcp.MGet({"big"}, {}, One(via_tcp));
+  ASSERT_TRUE(tcp_got.ok());
+  EXPECT_EQ(via_tcp, values[0]);
+  const uint64_t before_tcp_put = server->Stats().Get("bytes_received");
+  ASSERT_TRUE(tcp.MSet({"big-tcp"}, One(via_tcp)).ok());
+  EXPECT_GT(server->Stats().Get("bytes_received") - before_tcp_put, uint64_t{4} << 20);
+}
+
+TEST(ShmTransportTest, PerKeyOutcomesMatchTcp) {
+  auto server = StartNode(ShmNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-codes", "unix:" + server->unix_socket_path()).ok());
+  std::vector<std::vector<char>> values = {Pattern(3, 4096)};
+  ASSERT_TRUE(client.MSet({"k"}, Buffers(values), SetOptions{"ns"}).ok());
+
+  // A miss, a buffer too small (untouched), a hit.
+  std::vector<std::vector<char>> out = {std::vector<char>(16), std::vector<char>(100, 'x'),
+                                        std::vector<char>(4096)};
+  Result<GetResult> got = client.MGet({"absent", "k", "k"}, GetOptions{"ns"}, Buffers(out));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->codes, (std::vector<KeyCode>{KeyCode::kKeyNotExist, KeyCode::kBufferTooSmall,
+                                              KeyCode::kSuccess}));
+  EXPECT_EQ(got->value_sizes[1], 4096u);
+  EXPECT_EQ(out[1], std::vector<char>(100, 'x'));
+  EXPECT_EQ(out[2], values[0]);
+
+  // Any namespace, meta-only, exists and delete over the same Unix-socket sessions.
+  GetOptions any;
+  any.any_namespace = true;
+  std::vector<char> any_out(4096);
+  Result<GetResult> found = client.MGet({"k"}, any, One(any_out));
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->codes[0], KeyCode::kSuccess);
+  EXPECT_EQ(any_out, values[0]);
+  Result<GetResult> meta = client.MGetMeta({"k"}, GetOptions{"ns"});
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->value_sizes[0], 4096u);
+  Result<BatchResult> del = client.MDel({"k"}, DelOptions{"ns"});
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(del->codes[0], KeyCode::kSuccess);
+  Result<BatchResult> exists = client.MExist({"k"}, ExistOptions{"ns"});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ(exists->codes[0], KeyCode::kKeyNotExist);
+}
+
+TEST(ShmTransportTest, ABatchLargerThanOneFrameIsSplitAndCommittedOnItsOwnSessions) {
+  ServerOptions options = ShmNodeOptions();
+  options.max_batch_keys = 8;  // 50 keys: 7 frames over the pool's sessions
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  Client client;
+  InitOptions init;
+  init.connections = 3;
+  ASSERT_TRUE(client.Init("shm-frames", server->address(), init).ok());
+  ASSERT_EQ(client.transport(), "shared memory");
+  std::vector<std::string> keys;
+  std::vector<std::vector<char>> values;
+  for (int i = 0; i < 50; ++i) {
+    keys.push_back("key-" + std::to_string(i));
+    values.push_back(Pattern(100 + i, 1000 + i));
+  }
+  Result<BatchResult> put = client.MSet(keys, Buffers(values));
+  ASSERT_TRUE(put.ok());
+  ASSERT_EQ(put->status, BatchCode::kSuccess) << put->error.ToString();
+  std::vector<std::vector<char>> out;
+  for (int i = 0; i < 50; ++i)
+    out.emplace_back(1000 + i);
+  Result<GetResult> got = client.MGet(keys, {}, Buffers(out));
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->status, BatchCode::kSuccess);
+  EXPECT_EQ(out, values);
+  EXPECT_EQ(server->Stats().Get("reserved_bytes"), 0u);  // every reservation was committed
+}
+
+TEST(ShmTransportTest, LentValuesAreReadInPlaceAndSurviveEvictionUntilReleased) {
+  auto server = StartNode(ShmNodeOptions(uint64_t{8} << 20));  // room for ~7 MiB values
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-lend", "unix:" + server->unix_socket_path()).ok());
+  std::vector<std::vector<char>> values = {Pattern(7, 1 << 20)};
+  ASSERT_TRUE(client.MSet({"lent"}, Buffers(values)).ok());
+
+  Result<LentValues> lent = client.MGetInPlace({"lent", "absent"});
+  ASSERT_TRUE(lent.ok()) << lent.status().ToString();
+  ASSERT_TRUE(lent->valid());
+  EXPECT_EQ(lent->result().codes, (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kKeyNotExist}));
+  ASSERT_EQ(lent->value(0).size(), values[0].size());
+  EXPECT_TRUE(lent->value(1).empty());
+  EXPECT_EQ(std::memcmp(lent->value(0).data(), values[0].data(), values[0].size()), 0);
+  EXPECT_EQ(server->Stats().Get("leases"), 1u);
+
+  // Overwrite the key and fill the node several times over: the old version is evicted from
+  // view, but its bytes are leased, so they stay exactly as they were.
+  std::vector<std::vector<char>> other = {Pattern(8, 1 << 20)};
+  ASSERT_TRUE(client.MSet({"lent"}, Buffers(other)).ok());
+  for (int i = 0; i < 24; ++i) {
+    std::vector<std::vector<char>> filler = {Pattern(1000 + i, 1 << 20)};
+    ASSERT_TRUE(client.MSet({"filler-" + std::to_string(i)}, Buffers(filler)).ok());
+  }
+  EXPECT_GT(server->Stats().Get("evictions"), 0u);
+  EXPECT_EQ(std::memcmp(lent->value(0).data(), values[0].data(), values[0].size()), 0);
+
+  // Released: the node drops the pin (the release is not waited for; a PING behind it on every
+  // session is answered after it).
+  lent->Release();
+  EXPECT_FALSE(lent->valid());
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(client.Ping().ok());
+  EXPECT_EQ(server->Stats().Get("leases"), 0u);
+  EXPECT_EQ(server->Stats().Get("leased_bytes"), 0u);
+}
+
+TEST(ShmTransportTest, ANodeWithoutSharedMemoryServesTheUnixSocketWithBytes) {
+  ServerOptions options = ShmNodeOptions();
+  options.shared_memory = false;
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-off", "unix:" + server->unix_socket_path()).ok());
+  EXPECT_EQ(client.transport(), "Unix socket");
+  EXPECT_NE(client.transport_reason().find("switched off"), std::string::npos)
+      << client.transport_reason();
+  std::vector<std::vector<char>> values = {Pattern(9, 65536)};
+  ASSERT_TRUE(client.MSet({"k"}, Buffers(values)).ok());
+  std::vector<std::vector<char>> out = {std::vector<char>(65536)};
+  ASSERT_TRUE(client.MGet({"k"}, {}, Buffers(out)).ok());
+  EXPECT_EQ(out, values);
+  EXPECT_GT(SocketBytes(*server), 2u * 65536);
+
+  // A TCP client of this node is not offered shared memory either.
+  Client tcp;
+  ASSERT_TRUE(tcp.Init("shm-off-tcp", server->address()).ok());
+  EXPECT_EQ(tcp.transport(), "TCP");
+}
+
+TEST(ShmTransportTest, TheUnixSocketIsOwnerOnlyAndRemovedOnStop) {
+  auto server = StartNode(ShmNodeOptions());
+  ASSERT_NE(server, nullptr);
+  const std::string path = server->unix_socket_path();
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  server->Stop();
+  EXPECT_NE(::stat(path.c_str(), &st), 0);
+}
+
+TEST(ShmTransportTest, EndpointParsesUnixPaths) {
+  Result<client::Endpoint> unix_endpoint = client::ParseEndpoint("unix:/run/kvport/node.sock");
+  ASSERT_TRUE(unix_endpoint.ok());
+  EXPECT_EQ(unix_endpoint->address.unix_path, "/run/kvport/node.sock");
+  EXPECT_EQ(unix_endpoint->address.ToString(), "unix:/run/kvport/node.sock");
+  EXPECT_FALSE(client::ParseEndpoint("unix:relative.sock").ok());
+  EXPECT_FALSE(client::ParseEndpoint("unix:/" + std::string(200, 'a')).ok());
+}
+
+TEST(ShmTransportTest, AMappingRefusesRangesOutsideTheArena) {
+  // A memfd of 64 KiB stands in for an arena: a node answering an offset past it is caught.
+  int fd = ::memfd_create("test-arena", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 65536), 0);
+  Result<std::shared_ptr<client::ArenaMapping>> wrong_size =
+      client::ArenaMapping::Map(net::Socket(::dup(fd)), 131072);
+  EXPECT_EQ(wrong_size.status().code(), StatusCode::kCorruption);
+  Result<std::shared_ptr<client::ArenaMapping>> mapping =
+      client::ArenaMapping::Map(net::Socket(fd), 65536);
+  ASSERT_TRUE(mapping.ok()) << mapping.status().ToString();
+  EXPECT_TRUE((*mapping)->ReadRange(0, 65536).ok());
+  EXPECT_EQ((*mapping)->ReadRange(65536, 1).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ((*mapping)->WriteRange(uint64_t{1} << 63, uint64_t{1} << 63).status().code(),
+            StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace kvport
