@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Codec cost per batch: encode and decode of MSET requests and MGET responses, against a memcpy
 // of the same descriptor bytes as the in-run baseline (report the ratio, not the absolute).
 #include <benchmark/benchmark.h>

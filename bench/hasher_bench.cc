@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Micro-benchmarks of the engine's naming path: chunk hashing and CacheKey text.
 //
 // Reported per call; BM_ChunkHasher also as bytes/s of token data (4 bytes per token), to set

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Micro-benchmarks of the store: the allocator alone, the put/lookup paths, and eviction under
 // capacity pressure. Read them as ratios: BM_PutWithCopy vs BM_MemcpyBaseline is the store's
 // overhead over the copy the server must do anyway.

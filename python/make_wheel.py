@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds kvport's wheel from a build tree, with the standard library only (no network, no
 build backend): the kvport and eic packages from --tree, the kvport CLI as kvport/bin/kvport,
 debug info stripped from the binaries. The tag names the interpreter and platform the extension

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ByteVector: a vector of bytes whose resize() does not zero-fill.
 //
 // A buffer that a read is about to overwrite gains nothing from being zeroed first, and for the

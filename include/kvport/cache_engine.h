@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CacheEngine: token ids in, cached KV chunks out — the part of LMCache an inference engine
 // calls, in C++.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CacheKey: the name of one chunk of KV cache, in LMCache's CacheEngineKey string form.
 //
 // Current form (LMCache v1, 0.4.x), fields separated by '@':

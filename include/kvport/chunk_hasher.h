@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ChunkHasher: token ids -> a chain of chunk hashes, the identity of each chunk of KV cache.
 //
 // Tokens are cut into chunks of chunk_size; chunk i's hash covers the previous chunk's hash, so

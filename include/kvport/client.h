@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvport::Client: the EIC-style client SDK of a kvport cache node.
 //
 // What an inference engine links against (LMCache's eic:// connector and SGLang call the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvport configuration: one loader for client (LMCache-compatible) and node settings.
 //
 // Values come from three places; for each key the first that has it wins:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RemoteConnector: a remote tier of KV-cache chunks with LMCache's semantics.
 //
 // A serving engine (or kvport's CacheEngine) hands a connector chunks named by CacheKey, each a

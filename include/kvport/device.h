@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Accelerator runtimes, found at run time and never required.
 //
 // kvport runs unchanged on CPU-only, CUDA and Ascend hosts. The CUDA runtime (libcudart) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Caller-owned memory handed to the client: one buffer per key, EIC-style.
 //
 // The client never owns, copies into its own storage, or frees these buffers. A value is written

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging for kvport libraries and tools.
 //
 // A thin front over spdlog so that spdlog's heavy headers stay in one .cc file. Messages are

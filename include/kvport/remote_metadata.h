@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RemoteMetadata: LMCache's small binary header that describes a stored chunk's payload.
 //
 // Layout (LMCache v1 lmcache/v1/protocol.py, struct "i" * (2 + 5 * groups)), every field a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvport::Server: a cache node (the engine of `kvport serve`), embeddable in-process.
 //
 //   kvport::ServerOptions options;            // 127.0.0.1, ephemeral port, 1 GiB

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Byte sizes with units, as written in configuration files and on the command line.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status and Result<T>: the error model of every kvport library API.
 //
 // No exception crosses a public kvport API. A function that can fail returns a Status (or a

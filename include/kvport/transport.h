@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which data transport a client will actually use, given what it asked for and this host.
 //
 // EIC configurations name the transport with eic_trans_type: 1 TCP, 2 RDMA, 3 GPUDirect RDMA

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`eic` from Python against the C++ client, same node, same workload, one run.
 
     make python && PYTHONPATH=build/python python3 python/bench/eic_bench.py

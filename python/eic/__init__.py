@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """eic: kvport's drop-in for the vendor's EIC Python SDK.
 
 LMCache's EICConnector (`remote_url: eic://...`) and SGLang's EIC storage backend call

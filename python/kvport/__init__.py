@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvport: an open remote KV cache for LLM inference, from Python.
 
     import kvport

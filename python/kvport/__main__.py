@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`python -m kvport ...` and the `kvport` console script: run the kvport CLI.
 
 The wheel carries the CLI as kvport/bin/kvport; in a build tree (PYTHONPATH=build/python) it

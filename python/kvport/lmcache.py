@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Make LMCache's EIC connector constructible on hosts without the CUDA runtime.
 
 LMCache cores of the v0.4.4 era construct ``EICConnector`` like this::

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CallBuffers: the caller's Python buffers of one client call, as a kvport::IOBuffers.
 //
 // Accepted per item, all zero-copy (the client reads from / writes into the object's own memory):

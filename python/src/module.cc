@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvport._core: the C++ client, an embedded node, config check and doctor, for Python.
 //
 // A thin layer: kvport/__init__.py turns these raw results (ints, tuples) into IntEnums and result

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures: an embedded node per test module, and helpers for caller memory.
 
 The packages come from PYTHONPATH (ctest sets build/python); every test is bounded by the ctest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Imports both packages and round-trips through an embedded node, without pytest: run by
 ctest with the python3 first on PATH (which may be another interpreter than Debian's)."""
 

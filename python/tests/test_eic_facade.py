@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The `eic` drop-in: every call shape and status case LMCache and SGLang depend on
 (the EIC notes, §1a, §2 and appendix A.2), against an embedded node."""
 

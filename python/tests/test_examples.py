@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every YAML file under examples/ must pass `kvport config check FILE` (exit status 0), and
 every Python file under examples/ must compile (they import engines, so they are not run).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvport.Client, kvport.Server, config_check and doctor against an embedded node."""
 
 from __future__ import annotations

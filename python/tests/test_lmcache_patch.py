@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tests of kvport.lmcache.patch(), the guarded-ctypes patch of LMCache's EIC connector.
 
 No LMCache, torch or vendor ``eic`` is needed: every test builds throwaway stand-ins of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """LMCache's EICConnector call sequence against the eic drop-in, written from the EIC notes
 (appendix A: what each connector call sends through `eic` and how it reads every status; no
 LMCache code is used or copied, and LMCache itself is not installed here).

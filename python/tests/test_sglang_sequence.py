@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SGLang's EICStorage call sequence (HiCache L3 backend) against the eic drop-in, written from
 the EIC notes (§1c); SGLang is not installed here.
 

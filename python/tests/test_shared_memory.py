@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Same-host shared memory from Python: a node with a Unix socket, clients that find it by
 themselves (transport "shared memory"), the ones that must not (TCP forced, shared memory off),
 values read in place, and the eic facade over it."""

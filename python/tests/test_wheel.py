@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The wheel from build/python/dist installs offline into a fresh venv, and its `kvport`
 console script serves a node that the venv's `eic` talks to."""
 

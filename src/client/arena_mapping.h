@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ArenaMapping: a same-host node's arena, mapped into this process.
 //
 // The node passes its arena's memfd over the Unix socket (SHM_ATTACH). The client maps it twice:

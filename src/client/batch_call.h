@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Batched calls over the pool: planning frames, sending them pipelined, collecting outcomes.
 //
 // A batched call (MSET, MGET, MEXIST, MDEL) is cut into frames that fit the node's limits

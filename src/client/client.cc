@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvport::Client: the EIC-style API over a Transport (its pool, frames, data path) and device
 // staging.
 #include "kvport/client.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection: one connection to a node (TCP, or its Unix socket), with pipelined requests.
 //
 // Any number of threads send requests on one Connection; each request carries a fresh request

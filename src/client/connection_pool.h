@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ConnectionPool: a fixed number of connections to one node, reconnected with backoff.
 //
 // Calls are spread over the pool's connections round robin; each connection pipelines the calls

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeviceStaging: where each key's bytes are on the host side of a call.
 //
 // Transports move host memory. A buffer in CUDA or Ascend memory (declared with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Endpoint: where a client connects, as written by users ("host:port" or an eic:// URL).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // EndpointNamespace (include/kvport/client.h): the client's own endpoint parser, for callers
 // (the CLI, tools) that need the /NS of an eic:// URL without reaching into client/.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FramePlanner: splits a batch into frames that fit the node's limits.
 //
 // The node announces how many keys one request may carry (max_batch_keys) and how large its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names of the client's result codes and the rule that turns per-key codes into an overall one.
 #include "kvport/client.h"
 

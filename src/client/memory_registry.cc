@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "client/memory_registry.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MemoryRegistry: which caller memory ranges are device memory (Client::RegisterMemory).
 //
 // TCP can only send from and receive into host memory, so for each buffer of a call the client

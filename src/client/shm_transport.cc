@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "client/shm_transport.h"
 
 #include <cstring>

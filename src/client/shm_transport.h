@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ShmTransport: values through a same-host node's arena, mapped into this process.
 //
 // Every connection of its pool is a Unix-socket session that attached the arena (SHM_ATTACH).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "client/socket_io.h"
 
 #include "net/unix_listener.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Blocking-with-a-deadline I/O over kvport's non-blocking sockets, for the client side.
 //
 // The client keeps its sockets non-blocking (as net/ creates them) and waits in poll(), so that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StagingPool: pinned host memory for staging device buffers through TCP.
 //
 // TCP cannot read from or write into CUDA or Ascend device memory, so an MSet of a device

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stream transport: values in the frames' payload sections, over TCP or a Unix socket.
 #include <utility>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StreamTransport: values in the frames' payload sections, written from the caller's buffers
 // (writev) and read straight into them (readv), over TCP or a node's Unix socket.
 #pragma once

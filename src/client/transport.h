@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transport: how the values of a batched put or get move between a caller's host buffers and a
 // node, in the style of NIXL's backends: a narrow interface, capabilities a caller can ask, and
 // one implementation per data path.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Choosing the data path at Client::Init: shared memory with a node on this host, TCP otherwise.
 //
 //   unix:/PATH endpoint   shared memory, forced: the pool's sessions attach the node's arena. A

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text from outside (a node's namespace and counter names, a config file's values) made safe to
 // print on a terminal or into a line-oriented log: it can neither end a line, move the cursor,
 // reorder what follows it, nor be cut short by a NUL. JSON output does not use this: it goes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "kvport/host_info.h"
 
 #include <sys/utsname.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "kvport/log.h"
 
 #include <spdlog/sinks/stdout_sinks.h>

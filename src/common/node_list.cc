@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "common/node_list.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // EIC's static node list, "HOST:PORT;HOST:PORT" (often written with a trailing ';'): one rule for
 // the config check and the client, which both accept a one-entry list until the cluster issue
 // lands and refuse a longer one rather than silently using its first node.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread-safety annotations for clang's -Wthread-safety, and a mutex that carries them.
 //
 // clang checks at compile time that data declared GUARDED_BY(mu) is only touched with mu held,

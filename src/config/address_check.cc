@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "config/address_check.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks of the configuration's address-valued keys (remote_url, listen, unix_socket): pure text
 // rules, no name resolution and no sockets, so that `kvport config check` explains a bad address
 // before anything tries to use it. The layers that use an address (client/, connector/, server/)

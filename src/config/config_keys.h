@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table of configuration keys: name, environment variable, type, how to parse and check a
 // value, how to print it. docs/configuration.md describes the same table for people; keep the
 // two in the same order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LoadConfig: reads the YAML file and the environment, resolves each key's precedence
 // (environment > file > extra_config > default), applies the key table and collects errors and
 // warnings. yaml-cpp stays inside this file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DescribeConfig / DescribeConfigJson: what `kvport config check` prints.
 #include <fmt/core.h>
 

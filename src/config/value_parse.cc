@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "config/value_parse.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed parsing of configuration values from their text, as written in YAML or in an
 // environment variable. Errors say what was expected and what was found; the caller prefixes
 // where (file:line or variable) and which key.

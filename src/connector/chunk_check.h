@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks shared by every connector: what makes a chunk storable, and what makes stored bytes a
 // chunk.
 #pragma once

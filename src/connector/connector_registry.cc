@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CreateConnector: the table of URL schemes and what each one makes.
 #include <fmt/core.h>
 

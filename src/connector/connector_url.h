@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parts of a connector URL: scheme://authority[/path].
 #pragma once
 

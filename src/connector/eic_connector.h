@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // EicConnector: eic:// — chunks on a kvport node, through kvport::Client.
 //
 // Each chunk is one object on the node: the key is CacheKey::ToString(), the payload is the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "connector/mem_connector.h"
 
 #include <fmt/core.h>

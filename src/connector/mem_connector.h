@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MemConnector: mem:// — chunks in an in-process map.
 //
 // Keeps the same semantics as the eic:// connector (checked chunks, per-key outcomes, prefix

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PriorityExecutor: a bounded pool of worker threads that always runs the most urgent queued task
 // first.
 //

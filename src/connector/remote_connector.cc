@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The single-key forms of RemoteConnector and the priority-ordered AsyncConnector.
 #include <fmt/core.h>
 

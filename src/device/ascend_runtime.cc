@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Ascend runtime (CANN's ACL), reached through libascendcl with dlopen/dlsym; never linked.
 //
 // aclInit is called once per opened runtime with no config file; ACL_ERROR_REPEAT_INITIALIZE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA runtime, reached through libcudart with dlopen/dlsym; never linked.
 //
 // Only the handful of calls kvport needs are resolved, by their stable C names; their

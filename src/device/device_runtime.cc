@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names, the shared parts of DeviceRuntime, and the process-wide runtimes.
 #include <fmt/core.h>
 

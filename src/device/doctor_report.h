@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `kvport doctor` reports about this host, built here so that it can be tested without
 // running the CLI (tools/kvport/cmd_doctor.cc only prints it).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Finding and opening a runtime library with dlopen, without touching process-global state.
 //
 // Internal to the device layer. Libraries are opened RTLD_NOW | RTLD_LOCAL (every symbol bound

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host runtime: ordinary memory, always available. "Device" memory is heap memory and every
 // copy direction is std::memcpy, so code written against DeviceRuntime runs on CPU-only hosts.
 #include <unistd.h>

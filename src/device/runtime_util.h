@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the host, CUDA and Ascend runtimes. Internal to the device layer.
 #pragma once
 

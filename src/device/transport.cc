@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Resolving eic_trans_type against what this build and host can do. See kvport/transport.h.
 #include "kvport/transport.h"
 

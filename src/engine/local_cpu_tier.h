@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LocalCpuTier: the CacheEngine's in-process chunk cache (LMCache's local_cpu backend).
 //
 // An LRU map from key string to chunk, bounded by payload bytes. Chunks are shared (shared_ptr)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "kvport/chunk_hasher.h"
 
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t as a complete type: the state lives on the stack

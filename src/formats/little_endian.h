@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Explicit little-endian encoding of fixed-width integers, independent of the host's byte order
 // and alignment (LevelDB's coding.h idea). The formats of src/formats/ (RemoteMetadata, the chunk
 // hash input) are defined in these terms.

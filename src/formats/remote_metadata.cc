@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "kvport/remote_metadata.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // EventLoop: one epoll instance driven by one thread, with cross-thread tasks and timers.
 //
 // A loop watches file descriptors (level-triggered) and calls an EventHandler when one is ready,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HostPort: a "HOST:PORT" listen or connect address, as written in config and on the command
 // line.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Listener: a listening stream socket that hands out accepted connections, TCP or Unix-domain.
 //
 // A node has one listener per transport it serves (TCP always; a Unix-domain socket for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OutputQueue: the bytes a connection still has to send, written with scatter-gather I/O.
 //
 // A response is a few owned bytes (a frame header and its descriptor section) followed by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReadBuffer and ScatterReader: the two ways a connection reads.
 //
 // ReadBuffer collects a known number of bytes (a frame header, then its descriptor section) in

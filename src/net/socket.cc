@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "net/socket.h"
 
 #include <arpa/inet.h>
@@ -140,6 +141,13 @@ Status SetNoDelay(int fd) {
   int one = 1;
   if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
     return Status::FromErrno("setsockopt(TCP_NODELAY)", errno);
+  }
+  return Status::Ok();
+}
+
+Status SetReceiveLowWater(int fd, int bytes) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) < 0) {
+    return Status::FromErrno("setsockopt(SO_RCVLOWAT)", errno);
   }
   return Status::Ok();
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Socket: an owned file descriptor for a socket, plus the few socket options kvport sets.
 //
 // Every socket kvport creates is non-blocking and close-on-exec; a Socket closes its descriptor
@@ -51,6 +52,8 @@ Result<IoProgress> WriteV(int fd, const iovec* iov, int count);
 
 Status SetNonBlocking(int fd);
 Status SetNoDelay(int fd);
+// SO_RCVLOWAT: the socket reads as readable (poll, epoll) once this many bytes are queued.
+Status SetReceiveLowWater(int fd, int bytes);
 // SO_SNDBUF / SO_RCVBUF. The kernel may round (Linux doubles the value); tests use tiny buffers
 // to force partial writes.
 Status SetSendBufferSize(int fd, int bytes);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TcpListener: a listening TCP socket that hands out accepted connections (with TCP_NODELAY).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UnixListener: a listening Unix-domain stream socket, for clients on the node's host.
 //
 // The socket file is created with mode 0600: only processes of the node's user (and root) can

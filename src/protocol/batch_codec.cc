@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MSET, MGET, MEXIST and MDEL: the batched key operations.
 #include <fmt/core.h>
 

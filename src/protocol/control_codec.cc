@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HELLO, PING, STATS, LIST and ERROR, the batch-status helpers, and opcode dispatch.
 // (NODE_INFO and the SHM_* opcodes of version 3 are in shm_codec.cc.)
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fixed frame header of the kvport wire protocol (docs/protocol.md is normative).
 //
 // A frame is three consecutive parts:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Size limits of the kvport wire protocol, checked before anything is allocated.
 //
 // One Limits value governs a connection. The server uses its configured limits (the config

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Requests and responses of the kvport wire protocol, and their encoders and decoders.
 //
 // Layouts are in docs/protocol.md (normative). Conventions shared by every message:

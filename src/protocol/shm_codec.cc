@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Version 3: NODE_INFO and the shared-memory opcodes SHM_ATTACH, SHM_RESERVE, SHM_COMMIT,
 // SHM_GET and SHM_RELEASE. None carries a payload; SHM_RESERVE and SHM_GET requests reuse the
 // MSET and MGET request descriptors, SHM_COMMIT responses the MSET response layout.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Little-endian wire primitives: bounded readers and appending writers.
 //
 // Every multi-byte integer on the kvport wire is little-endian and is assembled byte by byte

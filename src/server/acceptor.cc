@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/acceptor.h"
 
 #include "kvport/log.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Acceptor: accepts connections on one of the node's listeners and deals them to the workers.
 //
 // Each listener (TCP; the Unix socket when configured), watched by the first worker's loop,

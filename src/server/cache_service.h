@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CacheService: what a node does, with no wire format and no socket.
 //
 // Sessions (the kvport binary protocol over TCP or a Unix socket today; later a Redis-protocol

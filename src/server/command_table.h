@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command table: every request the node serves, what it does, and who handles it.
 //
 // The session decodes a frame into a protocol::AnyRequest and looks its opcode up here; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HELLO, PING, STATS and NODE_INFO: the requests that do not touch stored objects.
 #include <variant>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MEXIST and MDEL: per-key probes and deletes, in one namespace or (the any-namespace flag) in
 // every namespace that holds the key.
 #include <variant>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LIST: one page of a namespace's keys.
 #include <string>
 #include <variant>

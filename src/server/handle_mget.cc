@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MGET: pin every hit and send its bytes straight from the arena. An any-namespace MGET pins the
 // first match of each key (the default namespace first, then the others by name).
 #include <memory>

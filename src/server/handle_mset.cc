@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MSET: reserve every item, read payloads straight into the arena, commit when all are in.
 #include <variant>
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared-memory requests (protocol version 3, Unix-socket sessions): SHM_ATTACH hands the
 // peer the arena's memfd; SHM_RESERVE / SHM_COMMIT are an MSET whose bytes the client copies
 // into the arena itself; SHM_GET / SHM_RELEASE are an MGET whose bytes the client reads from its

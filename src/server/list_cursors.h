@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ListCursorTable: maps the protocol's opaque u64 LIST cursors to the store's cursors.
 //
 // The store pages keys by "the last key returned" (a string); the wire cursor is a u64. The

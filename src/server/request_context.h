@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What request handlers are given and what they give back.
 //
 // A handler turns one decoded request into a Response: the encoded head (header + descriptor)

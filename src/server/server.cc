@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvport::Server: wires the store, the workers and the acceptor together; graceful Stop().
 #include "kvport/server.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ServerCounters: what the network side of a node counts (the store counts the rest).
 //
 // Relaxed atomics: each counter is exact, but a snapshot taken while requests run is not a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Session: one client of a node speaking the kvport binary protocol over a stream socket (TCP,
 // or a Unix socket for a same-host client), served by one event loop.
 //
@@ -91,6 +92,8 @@ class Session final : public net::EventHandler {
   bool ReadHeader();
   bool ReadDescriptor();
   bool ReadPayload();
+  // SO_RCVLOWAT: wake this session when `bytes` (capped) can be read (TCP only).
+  void WakeWhenReadable(size_t bytes);
   void Dispatch();
   void CompleteRequest(Response response);
   void Fail(const Status& status, uint64_t request_id);
@@ -113,6 +116,7 @@ class Session final : public net::EventHandler {
   Phase phase_ = Phase::kHeader;
   bool shutting_down_ = false;
   uint32_t interest_ = 0;
+  int receive_low_water_ = 1;  // the socket's SO_RCVLOWAT
   net::TimerId linger_timer_ = 0;
   MonotonicClock::time_point last_activity_;
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/shm_holdings.h"
 
 namespace kvport::server {

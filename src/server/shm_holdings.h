@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ShmHoldings: the arena ranges a shared-memory client holds through one session.
 //
 // Leases are the pins of SHM_GET answers: the client reads those values through its own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Worker: one I/O thread, its event loop and the connections it serves.
 //
 // An acceptor hands each accepted socket to a worker (Adopt, from any thread); from then on

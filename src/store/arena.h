@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Arena: the one block of memory that holds every value of a cache node.
 //
 // It is mapped once, up front, from a memfd (memfd_create + ftruncate + mmap MAP_SHARED) so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ExtentAllocator: hands out contiguous, block-aligned byte ranges (extents) of an arena.
 //
 // Values are large (LLM KV chunks of 100 KiB to 16 MiB) and of a few recurring sizes, metadata

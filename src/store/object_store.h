@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ObjectStore: the cache node's storage engine. Objects are (namespace, key) -> value bytes in
 // the node's Arena plus a small metadata blob, with atomic visibility, reader pins, LRU
 // eviction, TTLs and per-namespace accounting. No I/O; the store owns all of its locks.

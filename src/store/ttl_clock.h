@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TtlClock: the store's source of time for TTLs, injectable so that tests control expiry
 // without sleeping.
 #pragma once

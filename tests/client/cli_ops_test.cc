@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport put|get|exists|del|stat` run as a child process against an in-process node.
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transport selection at Init and device buffers staged through pinned host memory, with the
 // fake CUDA runtime built in tests/fakes (its path comes as KVPORT_FAKE_CUDART).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client against nodes that misbehave (tests/client/fake_node.h): a response that arrives
 // after its call gave up, a node that stalls mid-response, an ERROR for one pipelined request,
 // sizes a node announces but never backs, a connect attempt that never finishes. Each test

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client's parts on their own: endpoints, codes, the memory registry, frame planning, and
 // timeouts against a node that accepts requests and never answers.
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvport::Client against a real in-process node on an ephemeral loopback port.
 #include "kvport/client.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FakeNode: a raw-socket stand-in for a kvport node on an ephemeral loopback port, whose every
 // connection runs a script the test writes, for the client's behaviour against nodes that answer
 // late, in pieces, never, out of turn, or with sizes that lie. Latch lets a script and the test

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A shared-memory client that takes arena ranges and then waits to be killed: what
 // shm_process_test runs as a child process to show that a client killed with SIGKILL leaves
 // neither a lease nor a reservation behind on the node.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A shared-memory client killed with SIGKILL (no chance to release anything) leaves no lease
 // and no reservation on the node: the kernel closes its Unix socket, and the session's end
 // takes every arena range the session held.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The same-host shared-memory transport against a real node: choosing it, moving values through
 // the mapped arena (and not the socket), lending values in place, leases against eviction.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for client tests: a real in-process kvport node on an ephemeral loopback port, and
 // byte patterns that tell keys apart.
 #pragma once

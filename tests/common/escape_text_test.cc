@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "common/escape_text.h"
 
 #include <gtest/gtest.h>

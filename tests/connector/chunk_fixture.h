@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test chunks: metadata for a given shape and a payload whose bytes depend on a seed, so a test
 // can tell every chunk's bytes apart and check them after a round trip.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // eic:// against a real kvport node on an ephemeral loopback port.
 #include <gtest/gtest.h>
 

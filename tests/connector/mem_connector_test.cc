@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The connector semantics every connector keeps, checked on mem:// (no node needed); the same
 // cases run against a real node in eic_connector_test.cc.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Ascend runtime (ACL) in every state, driven by fake_ascendcl (tests/fakes).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

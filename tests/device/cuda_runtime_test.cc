@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA runtime in every state, driven by fake_cudart (tests/fakes).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

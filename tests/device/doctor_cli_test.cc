@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport doctor` end to end: runs the binary (hence LABELS needs-exec).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

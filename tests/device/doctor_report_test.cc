@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The report `kvport doctor` prints, built from fake and absent runtimes.
 #include "device/doctor_report.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The process-wide runtimes: configured once, opened once, shared by every thread, and
 // invisible to other code's dlopen. This binary configures them with the fakes, so it runs in a
 // process of its own (see CMakeLists.txt).

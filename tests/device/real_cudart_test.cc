@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real libcudart of this host, when there is one. On the development machines it is
 // present (libcudart.so.13) without a driver, so cudaGetDeviceCount fails (error 35) and the
 // runtime must read as present-but-unusable with the runtime's own message. On a host with a

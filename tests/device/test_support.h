@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for device tests: environment knobs for the fake runtimes, and the fakes' paths.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Finds relative links in Markdown files that do not resolve to an existing file, so that the
 // README and docs/ never point at a page that was renamed or never written.
 #pragma once

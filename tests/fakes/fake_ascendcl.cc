@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fake_ascendcl: the ACL calls kvport uses, over host memory, for tests on hosts without an
 // Ascend NPU. Like real ACL, aclInit twice returns ACL_ERROR_REPEAT_INITIALIZE and a thread
 // must aclrtSetDevice before it copies or allocates (else ACL_ERROR_RT_CONTEXT_NULL).

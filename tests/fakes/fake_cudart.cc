@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fake_cudart: the libcudart calls kvport uses, over host memory, for tests on hosts without a
 // GPU. "Device memory" is heap memory the fake tracks; copies are checked against it.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the fake runtimes: knobs read from the environment, and "device memory" that is
 // ordinary heap memory the fake keeps track of, so that copies can be checked the way a real
 // runtime would (a D2H copy whose source is not device memory is an error).

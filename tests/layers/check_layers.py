@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The layering test: every #include and every CMake link follows the layer table.
 
   tests/layers/check_layers.py [--root DIR] [--spdx]

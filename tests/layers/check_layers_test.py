@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Tests of the layering test (check_layers.py) and of scripts/add-spdx.
 
 fixtures/clean/ keeps every rule and must pass; fixtures/violations/ breaks each rule once and

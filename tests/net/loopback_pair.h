@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A connected pair of loopback TCP sockets for net tests: `server` from TcpListener::Accept
 // (non-blocking), `client` a plain blocking socket.
 #pragma once

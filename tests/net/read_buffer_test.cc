@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "net/read_buffer.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Valid frames of every opcode and direction, built with the encoders: the round-trip and
 // truncation tests iterate over them and the fuzzer's seed corpus is made of them.
 #pragma once

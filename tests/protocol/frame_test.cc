@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Limits and the fixed frame header.
 #include "protocol/frame.h"
 

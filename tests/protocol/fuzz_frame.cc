@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for the frame decoder.
 //
 // Every input is decoded as one complete frame with two sets of limits (the defaults, and tiny

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes the sample frames (one file per frame) into a directory: the seed corpus of
 // fuzz_frame. Usage: protocol_fuzz_seeds DIR (DIR must exist).
 #include <cstdio>

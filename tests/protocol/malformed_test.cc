@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Malformed input: every truncation, every bad field, every broken limit is a clean Status.
 #include <gtest/gtest.h>
 

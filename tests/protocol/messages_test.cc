@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every message round-trips; hand-written bytes decode identically on every architecture.
 #include "protocol/messages.h"
 

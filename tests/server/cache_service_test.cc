@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CacheService's shared-memory policy, which the Unix-socket tests cannot reach as another user.
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Many clients at once, and batches under capacity pressure.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failures: disconnects mid-request, malformed frames, shutdown in flight, idle timeouts.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every request type against a real in-process node.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the server tests: an in-process node on an ephemeral loopback port.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TestClient: a minimal, blocking kvport protocol client for server tests.
 //
 // It speaks the wire protocol with the codec (protocol/) over one blocking TCP socket, one

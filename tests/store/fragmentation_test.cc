@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fragmentation: mixed sizes, holes, and requests bigger than any hole.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Many threads at once: random puts, overwrites, reads under pins, deletes, aborts, expiry, and
 // any-namespace lookups, probes and deletes.
 // Asserts what must hold whatever the interleaving: used bytes never exceed the capacity, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport bench` with its redis-server baseline: starts redis-server as a child process, so
 // this binary is labelled needs-exec. Skipped, with the reason printed, when redis-server is
 // not installed.

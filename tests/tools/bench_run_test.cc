@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A tiny `kvport bench` against an in-process node, with the socket baseline; the redis
 // baseline is in bench_redis_test.cc (it starts a child process).
 #include "bench/bench_run.h"

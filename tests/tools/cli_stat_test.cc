@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport stat` against an in-process node whose namespace names hold newlines, NULs, terminal
 // escapes and bytes that are not UTF-8: the text output escapes them (one namespace, one line,
 // nothing raw), the JSON output stays valid JSON. Runs the CLI as a child process.

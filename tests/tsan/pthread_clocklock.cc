@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Linked into every test binary of a ThreadSanitizer build (KVPORT_TSAN, cmake/kvport.cmake).
 //
 // libstdc++ (GCC 11+) locks a std::timed_mutex with a steady_clock deadline (try_lock_until,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport bench`: throughput and latency of put / get / exists through the client SDK, measured
 // in the same run against each transport's limit (the raw loopback socket for TCP, memcpy for
 // shared memory) and redis-server. With no arguments: put and get of 8 MiB values in batches of

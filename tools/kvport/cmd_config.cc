@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport config check [FILE] [--json]`: load a configuration the way the client and the node
 // do, and print every effective value with its source, or the error that makes it invalid.
 #include <CLI/CLI.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport demo`: an embedded node driven through the eic:// connector and a CacheEngine by an
 // LLM-serving-shaped workload (conversations sharing system prompts, growing turn by turn),
 // with every retrieved chunk checked byte for byte. What `make run` runs.

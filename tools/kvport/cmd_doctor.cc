@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport doctor [--json] [--config FILE]`: what this host offers kvport. Accelerator runtimes
 // (found where, version, devices, or why not), transports, and which eic_trans_type values a
 // client here would initialize with. A host without accelerators is a normal host: exit 0.

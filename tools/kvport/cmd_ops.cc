@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Operator commands against a running node, through the client SDK:
 //
 //   kvport put    (--url eic://HOST:PORT[/NS] | --config FILE) [--ns NS] [--ttl S] [--meta T]

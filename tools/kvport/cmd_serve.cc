@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport serve [--config FILE] [--listen HOST:PORT] [--unix-socket PATH|auto|""]
 // [--capacity SIZE] [--threads N]`: run a cache node in the foreground until SIGINT or SIGTERM,
 // then stop gracefully and exit 0.

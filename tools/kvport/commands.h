@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kvport CLI's subcommands. Each lives in its own cmd_*.cc, the only files that include
 // CLI11. Add*Command registers one subcommand on `app`; when it runs, its callback stores the
 // process exit code in *exit_code (0 success, 1 failure with one clear line on stderr,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvport: one binary, many subcommands (serve, doctor, config, put/get/..., bench, demo).
 #include <CLI/CLI.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BenchData: the keys and value buffers of a benchmark, one set per thread, shared by every
 // system measured (kvport and redis get the same keys and the same bytes).
 //

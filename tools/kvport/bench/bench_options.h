@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `kvport bench` runs: the workload, the node it runs against, and the baselines.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport bench` output: a table for people and JSON for machines, from one BenchReport.
 #pragma once
 

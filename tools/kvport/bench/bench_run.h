@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RunBench: one `kvport bench` run. kvport first (an embedded node, or --url), over each
 // transport asked for; then the limits: the raw loopback socket for TCP (the fastest of three
 // socket modes, same byte volume and number of streams, writes of one call's bytes within

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/kvport_phases.h"
 
 #include <fmt/core.h>

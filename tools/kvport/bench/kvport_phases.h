@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kvport side of `kvport bench`: MSet / MGet / MExist through kvport::Client.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LatencyHistogram: latencies in nanoseconds, summarised as percentiles.
 //
 // A log-linear histogram (the HdrHistogram idea): values below 2^kSubBucketBits are counted

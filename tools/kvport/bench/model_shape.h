@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ModelShape: the KV-cache layout of a model, and the bytes of one chunk of it.
 //
 // A chunk of `tokens_per_chunk` tokens holds keys and values for every layer (LMCache's KV_2LTD

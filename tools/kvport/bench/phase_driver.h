@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RunTimedPhase: runs a call on N threads until a shared count of calls or a time limit is
 // reached, and collects per-call latency, keys and bytes. Used for every system the bench
 // measures, so they are timed the same way.

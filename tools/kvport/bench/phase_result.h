@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The outcome of one timed phase of `kvport bench`: a system (kvport, redis, a socket baseline)
 // doing one operation for a number of calls.
 #pragma once

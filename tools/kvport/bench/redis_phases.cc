@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/redis_phases.h"
 
 #include <hiredis/hiredis.h>

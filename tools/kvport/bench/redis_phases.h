@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The redis-server baseline of `kvport bench`: the same keys and values through hiredis, one
 // connection per thread, one SET / GET / EXISTS per key, in redis's best pattern for the value
 // size (BenchOptions::redis_depth: a batch of small values as one pipeline, multi-MiB values

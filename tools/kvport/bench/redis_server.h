@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RedisServer: a redis-server child process on an ephemeral loopback port, for the baseline.
 //
 // Started with persistence off (--save "" --appendonly no), bound to 127.0.0.1 only, its log

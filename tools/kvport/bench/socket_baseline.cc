@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/socket_baseline.h"
 
 #include "bench/phase_driver.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The limits kvport is compared with, measured in the same run: the raw loopback socket (for
 // the TCP transport) and memcpy (for the shared-memory transport).
 //

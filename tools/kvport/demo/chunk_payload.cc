@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "demo/chunk_payload.h"
 
 #include <cstring>

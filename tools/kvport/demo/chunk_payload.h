@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The demo's stand-in for KV tensors: chunk bytes computed from the chunk's hash.
 //
 // "Prefill" of a chunk fills its payload from its chain hash, so any later read of that chunk,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kvport demo` output: the progress line while it runs and the report at the end.
 #pragma once
 

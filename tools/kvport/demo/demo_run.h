@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RunDemo: `kvport demo`, an LLM-serving-shaped run of the cache through the eic:// connector.
 //
 // Each request of a ConversationWorkload is "prefilled" the way LMCache does it: Lookup the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ConversationWorkload: an LLM-serving-shaped stream of prompts for `kvport demo`.
 //
 // A handful of system prompts is shared by many conversations; each conversation grows turn by
