@@ -6,8 +6,9 @@
 // keep_alive until the session has written it. A request whose payload is still on the wire
 // (MSET) returns a PayloadReceiver instead: the destination ranges the session fills from the
 // socket before asking it for the Response. Handlers call the CacheService, never the store
-// or a socket. A handler returning an error Status means "this request is malformed": the
-// session answers with an ERROR frame carrying that status and closes.
+// or a socket. A handler returning an error Status means "this request cannot be served": the
+// session answers with an ERROR frame carrying that status, for that request alone (for HELLO,
+// and for Corruption or NotSupported, it then closes).
 #pragma once
 
 #include <cstdint>

@@ -190,7 +190,17 @@ void Session::Dispatch() {
   RequestContext ctx{service_, state_, header_};
   Result<HandlerOutcome> outcome = command->handler(ctx, request_);
   if (!outcome.ok()) {
-    Fail(outcome.status(), header_.request_id);
+    // A request that decoded but cannot be served (an unknown LIST cursor, a reservation that
+    // is not open) is refused alone: its whole frame has been read, the stream is intact, and
+    // the calls pipelined behind it go on. A failed HELLO, or an error that says the stream
+    // itself is off (the client closes on those as well), ends the session.
+    const StatusCode code = outcome.status().code();
+    if (header_.opcode != protocol::Opcode::kHello && header_.payload_length == 0 &&
+        code != StatusCode::kCorruption && code != StatusCode::kNotSupported) {
+      Refuse(outcome.status());
+    } else {
+      Fail(outcome.status(), header_.request_id);
+    }
     return;
   }
   if (outcome->receiver == nullptr) {
@@ -259,6 +269,24 @@ void Session::CompleteRequest(Response response) {
   request_ = protocol::AnyRequest{};  // its views pointed into in_
   phase_ = Phase::kHeader;
   Flush();
+}
+
+void Session::Refuse(const Status& status) {
+  service_.counters().CountErrorResponse();
+  log::Debug("session {}: {} refused: {}", peer_, protocol::OpcodeName(header_.opcode),
+             status.ToString());
+  protocol::ErrorResponse error;
+  error.code = status.code();
+  error.message = status.message();
+  protocol::EncodedFrame frame;
+  Status encoded = protocol::EncodeResponse(header_.request_id, error, service_.limits(), &frame);
+  if (!encoded.ok()) {
+    Close("cannot encode an ERROR frame: " + encoded.ToString());
+    return;
+  }
+  Response response;
+  response.head = std::move(frame.head);
+  CompleteRequest(std::move(response));
 }
 
 void Session::Fail(const Status& status, uint64_t request_id) {

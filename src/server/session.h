@@ -13,10 +13,12 @@
 // Backpressure: between requests, the session stops reading (drops EPOLLIN) while more than
 // max_outstanding_bytes of responses are queued, and resumes when the queue drains below it.
 //
-// A malformed frame is answered with an ERROR frame; then the session stops reading
-// requests, half-closes (so the peer sees the ERROR before the end of the stream rather than
-// a reset) and closes once the peer closes or a short linger passes. Nothing stored is touched:
-// the request was rejected before reaching the store.
+// A request that decodes but cannot be served (an unknown LIST cursor, an SHM_COMMIT of a
+// reservation that is not open) is answered with an ERROR for that request alone, and the
+// session goes on. A malformed frame is answered with an ERROR frame; then the session stops
+// reading requests, half-closes (so the peer sees the ERROR before the end of the stream rather
+// than a reset) and closes once the peer closes or a short linger passes. Nothing stored is
+// touched: the request was rejected before reaching the store.
 //
 // On a Unix socket the session also serves the shared-memory requests (SHM_*, docs/protocol.md)
 // once SHM_ATTACH has been granted to the peer; the leases and reservations they create belong
@@ -96,6 +98,9 @@ class Session final : public net::EventHandler {
   void WakeWhenReadable(size_t bytes);
   void Dispatch();
   void CompleteRequest(Response response);
+  // Answers the current request with an ERROR and goes on with the next one.
+  void Refuse(const Status& status);
+  // Answers with an ERROR and ends the session (half-close, linger).
   void Fail(const Status& status, uint64_t request_id);
   void Flush();
   void AfterOutputDrained();

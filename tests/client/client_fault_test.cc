@@ -448,18 +448,24 @@ TEST(ClientFaultTest, AResponseDescriptorIsAllocatedAsItArrivesNotFromItsClaim) 
 }
 
 // Against a real node: a forgotten LIST cursor is that call's InvalidArgument, with the node's
-// reason, and the client goes on working.
+// reason, on a connection that stays open.
 TEST(ClientFaultTest, AForgottenListCursorIsThatCallsErrorWithTheNodesReason) {
   auto server = testing::StartNode(testing::SmallNodeOptions());
   ASSERT_NE(server, nullptr);
   Client client;
-  ASSERT_TRUE(client.Init("cursor-test", server->address()).ok());
+  InitOptions one;
+  one.connections = 1;  // every call on the one connection whose survival is checked
+  ASSERT_TRUE(client.Init("cursor-test", server->address(), one).ok());
+  ASSERT_TRUE(client.Ping().ok());
+  const uint64_t accepted = server->Stats().Get("connections_accepted");
   Result<KeyPage> page = client.List("ns", /*cursor=*/987654321);
   ASSERT_FALSE(page.ok());
   EXPECT_EQ(page.status().code(), StatusCode::kInvalidArgument) << page.status().ToString();
   EXPECT_NE(page.status().message().find("restart the listing"), std::string::npos)
       << page.status().ToString();
   EXPECT_TRUE(client.Ping().ok());
+  // The node refused that request alone: the connection stayed, nothing reconnected.
+  EXPECT_EQ(server->Stats().Get("connections_accepted"), accepted);
 }
 
 }  // namespace
