@@ -45,6 +45,7 @@ struct NodeSettings {
   uint64_t max_frame_bytes = uint64_t{16} << 20;  // header + descriptors, no payloads
   uint64_t max_connection_outstanding_bytes = uint64_t{256} << 20;  // in flight per connection
   uint32_t idle_timeout_secs = 300;  // close a connection idle this long; 0 = never
+  uint32_t max_connections = 4096;   // connections served at once; more are refused
 };
 
 // Where an effective value came from.

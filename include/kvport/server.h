@@ -60,6 +60,10 @@ struct ServerOptions {
   uint64_t max_batch_keys = 4096;
   uint64_t max_frame_bytes = uint64_t{16} << 20;
 
+  // Connections the node serves at once, TCP and Unix together. One more is answered with an
+  // ERROR (Unavailable, naming this limit) and closed at once, so a flood of connections costs
+  // the node a bounded number of sessions and file descriptors.
+  uint32_t max_connections = 4096;
   // Backpressure: a connection stops reading requests while this many response bytes are
   // queued for it (a single response may exceed it; the next request then waits).
   uint64_t max_connection_outstanding_bytes = uint64_t{256} << 20;

@@ -213,6 +213,8 @@ std::vector<KeySpec> MakeKeys() {
               FIELD(node.max_connection_outstanding_bytes), SizeUnit::kBytes, SizeCheck::kLimit),
       IntKey("idle_timeout_secs", "KVPORT_IDLE_TIMEOUT_SECS", FIELD(node.idle_timeout_secs), 0,
              kU32, "seconds"),
+      IntKey("max_connections", "KVPORT_MAX_CONNECTIONS", FIELD(node.max_connections), 1, kU32,
+             "connections"),
       // Accelerator runtimes and logging.
       StringKey("cuda_runtime_library", "KVPORT_CUDA_RUNTIME_LIBRARY", FIELD(cuda_runtime_library)),
       StringKey("ascend_runtime_library", "KVPORT_ASCEND_RUNTIME_LIBRARY",

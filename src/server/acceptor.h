@@ -16,15 +16,17 @@
 
 #include "net/event_loop.h"
 #include "net/listener.h"
+#include "server/server_stats.h"
 #include "server/worker.h"
 
 namespace kvport::server {
 
 class Acceptor final : public net::EventHandler {
  public:
-  // `loop` runs the acceptor; `workers` receive the connections. Both must outlive it.
+  // `loop` runs the acceptor; `workers` receive the connections; `counters` admits them (at
+  // most `max_connections` open at once, the others refused with an ERROR). All must outlive it.
   Acceptor(net::EventLoop* loop, std::unique_ptr<net::Listener> listener,
-           std::vector<Worker*> workers);
+           std::vector<Worker*> workers, ServerCounters* counters, uint32_t max_connections);
   ~Acceptor() override;
 
   // Loop thread (or before the loop runs).
@@ -39,12 +41,16 @@ class Acceptor final : public net::EventHandler {
 
  private:
   void PauseAfterError();
+  // Tells a connection over the limit why (ERROR Unavailable, request id 0) and closes it.
+  void Refuse(net::Socket socket);
 
   net::EventLoop* const loop_;
   std::unique_ptr<net::Listener> listener_;  // null once stopped
   const net::StreamKind kind_;
   const std::string name_;
   std::vector<Worker*> workers_;
+  ServerCounters* const counters_;
+  const uint32_t max_connections_;
   size_t next_worker_ = 0;
   bool watching_ = false;
   bool stopped_ = false;

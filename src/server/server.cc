@@ -112,6 +112,11 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->options = options;
   KVPORT_ASSIGN_OR_RETURN(net::HostPort address, net::ParseHostPort(options.listen));
   KVPORT_ASSIGN_OR_RETURN(protocol::Limits limits, LimitsFrom(options));
+  if (options.max_connections == 0) {
+    return Status::InvalidArgument(
+        "max_connections must be at least 1 (0 would refuse every "
+        "connection)");
+  }
 
   store::StoreOptions store_options;
   store_options.capacity_bytes = options.capacity_bytes;
@@ -162,11 +167,13 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   std::vector<Worker*> targets;
   for (auto& w : impl->workers)
     targets.push_back(w.get());
-  impl->acceptors.push_back(
-      std::make_unique<Acceptor>(impl->workers[0]->loop(), std::move(listener).value(), targets));
+  impl->acceptors.push_back(std::make_unique<Acceptor>(impl->workers[0]->loop(),
+                                                       std::move(listener).value(), targets,
+                                                       &impl->counters, options.max_connections));
   if (unix_listener != nullptr) {
-    impl->acceptors.push_back(
-        std::make_unique<Acceptor>(impl->workers[0]->loop(), std::move(unix_listener), targets));
+    impl->acceptors.push_back(std::make_unique<Acceptor>(impl->workers[0]->loop(),
+                                                         std::move(unix_listener), targets,
+                                                         &impl->counters, options.max_connections));
   }
   for (auto& acceptor : impl->acceptors)
     KVPORT_RETURN_IF_ERROR(acceptor->Start());

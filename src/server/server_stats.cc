@@ -40,9 +40,16 @@ void ServerCounters::CountRequest(protocol::Opcode op) {
   if (slot < kOpcodeSlots) ops_[slot].fetch_add(1, std::memory_order_relaxed);
 }
 
-void ServerCounters::ConnectionOpened() {
-  connections_.fetch_add(1, std::memory_order_relaxed);
+bool ServerCounters::TryAdmitConnection(uint32_t max) {
+  uint64_t open = connections_.load(std::memory_order_relaxed);
+  do {
+    if (open >= max) {
+      connections_refused_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  } while (!connections_.compare_exchange_weak(open, open + 1, std::memory_order_relaxed));
   connections_accepted_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void ServerCounters::ConnectionClosed() {
@@ -53,6 +60,7 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   out->emplace_back("connections", get(connections_));
   out->emplace_back("connections_accepted", get(connections_accepted_));
+  out->emplace_back("connections_refused", get(connections_refused_));
   out->emplace_back("error_responses", get(error_responses_));
   out->emplace_back("idle_timeouts", get(idle_timeouts_));
   out->emplace_back("aborted_msets", get(aborted_msets_));

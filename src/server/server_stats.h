@@ -23,7 +23,9 @@ class ServerCounters {
   // One request of `op` was dispatched (counted before it is handled, so a request that fails
   // is counted too).
   void CountRequest(protocol::Opcode op);
-  void ConnectionOpened();
+  // Admits one more connection if fewer than `max` are open (counting it open from now on);
+  // false, counting a refusal, otherwise. Every admitted connection is closed once.
+  bool TryAdmitConnection(uint32_t max);
   void ConnectionClosed();
   void CountErrorResponse() { error_responses_.fetch_add(1, std::memory_order_relaxed); }
   void CountIdleTimeout() { idle_timeouts_.fetch_add(1, std::memory_order_relaxed); }
@@ -42,7 +44,8 @@ class ServerCounters {
 
   uint64_t connections() const { return connections_.load(std::memory_order_relaxed); }
 
-  // Appends ("name", value) pairs: connections, connections_accepted, error_responses,
+  // Appends ("name", value) pairs: connections, connections_accepted, connections_refused
+  // (over max_connections), error_responses,
   // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, leases (live
   // shared-memory leases), leased_bytes (value bytes they pin), op_<opcode> for every opcode.
   void AppendTo(std::vector<std::pair<std::string, uint64_t>>* counters) const;
@@ -52,6 +55,7 @@ class ServerCounters {
   std::array<std::atomic<uint64_t>, kOpcodeSlots> ops_{};
   std::atomic<uint64_t> connections_{0};
   std::atomic<uint64_t> connections_accepted_{0};
+  std::atomic<uint64_t> connections_refused_{0};
   std::atomic<uint64_t> error_responses_{0};
   std::atomic<uint64_t> idle_timeouts_{0};
   std::atomic<uint64_t> aborted_msets_{0};

@@ -50,7 +50,6 @@ Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind,
     Result<net::PeerCredentials> cred = net::PeerCredentialsOf(socket_.fd());
     if (cred.ok()) state_.peer_uid = cred->uid;
   }
-  service_.counters().ConnectionOpened();
 }
 
 Session::~Session() {

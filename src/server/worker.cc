@@ -40,7 +40,10 @@ void Worker::Adopt(net::Socket socket, net::StreamKind kind) {
   // std::function needs a copyable task; the shared_ptr carries the move-only socket.
   auto carried = std::make_shared<net::Socket>(std::move(socket));
   loop_->Post([this, carried, kind] {
-    if (stopping_) return;  // `carried` closes the socket
+    if (stopping_) {
+      service_.counters().ConnectionClosed();  // admitted, never served: `carried` closes it
+      return;
+    }
     auto session = std::make_unique<Session>(loop_.get(), std::move(*carried), kind, service_,
                                              options_.session, [this](Session* s) { OnClosed(s); });
     Session* raw = session.get();

@@ -458,6 +458,8 @@ TEST_F(ConfigTest, SharedMemoryKeysAreTypedAndChecked) {
               HasSubstr("environment variable KVPORT_UNIX_SOCKET: unix_socket: 'rel/x.sock'"));
   EXPECT_THAT(LoadError("shared_memory: sometimes\n"),
               HasSubstr("shared_memory: expects a boolean (true or false), got 'sometimes'"));
+  EXPECT_THAT(LoadError("max_connections: 0\n"),
+              HasSubstr("max_connections: 0 (connections) is out of range: expected from 1"));
   EXPECT_THAT(LoadError("max_leases_per_session: 0\n"),
               HasSubstr("max_leases_per_session: 0 (leases) is out of range: expected from 1"));
   EXPECT_THAT(LoadError("max_leases_per_session: many\n"),

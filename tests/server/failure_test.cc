@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -327,6 +329,43 @@ TEST(ServerFailureTest, SharedMemoryRequestsOnATcpSession) {
   EXPECT_TRUE(client.Ping().ok());  // refused alone: the session goes on
   EXPECT_EQ(server->Stats().Get("leases"), 0u);
   EXPECT_EQ(server->Stats().Get("hits") + server->Stats().Get("misses"), 0u);
+}
+
+// Beyond max_connections a connection is told why (ERROR Unavailable naming the limit, before
+// it sent anything) and closed; the connections already open are untouched, and a slot freed
+// by a close is usable again.
+TEST(ServerFailureTest, ConnectionsBeyondTheLimitAreRefusedWithTheReason) {
+  ServerOptions options = SmallNodeOptions();
+  options.max_connections = 2;
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  std::optional<TestClient> first = MustConnect(*server);
+  TestClient second = MustConnect(*server);
+
+  auto third = TestClient::Connect(server->port(), /*hello=*/false);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  auto refused = third->ReadFrame();
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  Status why = third->ErrorOf(*refused);
+  EXPECT_EQ(why.code(), StatusCode::kUnavailable) << why.ToString();
+  EXPECT_NE(why.message().find("max_connections"), std::string::npos) << why.ToString();
+  EXPECT_TRUE(third->ReadsEndOfStream());
+  EXPECT_EQ(server->Stats().Get("connections_refused"), 1u);
+  EXPECT_TRUE(second.Ping().ok());
+
+  // Closing one frees its slot (the node notices on its loop thread: wait for it, bounded).
+  first.reset();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (server->Stats().Get("connections") > 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(server->Stats().Get("connections"), 1u);
+  TestClient again = MustConnect(*server);
+  EXPECT_TRUE(again.Ping().ok());
+
+  ServerOptions none = SmallNodeOptions();
+  none.max_connections = 0;
+  EXPECT_EQ(Server::Start(none).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags) {
   options.max_frame_bytes = node.max_frame_bytes;
   options.max_connection_outstanding_bytes = node.max_connection_outstanding_bytes;
   options.idle_timeout = std::chrono::seconds(node.idle_timeout_secs);
+  options.max_connections = node.max_connections;
   options.server_name = std::string("kvport ") + KVPORT_VERSION;
   return options;
 }
