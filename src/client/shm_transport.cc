@@ -52,11 +52,11 @@ ShmTransport::ShmTransport(std::unique_ptr<ArenaMapper> mapper,
     : mapper_(std::move(mapper)), stream_(std::move(pool), "shared memory") {}
 
 std::vector<FrameResult> ShmTransport::Put(const PutBatch& batch, Deadline deadline) {
-  auto reserves = RunFrames<ReserveHandler>(
-      batch.slices, batch.first, pool(), deadline,
-      EncodeWith<ReserveHandler>([&](FrameCall<ReserveHandler>& call) {
-        FillPutRequest(batch, call.slice, &call.handler.request);
-      }));
+  auto reserves =
+      RunFrames<ReserveHandler>(batch.slices, batch.first, pool(), deadline,
+                                EncodeWith<ReserveHandler>([&](FrameCall<ReserveHandler>& call) {
+                                  FillPutRequest(batch, call.slice, &call.handler.request);
+                                }));
 
   std::vector<FrameResult> results;
   results.reserve(reserves.size());

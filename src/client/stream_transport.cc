@@ -32,13 +32,13 @@ std::vector<FrameResult> StreamTransport::Put(const PutBatch& batch, Deadline de
 }
 
 std::vector<FrameResult> StreamTransport::Get(const GetBatch& batch, Deadline deadline) {
-  auto calls = RunFrames<MgetHandler>(
-      batch.slices, batch.first, *pool_, deadline,
-      EncodeWith<MgetHandler>([&](FrameCall<MgetHandler>& call) {
-        FillGetRequest(batch, call.slice, &call.handler.request);
-        call.handler.destinations.assign(batch.destinations.begin() + call.slice.begin,
-                                         batch.destinations.begin() + call.slice.end);
-      }));
+  auto calls = RunFrames<MgetHandler>(batch.slices, batch.first, *pool_, deadline,
+                                      EncodeWith<MgetHandler>([&](FrameCall<MgetHandler>& call) {
+                                        FillGetRequest(batch, call.slice, &call.handler.request);
+                                        call.handler.destinations.assign(
+                                            batch.destinations.begin() + call.slice.begin,
+                                            batch.destinations.begin() + call.slice.end);
+                                      }));
   std::vector<FrameResult> results;
   results.reserve(calls.size());
   for (auto& call : calls) {

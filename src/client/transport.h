@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "client/connection.h"
 #include "client/batch_call.h"
+#include "client/connection.h"
 #include "client/connection_pool.h"
 #include "client/frame_planner.h"
 #include "kvport/status.h"

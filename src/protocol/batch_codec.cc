@@ -138,10 +138,7 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
 }
 
 BatchStatus MgetResponse::overall() const {
-  size_t ok = 0;
-  for (const MgetResult& res : results)
-    ok += res.status == StatusCode::kOk;
-  return internal::OverallFromCounts(ok, results.size());
+  return internal::OverallOf(results);
 }
 
 Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& l,
@@ -235,10 +232,7 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
 }
 
 BatchStatus MexistResponse::overall() const {
-  size_t ok = 0;
-  for (const ExistResult& res : results)
-    ok += res.status == StatusCode::kOk;
-  return internal::OverallFromCounts(ok, results.size());
+  return internal::OverallOf(results);
 }
 
 Status EncodeResponse(uint64_t request_id, const MexistResponse& m, const Limits& l,

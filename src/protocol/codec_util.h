@@ -19,6 +19,14 @@ bool IsKnownStatusCode(uint8_t v);
 
 // The overall status of a batch with `ok` kOk keys out of `total`.
 BatchStatus OverallFromCounts(size_t ok, size_t total);
+// The overall status of per-key results that each carry a `status`.
+template <typename Results>
+BatchStatus OverallOf(const Results& results) {
+  size_t ok = 0;
+  for (const auto& result : results)
+    ok += result.status == StatusCode::kOk;
+  return OverallFromCounts(ok, results.size());
+}
 
 // Clears `out` and leaves room for the header; the descriptor is appended after it.
 void BeginFrame(EncodedFrame* out);

@@ -210,10 +210,7 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
 }
 
 BatchStatus ShmReserveResponse::overall() const {
-  size_t ok = 0;
-  for (const ShmReservation& item : items)
-    ok += item.status == StatusCode::kOk;
-  return internal::OverallFromCounts(ok, items.size());
+  return internal::OverallOf(items);
 }
 
 Status EncodeResponse(uint64_t request_id, const ShmReserveResponse& m, const Limits& l,
@@ -366,10 +363,7 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
 }
 
 BatchStatus ShmGetResponse::overall() const {
-  size_t ok = 0;
-  for (const ShmGetResult& res : results)
-    ok += res.status == StatusCode::kOk;
-  return internal::OverallFromCounts(ok, results.size());
+  return internal::OverallOf(results);
 }
 
 Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits& l,
