@@ -380,7 +380,7 @@ Result<GetResult> Client::Impl::Mget(std::span<const std::string> keys,
 
   result.value_sizes.assign(keys.size(), 0);
   result.metas.assign(keys.size(), std::string());
-  for (const client::FrameResult& frame : frames) {
+  for (client::FrameResult& frame : frames) {
     for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
       const size_t i = send[k];
       if (!frame.status.ok()) {
@@ -392,7 +392,7 @@ Result<GetResult> Client::Impl::Mget(std::span<const std::string> keys,
       outcomes.FromWire(i, code, /*mget=*/!meta_only, frame.peer);
       if (code == StatusCode::kOk || code == StatusCode::kTooLarge) {
         result.value_sizes[i] = frame.value_lengths[j];
-        result.metas[i] = frame.metas[j];
+        result.metas[i] = std::move(frame.metas[j]);
       }
       if (buffers != nullptr && code == StatusCode::kOk && wire.staged(i)) {
         IOBuffer target = (*buffers)[i];

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kvport/log.h"
+#include "net/unix_listener.h"
 #include "protocol/messages.h"
 
 namespace kvport::client {
@@ -134,7 +135,7 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
                                    address.ToString());
   }
   Result<net::Socket> socket =
-      address.is_unix() ? ConnectUnixSocket(address.unix_path) : ConnectTcp(address.tcp, deadline);
+      address.is_unix() ? net::ConnectUnix(address.unix_path) : ConnectTcp(address.tcp, deadline);
   if (!socket.ok()) return socket.status();
   std::shared_ptr<Connection> conn(
       new Connection(std::move(socket).value(), address.ToString(), options));

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client/socket_io.h"
 
-#include "net/unix_listener.h"
-
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -120,10 +118,6 @@ Status WriteFully(int fd, std::span<iovec> iov, Deadline deadline) {
     }
   }
   return Status::Ok();
-}
-
-Result<net::Socket> ConnectUnixSocket(const std::string& path) {
-  return net::ConnectUnix(path);
 }
 
 Status ReadFullyWithDescriptor(int fd, void* dst, size_t n, Deadline deadline,

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstddef>
 #include <span>
-#include <string>
 
 #include "common/monotonic_clock.h"
 #include "kvport/status.h"
@@ -28,9 +27,6 @@ inline constexpr Deadline kNoDeadline = Deadline::max();
 // Unavailable "connect to HOST:PORT: <strerror>" (refused, unreachable, no such host),
 // Timeout when `deadline` passes first.
 Result<net::Socket> ConnectTcp(const net::HostPort& address, Deadline deadline);
-
-// Connects to the Unix socket at `path`. Errors: Unavailable "connect to unix:PATH: <strerror>".
-Result<net::Socket> ConnectUnixSocket(const std::string& path);
 
 // Writes every byte of `iov` (which it may modify to track progress). Errors: Timeout when the
 // deadline passes with bytes still unwritten (the caller must then drop the connection: the

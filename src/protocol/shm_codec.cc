@@ -62,6 +62,21 @@ bool IdAgrees(uint64_t id, size_t ok) {
   return (id != 0) == (ok != 0);
 }
 
+// The offset rule of SHM_RESERVE and SHM_GET items: an arena offset only for kOk. As the
+// encoders' InvalidArgument and the decoders' Corruption.
+Status CheckOffsetToEncode(std::string_view context, size_t i, StatusCode status, uint64_t offset) {
+  if (status == StatusCode::kOk || offset == 0) return Status::Ok();
+  return ItemError(context, i,
+                   Status::InvalidArgument(
+                       fmt::format("status {} with offset {}", StatusCodeName(status), offset)));
+}
+
+Status CheckOffsetDecoded(const WireReader& r, size_t i, StatusCode status, uint64_t offset) {
+  if (status == StatusCode::kOk || offset == 0) return Status::Ok();
+  return r.Error(StatusCode::kCorruption, fmt::format("item {}: status {} with offset {}", i,
+                                                      StatusCodeName(status), offset));
+}
+
 // [offset, offset + length) within [0, arena_bytes), without overflow.
 bool WithinArena(uint64_t offset, uint64_t length, uint64_t arena_bytes) {
   return offset <= arena_bytes && length <= arena_bytes - offset;
@@ -227,10 +242,7 @@ Status EncodeResponse(uint64_t request_id, const ShmReserveResponse& m, const Li
   for (size_t i = 0; i < m.items.size(); ++i) {
     const ShmReservation& item = m.items[i];
     KVPORT_RETURN_IF_ERROR(CheckStatusToEncode(kContext, i, item.status));
-    if (item.status != StatusCode::kOk && item.offset != 0)
-      return ItemError(kContext, i,
-                       Status::InvalidArgument(fmt::format(
-                           "status {} with offset {}", StatusCodeName(item.status), item.offset)));
+    KVPORT_RETURN_IF_ERROR(CheckOffsetToEncode(kContext, i, item.status, item.offset));
     ok += item.status == StatusCode::kOk;
     w.PutU8(static_cast<uint8_t>(item.status));
     w.PutU64(item.offset);
@@ -257,10 +269,7 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
     ShmReservation& item = out->items[i];
     KVPORT_RETURN_IF_ERROR(ReadStatusCode(r, i, &item.status));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("offset", &item.offset));
-    if (item.status != StatusCode::kOk && item.offset != 0)
-      return r.Error(StatusCode::kCorruption,
-                     fmt::format("item {}: status {} with offset {}", i,
-                                 StatusCodeName(item.status), item.offset));
+    KVPORT_RETURN_IF_ERROR(CheckOffsetDecoded(r, i, item.status, item.offset));
     ok += item.status == StatusCode::kOk;
   }
   KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
@@ -381,10 +390,7 @@ Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits
     const ShmGetResult& res = m.results[i];
     KVPORT_RETURN_IF_ERROR(
         CheckResultToEncode(kContext, i, res.status, res.meta, res.value_length, l));
-    if (res.status != StatusCode::kOk && res.offset != 0)
-      return ItemError(kContext, i,
-                       Status::InvalidArgument(fmt::format(
-                           "status {} with offset {}", StatusCodeName(res.status), res.offset)));
+    KVPORT_RETURN_IF_ERROR(CheckOffsetToEncode(kContext, i, res.status, res.offset));
     ok += res.status == StatusCode::kOk;
     w.PutU8(static_cast<uint8_t>(res.status));
     w.PutU32(static_cast<uint32_t>(res.meta.size()));
@@ -417,9 +423,7 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
     KVPORT_RETURN_IF_ERROR(r.ReadU64("value_length", &res.value_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("offset", &res.offset));
     KVPORT_RETURN_IF_ERROR(CheckResultDecoded(r, i, res.status, meta_length, res.value_length, l));
-    if (res.status != StatusCode::kOk && res.offset != 0)
-      return r.Error(StatusCode::kCorruption, fmt::format("item {}: status {} with offset {}", i,
-                                                          StatusCodeName(res.status), res.offset));
+    KVPORT_RETURN_IF_ERROR(CheckOffsetDecoded(r, i, res.status, res.offset));
     KVPORT_RETURN_IF_ERROR(r.ReadBytes("meta", meta_length, &res.meta));
     ok += res.status == StatusCode::kOk;
   }

@@ -18,6 +18,14 @@ Result<store::ReadHandle> CacheService::Pin(std::string_view ns, std::string_vie
   return any_namespace ? store_->LookupInAnyNamespace(key) : store_->Lookup(ns, key);
 }
 
+StatusCode CacheService::PinToRead(std::string_view ns, std::string_view key, bool any_namespace,
+                                   uint64_t capacity, store::ReadHandle* pin) {
+  Result<store::ReadHandle> found = Pin(ns, key, any_namespace);
+  if (!found.ok()) return found.status().code();
+  *pin = std::move(found).value();
+  return pin->size() > capacity ? StatusCode::kTooLarge : StatusCode::kOk;
+}
+
 Status CacheService::Exists(std::string_view ns, std::string_view key, bool any_namespace,
                             uint64_t* value_length) {
   return any_namespace ? store_->ExistsInAnyNamespace(key, value_length)

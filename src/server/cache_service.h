@@ -64,6 +64,11 @@ class CacheService {
   // Pins the live version of `key` in `ns`, or (any_namespace; ns is then empty) its first
   // match in the store's any-namespace search order. Counts a hit or a miss.
   Result<store::ReadHandle> Pin(std::string_view ns, std::string_view key, bool any_namespace);
+  // Pin for a read into a buffer of `capacity` bytes (what MGET and SHM_GET answer per key):
+  // kOk, pinned and fitting; kTooLarge, pinned (its meta and true length are still answered)
+  // but longer than `capacity`; any other code is a miss and *pin stays empty.
+  StatusCode PinToRead(std::string_view ns, std::string_view key, bool any_namespace,
+                       uint64_t capacity, store::ReadHandle* pin);
   // A probe: pins nothing, counts nothing. *value_length is the live value's length when OK.
   Status Exists(std::string_view ns, std::string_view key, bool any_namespace,
                 uint64_t* value_length);

@@ -19,21 +19,16 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
   std::vector<std::shared_ptr<const store::ReadHandle>> pins(n);
   for (size_t i = 0; i < n; ++i) {
     protocol::MgetResult& result = reply.results[i];
-    Result<store::ReadHandle> found =
-        ctx.service.Pin(mget.ns, mget.keys[i].key, mget.any_namespace);
-    if (!found.ok()) {
-      result.status = found.status().code();
-      continue;
-    }
-    auto pin = std::make_shared<const store::ReadHandle>(std::move(found).value());
+    store::ReadHandle found;
+    // kTooLarge: the caller's buffer cannot take it (meta-only reads take any length).
+    result.status = ctx.service.PinToRead(
+        mget.ns, mget.keys[i].key, mget.any_namespace,
+        mget.meta_only ? protocol::kUnlimitedCapacity : mget.keys[i].buffer_capacity, &found);
+    if (!found.valid()) continue;
+    auto pin = std::make_shared<const store::ReadHandle>(std::move(found));
     result.meta = pin->meta();
     result.value_length = pin->size();
-    if (!mget.meta_only && pin->size() > mget.keys[i].buffer_capacity) {
-      result.status = StatusCode::kTooLarge;  // the caller's buffer cannot take it
-    } else {
-      result.status = StatusCode::kOk;
-      result.value = pin->data();
-    }
+    if (result.status == StatusCode::kOk) result.value = pin->data();
     pins[i] = std::move(pin);
   }
 

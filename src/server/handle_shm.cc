@@ -102,25 +102,22 @@ Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequ
   pins.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     protocol::ShmGetResult& result = reply.results[i];
-    Result<store::ReadHandle> found = ctx.service.Pin(get.ns, get.keys[i].key, get.any_namespace);
-    if (!found.ok()) {
-      result.status = found.status().code();
-      continue;
-    }
-    result.meta = found->meta();
-    result.value_length = found->size();
-    if (found->size() > get.keys[i].buffer_capacity) {
-      result.status = StatusCode::kTooLarge;
-      metas.push_back(std::move(found).value());
+    store::ReadHandle found;
+    result.status = ctx.service.PinToRead(get.ns, get.keys[i].key, get.any_namespace,
+                                          get.keys[i].buffer_capacity, &found);
+    if (!found.valid()) continue;
+    result.meta = found.meta();
+    result.value_length = found.size();
+    if (result.status == StatusCode::kTooLarge) {
+      metas.push_back(std::move(found));
     } else if (over_cap) {
       // The session holds as many leases as it may: release some first.
       result.status = StatusCode::kNoSpace;
       result.meta = {};
       result.value_length = 0;
     } else {
-      result.status = StatusCode::kOk;
-      result.offset = ctx.service.OffsetOf(found->data());
-      pins.push_back(std::move(found).value());
+      result.offset = ctx.service.OffsetOf(found.data());
+      pins.push_back(std::move(found));
     }
   }
   // The metas in `reply` are views into the stored objects, which the lease (for hits) and
