@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all bootstrap build build-asan python run test test-unit test-asan test-tsan test-fuzz test-aarch64 bench format clean
+.PHONY: all bootstrap build build-asan python install package run test test-unit test-asan test-tsan test-fuzz test-aarch64 bench format clean
 
 all: build
 
@@ -23,13 +23,25 @@ python: bootstrap
 	@cmake -S . -B build -G Ninja $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build -j $(JOBS) --target kvport_wheel kvport_python_sources
 
+# Installs what `make build` built (nothing is rebuilt by the install itself): the kvport binary,
+# libkvport.so, the headers, the CMake and pkg-config packages, the systemd unit and the default
+# node config (docs/operations.md, "Installing"). DESTDIR stages it, as packagers do.
+PREFIX ?= /usr/local
+install: build
+	@DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
+
+# The Debian package of the same install rules, under /usr: build/package/kvport_VERSION_ARCH.deb.
+package: build
+	@cpack -G DEB --config build/CPackConfig.cmake -B build/package
+
 run: build
 	@build/bin/kvport demo
 
 # Every test on the normal build, then every test again under ASan + UBSan, then the threaded
-# layers' tests under ThreadSanitizer, then a short libFuzzer run of the frame decoder and a
-# clang build of the annotated libraries (build-fuzz/). One lane after another (each one's
-# build uses every core), each lane's wall time printed as it ends and again at the end.
+# layers' tests under ThreadSanitizer, then short libFuzzer runs of the frame decoder and of the
+# server's sessions and a clang build of the annotated libraries (build-fuzz/). One lane after
+# another (each one's build uses every core), each lane's wall time printed as it ends and again
+# at the end.
 TEST_LANES = test-unit test-asan test-tsan test-fuzz
 test:
 	@times=""; for lane in $(TEST_LANES); do \
@@ -49,7 +61,7 @@ test-asan: build-asan
 # connector): only their test binaries are built, Python is off. TSan cannot be combined with
 # ASan, hence its own build (build-tsan/). Suppressions, each with its reason, are in
 # tests/tsan/suppressions.txt; halt_on_error makes any report fail the test.
-TSAN_TESTS = store_test net_test server_test client_test client_shm_process_test connector_test eic_connector_test
+TSAN_TESTS = store_test net_test server_test server_bounds_test client_test client_shm_process_test connector_test eic_connector_test
 empty :=
 space := $(empty) $(empty)
 test-tsan: bootstrap
@@ -60,9 +72,11 @@ test-tsan: bootstrap
 	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$' && \
 	echo "test-tsan: build $$(( built - start )) s, tests $$(( $$(date +%s) - built )) s"
 
-# A short libFuzzer run of the frame decoder, and a clang build of the store, net and server
+# A short libFuzzer run of the frame decoder, a clang build of the store, net and server
 # libraries: clang checks their thread-safety annotations (-Werror=thread-safety, see
-# cmake/kvport.cmake), so a lock taken wrongly fails here.
+# cmake/kvport.cmake), so a lock taken wrongly fails here; then a short libFuzzer run of the
+# server's connection state machine (tests/fuzz/fuzz_session.cc: a real node's sessions fed
+# byte by byte and in chunks), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 20
 test-fuzz: bootstrap
 	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
@@ -74,6 +88,9 @@ test-fuzz: bootstrap
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_frame_smoke >build-fuzz/fuzz.log 2>&1 \
 	  || { tail -n 60 build-fuzz/fuzz.log; echo "test-fuzz: FAILED (build-fuzz/fuzz.log)"; exit 1; }
 	@echo "test-fuzz: fuzz_frame clean: $$(grep -E '^Done [0-9]+ runs' build-fuzz/fuzz.log)"
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_session_smoke >build-fuzz/fuzz_session.log 2>&1 \
+	  || { tail -n 60 build-fuzz/fuzz_session.log; echo "test-fuzz: FAILED (build-fuzz/fuzz_session.log)"; exit 1; }
+	@echo "test-fuzz: fuzz_session clean: $$(grep -E '^Done [0-9]+ runs' build-fuzz/fuzz_session.log)"
 
 # Cross-build every target for aarch64 and run the tests under qemu-user (docs/aarch64.md).
 # Tests labelled needs-exec exec an aarch64 child process, which qemu-user cannot without

@@ -50,6 +50,10 @@ function(kvport_library name)
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(${name} PRIVATE ${KVPORT_WARNINGS})
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  # libkvport.so (src/CMakeLists.txt) is made of these libraries and exports only what
+  # include/kvport/ marks KVPORT_API (include/kvport/export.h); executables are unaffected.
+  set_target_properties(${name} PROPERTIES C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden
+                                           VISIBILITY_INLINES_HIDDEN ON)
 endfunction()
 
 # kvport_test(NAME SOURCES a_test.cc ... DEPS x y ... [LABELS l ...] [TIMEOUT s]):

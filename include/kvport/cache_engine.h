@@ -21,13 +21,14 @@
 #include "kvport/cache_key.h"
 #include "kvport/chunk_hasher.h"
 #include "kvport/connector.h"
+#include "kvport/export.h"
 #include "kvport/status.h"
 
 namespace kvport {
 
 class LocalCpuTier;
 
-struct CacheEngineOptions {
+struct KVPORT_API CacheEngineOptions {
   std::string model_name;  // the first field of every key
   int32_t world_size = 1;
   int32_t worker_id = 0;
@@ -36,7 +37,7 @@ struct CacheEngineOptions {
   uint64_t local_cpu_bytes = 0;  // capacity of the local CPU tier; 0 = no local tier
 };
 
-struct EngineStats {
+struct KVPORT_API EngineStats {
   uint64_t lookups = 0;
   uint64_t local_hit_chunks = 0;   // chunks served by the local tier
   uint64_t remote_hit_chunks = 0;  // chunks served by the remote tier
@@ -44,7 +45,7 @@ struct EngineStats {
   uint64_t failed_chunks = 0;      // chunks a tier refused (no space, errors)
 };
 
-class CacheEngine {
+class KVPORT_API CacheEngine {
  public:
   // `remote` may be null (local tier only) and must outlive the engine. InvalidArgument for an
   // empty model name, bad chunking options, or neither tier configured.

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvport/export.h"
 #include "kvport/status.h"
 
 namespace kvport {
@@ -47,19 +48,19 @@ enum class KeyDtype : uint8_t {
 };
 
 // "half", "bfloat16", ... as written in a key.
-std::string_view KeyDtypeName(KeyDtype dtype);
+KVPORT_API std::string_view KeyDtypeName(KeyDtype dtype);
 // The KeyDtype named `name` (exact, case-sensitive, as LMCache writes it); InvalidArgument
 // listing the known names otherwise.
-Result<KeyDtype> ParseKeyDtype(std::string_view name);
+KVPORT_API Result<KeyDtype> ParseKeyDtype(std::string_view name);
 
 // One "@name%value" tag (LMCache's request_configs entries "lmcache.tag.<name>").
-struct CacheKeyTag {
+struct KVPORT_API CacheKeyTag {
   std::string name;   // non-empty; no '@' or '%'
   std::string value;  // may be empty; no '@' (a '%' is allowed: the first '%' splits)
   bool operator==(const CacheKeyTag&) const = default;
 };
 
-struct CacheKey {
+struct KVPORT_API CacheKey {
   std::string model_name;  // non-empty; no '@'
   int32_t world_size = 1;  // >= 1
   int32_t worker_id = 0;   // >= 0 (not checked against world_size: LMCache does not either)

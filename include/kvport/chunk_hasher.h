@@ -26,11 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "kvport/export.h"
 #include "kvport/status.h"
 
 namespace kvport {
 
-struct ChunkHasherOptions {
+struct KVPORT_API ChunkHasherOptions {
   // Tokens per chunk (LMCache's chunk_size). Must be >= 1.
   uint32_t chunk_size = 256;
   // Also hash a trailing chunk with fewer than chunk_size tokens (LMCache's save_unfull_chunk).
@@ -39,14 +40,14 @@ struct ChunkHasherOptions {
 };
 
 // One chunk: tokens [begin, end) of the sequence, and the chain hash that ends with them.
-struct TokenChunk {
+struct KVPORT_API TokenChunk {
   size_t begin = 0;
   size_t end = 0;
   uint64_t hash = 0;
   bool operator==(const TokenChunk&) const = default;
 };
 
-class ChunkHasher {
+class KVPORT_API ChunkHasher {
  public:
   // The h_{-1} that the first chunk chains from.
   static constexpr uint64_t kInitialHash = 0;

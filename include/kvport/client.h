@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvport/export.h"
 #include "kvport/io_buffers.h"
 #include "kvport/status.h"
 
@@ -47,28 +48,29 @@ enum class BatchCode : int32_t {
 
 // Outcome of one key of a batched call.
 enum class KeyCode : int32_t {
-  kSuccess = 0,          // done (MExist: the key exists)
-  kKeyNotExist = 1,      // not stored: never written, deleted, evicted or expired
-  kNoSpace = 2,          // MSet: the node has no room now (full of live or pinned objects)
-  kTooLarge = 3,         // MSet: larger than the node's capacity or a limit; will never fit
-  kBufferTooSmall = 4,   // MGet: the value is larger than the caller's buffer (left untouched)
-  kInvalidArgument = 5,  // the key, namespace or meta is malformed or over a limit
-  kUnavailable = 6,      // the node could not be reached or the connection was lost
-  kTimeout = 7,          // the call's deadline passed before the key's outcome was known
-  kDeviceError = 8,      // staging the key's bytes to or from device memory failed
-  kFailed = 9,           // any other failure of the node (the reason is in BatchResult::error)
+  kSuccess = 0,            // done (MExist: the key exists)
+  kKeyNotExist = 1,        // not stored: never written, deleted, evicted or expired
+  kNoSpace = 2,            // MSet: the node has no room now (full of live or pinned objects)
+  kTooLarge = 3,           // MSet: larger than the node's capacity or a limit; will never fit
+  kBufferTooSmall = 4,     // MGet: the value is larger than the caller's buffer (left untouched)
+  kInvalidArgument = 5,    // the key, namespace or meta is malformed or over a limit
+  kUnavailable = 6,        // the node could not be reached or the connection was lost
+  kTimeout = 7,            // the call's deadline passed before the key's outcome was known
+  kDeviceError = 8,        // staging the key's bytes to or from device memory failed
+  kFailed = 9,             // any other failure of the node (the reason is in BatchResult::error)
+  kPermissionDenied = 10,  // the client's token does not grant this namespace (docs/security.md)
 };
 
 // "SUCCESS", "PARTIAL_FAILED", "FAILED".
-std::string_view BatchCodeName(BatchCode code);
+KVPORT_API std::string_view BatchCodeName(BatchCode code);
 // "SUCCESS", "KEY_NOT_EXIST", "NO_SPACE", "TOO_LARGE", "BUFFER_TOO_SMALL", "INVALID_ARGUMENT",
-// "UNAVAILABLE", "TIMEOUT", "DEVICE_ERROR", "FAILED".
-std::string_view KeyCodeName(KeyCode code);
+// "UNAVAILABLE", "TIMEOUT", "DEVICE_ERROR", "FAILED", "PERMISSION_DENIED".
+KVPORT_API std::string_view KeyCodeName(KeyCode code);
 
 // The overall code for a list of per-key codes (see BatchCode).
-BatchCode OverallCode(std::span<const KeyCode> codes);
+KVPORT_API BatchCode OverallCode(std::span<const KeyCode> codes);
 
-struct BatchResult {
+struct KVPORT_API BatchResult {
   BatchCode status = BatchCode::kSuccess;
   std::vector<KeyCode> codes;  // one per key, in the order of the call's keys
   // OK when every key succeeded; otherwise the reason of the first key that did not (with the
@@ -77,7 +79,7 @@ struct BatchResult {
   Status error;
 };
 
-struct GetResult : BatchResult {
+struct KVPORT_API GetResult : BatchResult {
   // The stored value's length per key: set for kSuccess and kBufferTooSmall (so the caller can
   // retry with a big enough buffer), 0 otherwise.
   std::vector<uint64_t> value_sizes;
@@ -86,7 +88,7 @@ struct GetResult : BatchResult {
 };
 
 // Statistics of the node (STATS), as the node reports them.
-struct NodeStats {
+struct KVPORT_API NodeStats {
   // Every counter the node sent, by name, in the node's order ("capacity_bytes", "used_bytes",
   // "objects", "hits", "misses", "evictions", ...; docs/protocol.md lists them).
   std::vector<std::pair<std::string, uint64_t>> counters;
@@ -102,12 +104,12 @@ struct NodeStats {
 };
 
 // One page of a namespace's keys (Client::List).
-struct KeyPage {
+struct KVPORT_API KeyPage {
   std::vector<std::string> keys;
   uint64_t next_cursor = 0;  // pass to the next List call; 0 when the listing is complete
 };
 
-struct InitOptions {
+struct KVPORT_API InitOptions {
   // --- EIC's InitOption ------------------------------------------------------------------------
   // Accepted for compatibility; kvport logs through kvport::log (stderr) and does not write log
   // files. A non-empty value is noted in the log once.
@@ -125,6 +127,12 @@ struct InitOptions {
   std::string flag_file;
 
   // --- kvport ----------------------------------------------------------------------------------
+  // The secret presented to a node that requires a token (docs/security.md). Empty: the first
+  // line of token_file when that is set (config key token_file), else the environment variable
+  // KVPORT_TOKEN when set, else none (a node that requires a token then refuses the connection
+  // with PermissionDenied).
+  std::string token;
+  std::string token_file;
   int connections = 2;                                     // TCP connections in the pool (>= 1)
   std::chrono::milliseconds timeout{10'000};               // per call, unless the call overrides it
   std::chrono::milliseconds connect_timeout{3'000};        // one connect + handshake attempt
@@ -155,7 +163,7 @@ struct InitOptions {
 // and deletes never reuse their bytes meanwhile. If the connection that took the lease is lost
 // (the node restarted), the node has ended the lease: valid() turns false and the views must
 // not be trusted any more. Movable; not thread-safe.
-class LentValues {
+class KVPORT_API LentValues {
  public:
   LentValues();
   ~LentValues();
@@ -179,7 +187,7 @@ class LentValues {
   std::unique_ptr<Loan> loan_;
 };
 
-struct SetOptions {
+struct KVPORT_API SetOptions {
   std::string ns;                        // namespace; "" is the default namespace
   int64_t ttl_seconds = -1;              // seconds the objects live; -1 (or 0) = no expiry
   std::chrono::milliseconds timeout{0};  // 0 = the client's InitOptions::timeout
@@ -197,19 +205,19 @@ struct SetOptions {
 //   - Cost on the node: one index probe per live namespace per key (namespaces are few).
 //   - Needs protocol version 2: against a node that negotiated version 1 the call fails with
 //     NotSupported naming the versions; it never falls back to an exact lookup.
-struct GetOptions {
+struct KVPORT_API GetOptions {
   std::string ns;
   std::chrono::milliseconds timeout{0};
   bool any_namespace = false;  // see above; ns must then be empty
 };
 
-struct ExistOptions {
+struct KVPORT_API ExistOptions {
   std::string ns;
   std::chrono::milliseconds timeout{0};
   bool any_namespace = false;  // see above; ns must then be empty
 };
 
-struct DelOptions {
+struct KVPORT_API DelOptions {
   std::string ns;
   std::chrono::milliseconds timeout{0};
   bool any_namespace = false;  // see above; ns must then be empty
@@ -218,9 +226,9 @@ struct DelOptions {
 // The namespace an endpoint names: "NS" for "eic://HOST:PORT/NS", "" when it names none (a
 // HOST:PORT, an eic:// URL without a path, a unix:/PATH). The endpoint is checked as Client::Init
 // checks it: InvalidArgument, saying what is wrong, for one Init would refuse.
-Result<std::string> EndpointNamespace(std::string_view endpoint);
+KVPORT_API Result<std::string> EndpointNamespace(std::string_view endpoint);
 
-class Client {
+class KVPORT_API Client {
  public:
   Client();
   ~Client();

@@ -19,12 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "kvport/export.h"
 #include "kvport/status.h"
 
 namespace kvport {
 
 // Settings of a kvport cache node (`kvport serve`). Sizes are bytes after parsing.
-struct NodeSettings {
+struct KVPORT_API NodeSettings {
   std::string listen = "127.0.0.1:7470";  // host:port (or [v6]:port) the node listens on
   // A Unix-domain socket as well, for clients on this host: "" none; "auto"
   // ($XDG_RUNTIME_DIR or /tmp)/kvport-PORT.sock; or an absolute path (at most 107 bytes).
@@ -44,15 +45,30 @@ struct NodeSettings {
   uint32_t max_batch_keys = 4096;                 // most keys in one batched request
   uint64_t max_frame_bytes = uint64_t{16} << 20;  // header + descriptors, no payloads
   uint64_t max_connection_outstanding_bytes = uint64_t{256} << 20;  // in flight per connection
+  uint64_t max_queued_response_bytes = uint64_t{1} << 30;           // queued responses, node-wide
+  // Caps beside the arena; 0 = automatic (capacity / 8, capacity / 2, capacity / 2).
+  uint64_t max_index_bytes = 0;      // heap for objects' keys, metadata, index entries
+  uint64_t max_reserved_bytes = 0;   // arena bytes of writes in progress
+  uint64_t max_pinned_bytes = 0;     // arena bytes of values being read
   uint32_t idle_timeout_secs = 300;  // close a connection idle this long; 0 = never
-  uint32_t max_connections = 4096;   // connections served at once; more are refused
+  // A request must arrive within request_timeout_secs + 1 s per min_request_bytes_per_sec bytes
+  // received; 0 = no deadline (timeout) or no allowance (rate).
+  uint32_t request_timeout_secs = 10;
+  uint64_t min_request_bytes_per_sec = uint64_t{1} << 20;
+  uint32_t max_connections = 4096;  // connections served at once; more are refused
+  // Access control (docs/security.md): a YAML file of the tokens clients must present ("" = no
+  // tokens: the node serves loopback only, unless `insecure`); re-read on SIGHUP.
+  std::string tokens_file;
+  bool insecure = false;  // allow a non-loopback listen address without tokens
+  // The HTTP endpoint (/metrics, /health, /stats): "" none; HOST:PORT; a bare PORT is loopback.
+  std::string http_listen;
 };
 
 // Where an effective value came from.
 enum class ConfigSource { kDefault, kFile, kEnvironment };
 
 // One line of `kvport config check`: an effective value and its origin.
-struct ConfigEntry {
+struct KVPORT_API ConfigEntry {
   std::string key;  // "max_local_cpu_size", or "extra_config.<name>" for extra_config entries
   // The effective value as text: a string key's value exactly as it is (not quoted), numbers
   // and bools as YAML writes them ("5", "2.5", "true"), "{}" for an empty extra_config.
@@ -64,7 +80,7 @@ struct ConfigEntry {
   std::string env_var;  // the variable that overrides this key ("" for extra_config entries)
 };
 
-struct Config {
+struct KVPORT_API Config {
   // --- LMCache keys (same names, units and defaults as LMCache) -----------------------------
   uint32_t chunk_size = 256;  // tokens per chunk
   bool local_cpu = true;      // keep a local CPU tier in front of the remote one
@@ -93,6 +109,11 @@ struct Config {
   std::string eic_kv_ns;    // namespace of every key; "" = the default namespace
   std::string eic_flag_file;
 
+  // --- kvport client -----------------------------------------------------------------------
+  // A file holding the token this client presents to a node that requires one (its first
+  // line; docs/security.md). "" = none, or the KVPORT_TOKEN environment variable.
+  std::string token_file;
+
   // --- kvport node -------------------------------------------------------------------------
   NodeSettings node;
 
@@ -100,6 +121,7 @@ struct Config {
   std::string cuda_runtime_library;    // path of libcudart; "" = search the standard sonames
   std::string ascend_runtime_library;  // path of libascendcl; "" = search incl. $ASCEND_HOME_PATH
   std::string log_level = "info";      // debug, info, warn, error, off
+  std::string log_format = "text";     // text, or json (one object per line)
 
   // --- What the loader saw -----------------------------------------------------------------
   std::string file;                   // the YAML file read; "" when none
@@ -110,7 +132,7 @@ struct Config {
   const ConfigEntry* FindEntry(const std::string& key) const;
 };
 
-struct ConfigSources {
+struct KVPORT_API ConfigSources {
   // The YAML file to read. When unset or empty, LMCACHE_CONFIG_FILE (looked up in `env`) names
   // it; when that is unset too, only the environment and the defaults apply.
   std::optional<std::string> file;
@@ -132,15 +154,15 @@ inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{1} << 20;
 // message names the file and line or the environment variable, the key, the value and its
 // unit, the rule it broke and, where it can tell, what was probably meant. All invalid values
 // are reported at once, separated by "; ".
-Result<Config> LoadConfig(const ConfigSources& sources);
+KVPORT_API Result<Config> LoadConfig(const ConfigSources& sources);
 
 // `kvport config check` output: one "key: value  (origin)" line per entry (sizes followed by
 // "= <human>", strings in double quotes), then one "warning: ..." line per warning. Control
 // bytes and invalid UTF-8 in any of it are escaped (common/escape_text.h): one entry, one line.
-std::string DescribeConfig(const Config& config);
+KVPORT_API std::string DescribeConfig(const Config& config);
 // The same as one JSON object on one line: {"file": ..., "values": {key: {"value", "source",
 // "env", ["human"]}}, "warnings": [...]}. Always valid JSON: invalid UTF-8 in a string becomes
 // U+FFFD (docs/configuration.md, "JSON output and escaping").
-std::string DescribeConfigJson(const Config& config);
+KVPORT_API std::string DescribeConfigJson(const Config& config);
 
 }  // namespace kvport

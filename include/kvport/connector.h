@@ -28,6 +28,7 @@
 
 #include "kvport/byte_vector.h"
 #include "kvport/cache_key.h"
+#include "kvport/export.h"
 #include "kvport/remote_metadata.h"
 #include "kvport/status.h"
 
@@ -40,18 +41,18 @@ class PriorityExecutor;
 // back to back as RemoteMetadata::GroupOffsets describes). The payload is a ByteVector, which a
 // connector sizes without zero-filling before it reads the chunk's bytes into it; it compares
 // equal to a std::vector<uint8_t> of the same bytes.
-struct KvChunk {
+struct KVPORT_API KvChunk {
   RemoteMetadata meta;
   ByteVector data;
 };
 
 // A chunk to store, borrowed from the caller for the duration of the call.
-struct KvChunkView {
+struct KVPORT_API KvChunkView {
   const RemoteMetadata* meta = nullptr;
   std::span<const uint8_t> data;  // must be exactly meta->length bytes
 };
 
-class RemoteConnector {
+class KVPORT_API RemoteConnector {
  public:
   virtual ~RemoteConnector() = default;
 
@@ -90,11 +91,12 @@ class RemoteConnector {
 };
 
 // What a connector is made with; CreateConnector(url, Config) fills it from the config.
-struct ConnectorOptions {
+struct KVPORT_API ConnectorOptions {
   std::string ns;              // namespace (eic_kv_ns), unless the URL names one
   int64_t ttl_seconds = -1;    // eic_kv_ttl; -1 = no expiry
   int transport_type = 0;      // eic_trans_type; 0 = automatic (InitOptions::transport_type)
   uint32_t timeout_secs = 10;  // blocking_timeout_secs: per remote call
+  std::string token_file;      // token_file: the node's token (InitOptions::token_file)
   // Payload bytes of a full chunk when the caller knows it (model shape x chunk_size): gets then
   // take one round trip, reading straight into buffers of this size; a larger stored value is
   // fetched again at its true size. 0 = unknown: a get first reads metadata (sizes), then data.
@@ -109,16 +111,16 @@ struct ConnectorOptions {
 // eic://host:port/namespace) and "mem" (an in-process map, mem:// or mem://name; connectors of
 // the same name share one map, for tests and single-process setups). An unknown scheme is
 // InvalidArgument listing the known ones; a bad host/port names the part.
-Result<std::unique_ptr<RemoteConnector>> CreateConnector(std::string_view url,
-                                                         const ConnectorOptions& options);
+KVPORT_API Result<std::unique_ptr<RemoteConnector>> CreateConnector(
+    std::string_view url, const ConnectorOptions& options);
 // Same, with options from LMCache-style config (remote_url, eic_kv_ns, eic_kv_ttl,
-// eic_trans_type, blocking_timeout_secs). InvalidArgument when remote_url is empty.
-Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config);
+// eic_trans_type, blocking_timeout_secs, token_file). InvalidArgument when remote_url is empty.
+KVPORT_API Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config);
 
 // Runs a connector's calls on a bounded pool of threads in LMCache's priority order: PEEK
 // (contains) > PREFETCH (get prefix) > GET > PUT. A PEEK submitted behind a queue of PUTs runs
 // before them. The connector must outlive this object; the destructor finishes queued work.
-class AsyncConnector {
+class KVPORT_API AsyncConnector {
  public:
   AsyncConnector(RemoteConnector& connector, size_t threads);
   ~AsyncConnector();

@@ -32,17 +32,18 @@
 #include <string>
 #include <string_view>
 
+#include "kvport/export.h"
 #include "kvport/status.h"
 
 namespace kvport {
 
 enum class RuntimeKind { kHost, kCuda, kAscend };
 // "host", "cuda", "ascend".
-std::string_view RuntimeKindName(RuntimeKind kind);
+KVPORT_API std::string_view RuntimeKindName(RuntimeKind kind);
 
 enum class RuntimeState { kAvailable, kAbsent, kUnusable };
 // "available", "absent", "unusable".
-std::string_view RuntimeStateName(RuntimeState state);
+KVPORT_API std::string_view RuntimeStateName(RuntimeState state);
 
 // Direction of a copy. Values match both cudaMemcpyKind and aclrtMemcpyKind.
 enum class MemcpyKind {
@@ -52,12 +53,12 @@ enum class MemcpyKind {
   kDeviceToDevice = 3
 };
 // "H2H", "H2D", "D2H", "D2D" (as they appear in error messages).
-std::string_view MemcpyKindName(MemcpyKind kind);
+KVPORT_API std::string_view MemcpyKindName(MemcpyKind kind);
 
 // Where to find the runtime libraries. The config loader fills this from cuda_runtime_library /
 // ascend_runtime_library (env KVPORT_CUDA_RUNTIME_LIBRARY / KVPORT_ASCEND_RUNTIME_LIBRARY); the
 // device layer reads no config file and no KVPORT_* variable itself.
-struct RuntimeOptions {
+struct KVPORT_API RuntimeOptions {
   // "" searches libcudart.so.13, .so.12, .so.11.0, then libcudart.so (the dynamic loader's
   // search path). A value containing '/' is a file; one that does not exist reads as absent.
   std::string cuda_runtime_library;
@@ -68,7 +69,7 @@ struct RuntimeOptions {
 };
 
 // What a runtime reports about itself (kvport doctor prints this).
-struct RuntimeInfo {
+struct KVPORT_API RuntimeInfo {
   RuntimeKind kind = RuntimeKind::kHost;
   RuntimeState state = RuntimeState::kAvailable;
   // Why the runtime is absent or unusable; empty when available.
@@ -86,7 +87,7 @@ struct RuntimeInfo {
   int device_count = 0;
 };
 
-class DeviceRuntime {
+class KVPORT_API DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
 
@@ -135,11 +136,11 @@ class DeviceRuntime {
 // Fresh, independent runtimes (tests load fakes this way; kvport doctor and the process-wide
 // accessors below use them too). Opening never fails: the result is a runtime in one of the
 // three states. `library` has the meaning of the RuntimeOptions fields ("" = search).
-std::unique_ptr<DeviceRuntime> OpenHostRuntime();
-std::unique_ptr<DeviceRuntime> OpenCudaRuntime(std::string_view library);
+KVPORT_API std::unique_ptr<DeviceRuntime> OpenHostRuntime();
+KVPORT_API std::unique_ptr<DeviceRuntime> OpenCudaRuntime(std::string_view library);
 // Calls aclInit(nullptr); ACL_ERROR_REPEAT_INITIALIZE (someone in this process initialized ACL
 // already) counts as success. ACL is never finalized.
-std::unique_ptr<DeviceRuntime> OpenAscendRuntime(std::string_view library);
+KVPORT_API std::unique_ptr<DeviceRuntime> OpenAscendRuntime(std::string_view library);
 
 // --- Process-wide runtimes ------------------------------------------------------------------
 //
@@ -150,17 +151,17 @@ std::unique_ptr<DeviceRuntime> OpenAscendRuntime(std::string_view library);
 // The first configuration wins: a later ConfigureDeviceRuntimes with equal options is OK, with
 // different options it returns InvalidArgument naming both and changes nothing. Configure early
 // (at client or server init) before anything may ask for a runtime.
-Status ConfigureDeviceRuntimes(const RuntimeOptions& options);
+KVPORT_API Status ConfigureDeviceRuntimes(const RuntimeOptions& options);
 // The options in effect (default-constructed if none were configured yet).
-RuntimeOptions DeviceRuntimeOptions();
+KVPORT_API RuntimeOptions DeviceRuntimeOptions();
 
-const DeviceRuntime& HostRuntime();
-const DeviceRuntime& CudaRuntime();
-const DeviceRuntime& AscendRuntime();
-const DeviceRuntime& ProcessRuntime(RuntimeKind kind);
+KVPORT_API const DeviceRuntime& HostRuntime();
+KVPORT_API const DeviceRuntime& CudaRuntime();
+KVPORT_API const DeviceRuntime& AscendRuntime();
+KVPORT_API const DeviceRuntime& ProcessRuntime(RuntimeKind kind);
 
 // The process-wide runtime for memory of `kind` if it is usable, else NotSupported naming the
 // missing piece ("cuda memory needs a usable CUDA runtime; libcudart not found: ...").
-Result<const DeviceRuntime*> UsableRuntime(RuntimeKind kind);
+KVPORT_API Result<const DeviceRuntime*> UsableRuntime(RuntimeKind kind);
 
 }  // namespace kvport

@@ -5,20 +5,22 @@
 #include <cstdint>
 #include <string>
 
+#include "kvport/export.h"
+
 namespace kvport {
 
 // Physical memory of this host in bytes (sysconf _SC_PHYS_PAGES * _SC_PAGESIZE); 0 if unknown.
-uint64_t HostPhysicalMemoryBytes();
+KVPORT_API uint64_t HostPhysicalMemoryBytes();
 
 // The CPU architecture this binary runs on, as uname reports it ("x86_64", "aarch64").
-std::string HostArchitecture();
+KVPORT_API std::string HostArchitecture();
 
 // Number of online CPUs, at least 1.
-unsigned HostCpuCount();
+KVPORT_API unsigned HostCpuCount();
 
 // The running kernel's boot id (/proc/sys/kernel/random/boot_id, without the newline): the same
 // for every process on this host until it reboots, so a client compares it with a node's to
 // know the node is on its host (docs/transports.md). Empty if unreadable.
-std::string HostBootId();
+KVPORT_API std::string HostBootId();
 
 }  // namespace kvport

@@ -13,18 +13,19 @@
 #include <vector>
 
 #include "kvport/device.h"
+#include "kvport/export.h"
 
 namespace kvport {
 
 // Describes registered memory (Client::RegisterMemory): host, CUDA device or Ascend device
 // memory, and for device memory the device it lives on.
-struct MemoryInfo {
+struct KVPORT_API MemoryInfo {
   RuntimeKind kind = RuntimeKind::kHost;
   int device_id = 0;  // ignored for kHost
 };
 
 // One contiguous region of caller memory.
-struct IOBuffer {
+struct KVPORT_API IOBuffer {
   void* data = nullptr;
   size_t size = 0;
   // The caller says this region lies inside memory passed to Client::RegisterMemory. It is a
@@ -34,7 +35,7 @@ struct IOBuffer {
 };
 
 // An ordered list of buffers; buffer i belongs to key i of the call it is passed to.
-class IOBuffers {
+class KVPORT_API IOBuffers {
  public:
   IOBuffers() = default;
 

@@ -11,15 +11,24 @@
 #include <string_view>
 #include <utility>
 
+#include "kvport/export.h"
+
 namespace kvport::log {
 
 enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
 
-void SetLevel(Level level);
-Level GetLevel();
+KVPORT_API void SetLevel(Level level);
+KVPORT_API Level GetLevel();
 // Parses "debug", "info", "warn", "error", "off"; returns false (and leaves the level) otherwise.
-bool SetLevelByName(std::string_view name);
-void Write(Level level, std::string_view message);
+KVPORT_API bool SetLevelByName(std::string_view name);
+KVPORT_API void Write(Level level, std::string_view message);
+
+// How lines are written: kText "2025-01-01T12:00:00.000 info message" (the default), or kJson
+// one object per line: {"time":"2025-01-01T12:00:00.000Z","level":"info","msg":"message"}.
+enum class Format { kText = 0, kJson = 1 };
+KVPORT_API void SetFormat(Format format);
+// Parses "text" or "json"; returns false (and leaves the format) otherwise.
+KVPORT_API bool SetFormatByName(std::string_view name);
 
 template <typename... Args>
 void Debug(fmt::format_string<Args...> f, Args&&... args) {

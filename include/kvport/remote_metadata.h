@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvport/export.h"
 #include "kvport/status.h"
 
 namespace kvport {
@@ -56,19 +57,19 @@ enum class MemoryFormat : int32_t {
 };
 
 // True when `code` is one of the values above.
-bool IsKnownMetadataDtype(int32_t code);
-bool IsKnownMemoryFormat(int32_t code);
+KVPORT_API bool IsKnownMetadataDtype(int32_t code);
+KVPORT_API bool IsKnownMemoryFormat(int32_t code);
 // "none", "half", "float16", "bfloat16", "float32", "float64", "uint8", "fp8_e4m3fn",
 // "fp8_e5m2"; "unknown" for any other value.
-std::string_view MetadataDtypeName(MetadataDtype dtype);
+KVPORT_API std::string_view MetadataDtypeName(MetadataDtype dtype);
 // Bytes per element: 1, 2, 2, 2, 4, 8, 1, 1, 1 in code order; 0 for an unknown value.
-size_t MetadataDtypeSize(MetadataDtype dtype);
+KVPORT_API size_t MetadataDtypeSize(MetadataDtype dtype);
 // "UNDEFINED", "KV_2LTD", "KV_T2D", "KV_2TD", "BINARY", "BINARY_BUFFER", "KV_MLA_FMT",
 // "EC_TD", "HS_TD"; "unknown" for any other value.
-std::string_view MemoryFormatName(MemoryFormat fmt);
+KVPORT_API std::string_view MemoryFormatName(MemoryFormat fmt);
 
 // One group of same-shaped, same-typed tensors.
-struct MetadataGroup {
+struct KVPORT_API MetadataGroup {
   MetadataDtype dtype = MetadataDtype::kNone;
   // Up to 4 dimensions; trailing zeros are padding. The element count is the product of the
   // dimensions up to the last non-zero one (so a zero before it means an empty tensor, and an
@@ -78,7 +79,7 @@ struct MetadataGroup {
   bool operator==(const MetadataGroup&) const = default;
 };
 
-struct RemoteMetadata {
+struct KVPORT_API RemoteMetadata {
   static constexpr size_t kHeaderSize = 8;  // length, fmt
   static constexpr size_t kGroupSize = 20;  // dtype, d0..d3
   static constexpr size_t EncodedSize(size_t num_groups) {

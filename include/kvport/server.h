@@ -24,11 +24,23 @@
 #include <utility>
 #include <vector>
 
+#include "kvport/export.h"
 #include "kvport/status.h"
 
 namespace kvport {
 
-struct ServerOptions {
+// One token a node accepts and what it grants (docs/security.md). A namespace pattern is a
+// namespace's name ("" is the default namespace), a prefix ending in '*' ("tenant-a/*"), or "*"
+// alone for every namespace.
+struct KVPORT_API AccessToken {
+  std::string name;                // who holds it, for logs and errors (not secret); unique
+  std::string secret;              // what the client presents in HELLO: 16..255 bytes
+  std::vector<std::string> read;   // namespaces whose objects it may get, probe and list
+  std::vector<std::string> write;  // namespaces it may put to and delete from
+  bool admin = false;              // STATS of every namespace, LIST of any namespace
+};
+
+struct KVPORT_API ServerOptions {
   // HOST:PORT to listen on. Loopback unless told otherwise; port 0 picks an ephemeral port.
   std::string listen = "127.0.0.1:0";
   // A Unix-domain socket to listen on as well, for clients on this host: "" none; "auto"
@@ -64,24 +76,55 @@ struct ServerOptions {
   // ERROR (Unavailable, naming this limit) and closed at once, so a flood of connections costs
   // the node a bounded number of sessions and file descriptors.
   uint32_t max_connections = 4096;
-  // Backpressure: a connection stops reading requests while this many response bytes are
-  // queued for it (a single response may exceed it; the next request then waits).
+  // Backpressure: a connection stops reading requests while its queued responses cost this
+  // much memory (heads, bookkeeping and the pinned values they send; a single response may
+  // exceed it: the next request then waits).
   uint64_t max_connection_outstanding_bytes = uint64_t{256} << 20;
+  // The same, node-wide: the memory of every connection's queued responses together. At half
+  // of it, connections with responses still queued stop reading; at all of it, every
+  // connection does (docs/store.md, "Bounds on node memory"). Reading resumes as queues drain.
+  uint64_t max_queued_response_bytes = uint64_t{1} << 30;
+  // Node-wide caps beside the arena (0: automatic). max_index_bytes: heap that objects' keys,
+  // metadata and index entries may take, evicted like arena space (automatic: capacity / 8).
+  // max_reserved_bytes: arena bytes of writes not yet complete; beyond it a key is NoSpace and
+  // nothing is evicted (automatic: capacity / 2). max_pinned_bytes: arena bytes of values being
+  // read (queued MGET answers, shared-memory leases); beyond it a key is NoSpace (automatic:
+  // capacity / 2). Each admits one value larger than itself when nothing else is held.
+  uint64_t max_index_bytes = 0;
+  uint64_t max_reserved_bytes = 0;
+  uint64_t max_pinned_bytes = 0;
   // A connection with no byte read or written for this long is closed (aborting a half-received
   // MSET). Zero: never.
   std::chrono::milliseconds idle_timeout = std::chrono::seconds(300);
+  // Request deadline: a request (header, descriptor and payload) must arrive whole within
+  // request_timeout plus one second per min_request_bytes_per_sec bytes of it received so far
+  // (so a large value on a slow link may take longer; a trickle may not). Past it the node
+  // answers ERROR Timeout, aborts what the request reserved and closes the connection (its
+  // framing is lost). Zero request_timeout: no deadline; zero rate: request_timeout alone.
+  std::chrono::milliseconds request_timeout = std::chrono::seconds(10);
+  uint64_t min_request_bytes_per_sec = uint64_t{1} << 20;
   // How often expired objects are swept from the store. Zero: only lazily.
   std::chrono::milliseconds ttl_sweep_interval = std::chrono::seconds(1);
   // Stop() lets in-flight requests finish for at most this long, then closes what remains.
   std::chrono::milliseconds shutdown_grace = std::chrono::seconds(10);
   // Announced in the HELLO response.
   std::string server_name = "kvport";
+
+  // Access control (docs/security.md). With no token and no tokens_file the node is open:
+  // every client may do everything, and Start refuses a listen address other than loopback
+  // unless `insecure` says that is intended. With either, every client must present a token in
+  // HELLO and may do only what its token grants. tokens_file is a YAML file of tokens
+  // (docs/security.md, "Token file"), read by Start and again by ReloadTokens; its tokens are
+  // added to `tokens`.
+  std::vector<AccessToken> tokens;
+  std::string tokens_file;
+  bool insecure = false;
 };
 
 // A snapshot of the node's counters: the same names and values a STATS request returns
 // (store counters such as "used_bytes", "hits"; server counters such as "connections",
 // "op_mget"), plus per-namespace usage.
-struct ServerStats {
+struct KVPORT_API ServerStats {
   struct Namespace {
     std::string ns;
     uint64_t objects = 0;
@@ -89,12 +132,31 @@ struct ServerStats {
   };
   std::vector<std::pair<std::string, uint64_t>> counters;
   std::vector<Namespace> namespaces;
+  // Latency of the requests answered, per opcode, from the arrival of a request's header to its
+  // response being queued (STATS carries p50/p99 of each as latency_<op>_p50_us/_p99_us).
+  struct Latency {
+    std::string op;  // "mget", as in the op_mget counter
+    // counts[i] requests took less than upper_ns[i] and at least upper_ns[i - 1] nanoseconds;
+    // the last bucket is unbounded (upper_ns UINT64_MAX). Every power of two of nanoseconds
+    // from 1024 on is a bucket bound.
+    std::vector<uint64_t> upper_ns;
+    std::vector<uint64_t> counts;
+    uint64_t count = 0;   // the sum of counts
+    uint64_t sum_ns = 0;  // of every latency recorded
+    // The q-quantile (0 <= q <= 1) in nanoseconds, interpolated within its bucket; 0 when empty.
+    double QuantileNs(double q) const;
+  };
+  std::vector<Latency> latencies;
 
   // The counter named `name`, or 0 if there is none.
   uint64_t Get(std::string_view name) const;
 };
 
-class Server {
+// Where a node is in its life: kServing from Start until Stop begins, kDraining while Stop lets
+// requests in flight finish, kStopped after (an HTTP /health answers 503 unless kServing).
+enum class ServerState { kServing, kDraining, kStopped };
+
+class KVPORT_API Server {
  public:
   // Validates the options, allocates the store, binds the listener and starts the I/O threads.
   // Errors: InvalidArgument (bad listen address or limits), IoError (bind, epoll, arena), with
@@ -119,6 +181,20 @@ class Server {
   void Stop();
 
   ServerStats Stats() const;
+  ServerState state() const;
+  // How clients are authenticated, for logs and /metrics: "token" (tokens required), "none"
+  // (an open node on loopback) or "insecure" (an open node listening beyond loopback).
+  std::string auth_mode() const;
+  // True when `secret` is an accepted token with the admin grant, or the node is open (what
+  // the HTTP endpoint asks of a bearer token).
+  bool GrantsAdmin(std::string_view secret) const;
+
+  // Re-reads tokens_file (what `kvport serve` does on SIGHUP) and from then on accepts its
+  // tokens (with ServerOptions::tokens): a session whose token is no longer accepted is refused
+  // at its next request, one whose grant changed gets the new grant. On error (the file is
+  // unreadable or invalid) the tokens in force stay and the Status says why. OK and nothing
+  // to do without a tokens_file.
+  Status ReloadTokens();
 
   struct Impl;
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "kvport/export.h"
 #include "kvport/status.h"
 
 namespace kvport {
@@ -23,17 +24,17 @@ enum class SizeUnit { kBytes, kKiB, kMiB, kGiB, kTiB };
 // negative, NaN/inf, no number, an unknown unit (listing the known ones), or a value that
 // overflows 2^64 - 1 bytes (saying about how large it is, e.g. "about 476.8 EiB", and in which
 // unit the number was read).
-Result<uint64_t> ParseSize(std::string_view text, SizeUnit bare_unit);
+KVPORT_API Result<uint64_t> ParseSize(std::string_view text, SizeUnit bare_unit);
 
 // Human-readable, binary units (B, KiB, ... EiB), at most 4 significant digits, trailing zeros
 // dropped: "0 B", "1000 B", 4096 bytes is "4 KiB", "1.5 TiB", "476.8 EiB". Exact multiples print
 // without decimals; other values are rounded to nearest, so the text is for people, not parsing.
-std::string FormatSize(uint64_t bytes);
+KVPORT_API std::string FormatSize(uint64_t bytes);
 // Same for a value that may exceed 2^64 (e.g. an explanation of an overflowing config value):
 // continues to ZiB and YiB; negative values get a '-', NaN and infinity print "NaN B", "inf B".
-std::string FormatSize(long double bytes);
+KVPORT_API std::string FormatSize(long double bytes);
 
 // Name of a SizeUnit as written in docs and messages: "bytes", "KiB", "MiB", "GiB", "TiB".
-std::string_view SizeUnitName(SizeUnit unit);
+KVPORT_API std::string_view SizeUnitName(SizeUnit unit);
 
 }  // namespace kvport

@@ -14,6 +14,8 @@
 #include <utility>
 #include <variant>
 
+#include "kvport/export.h"
+
 namespace kvport {
 
 // Stable codes: they are also carried on the wire (see docs/protocol.md), so values never change.
@@ -31,12 +33,14 @@ enum class StatusCode : uint8_t {
   kDeviceError = 10,     // an accelerator runtime call failed; message has its code and string
   kAborted = 11,         // cancelled (shutdown, connection closed mid-request)
   kInternal = 12,        // a bug: an invariant did not hold
+  // The caller's token does not grant this (protocol version 4 on; docs/security.md).
+  kPermissionDenied = 13,
 };
 
 // Returns a short stable name such as "NotFound".
-std::string_view StatusCodeName(StatusCode code);
+KVPORT_API std::string_view StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] KVPORT_API Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message);
@@ -60,6 +64,9 @@ class [[nodiscard]] Status {
   static Status DeviceError(std::string msg) { return {StatusCode::kDeviceError, std::move(msg)}; }
   static Status Aborted(std::string msg) { return {StatusCode::kAborted, std::move(msg)}; }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+  static Status PermissionDenied(std::string msg) {
+    return {StatusCode::kPermissionDenied, std::move(msg)};
+  }
 
   bool ok() const { return state_ == nullptr; }
   StatusCode code() const { return state_ ? state_->code : StatusCode::kOk; }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kvport/device.h"
+#include "kvport/export.h"
 #include "kvport/status.h"
 
 namespace kvport {
@@ -26,9 +27,9 @@ namespace kvport {
 // Values are eic_trans_type's.
 enum class TransportKind { kAuto = 0, kTcp = 1, kRdma = 2, kGpuDirectRdma = 3 };
 // "auto", "TCP", "RDMA", "GPUDirect RDMA".
-std::string_view TransportKindName(TransportKind kind);
+KVPORT_API std::string_view TransportKindName(TransportKind kind);
 
-struct TransportChoice {
+struct KVPORT_API TransportChoice {
   TransportKind requested = TransportKind::kTcp;
   TransportKind resolved = TransportKind::kTcp;  // never kAuto
   // True when `resolved` differs from what was asked (RDMA served over TCP, or auto).
@@ -38,23 +39,25 @@ struct TransportChoice {
 };
 
 // What the resolution depends on. `cuda` may be any runtime (tests pass fakes).
-struct TransportEnvironment {
+struct KVPORT_API TransportEnvironment {
   const DeviceRuntime* cuda = nullptr;    // null reads as "no CUDA runtime"
   std::vector<std::string> rdma_devices;  // e.g. {"mlx5_0"}; see ListRdmaDevices
 };
 
 // Pure: no logging, no I/O. Errors: InvalidArgument for a value outside 0..3 (listing the
 // valid ones); NotSupported for GPUDirect RDMA (see above).
-Result<TransportChoice> ResolveTransport(int eic_trans_type, const TransportEnvironment& env);
+KVPORT_API Result<TransportChoice> ResolveTransport(int eic_trans_type,
+                                                    const TransportEnvironment& env);
 
 // The environment of this process: the process-wide CUDA runtime and ListRdmaDevices().
-TransportEnvironment HostTransportEnvironment();
+KVPORT_API TransportEnvironment HostTransportEnvironment();
 
 // ResolveTransport against HostTransportEnvironment(), logging the outcome (info when served as
 // asked, warn on a fallback, error on failure). What a client calls at init.
-Result<TransportChoice> SelectTransport(int eic_trans_type);
+KVPORT_API Result<TransportChoice> SelectTransport(int eic_trans_type);
 
 // Names of the RDMA devices under `sysfs_dir` (sorted); empty when the folder does not exist.
-std::vector<std::string> ListRdmaDevices(const std::string& sysfs_dir = "/sys/class/infiniband");
+KVPORT_API std::vector<std::string> ListRdmaDevices(
+    const std::string& sysfs_dir = "/sys/class/infiniband");
 
 }  // namespace kvport

@@ -70,6 +70,7 @@ class StatusCode(enum.IntEnum):
     UNAVAILABLE = 14       # the node could not be reached or the connection was lost
     TIMEOUT = 15           # the call's deadline passed
     DEVICE_ERROR = 16
+    PERMISSION_DENIED = 17  # the token (KVPORT_TOKEN) does not grant the namespace
 
 
 class TransportType(enum.IntEnum):
@@ -105,7 +106,7 @@ class MemoryType(enum.IntEnum):
 _FROM_KEY_CODE = (
     StatusCode.SUCCESS, StatusCode.KEY_NOT_EXIST, StatusCode.NO_SPACE, StatusCode.TOO_LARGE,
     StatusCode.BUFFER_TOO_SMALL, StatusCode.INVALID_ARGUMENT, StatusCode.UNAVAILABLE,
-    StatusCode.TIMEOUT, StatusCode.DEVICE_ERROR, StatusCode.FAILED,
+    StatusCode.TIMEOUT, StatusCode.DEVICE_ERROR, StatusCode.FAILED, StatusCode.PERMISSION_DENIED,
 )
 # A call that failed as a whole (kvport.Error.code) -> every key's StatusCode
 _FROM_ERROR = {"Unavailable": StatusCode.UNAVAILABLE, "Timeout": StatusCode.TIMEOUT,

@@ -68,6 +68,7 @@ class KeyCode(enum.IntEnum):
     TIMEOUT = 7            # the deadline passed first
     DEVICE_ERROR = 8       # staging to or from device memory failed
     FAILED = 9             # any other failure (see the result's `error`)
+    PERMISSION_DENIED = 10  # the client's token does not grant this namespace
 
 
 class TransportType(enum.IntEnum):
@@ -138,7 +139,9 @@ class Client:
     says). Keyword options are kvport::InitOptions' (docs/client.md), with the same defaults:
     transport_type (TransportType or int; AUTO), connections (2), timeout and connect_timeout
     (seconds; 10 and 3), staging_cache_bytes (256 MiB), cuda_runtime_library,
-    ascend_runtime_library, log_dir, log_level, flag_file; and instance_id ("").
+    ascend_runtime_library, log_dir, log_level, flag_file, token (the secret for a node that
+    requires one) or token_file (a file whose first line is it; neither: the KVPORT_TOKEN
+    environment variable, if set); and instance_id ("").
     """
 
     def __init__(self, endpoint: str, *, instance_id: str = "", **options: Any):
@@ -297,7 +300,9 @@ class Server:
     $XDG_RUNTIME_DIR or /tmp/kvport-PORT.sock; or an absolute path: clients on this host then
     map the node's arena, see unix_socket_path), shared_memory (True), max_leases_per_session
     (4096), max_reservations_per_session (256), max_value_bytes (bytes or a size string),
-    max_key_bytes, max_meta_bytes, max_batch_keys. The node stops when the `with` block ends,
+    max_key_bytes, max_meta_bytes, max_batch_keys, tokens_file (a token file: clients must then
+    present a token, docs/security.md; reload_tokens() re-reads it), insecure (allow a
+    non-loopback listen address without tokens). The node stops when the `with` block ends,
     on stop(), or when the object is collected; stopping lets requests in flight finish."""
 
     def __init__(self, capacity: Any = "1GiB", *, threads: int = 2, **options: Any):
@@ -305,6 +310,11 @@ class Server:
             options["max_value_bytes"] = parse_size(options["max_value_bytes"])
         self._core = _core.Server(capacity_bytes=parse_size(capacity), threads=threads,
                                   **options)
+
+    def reload_tokens(self) -> None:
+        """Re-reads tokens_file (what `kvport serve` does on SIGHUP); raises kvport.Error and
+        keeps the tokens in force when the file is invalid."""
+        self._core.reload_tokens()
 
     @property
     def address(self) -> str:

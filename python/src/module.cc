@@ -231,8 +231,11 @@ class PyClient {
   void Init(const std::string& instance_id, const std::string& endpoint, int transport_type,
             const std::string& log_dir, int log_level, const std::string& flag_file,
             int connections, double timeout, double connect_timeout, uint64_t staging_cache_bytes,
-            const std::string& cuda_runtime_library, const std::string& ascend_runtime_library) {
+            const std::string& cuda_runtime_library, const std::string& ascend_runtime_library,
+            const std::string& token, const std::string& token_file) {
     InitOptions options;
+    options.token = token;
+    options.token_file = token_file;
     options.transport_type = transport_type;
     options.log_dir = log_dir;
     options.log_level = log_level;
@@ -356,8 +359,11 @@ class PyServer {
   PyServer(const std::string& listen, const std::string& unix_socket, bool shared_memory,
            uint32_t max_leases_per_session, uint32_t max_reservations_per_session,
            uint64_t capacity_bytes, unsigned threads, uint64_t max_value_bytes,
-           uint64_t max_key_bytes, uint64_t max_meta_bytes, uint64_t max_batch_keys) {
+           uint64_t max_key_bytes, uint64_t max_meta_bytes, uint64_t max_batch_keys,
+           const std::string& tokens_file, bool insecure) {
     ServerOptions options;
+    options.tokens_file = tokens_file;
+    options.insecure = insecure;
     options.listen = listen;
     options.unix_socket = unix_socket;
     options.shared_memory = shared_memory;
@@ -382,6 +388,10 @@ class PyServer {
   std::string address() const { return Running().address(); }
   uint16_t port() const { return Running().port(); }
   std::string unix_socket_path() const { return Running().unix_socket_path(); }
+  void ReloadTokens() {
+    if (server_ == nullptr) ThrowIfError(Status::Unavailable("the node was stopped"));
+    ThrowIfError(WithoutGil([&] { return server_->ReloadTokens(); }));
+  }
   bool running() const { return server_ != nullptr; }
 
   void Stop() {
@@ -472,7 +482,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("connect_timeout") = Seconds(kDefaults.connect_timeout),
            py::arg("staging_cache_bytes") = kDefaults.staging_cache_bytes,
            py::arg("cuda_runtime_library") = kDefaults.cuda_runtime_library,
-           py::arg("ascend_runtime_library") = kDefaults.ascend_runtime_library)
+           py::arg("ascend_runtime_library") = kDefaults.ascend_runtime_library,
+           py::arg("token") = kDefaults.token, py::arg("token_file") = kDefaults.token_file)
       .def("mset", &PyClient::MSet, py::arg("keys"), py::arg("values"), py::arg("ns"),
            py::arg("ttl_seconds"), py::arg("metas"), py::arg("timeout"))
       .def("mget", &PyClient::MGet, py::arg("keys"), py::arg("buffers"), py::arg("ns"),
@@ -516,7 +527,7 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyServer>(m, "Server")
       // The defaults are kvport::ServerOptions' own.
       .def(py::init<const std::string&, const std::string&, bool, uint32_t, uint32_t, uint64_t,
-                    unsigned, uint64_t, uint64_t, uint64_t, uint64_t>(),
+                    unsigned, uint64_t, uint64_t, uint64_t, uint64_t, const std::string&, bool>(),
            py::kw_only(), py::arg("listen") = kServerDefaults.listen,
            py::arg("unix_socket") = kServerDefaults.unix_socket,
            py::arg("shared_memory") = kServerDefaults.shared_memory,
@@ -527,7 +538,10 @@ PYBIND11_MODULE(_core, m) {
            py::arg("max_value_bytes") = kServerDefaults.max_value_bytes,
            py::arg("max_key_bytes") = kServerDefaults.max_key_bytes,
            py::arg("max_meta_bytes") = kServerDefaults.max_meta_bytes,
-           py::arg("max_batch_keys") = kServerDefaults.max_batch_keys)
+           py::arg("max_batch_keys") = kServerDefaults.max_batch_keys,
+           py::arg("tokens_file") = kServerDefaults.tokens_file,
+           py::arg("insecure") = kServerDefaults.insecure)
+      .def("reload_tokens", &PyServer::ReloadTokens)
       .def_property_readonly("address", &PyServer::address)
       .def_property_readonly("port", &PyServer::port)
       .def_property_readonly("unix_socket_path", &PyServer::unix_socket_path)

@@ -23,6 +23,8 @@ KeyCode KeyCodeFromWire(StatusCode code, bool mget) {
       return KeyCode::kTimeout;
     case StatusCode::kDeviceError:
       return KeyCode::kDeviceError;
+    case StatusCode::kPermissionDenied:
+      return KeyCode::kPermissionDenied;
     default:
       return KeyCode::kFailed;
   }
@@ -43,6 +45,8 @@ KeyCode KeyCodeFromCallFailure(const Status& status) {
       return KeyCode::kTooLarge;
     case StatusCode::kDeviceError:
       return KeyCode::kDeviceError;
+    case StatusCode::kPermissionDenied:
+      return KeyCode::kPermissionDenied;
     default:
       return KeyCode::kFailed;
   }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "client/endpoint.h"
 #include "client/transport.h"
 #include "client/transport_choice.h"
+#include "common/small_file.h"
 #include "kvport/log.h"
 #include "kvport/transport.h"
 #include "protocol/messages.h"
@@ -31,6 +33,23 @@ using client::FrameSlice;
 using client::KeyOutcomes;
 
 namespace {
+
+// The token InitOptions name: token, else token_file's first line, else $KVPORT_TOKEN.
+Result<std::string> TokenOf(const InitOptions& options) {
+  if (!options.token.empty()) return options.token;
+  if (!options.token_file.empty()) {
+    KVPORT_ASSIGN_OR_RETURN(std::string text,
+                            ReadSmallRegularFile(options.token_file, 4096, "token file"));
+    const std::string token = text.substr(0, text.find_first_of("\r\n"));
+    if (token.empty()) {
+      return Status::InvalidArgument("token file '" + options.token_file +
+                                     "' is empty; its first line must be the token");
+    }
+    return token;
+  }
+  const char* from_env = std::getenv("KVPORT_TOKEN");
+  return std::string(from_env != nullptr ? from_env : "");
+}
 
 Status NotReady(std::string_view op) {
   return Status::InvalidArgument(std::string(op) + " called before a successful Client::Init");
@@ -208,6 +227,7 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   pool_options.client_name = "kvport-client " + std::string(instance_id);
   pool_options.connection.drain_timeout = options.drain_timeout;
   pool_options.connection.drain_max_bytes = options.drain_max_bytes;
+  KVPORT_ASSIGN_OR_RETURN(pool_options.connection.token, TokenOf(options));
   Result<client::ChosenTransport> chosen =
       client::OpenTransport(parsed.address, *choice, pool_options, options.connect_timeout);
   if (!chosen.ok()) return chosen.status().WithContext("client init");
@@ -570,15 +590,37 @@ Status Client::Ping() {
 
 Result<NodeStats> Client::Stats() {
   if (impl_->transport == nullptr) return NotReady("Stats");
-  client::DecodingHandler<protocol::StatsRequest, protocol::StatsResponse> handler;
-  KVPORT_RETURN_IF_ERROR(impl_->RoundTrip(protocol::StatsRequest{}, &handler).WithContext("Stats"));
+  // The most namespaces collected from one node: a node that keeps saying "more" cannot make
+  // the client grow without bound.
+  constexpr size_t kMaxNamespaces = size_t{1} << 22;
   NodeStats stats;
-  for (const protocol::StatsCounter& counter : handler.response.counters) {
-    stats.counters.emplace_back(std::string(counter.name), counter.value);
-  }
-  for (const protocol::NamespaceUsage& usage : handler.response.namespaces) {
-    stats.namespaces.push_back(
-        NodeStats::Namespace{std::string(usage.ns), usage.objects, usage.bytes});
+  protocol::StatsRequest request;  // the first page; then each page after the last one seen
+  std::string after;
+  for (bool first_page = true;; first_page = false) {
+    client::DecodingHandler<protocol::StatsRequest, protocol::StatsResponse> handler;
+    KVPORT_RETURN_IF_ERROR(impl_->RoundTrip(request, &handler).WithContext("Stats"));
+    if (first_page) {
+      for (const protocol::StatsCounter& counter : handler.response.counters)
+        stats.counters.emplace_back(std::string(counter.name), counter.value);
+    }
+    for (const protocol::NamespaceUsage& usage : handler.response.namespaces) {
+      // Pages come in ascending order, each after the previous one: anything else would let a
+      // node send the same namespaces forever.
+      if (!request.from_start && usage.ns <= after) {
+        return Status::Corruption("Stats: the node sent namespaces out of order across pages");
+      }
+      stats.namespaces.push_back(
+          NodeStats::Namespace{std::string(usage.ns), usage.objects, usage.bytes});
+    }
+    if (!handler.response.more) break;
+    if (handler.response.namespaces.empty())
+      return Status::Corruption("Stats: the node said more namespaces follow but sent none");
+    if (stats.namespaces.size() > kMaxNamespaces)
+      return Status::TooLarge("Stats: the node has more than " + std::to_string(kMaxNamespaces) +
+                              " namespaces");
+    after = stats.namespaces.back().name;
+    request.from_start = false;
+    request.after = after;
   }
   return stats;
 }

@@ -139,7 +139,7 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
   if (!socket.ok()) return socket.status();
   std::shared_ptr<Connection> conn(
       new Connection(std::move(socket).value(), address.ToString(), options));
-  Status hello = conn->Handshake(client_name, deadline);
+  Status hello = conn->Handshake(client_name, options.token, deadline);
   if (!hello.ok()) {
     conn->alive_ = false;
     return hello.WithContext("handshake with " + conn->peer_);
@@ -224,9 +224,11 @@ Status Connection::AttachArena(ArenaMapper* mapper, Deadline deadline) {
   return Status::Ok();
 }
 
-Status Connection::Handshake(std::string_view client_name, Deadline deadline) {
+Status Connection::Handshake(std::string_view client_name, std::string_view token,
+                             Deadline deadline) {
   protocol::HelloRequest request;
   request.client_name = client_name.substr(0, 255);
+  request.token = token;
   protocol::EncodedFrame frame;
   const protocol::Limits defaults;
   const uint64_t id = NextRequestId();
@@ -236,8 +238,15 @@ Status Connection::Handshake(std::string_view client_name, Deadline deadline) {
 
   protocol::FrameHeader header;
   std::string descriptor;
-  KVPORT_RETURN_IF_ERROR(ReadControlResponse(id, protocol::Opcode::kHello, kMaxHelloDescriptorBytes,
-                                             deadline, &header, &descriptor, nullptr));
+  Status answered = ReadControlResponse(id, protocol::Opcode::kHello, kMaxHelloDescriptorBytes,
+                                        deadline, &header, &descriptor, nullptr);
+  if (!answered.ok() && !token.empty() && answered.code() == StatusCode::kCorruption) {
+    // A node older than protocol version 4 reads the token as trailing bytes.
+    return answered.WithContext(
+        "the node refused a HELLO with a token (a node older than "
+        "protocol version 4 does not take tokens)");
+  }
+  KVPORT_RETURN_IF_ERROR(answered);
   protocol::HelloResponse response;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(header, descriptor, defaults, &response));
   if (response.version < protocol::kMinProtocolVersion ||

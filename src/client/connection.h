@@ -66,6 +66,8 @@ struct ConnectionOptions {
   // The most bytes of an abandoned response the reader discards to keep the connection; a
   // larger remainder closes the connection instead (reconnecting is cheaper).
   uint64_t drain_max_bytes = uint64_t{256} << 20;
+  // Presented in HELLO to a node that requires a token (docs/security.md); empty: none.
+  std::string token;
 };
 
 // Decodes the response to one request. Runs on the connection's reader thread.
@@ -167,7 +169,7 @@ class Connection {
  private:
   Connection(net::Socket socket, std::string peer, const ConnectionOptions& options);
   Result<Ticket> SendCall(Ticket call, const protocol::EncodedFrame& frame, Deadline deadline);
-  Status Handshake(std::string_view client_name, Deadline deadline);
+  Status Handshake(std::string_view client_name, std::string_view token, Deadline deadline);
   Status AttachArena(ArenaMapper* mapper, Deadline deadline);
   // Reads one small control response to `id` (HELLO, SHM_ATTACH) before the reader thread
   // runs: its header and a descriptor of at most `most` bytes; an ERROR is returned as the

@@ -38,6 +38,8 @@ std::string_view KeyCodeName(KeyCode code) {
       return "DEVICE_ERROR";
     case KeyCode::kFailed:
       return "FAILED";
+    case KeyCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
   }
   return "UNKNOWN";
 }

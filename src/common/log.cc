@@ -5,22 +5,82 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <string>
 
 namespace kvport::log {
 namespace {
 
 std::atomic<Level> g_level{Level::kInfo};
 
+constexpr const char* kTextPattern = "%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v";
+// JSON lines: the message is escaped by Write (JsonEscaped) before it reaches the pattern.
+constexpr const char* kJsonPattern = R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","msg":"%v"})";
+
+std::atomic<Format> g_format{Format::kText};
+
 spdlog::logger& Logger() {
   // stderr, no colors: the CLI's stdout is for results (and --json), logs never mix in.
   static auto logger = [] {
     auto l = std::make_shared<spdlog::logger>("kvport",
                                               std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    l->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+    l->set_pattern(kTextPattern);
     l->set_level(spdlog::level::trace);
     return l;
   }();
   return *logger;
+}
+
+// `text` as the inside of a JSON string: quotes, backslashes and control bytes escaped. Bytes
+// that are not UTF-8 become \u00XX of the byte, so every line stays valid JSON.
+std::string JsonEscaped(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      default:
+        break;
+    }
+    if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\u{:04x}", c);
+      continue;
+    }
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      continue;
+    }
+    // A well-formed UTF-8 sequence passes through; any other byte is written as its code.
+    const size_t len = c >= 0xf0 && c <= 0xf4  ? 4
+                       : c >= 0xe0 && c < 0xf0 ? 3
+                       : c >= 0xc2 && c < 0xe0 ? 2
+                                               : 0;
+    bool valid = len > 0 && i + len <= text.size();
+    for (size_t k = 1; valid && k < len; ++k) {
+      valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    }
+    if (valid) {
+      out.append(text.substr(i, len));
+      i += len - 1;
+    } else {
+      out += fmt::format("\\u{:04x}", c);
+    }
+  }
+  return out;
 }
 
 spdlog::level::level_enum ToSpd(Level level) {
@@ -64,7 +124,30 @@ bool SetLevelByName(std::string_view name) {
 }
 
 void Write(Level level, std::string_view message) {
-  Logger().log(ToSpd(level), message);
+  if (g_format.load(std::memory_order_relaxed) == Format::kJson) {
+    Logger().log(ToSpd(level), JsonEscaped(message));
+  } else {
+    Logger().log(ToSpd(level), message);
+  }
+}
+
+void SetFormat(Format format) {
+  // The pattern changes under spdlog's own lock; lines already being written keep theirs.
+  g_format.store(format, std::memory_order_relaxed);
+  Logger().set_pattern(
+      format == Format::kJson ? kJsonPattern : kTextPattern,
+      format == Format::kJson ? spdlog::pattern_time_type::utc : spdlog::pattern_time_type::local);
+}
+
+bool SetFormatByName(std::string_view name) {
+  if (name == "text") {
+    SetFormat(Format::kText);
+  } else if (name == "json") {
+    SetFormat(Format::kJson);
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace kvport::log

@@ -5,6 +5,7 @@
 
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "config/address_check.h"
 #include "config/value_parse.h"
@@ -77,6 +78,7 @@ enum class SizeCheck {
   kMemoryCapacity,  // > 0 and within host memory unless allow_capacity_over_host_memory
   kDiskCapacity,    // >= 0 (0 disables); not compared with memory
   kLimit,           // > 0; a protocol limit, not memory that is allocated up front
+  kLimitOrAuto,     // >= 0; 0 picks an automatic value (a node cap derived from capacity)
 };
 
 template <typename F>
@@ -89,7 +91,7 @@ KeySpec SizeKey(std::string_view key, std::string_view env, F field, SizeUnit ba
     limits.host_memory_bytes = ctx.host_memory_bytes;
     limits.limit_to_host_memory =
         check == SizeCheck::kMemoryCapacity && !c.node.allow_capacity_over_host_memory;
-    limits.allow_zero = check == SizeCheck::kDiskCapacity;
+    limits.allow_zero = check == SizeCheck::kDiskCapacity || check == SizeCheck::kLimitOrAuto;
     KVPORT_ASSIGN_OR_RETURN(
         field(c), ParseCapacity(key, text, bare_unit, limits,
                                 check == SizeCheck::kMemoryCapacity ? ctx.warnings : nullptr));
@@ -142,6 +144,23 @@ Status CheckLogLevel(std::string_view level) {
       "'{}' is not a log level; expected debug, info, warn, error or off", std::string(level)));
 }
 
+Status CheckLogFormat(std::string_view format) {
+  if (format == "text" || format == "json") return Status::Ok();
+  return Status::InvalidArgument(
+      fmt::format("'{}' is not a log format; expected text or json", std::string(format)));
+}
+
+// http_listen: "" (no HTTP endpoint), a bare port (loopback), or HOST:PORT like listen.
+Status CheckHttpListen(std::string_view text) {
+  if (text.empty()) return Status::Ok();
+  if (text.find_first_not_of("0123456789") == std::string_view::npos) {
+    if (text.size() <= 5 && std::stoul(std::string(text)) <= 65535) return Status::Ok();
+    return Status::InvalidArgument(
+        fmt::format("'{}' is not a port; expected 0..65535 or HOST:PORT", std::string(text)));
+  }
+  return CheckListenAddress(text);
+}
+
 Status CheckTransType(int64_t v) {
   if (v >= 0 && v <= 3) return Status::Ok();
   return Status::InvalidArgument(fmt::format(
@@ -183,6 +202,8 @@ std::vector<KeySpec> MakeKeys() {
                  CheckTtl)),
       Eic(StringKey("eic_kv_ns", "LMCACHE_EIC_KV_NS", FIELD(eic_kv_ns))),
       Eic(StringKey("eic_flag_file", "LMCACHE_EIC_FLAG_FILE", FIELD(eic_flag_file))),
+      // kvport client keys.
+      StringKey("token_file", "KVPORT_TOKEN_FILE", FIELD(token_file)),
       // kvport node keys.
       StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListenAddress),
       StringKey("unix_socket", "KVPORT_UNIX_SOCKET", FIELD(node.unix_socket), CheckUnixSocket),
@@ -211,15 +232,31 @@ std::vector<KeySpec> MakeKeys() {
               SizeUnit::kBytes, SizeCheck::kLimit),
       SizeKey("max_connection_outstanding_bytes", "KVPORT_MAX_CONNECTION_OUTSTANDING_BYTES",
               FIELD(node.max_connection_outstanding_bytes), SizeUnit::kBytes, SizeCheck::kLimit),
+      SizeKey("max_queued_response_bytes", "KVPORT_MAX_QUEUED_RESPONSE_BYTES",
+              FIELD(node.max_queued_response_bytes), SizeUnit::kBytes, SizeCheck::kLimit),
+      SizeKey("max_index_bytes", "KVPORT_MAX_INDEX_BYTES", FIELD(node.max_index_bytes),
+              SizeUnit::kBytes, SizeCheck::kLimitOrAuto),
+      SizeKey("max_reserved_bytes", "KVPORT_MAX_RESERVED_BYTES", FIELD(node.max_reserved_bytes),
+              SizeUnit::kBytes, SizeCheck::kLimitOrAuto),
+      SizeKey("max_pinned_bytes", "KVPORT_MAX_PINNED_BYTES", FIELD(node.max_pinned_bytes),
+              SizeUnit::kBytes, SizeCheck::kLimitOrAuto),
       IntKey("idle_timeout_secs", "KVPORT_IDLE_TIMEOUT_SECS", FIELD(node.idle_timeout_secs), 0,
              kU32, "seconds"),
+      IntKey("request_timeout_secs", "KVPORT_REQUEST_TIMEOUT_SECS",
+             FIELD(node.request_timeout_secs), 0, 86400, "seconds"),
+      SizeKey("min_request_bytes_per_sec", "KVPORT_MIN_REQUEST_BYTES_PER_SEC",
+              FIELD(node.min_request_bytes_per_sec), SizeUnit::kBytes, SizeCheck::kLimitOrAuto),
       IntKey("max_connections", "KVPORT_MAX_CONNECTIONS", FIELD(node.max_connections), 1, kU32,
              "connections"),
+      StringKey("tokens_file", "KVPORT_TOKENS_FILE", FIELD(node.tokens_file)),
+      BoolKey("insecure", "KVPORT_INSECURE", FIELD(node.insecure)),
+      StringKey("http_listen", "KVPORT_HTTP_LISTEN", FIELD(node.http_listen), CheckHttpListen),
       // Accelerator runtimes and logging.
       StringKey("cuda_runtime_library", "KVPORT_CUDA_RUNTIME_LIBRARY", FIELD(cuda_runtime_library)),
       StringKey("ascend_runtime_library", "KVPORT_ASCEND_RUNTIME_LIBRARY",
                 FIELD(ascend_runtime_library)),
       StringKey("log_level", "KVPORT_LOG_LEVEL", FIELD(log_level), CheckLogLevel),
+      StringKey("log_format", "KVPORT_LOG_FORMAT", FIELD(log_format), CheckLogFormat),
   };
   return keys;
 }
@@ -241,6 +278,16 @@ std::vector<std::string> CheckCrossKeyRules(const Config& c) {
         "max_value_bytes ({}) is larger than capacity ({}): such an object could never be "
         "stored; lower max_value_bytes or raise capacity",
         FormatSize(n.max_value_bytes), FormatSize(n.capacity)));
+  }
+  for (const auto& [key, value] :
+       {std::pair<const char*, uint64_t>{"max_reserved_bytes", n.max_reserved_bytes},
+        {"max_pinned_bytes", n.max_pinned_bytes}}) {
+    if (value > n.capacity) {
+      errors.push_back(fmt::format(
+          "{} ({}) is larger than capacity ({}): a cap on arena bytes above the arena never "
+          "applies; lower it, or write 0 for the automatic capacity / 2",
+          key, FormatSize(value), FormatSize(n.capacity)));
+    }
   }
   const uint64_t one_key = uint64_t{n.max_key_bytes} + n.max_namespace_bytes + n.max_meta_bytes;
   if (n.max_frame_bytes < one_key) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 
+#include "common/small_file.h"
 #include "config/config_keys.h"
 #include "config/value_parse.h"
 #include "kvport/config.h"
@@ -98,81 +99,9 @@ std::string FlowText(const YAML::Node& node) {
   return out.c_str();
 }
 
-// What a file that is not a regular file is, for the error.
-std::string_view FileTypeName(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
-// Refuses anything but a regular file of at most kMaxConfigFileBytes.
-Status CheckConfigFileStat(const std::string& path, const struct stat& st) {
-  if (!S_ISREG(st.st_mode)) {
-    return Status::InvalidArgument(
-        fmt::format("config file '{}' is {}, not a regular file; expected a YAML file", path,
-                    FileTypeName(st.st_mode)));
-  }
-  if (static_cast<uint64_t>(st.st_size) > kMaxConfigFileBytes) {
-    return Status::InvalidArgument(
-        fmt::format("config file '{}' is {} ({} bytes), larger than the {} a config file may be",
-                    path, FormatSize(static_cast<uint64_t>(st.st_size)), st.st_size,
-                    FormatSize(kMaxConfigFileBytes)));
-  }
-  return Status::Ok();
-}
-
-// The whole text of the config file at `path`. The path is checked with stat() before it is
-// opened, so a FIFO or a device is never opened at all; the open is O_NONBLOCK and the opened
-// file is checked again with fstat(), so a path swapped for a FIFO in between cannot block the
-// read either; and the read stops one byte past the cap, so a file that grows meanwhile cannot
-// make it read without bound.
-Result<std::string> ReadConfigText(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT)
-      return Status::NotFound(fmt::format("config file '{}' does not exist", path));
-    return Status::IoError(fmt::format("config file '{}': {}", path, std::strerror(err)));
-  }
-  KVPORT_RETURN_IF_ERROR(CheckConfigFileStat(path, st));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return Status::IoError(
-        fmt::format("cannot open config file '{}': {}", path, std::strerror(err)));
-  }
-  std::string text;
-  Status status =
-      ::fstat(fd, &st) == 0
-          ? CheckConfigFileStat(path, st)
-          : Status::IoError(fmt::format("config file '{}': {}", path, std::strerror(errno)));
-  while (status.ok()) {
-    char buffer[64 * 1024];
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      status = Status::IoError(
-          fmt::format("cannot read config file '{}': {}", path, std::strerror(errno)));
-    } else if (n == 0) {
-      break;
-    } else if (text.size() + static_cast<size_t>(n) > kMaxConfigFileBytes) {
-      status = Status::InvalidArgument(
-          fmt::format("config file '{}' grew past the {} a config file may be while it was read",
-                      path, FormatSize(kMaxConfigFileBytes)));
-    } else {
-      text.append(buffer, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  if (!status.ok()) return status;
-  return text;
-}
-
 Result<YAML::Node> ReadYaml(const std::string& path) {
-  KVPORT_ASSIGN_OR_RETURN(std::string text, ReadConfigText(path));
+  KVPORT_ASSIGN_OR_RETURN(std::string text,
+                          ReadSmallRegularFile(path, kMaxConfigFileBytes, "config file"));
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {

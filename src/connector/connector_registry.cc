@@ -59,6 +59,7 @@ Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config) {
   options.ttl_seconds = config.eic_kv_ttl;
   options.transport_type = static_cast<int>(config.eic_trans_type);
   options.timeout_secs = config.blocking_timeout_secs;
+  options.token_file = config.token_file;
   return CreateConnector(config.remote_url, options);
 }
 

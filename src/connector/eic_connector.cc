@@ -38,6 +38,8 @@ Status KeyCodeToStatus(KeyCode code, const std::string& key) {
       return Status::Timeout(std::move(what));
     case KeyCode::kDeviceError:
       return Status::DeviceError(std::move(what));
+    case KeyCode::kPermissionDenied:
+      return Status::PermissionDenied(std::move(what));
     case KeyCode::kFailed:
       break;
   }
@@ -317,6 +319,7 @@ Result<std::unique_ptr<RemoteConnector>> OpenEicConnector(const std::string& end
   InitOptions init;
   init.transport_type = options.transport_type;
   init.timeout = std::chrono::milliseconds(uint64_t{options.timeout_secs} * 1000);
+  init.token_file = options.token_file;
   KVPORT_RETURN_IF_ERROR(client->Init("kvport-connector", endpoint, init));
   return std::unique_ptr<RemoteConnector>(
       std::make_unique<EicConnector>(std::move(client), options));

@@ -12,12 +12,20 @@ namespace {
 constexpr int kMaxIovecsPerWrite = 64;
 }  // namespace
 
+size_t OutputQueue::MemoryOf(const Segment& seg) {
+  // A borrowed segment's (empty) string is inline; an owned one's allocation is its capacity.
+  size_t memory = kSegmentOverhead + (seg.borrowed != nullptr ? seg.size : seg.owned.capacity());
+  if (seg.keep_alive != nullptr) memory += kKeepAliveOverhead;
+  return memory;
+}
+
 void OutputQueue::Append(std::string bytes) {
   if (bytes.empty()) return;
   Segment seg;
   seg.size = bytes.size();
   seg.owned = std::move(bytes);
   bytes_ += seg.size;
+  memory_ += MemoryOf(seg);
   segments_.push_back(std::move(seg));
 }
 
@@ -35,6 +43,7 @@ void OutputQueue::AppendBorrowed(const void* data, size_t size,
   seg.size = size;
   seg.keep_alive = std::move(keep_alive);
   bytes_ += size;
+  memory_ += MemoryOf(seg);
   segments_.push_back(std::move(seg));
 }
 
@@ -80,13 +89,17 @@ void OutputQueue::Consume(size_t n) {
     size_t take = std::min(n, front.size - front.written);
     front.written += take;
     n -= take;
-    if (front.written == front.size) segments_.pop_front();  // releases its keep_alive now
+    if (front.written == front.size) {
+      memory_ -= MemoryOf(front);
+      segments_.pop_front();  // releases its keep_alive now
+    }
   }
 }
 
 void OutputQueue::Clear() {
   segments_.clear();
   bytes_ = 0;
+  memory_ = 0;
 }
 
 }  // namespace kvport::net

@@ -37,9 +37,17 @@ class OutputQueue {
   // on Clear()/destruction. Several ranges may share one keep_alive.
   void AppendBorrowed(const void* data, size_t size, std::shared_ptr<const void> keep_alive);
 
-  // Bytes queued and not yet written: what backpressure limits.
+  // Bytes queued and not yet written.
   size_t bytes() const { return bytes_; }
   bool empty() const { return bytes_ == 0; }
+  // What the queue costs, which backpressure limits: for every segment not yet fully written,
+  // its bookkeeping (kSegmentOverhead), its owned bytes' allocation (capacity, not size) and,
+  // for a borrowed range, the range (pinned: its bytes cannot be freed or reused) plus
+  // kKeepAliveOverhead for the reference that pins it. An estimate of heap, exact in the
+  // bytes that dominate it.
+  size_t memory_bytes() const { return memory_; }
+  static constexpr size_t kSegmentOverhead = 96;
+  static constexpr size_t kKeepAliveOverhead = 64;
 
   // Writes as much as `fd` accepts right now, several segments per system call. Returns the
   // progress (would_block when the socket buffer filled before the queue emptied), or an
@@ -63,9 +71,11 @@ class OutputQueue {
     }
   };
   void Consume(size_t n);
+  static size_t MemoryOf(const Segment& seg);
 
   std::deque<Segment> segments_;
   size_t bytes_ = 0;
+  size_t memory_ = 0;
 };
 
 }  // namespace kvport::net

@@ -8,13 +8,19 @@ namespace kvport::net {
 namespace {
 constexpr int kMaxIovecsPerRead = 64;
 constexpr size_t kScratchBytes = 64 * 1024;
+constexpr size_t kFirstGrowth = 4096;
 }  // namespace
 
 Result<IoProgress> ReadBuffer::FillTo(int fd, size_t target) {
   IoProgress total;
-  if (bytes_.size() < target) bytes_.resize(target);
   while (size_ < target) {
-    iovec iov{bytes_.data() + size_, target - size_};
+    if (size_ == bytes_.size()) {
+      // Full: grow by what has arrived (doubling), never straight to the target a peer claims.
+      const size_t grown = std::min(target, std::max(kFirstGrowth, 2 * size_));
+      bytes_.reserve(grown);  // exactly: resize alone may round the capacity up
+      bytes_.resize(grown);
+    }
+    iovec iov{bytes_.data() + size_, std::min(target, bytes_.size()) - size_};
     Result<IoProgress> r = ReadV(fd, &iov, 1);
     if (!r.ok()) return r.status();
     size_ += r->bytes;

@@ -4,7 +4,9 @@
 // ReadBuffer collects a known number of bytes (a frame header, then its descriptor section) in
 // memory the connection owns. It never reads past the amount asked for, because the bytes after
 // belong to payloads that ScatterReader reads straight into their final destination (the
-// store's arena): no staging copy of a value ever exists.
+// store's arena): no staging copy of a value ever exists. Its memory grows with the bytes that
+// actually arrived (doubling, from 4 KiB), never with the amount asked for: a header that
+// announces a 16 MiB descriptor costs nothing until those bytes come.
 #pragma once
 
 #include <sys/uio.h>
@@ -26,6 +28,9 @@ class ReadBuffer {
 
   const uint8_t* data() const { return bytes_.data(); }
   size_t size() const { return size_; }
+  // Bytes of memory the buffer holds now: at most max(4 KiB, 2 x size()), and at most the
+  // largest target asked for (or the kept allocation, see Clear).
+  size_t allocated_bytes() const { return bytes_.capacity(); }
   // Forgets the contents; keeps the allocation up to `keep_capacity` bytes so that one huge
   // descriptor section does not pin memory for the connection's lifetime.
   void Clear(size_t keep_capacity = 64 * 1024);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -54,6 +55,34 @@ Result<IoProgress> ReadV(int fd, const iovec* iov, int count) {
       return progress;
     }
     return Status::FromErrno("read from socket", errno);
+  }
+}
+
+Result<IoProgress> Readable(int fd) {
+  IoProgress progress;
+  int queued = 0;
+  if (::ioctl(fd, FIONREAD, &queued) != 0) return Status::FromErrno("FIONREAD", errno);
+  if (queued > 0) {
+    progress.bytes = static_cast<size_t>(queued);
+    return progress;
+  }
+  for (;;) {
+    char byte;
+    ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) {
+      progress.bytes = 1;  // arrived after FIONREAD
+      return progress;
+    }
+    if (n == 0) {
+      progress.eof = true;
+      return progress;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      progress.would_block = true;
+      return progress;
+    }
+    return Status::FromErrno("peek at socket", errno);
   }
 }
 

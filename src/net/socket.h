@@ -47,6 +47,9 @@ struct IoProgress {
 // readv() on a non-blocking socket, retried on EINTR. An error other than EAGAIN is an IoError
 // (ECONNRESET included: the caller treats any error as "connection gone").
 Result<IoProgress> ReadV(int fd, const iovec* iov, int count);
+// What a read would find now, reading nothing: `bytes` queued in the socket (FIONREAD); when
+// none, `eof` if the peer closed, else `would_block`.
+Result<IoProgress> Readable(int fd);
 // writev() (sendmsg with MSG_NOSIGNAL, so a closed peer is an error, never SIGPIPE).
 Result<IoProgress> WriteV(int fd, const iovec* iov, int count);
 

@@ -22,6 +22,22 @@ uint16_t BoundPort(int fd) {
   return 0;
 }
 
+bool BoundToLoopback(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) < 0) return false;
+  if (addr.ss_family == AF_INET) {
+    const uint32_t ip = ntohl(reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr);
+    return (ip >> 24) == 127;
+  }
+  if (addr.ss_family == AF_INET6) {
+    const in6_addr& ip = reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&ip)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&ip) && ip.s6_addr[12] == 127;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TcpListener>> TcpListener::Listen(const HostPort& address, int backlog) {
@@ -56,7 +72,8 @@ Result<std::unique_ptr<TcpListener>> TcpListener::Listen(const HostPort& address
     }
     ::freeaddrinfo(found);
     HostPort bound{address.host, BoundPort(s.fd())};
-    return std::unique_ptr<TcpListener>(new TcpListener(std::move(s), std::move(bound)));
+    const bool loopback = BoundToLoopback(s.fd());
+    return std::unique_ptr<TcpListener>(new TcpListener(std::move(s), std::move(bound), loopback));
   }
   ::freeaddrinfo(found);
   return last;

@@ -27,14 +27,18 @@ class TcpListener final : public Listener {
   uint16_t port() const { return bound_.port; }
   // The address actually bound, e.g. "127.0.0.1:40123".
   const HostPort& address() const { return bound_; }
+  // True when the bound address is a loopback one (127.0.0.0/8, ::1, or ::ffff:127.x.y.z):
+  // only processes of this host can connect.
+  bool loopback_only() const { return loopback_only_; }
 
   Result<Socket> Accept() override;
 
  private:
-  TcpListener(Socket socket, HostPort bound)
-      : socket_(std::move(socket)), bound_(std::move(bound)) {}
+  TcpListener(Socket socket, HostPort bound, bool loopback_only)
+      : socket_(std::move(socket)), bound_(std::move(bound)), loopback_only_(loopback_only) {}
   Socket socket_;
   HostPort bound_;
+  bool loopback_only_;
 };
 
 }  // namespace kvport::net

@@ -19,7 +19,7 @@ constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
 }  // namespace
 
 bool IsKnownStatusCode(uint8_t v) {
-  return v <= static_cast<uint8_t>(StatusCode::kInternal);
+  return v <= static_cast<uint8_t>(StatusCode::kPermissionDenied);
 }
 
 BatchStatus OverallFromCounts(size_t ok, size_t total) {

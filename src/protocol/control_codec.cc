@@ -87,6 +87,12 @@ Status EncodeRequest(uint64_t request_id, const HelloRequest& m, const Limits& l
   w.PutU8(m.min_version);
   w.PutU8(m.max_version);
   KVPORT_RETURN_IF_ERROR(WriteName(w, kContext, "client_name", m.client_name));
+  if (!m.token.empty()) {
+    if (m.max_version < kAccessVersion)
+      return Status::InvalidArgument(fmt::format("{}: a token needs max_version {} or more, got {}",
+                                                 kContext, kAccessVersion, m.max_version));
+    KVPORT_RETURN_IF_ERROR(WriteName(w, kContext, "token", m.token));
+  }
   return FinishFrame(Opcode::kHello, 0, request_id, l, kHelloVersion, out);
 }
 
@@ -97,6 +103,11 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
   KVPORT_RETURN_IF_ERROR(r.ReadU8("min_version", &out->min_version));
   KVPORT_RETURN_IF_ERROR(r.ReadU8("max_version", &out->max_version));
   KVPORT_RETURN_IF_ERROR(ReadName(r, "client_name", &out->client_name));
+  out->token = {};
+  if (r.remaining() > 0 && out->max_version >= kAccessVersion) {
+    KVPORT_RETURN_IF_ERROR(ReadName(r, "token", &out->token));
+    if (out->token.empty()) return r.Error(StatusCode::kCorruption, "empty token");
+  }
   KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
   return CheckVersionRange("HELLO request", out->min_version, out->max_version,
                            StatusCode::kInvalidArgument);
@@ -164,16 +175,43 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   return WireReader(descriptor, "PING response").ExpectEnd();
 }
 
-Status EncodeRequest(uint64_t request_id, const StatsRequest&, const Limits& l, EncodedFrame* out,
+// Version 4 STATS request: u8 from_start, namespace after, u32 max_namespaces.
+Status EncodeRequest(uint64_t request_id, const StatsRequest& m, const Limits& l, EncodedFrame* out,
                      uint8_t version) {
+  constexpr std::string_view kContext = "STATS request";
   BeginFrame(out);
+  if (version >= kAccessVersion) {
+    if (m.from_start && !m.after.empty())
+      return Status::InvalidArgument("STATS request: `after` is set but from_start is too");
+    WireWriter w(&out->head);
+    w.PutU8(m.from_start ? 1 : 0);
+    KVPORT_RETURN_IF_ERROR(WriteNamespace(w, m.after, l, kContext));
+    w.PutU32(m.max_namespaces);
+  } else if (!m.from_start || m.max_namespaces != 0) {
+    return Status::NotSupported(fmt::format(
+        "STATS request: pages of namespaces need protocol version {}, the connection has {}",
+        kAccessVersion, version));
+  }
   return FinishFrame(Opcode::kStats, 0, request_id, l, version, out);
 }
 
-Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits&,
-                     StatsRequest*) {
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     StatsRequest* out) {
   KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kStats, /*response=*/false));
-  return WireReader(descriptor, "STATS request").ExpectEnd();
+  WireReader r(descriptor, "STATS request");
+  *out = StatsRequest{};
+  if (h.version >= kAccessVersion) {
+    uint8_t from_start = 0;
+    KVPORT_RETURN_IF_ERROR(r.ReadU8("from_start", &from_start));
+    if (from_start > 1)
+      return r.Error(StatusCode::kCorruption, fmt::format("from_start is {}", from_start));
+    out->from_start = from_start == 1;
+    KVPORT_RETURN_IF_ERROR(ReadNamespace(r, l, &out->after));
+    KVPORT_RETURN_IF_ERROR(r.ReadU32("max_namespaces", &out->max_namespaces));
+    if (out->from_start && !out->after.empty())
+      return r.Error(StatusCode::kCorruption, "`after` is set but from_start is too");
+  }
+  return r.ExpectEnd();
 }
 
 Status EncodeResponse(uint64_t request_id, const StatsResponse& m, const Limits& l,
@@ -194,6 +232,13 @@ Status EncodeResponse(uint64_t request_id, const StatsResponse& m, const Limits&
     KVPORT_RETURN_IF_ERROR(WriteNamespace(w, u.ns, l, kContext));
     w.PutU64(u.objects);
     w.PutU64(u.bytes);
+  }
+  if (version >= kAccessVersion) {
+    w.PutU8(m.more ? 1 : 0);
+  } else if (m.more) {
+    return Status::NotSupported(
+        fmt::format("STATS response: `more` needs protocol version {}, the connection has {}",
+                    kAccessVersion, version));
   }
   return FinishFrame(Opcode::kStats, kFlagResponse, request_id, l, version, out);
 }
@@ -219,6 +264,13 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
     KVPORT_RETURN_IF_ERROR(ReadNamespace(r, l, &u.ns));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("objects", &u.objects));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("bytes", &u.bytes));
+  }
+  out->more = false;
+  if (h.version >= kAccessVersion) {
+    uint8_t more = 0;
+    KVPORT_RETURN_IF_ERROR(r.ReadU8("more", &more));
+    if (more > 1) return r.Error(StatusCode::kCorruption, fmt::format("more is {}", more));
+    out->more = more == 1;
   }
   return r.ExpectEnd();
 }

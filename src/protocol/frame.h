@@ -48,13 +48,19 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //      (the same-host shared-memory transport) and kFlagAnyNamespace on SHM_GET requests; every
 //      other byte layout is unchanged, so a version 3 frame of an older opcode differs from
 //      version 2 only in its version byte.
+//   4: access control and scale (docs/protocol.md, "Version 4"): a HELLO request may end with a
+//      token; the status code PermissionDenied (13); STATS requests name a page of namespaces
+//      and STATS responses say whether more follow; LIST cursors belong to the session. Every
+//      other byte layout is unchanged.
 inline constexpr uint8_t kMinProtocolVersion = 1;
-inline constexpr uint8_t kMaxProtocolVersion = 3;
+inline constexpr uint8_t kMaxProtocolVersion = 4;
 inline constexpr uint8_t kHelloVersion = 1;
 // The first version in which kFlagAnyNamespace is valid.
 inline constexpr uint8_t kAnyNamespaceVersion = 2;
 // The first version in which NODE_INFO and the SHM_* opcodes are valid.
 inline constexpr uint8_t kShmVersion = 3;
+// The first version with tokens, PermissionDenied and paged STATS.
+inline constexpr uint8_t kAccessVersion = 4;
 
 enum class Opcode : uint8_t {
   kHello = 1,   // version negotiation; must be the first request on a connection

@@ -58,6 +58,11 @@ struct HelloRequest {
   uint8_t min_version = kMinProtocolVersion;
   uint8_t max_version = kMaxProtocolVersion;
   std::string_view client_name;  // free text for logs, at most 255 bytes (may be empty)
+  // The client's secret for a node that requires one (docs/security.md): 1..255 bytes, or empty
+  // for none. Encoded only when non-empty, as a field appended after client_name, and only with
+  // max_version >= kAccessVersion (encoders refuse it otherwise with InvalidArgument; decoders
+  // reject it as Corruption). A node older than version 4 refuses such a HELLO (trailing bytes).
+  std::string_view token;
 };
 // The server's answer: the version both sides use from now on, and the server's limits, which
 // the client must use to encode requests and decode responses.
@@ -75,7 +80,15 @@ Result<uint8_t> NegotiateVersion(const HelloRequest& request);
 
 struct PingRequest {};
 struct PingResponse {};
-struct StatsRequest {};
+// Version 4 requests name a page of the per-namespace usage (namespaces in ascending bytewise
+// order): those after `after` (all of them when from_start), at most max_namespaces of them (0:
+// as many as fit in the frame). Older versions' STATS requests are empty and get one page of
+// as many as fit; encoders refuse a page other than the default below version 4 (NotSupported).
+struct StatsRequest {
+  bool from_start = true;
+  std::string_view after;  // when !from_start: the last namespace of the previous page
+  uint32_t max_namespaces = 0;
+};
 
 struct StatsCounter {
   std::string_view name;  // snake_case, 1..255 bytes, e.g. "hits", "used_bytes", "op_mget"
@@ -88,9 +101,13 @@ struct NamespaceUsage {
 };
 // Counter names are not fixed by the protocol (docs/protocol.md lists those the server sends);
 // a client ignores names it does not know.
+// Version 4 adds `more`: namespaces beyond this page exist (ask again after the last one); older
+// versions cannot express it (a node that had to leave namespaces out says how many in the
+// counter "namespaces_omitted").
 struct StatsResponse {
   std::vector<StatsCounter> counters;
   std::vector<NamespaceUsage> namespaces;
+  bool more = false;
 };
 
 // ---- MSET --------------------------------------------------------------------------------

@@ -11,34 +11,64 @@ namespace kvport::server {
 
 CacheService::CacheService(store::ObjectStore* store, ServerCounters* counters,
                            ServiceOptions options)
-    : store_(store), counters_(counters), options_(std::move(options)) {}
+    : store_(store),
+      counters_(counters),
+      options_(std::move(options)),
+      access_(options_.access_required, options_.tokens) {}
 
-Result<store::ReadHandle> CacheService::Pin(std::string_view ns, std::string_view key,
-                                            bool any_namespace) {
-  return any_namespace ? store_->LookupInAnyNamespace(key) : store_->Lookup(ns, key);
+namespace {
+
+Status Denied(const Grant& grant, std::string_view right, std::string_view ns) {
+  return Status::PermissionDenied("token '" + grant.name() + "' may not " + std::string(right) +
+                                  " namespace '" + std::string(ns) + "'");
 }
 
-StatusCode CacheService::PinToRead(std::string_view ns, std::string_view key, bool any_namespace,
-                                   uint64_t capacity, store::ReadHandle* pin) {
-  Result<store::ReadHandle> found = Pin(ns, key, any_namespace);
+// The store's any-namespace filter for `grant`: unset (search all) when it reads everything.
+store::ObjectStore::NamespaceFilter Readable(const Grant& grant) {
+  if (grant.reads_everything()) return {};
+  return [&grant](std::string_view ns) { return grant.may_read(ns); };
+}
+
+store::ObjectStore::NamespaceFilter Writable(const Grant& grant) {
+  if (grant.writes_everything()) return {};
+  return [&grant](std::string_view ns) { return grant.may_write(ns); };
+}
+
+}  // namespace
+
+Result<store::ReadHandle> CacheService::Pin(const Grant& grant, std::string_view ns,
+                                            std::string_view key, bool any_namespace) {
+  if (any_namespace) return store_->LookupInAnyNamespace(key, Readable(grant));
+  if (!grant.may_read(ns)) return Denied(grant, "read", ns);
+  return store_->Lookup(ns, key);
+}
+
+StatusCode CacheService::PinToRead(const Grant& grant, std::string_view ns, std::string_view key,
+                                   bool any_namespace, uint64_t capacity, store::ReadHandle* pin) {
+  Result<store::ReadHandle> found = Pin(grant, ns, key, any_namespace);
   if (!found.ok()) return found.status().code();
   *pin = std::move(found).value();
   return pin->size() > capacity ? StatusCode::kTooLarge : StatusCode::kOk;
 }
 
-Status CacheService::Exists(std::string_view ns, std::string_view key, bool any_namespace,
-                            uint64_t* value_length) {
-  return any_namespace ? store_->ExistsInAnyNamespace(key, value_length)
-                       : store_->Exists(ns, key, value_length);
+Status CacheService::Exists(const Grant& grant, std::string_view ns, std::string_view key,
+                            bool any_namespace, uint64_t* value_length) {
+  if (any_namespace) return store_->ExistsInAnyNamespace(key, value_length, Readable(grant));
+  if (!grant.may_read(ns)) return Denied(grant, "read", ns);
+  return store_->Exists(ns, key, value_length);
 }
 
-Status CacheService::Delete(std::string_view ns, std::string_view key, bool any_namespace) {
-  return any_namespace ? store_->DeleteInEveryNamespace(key) : store_->Delete(ns, key);
+Status CacheService::Delete(const Grant& grant, std::string_view ns, std::string_view key,
+                            bool any_namespace) {
+  if (any_namespace) return store_->DeleteInEveryNamespace(key, nullptr, Writable(grant));
+  if (!grant.may_write(ns)) return Denied(grant, "write", ns);
+  return store_->Delete(ns, key);
 }
 
-Result<store::WriteHandle> CacheService::Reserve(std::string_view ns, std::string_view key,
-                                                 uint64_t length, std::string_view meta,
-                                                 uint32_t ttl_seconds) {
+Result<store::WriteHandle> CacheService::Reserve(const Grant& grant, std::string_view ns,
+                                                 std::string_view key, uint64_t length,
+                                                 std::string_view meta, uint32_t ttl_seconds) {
+  if (!grant.may_write(ns)) return Denied(grant, "write", ns);
   return store_->Reserve(ns, key, length, meta, ttl_seconds);
 }
 
@@ -46,15 +76,20 @@ Status CacheService::Commit(store::WriteHandle&& handle) {
   return store_->Commit(std::move(handle));
 }
 
-Result<CacheService::ListPage> CacheService::List(std::string_view ns, uint64_t cursor,
+Result<CacheService::ListPage> CacheService::List(const Grant& grant, uint64_t session_id,
+                                                  std::string_view ns, uint64_t cursor,
                                                   uint32_t max_keys) {
+  if (!grant.admin() && !grant.may_read(ns)) return Denied(grant, "list", ns);
   std::string store_cursor;
   if (cursor != 0) {
     std::optional<std::string> found = list_cursors_.Find(cursor, ns);
     if (!found) {
       return Status::InvalidArgument("LIST cursor " + std::to_string(cursor) +
-                                     " is unknown for this namespace or was forgotten; "
-                                     "restart the listing with cursor 0");
+                                     " is unknown for this namespace or was forgotten (the "
+                                     "connection that started the listing closed, or it started "
+                                     "more than " +
+                                     std::to_string(ListCursorTable::kCursorsPerSession) +
+                                     " listings since); restart the listing with cursor 0");
     }
     store_cursor = std::move(*found);
   }
@@ -62,13 +97,30 @@ Result<CacheService::ListPage> CacheService::List(std::string_view ns, uint64_t 
   ListPage page;
   page.keys = std::move(listing.keys);
   if (!listing.next_cursor.empty()) {
-    page.next_cursor = list_cursors_.Issue(ns, std::move(listing.next_cursor));
+    page.next_cursor = list_cursors_.Issue(session_id, ns, std::move(listing.next_cursor));
   }
   return page;
 }
 
+void CacheService::SessionEnded(uint64_t session_id) {
+  list_cursors_.ForgetOwner(session_id);
+}
+
+ServerStats CacheService::Stats(const Grant& grant) const {
+  ServerStats stats = Stats();
+  if (!grant.admin()) {
+    std::erase_if(stats.namespaces,
+                  [&grant](const ServerStats::Namespace& u) { return !grant.may_read(u.ns); });
+  }
+  return stats;
+}
+
 ServerStats CacheService::Stats() const {
-  return CollectStats(*store_, *counters_);
+  ServerStats stats = CollectStats(*store_, *counters_);
+  // How the node is guarded: tokens required (1) or not, and open beyond loopback on purpose.
+  stats.counters.emplace_back("auth_required", access_.required() ? 1 : 0);
+  stats.counters.emplace_back("insecure", options_.insecure ? 1 : 0);
+  return stats;
 }
 
 bool CacheService::offers_shared_memory() const {
@@ -116,7 +168,8 @@ WriteBatch::~WriteBatch() {
 
 void WriteBatch::Reserve(std::string_view ns, std::string_view key, uint64_t length,
                          std::string_view meta, uint32_t ttl_seconds) {
-  Result<store::WriteHandle> reserved = service_->Reserve(ns, key, length, meta, ttl_seconds);
+  Result<store::WriteHandle> reserved =
+      service_->Reserve(*grant_, ns, key, length, meta, ttl_seconds);
   if (reserved.ok()) {
     statuses_.push_back(StatusCode::kOk);
     handles_.push_back(std::move(reserved).value());

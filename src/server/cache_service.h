@@ -15,7 +15,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,6 +26,7 @@
 #include "kvport/server.h"
 #include "kvport/status.h"
 #include "protocol/limits.h"
+#include "server/access_policy.h"
 #include "server/list_cursors.h"
 #include "server/server_stats.h"
 #include "store/object_store.h"
@@ -47,6 +50,12 @@ struct ServiceOptions {
   // answers not yet committed) it may hold at once. Beyond them the items are NoSpace.
   uint32_t max_leases_per_session = 4096;
   uint32_t max_reservations_per_session = 256;
+  // Access control: whether clients must present a token, and the tokens accepted.
+  bool access_required = false;
+  std::vector<AccessToken> tokens;
+  // The node is open on a non-loopback address on purpose (ServerOptions::insecure); STATS
+  // says so (counter "insecure"), so `kvport stat` can warn.
+  bool insecure = false;
 };
 
 class CacheService {
@@ -60,24 +69,33 @@ class CacheService {
   const ServiceOptions& options() const { return options_; }
   ServerCounters& counters() const { return *counters_; }
 
+  // --- access ---------------------------------------------------------------------------------
+  // Every operation below takes the grant of the session asking (SessionAccess): what it may
+  // not do is PermissionDenied, per key for batched operations (never a silent miss), and an
+  // any-namespace search covers only the namespaces the grant may read (write, for deletes).
+  AccessPolicy& access() { return access_; }
+  const AccessPolicy& access() const { return access_; }
+
   // --- reads ----------------------------------------------------------------------------------
   // Pins the live version of `key` in `ns`, or (any_namespace; ns is then empty) its first
   // match in the store's any-namespace search order. Counts a hit or a miss.
-  Result<store::ReadHandle> Pin(std::string_view ns, std::string_view key, bool any_namespace);
+  Result<store::ReadHandle> Pin(const Grant& grant, std::string_view ns, std::string_view key,
+                                bool any_namespace);
   // Pin for a read into a buffer of `capacity` bytes (what MGET and SHM_GET answer per key):
   // kOk, pinned and fitting; kTooLarge, pinned (its meta and true length are still answered)
-  // but longer than `capacity`; any other code is a miss and *pin stays empty.
-  StatusCode PinToRead(std::string_view ns, std::string_view key, bool any_namespace,
-                       uint64_t capacity, store::ReadHandle* pin);
+  // but longer than `capacity`; any other code is a miss (or PermissionDenied) and *pin stays
+  // empty.
+  StatusCode PinToRead(const Grant& grant, std::string_view ns, std::string_view key,
+                       bool any_namespace, uint64_t capacity, store::ReadHandle* pin);
   // A probe: pins nothing, counts nothing. *value_length is the live value's length when OK.
-  Status Exists(std::string_view ns, std::string_view key, bool any_namespace,
+  Status Exists(const Grant& grant, std::string_view ns, std::string_view key, bool any_namespace,
                 uint64_t* value_length);
   // OK when something was deleted (any_namespace: in every namespace holding the key).
-  Status Delete(std::string_view ns, std::string_view key, bool any_namespace);
+  Status Delete(const Grant& grant, std::string_view ns, std::string_view key, bool any_namespace);
 
   // --- writes ---------------------------------------------------------------------------------
-  Result<store::WriteHandle> Reserve(std::string_view ns, std::string_view key, uint64_t length,
-                                     std::string_view meta, uint32_t ttl_seconds);
+  Result<store::WriteHandle> Reserve(const Grant& grant, std::string_view ns, std::string_view key,
+                                     uint64_t length, std::string_view meta, uint32_t ttl_seconds);
   Status Commit(store::WriteHandle&& handle);
 
   // --- listing and statistics -----------------------------------------------------------------
@@ -85,9 +103,19 @@ class CacheService {
     std::vector<std::string> keys;
     uint64_t next_cursor = 0;  // 0: the listing is complete
   };
-  // One page of `ns` from a wire cursor (0 starts). InvalidArgument for a cursor this node did
-  // not issue for `ns` or has forgotten (the cursor table is bounded).
-  Result<ListPage> List(std::string_view ns, uint64_t cursor, uint32_t max_keys);
+  // One page of `ns` from a wire cursor (0 starts), for session `session_id` (which owns the
+  // cursor it is given: ListCursorTable). Needs read of `ns` or admin. InvalidArgument for a
+  // cursor this node did not issue for `ns` or has forgotten.
+  Result<ListPage> List(const Grant& grant, uint64_t session_id, std::string_view ns,
+                        uint64_t cursor, uint32_t max_keys);
+  // The session `session_id` ended: its LIST cursors are forgotten.
+  void SessionEnded(uint64_t session_id);
+  // A number no other session of this node has had.
+  uint64_t NewSessionId() { return next_session_id_.fetch_add(1, std::memory_order_relaxed); }
+  // Counters, and the usage of the namespaces `grant` may see (admin: all; otherwise those it
+  // may read), ascending by name.
+  ServerStats Stats(const Grant& grant) const;
+  // Every namespace (the node's own view: Server::Stats, /metrics).
   ServerStats Stats() const;
 
   // --- shared memory --------------------------------------------------------------------------
@@ -107,7 +135,9 @@ class CacheService {
   store::ObjectStore* const store_;
   ServerCounters* const counters_;
   const ServiceOptions options_;
+  AccessPolicy access_;
   ListCursorTable list_cursors_;
+  std::atomic<uint64_t> next_session_id_{1};
 };
 
 // The reservations of one batched write (an MSET, an SHM_RESERVE) until they are committed.
@@ -115,7 +145,9 @@ class CacheService {
 // aborts every reservation it still holds: nothing of it becomes visible.
 class WriteBatch {
  public:
-  explicit WriteBatch(CacheService* service) : service_(service) {}
+  // Reserves with the permissions of `grant`.
+  WriteBatch(CacheService* service, std::shared_ptr<const Grant> grant)
+      : service_(service), grant_(std::move(grant)) {}
   WriteBatch(WriteBatch&&) noexcept = default;
   WriteBatch& operator=(WriteBatch&&) noexcept = default;
   ~WriteBatch();
@@ -142,6 +174,7 @@ class WriteBatch {
 
  private:
   CacheService* service_;
+  std::shared_ptr<const Grant> grant_;
   std::vector<store::WriteHandle> handles_;  // invalid where the item was refused
   std::vector<StatusCode> statuses_;
   bool committed_ = false;

@@ -18,10 +18,11 @@ constexpr Command kCommands[] = {
    "Store counters (capacity, used, objects, hits, misses, evictions, expirations), server "
    "counters (connections, op_* per opcode) and per-namespace usage."},
   {Opcode::kMset,   true,  HandleMset,
-   "Reserve arena space for every item first (so each key's status, no space or too large, is "
-   "known before any payload byte is read), read the payloads straight into the reservations, "
-   "and commit them in item order once the whole payload is in. A refused item's payload is "
-   "read and discarded. A connection lost before that aborts every reservation: no effect."},
+   "Reserve arena space for each item once its first payload byte has arrived (a payload that "
+   "never comes evicts nothing), read the payloads straight into the reservations, and commit "
+   "them in item order once the whole payload is in. A refused item's payload is read and "
+   "discarded. A connection lost, or a request past its deadline, before that aborts every "
+   "reservation: no effect."},
   {Opcode::kMget,   true,  HandleMget,
    "Pin each hit and send its meta and value straight from the arena; a pin is released as "
    "soon as its bytes are written. Meta-only requests return metas and lengths. A value longer "

@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // HELLO, PING, STATS and NODE_INFO: the requests that do not touch stored objects.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <variant>
 
 #include "server/command_table.h"
@@ -10,6 +14,19 @@ Result<HandlerOutcome> HandleHello(const RequestContext& ctx, protocol::AnyReque
   auto& hello = std::get<protocol::HelloRequest>(request);
   Result<uint8_t> version = protocol::NegotiateVersion(hello);
   if (!version.ok()) return version.status();
+  const AccessPolicy& access = ctx.service.access();
+  if (access.required() && *version < protocol::kAccessVersion) {
+    ctx.service.counters().CountAuthFailure();
+    return Status::NotSupported(fmt::format(
+        "this node requires a token, which needs protocol version {}; the client speaks up to {} "
+        "(upgrade it)",
+        protocol::kAccessVersion, hello.max_version));
+  }
+  Status authenticated = ctx.session.access.Authenticate(access, hello.token);
+  if (!authenticated.ok()) {
+    ctx.service.counters().CountAuthFailure();
+    return authenticated;
+  }
   ctx.session.version = *version;
   protocol::HelloResponse reply;
   reply.version = *version;
@@ -24,15 +41,54 @@ Result<HandlerOutcome> HandlePing(const RequestContext& ctx, protocol::AnyReques
   return HandlerOutcome{std::move(response), nullptr};
 }
 
-Result<HandlerOutcome> HandleStats(const RequestContext& ctx, protocol::AnyRequest&) {
-  ServerStats stats = ctx.service.Stats();
+namespace {
+
+// Wire bytes of a STATS counter and of a namespace row (docs/protocol.md).
+size_t CounterBytes(std::string_view name) {
+  return 1 + name.size() + 8;
+}
+size_t NamespaceBytes(std::string_view ns) {
+  return 1 + ns.size() + 8 + 8;
+}
+
+}  // namespace
+
+// The counters, then one page of the namespaces the token may see: those after the request's
+// `after`, as many as asked for and as fit in a frame. A version 4 client is told whether more
+// follow; an older one, which cannot page, gets the first page and the count left out.
+Result<HandlerOutcome> HandleStats(const RequestContext& ctx, protocol::AnyRequest& request) {
+  const auto& page = std::get<protocol::StatsRequest>(request);
+  ServerStats stats = ctx.service.Stats(ctx.grant());
+  std::sort(stats.namespaces.begin(), stats.namespaces.end(),
+            [](const auto& a, const auto& b) { return a.ns < b.ns; });
+  auto first = stats.namespaces.begin();
+  if (!page.from_start) {
+    first = std::upper_bound(stats.namespaces.begin(), stats.namespaces.end(), page.after,
+                             [](std::string_view after, const auto& u) { return after < u.ns; });
+  }
+  const bool can_page = ctx.header.version >= protocol::kAccessVersion;
+  // Room for the namespaces: the frame limit less the header, the counters (and one more
+  // counter, namespaces_omitted), the two counts and `more`.
+  size_t used = protocol::kFrameHeaderSize + 4 + 4 + 1 + CounterBytes("namespaces_omitted");
+  for (const auto& [name, value] : stats.counters)
+    used += CounterBytes(name);
+  const uint64_t frame_limit = ctx.service.limits().max_frame_bytes;
+  const uint64_t wanted = page.max_namespaces == 0 ? UINT64_MAX : page.max_namespaces;
   protocol::StatsResponse reply;  // views into `stats`, which outlives the encoding
+  for (auto it = first; it != stats.namespaces.end(); ++it) {
+    used += NamespaceBytes(it->ns);
+    if (reply.namespaces.size() >= wanted || used > frame_limit) {
+      reply.more = can_page;
+      break;
+    }
+    reply.namespaces.push_back({it->ns, it->objects, it->bytes});
+  }
+  const uint64_t omitted =
+      static_cast<uint64_t>(stats.namespaces.end() - first) - reply.namespaces.size();
+  if (!can_page && omitted > 0) stats.counters.emplace_back("namespaces_omitted", omitted);
   reply.counters.reserve(stats.counters.size());
   for (const auto& [name, value] : stats.counters)
     reply.counters.push_back({name, value});
-  reply.namespaces.reserve(stats.namespaces.size());
-  for (const auto& ns : stats.namespaces)
-    reply.namespaces.push_back({ns.ns, ns.objects, ns.bytes});
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }

@@ -16,7 +16,9 @@ Result<HandlerOutcome> HandleMexist(const RequestContext& ctx, protocol::AnyRequ
     // A probe, not a use: no pin, no hit or miss counted, no LRU refresh.
     uint64_t value_length = 0;
     result.status =
-        ctx.service.Exists(mexist.ns, mexist.keys[i], mexist.any_namespace, &value_length).code();
+        ctx.service
+            .Exists(ctx.grant(), mexist.ns, mexist.keys[i], mexist.any_namespace, &value_length)
+            .code();
     if (result.status == StatusCode::kOk) result.value_length = value_length;
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
@@ -29,7 +31,8 @@ Result<HandlerOutcome> HandleMdel(const RequestContext& ctx, protocol::AnyReques
   reply.statuses.reserve(mdel.keys.size());
   for (std::string_view key : mdel.keys) {
     // Any-namespace: every namespace's copy goes; OK if there was at least one.
-    reply.statuses.push_back(ctx.service.Delete(mdel.ns, key, mdel.any_namespace).code());
+    reply.statuses.push_back(
+        ctx.service.Delete(ctx.grant(), mdel.ns, key, mdel.any_namespace).code());
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};

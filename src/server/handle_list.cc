@@ -9,8 +9,9 @@ namespace kvport::server {
 
 Result<HandlerOutcome> HandleList(const RequestContext& ctx, protocol::AnyRequest& request) {
   auto& list = std::get<protocol::ListRequest>(request);
-  KVPORT_ASSIGN_OR_RETURN(CacheService::ListPage page,
-                          ctx.service.List(list.ns, list.cursor, list.max_keys));
+  KVPORT_ASSIGN_OR_RETURN(
+      CacheService::ListPage page,
+      ctx.service.List(ctx.grant(), ctx.session.id, list.ns, list.cursor, list.max_keys));
   protocol::ListResponse reply;  // views into `page`
   reply.keys.assign(page.keys.begin(), page.keys.end());
   reply.next_cursor = page.next_cursor;

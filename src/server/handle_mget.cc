@@ -22,7 +22,7 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
     store::ReadHandle found;
     // kTooLarge: the caller's buffer cannot take it (meta-only reads take any length).
     result.status = ctx.service.PinToRead(
-        mget.ns, mget.keys[i].key, mget.any_namespace,
+        ctx.grant(), mget.ns, mget.keys[i].key, mget.any_namespace,
         mget.meta_only ? protocol::kUnlimitedCapacity : mget.keys[i].buffer_capacity, &found);
     if (!found.valid()) continue;
     auto pin = std::make_shared<const store::ReadHandle>(std::move(found));

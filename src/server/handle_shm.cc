@@ -30,6 +30,11 @@ Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyR
     may = Status::NotSupported("shared memory is offered on the node's Unix socket only");
   } else if (ctx.session.peer_uid < 0) {
     may = Status::NotSupported("the peer's credentials (SO_PEERCRED) are unknown");
+  } else if (!ctx.grant().grants_every_namespace()) {
+    // The mapping shows every namespace's bytes: only a token that may read and write them all
+    // may have it (docs/security.md). The client uses the Unix socket as a stream instead.
+    may = Status::NotSupported("token '" + ctx.grant().name() +
+                               "' does not grant every namespace, and the arena holds them all");
   } else {
     may = ctx.service.MayMapArena(static_cast<uid_t>(ctx.session.peer_uid));
   }
@@ -60,7 +65,7 @@ Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::Any
     for (protocol::ShmReservation& item : reply.items)
       item.status = StatusCode::kNoSpace;
   } else {
-    WriteBatch batch(&ctx.service);
+    WriteBatch batch(&ctx.service, ctx.session.access.shared_grant());
     for (const protocol::MsetItem& item : reserve.items) {
       batch.Reserve(reserve.ns, item.key, item.value_length, item.meta, reserve.ttl_seconds);
     }
@@ -103,7 +108,7 @@ Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequ
   for (size_t i = 0; i < n; ++i) {
     protocol::ShmGetResult& result = reply.results[i];
     store::ReadHandle found;
-    result.status = ctx.service.PinToRead(get.ns, get.keys[i].key, get.any_namespace,
+    result.status = ctx.service.PinToRead(ctx.grant(), get.ns, get.keys[i].key, get.any_namespace,
                                           get.keys[i].buffer_capacity, &found);
     if (!found.valid()) continue;
     result.meta = found.meta();

@@ -3,14 +3,17 @@
 
 namespace kvport::server {
 
-uint64_t ListCursorTable::Issue(std::string_view ns, std::string store_cursor) {
+uint64_t ListCursorTable::Issue(uint64_t owner, std::string_view ns, std::string store_cursor) {
   MutexLock lock(mu_);
-  uint64_t id = next_++;
-  entries_.emplace(id, Entry{std::string(ns), std::move(store_cursor)});
-  order_.push_back(id);
-  while (order_.size() > max_entries_) {
-    entries_.erase(order_.front());
-    order_.pop_front();
+  uint64_t id = 0;
+  while (id == 0 || entries_.contains(id))
+    id = random_();
+  entries_.emplace(id, Entry{std::string(ns), std::move(store_cursor), owner});
+  std::deque<uint64_t>& owned = by_owner_[owner];
+  owned.push_back(id);
+  if (owned.size() > kCursorsPerSession) {
+    entries_.erase(owned.front());
+    owned.pop_front();
   }
   return id;
 }
@@ -20,6 +23,20 @@ std::optional<std::string> ListCursorTable::Find(uint64_t cursor, std::string_vi
   auto it = entries_.find(cursor);
   if (it == entries_.end() || it->second.ns != ns) return std::nullopt;
   return it->second.store_cursor;
+}
+
+void ListCursorTable::ForgetOwner(uint64_t owner) {
+  MutexLock lock(mu_);
+  auto it = by_owner_.find(owner);
+  if (it == by_owner_.end()) return;
+  for (uint64_t id : it->second)
+    entries_.erase(id);
+  by_owner_.erase(it);
+}
+
+size_t ListCursorTable::size() const {
+  MutexLock lock(mu_);
+  return entries_.size();
 }
 
 }  // namespace kvport::server

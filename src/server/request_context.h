@@ -22,6 +22,7 @@
 #include "protocol/frame.h"
 #include "protocol/limits.h"
 #include "protocol/messages.h"
+#include "server/access_policy.h"
 #include "server/cache_service.h"
 #include "server/shm_holdings.h"
 
@@ -29,7 +30,9 @@ namespace kvport::server {
 
 // State of one session that handlers may read or change.
 struct SessionState {
-  uint8_t version = 0;  // negotiated protocol version; 0 until HELLO succeeded
+  uint64_t id = 0;       // CacheService::NewSessionId(): owns its LIST cursors
+  uint8_t version = 0;   // negotiated protocol version; 0 until HELLO succeeded
+  SessionAccess access;  // the session's grant, from HELLO on
   net::StreamKind kind = net::StreamKind::kTcp;
   int64_t peer_uid = -1;      // Unix sessions: the peer's uid (SO_PEERCRED); -1 when unknown
   bool shm_attached = false;  // SHM_ATTACH was granted: SHM_* requests are served
@@ -49,15 +52,21 @@ struct Response {
   int pass_fd = -1;
 };
 
-// A request whose payload is still arriving. The session reads into reader() until it is
-// done(), calling OnProgress() after every read, then calls Finish() once. Destroying a receiver
-// before Finish() abandons the request: nothing it reserved becomes visible and the space is
-// returned.
+// A request whose payload is still arriving. Before each read the session calls Prepare() with
+// the bytes the socket holds at that moment; the receiver then adds to reader() the destinations
+// of the bytes that have started to arrive (an MSET reserves an item, evicting if it must, only
+// once its first byte is there: a stalled payload costs the cache nothing). The session reads
+// into reader(), calling OnProgress() after every read, until remaining() is 0, then calls
+// Finish() once. Destroying a receiver before Finish() abandons the request: nothing it
+// reserved becomes visible and the space is returned.
 class PayloadReceiver {
  public:
   virtual ~PayloadReceiver() = default;
+  virtual void Prepare(uint64_t available) = 0;
   virtual net::ScatterReader& reader() = 0;
   virtual void OnProgress() = 0;
+  // Payload bytes not yet read, whether or not their destinations exist yet.
+  virtual uint64_t remaining() const = 0;
   virtual Result<Response> Finish() = 0;
 };
 
@@ -70,6 +79,9 @@ struct RequestContext {
   CacheService& service;
   SessionState& session;
   const protocol::FrameHeader& header;
+
+  // What the session may do (valid for every request after HELLO).
+  const Grant& grant() const { return session.access.grant(); }
 };
 
 // Encodes a response message as a Response without payloads, with the request's id and version

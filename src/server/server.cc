@@ -2,6 +2,10 @@
 // kvport::Server: wires the store, the workers and the acceptor together; graceful Stop().
 #include "kvport/server.h"
 
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <future>
@@ -20,6 +24,7 @@
 #include "server/acceptor.h"
 #include "server/cache_service.h"
 #include "server/server_stats.h"
+#include "server/token_file.h"
 #include "server/worker.h"
 #include "store/object_store.h"
 
@@ -43,6 +48,7 @@ struct Server::Impl {
 
   Mutex stop_mu;
   bool stopped GUARDED_BY(stop_mu) = false;
+  std::atomic<ServerState> state{ServerState::kServing};
 
   // Only the condition-variable handshake of StopGracefully (it guards no data: the count it
   // waits for is an atomic), so a plain std::mutex, invisible to the thread-safety analysis.
@@ -97,6 +103,26 @@ std::string UnixSocketPath(const std::string& option, uint16_t port) {
   return dir + "/kvport-" + std::to_string(port) + ".sock";
 }
 
+// The tokens the node accepts: those of the options, then those of the tokens file.
+Result<std::vector<AccessToken>> GatherTokens(const ServerOptions& o) {
+  std::vector<AccessToken> tokens = o.tokens;
+  if (!o.tokens_file.empty()) {
+    KVPORT_ASSIGN_OR_RETURN(std::vector<AccessToken> from_file,
+                            server::LoadTokenFile(o.tokens_file));
+    tokens.insert(tokens.end(), std::make_move_iterator(from_file.begin()),
+                  std::make_move_iterator(from_file.end()));
+  }
+  KVPORT_RETURN_IF_ERROR(server::ValidateTokens(tokens));
+  return tokens;
+}
+
+// How the node is guarded, for the start line.
+std::string AccessMode(const ServerOptions& o, size_t tokens) {
+  if (!o.tokens.empty() || !o.tokens_file.empty())
+    return fmt::format("tokens required ({} accepted)", tokens);
+  return o.insecure ? "open (insecure: no tokens, reachable beyond loopback)" : "open (loopback)";
+}
+
 uint64_t RandomNodeId() {
   std::random_device random;
   uint64_t id = 0;
@@ -124,15 +150,39 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   store_options.max_key_bytes = static_cast<uint32_t>(limits.max_key_bytes);
   store_options.max_namespace_bytes = static_cast<uint32_t>(limits.max_namespace_bytes);
   store_options.max_meta_bytes = static_cast<uint32_t>(limits.max_meta_bytes);
+  // The caps beside the arena (docs/store.md, "Bounds on node memory"); 0 picks the default.
+  store_options.max_index_bytes = options.max_index_bytes != 0
+                                      ? options.max_index_bytes
+                                      : std::max<uint64_t>(options.capacity_bytes / 8, 1 << 20);
+  store_options.max_reserved_bytes =
+      options.max_reserved_bytes != 0 ? options.max_reserved_bytes : options.capacity_bytes / 2;
+  store_options.max_pinned_bytes =
+      options.max_pinned_bytes != 0 ? options.max_pinned_bytes : options.capacity_bytes / 2;
   Result<std::unique_ptr<store::ObjectStore>> store = store::ObjectStore::Create(store_options);
   if (!store.ok()) return store.status().WithContext("cannot create the store");
   impl->store = std::move(store).value();
 
   // Listeners first: the Unix socket's default path needs the TCP port, and the service tells
   // clients that path. They are watched only once the workers exist.
+  Result<std::vector<AccessToken>> tokens = GatherTokens(options);
+  if (!tokens.ok()) return tokens.status().WithContext("access tokens");
+  const bool access_required = !options.tokens.empty() || !options.tokens_file.empty();
+
   Result<std::unique_ptr<net::TcpListener>> listener = net::TcpListener::Listen(address);
   if (!listener.ok()) return listener.status().WithContext("cannot listen on " + options.listen);
   impl->address = (*listener)->address();
+  if (!access_required && !options.insecure && !(*listener)->loopback_only()) {
+    return Status::InvalidArgument(fmt::format(
+        "refusing to listen on {} without access tokens: anyone who can reach that address "
+        "could read, overwrite and delete every key. Configure tokens (the node config key "
+        "tokens_file, docs/security.md), listen on loopback (127.0.0.1), or, if the network is "
+        "trusted, say so with insecure: true (kvport serve --insecure)",
+        options.listen));
+  }
+  if (options.insecure && !access_required && !(*listener)->loopback_only()) {
+    log::Warn("INSECURE: node on {} is open to anyone who can reach it (no access tokens)",
+              impl->address.ToString());
+  }
   std::unique_ptr<net::UnixListener> unix_listener;
   if (!options.unix_socket.empty()) {
     Result<std::unique_ptr<net::UnixListener>> bound =
@@ -149,11 +199,18 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   service_options.offer_shared_memory = options.shared_memory;
   service_options.max_leases_per_session = options.max_leases_per_session;
   service_options.max_reservations_per_session = options.max_reservations_per_session;
+  service_options.access_required = access_required;
+  service_options.tokens = *tokens;
+  service_options.insecure = options.insecure && !access_required && !(*listener)->loopback_only();
   impl->service = std::make_unique<server::CacheService>(impl->store.get(), &impl->counters,
                                                          std::move(service_options));
 
   server::WorkerOptions worker_options;
   worker_options.session.max_outstanding_bytes = options.max_connection_outstanding_bytes;
+  worker_options.session.max_node_queued_bytes = options.max_queued_response_bytes;
+  worker_options.session.request_timeout = options.request_timeout;
+  worker_options.session.min_request_bytes_per_sec = options.min_request_bytes_per_sec;
+  impl->counters.SetMaxQueuedResponseBytes(options.max_queued_response_bytes);
   worker_options.idle_timeout = options.idle_timeout;
   const unsigned threads = options.threads > 0 ? options.threads : HostCpuCount();
   Impl* raw = impl.get();
@@ -181,6 +238,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->workers[0]->loop()->Post([raw] { raw->ScheduleSweep(); });
   for (auto& w : impl->workers)
     w->StartThread();
+  log::Info("kvport node access: {}", AccessMode(options, tokens->size()));
   log::Info("kvport node listening on {}{} (capacity {}, {} I/O threads)", impl->address.ToString(),
             impl->unix_path.empty()
                 ? std::string()
@@ -217,6 +275,7 @@ void Server::Stop() {
 }
 
 void Server::Impl::StopGracefully() {
+  state.store(ServerState::kDraining, std::memory_order_release);
   // 1. No new connections. Waiting here also orders every Adopt the acceptor posted before the
   //    BeginShutdown posted next (each loop runs its tasks in order).
   std::promise<void> stopped_accepting;
@@ -247,11 +306,40 @@ void Server::Impl::StopGracefully() {
   for (auto& w : workers)
     w->StopAndJoin();
   acceptors.clear();
+  state.store(ServerState::kStopped, std::memory_order_release);
   log::Info("kvport node on {} stopped", address.ToString());
 }
 
 ServerStats Server::Stats() const {
   return impl_->service->Stats();
+}
+
+Status Server::ReloadTokens() {
+  if (impl_->options.tokens_file.empty()) return Status::Ok();
+  Result<std::vector<AccessToken>> tokens = GatherTokens(impl_->options);
+  if (!tokens.ok()) {
+    log::Error("tokens not reloaded (the ones in force stay): {}", tokens.status().ToString());
+    return tokens.status();
+  }
+  impl_->service->access().Replace(*tokens);
+  log::Info("tokens reloaded from {}: {} accepted", impl_->options.tokens_file, tokens->size());
+  return Status::Ok();
+}
+
+ServerState Server::state() const {
+  return impl_->state.load(std::memory_order_acquire);
+}
+
+// The one place that names the node's authentication for logs and /metrics.
+std::string Server::auth_mode() const {
+  if (impl_->service->access().required()) return "token";
+  return impl_->service->options().insecure ? "insecure" : "none";
+}
+
+bool Server::GrantsAdmin(std::string_view secret) const {
+  Result<std::shared_ptr<const server::Grant>> grant =
+      impl_->service->access().Authenticate(secret);
+  return grant.ok() && (*grant)->admin();
 }
 
 }  // namespace kvport

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/server_stats.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
 
 namespace kvport {
 
@@ -10,6 +13,27 @@ uint64_t ServerStats::Get(std::string_view name) const {
     if (n == name) return v;
   }
   return 0;
+}
+
+double ServerStats::Latency::QuantileNs(double q) const {
+  if (count == 0 || counts.size() != upper_ns.size() || counts.empty()) return 0;
+  q = std::clamp(q, 0.0, 1.0);
+  // The rank of the quantile among `count` sorted latencies, 1-based.
+  const double rank = std::max(1.0, std::ceil(q * static_cast<double>(count)));
+  uint64_t below = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == 0) continue;
+    if (static_cast<double>(below + counts[i]) >= rank) {
+      const double lower = i == 0 ? 0.0 : static_cast<double>(upper_ns[i - 1]);
+      // The overflow bucket has no upper bound: report its lower bound.
+      if (upper_ns[i] == std::numeric_limits<uint64_t>::max()) return lower;
+      const double upper = static_cast<double>(upper_ns[i]);
+      const double within = (rank - static_cast<double>(below)) / static_cast<double>(counts[i]);
+      return lower + (upper - lower) * within;
+    }
+    below += counts[i];
+  }
+  return static_cast<double>(upper_ns.back());
 }
 
 namespace server {
@@ -40,6 +64,27 @@ void ServerCounters::CountRequest(protocol::Opcode op) {
   if (slot < kOpcodeSlots) ops_[slot].fetch_add(1, std::memory_order_relaxed);
 }
 
+void ServerCounters::CountRequestError(protocol::Opcode op) {
+  size_t slot = static_cast<size_t>(op);
+  if (slot < kOpcodeSlots) op_errors_[slot].fetch_add(1, std::memory_order_relaxed);
+}
+
+void ServerCounters::AppendLatencies(std::vector<ServerStats::Latency>* out) const {
+  std::vector<uint64_t> upper(RequestLatencies::kBuckets);
+  for (size_t i = 0; i < upper.size(); ++i)
+    upper[i] = RequestLatencies::UpperBoundNs(i);
+  for (protocol::Opcode op : kCountedOps) {
+    RequestLatencies::Snapshot s = latencies_.Read(static_cast<size_t>(op));
+    ServerStats::Latency latency;
+    latency.op = OpCounterName(op).substr(3);  // "mget" from "op_mget"
+    latency.upper_ns = upper;
+    latency.counts = std::move(s.counts);
+    latency.count = s.count;
+    latency.sum_ns = s.sum_ns;
+    out->push_back(std::move(latency));
+  }
+}
+
 bool ServerCounters::TryAdmitConnection(uint32_t max) {
   uint64_t open = connections_.load(std::memory_order_relaxed);
   do {
@@ -67,10 +112,30 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   out->emplace_back("bytes_received", get(bytes_received_));
   out->emplace_back("bytes_sent", get(bytes_sent_));
   out->emplace_back("shm_attaches", get(shm_attaches_));
+  out->emplace_back("auth_failures", get(auth_failures_));
   out->emplace_back("leases", get(leases_));
   out->emplace_back("leased_bytes", get(leased_bytes_));
+  out->emplace_back("queued_response_bytes", get(queued_response_bytes_));
+  out->emplace_back("max_queued_response_bytes", get(max_queued_response_bytes_));
+  out->emplace_back("input_buffer_bytes", get(input_buffer_bytes_));
+  out->emplace_back("backpressure_pauses", get(backpressure_pauses_));
+  out->emplace_back("paused_connections", get(paused_connections_));
+  out->emplace_back("request_timeouts", get(request_timeouts_));
   for (protocol::Opcode op : kCountedOps) {
     out->emplace_back(OpCounterName(op), get(ops_[static_cast<size_t>(op)]));
+  }
+  // Per-op errors and latency quantiles (what `kvport top` shows), after every op_* counter.
+  std::vector<ServerStats::Latency> latencies;
+  AppendLatencies(&latencies);
+  size_t i = 0;
+  for (protocol::Opcode op : kCountedOps) {
+    const std::string name = OpCounterName(op).substr(3);
+    out->emplace_back("errors_" + name, get(op_errors_[static_cast<size_t>(op)]));
+    const ServerStats::Latency& l = latencies[i++];
+    out->emplace_back("latency_" + name + "_p50_us",
+                      static_cast<uint64_t>(std::llround(l.QuantileNs(0.50) / 1000.0)));
+    out->emplace_back("latency_" + name + "_p99_us",
+                      static_cast<uint64_t>(std::llround(l.QuantileNs(0.99) / 1000.0)));
   }
 }
 
@@ -90,8 +155,16 @@ ServerStats CollectStats(const store::ObjectStore& store, const ServerCounters& 
       {"expirations", s.expirations},
       {"free_extents", s.free_extents},
       {"largest_free_bytes", s.largest_free_bytes},
+      {"index_bytes", s.index_bytes},
+      {"max_index_bytes", s.max_index_bytes},
+      {"max_reserved_bytes", s.max_reserved_bytes},
+      {"pinned_bytes", s.pinned_bytes},
+      {"max_pinned_bytes", s.max_pinned_bytes},
+      {"reserve_cap_refusals", s.reserve_cap_refusals},
+      {"pin_cap_refusals", s.pin_cap_refusals},
   };
   counters.AppendTo(&stats.counters);
+  counters.AppendLatencies(&stats.latencies);
   for (const store::NamespaceUsage& u : store.NamespaceUsages()) {
     stats.namespaces.push_back({u.ns, u.objects, u.value_bytes + u.meta_bytes});
   }

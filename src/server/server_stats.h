@@ -14,6 +14,8 @@
 
 #include "kvport/server.h"
 #include "protocol/frame.h"
+#include "server/client_error_log.h"
+#include "server/request_latency.h"
 #include "store/object_store.h"
 
 namespace kvport::server {
@@ -28,11 +30,19 @@ class ServerCounters {
   bool TryAdmitConnection(uint32_t max);
   void ConnectionClosed();
   void CountErrorResponse() { error_responses_.fetch_add(1, std::memory_order_relaxed); }
+  // An ERROR answered a decoded request of `op` (STATS errors_<op>; also CountErrorResponse).
+  void CountRequestError(protocol::Opcode op);
+  // A response to a request of `op` was queued `ns` nanoseconds after its header arrived.
+  void RecordLatency(protocol::Opcode op, uint64_t ns) {
+    latencies_.Record(static_cast<size_t>(op), ns);
+  }
   void CountIdleTimeout() { idle_timeouts_.fetch_add(1, std::memory_order_relaxed); }
   void CountAbortedMset() { aborted_msets_.fetch_add(1, std::memory_order_relaxed); }
   void AddBytesReceived(uint64_t n) { bytes_received_.fetch_add(n, std::memory_order_relaxed); }
   void AddBytesSent(uint64_t n) { bytes_sent_.fetch_add(n, std::memory_order_relaxed); }
   void CountShmAttach() { shm_attaches_.fetch_add(1, std::memory_order_relaxed); }
+  // A HELLO refused for its token (none, unknown, or a client too old to present one).
+  void CountAuthFailure() { auth_failures_.fetch_add(1, std::memory_order_relaxed); }
   void LeaseTaken(uint64_t bytes) {
     leases_.fetch_add(1, std::memory_order_relaxed);
     leased_bytes_.fetch_add(bytes, std::memory_order_relaxed);
@@ -44,15 +54,45 @@ class ServerCounters {
 
   uint64_t connections() const { return connections_.load(std::memory_order_relaxed); }
 
+  // Memory bounds (docs/store.md, "Bounds on node memory"). Gauges: memory of responses queued
+  // on every connection (net::OutputQueue::memory_bytes) and of request input buffers
+  // (net::ReadBuffer::allocated_bytes); each session adds and removes its own share.
+  void AddQueuedResponseBytes(int64_t delta) { Add(queued_response_bytes_, delta); }
+  uint64_t queued_response_bytes() const {
+    return queued_response_bytes_.load(std::memory_order_relaxed);
+  }
+  void AddInputBufferBytes(int64_t delta) { Add(input_buffer_bytes_, delta); }
+  // The node-wide cap on queued_response_bytes, reported in STATS (set once at start).
+  void SetMaxQueuedResponseBytes(uint64_t cap) {
+    max_queued_response_bytes_.store(cap, std::memory_order_relaxed);
+  }
+  // A session stopped reading requests because of its own or the node's queued responses
+  // (counted once per pause; paused_connections: how many are paused now).
+  void CountBackpressurePause() { backpressure_pauses_.fetch_add(1, std::memory_order_relaxed); }
+  void AddPausedConnections(int64_t delta) { Add(paused_connections_, delta); }
+  // A request did not arrive whole within its deadline (request_timeout + min rate).
+  void CountRequestTimeout() { request_timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  // Rate-limited warnings about clients' errors, shared by every session of the node.
+  ClientErrorLog& client_errors() { return client_errors_; }
+
   // Appends ("name", value) pairs: connections, connections_accepted, connections_refused
   // (over max_connections), error_responses,
-  // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, leases (live
-  // shared-memory leases), leased_bytes (value bytes they pin), op_<opcode> for every opcode.
+  // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures, leases
+  // (live shared-memory leases), leased_bytes (value bytes they pin), queued_response_bytes,
+  // max_queued_response_bytes, input_buffer_bytes, backpressure_pauses, paused_connections,
+  // request_timeouts,
+  // op_<opcode> for every opcode,
+  // then errors_<opcode>, latency_<opcode>_p50_us and latency_<opcode>_p99_us for each.
   void AppendTo(std::vector<std::pair<std::string, uint64_t>>* counters) const;
+  // One histogram per opcode counted in op_*, in the same order.
+  void AppendLatencies(std::vector<ServerStats::Latency>* latencies) const;
 
  private:
   static constexpr size_t kOpcodeSlots = 16;
   std::array<std::atomic<uint64_t>, kOpcodeSlots> ops_{};
+  std::array<std::atomic<uint64_t>, kOpcodeSlots> op_errors_{};
+  RequestLatencies latencies_;
+  ClientErrorLog client_errors_;
   std::atomic<uint64_t> connections_{0};
   std::atomic<uint64_t> connections_accepted_{0};
   std::atomic<uint64_t> connections_refused_{0};
@@ -62,14 +102,25 @@ class ServerCounters {
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> shm_attaches_{0};
+  std::atomic<uint64_t> auth_failures_{0};
   std::atomic<uint64_t> leases_{0};
   std::atomic<uint64_t> leased_bytes_{0};
+  static void Add(std::atomic<uint64_t>& gauge, int64_t delta) {
+    gauge.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);  // wraps: adds
+  }
+  std::atomic<uint64_t> queued_response_bytes_{0};
+  std::atomic<uint64_t> max_queued_response_bytes_{0};
+  std::atomic<uint64_t> input_buffer_bytes_{0};
+  std::atomic<uint64_t> backpressure_pauses_{0};
+  std::atomic<uint64_t> paused_connections_{0};
+  std::atomic<uint64_t> request_timeouts_{0};
 };
 
 // Everything STATS reports: the store's counters and namespaces, then the server's counters.
 // Names are snake_case: capacity_bytes, used_bytes, value_bytes, reserved_bytes, retired_bytes,
-// objects, hits, misses, evictions, expirations, free_extents, largest_free_bytes, then the
-// ServerCounters names.
+// objects, hits, misses, evictions, expirations, free_extents, largest_free_bytes, index_bytes,
+// max_index_bytes, max_reserved_bytes, pinned_bytes, max_pinned_bytes, reserve_cap_refusals,
+// pin_cap_refusals, then the ServerCounters names.
 ServerStats CollectStats(const store::ObjectStore& store, const ServerCounters& counters);
 
 }  // namespace kvport::server

@@ -44,6 +44,7 @@ Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind,
       on_closed_(std::move(on_closed)),
       peer_(net::PeerName(socket_.fd())),
       last_activity_(loop->Now()) {
+  state_.id = service_.NewSessionId();
   state_.kind = kind;
   state_.shm.set_counters(&service_.counters());
   if (kind == net::StreamKind::kUnix) {
@@ -105,6 +106,7 @@ bool Session::ReadStep() {
 }
 
 std::optional<net::IoProgress> Session::FillInput(size_t target) {
+  const bool first_bytes = phase_ == Phase::kHeader && in_.size() == 0;
   Result<net::IoProgress> r = in_.FillTo(socket_.fd(), target);
   if (!r.ok()) {
     Close(r.status().message());
@@ -113,7 +115,14 @@ std::optional<net::IoProgress> Session::FillInput(size_t target) {
   if (r->bytes > 0) {
     Touch();
     service_.counters().AddBytesReceived(r->bytes);
+    if (first_bytes) {
+      // A request begins with its first byte: its deadline counts from here.
+      request_arrival_ = loop_->Now();
+      request_bytes_ = 0;
+    }
+    request_bytes_ += r->bytes;
   }
+  SyncMemory();
   return *r;
 }
 
@@ -186,6 +195,14 @@ void Session::Dispatch() {
   }
   service_.counters().CountRequest(header_.opcode);
   const Command* command = FindCommand(header_.opcode);
+  if (command->requires_hello) {
+    // The node's tokens may have been replaced (SIGHUP) since this session's HELLO.
+    Status still_granted = state_.access.Refresh(service_.access());
+    if (!still_granted.ok()) {
+      Fail(still_granted, header_.request_id);
+      return;
+    }
+  }
   RequestContext ctx{service_, state_, header_};
   Result<HandlerOutcome> outcome = command->handler(ctx, request_);
   if (!outcome.ok()) {
@@ -194,6 +211,7 @@ void Session::Dispatch() {
     // the calls pipelined behind it go on. A failed HELLO, or an error that says the stream
     // itself is off (the client closes on those as well), ends the session.
     const StatusCode code = outcome.status().code();
+    service_.counters().CountRequestError(header_.opcode);
     if (header_.opcode != protocol::Opcode::kHello && header_.payload_length == 0 &&
         code != StatusCode::kCorruption && code != StatusCode::kNotSupported) {
       Refuse(outcome.status());
@@ -208,7 +226,7 @@ void Session::Dispatch() {
   }
   receiver_ = std::move(outcome->receiver);
   phase_ = Phase::kPayload;
-  if (receiver_->reader().done()) ReadPayload();  // nothing to read (e.g. all values empty)
+  if (receiver_->remaining() == 0) ReadPayload();  // nothing to read (e.g. all values empty)
 }
 
 void Session::WakeWhenReadable(size_t bytes) {
@@ -221,33 +239,51 @@ void Session::WakeWhenReadable(size_t bytes) {
 }
 
 bool Session::ReadPayload() {
-  net::ScatterReader& reader = receiver_->reader();
   bool eof = false;
-  if (!reader.done()) {
-    Result<net::IoProgress> r = reader.ReadFrom(socket_.fd());
-    if (!r.ok()) {
-      Close(r.status().message());
+  bool would_block = false;
+  if (receiver_->remaining() > 0) {
+    // Destinations only for bytes that are here (an MSET item is reserved once its first byte
+    // has arrived), so a payload that never comes evicts nothing.
+    Result<net::IoProgress> available = net::Readable(socket_.fd());
+    if (!available.ok()) {
+      Close(available.status().message());
       return false;
     }
-    if (r->bytes > 0) {
-      Touch();
-      service_.counters().AddBytesReceived(r->bytes);
+    receiver_->Prepare(available->bytes);
+    net::ScatterReader& reader = receiver_->reader();
+    if (!reader.done()) {
+      Result<net::IoProgress> r = reader.ReadFrom(socket_.fd());
+      if (!r.ok()) {
+        Close(r.status().message());
+        return false;
+      }
+      if (r->bytes > 0) {
+        Touch();
+        service_.counters().AddBytesReceived(r->bytes);
+        request_bytes_ += r->bytes;
+      }
+      eof = r->eof;
+      would_block = r->would_block;
+      receiver_->OnProgress();
+    } else {
+      eof = available->eof;
+      would_block = true;
     }
-    eof = r->eof;
-    receiver_->OnProgress();
   }
-  if (!reader.done()) {
+  if (receiver_->remaining() > 0) {
     if (eof) {
       Close("peer closed in the middle of an MSET payload");
-    } else {
-      WakeWhenReadable(reader.remaining());
+      return false;
     }
+    if (!would_block) return true;  // more may be here for items not reserved yet
+    WakeWhenReadable(receiver_->remaining());
     return false;
   }
   WakeWhenReadable(1);
   Result<Response> response = receiver_->Finish();
   receiver_.reset();
   if (!response.ok()) {
+    service_.counters().CountRequestError(header_.opcode);
     Fail(response.status(), header_.request_id);
     return false;
   }
@@ -256,6 +292,11 @@ bool Session::ReadPayload() {
 }
 
 void Session::CompleteRequest(Response response) {
+  // From the request's first byte (request_arrival_, the loop's clock of that wake-up).
+  const auto elapsed = MonotonicClock::now() - request_arrival_;
+  service_.counters().RecordLatency(
+      header_.opcode,
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
   if (response.pass_fd >= 0) {
     out_.AppendPassingDescriptor(std::move(response.head), response.pass_fd);
   } else {
@@ -274,6 +315,12 @@ void Session::Refuse(const Status& status) {
   service_.counters().CountErrorResponse();
   log::Debug("session {}: {} refused: {}", peer_, protocol::OpcodeName(header_.opcode),
              status.ToString());
+  service_.counters().client_errors().Warn(
+      peer_,
+      fmt::format("refused {} {}", protocol::OpcodeName(header_.opcode),
+                  StatusCodeName(status.code())),
+      fmt::format("{} refused: {}", protocol::OpcodeName(header_.opcode), status.ToString()),
+      loop_->Now());
   protocol::ErrorResponse error;
   error.code = status.code();
   error.message = status.message();
@@ -290,7 +337,10 @@ void Session::Refuse(const Status& status) {
 
 void Session::Fail(const Status& status, uint64_t request_id) {
   service_.counters().CountErrorResponse();
-  log::Info("session {}: {}; sending ERROR and closing", peer_, status.ToString());
+  log::Debug("session {}: {}; sending ERROR and closing", peer_, status.ToString());
+  service_.counters().client_errors().Warn(
+      peer_, fmt::format("closed {}", StatusCodeName(status.code())),
+      fmt::format("{}; sent ERROR and closed the connection", status.ToString()), loop_->Now());
   receiver_.reset();  // aborts reservations of an MSET in progress
   protocol::ErrorResponse error;
   error.code = status.ok() ? StatusCode::kInternal : status.code();
@@ -310,6 +360,8 @@ void Session::Fail(const Status& status, uint64_t request_id) {
 
 void Session::Flush() {
   if (closed()) return;
+  // Before writing too: once the answer is out, its client may look at the node's gauges.
+  SyncMemory();
   if (!out_.empty()) {
     Result<net::IoProgress> r = out_.WriteTo(socket_.fd());
     if (!r.ok()) {
@@ -321,6 +373,7 @@ void Session::Flush() {
       service_.counters().AddBytesSent(r->bytes);
     }
   }
+  SyncMemory();
   if (out_.empty()) AfterOutputDrained();
   UpdateInterest();
 }
@@ -372,11 +425,24 @@ bool Session::AtRequestBoundary() const {
   return phase_ == Phase::kHeader && in_.size() == 0;
 }
 
+Session::Throttle Session::QueueThrottle() const {
+  const uint64_t own = out_.memory_bytes();
+  if (own > options_.max_outstanding_bytes) return Throttle::kOwnQueue;
+  const uint64_t cap = options_.max_node_queued_bytes;
+  if (cap == 0) return Throttle::kNone;
+  // Half the node's cap is kept for connections that read their answers: one whose responses
+  // are still queued stops at half, one with nothing queued only at the whole cap.
+  const uint64_t node = service_.counters().queued_response_bytes();
+  if (node >= cap || (own > 0 && node >= cap / 2)) return Throttle::kNode;
+  return Throttle::kNone;
+}
+
 bool Session::WantsToRead() const {
   switch (phase_) {
     case Phase::kHeader:
-      // Mid-header: finish the frame. Between requests: only if we will answer another one.
-      return in_.size() > 0 || (!shutting_down_ && out_.bytes() <= options_.max_outstanding_bytes);
+      // Mid-header: finish the frame. Between requests: only if we will answer another one,
+      // and the queued answers (ours, and the node's) leave room for it.
+      return in_.size() > 0 || (!shutting_down_ && QueueThrottle() == Throttle::kNone);
     case Phase::kDescriptor:
     case Phase::kPayload:
     case Phase::kLinger:
@@ -393,6 +459,7 @@ void Session::UpdateInterest() {
   uint32_t want = 0;
   if (WantsToRead()) want |= EPOLLIN;
   if (!out_.empty()) want |= EPOLLOUT;
+  WatchThrottle();
   if (want == interest_) return;
   Status modified = loop_->Modify(socket_.fd(), want, this);
   if (!modified.ok()) {
@@ -409,14 +476,97 @@ void Session::Close(std::string_view reason) {
     loop_->CancelTimer(linger_timer_);
     linger_timer_ = 0;
   }
+  if (resume_timer_ != 0) {
+    loop_->CancelTimer(resume_timer_);
+    resume_timer_ = 0;
+  }
   loop_->Unwatch(socket_.fd());
   socket_.Close();
-  receiver_.reset();   // an MSET in progress: every reservation is aborted
-  out_.Clear();        // pins of unsent MGET values are released
-  state_.shm.Clear();  // leases and shared-memory reservations end with the session
+  receiver_.reset();  // an MSET in progress: every reservation is aborted
+  out_.Clear();       // pins of unsent MGET values are released
+  in_.Clear(0);
+  SyncMemory();  // the node's gauges lose this session's share
+  if (paused_) {
+    service_.counters().AddPausedConnections(-1);
+    paused_ = false;
+  }
+  state_.shm.Clear();                // leases and shared-memory reservations end with the session
+  service_.SessionEnded(state_.id);  // and so do its LIST cursors
   service_.counters().ConnectionClosed();
   log::Debug("session {} closed: {}", peer_, reason);
   if (on_closed_) on_closed_(this);
+}
+
+void Session::SyncMemory() {
+  const auto queued = static_cast<int64_t>(out_.memory_bytes());
+  const auto input = static_cast<int64_t>(in_.allocated_bytes());
+  if (queued != accounted_queued_) {
+    service_.counters().AddQueuedResponseBytes(queued - accounted_queued_);
+    accounted_queued_ = queued;
+  }
+  if (input != accounted_input_) {
+    service_.counters().AddInputBufferBytes(input - accounted_input_);
+    accounted_input_ = input;
+  }
+}
+
+void Session::WatchThrottle() {
+  const bool between_requests = phase_ == Phase::kHeader && in_.size() == 0 && !shutting_down_;
+  const Throttle throttle = between_requests ? QueueThrottle() : Throttle::kNone;
+  const bool paused = throttle != Throttle::kNone;
+  if (paused != paused_) {
+    if (paused) service_.counters().CountBackpressurePause();
+    service_.counters().AddPausedConnections(paused ? 1 : -1);
+    paused_ = paused;
+  }
+  // Over our own cap, our queue's EPOLLOUT wakes us; over the node's, other connections'
+  // queues must drain, which no event of ours tells: look again shortly.
+  if (throttle == Throttle::kNode && resume_timer_ == 0) {
+    resume_timer_ = loop_->RunAfter(kResumeCheck, [this] {
+      resume_timer_ = 0;
+      UpdateInterest();
+    });
+  } else if (throttle != Throttle::kNode && resume_timer_ != 0) {
+    loop_->CancelTimer(resume_timer_);
+    resume_timer_ = 0;
+  }
+}
+
+bool Session::RequestOverdue(MonotonicClock::time_point now) const {
+  if (options_.request_timeout.count() <= 0) return false;
+  const bool in_request = (phase_ == Phase::kHeader && in_.size() > 0) ||
+                          phase_ == Phase::kDescriptor || phase_ == Phase::kPayload;
+  if (!in_request) return false;
+  auto allowed = std::chrono::duration_cast<std::chrono::microseconds>(options_.request_timeout);
+  if (options_.min_request_bytes_per_sec > 0) {
+    // Every byte received buys 1/rate s: a large value on a slow link is allowed its time,
+    // a trickle is not.
+    const uint64_t rate = options_.min_request_bytes_per_sec;
+    const uint64_t us = request_bytes_ / rate * 1000000 + request_bytes_ % rate * 1000000 / rate;
+    allowed += std::chrono::microseconds(static_cast<int64_t>(us));
+  }
+  return now - request_arrival_ > allowed;
+}
+
+void Session::AbortOverdueRequest() {
+  if (closed() || phase_ == Phase::kFailing || phase_ == Phase::kLinger) return;
+  service_.counters().CountRequestTimeout();
+  const bool have_header = phase_ != Phase::kHeader;
+  const uint64_t request_id = have_header ? header_.request_id : RequestIdOfBadHeader(in_);
+  const uint64_t announced =
+      have_header ? header_.head_length() + header_.payload_length : protocol::kFrameHeaderSize;
+  const std::string what = have_header ? std::string(protocol::OpcodeName(header_.opcode))
+                                       : std::string("request header");
+  // The stream is mid-frame: after the ERROR the session closes (Fail), and what the request
+  // reserved is aborted now.
+  Fail(Status::Timeout(fmt::format(
+           "{} did not arrive within the node's request deadline ({} of {} bytes in {} ms; "
+           "request_timeout {} ms, min_request_bytes_per_sec {})",
+           what, request_bytes_, announced,
+           std::chrono::duration_cast<std::chrono::milliseconds>(loop_->Now() - request_arrival_)
+               .count(),
+           options_.request_timeout.count(), options_.min_request_bytes_per_sec)),
+       request_id);
 }
 
 }  // namespace kvport::server

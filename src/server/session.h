@@ -10,8 +10,18 @@
 // the response (owned head + borrowed, pinned arena ranges) and writes it with writev, resuming
 // across EPOLLOUT events. Requests are answered in order.
 //
-// Backpressure: between requests, the session stops reading (drops EPOLLIN) while more than
-// max_outstanding_bytes of responses are queued, and resumes when the queue drains below it.
+// Backpressure: between requests, the session stops reading (drops EPOLLIN) while its queued
+// responses cost more than max_outstanding_bytes of memory (net::OutputQueue::memory_bytes:
+// heads, bookkeeping, pinned values), or while the node's queued responses together reach
+// max_node_queued_bytes (half of it when this session has responses queued itself, so that
+// clients that read their answers keep being served); it resumes when the queues drain. Pausing
+// never fails a request: the client just waits. The session keeps ServerCounters'
+// queued_response_bytes and input_buffer_bytes gauges up to date with its own share.
+//
+// Deadline: a request (header, descriptor, payload) must arrive whole within request_timeout
+// plus 1 s per min_request_bytes_per_sec bytes of it received so far, counted from its first
+// byte. The worker's sweep asks RequestOverdue(); AbortOverdueRequest() answers ERROR Timeout,
+// aborts the MSET's reservations and half-closes (the frame cannot be resynchronised).
 //
 // A request that decodes but cannot be served (an unknown LIST cursor, an SHM_COMMIT of a
 // reservation that is not open) is answered with an ERROR for that request alone, and the
@@ -46,6 +56,9 @@ namespace kvport::server {
 
 struct SessionOptions {
   uint64_t max_outstanding_bytes = uint64_t{256} << 20;
+  uint64_t max_node_queued_bytes = 0;            // 0: no node-wide cap
+  std::chrono::milliseconds request_timeout{0};  // 0: no request deadline
+  uint64_t min_request_bytes_per_sec = 0;
   // How long a half-closed session waits for its peer to close before closing anyway.
   std::chrono::milliseconds linger = std::chrono::seconds(2);
 };
@@ -75,6 +88,10 @@ class Session final : public net::EventHandler {
   // or writing the arena without a byte on the socket, so it is not idle.
   bool holds_arena_ranges() const { return state_.shm.holds_ranges(); }
   const std::string& peer() const { return peer_; }
+  // True when the request being received is past its deadline (see above).
+  bool RequestOverdue(MonotonicClock::time_point now) const;
+  // Answers the overdue request with ERROR Timeout, aborting what it reserved, and closes.
+  void AbortOverdueRequest();
 
  private:
   enum class Phase {
@@ -107,8 +124,17 @@ class Session final : public net::EventHandler {
   void HalfCloseAndLinger();
   void DiscardInput();
   bool AtRequestBoundary() const;
+  enum class Throttle { kNone, kOwnQueue, kNode };
+  // Whether queued responses (ours, the node's) hold the next request back.
+  Throttle QueueThrottle() const;
   bool WantsToRead() const;
   void UpdateInterest();
+  // Counts pauses; over the node's cap, arms resume_timer_ (no event of ours says when other
+  // connections drained).
+  void WatchThrottle();
+  // Brings the node's memory gauges up to date with this session's queue and input buffer.
+  void SyncMemory();
+  static constexpr std::chrono::milliseconds kResumeCheck{10};
   void Touch() { last_activity_ = loop_->Now(); }
 
   net::EventLoop* const loop_;
@@ -123,6 +149,13 @@ class Session final : public net::EventHandler {
   uint32_t interest_ = 0;
   int receive_low_water_ = 1;  // the socket's SO_RCVLOWAT
   net::TimerId linger_timer_ = 0;
+  net::TimerId resume_timer_ = 0;
+  bool paused_ = false;
+  int64_t accounted_queued_ = 0;  // this session's share of the node's gauges
+  int64_t accounted_input_ = 0;
+  // The current request's first byte, and its bytes so far (header, descriptor, payload).
+  MonotonicClock::time_point request_arrival_;
+  uint64_t request_bytes_ = 0;
   MonotonicClock::time_point last_activity_;
 
   SessionState state_;

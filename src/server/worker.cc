@@ -89,11 +89,16 @@ void Worker::OnClosed(Session* session) {
 }
 
 void Worker::ScheduleIdleSweep() {
-  if (options_.idle_timeout.count() <= 0) return;
+  const std::chrono::milliseconds idle = options_.idle_timeout;
+  const std::chrono::milliseconds deadline = options_.session.request_timeout;
+  if (idle.count() <= 0 && deadline.count() <= 0) return;
   // Check a few times per timeout so that a session closes at most ~1.25 timeouts after its
-  // last byte, without a timer per session.
-  auto period = std::clamp(options_.idle_timeout / 4, std::chrono::milliseconds(5),
-                           std::chrono::milliseconds(1000));
+  // last byte (or past its request deadline), without a timer per session.
+  std::chrono::milliseconds shortest = idle.count() <= 0       ? deadline
+                                       : deadline.count() <= 0 ? idle
+                                                               : std::min(idle, deadline);
+  auto period =
+      std::clamp(shortest / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
   loop_->RunAfter(period, [this] {
     SweepIdle();
     ScheduleIdleSweep();
@@ -103,11 +108,19 @@ void Worker::ScheduleIdleSweep() {
 void Worker::SweepIdle() {
   const MonotonicClock::time_point now = MonotonicClock::now();
   std::vector<Session*> idle;
+  std::vector<Session*> overdue;
   for (auto& [raw, owned] : sessions_) {
-    if (!raw->closed() && !raw->holds_arena_ranges() &&
-        now - raw->last_activity() >= options_.idle_timeout) {
+    if (raw->closed()) continue;
+    if (raw->RequestOverdue(now)) {
+      overdue.push_back(raw);  // the deadline, not idleness: bytes may still trickle in
+    } else if (options_.idle_timeout.count() > 0 && !raw->holds_arena_ranges() &&
+               now - raw->last_activity() >= options_.idle_timeout) {
       idle.push_back(raw);
     }
+  }
+  for (Session* c : overdue) {
+    log::Info("connection {}: request not received within its deadline: closing", c->peer());
+    c->AbortOverdueRequest();
   }
   for (Session* c : idle) {
     service_.counters().CountIdleTimeout();

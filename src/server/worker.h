@@ -5,7 +5,9 @@
 // its session lives and dies on that worker's thread. The worker closes sessions idle longer
 // than the idle timeout (a periodic sweep rather than a timer per session: one timer per loop,
 // and activity costs nothing but a timestamp); a session whose shared-memory client holds
-// leases or reservations is not idle (its bytes move without touching the socket).
+// leases or reservations is not idle (its bytes move without touching the socket). The same
+// sweep aborts requests past their deadline (SessionOptions::request_timeout): a trickle of
+// bytes keeps a session from being idle, never a request from being late.
 #pragma once
 
 #include <atomic>

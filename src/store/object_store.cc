@@ -68,7 +68,11 @@ struct StoredObject {
   uint64_t value_len = 0;
   uint32_t ttl_seconds = 0;
   size_t shard = 0;
+  uint64_t charge = 0;  // ObjectStore::ChargeOf: counted in Impl::index_bytes while it lives
   std::atomic<uint32_t> refs{1};
+  // ReadHandles on this version: the first adds its extent to Impl::pinned_bytes, the last
+  // takes it away. 0 -> 1 happens only under the shard mutex (Lookup) or from a live pin.
+  std::atomic<uint32_t> pins{0};
   // Guarded by the mutex of shards[shard] once the object has been committed (before that, the
   // WriteHandle's thread owns it alone).
   ObjectState state = ObjectState::kReserved;
@@ -125,7 +129,6 @@ struct ObjectStore::Impl {
     // This shard's part of StoreStats: written under mu where they describe visible objects,
     // atomically elsewhere; Stats() sums them without taking any lock.
     std::atomic<uint64_t> objects{0}, value_bytes{0}, visible_alloc_bytes{0};
-    std::atomic<uint64_t> reserved_alloc_bytes{0};
     std::atomic<uint64_t> hits{0}, misses{0}, evictions{0}, expirations{0};
     std::atomic<uint64_t> live_objects{0};  // allocated StoredObjects of this shard, any state
   };
@@ -134,6 +137,44 @@ struct ObjectStore::Impl {
 
   ExtentAllocator* allocator = nullptr;
   const TtlClock* clock = nullptr;
+  uint64_t max_index_bytes = 0;  // StoreOptions' caps; 0: none
+  uint64_t max_reserved_bytes = 0;
+  uint64_t max_pinned_bytes = 0;
+
+  // Node-wide gauges the caps apply to, each changed by atomic read-modify-writes only (see
+  // TryAdmit), on their own cache line: objects' heap charges, reservations' extents, and
+  // the extents of pinned objects.
+  alignas(64) std::atomic<uint64_t> index_bytes{0};
+  std::atomic<uint64_t> reserved_bytes{0};
+  std::atomic<uint64_t> pinned_bytes{0};
+  std::atomic<uint64_t> reserve_cap_refusals{0};
+  std::atomic<uint64_t> pin_cap_refusals{0};
+
+  // Adds `n` to `gauge` unless that takes it above `cap` (0: no cap) while it already holds
+  // something: one item larger than the cap is admitted alone, so it is not refused forever.
+  static bool TryAdmit(std::atomic<uint64_t>& gauge, uint64_t n, uint64_t cap) {
+    uint64_t current = gauge.load(std::memory_order_relaxed);
+    do {
+      if (cap != 0 && current != 0 && (current > cap || n > cap - current)) return false;
+    } while (!gauge.compare_exchange_weak(current, current + n, std::memory_order_relaxed));
+    return true;
+  }
+
+  // A pin more on `o`: its first pin adds its extent to pinned_bytes. `admitted`: the caller
+  // already added it (the 0 -> 1 case it saw under the shard mutex).
+  void AddPin(StoredObject* o, bool admitted) {
+    const uint32_t before = o->pins.fetch_add(1, std::memory_order_relaxed);
+    if (before == 0 && !admitted) {
+      pinned_bytes.fetch_add(o->extent.length, std::memory_order_relaxed);
+    } else if (before != 0 && admitted) {
+      pinned_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+    }
+  }
+  void DropPin(StoredObject* o) {
+    if (o->pins.fetch_sub(1, std::memory_order_relaxed) == 1) {
+      pinned_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+    }
+  }
   ObjectStore::UseHook use_hook;  // tests only; set before concurrent use
   std::array<Shard, kShardCount> shards;
 
@@ -279,8 +320,9 @@ struct ObjectStore::Impl {
     if (o->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     Shard& shard = ShardOf(*o);
     if (o->state == ObjectState::kReserved) {
-      shard.reserved_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+      reserved_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
     }
+    index_bytes.fetch_sub(o->charge, std::memory_order_relaxed);
     Status freed = allocator->Free(o->extent);
     if (!freed.ok()) log::Error("store: {}", freed.ToString());
     delete o;
@@ -312,16 +354,28 @@ struct ObjectStore::Impl {
   }
 
   // The live version of `index_key` (in `shard`), pinned and made most recently used; null if
-  // there is none. Counts no hit or miss (callers count one per search).
-  StoredObject* PinLive(Shard& shard, const std::string& index_key, uint64_t now_ms) {
+  // there is none, or (*over_cap set) when pinning it would take pinned_bytes over its cap.
+  // Counts no hit or miss (callers count one per search).
+  StoredObject* PinLive(Shard& shard, const std::string& index_key, uint64_t now_ms,
+                        bool* over_cap) {
     StoredObject* expired = nullptr;
     StoredObject* found = nullptr;
     {
       MutexLock lock(shard.mu);
       found = FindLiveLocked(shard, index_key, now_ms, &expired);
       if (found) {
-        found->refs.fetch_add(1, std::memory_order_relaxed);
-        LruTouchLocked(shard, found);
+        // Unpinned now, and it cannot become pinned meanwhile (a first pin needs this mutex):
+        // this pin is the one that adds its extent, if the cap lets it.
+        const bool first = found->pins.load(std::memory_order_relaxed) == 0;
+        if (first && !TryAdmit(pinned_bytes, found->extent.length, max_pinned_bytes)) {
+          pin_cap_refusals.fetch_add(1, std::memory_order_relaxed);
+          *over_cap = true;
+          found = nullptr;
+        } else {
+          found->refs.fetch_add(1, std::memory_order_relaxed);
+          AddPin(found, first);
+          LruTouchLocked(shard, found);
+        }
       }
     }
     if (expired) Unref(expired);
@@ -394,9 +448,11 @@ struct ObjectStore::Impl {
     return EvictOutcome::kRemoved;
   }
 
-  // Evicts in LRU order until `bytes` can be allocated. Gives up (nullopt) when no visible
+  // Evicts in LRU order until `fits()` (tried again after every eviction) holds: an extent can
+  // be allocated, or an object's charge fits max_index_bytes. Gives up (false) when no visible
   // object is left or every one left is pinned.
-  std::optional<Extent> EvictUntilAllocated(uint64_t bytes) {
+  template <typename Fits>
+  bool EvictUntil(Fits fits) {
     const uint64_t visible = Sum(&Shard::objects);
     const uint64_t now_ms = clock->NowMillis();
     // Each pinned object gets a new stamp when skipped, so after `visible` skips every object
@@ -405,11 +461,11 @@ struct ObjectStore::Impl {
     uint64_t steps_left = 2 * visible + 64;
     while (steps_left-- > 0) {
       EvictOutcome outcome = EvictOne(now_ms);
-      if (auto extent = allocator->Allocate(bytes)) return extent;
-      if (outcome == EvictOutcome::kNothingEvictable) return std::nullopt;
-      if (outcome == EvictOutcome::kSkippedPinned && --skips_left == 0) return std::nullopt;
+      if (fits()) return true;
+      if (outcome == EvictOutcome::kNothingEvictable) return false;
+      if (outcome == EvictOutcome::kSkippedPinned && --skips_left == 0) return false;
     }
-    return allocator->Allocate(bytes);
+    return fits();
   }
 };
 
@@ -417,7 +473,10 @@ struct ObjectStore::Impl {
 // Handles
 
 ReadHandle::ReadHandle(const ReadHandle& other) : object_(other.object_) {
-  if (object_) object_->refs.fetch_add(1, std::memory_order_relaxed);
+  if (object_) {
+    object_->refs.fetch_add(1, std::memory_order_relaxed);
+    object_->store->impl_->AddPin(object_, /*admitted=*/false);
+  }
 }
 
 ReadHandle& ReadHandle::operator=(const ReadHandle& other) {
@@ -446,6 +505,7 @@ ReadHandle::~ReadHandle() {
 void ReadHandle::Reset() {
   if (!object_) return;
   StoredObject* o = std::exchange(object_, nullptr);
+  o->store->impl_->DropPin(o);
   o->store->impl_->Unref(o);
 }
 
@@ -523,6 +583,9 @@ ObjectStore::ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,
   }
   impl_->allocator = allocator_.get();
   impl_->clock = options_.ttl_clock ? options_.ttl_clock : SteadyTtlClock::Get();
+  impl_->max_index_bytes = options_.max_index_bytes;
+  impl_->max_reserved_bytes = options_.max_reserved_bytes;
+  impl_->max_pinned_bytes = options_.max_pinned_bytes;
 }
 
 ObjectStore::~ObjectStore() {
@@ -562,6 +625,12 @@ Status CheckName(const StoreOptions& options, std::string_view ns, std::string_v
   return Status::Ok();
 }
 
+Status PinCapStatus(uint64_t cap) {
+  return Status::NoSpace("readers already pin " + std::to_string(cap) +
+                         " bytes of values, the node's max_pinned_bytes; retry once some "
+                         "reads finish");
+}
+
 }  // namespace
 
 Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view key,
@@ -578,9 +647,34 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
                             " bytes is larger than the limit of " +
                             std::to_string(options_.max_meta_bytes) + " bytes");
   }
+  // Caps first, cheapest first: a reservation over max_reserved_bytes evicts nothing.
+  const uint64_t extent_bytes = value_len == 0 ? 0 : allocator_->RoundUp(value_len);
+  if (!Impl::TryAdmit(impl_->reserved_bytes, extent_bytes, impl_->max_reserved_bytes)) {
+    impl_->reserve_cap_refusals.fetch_add(1, std::memory_order_relaxed);
+    return Status::NoSpace("writes in progress already reserve " +
+                           std::to_string(impl_->max_reserved_bytes) +
+                           " bytes, the node's max_reserved_bytes; retry once some complete");
+  }
+  const uint64_t charge = ChargeOf(ns, key, meta);
+  auto admit_charge = [&] {
+    return Impl::TryAdmit(impl_->index_bytes, charge, impl_->max_index_bytes);
+  };
+  if (!admit_charge() && !impl_->EvictUntil(admit_charge)) {
+    impl_->reserved_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
+    return Status::NoSpace("no room for another object's key and metadata (max_index_bytes " +
+                           std::to_string(impl_->max_index_bytes) +
+                           "): every object left is pinned by a reader or being written");
+  }
   std::optional<Extent> extent = allocator_->Allocate(value_len);
-  if (!extent) extent = impl_->EvictUntilAllocated(value_len);
   if (!extent) {
+    impl_->EvictUntil([&] {
+      extent = allocator_->Allocate(value_len);
+      return extent.has_value();
+    });
+  }
+  if (!extent) {
+    impl_->reserved_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
+    impl_->index_bytes.fetch_sub(charge, std::memory_order_relaxed);
     return Status::NoSpace("no room for " + std::to_string(value_len) +
                            " bytes: every object left is pinned by a reader or being written");
   }
@@ -595,9 +689,13 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   o->value_len = value_len;
   o->ttl_seconds = ttl_seconds;
   o->shard = ShardIndexOf(o->index_key);
+  o->charge = charge;
   Impl::Shard& shard = impl_->ShardOf(*o);
   shard.live_objects.fetch_add(1, std::memory_order_relaxed);
-  shard.reserved_alloc_bytes.fetch_add(extent->length, std::memory_order_relaxed);
+  // Admitted as RoundUp(value_len), which is what the allocator hands out.
+  if (extent->length != extent_bytes) {
+    impl_->reserved_bytes.fetch_add(extent->length - extent_bytes, std::memory_order_relaxed);
+  }
   return WriteHandle(o);
 }
 
@@ -621,7 +719,7 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
     // makes its namespace look empty (and the namespace directory is not touched).
     impl_->ShowLocked(shard, o);
     if (old) impl_->HideLocked(shard, old);
-    shard.reserved_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+    impl_->reserved_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
     if (impl_->use_hook) impl_->use_hook(o->ns, o->key);
   }
   if (old) impl_->Unref(old);
@@ -637,7 +735,9 @@ Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
   const std::string index_key = MakeIndexKey(ns, key);
   Impl::Shard& shard = impl_->ShardFor(index_key);
-  StoredObject* found = impl_->PinLive(shard, index_key, impl_->clock->NowMillis());
+  bool over_cap = false;
+  StoredObject* found = impl_->PinLive(shard, index_key, impl_->clock->NowMillis(), &over_cap);
+  if (over_cap) return PinCapStatus(impl_->max_pinned_bytes);
   if (!found) {
     shard.misses.fetch_add(1, std::memory_order_relaxed);
     return Status::NotFound("no object for this key");
@@ -659,43 +759,51 @@ Status ObjectStore::Delete(std::string_view ns, std::string_view key) {
   return removed ? Status::Ok() : Status::NotFound("no object for this key");
 }
 
-Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key) {
+Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key,
+                                                     const NamespaceFilter& allowed) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
   std::string index_key;
   // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
   const auto names = impl_->SearchOrder();
   for (const std::string& ns : *names) {
+    if (allowed && !allowed(ns)) continue;
     index_key = MakeIndexKey(ns, key);
     Impl::Shard& shard = impl_->ShardFor(index_key);
-    if (StoredObject* found = impl_->PinLive(shard, index_key, now)) {
+    bool over_cap = false;
+    if (StoredObject* found = impl_->PinLive(shard, index_key, now, &over_cap)) {
       shard.hits.fetch_add(1, std::memory_order_relaxed);
       return ReadHandle(found);
     }
+    if (over_cap) return PinCapStatus(impl_->max_pinned_bytes);
   }
   // One miss for the whole search, counted in the shard of the key in the default namespace.
   impl_->ShardFor(MakeIndexKey("", key)).misses.fetch_add(1, std::memory_order_relaxed);
   return Status::NotFound("no object for this key in any namespace");
 }
 
-Status ObjectStore::ExistsInAnyNamespace(std::string_view key, uint64_t* value_length) {
+Status ObjectStore::ExistsInAnyNamespace(std::string_view key, uint64_t* value_length,
+                                         const NamespaceFilter& allowed) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
   // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
   const auto names = impl_->SearchOrder();
   for (const std::string& ns : *names) {
+    if (allowed && !allowed(ns)) continue;
     if (impl_->ProbeLive(MakeIndexKey(ns, key), now, value_length)) return Status::Ok();
   }
   return Status::NotFound("no object for this key in any namespace");
 }
 
-Status ObjectStore::DeleteInEveryNamespace(std::string_view key, uint64_t* deleted) {
+Status ObjectStore::DeleteInEveryNamespace(std::string_view key, uint64_t* deleted,
+                                           const NamespaceFilter& allowed) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
   uint64_t removed = 0;
   // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
   const auto names = impl_->SearchOrder();
   for (const std::string& ns : *names) {
+    if (allowed && !allowed(ns)) continue;
     removed += impl_->RemoveLive(MakeIndexKey(ns, key), now) ? 1 : 0;
   }
   if (deleted) *deleted = removed;
@@ -761,7 +869,7 @@ StoreStats ObjectStore::Stats() const {
   s.capacity_bytes = a.capacity_bytes;
   s.used_bytes = a.used_bytes;
   s.value_bytes = impl_->Sum(&Shard::value_bytes);
-  s.reserved_bytes = impl_->Sum(&Shard::reserved_alloc_bytes);
+  s.reserved_bytes = impl_->reserved_bytes.load(std::memory_order_relaxed);
   const uint64_t visible = impl_->Sum(&Shard::visible_alloc_bytes);
   // A snapshot of independent counters: clamp rather than wrap if they disagree for a moment.
   s.retired_bytes =
@@ -773,6 +881,13 @@ StoreStats ObjectStore::Stats() const {
   s.expirations = impl_->Sum(&Shard::expirations);
   s.free_extents = a.free_extents;
   s.largest_free_bytes = a.largest_free_bytes;
+  s.index_bytes = impl_->index_bytes.load(std::memory_order_relaxed);
+  s.pinned_bytes = impl_->pinned_bytes.load(std::memory_order_relaxed);
+  s.max_index_bytes = impl_->max_index_bytes;
+  s.max_reserved_bytes = impl_->max_reserved_bytes;
+  s.max_pinned_bytes = impl_->max_pinned_bytes;
+  s.reserve_cap_refusals = impl_->reserve_cap_refusals.load(std::memory_order_relaxed);
+  s.pin_cap_refusals = impl_->pin_cap_refusals.load(std::memory_order_relaxed);
   return s;
 }
 

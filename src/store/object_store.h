@@ -74,6 +74,19 @@ struct StoreOptions {
   uint32_t max_key_bytes = 4096;        // longer or empty: InvalidArgument
   uint32_t max_meta_bytes = 64 * 1024;  // longer: TooLarge (metadata lives on the heap)
   Arena::Backing backing = Arena::Backing::kAuto;
+  // Node-wide bounds beside the arena (0: none). Each admits one item larger than itself when
+  // nothing else is held, so no single value that fits the capacity is refused forever.
+  //   max_index_bytes: heap bytes of every object's index entry, key, namespace and metadata
+  //     (ChargeOf() below, reserved and retired objects included). Over it, Reserve evicts LRU
+  //     objects exactly as it does for arena space; NoSpace when nothing evictable is left.
+  //   max_reserved_bytes: arena bytes of reservations not yet committed or aborted. Beyond it
+  //     Reserve is NoSpace at once and evicts nothing.
+  //   max_pinned_bytes: arena bytes of the objects that at least one ReadHandle pins (an object
+  //     pinned by many readers counts once). Beyond it Lookup of an object nobody pins yet is
+  //     NoSpace; copies of an existing handle are always allowed.
+  uint64_t max_index_bytes = 0;
+  uint64_t max_reserved_bytes = 0;
+  uint64_t max_pinned_bytes = 0;
   // Time source for TTLs; null means SteadyTtlClock::Get(). Must outlive the store.
   const TtlClock* ttl_clock = nullptr;
 };
@@ -91,6 +104,13 @@ struct StoreStats {
   uint64_t expirations = 0;         // expired objects removed (lazily, by Sweep or eviction)
   uint64_t free_extents = 0;        // fragmentation: number of free holes in the arena
   uint64_t largest_free_bytes = 0;  // fragmentation: the largest free hole
+  uint64_t index_bytes = 0;         // heap charged for objects (ChargeOf), any state
+  uint64_t pinned_bytes = 0;        // arena bytes of objects pinned by at least one reader
+  uint64_t max_index_bytes = 0;     // the caps in force (StoreOptions; 0: none)
+  uint64_t max_reserved_bytes = 0;
+  uint64_t max_pinned_bytes = 0;
+  uint64_t reserve_cap_refusals = 0;  // Reserve refused by max_reserved_bytes
+  uint64_t pin_cap_refusals = 0;      // Lookup refused by max_pinned_bytes
 };
 
 // Visible objects of one namespace. Replacing an object updates the counts atomically with
@@ -183,8 +203,18 @@ class ObjectStore {
   //   NoSpace          no hole large enough even after evicting every evictable object
   //                    (capacity full of pinned objects and reservations); nothing of the
   //                    current visible state was lost beyond the LRU objects evicted trying.
+  //   NoSpace          also: max_reserved_bytes reached (nothing is evicted), or
+  //                    max_index_bytes cannot be met by evicting; the message names the cap.
   Result<WriteHandle> Reserve(std::string_view ns, std::string_view key, uint64_t value_len,
                               std::string_view meta, uint32_t ttl_seconds);
+
+  // Heap bytes an object of this key, namespace and metadata is charged against
+  // max_index_bytes: the bytes themselves (ns and key twice: the object and its index entry)
+  // plus kObjectOverheadBytes for the object, its hash-table node and the allocator's headers.
+  static constexpr uint64_t kObjectOverheadBytes = 512;
+  static uint64_t ChargeOf(std::string_view ns, std::string_view key, std::string_view meta) {
+    return kObjectOverheadBytes + 2 * (ns.size() + key.size()) + meta.size();
+  }
 
   // Makes the reserved object visible, atomically replacing the previous version of the key
   // if any (whose readers keep their pins). If two reservations of one key are committed, the
@@ -196,7 +226,8 @@ class ObjectStore {
 
   // Pins the live version of (ns, key). NotFound if absent or expired (an expired object
   // found here is removed and counted as an expiration); InvalidArgument for a bad key or
-  // namespace. Counts a hit or a miss and makes the object most recently used.
+  // namespace. Counts a hit or a miss and makes the object most recently used. NoSpace when
+  // pinning it would exceed max_pinned_bytes (counted in pin_cap_refusals, not as a miss).
   Result<ReadHandle> Lookup(std::string_view ns, std::string_view key);
 
   // OK if (ns, key) is live, NotFound if absent or expired, InvalidArgument for a bad key.
@@ -217,24 +248,29 @@ class ObjectStore {
   // key's shard lock; the search as a whole is not one snapshot: a version of the key written
   // to or removed from another namespace while the search runs may or may not be seen.
   // Cost: one index probe per live namespace (plus a copy of their names), which is fine while
-  // namespaces are few, as they are in practice. (A later auth layer will restrict the search
-  // to the namespaces a client may read; the store itself searches them all.) Errors:
-  // InvalidArgument for an empty or too long key.
+  // namespaces are few, as they are in practice. `allowed`, when set, limits the search to
+  // the namespaces it returns true for (the node's access control: those a client's token may
+  // read, or write for deletes); unset, every namespace is searched. Errors: InvalidArgument
+  // for an empty or too long key.
+  using NamespaceFilter = std::function<bool(std::string_view ns)>;
 
   // Lookup of the first namespace in search order that holds a live (ns, key): pins it (its
   // ReadHandle::ns() says which namespace matched). NotFound if none does. Counts one hit or
   // one miss for the whole search, and makes the match most recently used.
-  Result<ReadHandle> LookupInAnyNamespace(std::string_view key);
+  Result<ReadHandle> LookupInAnyNamespace(std::string_view key,
+                                          const NamespaceFilter& allowed = {});
 
   // Exists of the first namespace in search order that holds a live (ns, key): OK with its
   // value length in *value_length (when not null), NotFound if none does. Like Exists: pins
   // nothing, counts nothing, leaves the LRU order alone.
-  Status ExistsInAnyNamespace(std::string_view key, uint64_t* value_length = nullptr);
+  Status ExistsInAnyNamespace(std::string_view key, uint64_t* value_length = nullptr,
+                              const NamespaceFilter& allowed = {});
 
   // Delete of (ns, key) in every namespace that holds it live. OK if at least one was removed
   // (*deleted, when not null, is how many), NotFound if none was. A namespace left without
   // objects disappears from NamespaceUsages(), as after any Delete.
-  Status DeleteInEveryNamespace(std::string_view key, uint64_t* deleted = nullptr);
+  Status DeleteInEveryNamespace(std::string_view key, uint64_t* deleted = nullptr,
+                                const NamespaceFilter& allowed = {});
 
   // Up to `limit` live keys of namespace `ns`, ascending, strictly after `cursor` (empty
   // cursor: from the start). Keys present for the whole paging are returned exactly once;

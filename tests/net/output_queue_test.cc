@@ -121,6 +121,42 @@ TEST(OutputQueueTest, WriteToAClosedPeerIsAnErrorAndClearReleasesPins) {
   EXPECT_TRUE(queue.empty());
 }
 
+// Backpressure limits what a queue costs, not only the bytes it still has to send: many small
+// segments cost their bookkeeping, owned bytes their allocation, borrowed ranges their pinned
+// bytes; a segment's cost goes when it has been written.
+TEST(OutputQueueTest, MemoryCountsBookkeepingAllocationAndPinnedBytes) {
+  OutputQueue queue;
+  EXPECT_EQ(queue.memory_bytes(), 0u);
+  std::string head;
+  head.reserve(1000);
+  head = "HEAD";
+  const size_t head_capacity = head.capacity();
+  queue.Append(std::move(head));
+  EXPECT_EQ(queue.bytes(), 4u);
+  EXPECT_EQ(queue.memory_bytes(), OutputQueue::kSegmentOverhead + head_capacity);
+  std::string value(10000, 'v');
+  auto pin = std::make_shared<int>(1);
+  for (int i = 0; i < 100; ++i)
+    queue.AppendBorrowed(value.data(), 1, pin);
+  EXPECT_EQ(queue.bytes(), 104u);
+  EXPECT_EQ(queue.memory_bytes(),
+            OutputQueue::kSegmentOverhead + head_capacity +
+                100 * (OutputQueue::kSegmentOverhead + OutputQueue::kKeepAliveOverhead + 1));
+
+  auto listener = TcpListener::Listen(HostPort{"127.0.0.1", 0});
+  ASSERT_TRUE(listener.ok());
+  LoopbackPair pair = MakeLoopbackPair(**listener);
+  auto r = queue.WriteTo(pair.server.fd());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(queue.empty());
+  EXPECT_EQ(queue.memory_bytes(), 0u);
+  queue.AppendBorrowed(value.data(), value.size(), pin);
+  EXPECT_EQ(queue.memory_bytes(),
+            OutputQueue::kSegmentOverhead + OutputQueue::kKeepAliveOverhead + value.size());
+  queue.Clear();
+  EXPECT_EQ(queue.memory_bytes(), 0u);
+}
+
 // The loop side of backpressure: a writer waits for EPOLLOUT instead of spinning. The peer
 // starts reading only after the first wakeup left bytes queued (the socket was full), so the
 // rest can only go out on later wakeups, however the threads are scheduled.

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 
@@ -47,6 +48,34 @@ TEST(ReadBufferTest, FillToNeverReadsPastTheTarget) {
   auto rr = ReadV(p.reader.fd(), &iov, 1);
   ASSERT_TRUE(rr.ok());
   EXPECT_EQ(std::string(rest, rr->bytes), "payload");
+}
+
+// A peer's claim is not an allocation: asking for 16 MiB while 100 bytes arrived holds about
+// 4 KiB, and the buffer grows only as the bytes come (at most twice what arrived).
+TEST(ReadBufferTest, MemoryGrowsWithTheBytesThatArriveNotWithTheTarget) {
+  Pipe p = MakePipe();
+  ReadBuffer buf;
+  constexpr size_t kClaim = size_t{16} << 20;
+  WriteAll(p.writer.fd(), std::string(100, 'h'));
+  auto r = buf.FillTo(p.reader.fd(), kClaim);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->would_block);
+  EXPECT_EQ(buf.size(), 100u);
+  EXPECT_LE(buf.allocated_bytes(), 4096u);
+  const std::string more(50000, 'd');
+  std::thread writer([&] { WriteAll(p.writer.fd(), more); });
+  while (buf.size() < 100 + more.size()) {
+    ASSERT_TRUE(buf.FillTo(p.reader.fd(), kClaim).ok());
+    ASSERT_LE(buf.allocated_bytes(), std::max<size_t>(4096, 2 * buf.size()));
+  }
+  writer.join();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(buf.data()) + 100, more.size()), more);
+  // A small target is never over-allocated either.
+  ReadBuffer header;
+  WriteAll(p.writer.fd(), std::string(32, 'x'));
+  ASSERT_TRUE(header.FillTo(p.reader.fd(), 32).ok());
+  EXPECT_EQ(header.size(), 32u);
+  EXPECT_EQ(header.allocated_bytes(), 32u);
 }
 
 TEST(ReadBufferTest, FillToResumesAcrossWouldBlockAndReportsEof) {

@@ -203,8 +203,8 @@ TEST(MalformedTest, MgetResponseFields) {
           {"overall disagrees", 32, std::string(1, '\0'), StatusCode::kCorruption, "disagrees"},
           {"overall unknown", 32, std::string(1, '\x03'), StatusCode::kCorruption,
            "overall_status 3"},
-          {"status unknown", 51, std::string(1, '\x0D'), StatusCode::kCorruption,
-           "unknown status code 13"},
+          {"status unknown", 51, std::string(1, '\x0E'), StatusCode::kCorruption,
+           "unknown status code 14"},
           {"miss with value", 56, U64(1), StatusCode::kCorruption, "NotFound"},
           {"miss with meta", 52, U32(1), StatusCode::kCorruption, "NotFound"},
           {"hit payload mismatch", 42, U64(3), StatusCode::kCorruption, "payload_length"},
@@ -215,7 +215,7 @@ TEST(MalformedTest, MgetResponseFields) {
 
 TEST(MalformedTest, HelloListErrorStatsFields) {
   EncodedFrame f;
-  ASSERT_TRUE(EncodeRequest(1, HelloRequest{1, 1, "c"}, Limits{}, &f).ok());
+  ASSERT_TRUE(EncodeRequest(1, HelloRequest{1, 1, "c", ""}, Limits{}, &f).ok());
   ExpectFieldCases(
       f.Flatten(),
       {{"min above max", 32, std::string(1, '\x02'), StatusCode::kInvalidArgument, "version range"},
@@ -223,7 +223,7 @@ TEST(MalformedTest, HelloListErrorStatsFields) {
   ASSERT_TRUE(EncodeResponse(1, HelloResponse{1, Limits{}, "s"}, Limits{}, &f).ok());
   ExpectFieldCases(
       f.Flatten(),
-      {{"version 4", 32, std::string(1, '\x04'), StatusCode::kNotSupported, "version 4"},
+      {{"version 5", 32, std::string(1, '\x05'), StatusCode::kNotSupported, "version 5"},
        {"key limit 0", 33, U64(0), StatusCode::kCorruption, "unusable limits: max_key_bytes"}});
   ASSERT_TRUE(EncodeRequest(1, ListRequest{"ns", 5, 10}, Limits{}, &f).ok());
   ExpectFieldCases(f.Flatten(),
@@ -247,7 +247,7 @@ TEST(MalformedTest, HelloListErrorStatsFields) {
 
 TEST(MalformedTest, HelloAndErrorFramesAreAlwaysVersion1) {
   EncodedFrame f;
-  ASSERT_TRUE(EncodeRequest(1, HelloRequest{1, 1, ""}, Limits{}, &f).ok());
+  ASSERT_TRUE(EncodeRequest(1, HelloRequest{1, 1, "", ""}, Limits{}, &f).ok());
   EXPECT_EQ(static_cast<uint8_t>(f.head[4]), kHelloVersion);
   ASSERT_TRUE(EncodeResponse(1, ErrorResponse{StatusCode::kCorruption, ""}, Limits{}, &f).ok());
   EXPECT_EQ(static_cast<uint8_t>(f.head[4]), kHelloVersion);
@@ -347,7 +347,7 @@ TEST(EncoderLimitsTest, AnyNamespaceRequests) {
   EXPECT_TRUE(EncodeRequest(1, get_any, Limits{}, &f, 2).ok());
 
   // Versions this build does not speak are refused for every frame but HELLO and ERROR.
-  for (uint8_t version : {0, 4, 255}) {
+  for (uint8_t version : {0, 5, 255}) {
     EXPECT_EQ(EncodeRequest(1, any, Limits{}, &f, version).code(), StatusCode::kInvalidArgument)
         << int{version};
     EXPECT_EQ(EncodeRequest(1, PingRequest{}, Limits{}, &f, version).code(),
@@ -434,7 +434,7 @@ TEST(EncoderLimitsTest, ResponsesAndControlMessages) {
   EXPECT_EQ(EncodeRequest(1, ListRequest{"", 0, 0}, Limits{}, &f).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(EncodeRequest(1, ListRequest{"", 0, 4097}, Limits{}, &f).code(), StatusCode::kTooLarge);
-  EXPECT_EQ(EncodeRequest(1, HelloRequest{2, 1, ""}, Limits{}, &f).code(),
+  EXPECT_EQ(EncodeRequest(1, HelloRequest{2, 1, "", ""}, Limits{}, &f).code(),
             StatusCode::kInvalidArgument);
   Limits bad;
   bad.max_key_bytes = 0;
@@ -485,8 +485,8 @@ TEST(MalformedShmTest, ShmAttachResponseFields) {
           {"OK with arena 0", 33, U64(0), StatusCode::kCorruption, "OK with arena_bytes 0"},
           {"refused with an arena", 32, std::string(1, '\x09'), StatusCode::kCorruption,
            "NotSupported with arena_bytes 4096"},
-          {"unknown status", 32, std::string(1, '\x0D'), StatusCode::kCorruption,
-           "unknown status code 13"},
+          {"unknown status", 32, std::string(1, '\x0E'), StatusCode::kCorruption,
+           "unknown status code 14"},
           {"reason too long", 41, U16(1025), StatusCode::kTooLarge, "reason_length 1025"},
       });
   ExpectFieldCases(
@@ -602,8 +602,8 @@ TEST(MalformedShmTest, ShmGetFields) {
           {"value too long", 50, U64((1ull << 30) + 1), StatusCode::kTooLarge, "max_value_bytes"},
           {"count above limit", 41, U32(4097), StatusCode::kTooLarge, "max_batch_keys"},
           {"count above bytes", 41, U32(3), StatusCode::kCorruption, "count 3"},
-          {"status unknown", 67, std::string(1, '\x0D'), StatusCode::kCorruption,
-           "unknown status code 13"},
+          {"status unknown", 67, std::string(1, '\x0E'), StatusCode::kCorruption,
+           "unknown status code 14"},
       });
   // A too-small buffer: meta and length, but no offset.
   ExpectFieldCases(
@@ -681,7 +681,7 @@ TEST(EncoderShmTest, RefusedBelowVersion3AndAboveThisBuild) {
                 std::string::npos)
           << s.ToString();
     }
-    for (uint8_t version : {0, 4}) {
+    for (uint8_t version : {0, 5}) {
       EXPECT_EQ(encode(&f, version).code(), StatusCode::kInvalidArgument)
           << what << " v" << int{version};
     }

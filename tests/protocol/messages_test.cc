@@ -42,7 +42,7 @@ void ResponseRoundTrip(uint64_t id, const Message& in, Message* out, std::string
 TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   std::string frame;
   FrameView view;
-  HelloRequest req{1, 7, "client"}, req_out;
+  HelloRequest req{1, 7, "client", ""}, req_out;
   RequestRoundTrip(1, req, &req_out, &frame, &view);
   EXPECT_EQ(req_out.min_version, 1);
   EXPECT_EQ(req_out.max_version, 7);
@@ -51,14 +51,15 @@ TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   Result<uint8_t> v = NegotiateVersion(req_out);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, kMaxProtocolVersion);
-  EXPECT_EQ(*v, 3);
-  EXPECT_EQ(NegotiateVersion(HelloRequest{4, 5, ""}).status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(*v, 4);
+  EXPECT_EQ(NegotiateVersion(HelloRequest{5, 6, "", ""}).status().code(),
+            StatusCode::kNotSupported);
   // A version 2 client gets version 2.
-  Result<uint8_t> v2 = NegotiateVersion(HelloRequest{1, 2, ""});
+  Result<uint8_t> v2 = NegotiateVersion(HelloRequest{1, 2, "", ""});
   ASSERT_TRUE(v2.ok());
   EXPECT_EQ(*v2, 2);
   // A client that speaks version 1 only gets version 1 from this build.
-  Result<uint8_t> v1 = NegotiateVersion(HelloRequest{1, 1, ""});
+  Result<uint8_t> v1 = NegotiateVersion(HelloRequest{1, 1, "", ""});
   ASSERT_TRUE(v1.ok());
   EXPECT_EQ(*v1, 1);
 
@@ -74,6 +75,63 @@ TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   EXPECT_EQ(resp_out.server_name, "kvport 0.1.0");
 }
 
+// Version 4: a HELLO request may end with a token; only a client offering version 4 may send
+// one, and a decoder of such a client's HELLO reads it.
+TEST(MessagesTest, HelloCarriesATokenFromVersion4) {
+  std::string frame;
+  FrameView view;
+  HelloRequest with_token{1, kAccessVersion, "c", "s3cret-s3cret-s3cret"}, out;
+  RequestRoundTrip(1, with_token, &out, &frame, &view);
+  EXPECT_EQ(out.token, "s3cret-s3cret-s3cret");
+  EXPECT_EQ(out.client_name, "c");
+  HelloRequest without{1, kAccessVersion, "c", ""};
+  RequestRoundTrip(1, without, &out, &frame, &view);
+  EXPECT_TRUE(out.token.empty());
+
+  EncodedFrame encoded;
+  HelloRequest too_old{1, 3, "c", "s3cret-s3cret-s3cret"};
+  EXPECT_EQ(EncodeRequest(1, too_old, Limits{}, &encoded).code(), StatusCode::kInvalidArgument);
+  // A version 3 HELLO with bytes after the name is malformed, as it always was.
+  ASSERT_TRUE(EncodeRequest(1, with_token, Limits{}, &encoded).ok());
+  std::string bytes = encoded.Flatten();
+  ASSERT_TRUE(SplitFrame(bytes, Limits{}, &view).ok());
+  std::string descriptor(view.descriptor);
+  descriptor[1] = 3;  // max_version 3
+  EXPECT_EQ(DecodeRequest(view.header, descriptor, Limits{}, &out).code(), StatusCode::kCorruption);
+}
+
+TEST(MessagesTest, Version4StatsPagesAndSaysWhetherMoreFollow) {
+  EncodedFrame encoded;
+  StatsRequest page;
+  page.from_start = false;
+  page.after = "tenant-17";
+  page.max_namespaces = 100;
+  ASSERT_TRUE(EncodeRequest(5, page, Limits{}, &encoded, kAccessVersion).ok());
+  std::string bytes = encoded.Flatten();
+  FrameView view;
+  ASSERT_TRUE(SplitFrame(bytes, Limits{}, &view).ok());
+  StatsRequest page_out;
+  ASSERT_TRUE(DecodeRequest(view.header, view.descriptor, Limits{}, &page_out).ok());
+  EXPECT_FALSE(page_out.from_start);
+  EXPECT_EQ(page_out.after, "tenant-17");
+  EXPECT_EQ(page_out.max_namespaces, 100u);
+  // Below version 4 a STATS request is empty: a page cannot be asked for.
+  EXPECT_EQ(EncodeRequest(5, page, Limits{}, &encoded, kShmVersion).code(),
+            StatusCode::kNotSupported);
+  ASSERT_TRUE(EncodeRequest(5, StatsRequest{}, Limits{}, &encoded, kShmVersion).ok());
+  EXPECT_EQ(encoded.head.size(), kFrameHeaderSize);
+
+  StatsResponse in{{{"hits", 1}}, {{"a", 1, 2}}, /*more=*/true}, out;
+  ASSERT_TRUE(EncodeResponse(5, in, Limits{}, &encoded, kAccessVersion).ok());
+  bytes = encoded.Flatten();
+  ASSERT_TRUE(SplitFrame(bytes, Limits{}, &view).ok());
+  ASSERT_TRUE(DecodeResponse(view.header, view.descriptor, Limits{}, &out).ok());
+  EXPECT_TRUE(out.more);
+  ASSERT_EQ(out.namespaces.size(), 1u);
+  EXPECT_EQ(EncodeResponse(5, in, Limits{}, &encoded, kShmVersion).code(),
+            StatusCode::kNotSupported);
+}
+
 TEST(MessagesTest, PingAndStatsRoundTrip) {
   std::string frame;
   FrameView view;
@@ -85,7 +143,8 @@ TEST(MessagesTest, PingAndStatsRoundTrip) {
   StatsRequest stats;
   RequestRoundTrip(3, StatsRequest{}, &stats, &frame, &view);
 
-  StatsResponse in{{{"hits", 5}, {"used_bytes", 1ull << 40}}, {{"", 1, 2}, {"llm", 3, 4}}}, out;
+  StatsResponse in{{{"hits", 5}, {"used_bytes", 1ull << 40}}, {{"", 1, 2}, {"llm", 3, 4}}, false},
+      out;
   ResponseRoundTrip(3, in, &out, &frame, &view);
   ASSERT_EQ(out.counters.size(), 2u);
   EXPECT_EQ(out.counters[1].name, "used_bytes");
@@ -386,7 +445,7 @@ TEST(GoldenBytesTest, HelloRequest) {
       "c",
       36);
   EncodedFrame f;
-  ASSERT_TRUE(EncodeRequest(1, HelloRequest{1, 2, "c"}, Limits{}, &f).ok());
+  ASSERT_TRUE(EncodeRequest(1, HelloRequest{1, 2, "c", ""}, Limits{}, &f).ok());
   EXPECT_EQ(f.Flatten(), expected);
 
   FrameView view;

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/socket.h"
 #include "server_fixture.h"
 
 namespace kvport::testing {
@@ -73,6 +74,9 @@ TEST(ServerConcurrencyTest, EightClientsFiftyBatchesEachSeeTheirOwnBytes) {
 TEST(ServerConcurrencyTest, UnderCapacityPressureEveryKeyGetsItsTrueStatus) {
   ServerOptions options = SmallNodeOptions();
   options.capacity_bytes = 256 * 1024;
+  // The check below reads every stored value in one MGET, more than the default pinned cap
+  // (half the capacity) allows at once; this test is about writes under pressure.
+  options.max_pinned_bytes = options.capacity_bytes;
   auto server = StartNode(options);
   ASSERT_NE(server, nullptr);
   TestClient client = MustConnect(*server);
@@ -81,8 +85,8 @@ TEST(ServerConcurrencyTest, UnderCapacityPressureEveryKeyGetsItsTrueStatus) {
 
   ASSERT_TRUE(client.Mset("p", {{"old", ValueFor("old", 1000), ""}}).ok());
   // One batch: a value larger than the whole node, then more 64 KiB values than fit at once.
-  // Reservations of one batch cannot evict each other, so the tail of the batch gets NoSpace,
-  // decided before any payload byte is read.
+  // Reservations of one batch cannot evict each other, so the tail of the batch gets NoSpace
+  // (each item decided as its first payload byte arrives).
   std::vector<SetItem> items;
   items.push_back({"huge", ValueFor("huge", capacity + 4096), ""});
   for (int i = 0; i < 6; ++i) {
@@ -139,18 +143,24 @@ TEST(ServerConcurrencyTest, UnderCapacityPressureEveryKeyGetsItsTrueStatus) {
   EXPECT_EQ(*again, std::vector<StatusCode>(2, StatusCode::kOk));
 }
 
+// A client that pipelines MGETs and never reads its answers stops being read from once its
+// queued answers cost max_connection_outstanding_bytes (plus the one answer that crossed it),
+// while the node goes on serving others; once it reads, every answer arrives, complete and in
+// order. The pipeline is far larger than what the kernel's socket buffers absorb (a few MiB),
+// so without backpressure the node reads every request and queues ~40 MiB for this client
+// (this test passed either way before it asserted the bound).
 TEST(ServerConcurrencyTest, BackpressureKeepsPipelinedResponsesCompleteAndInOrder) {
   ServerOptions options = SmallNodeOptions();
-  options.max_connection_outstanding_bytes = 64 * 1024;  // below one response
+  constexpr uint64_t kCap = 64 * 1024;  // below one response
+  options.max_connection_outstanding_bytes = kCap;
   auto server = StartNode(options);
   ASSERT_NE(server, nullptr);
   TestClient client = MustConnect(*server);
-  std::string value = ValueFor("big", 256 * 1024);
+  ASSERT_TRUE(net::SetReceiveBufferSize(client.fd(), 64 * 1024).ok());
+  const std::string value = ValueFor("big", 1 << 20);
   ASSERT_TRUE(client.Mset("", {{"big", value, ""}}).ok());
 
-  // Pipeline many MGETs without reading: the server must stop reading requests while the
-  // responses pile up, and still answer every one of them, in order, once we read.
-  constexpr int kRequests = 40;
+  constexpr int kRequests = 48;
   protocol::MgetRequest get;
   get.keys.push_back({"big"});
   std::string pipelined;
@@ -160,15 +170,29 @@ TEST(ServerConcurrencyTest, BackpressureKeepsPipelinedResponsesCompleteAndInOrde
         protocol::EncodeRequest(1000 + i, get, client.limits(), &frame, client.version()).ok());
     pipelined += frame.Flatten();
   }
-  std::thread sender([&] { EXPECT_TRUE(client.SendRaw(pipelined).ok()); });
+  ASSERT_TRUE(client.SendRaw(pipelined).ok());  // a few KiB: the socket takes it at once
+  auto stat = [&](const char* name) { return server->Stats().Get(name); };
+  ASSERT_TRUE(
+      Eventually([&] { return stat("paused_connections") == 1 || stat("op_mget") == kRequests; }));
+  EXPECT_EQ(stat("paused_connections"), 1u);
+  EXPECT_LT(stat("op_mget"), uint64_t{kRequests});  // it stopped reading requests
+  // Its own cap, plus the one answer (value + head + bookkeeping) queued before it paused.
+  EXPECT_LE(stat("queued_response_bytes"), kCap + value.size() + 4096);
+
+  // Others are served meanwhile.
+  TestClient other = MustConnect(*server);
+  auto got = other.Mget("", {"big"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE((*got)[0].value == value);
+
   for (int i = 0; i < kRequests; ++i) {
     auto frame = client.ReadFrame();
     ASSERT_TRUE(frame.ok()) << frame.status().ToString();
     EXPECT_EQ(frame->header.request_id, uint64_t(1000 + i));
     EXPECT_TRUE(frame->payload == value);
   }
-  sender.join();
-  EXPECT_EQ(server->Stats().Get("hits"), uint64_t{kRequests});
+  EXPECT_EQ(stat("hits"), uint64_t{kRequests + 1});
+  EXPECT_TRUE(Eventually([&] { return stat("queued_response_bytes") == 0; }));
 }
 
 }  // namespace

@@ -65,6 +65,14 @@ void AddDoctorCommand(CLI::App& app, int* exit_code) {
     report.configured_trans_type_origin = trans_type_origin;
     const std::string text = options->json ? FormatDoctorJson(report) : FormatDoctorText(report);
     std::fputs(text.c_str(), stdout);
+    if (config.ok() && config->node.insecure && config->node.tokens_file.empty()) {
+      // The node this config starts would be open to its whole network (docs/security.md).
+      std::fprintf(stderr,
+                   "kvport doctor: warning: the node config sets insecure: true without a "
+                   "tokens_file: `kvport serve` would let anyone who reaches %s read, overwrite "
+                   "and delete every key\n",
+                   config->node.listen.c_str());
+    }
     *exit_code = 0;
   });
 }

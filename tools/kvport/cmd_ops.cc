@@ -45,6 +45,7 @@ struct OpsOptions {
   std::optional<int64_t> ttl_seconds;
   std::optional<std::string> meta;
   std::optional<double> timeout_secs;
+  std::string token_file;
   std::string max_bytes = "1GiB";  // get: the largest value it allocates for
   bool json = false;
   std::vector<std::string> args;  // KEY [FILE|-], or KEY...
@@ -64,6 +65,9 @@ void AddConnectionOptions(CLI::App* cmd, OpsOptions* o) {
                   "blocking_timeout_secs");
   cmd->add_option("--timeout", o->timeout_secs,
                   "Seconds per call (default: blocking_timeout_secs, 10)");
+  cmd->add_option("--token-file", o->token_file,
+                  "File whose first line is the node's access token (default: the config's "
+                  "token_file, then $KVPORT_TOKEN)");
 }
 
 Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
@@ -82,6 +86,7 @@ Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
     init.flag_file = config.eic_flag_file;
     init.cuda_runtime_library = config.cuda_runtime_library;
     init.ascend_runtime_library = config.ascend_runtime_library;
+    init.token_file = config.token_file;
     config_ns = config.eic_kv_ns;
     ttl = config.eic_kv_ttl;
     timeout = config.blocking_timeout_secs;
@@ -94,6 +99,7 @@ Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
   if (!(timeout > 0)) return Status::InvalidArgument("--timeout must be a positive number");
   init.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
   init.connections = 1;
+  if (!o.token_file.empty()) init.token_file = o.token_file;
   KVPORT_ASSIGN_OR_RETURN(std::string url_ns, EndpointNamespace(url));
 
   auto session = std::make_unique<Session>();
@@ -245,6 +251,13 @@ int RunStat(const OpsOptions& o) {
   if (!s.ok()) return Fail(s.status());
   Result<NodeStats> stats = (*s)->client.Stats();
   if (!stats.ok()) return Fail(stats.status());
+  if (stats->Get("insecure") != 0) {
+    std::fprintf(stderr,
+                 "kvport stat: warning: node %s is INSECURE: it requires no token and listens "
+                 "beyond loopback, so anyone who reaches it can read, overwrite and delete "
+                 "every key (docs/security.md)\n",
+                 (*s)->client.endpoint().c_str());
+  }
   // Names come from the node and are bytes: they may hold newlines, terminal escapes, NULs or
   // invalid UTF-8. Text output escapes them (common/escape_text.h), so every line printed is
   // one the node's real data produced; JSON output is always valid JSON (invalid UTF-8 becomes

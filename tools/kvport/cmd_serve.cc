@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kvport serve [--config FILE] [--listen HOST:PORT] [--unix-socket PATH|auto|""]
-// [--capacity SIZE] [--threads N]`: run a cache node in the foreground until SIGINT or SIGTERM,
-// then stop gracefully and exit 0.
+// [--capacity SIZE] [--threads N] [--http HOST:PORT]`: run a cache node in the foreground until
+// SIGINT or SIGTERM, then stop gracefully and exit 0.
 //
 // Settings come from the config (file, LMCACHE_CONFIG_FILE, KVPORT_* environment, defaults;
 // see docs/configuration.md); the flags given here override them. By default the node also
@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "kvport/config.h"
@@ -22,6 +23,7 @@
 #include "kvport/log.h"
 #include "kvport/server.h"
 #include "kvport/size.h"
+#include "serve_ops.h"
 
 namespace kvport::cli {
 
@@ -33,12 +35,15 @@ struct ServeFlags {
   std::optional<std::string> unix_socket;
   std::optional<std::string> capacity;
   std::optional<unsigned> threads;
+  bool insecure = false;
+  std::optional<std::string> http;  // --http HOST:PORT or PORT
 };
 
-Result<ServerOptions> OptionsFrom(const ServeFlags& flags) {
+Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   ConfigSources sources;
   if (!flags.config_file.empty()) sources.file = flags.config_file;
   KVPORT_ASSIGN_OR_RETURN(Config config, LoadConfig(sources));
+  *loaded = config;
   const NodeSettings& node = config.node;
 
   ServerOptions options;
@@ -76,8 +81,16 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags) {
   options.max_batch_keys = node.max_batch_keys;
   options.max_frame_bytes = node.max_frame_bytes;
   options.max_connection_outstanding_bytes = node.max_connection_outstanding_bytes;
+  options.max_queued_response_bytes = node.max_queued_response_bytes;
+  options.max_index_bytes = node.max_index_bytes;
+  options.max_reserved_bytes = node.max_reserved_bytes;
+  options.max_pinned_bytes = node.max_pinned_bytes;
   options.idle_timeout = std::chrono::seconds(node.idle_timeout_secs);
+  options.request_timeout = std::chrono::seconds(node.request_timeout_secs);
+  options.min_request_bytes_per_sec = node.min_request_bytes_per_sec;
   options.max_connections = node.max_connections;
+  options.tokens_file = node.tokens_file;
+  options.insecure = flags.insecure || node.insecure;
   options.server_name = std::string("kvport ") + KVPORT_VERSION;
   return options;
 }
@@ -85,15 +98,29 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags) {
 // Serves until SIGINT or SIGTERM. The signals are blocked before any thread starts (threads
 // inherit the mask), so only sigwait() below receives them: no handler runs on an I/O thread.
 int Serve(const ServeFlags& flags) {
-  Result<ServerOptions> options = OptionsFrom(flags);
+  Config config;
+  Result<ServerOptions> options = OptionsFrom(flags, &config);
   if (!options.ok()) return Fail(options.status());
+  Status logging = ApplyLogSettings(config);
+  if (!logging.ok()) return Fail(logging);
 
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // re-read the tokens file
   if (pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr) != 0) {
     return Fail(Status::Internal("cannot block SIGINT/SIGTERM"));
+  }
+
+  // The HTTP endpoint starts first, so that /health answers 503 "starting" while the node
+  // allocates its arena, and stops last, so that it answers 503 "draining" during Stop.
+  const std::string http_listen = flags.http.value_or(config.node.http_listen);
+  std::unique_ptr<http::HttpServer> http;
+  if (!http_listen.empty()) {
+    Result<std::unique_ptr<http::HttpServer>> started = StartHttpEndpoint(http_listen, config);
+    if (!started.ok()) return Fail(started.status().WithContext("--http / http_listen"));
+    http = std::move(started).value();
   }
 
   Result<std::unique_ptr<Server>> server = Server::Start(*options);
@@ -110,15 +137,31 @@ int Serve(const ServeFlags& flags) {
     server = std::move(retried);
   }
   if (!server.ok()) return Fail(server.status());
+  if (http != nullptr) http->Attach(server->get());
+  std::vector<FlagValue> given;
+  if (flags.listen) given.push_back({"listen", *flags.listen, "--listen"});
+  if (flags.unix_socket) given.push_back({"unix_socket", *flags.unix_socket, "--unix-socket"});
+  if (flags.capacity) given.push_back({"capacity", *flags.capacity, "--capacity"});
+  if (flags.threads) given.push_back({"threads", std::to_string(*flags.threads), "--threads"});
+  if (flags.http) given.push_back({"http_listen", *flags.http, "--http"});
+  log::Info("{}", StartupLine(**server, *options, config, given, http.get()));
   std::printf("kvport: serving on %s\n", (*server)->address().c_str());
+  if (http != nullptr) std::printf("kvport: http on %s\n", http->address().c_str());
   std::fflush(stdout);
 
   int signal_number = 0;
-  while (sigwait(&stop_signals, &signal_number) != 0) {
+  while (sigwait(&stop_signals, &signal_number) != 0 || signal_number == SIGHUP) {
+    if (signal_number == SIGHUP) {
+      signal_number = 0;
+      log::Info("received SIGHUP: re-reading the tokens file");
+      Status reloaded = (*server)->ReloadTokens();  // logs the outcome itself
+      (void)reloaded;
+    }
   }
   log::Info("received {}: stopping (finishing requests in flight)",
             signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   (*server)->Stop();
+  if (http != nullptr) http->Stop();
   return 0;
 }
 
@@ -141,6 +184,13 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   serve->add_option("--capacity", flags->capacity,
                     "arena size, e.g. 1GiB, 512MiB or a number of bytes (default 1GiB)");
   serve->add_option("--threads", flags->threads, "I/O threads (default 0 = one per core)");
+  serve->add_flag("--insecure", flags->insecure,
+                  "allow a non-loopback --listen address without access tokens (a trusted "
+                  "network only; docs/security.md). Tokens come from the config (tokens_file), "
+                  "never from the command line");
+  serve->add_option("--http", flags->http,
+                    "HTTP endpoint for /metrics, /health and /stats: HOST:PORT, or a bare PORT "
+                    "for 127.0.0.1 (default: http_listen, \"\" = none)");
   serve->callback([flags, exit_code] { *exit_code = Serve(*flags); });
 }
 

@@ -14,15 +14,28 @@ int Fail(const Status& status) {
   return 1;
 }
 
+namespace {
+bool g_log_level_given = false;
+}  // namespace
+
+bool LogLevelGivenOnCommandLine() {
+  return g_log_level_given;
+}
+
 }  // namespace kvport::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"kvport: an open remote KV-cache for LLM inference"};
   app.require_subcommand(1);
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "debug, info, warn, error or off")
-      ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
-  app.parse_complete_callback([&] { kvport::log::SetLevelByName(log_level); });
+  CLI::Option* log_level_option =
+      app.add_option("--log-level", log_level,
+                     "debug, info, warn, error or off (default: the config's log_level, info)")
+          ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
+  app.parse_complete_callback([&] {
+    kvport::log::SetLevelByName(log_level);
+    kvport::cli::g_log_level_given = log_level_option->count() > 0;
+  });
 
   int exit_code = 0;
   app.add_subcommand("version", "Print kvport's version")->callback([] {
@@ -34,6 +47,7 @@ int main(int argc, char** argv) {
   kvport::cli::AddOpsCommands(app, &exit_code);
   kvport::cli::AddBenchCommand(app, &exit_code);
   kvport::cli::AddDemoCommand(app, &exit_code);
+  kvport::cli::AddTopCommand(app, &exit_code);
 
   try {
     app.parse(argc, argv);

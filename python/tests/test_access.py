@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Access control from Python: a node with a token file, kvport.Client with a token, the eic
+drop-in with KVPORT_TOKEN, per-key PERMISSION_DENIED, and reload_tokens()."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import eic
+import kvport
+
+WRITER = "writer-secret-0123456789"
+READER = "reader-secret-0123456789"
+
+
+def write_tokens(path, text):
+    path.write_text(text)
+    os.chmod(path, 0o600)
+
+
+@pytest.fixture
+def token_node(tmp_path):
+    tokens = tmp_path / "tokens.yaml"
+    write_tokens(tokens,
+                 "tokens:\n"
+                 f"  - name: writer\n    secret: {WRITER}\n"
+                 "    read: [\"tenant/*\"]\n    write: [\"tenant/*\"]\n"
+                 f"  - name: reader\n    secret: {READER}\n    read: [\"*\"]\n")
+    with kvport.Server(capacity="16MiB", threads=1, max_value_bytes="1MiB",
+                       tokens_file=str(tokens)) as server:
+        yield server, tokens
+
+
+def test_a_client_without_a_token_is_refused(token_node):
+    server, _ = token_node
+    with pytest.raises(kvport.Error) as refused:
+        kvport.Client(server.url, transport_type=kvport.TransportType.TCP)
+    assert refused.value.code == "PermissionDenied", refused.value
+    assert "requires a token" in str(refused.value)
+
+
+def test_a_token_grants_its_namespaces_per_key(token_node):
+    server, _ = token_node
+    writer = kvport.Client(server.url, token=WRITER, transport_type=kvport.TransportType.TCP)
+    reader = kvport.Client(server.url, token=READER, transport_type=kvport.TransportType.TCP)
+    assert writer.mset(["k"], [b"value"], ns="tenant/a").codes == [kvport.KeyCode.SUCCESS]
+    assert writer.mset(["k"], [b"value"], ns="other").codes == [kvport.KeyCode.PERMISSION_DENIED]
+    assert reader.mset(["k"], [b"x"], ns="tenant/a").codes == [kvport.KeyCode.PERMISSION_DENIED]
+    buffer = bytearray(5)
+    got = reader.mget(["k"], [buffer], ns="tenant/a")
+    assert got.codes == [kvport.KeyCode.SUCCESS] and bytes(buffer) == b"value"
+
+
+def test_the_eic_drop_in_takes_the_token_from_the_environment(token_node, monkeypatch):
+    server, _ = token_node
+    option = eic.InitOption()
+    option.transport_type = eic.TransportType.TRANSPORT_TCP
+    anonymous = eic.Client()
+    assert anonymous.init("t", server.address, option) == 13  # PermissionDenied
+    monkeypatch.setenv("KVPORT_TOKEN", WRITER)
+    client = eic.Client()
+    assert client.init("t", server.address, option) == 0
+    set_option = eic.SetOption()
+    set_option.ns = "other"
+    status, outcome = client.mset(["k"], [b"v"], set_option)
+    assert status == eic.StatusCode.FAILED
+    assert outcome.status_codes == [eic.StatusCode.PERMISSION_DENIED]
+
+
+def test_reload_tokens_revokes_and_keeps_the_old_ones_on_a_bad_file(token_node):
+    server, tokens = token_node
+    write_tokens(tokens, "tokens: [\n")
+    with pytest.raises(kvport.Error):
+        server.reload_tokens()
+    kvport.Client(server.url, token=READER, transport_type=kvport.TransportType.TCP)
+    write_tokens(tokens, f"tokens:\n  - name: writer\n    secret: {WRITER}\n    read: [\"*\"]\n")
+    server.reload_tokens()
+    with pytest.raises(kvport.Error) as refused:
+        kvport.Client(server.url, token=READER, transport_type=kvport.TransportType.TCP)
+    assert refused.value.code == "PermissionDenied"

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "server/access_policy.h"
+
+#include <fmt/core.h>
+
+#include <set>
+
+namespace kvport::server {
+
+namespace {
+
+constexpr size_t kMinSecretBytes = 16;
+constexpr size_t kMaxSecretBytes = 255;  // HELLO carries it as a u8-length string
+
+// True when `presented` equals `secret`, in time that depends only on their lengths: every byte
+// of the longer one is looked at, and nothing branches on their values.
+bool EqualsInConstantTime(std::string_view presented, std::string_view secret) {
+  const size_t n = std::max(presented.size(), secret.size());
+  unsigned diff = static_cast<unsigned>(presented.size() ^ secret.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char a = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
+    const unsigned char b = i < secret.size() ? static_cast<unsigned char>(secret[i]) : 0;
+    diff |= static_cast<unsigned>(a ^ b);
+  }
+  return diff == 0;
+}
+
+Status CheckPatterns(const AccessToken& token, std::string_view right,
+                     const std::vector<std::string>& patterns) {
+  for (const std::string& p : patterns) {
+    const size_t star = p.find('*');
+    if (star != std::string::npos && star + 1 != p.size()) {
+      return Status::InvalidArgument(fmt::format(
+          "token '{}': {} pattern '{}' has a '*' before its end ('*' may only end a pattern, "
+          "as in 'tenant-a/*', or stand alone for every namespace)",
+          token.name, right, p));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+NamespaceSet::NamespaceSet(const std::vector<std::string>& patterns) {
+  for (const std::string& p : patterns) {
+    if (p == "*") {
+      everything_ = true;
+    } else if (!p.empty() && p.back() == '*') {
+      prefixes_.push_back(p.substr(0, p.size() - 1));
+    } else {
+      names_.push_back(p);
+    }
+  }
+}
+
+NamespaceSet NamespaceSet::Everything() {
+  NamespaceSet set;
+  set.everything_ = true;
+  return set;
+}
+
+bool NamespaceSet::Contains(std::string_view ns) const {
+  if (everything_) return true;
+  for (const std::string& name : names_) {
+    if (ns == name) return true;
+  }
+  for (const std::string& prefix : prefixes_) {
+    if (ns.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+Grant::Grant(std::string name, NamespaceSet read, NamespaceSet write, bool admin)
+    : name_(std::move(name)), read_(std::move(read)), write_(std::move(write)), admin_(admin) {}
+
+std::shared_ptr<const Grant> Grant::Everything() {
+  static const auto everything = std::make_shared<const Grant>(
+      "open node", NamespaceSet::Everything(), NamespaceSet::Everything(), true);
+  return everything;
+}
+
+Status ValidateTokens(const std::vector<AccessToken>& tokens) {
+  std::set<std::string_view> names;
+  std::set<std::string_view> secrets;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const AccessToken& t = tokens[i];
+    if (t.name.empty()) return Status::InvalidArgument(fmt::format("token {} has no name", i + 1));
+    if (!names.insert(t.name).second)
+      return Status::InvalidArgument(fmt::format("two tokens are named '{}'", t.name));
+    if (t.secret.size() < kMinSecretBytes || t.secret.size() > kMaxSecretBytes) {
+      return Status::InvalidArgument(fmt::format(
+          "token '{}': its secret is {} bytes; it must be {}..{} (use a random one, e.g. "
+          "`head -c 24 /dev/urandom | base64`)",
+          t.name, t.secret.size(), kMinSecretBytes, kMaxSecretBytes));
+    }
+    if (!secrets.insert(t.secret).second)
+      return Status::InvalidArgument(
+          fmt::format("token '{}' has the same secret as another token", t.name));
+    KVPORT_RETURN_IF_ERROR(CheckPatterns(t, "read", t.read));
+    KVPORT_RETURN_IF_ERROR(CheckPatterns(t, "write", t.write));
+  }
+  return Status::Ok();
+}
+
+AccessPolicy::AccessPolicy(bool required, const std::vector<AccessToken>& tokens)
+    : required_(required), entries_(Compile(tokens)) {}
+
+std::vector<AccessPolicy::Entry> AccessPolicy::Compile(const std::vector<AccessToken>& tokens) {
+  std::vector<Entry> entries;
+  entries.reserve(tokens.size());
+  for (const AccessToken& t : tokens) {
+    entries.push_back({t.secret, std::make_shared<const Grant>(t.name, NamespaceSet(t.read),
+                                                               NamespaceSet(t.write), t.admin)});
+  }
+  return entries;
+}
+
+Result<std::shared_ptr<const Grant>> AccessPolicy::Authenticate(std::string_view secret) const {
+  if (!required_) return Grant::Everything();
+  if (secret.empty()) {
+    return Status::PermissionDenied(
+        "this node requires a token (set KVPORT_TOKEN, the token_file config key, or "
+        "InitOptions::token)");
+  }
+  MutexLock lock(mu_);
+  // Every entry is compared, whichever matches, so the time taken does not say which one did.
+  const Entry* match = nullptr;
+  for (const Entry& e : entries_) {
+    if (EqualsInConstantTime(secret, e.secret)) match = &e;
+  }
+  if (match == nullptr) return Status::PermissionDenied("the token presented is not accepted");
+  return match->grant;
+}
+
+void AccessPolicy::Replace(const std::vector<AccessToken>& tokens) {
+  std::vector<Entry> entries = Compile(tokens);
+  MutexLock lock(mu_);
+  entries_.swap(entries);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+size_t AccessPolicy::token_count() const {
+  MutexLock lock(mu_);
+  return entries_.size();
+}
+
+Status SessionAccess::Authenticate(const AccessPolicy& policy, std::string_view secret) {
+  const uint64_t generation = policy.generation();
+  KVPORT_ASSIGN_OR_RETURN(grant_, policy.Authenticate(secret));
+  secret_.assign(secret);
+  generation_ = generation;
+  return Status::Ok();
+}
+
+Status SessionAccess::Refresh(const AccessPolicy& policy) {
+  const uint64_t generation = policy.generation();
+  if (generation == generation_ || grant_ == nullptr) return Status::Ok();
+  Result<std::shared_ptr<const Grant>> grant = policy.Authenticate(secret_);
+  if (!grant.ok()) {
+    grant_.reset();
+    return Status::PermissionDenied("the token of this session was revoked");
+  }
+  grant_ = std::move(grant).value();
+  generation_ = generation;
+  return Status::Ok();
+}
+
+}  // namespace kvport::server

@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: Apache-2.0
+// Access control (issue 11): tokens presented in HELLO, what each grants, the token file and
+// its reload, the loopback rule, and what STATS, LIST and shared memory show a tenant. Real
+// in-process nodes on loopback and the real C++ client, plus the raw test client where an old
+// protocol version is needed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvport/client.h"
+#include "kvport/server.h"
+#include "server/access_policy.h"
+#include "server/token_file.h"
+#include "test_client.h"
+
+namespace kvport {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kAdminSecret[] = "admin-secret-0123456789";
+constexpr char kTenantSecret[] = "tenant-a-secret-0123456";
+constexpr char kReaderSecret[] = "reader-secret-012345678";
+
+std::vector<AccessToken> Tokens() {
+  return {
+      {"admin", kAdminSecret, {"*"}, {"*"}, true},
+      {"tenant-a", kTenantSecret, {"a/*"}, {"a/*"}, false},
+      {"reader", kReaderSecret, {"a/*", "shared"}, {}, false},
+  };
+}
+
+ServerOptions NodeOptions() {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.capacity_bytes = 16 << 20;
+  options.threads = 1;
+  options.shutdown_grace = std::chrono::seconds(2);
+  return options;
+}
+
+std::unique_ptr<Server> StartNode(const ServerOptions& options) {
+  Result<std::unique_ptr<Server>> server = Server::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  return server.ok() ? std::move(server).value() : nullptr;
+}
+
+std::unique_ptr<Client> Connect(const Server& node, const std::string& token,
+                                Status* status = nullptr) {
+  auto client = std::make_unique<Client>();
+  InitOptions init;
+  init.token = token;
+  init.transport_type = 1;  // TCP: these tests are about the session, not the data path
+  init.connections = 1;
+  init.timeout = std::chrono::seconds(5);
+  Status s = client->Init("access-test", node.address(), init);
+  if (status != nullptr) *status = s;
+  return s.ok() ? std::move(client) : nullptr;
+}
+
+Result<BatchResult> Put(Client& c, const std::string& ns, const std::string& key,
+                        std::string value) {
+  IOBuffers values;
+  values.Append(value.data(), value.size());
+  SetOptions options;
+  options.ns = ns;
+  return c.MSet({key}, values, options);
+}
+
+Result<GetResult> Get(Client& c, const std::string& ns, const std::string& key, bool any = false) {
+  static thread_local char buffer[64];
+  IOBuffers buffers;
+  buffers.Append(buffer, sizeof(buffer));
+  GetOptions options;
+  options.ns = any ? "" : ns;
+  options.any_namespace = any;
+  return c.MGet({key}, options, buffers);
+}
+
+std::string WriteTokenFile(const std::string& text, mode_t mode = 0600) {
+  char path[] = "/tmp/kvport-tokens-XXXXXX";
+  const int fd = ::mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  ::chmod(path, mode);
+  return path;
+}
+
+void Rewrite(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+// --- the policy ----------------------------------------------------------------------------
+
+TEST(AccessPolicyTest, PatternsAreNamesPrefixesOrEverything) {
+  server::NamespaceSet set({"", "exact", "tenant-a/*"});
+  EXPECT_TRUE(set.Contains(""));
+  EXPECT_TRUE(set.Contains("exact"));
+  EXPECT_FALSE(set.Contains("exact2"));
+  EXPECT_TRUE(set.Contains("tenant-a/"));
+  EXPECT_TRUE(set.Contains("tenant-a/x/y"));
+  EXPECT_FALSE(set.Contains("tenant-b/x"));
+  EXPECT_FALSE(set.everything());
+  EXPECT_TRUE(server::NamespaceSet({"*"}).Contains("anything"));
+  EXPECT_FALSE(server::NamespaceSet(std::vector<std::string>{}).Contains(""));
+}
+
+TEST(AccessPolicyTest, OnlyAcceptedSecretsAuthenticate) {
+  server::AccessPolicy policy(/*required=*/true, Tokens());
+  Result<std::shared_ptr<const server::Grant>> tenant = policy.Authenticate(kTenantSecret);
+  ASSERT_TRUE(tenant.ok()) << tenant.status().ToString();
+  EXPECT_EQ((*tenant)->name(), "tenant-a");
+  EXPECT_TRUE((*tenant)->may_write("a/1"));
+  EXPECT_FALSE((*tenant)->may_read("b"));
+  EXPECT_FALSE((*tenant)->admin());
+  EXPECT_FALSE((*tenant)->grants_every_namespace());
+  EXPECT_TRUE((*policy.Authenticate(kAdminSecret))->grants_every_namespace());
+  // A prefix, an extension or nothing at all is refused.
+  for (std::string wrong : {std::string(kTenantSecret).substr(0, 10),
+                            std::string(kTenantSecret) + "x", std::string()}) {
+    EXPECT_EQ(policy.Authenticate(wrong).status().code(), StatusCode::kPermissionDenied) << wrong;
+  }
+  // An open node grants everything, whatever is presented.
+  server::AccessPolicy open(/*required=*/false, {});
+  EXPECT_TRUE((*open.Authenticate(""))->grants_every_namespace());
+}
+
+TEST(AccessPolicyTest, ReplacingTokensReachesSessionsAtTheirNextRequest) {
+  server::AccessPolicy policy(true, Tokens());
+  server::SessionAccess session;
+  ASSERT_TRUE(session.Authenticate(policy, kReaderSecret).ok());
+  EXPECT_FALSE(session.grant().may_write("a/1"));
+  std::vector<AccessToken> widened = Tokens();
+  widened[2].write = {"a/*"};
+  policy.Replace(widened);
+  ASSERT_TRUE(session.Refresh(policy).ok());
+  EXPECT_TRUE(session.grant().may_write("a/1"));
+  widened.pop_back();  // the reader's token is revoked
+  policy.Replace(widened);
+  EXPECT_EQ(session.Refresh(policy).code(), StatusCode::kPermissionDenied);
+}
+
+TEST(AccessPolicyTest, TokenListsAreChecked) {
+  std::vector<AccessToken> tokens = Tokens();
+  EXPECT_TRUE(server::ValidateTokens(tokens).ok());
+  tokens[1].secret = "short";
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("token 'tenant-a'"));
+  tokens = Tokens();
+  tokens[1].name = "admin";
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("two tokens are named"));
+  tokens = Tokens();
+  tokens[1].secret = kAdminSecret;
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("same secret"));
+  tokens = Tokens();
+  tokens[1].read = {"a*b"};
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("'*' before its end"));
+}
+
+// --- the token file ------------------------------------------------------------------------
+
+TEST(TokenFileTest, ParsesEveryField) {
+  Result<std::vector<AccessToken>> tokens = server::ParseTokens(
+      "tokens:\n"
+      "  - name: prefill\n"
+      "    secret: \"0123456789abcdef\"\n"
+      "    read: [\"lmcache/*\", \"\"]\n"
+      "    write: [\"lmcache/*\"]\n"
+      "  - name: ops\n"
+      "    secret: fedcba9876543210\n"
+      "    admin: true\n",
+      "tokens.yaml");
+  ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
+  ASSERT_EQ(tokens->size(), 2u);
+  EXPECT_EQ((*tokens)[0].name, "prefill");
+  EXPECT_EQ((*tokens)[0].read, (std::vector<std::string>{"lmcache/*", ""}));
+  EXPECT_EQ((*tokens)[0].write, (std::vector<std::string>{"lmcache/*"}));
+  EXPECT_FALSE((*tokens)[0].admin);
+  EXPECT_TRUE((*tokens)[1].admin);
+  EXPECT_TRUE((*tokens)[1].read.empty());
+  EXPECT_TRUE(server::ParseTokens("", "empty.yaml")->empty());
+}
+
+TEST(TokenFileTest, RefusesWhatItCannotTrust) {
+  auto error = [](const std::string& text) {
+    return server::ParseTokens(text, "t.yaml").status().message();
+  };
+  EXPECT_THAT(error("tokens:\n  - name: x\n    secret: 0123456789abcdef\n    raed: [a]\n"),
+              HasSubstr("unknown field 'raed'"));
+  EXPECT_THAT(error("tokens:\n  - name: x\n"), HasSubstr("has no `secret`"));
+  EXPECT_THAT(error("tokens:\n  - name: x\n    secret: 0123456789abcdef\n    admin: maybe\n"),
+              HasSubstr("`admin` must be true or false"));
+  EXPECT_THAT(error("tokens: [\n"), HasSubstr("malformed YAML"));
+  EXPECT_THAT(error("other: 1\n"), HasSubstr("`tokens:` list"));
+  // Secrets other users can read are not secret.
+  const std::string path = WriteTokenFile("tokens: []\n", 0644);
+  Result<std::vector<AccessToken>> loaded = server::LoadTokenFile(path);
+  EXPECT_THAT(loaded.status().message(), HasSubstr("chmod 600")) << loaded.status().ToString();
+  ::chmod(path.c_str(), 0600);
+  EXPECT_TRUE(server::LoadTokenFile(path).ok());
+  ::unlink(path.c_str());
+}
+
+// --- a node that requires tokens -----------------------------------------------------------
+
+class TokenNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options = NodeOptions();
+    options.tokens = Tokens();
+    node_ = StartNode(options);
+    ASSERT_NE(node_, nullptr);
+  }
+  std::unique_ptr<Server> node_;
+};
+
+TEST_F(TokenNodeTest, AClientWithoutAnAcceptedTokenIsRefusedAtHello) {
+  Status status;
+  EXPECT_EQ(Connect(*node_, "", &status), nullptr);
+  EXPECT_EQ(status.code(), StatusCode::kPermissionDenied) << status.ToString();
+  EXPECT_THAT(status.message(), HasSubstr("requires a token"));
+  EXPECT_EQ(Connect(*node_, "not-a-token-of-this-node", &status), nullptr);
+  EXPECT_EQ(status.code(), StatusCode::kPermissionDenied) << status.ToString();
+  EXPECT_GE(node_->Stats().Get("auth_failures"), 2u);
+  // A client of protocol 3, which cannot present a token, is told why.
+  Result<testing::TestClient> old = testing::TestClient::Connect(node_->port(), false);
+  ASSERT_TRUE(old.ok());
+  Status hello = old->Hello(/*max_version=*/3);
+  EXPECT_EQ(hello.code(), StatusCode::kNotSupported) << hello.ToString();
+  EXPECT_THAT(hello.message(), HasSubstr("requires a token"));
+}
+
+TEST_F(TokenNodeTest, ATokenReadsAndWritesOnlyItsNamespacesPerKey) {
+  std::unique_ptr<Client> admin = Connect(*node_, kAdminSecret);
+  std::unique_ptr<Client> tenant = Connect(*node_, kTenantSecret);
+  ASSERT_NE(admin, nullptr);
+  ASSERT_NE(tenant, nullptr);
+  ASSERT_EQ(Put(*admin, "b", "secret-of-b", "bbb")->status, BatchCode::kSuccess);
+
+  Result<BatchResult> own = Put(*tenant, "a/1", "k", "aaa");
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->codes[0], KeyCode::kSuccess);
+  Result<BatchResult> foreign = Put(*tenant, "b", "k", "x");
+  ASSERT_TRUE(foreign.ok());
+  EXPECT_EQ(foreign->codes[0], KeyCode::kPermissionDenied);
+  EXPECT_THAT(foreign->error.message(), HasSubstr("PERMISSION_DENIED"));
+
+  EXPECT_EQ(Get(*tenant, "a/1", "k")->codes[0], KeyCode::kSuccess);
+  // Another tenant's key is a permission error, never a silent miss...
+  EXPECT_EQ(Get(*tenant, "b", "secret-of-b")->codes[0], KeyCode::kPermissionDenied);
+  ExistOptions exist;
+  exist.ns = "b";
+  EXPECT_EQ(tenant->MExist({"secret-of-b"}, exist)->codes[0], KeyCode::kPermissionDenied);
+  DelOptions del;
+  del.ns = "b";
+  EXPECT_EQ(tenant->MDel({"secret-of-b"}, del)->codes[0], KeyCode::kPermissionDenied);
+  // ...and an any-namespace search covers only the namespaces the token may read.
+  EXPECT_EQ(Get(*tenant, "", "secret-of-b", /*any=*/true)->codes[0], KeyCode::kKeyNotExist);
+  EXPECT_EQ(Get(*tenant, "", "k", /*any=*/true)->codes[0], KeyCode::kSuccess);
+  DelOptions del_any;
+  del_any.any_namespace = true;
+  EXPECT_EQ(tenant->MDel({"secret-of-b"}, del_any)->codes[0], KeyCode::kKeyNotExist);
+  EXPECT_EQ(Get(*admin, "b", "secret-of-b")->codes[0], KeyCode::kSuccess);  // untouched
+}
+
+TEST_F(TokenNodeTest, AReadOnlyTokenCannotWriteOrDelete) {
+  std::unique_ptr<Client> tenant = Connect(*node_, kTenantSecret);
+  std::unique_ptr<Client> reader = Connect(*node_, kReaderSecret);
+  ASSERT_NE(tenant, nullptr);
+  ASSERT_NE(reader, nullptr);
+  ASSERT_EQ(Put(*tenant, "a/1", "k", "v")->status, BatchCode::kSuccess);
+  EXPECT_EQ(Get(*reader, "a/1", "k")->codes[0], KeyCode::kSuccess);
+  EXPECT_EQ(Put(*reader, "a/1", "k", "overwritten")->codes[0], KeyCode::kPermissionDenied);
+  DelOptions del;
+  del.ns = "a/1";
+  EXPECT_EQ(reader->MDel({"k"}, del)->codes[0], KeyCode::kPermissionDenied);
+  EXPECT_EQ(Get(*tenant, "a/1", "k")->value_sizes[0], 1u);  // still "v"
+}
+
+TEST_F(TokenNodeTest, StatsAndListShowOnlyWhatTheTokenMaySee) {
+  std::unique_ptr<Client> admin = Connect(*node_, kAdminSecret);
+  std::unique_ptr<Client> tenant = Connect(*node_, kTenantSecret);
+  ASSERT_NE(admin, nullptr);
+  ASSERT_NE(tenant, nullptr);
+  ASSERT_EQ(Put(*admin, "b", "kb", "1")->status, BatchCode::kSuccess);
+  ASSERT_EQ(Put(*admin, "a/1", "ka", "1")->status, BatchCode::kSuccess);
+
+  auto names = [](const NodeStats& stats) {
+    std::vector<std::string> out;
+    for (const auto& ns : stats.namespaces)
+      out.push_back(ns.name);
+    return out;
+  };
+  EXPECT_EQ(names(*tenant->Stats()), std::vector<std::string>{"a/1"});
+  EXPECT_EQ(names(*admin->Stats()), (std::vector<std::string>{"a/1", "b"}));
+  EXPECT_EQ(tenant->Stats()->Get("auth_required"), 1u);
+
+  Result<KeyPage> listed = tenant->List("a/1");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->keys, std::vector<std::string>{"ka"});
+  Result<KeyPage> refused = tenant->List("b");
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
+  // The refusal is the request's alone: the connection goes on.
+  EXPECT_TRUE(tenant->Ping().ok());
+  EXPECT_EQ(admin->List("b")->keys, std::vector<std::string>{"kb"});
+}
+
+TEST(TokenFileNodeTest, SighupReloadRevokesAndGrantsWithoutARestart) {
+  const std::string path = WriteTokenFile(
+      "tokens:\n"
+      "  - name: old\n"
+      "    secret: old-secret-0123456789\n"
+      "    read: [\"*\"]\n"
+      "    write: [\"*\"]\n");
+  ServerOptions options = NodeOptions();
+  options.tokens_file = path;
+  std::unique_ptr<Server> node = StartNode(options);
+  ASSERT_NE(node, nullptr);
+  std::unique_ptr<Client> old_client = Connect(*node, "old-secret-0123456789");
+  ASSERT_NE(old_client, nullptr);
+  ASSERT_EQ(Put(*old_client, "", "k", "v")->status, BatchCode::kSuccess);
+
+  // An invalid file changes nothing.
+  Rewrite(path, "tokens: [\n");
+  EXPECT_FALSE(node->ReloadTokens().ok());
+  EXPECT_EQ(Get(*old_client, "", "k")->codes[0], KeyCode::kSuccess);
+
+  Rewrite(path,
+          "tokens:\n"
+          "  - name: new\n"
+          "    secret: new-secret-0123456789\n"
+          "    read: [\"*\"]\n");
+  ASSERT_TRUE(node->ReloadTokens().ok());
+  // The revoked token's session is refused at its next request, and cannot come back.
+  Result<GetResult> revoked = Get(*old_client, "", "k");
+  EXPECT_FALSE(revoked.ok() && revoked->codes[0] == KeyCode::kSuccess);
+  Status status;
+  EXPECT_EQ(Connect(*node, "old-secret-0123456789", &status), nullptr);
+  EXPECT_EQ(status.code(), StatusCode::kPermissionDenied);
+  std::unique_ptr<Client> new_client = Connect(*node, "new-secret-0123456789");
+  ASSERT_NE(new_client, nullptr);
+  EXPECT_EQ(Get(*new_client, "", "k")->codes[0], KeyCode::kSuccess);
+  EXPECT_EQ(Put(*new_client, "", "k", "w")->codes[0], KeyCode::kPermissionDenied);
+  ::unlink(path.c_str());
+}
+
+TEST(TokenFileNodeTest, ClientsReadTheTokenFromAFileOrTheEnvironment) {
+  ServerOptions options = NodeOptions();
+  options.tokens = Tokens();
+  std::unique_ptr<Server> node = StartNode(options);
+  ASSERT_NE(node, nullptr);
+  const std::string token_file = WriteTokenFile(std::string(kTenantSecret) + "\n");
+  Client from_file;
+  InitOptions init;
+  init.transport_type = 1;
+  init.token_file = token_file;
+  ASSERT_TRUE(from_file.Init("t", node->address(), init).ok());
+  EXPECT_EQ(Put(from_file, "a/1", "k", "v")->codes[0], KeyCode::kSuccess);
+  ::unlink(token_file.c_str());
+
+  ::setenv("KVPORT_TOKEN", kReaderSecret, 1);
+  Client from_env;
+  InitOptions plain;
+  plain.transport_type = 1;
+  Status env_init = from_env.Init("t", node->address(), plain);
+  ::unsetenv("KVPORT_TOKEN");
+  ASSERT_TRUE(env_init.ok()) << env_init.ToString();
+  EXPECT_EQ(Put(from_env, "a/1", "k", "v")->codes[0], KeyCode::kPermissionDenied);
+}
+
+// Shared memory maps the whole arena: only a token granting every namespace gets it. Another
+// token's client is served over the same Unix socket as a stream, and still only what it grants.
+TEST(TokenSharedMemoryTest, OnlyATokenGrantingEveryNamespaceMapsTheArena) {
+  ServerOptions options = NodeOptions();
+  options.tokens = Tokens();
+  options.unix_socket = "auto";
+  std::unique_ptr<Server> node = StartNode(options);
+  ASSERT_NE(node, nullptr);
+  ASSERT_FALSE(node->unix_socket_path().empty());
+  const std::string endpoint = "unix:" + node->unix_socket_path();
+  auto connect = [&](const char* secret) {
+    auto client = std::make_unique<Client>();
+    InitOptions init;
+    init.token = secret;
+    Status s = client->Init("shm-test", endpoint, init);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return client;
+  };
+  std::unique_ptr<Client> admin = connect(kAdminSecret);
+  EXPECT_EQ(admin->transport(), "shared memory") << admin->transport_reason();
+  std::unique_ptr<Client> tenant = connect(kTenantSecret);
+  EXPECT_EQ(tenant->transport(), "Unix socket");
+  EXPECT_THAT(tenant->transport_reason(), HasSubstr("does not grant every namespace"));
+  ASSERT_EQ(Put(*admin, "b", "kb", "b-bytes")->status, BatchCode::kSuccess);
+  EXPECT_EQ(Get(*tenant, "b", "kb")->codes[0], KeyCode::kPermissionDenied);
+  EXPECT_EQ(Put(*tenant, "a/1", "ka", "a-bytes")->codes[0], KeyCode::kSuccess);
+  EXPECT_EQ(Get(*admin, "a/1", "ka")->value_sizes[0], 7u);
+}
+
+// --- LIST and STATS at scale ---------------------------------------------------------------
+
+// A client's LIST cursors survive whatever other clients do: each session owns its share.
+TEST(ListAtScaleTest, AVictimsCursorSurvivesAFloodOfOtherListings) {
+  std::unique_ptr<Server> node = StartNode(NodeOptions());
+  ASSERT_NE(node, nullptr);
+  Result<testing::TestClient> writer = testing::TestClient::Connect(node->port());
+  ASSERT_TRUE(writer.ok());
+  std::vector<testing::SetItem> items;
+  for (int i = 0; i < 10; ++i)
+    items.push_back({"k" + std::to_string(i), "v", ""});
+  ASSERT_TRUE(writer->Mset("ns", items).ok());
+
+  Result<testing::TestClient> victim = testing::TestClient::Connect(node->port());
+  ASSERT_TRUE(victim.ok());
+  uint64_t cursor = 0;
+  ASSERT_TRUE(victim->List("ns", 0, 3, &cursor).ok());
+  ASSERT_NE(cursor, 0u);
+
+  Result<testing::TestClient> flooder = testing::TestClient::Connect(node->port());
+  ASSERT_TRUE(flooder.ok());
+  for (int i = 0; i < 5000; ++i) {
+    uint64_t next = 0;
+    ASSERT_TRUE(flooder->List("ns", 0, 1, &next).ok());
+  }
+  uint64_t after = 0;
+  Result<std::vector<std::string>> rest = victim->List("ns", cursor, 100, &after);
+  ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+  EXPECT_EQ(rest->size(), 7u);
+  EXPECT_EQ(after, 0u);
+
+  // A cursor ends with the session that was given it.
+  ASSERT_TRUE(victim->List("ns", 0, 3, &cursor).ok());
+  victim->Close();
+  Result<testing::TestClient> other = testing::TestClient::Connect(node->port());
+  ASSERT_TRUE(other.ok());
+  // The node forgets it once it has seen the close; wait for that boundedly.
+  Status forgotten = Status::Ok();
+  for (int i = 0; i < 2000; ++i) {
+    uint64_t ignored = 0;
+    forgotten = other->List("ns", cursor, 1, &ignored).status();
+    if (!forgotten.ok()) break;
+  }
+  EXPECT_EQ(forgotten.code(), StatusCode::kInvalidArgument) << forgotten.ToString();
+  EXPECT_TRUE(other->Ping().ok());  // a refused LIST keeps the session
+}
+
+// With more namespaces than one frame holds, STATS pages: a version 4 client gets every
+// namespace, an older one the first page and a count of those left out.
+TEST(StatsAtScaleTest, ManyNamespacesArePagedNotLost) {
+  ServerOptions options = NodeOptions();
+  options.max_frame_bytes = 16 << 10;  // about 500 namespace rows per frame
+  std::unique_ptr<Server> node = StartNode(options);
+  ASSERT_NE(node, nullptr);
+  Result<testing::TestClient> writer = testing::TestClient::Connect(node->port());
+  ASSERT_TRUE(writer.ok());
+  constexpr int kNamespaces = 2000;
+  for (int i = 0; i < kNamespaces; ++i)
+    ASSERT_TRUE(writer->Mset("tenant-" + std::to_string(i), {{"k", "v", ""}}).ok());
+
+  std::unique_ptr<Client> client = Connect(*node, "");
+  ASSERT_NE(client, nullptr);
+  Result<NodeStats> stats = client->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  ASSERT_EQ(stats->namespaces.size(), static_cast<size_t>(kNamespaces));
+  for (size_t i = 1; i < stats->namespaces.size(); ++i)
+    EXPECT_LT(stats->namespaces[i - 1].name, stats->namespaces[i].name);
+  EXPECT_EQ(stats->Get("namespaces_omitted"), 0u);
+
+  Result<testing::TestClient> old = testing::TestClient::Connect(node->port(), true, 3);
+  ASSERT_TRUE(old.ok());
+  Result<ServerStats> page = old->Stats();
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_GT(page->namespaces.size(), 0u);
+  EXPECT_LT(page->namespaces.size(), static_cast<size_t>(kNamespaces));
+  EXPECT_EQ(page->namespaces.size() + page->Get("namespaces_omitted"),
+            static_cast<size_t>(kNamespaces));
+}
+
+// --- an open node --------------------------------------------------------------------------
+
+TEST(OpenNodeTest, RefusesToListenBeyondLoopbackUnlessToldItIsIntended) {
+  ServerOptions options = NodeOptions();
+  options.listen = "0.0.0.0:0";
+  Result<std::unique_ptr<Server>> refused = Server::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("tokens_file"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("insecure"));
+
+  options.insecure = true;
+  std::unique_ptr<Server> insecure = StartNode(options);
+  ASSERT_NE(insecure, nullptr);
+  EXPECT_EQ(insecure->Stats().Get("insecure"), 1u);
+  EXPECT_EQ(insecure->Stats().Get("auth_required"), 0u);
+  insecure->Stop();
+
+  // With tokens, any address is fine; on loopback, an open node is fine and not "insecure".
+  options.insecure = false;
+  options.tokens = Tokens();
+  EXPECT_NE(StartNode(options), nullptr);
+  std::unique_ptr<Server> loopback = StartNode(NodeOptions());
+  ASSERT_NE(loopback, nullptr);
+  EXPECT_EQ(loopback->Stats().Get("insecure"), 0u);
+}
+
+}  // namespace
+}  // namespace kvport
