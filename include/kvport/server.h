@@ -84,6 +84,10 @@ struct KVPORT_API ServerOptions {
   // of it, connections with responses still queued stop reading; at all of it, every
   // connection does (docs/store.md, "Bounds on node memory"). Reading resumes as queues drain.
   uint64_t max_queued_response_bytes = uint64_t{1} << 30;
+  // Node-wide cap on the memory of requests being received (their headers and descriptors,
+  // buffered as they arrive): a connection whose descriptor would need more waits, unread,
+  // until others' shrink, or its request deadline passes (docs/store.md). 0: no cap.
+  uint64_t max_input_buffer_bytes = uint64_t{1} << 30;
   // Node-wide caps beside the arena (0: automatic). max_index_bytes: heap that objects' keys,
   // metadata and index entries may take, evicted like arena space (automatic: capacity / 8).
   // max_reserved_bytes: arena bytes of writes not yet complete; beyond it a key is NoSpace and

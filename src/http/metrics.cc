@@ -103,6 +103,8 @@ std::vector<MetricInfo> MakeCatalog() {
        "Node-wide cap on kvport_queued_response_bytes; 0 none", "max_queued_response_bytes"},
       {"kvport_input_buffer_bytes", kGauge, "bytes", "",
        "Bytes buffered of requests being received", "input_buffer_bytes"},
+      {"kvport_input_buffer_limit_bytes", kGauge, "bytes", "",
+       "Node-wide cap on kvport_input_buffer_bytes; 0 none", "max_input_buffer_bytes"},
       {"kvport_backpressure_pauses_total", kCounter, "", "",
        "Times a connection stopped being read for its queued responses", "backpressure_pauses"},
       {"kvport_paused_connections", kGauge, "", "", "Connections not being read now",

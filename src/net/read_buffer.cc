@@ -8,15 +8,18 @@ namespace kvport::net {
 namespace {
 constexpr int kMaxIovecsPerRead = 64;
 constexpr size_t kScratchBytes = 64 * 1024;
-constexpr size_t kFirstGrowth = 4096;
+constexpr size_t kFirstGrowth = ReadBuffer::kMinAllocation;
 }  // namespace
 
-Result<IoProgress> ReadBuffer::FillTo(int fd, size_t target) {
+Result<IoProgress> ReadBuffer::FillTo(int fd, size_t target, size_t max_allocation) {
   IoProgress total;
   while (size_ < target) {
     if (size_ == bytes_.size()) {
-      // Full: grow by what has arrived (doubling), never straight to the target a peer claims.
-      const size_t grown = std::min(target, std::max(kFirstGrowth, 2 * size_));
+      // Full: grow by what has arrived (doubling), never straight to the target a peer claims,
+      // and not past what the caller allows now.
+      const size_t grown = std::min(
+          {target, std::max(kFirstGrowth, 2 * size_), std::max(kFirstGrowth, max_allocation)});
+      if (grown <= bytes_.size()) break;
       bytes_.reserve(grown);  // exactly: resize alone may round the capacity up
       bytes_.resize(grown);
     }

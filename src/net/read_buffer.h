@@ -22,15 +22,23 @@ namespace kvport::net {
 
 class ReadBuffer {
  public:
+  // The allocation FillTo always allows, whatever max_allocation says: a frame header and a
+  // small descriptor.
+  static constexpr size_t kMinAllocation = 4096;
+
   // Reads from `fd` until size() == target, or the socket has nothing more (would_block), or the
-  // peer closed (eof). Never reads beyond `target`. target < size() is a no-op.
-  Result<IoProgress> FillTo(int fd, size_t target);
+  // peer closed (eof), or the buffer is full and growing it would take its allocation past
+  // `max_allocation` (then neither flag is set and full() is true; the first 4 KiB are always
+  // allowed). Never reads beyond `target`. target < size() is a no-op.
+  Result<IoProgress> FillTo(int fd, size_t target, size_t max_allocation = SIZE_MAX);
 
   const uint8_t* data() const { return bytes_.data(); }
   size_t size() const { return size_; }
   // Bytes of memory the buffer holds now: at most max(4 KiB, 2 x size()), and at most the
   // largest target asked for (or the kept allocation, see Clear).
   size_t allocated_bytes() const { return bytes_.capacity(); }
+  // The next byte needs a larger allocation.
+  bool full() const { return size_ == bytes_.size(); }
   // Forgets the contents; keeps the allocation up to `keep_capacity` bytes so that one huge
   // descriptor section does not pin memory for the connection's lifetime.
   void Clear(size_t keep_capacity = 64 * 1024);

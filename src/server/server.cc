@@ -211,6 +211,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   worker_options.session.request_timeout = options.request_timeout;
   worker_options.session.min_request_bytes_per_sec = options.min_request_bytes_per_sec;
   impl->counters.SetMaxQueuedResponseBytes(options.max_queued_response_bytes);
+  worker_options.session.max_node_input_bytes = options.max_input_buffer_bytes;
+  impl->counters.SetMaxInputBufferBytes(options.max_input_buffer_bytes);
   worker_options.idle_timeout = options.idle_timeout;
   const unsigned threads = options.threads > 0 ? options.threads : HostCpuCount();
   Impl* raw = impl.get();

@@ -62,6 +62,13 @@ class ServerCounters {
     return queued_response_bytes_.load(std::memory_order_relaxed);
   }
   void AddInputBufferBytes(int64_t delta) { Add(input_buffer_bytes_, delta); }
+  uint64_t input_buffer_bytes() const {
+    return input_buffer_bytes_.load(std::memory_order_relaxed);
+  }
+  // The node-wide cap on input_buffer_bytes, reported in STATS (set once at start).
+  void SetMaxInputBufferBytes(uint64_t cap) {
+    max_input_buffer_bytes_.store(cap, std::memory_order_relaxed);
+  }
   // The node-wide cap on queued_response_bytes, reported in STATS (set once at start).
   void SetMaxQueuedResponseBytes(uint64_t cap) {
     max_queued_response_bytes_.store(cap, std::memory_order_relaxed);
@@ -79,10 +86,9 @@ class ServerCounters {
   // (over max_connections), error_responses,
   // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures, leases
   // (live shared-memory leases), leased_bytes (value bytes they pin), queued_response_bytes,
-  // max_queued_response_bytes, input_buffer_bytes, backpressure_pauses, paused_connections,
-  // request_timeouts,
-  // op_<opcode> for every opcode,
-  // then errors_<opcode>, latency_<opcode>_p50_us and latency_<opcode>_p99_us for each.
+  // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes, backpressure_pauses,
+  // paused_connections, request_timeouts, op_<opcode> for every opcode, then errors_<opcode>,
+  // latency_<opcode>_p50_us and latency_<opcode>_p99_us for each.
   void AppendTo(std::vector<std::pair<std::string, uint64_t>>* counters) const;
   // One histogram per opcode counted in op_*, in the same order.
   void AppendLatencies(std::vector<ServerStats::Latency>* latencies) const;
@@ -111,6 +117,7 @@ class ServerCounters {
   std::atomic<uint64_t> queued_response_bytes_{0};
   std::atomic<uint64_t> max_queued_response_bytes_{0};
   std::atomic<uint64_t> input_buffer_bytes_{0};
+  std::atomic<uint64_t> max_input_buffer_bytes_{0};
   std::atomic<uint64_t> backpressure_pauses_{0};
   std::atomic<uint64_t> paused_connections_{0};
   std::atomic<uint64_t> request_timeouts_{0};

@@ -105,9 +105,9 @@ bool Session::ReadStep() {
   }
 }
 
-std::optional<net::IoProgress> Session::FillInput(size_t target) {
+std::optional<net::IoProgress> Session::FillInput(size_t target, size_t max_allocation) {
   const bool first_bytes = phase_ == Phase::kHeader && in_.size() == 0;
-  Result<net::IoProgress> r = in_.FillTo(socket_.fd(), target);
+  Result<net::IoProgress> r = in_.FillTo(socket_.fd(), target, max_allocation);
   if (!r.ok()) {
     Close(r.status().message());
     return std::nullopt;
@@ -174,7 +174,7 @@ bool Session::ReadHeader() {
 }
 
 bool Session::ReadDescriptor() {
-  std::optional<net::IoProgress> r = FillInput(header_.head_length());
+  std::optional<net::IoProgress> r = FillInput(header_.head_length(), InputAllowance());
   if (!r) return false;
   if (in_.size() < header_.head_length()) {
     if (r->eof) Close("peer closed in the middle of a frame descriptor");
@@ -437,6 +437,19 @@ Session::Throttle Session::QueueThrottle() const {
   return Throttle::kNone;
 }
 
+size_t Session::InputAllowance() const {
+  const uint64_t cap = options_.max_node_input_bytes;
+  if (cap == 0) return SIZE_MAX;
+  const uint64_t node = service_.counters().input_buffer_bytes();
+  const size_t own = in_.allocated_bytes();
+  return node >= cap ? own : own + static_cast<size_t>(cap - node);
+}
+
+bool Session::DescriptorThrottled() const {
+  return phase_ == Phase::kDescriptor && in_.full() && in_.size() < header_.head_length() &&
+         std::max(InputAllowance(), net::ReadBuffer::kMinAllocation) <= in_.allocated_bytes();
+}
+
 bool Session::WantsToRead() const {
   switch (phase_) {
     case Phase::kHeader:
@@ -444,6 +457,9 @@ bool Session::WantsToRead() const {
       // and the queued answers (ours, and the node's) leave room for it.
       return in_.size() > 0 || (!shutting_down_ && QueueThrottle() == Throttle::kNone);
     case Phase::kDescriptor:
+      // Unless the node's input buffers are at their cap and ours must grow: wait (the
+      // request deadline still runs).
+      return !DescriptorThrottled();
     case Phase::kPayload:
     case Phase::kLinger:
       return true;
@@ -512,7 +528,9 @@ void Session::SyncMemory() {
 
 void Session::WatchThrottle() {
   const bool between_requests = phase_ == Phase::kHeader && in_.size() == 0 && !shutting_down_;
-  const Throttle throttle = between_requests ? QueueThrottle() : Throttle::kNone;
+  const Throttle throttle = between_requests        ? QueueThrottle()
+                            : DescriptorThrottled() ? Throttle::kNode
+                                                    : Throttle::kNone;
   const bool paused = throttle != Throttle::kNone;
   if (paused != paused_) {
     if (paused) service_.counters().CountBackpressurePause();

@@ -56,7 +56,10 @@ namespace kvport::server {
 
 struct SessionOptions {
   uint64_t max_outstanding_bytes = uint64_t{256} << 20;
-  uint64_t max_node_queued_bytes = 0;            // 0: no node-wide cap
+  uint64_t max_node_queued_bytes = 0;  // 0: no node-wide cap
+  // Node-wide cap on input buffers (ServerCounters::input_buffer_bytes): a descriptor whose
+  // buffer would grow past it waits until others shrink (or its deadline passes). 0: none.
+  uint64_t max_node_input_bytes = 0;
   std::chrono::milliseconds request_timeout{0};  // 0: no request deadline
   uint64_t min_request_bytes_per_sec = 0;
   // How long a half-closed session waits for its peer to close before closing anyway.
@@ -107,7 +110,7 @@ class Session final : public net::EventHandler {
   // Advances the request state machine by one read; false when it cannot progress now.
   bool ReadStep();
   // Reads into in_ up to `target` bytes (counting them); nullopt when the session closed.
-  std::optional<net::IoProgress> FillInput(size_t target);
+  std::optional<net::IoProgress> FillInput(size_t target, size_t max_allocation = SIZE_MAX);
   bool ReadHeader();
   bool ReadDescriptor();
   bool ReadPayload();
@@ -127,6 +130,10 @@ class Session final : public net::EventHandler {
   enum class Throttle { kNone, kOwnQueue, kNode };
   // Whether queued responses (ours, the node's) hold the next request back.
   Throttle QueueThrottle() const;
+  // The allocation in_ may grow to now under the node-wide input cap.
+  size_t InputAllowance() const;
+  // Mid-descriptor with a full buffer that the node-wide input cap does not let grow.
+  bool DescriptorThrottled() const;
   bool WantsToRead() const;
   void UpdateInterest();
   // Counts pauses; over the node's cap, arms resume_timer_ (no event of ours says when other

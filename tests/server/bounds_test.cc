@@ -4,6 +4,7 @@
 // bound (a node gauge under its cap, the stalled client's reservation gone, another client
 // still served). Waits are bounded polls on the node's counters; no test sleeps for a time.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -181,6 +182,52 @@ TEST(ServerBoundsTest, ATrickledPayloadLosesItsReservationAtTheDeadline) {
   auto got = other.Mget("", {"slow"});
   ASSERT_TRUE(got.ok());
   EXPECT_EQ((*got)[0].status, StatusCode::kNotFound);  // nothing half-written became visible
+}
+
+// Many clients each really sending a large descriptor, slowly: their buffers together stay
+// under max_input_buffer_bytes (the ones that would pass it are not read), a small request is
+// still served meanwhile, and the deadline ends the stalled ones. Before: every client's buffer
+// grew with its bytes, 8 x 512 KiB here.
+TEST(ServerBoundsTest, LargeDescriptorsTogetherStayUnderTheNodeWideInputCap) {
+  ServerOptions options = SmallNodeOptions();
+  options.request_timeout = std::chrono::milliseconds(300);
+  options.min_request_bytes_per_sec = 0;  // the time limit alone
+  constexpr uint64_t kInputCap = 1 << 20;
+  options.max_input_buffer_bytes = kInputCap;
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(Stat(*server, "max_input_buffer_bytes"), kInputCap);
+  constexpr int kClients = 8;
+  constexpr size_t kSent = 512 * 1024;  // of a descriptor announced at 1 MiB
+  std::vector<TestClient> senders;
+  for (int i = 0; i < kClients; ++i) {
+    senders.push_back(MustConnect(*server));
+    protocol::MdelRequest del;
+    del.keys = {"k"};
+    protocol::EncodedFrame frame;
+    ASSERT_TRUE(
+        protocol::EncodeRequest(5, del, senders.back().limits(), &frame, senders.back().version())
+            .ok());
+    std::string bytes = frame.Flatten();
+    protocol::StoreLE32(bytes.data() + 16, 1 << 20);
+    bytes.resize(protocol::kFrameHeaderSize + kSent, 'd');
+    // Non-blocking: the node may not read all of it; the kernel buffers hold the rest or the
+    // write stops short, which is what a throttled sender sees.
+    (void)::send(senders.back().fd(), bytes.data(), bytes.size(), MSG_DONTWAIT);
+  }
+  // The node reads what its cap allows, then stops reading the ones that would pass it.
+  ASSERT_TRUE(Eventually([&] { return Stat(*server, "paused_connections") > 0; }));
+  EXPECT_LE(Stat(*server, "input_buffer_bytes"),
+            kInputCap + (kClients + 2) * 4096 + options.threads * (1 << 20));
+  TestClient small = MustConnect(*server);
+  EXPECT_TRUE(small.Ping().ok());
+  EXPECT_TRUE(small.Mset("", {{"k", "v", ""}}).ok());
+  for (TestClient& sender : senders) {
+    auto reply = sender.ReadFrame();
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(sender.ErrorOf(*reply).code(), StatusCode::kTimeout);
+  }
+  EXPECT_TRUE(Eventually([&] { return Stat(*server, "input_buffer_bytes") <= 4 * 64 * 1024; }));
 }
 
 // A 32-byte header announcing a 16 MiB descriptor costs what arrived, not what it claims: eight

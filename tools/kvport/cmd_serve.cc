@@ -82,6 +82,7 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   options.max_frame_bytes = node.max_frame_bytes;
   options.max_connection_outstanding_bytes = node.max_connection_outstanding_bytes;
   options.max_queued_response_bytes = node.max_queued_response_bytes;
+  options.max_input_buffer_bytes = node.max_input_buffer_bytes;
   options.max_index_bytes = node.max_index_bytes;
   options.max_reserved_bytes = node.max_reserved_bytes;
   options.max_pinned_bytes = node.max_pinned_bytes;
