@@ -30,7 +30,7 @@ namespace {
 
 struct TopOptions {
   std::string url;
-  std::string token;
+  std::string token_file;
   double interval_secs = 1.0;
   unsigned iterations = 0;  // 0: until interrupted
   bool plain = false;
@@ -115,7 +115,7 @@ int RunTop(const TopOptions& o) {
   InitOptions init;
   init.transport_type = 1;  // STATS only: no shared memory needed
   init.connections = 1;
-  init.token = o.token;
+  init.token_file = o.token_file;  // else $KVPORT_TOKEN
   init.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_secs * 1000));
   Result<std::string> url_ns = EndpointNamespace(o.url);
   if (!url_ns.ok()) return Fail(url_ns.status());
@@ -161,7 +161,8 @@ void AddTopCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "top", "Live view of a node (STATS every interval): ops/s, GB/s, hit rate, memory, p50/p99");
   cmd->add_option("--url", o->url, "The node: eic://HOST:PORT or HOST:PORT")->required();
-  cmd->add_option("--token", o->token, "Token to present to a node that requires one");
+  cmd->add_option("--token-file", o->token_file,
+                  "File whose first line is the node's access token (default: $KVPORT_TOKEN)");
   cmd->add_option("--interval", o->interval_secs, "Seconds between refreshes")
       ->capture_default_str();
   cmd->add_option("--iterations", o->iterations, "Refreshes before exiting (0: until Ctrl-C)")
