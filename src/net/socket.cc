@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace kvport::net {
 
@@ -37,52 +38,50 @@ void Socket::Close() {
   }
 }
 
-Result<IoProgress> ReadV(int fd, const iovec* iov, int count) {
+namespace {
+
+// What a read-like call's return value (and errno) says; nullopt when it was interrupted by a
+// signal and should be made again.
+std::optional<Result<IoProgress>> ReadOutcome(ssize_t n, const char* what) {
   IoProgress progress;
+  if (n > 0) {
+    progress.bytes = static_cast<size_t>(n);
+    return progress;
+  }
+  if (n == 0) {
+    progress.eof = true;
+    return progress;
+  }
+  if (errno == EINTR) return std::nullopt;
+  if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    progress.would_block = true;
+    return progress;
+  }
+  return Result<IoProgress>(Status::FromErrno(what, errno));
+}
+
+}  // namespace
+
+Result<IoProgress> ReadV(int fd, const iovec* iov, int count) {
   for (;;) {
-    ssize_t n = ::readv(fd, iov, count);
-    if (n > 0) {
-      progress.bytes = static_cast<size_t>(n);
-      return progress;
-    }
-    if (n == 0) {
-      progress.eof = true;
-      return progress;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      progress.would_block = true;
-      return progress;
-    }
-    return Status::FromErrno("read from socket", errno);
+    if (auto outcome = ReadOutcome(::readv(fd, iov, count), "read from socket")) return *outcome;
   }
 }
 
 Result<IoProgress> Readable(int fd) {
-  IoProgress progress;
   int queued = 0;
   if (::ioctl(fd, FIONREAD, &queued) != 0) return Status::FromErrno("FIONREAD", errno);
   if (queued > 0) {
+    IoProgress progress;
     progress.bytes = static_cast<size_t>(queued);
     return progress;
   }
+  // Nothing queued: a byte may have arrived since, or the peer closed (FIONREAD says 0 both
+  // times); a one-byte peek tells which.
   for (;;) {
     char byte;
-    ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) {
-      progress.bytes = 1;  // arrived after FIONREAD
-      return progress;
-    }
-    if (n == 0) {
-      progress.eof = true;
-      return progress;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      progress.would_block = true;
-      return progress;
-    }
-    return Status::FromErrno("peek at socket", errno);
+    if (auto outcome = ReadOutcome(::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT), "peek at socket"))
+      return *outcome;
   }
 }
 
