@@ -139,15 +139,25 @@ Status ReadName(WireReader& r, std::string_view field, std::string_view* name) {
   return r.ReadBytes(field, len, name);
 }
 
-Status ReadKey(WireReader& r, const Limits& limits, size_t index, std::string_view* key) {
-  uint16_t len = 0;
-  KVPORT_RETURN_IF_ERROR(r.ReadU16("key_length", &len));
+namespace {
+
+// The one rule for a decoded key length: 1..max_key_bytes.
+Status CheckKeyLength(const WireReader& r, const Limits& limits, size_t index, uint16_t len) {
   if (len == 0)
     return r.Error(StatusCode::kInvalidArgument, fmt::format("item {}: empty key", index));
   if (len > limits.max_key_bytes)
     return r.Error(StatusCode::kTooLarge,
                    fmt::format("item {}: key_length {} exceeds max_key_bytes {}", index, len,
                                limits.max_key_bytes));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadKey(WireReader& r, const Limits& limits, size_t index, std::string_view* key) {
+  uint16_t len = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU16("key_length", &len));
+  KVPORT_RETURN_IF_ERROR(CheckKeyLength(r, limits, index, len));
   return r.ReadBytes("key", len, key);
 }
 
@@ -315,12 +325,7 @@ Status ReadMsetDescriptor(WireReader& r, const Limits& limits, std::string_view*
     KVPORT_RETURN_IF_ERROR(r.ReadU16("key_length", &key_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU32("meta_length", &meta_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("value_length", &item.value_length));
-    if (key_length == 0)
-      return r.Error(StatusCode::kInvalidArgument, fmt::format("item {}: empty key", i));
-    if (key_length > limits.max_key_bytes)
-      return r.Error(StatusCode::kTooLarge,
-                     fmt::format("item {}: key_length {} exceeds max_key_bytes {}", i, key_length,
-                                 limits.max_key_bytes));
+    KVPORT_RETURN_IF_ERROR(CheckKeyLength(r, limits, i, key_length));
     if (meta_length > limits.max_meta_bytes)
       return r.Error(StatusCode::kTooLarge,
                      fmt::format("item {}: meta_length {} exceeds max_meta_bytes {}", i,
@@ -370,12 +375,7 @@ Status ReadMgetDescriptor(WireReader& r, const FrameHeader& h, const Limits& lim
     uint16_t key_length = 0;
     KVPORT_RETURN_IF_ERROR(r.ReadU16("key_length", &key_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("buffer_capacity", &key.buffer_capacity));
-    if (key_length == 0)
-      return r.Error(StatusCode::kInvalidArgument, fmt::format("item {}: empty key", i));
-    if (key_length > limits.max_key_bytes)
-      return r.Error(StatusCode::kTooLarge,
-                     fmt::format("item {}: key_length {} exceeds max_key_bytes {}", i, key_length,
-                                 limits.max_key_bytes));
+    KVPORT_RETURN_IF_ERROR(CheckKeyLength(r, limits, i, key_length));
     KVPORT_RETURN_IF_ERROR(r.ReadBytes("key", key_length, &key.key));
   }
   return r.ExpectEnd();

@@ -74,6 +74,11 @@ class CacheService {
   // not do is PermissionDenied, per key for batched operations (never a silent miss), and an
   // any-namespace search covers only the namespaces the grant may read (write, for deletes).
   AccessPolicy& access() { return access_; }
+  // "token" (tokens required), "none" (open, loopback only) or "insecure" (open beyond it).
+  std::string_view access_mode() const {
+    if (access_.required()) return "token";
+    return options_.insecure ? "insecure" : "none";
+  }
   const AccessPolicy& access() const { return access_; }
 
   // --- reads ----------------------------------------------------------------------------------

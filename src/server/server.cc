@@ -116,13 +116,6 @@ Result<std::vector<AccessToken>> GatherTokens(const ServerOptions& o) {
   return tokens;
 }
 
-// How the node is guarded, for the start line.
-std::string AccessMode(const ServerOptions& o, size_t tokens) {
-  if (!o.tokens.empty() || !o.tokens_file.empty())
-    return fmt::format("tokens required ({} accepted)", tokens);
-  return o.insecure ? "open (insecure: no tokens, reachable beyond loopback)" : "open (loopback)";
-}
-
 uint64_t RandomNodeId() {
   std::random_device random;
   uint64_t id = 0;
@@ -171,7 +164,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   Result<std::unique_ptr<net::TcpListener>> listener = net::TcpListener::Listen(address);
   if (!listener.ok()) return listener.status().WithContext("cannot listen on " + options.listen);
   impl->address = (*listener)->address();
-  if (!access_required && !options.insecure && !(*listener)->loopback_only()) {
+  // Open (no tokens) and reachable beyond this host: refused unless the options say so.
+  const bool open_beyond_loopback = !access_required && !(*listener)->loopback_only();
+  if (open_beyond_loopback && !options.insecure) {
     return Status::InvalidArgument(fmt::format(
         "refusing to listen on {} without access tokens: anyone who can reach that address "
         "could read, overwrite and delete every key. Configure tokens (the node config key "
@@ -179,7 +174,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
         "trusted, say so with insecure: true (kvport serve --insecure)",
         options.listen));
   }
-  if (options.insecure && !access_required && !(*listener)->loopback_only()) {
+  if (open_beyond_loopback) {
     log::Warn("INSECURE: node on {} is open to anyone who can reach it (no access tokens)",
               impl->address.ToString());
   }
@@ -201,7 +196,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   service_options.max_reservations_per_session = options.max_reservations_per_session;
   service_options.access_required = access_required;
   service_options.tokens = *tokens;
-  service_options.insecure = options.insecure && !access_required && !(*listener)->loopback_only();
+  service_options.insecure = open_beyond_loopback;
   impl->service = std::make_unique<server::CacheService>(impl->store.get(), &impl->counters,
                                                          std::move(service_options));
 
@@ -240,7 +235,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->workers[0]->loop()->Post([raw] { raw->ScheduleSweep(); });
   for (auto& w : impl->workers)
     w->StartThread();
-  log::Info("kvport node access: {}", AccessMode(options, tokens->size()));
+  log::Info("kvport node access: {} ({} tokens accepted)", impl->service->access_mode(),
+            tokens->size());
   log::Info("kvport node listening on {}{} (capacity {}, {} I/O threads)", impl->address.ToString(),
             impl->unix_path.empty()
                 ? std::string()
@@ -334,8 +330,7 @@ ServerState Server::state() const {
 
 // The one place that names the node's authentication for logs and /metrics.
 std::string Server::auth_mode() const {
-  if (impl_->service->access().required()) return "token";
-  return impl_->service->options().insecure ? "insecure" : "none";
+  return std::string(impl_->service->access_mode());
 }
 
 bool Server::GrantsAdmin(std::string_view secret) const {
