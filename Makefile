@@ -61,7 +61,7 @@ test-asan: build-asan
 # connector, http) and the session fuzzer's replay: only their test binaries are built, Python
 # is off. TSan cannot be combined with ASan, hence its own build (build-tsan/). Suppressions, each with its reason, are in
 # tests/tsan/suppressions.txt; halt_on_error makes any report fail the test.
-TSAN_TESTS = store_test net_test server_test server_bounds_test client_test client_shm_process_test connector_test eic_connector_test http_test session_fuzz_replay_test
+TSAN_TESTS = store_test net_test server_test server_bounds_test client_test client_shm_process_test connector_test eic_connector_test http_test session_fuzz_replay_test cluster_etcd_test cluster_node_test
 empty :=
 space := $(empty) $(empty)
 test-tsan: bootstrap

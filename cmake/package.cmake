@@ -10,7 +10,8 @@ include(CMakePackageConfigHelpers)
 # compiled with hidden visibility (cmake/kvport.cmake), so only what the public headers mark
 # KVPORT_API is exported; fmt, spdlog, yaml-cpp and xxhash stay shared dependencies.
 set(KVPORT_SHARED_PARTS kvport_engine kvport_connector kvport_client kvport_server kvport_config
-    kvport_device kvport_formats kvport_protocol kvport_store kvport_net kvport_common)
+    kvport_cluster kvport_device kvport_formats kvport_protocol kvport_store kvport_net
+    kvport_common)
 add_library(kvport_shared SHARED ${PROJECT_SOURCE_DIR}/cmake/libkvport.cc)
 target_link_libraries(kvport_shared PRIVATE ${KVPORT_SHARED_PARTS})
 foreach(part IN LISTS KVPORT_SHARED_PARTS)

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// kvport::Client: the EIC-style client SDK of a kvport cache node.
+// kvport::Client: the EIC-style client SDK of a kvport cache node or cluster of nodes.
 //
 // What an inference engine links against (LMCache's eic:// connector and SGLang call the same
-// shape of API on the EIC product). One Client talks to one node over a small pool of TCP
-// connections; requests from many threads are pipelined on those connections (each carries a
-// request id), every call has a deadline, and a lost node is reconnected to with exponential
+// shape of API on the EIC product). One Client talks to one node, or to a cluster (a static
+// list of nodes, or the nodes registered in etcd; docs/cluster.md), over a small pool of TCP
+// connections per node; requests from many threads are pipelined on those connections (each carries
+// a request id), every call has a deadline, and a lost node is reconnected to with exponential
 // backoff, so calls made while a node restarts fail with Unavailable and later calls succeed on
 // the same Client. A call that times out while its answer is arriving returns at once and the
 // rest of that answer is drained, so the calls pipelined with it still succeed; a node's ERROR
@@ -103,6 +104,15 @@ struct KVPORT_API NodeStats {
   uint64_t Get(std::string_view name, uint64_t fallback = 0) const;
 };
 
+// One node's statistics in a cluster (Client::StatsPerNode).
+struct KVPORT_API NodeReport {
+  std::string id;       // the node's id in the cluster (its address in a static list)
+  std::string address;  // "host:port"
+  uint64_t epoch = 0;   // changes on every start of the node; 0 in a static list
+  Status status;        // OK when the node answered; otherwise why not (stats then empty)
+  NodeStats stats;
+};
+
 // One page of a namespace's keys (Client::List).
 struct KVPORT_API KeyPage {
   std::vector<std::string> keys;
@@ -133,7 +143,12 @@ struct KVPORT_API InitOptions {
   // with PermissionDenied).
   std::string token;
   std::string token_file;
-  int connections = 2;                                     // TCP connections in the pool (>= 1)
+  // A cluster (docs/cluster.md): each key is written to its first `replicas` nodes (1..16) and
+  // a write succeeds when `write_quorum` of them (1..replicas) stored it. An endpoint's
+  // ?replicas=N and ?write_quorum=M win over these. Ignored for a single node.
+  int replicas = 1;
+  int write_quorum = 1;
+  int connections = 2;                                     // TCP connections per node (>= 1)
   std::chrono::milliseconds timeout{10'000};               // per call, unless the call overrides it
   std::chrono::milliseconds connect_timeout{3'000};        // one connect + handshake attempt
   std::chrono::milliseconds reconnect_backoff_min{20};     // first wait after a failed connect
@@ -235,14 +250,17 @@ class KVPORT_API Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Connects to the node at `endpoint` ("host:port" or "eic://host:port", with an optional
-  // "/namespace" that is ignored here: namespaces are per call). EIC's static-cluster form
-  // "host:port;host:port" is accepted with exactly one entry (a trailing ';' is fine); a list of
-  // several nodes is InvalidArgument until cluster support exists (never silently the first).
+  // Connects to `endpoint`, with an optional "/namespace" that is ignored here (namespaces are
+  // per call) and an optional "?replicas=N&write_quorum=M":
+  //   "host:port", "eic://host:port", "unix:/PATH"   one node;
+  //   "host:port;host:port[;...]"                    a static cluster (EIC's form);
+  //   "etcd:HOST:PORT[,HOST:PORT]/CLUSTER"           the nodes registered in etcd, watched.
   // Resolves the transport first, so a GPUDirect request on a host that cannot do it fails here
-  // with the device layer's reason (NotSupported) before any connection is made. Then opens one
-  // connection to check the node answers (Unavailable if it does not). The rest of the pool
-  // connects lazily. Calling Init twice is InvalidArgument.
+  // with the device layer's reason (NotSupported) before any connection is made. One node: opens
+  // one connection to check the node answers (Unavailable if it does not); the rest of the pool
+  // connects lazily. A cluster: reads the membership (Unavailable when etcd does not answer) and
+  // connects to every node at once; Unavailable when there are nodes and none answers. Calling
+  // Init twice is InvalidArgument.
   Status Init(std::string_view instance_id, std::string_view endpoint,
               const InitOptions& options = {});
 
@@ -289,18 +307,26 @@ class KVPORT_API Client {
 
   // One round trip to the node.
   Status Ping();
-  // The node's statistics.
+  // The node's statistics; for a cluster, every node's counters summed (quantiles and other
+  // counters a sum would make meaningless: the largest) and its namespaces merged.
   Result<NodeStats> Stats();
+  // Each node's statistics, one report per node (a single node: one report).
+  Result<std::vector<NodeReport>> StatsPerNode();
   // One page of at most `max_keys` keys of namespace `ns`, from `cursor` (0 to start).
   Result<KeyPage> List(std::string_view ns, uint64_t cursor = 0, uint32_t max_keys = 1024);
 
   // The data path Init chose: "shared memory" (a node on this host), "TCP", or "Unix socket"
-  // (a unix: endpoint whose node declined shared memory), and the one-line reason it logged.
+  // (a unix: endpoint whose node declined shared memory), and the one-line reason it logged. A
+  // cluster: the data path of the first node reached at Init (each node gets the best one it
+  // offers).
   std::string_view transport() const;
   const std::string& transport_reason() const;
 
-  // "host:port" of the node; empty before Init.
+  // "host:port" of the node ("a:1;b:2" or "etcd:HOST:PORT/CLUSTER" for a cluster); empty
+  // before Init.
   const std::string& endpoint() const;
+  // Whether Init connected to a cluster (a list of nodes, or etcd) rather than one node.
+  bool is_cluster() const;
 
  private:
   struct Impl;

@@ -63,6 +63,13 @@ struct KVPORT_API NodeSettings {
   bool insecure = false;  // allow a non-loopback listen address without tokens
   // The HTTP endpoint (/metrics, /health, /stats): "" none; HOST:PORT; a bare PORT is loopback.
   std::string http_listen;
+  // Cluster membership in etcd (docs/cluster.md): "" = a standalone node. Otherwise the node
+  // registers under this cluster's name at the etcd endpoints ("HOST:PORT,HOST:PORT").
+  std::string cluster;
+  std::string etcd;
+  std::string advertise;  // HOST:PORT clients connect to; "" = the listen address (not 0.0.0.0)
+  std::string node_id;    // the node's name in the cluster; "" = the advertised address
+  uint32_t lease_ttl_secs = 10;  // a node that stops renewing its lease is gone after this
 };
 
 // Where an effective value came from.
@@ -114,6 +121,10 @@ struct KVPORT_API Config {
   // A file holding the token this client presents to a node that requires one (its first
   // line; docs/security.md). "" = none, or the KVPORT_TOKEN environment variable.
   std::string token_file;
+  // A cluster remote_url (docs/cluster.md): the nodes each key is written to, and how many of
+  // them must store it for the write to succeed. The URL's ?replicas= and ?write_quorum= win.
+  uint32_t replicas = 1;
+  uint32_t write_quorum = 1;
 
   // --- kvport node -------------------------------------------------------------------------
   NodeSettings node;

@@ -123,6 +123,22 @@ struct KVPORT_API ServerOptions {
   std::vector<AccessToken> tokens;
   std::string tokens_file;
   bool insecure = false;
+
+  // Cluster membership in etcd (docs/cluster.md). With `cluster` empty (the default) the node
+  // is standalone and everything below is ignored. Otherwise, once its listeners are bound,
+  // Start registers the node under the cluster's prefix in etcd with a lease of lease_ttl_secs
+  // (its record: node_id, advertise, capacity, transports, protocol version, a new random
+  // epoch), and a thread keeps the lease alive; Stop deregisters first. etcd unreachable at
+  // Start: Start fails (Unavailable, naming the endpoints and the cluster). Lost later: the
+  // node keeps serving and retries; if its lease lapsed meanwhile it forgets every stored
+  // object and registers again with a new epoch (stale bytes are never served).
+  std::string cluster;
+  std::vector<std::string> etcd;  // etcd client endpoints, "HOST:PORT" each; required
+  // HOST:PORT clients should connect to. Empty: the bound TCP address, unless that is a
+  // wildcard (0.0.0.0, ::), which Start refuses: clients could not connect to it.
+  std::string advertise;
+  std::string node_id;           // the node's name in the cluster; empty: the advertise address
+  uint32_t lease_ttl_secs = 10;  // 1..3600: a node that stops renewing is gone after this
 };
 
 // A snapshot of the node's counters: the same names and values a STATS request returns
@@ -163,8 +179,9 @@ enum class ServerState { kServing, kDraining, kStopped };
 class KVPORT_API Server {
  public:
   // Validates the options, allocates the store, binds the listener and starts the I/O threads.
-  // Errors: InvalidArgument (bad listen address or limits), IoError (bind, epoll, arena), with
-  // a message naming the option or address.
+  // Errors: InvalidArgument (bad listen address or limits, bad cluster options), IoError
+  // (bind, epoll, arena), Unavailable (etcd did not answer: the cluster options above), with a
+  // message naming the option or address.
   static Result<std::unique_ptr<Server>> Start(const ServerOptions& options);
   // Stops (gracefully) if still running.
   ~Server();
@@ -177,8 +194,13 @@ class KVPORT_API Server {
   std::string address() const;
   // The Unix socket's path; empty when the node has none.
   std::string unix_socket_path() const;
+  // The epoch of the node's record in its cluster: random, nonzero, new on every Start and
+  // whenever the node registers again after its lease lapsed (its store was dropped then).
+  // 0 for a standalone node.
+  uint64_t epoch() const;
 
-  // Graceful shutdown: stops accepting; lets every request already being received or answered
+  // Graceful shutdown: deregisters from its cluster (if any; clients stop sending to it at
+  // once), stops accepting; lets every request already being received or answered
   // finish (within shutdown_grace), reads no new request, closes every connection (aborting
   // unfinished MSET reservations, so nothing half-written becomes visible), and joins the
   // threads. Idempotent; returns when everything is stopped.
@@ -199,6 +221,11 @@ class KVPORT_API Server {
   // unreadable or invalid) the tokens in force stay and the Status says why. OK and nothing
   // to do without a tokens_file.
   Status ReloadTokens();
+
+  // Tests only: while paused, the node renews nothing in etcd and does not re-register, as if
+  // cut off from etcd (its lease lapses after lease_ttl_secs); resuming lets it find out and
+  // re-register with a new epoch. No-op for a standalone node.
+  void PauseClusterKeepAliveForTesting(bool paused);
 
   struct Impl;
 

@@ -130,13 +130,14 @@ def _ns(ns: Optional[str]) -> Tuple[str, bool]:
 
 
 class Client:
-    """A client of one kvport node. Connects in the constructor (raises Error when the node is
-    unreachable or the transport cannot work here).
+    """A client of one kvport node or a cluster of them. Connects in the constructor (raises
+    Error when the node is unreachable or the transport cannot work here).
 
-    endpoint: "host:port" or "eic://host:port" (EIC's "host:port;host:port" list form is
-    accepted with one entry; more need the cluster support that is not built yet), or
-    "unix:/path" (a node's Unix socket on this host: shared memory, whatever transport_type
-    says). Keyword options are kvport::InitOptions' (docs/client.md), with the same defaults:
+    endpoint: "host:port" or "eic://host:port", "unix:/path" (a node's Unix socket on this host:
+    shared memory, whatever transport_type says), or a cluster (docs/cluster.md): EIC's
+    "host:port;host:port" list, or "etcd:HOST:PORT/CLUSTER" (the nodes registered in etcd),
+    each with an optional "?replicas=N&write_quorum=M". Keyword options are kvport::InitOptions'
+    (docs/client.md), with the same defaults: replicas and write_quorum (1, 1; a cluster's),
     transport_type (TransportType or int; AUTO), connections (2), timeout and connect_timeout
     (seconds; 10 and 3), staging_cache_bytes (256 MiB), cuda_runtime_library,
     ascend_runtime_library, log_dir, log_level, flag_file, token (the secret for a node that
@@ -208,8 +209,19 @@ class Client:
         return self._core.list(ns, cursor, max_keys)
 
     def stats(self) -> dict:
-        """{"counters": {name: value}, "namespaces": [(name, objects, bytes)]} of the node."""
+        """{"counters": {name: value}, "namespaces": [(name, objects, bytes)]} of the node; of a
+        cluster, every node's counters summed (quantiles: the largest) and namespaces merged."""
         return self._core.stats()
+
+    def stats_per_node(self) -> List[dict]:
+        """One dict per node: {"id", "address", "epoch", "error" ("" when the node answered),
+        "stats" (as stats() gives)}. One node: a list of one."""
+        return self._core.stats_per_node()
+
+    @property
+    def is_cluster(self) -> bool:
+        """Whether the endpoint named a cluster (a list of nodes, or etcd)."""
+        return self._core.is_cluster
 
     def ping(self) -> None:
         self._core.ping()
@@ -302,12 +314,18 @@ class Server:
     (4096), max_reservations_per_session (256), max_value_bytes (bytes or a size string),
     max_key_bytes, max_meta_bytes, max_batch_keys, tokens_file (a token file: clients must then
     present a token, docs/security.md; reload_tokens() re-reads it), insecure (allow a
-    non-loopback listen address without tokens). The node stops when the `with` block ends,
-    on stop(), or when the object is collected; stopping lets requests in flight finish."""
+    non-loopback listen address without tokens), and cluster membership (docs/cluster.md):
+    cluster (a name; "" standalone), etcd ("HOST:PORT,HOST:PORT" or a list), advertise
+    (HOST:PORT clients connect to; default the bound address), node_id (default the advertised
+    address), lease_ttl_secs (10). The node stops when the `with` block ends, on stop(), or
+    when the object is collected; stopping lets requests in flight finish (a cluster node
+    deregisters first)."""
 
     def __init__(self, capacity: Any = "1GiB", *, threads: int = 2, **options: Any):
         if "max_value_bytes" in options:
             options["max_value_bytes"] = parse_size(options["max_value_bytes"])
+        if isinstance(options.get("etcd"), str):
+            options["etcd"] = [e for e in options["etcd"].split(",") if e] if options["etcd"] else []
         self._core = _core.Server(capacity_bytes=parse_size(capacity), threads=threads,
                                   **options)
 
@@ -335,6 +353,12 @@ class Server:
         """The Unix socket's path ("" when the node has none). A client of this host that
         connects to `url` finds it by itself; "unix:" + this path forces shared memory."""
         return self._core.unix_socket_path
+
+    @property
+    def epoch(self) -> int:
+        """The node's epoch in its cluster: random, nonzero, new on every start and whenever
+        the node re-registers after its lease lapsed (its store dropped). 0 when standalone."""
+        return self._core.epoch
 
     @property
     def running(self) -> bool:

@@ -232,10 +232,13 @@ class PyClient {
             const std::string& log_dir, int log_level, const std::string& flag_file,
             int connections, double timeout, double connect_timeout, uint64_t staging_cache_bytes,
             const std::string& cuda_runtime_library, const std::string& ascend_runtime_library,
-            const std::string& token, const std::string& token_file) {
+            const std::string& token, const std::string& token_file, int replicas,
+            int write_quorum) {
     InitOptions options;
     options.token = token;
     options.token_file = token_file;
+    options.replicas = replicas;
+    options.write_quorum = write_quorum;
     options.transport_type = transport_type;
     options.log_dir = log_dir;
     options.log_level = log_level;
@@ -313,9 +316,7 @@ class PyClient {
   }
 
   // {"counters": {name: value}, "namespaces": [(name, objects, bytes)]}
-  py::dict Stats() {
-    Result<NodeStats> result = WithoutGil([&] { return client_->Stats(); });
-    NodeStats stats = ValueOrThrow(std::move(result));
+  static py::dict StatsOf(const NodeStats& stats) {
     py::list namespaces;
     for (const auto& ns : stats.namespaces) {
       namespaces.append(py::make_tuple(KeyText(ns.name), ns.objects, ns.bytes));
@@ -324,6 +325,27 @@ class PyClient {
     dict["counters"] = StatsDict(stats.counters);
     dict["namespaces"] = namespaces;
     return dict;
+  }
+
+  py::dict Stats() {
+    Result<NodeStats> result = WithoutGil([&] { return client_->Stats(); });
+    return StatsOf(ValueOrThrow(std::move(result)));
+  }
+
+  // One dict per node: id, address, epoch, error ("" when it answered) and its stats dict.
+  py::list StatsPerNode() {
+    Result<std::vector<NodeReport>> result = WithoutGil([&] { return client_->StatsPerNode(); });
+    py::list nodes;
+    for (const NodeReport& report : ValueOrThrow(std::move(result))) {
+      py::dict node;
+      node["id"] = KeyText(report.id);
+      node["address"] = report.address;
+      node["epoch"] = report.epoch;
+      node["error"] = report.status.ok() ? std::string() : report.status.ToString();
+      node["stats"] = StatsOf(report.stats);
+      nodes.append(node);
+    }
+    return nodes;
   }
 
   void Ping() {
@@ -349,6 +371,7 @@ class PyClient {
   std::string transport() const { return std::string(client_->transport()); }
   std::string transport_reason() const { return client_->transport_reason(); }
   std::string endpoint() const { return client_->endpoint(); }
+  bool is_cluster() const { return client_->is_cluster(); }
 
  private:
   std::unique_ptr<Client> client_;
@@ -360,8 +383,15 @@ class PyServer {
            uint32_t max_leases_per_session, uint32_t max_reservations_per_session,
            uint64_t capacity_bytes, unsigned threads, uint64_t max_value_bytes,
            uint64_t max_key_bytes, uint64_t max_meta_bytes, uint64_t max_batch_keys,
-           const std::string& tokens_file, bool insecure) {
+           const std::string& tokens_file, bool insecure, const std::string& cluster,
+           const std::vector<std::string>& etcd, const std::string& advertise,
+           const std::string& node_id, uint32_t lease_ttl_secs) {
     ServerOptions options;
+    options.cluster = cluster;
+    options.etcd = etcd;
+    options.advertise = advertise;
+    options.node_id = node_id;
+    options.lease_ttl_secs = lease_ttl_secs;
     options.tokens_file = tokens_file;
     options.insecure = insecure;
     options.listen = listen;
@@ -388,6 +418,7 @@ class PyServer {
   std::string address() const { return Running().address(); }
   uint16_t port() const { return Running().port(); }
   std::string unix_socket_path() const { return Running().unix_socket_path(); }
+  uint64_t epoch() const { return Running().epoch(); }
   void ReloadTokens() {
     if (server_ == nullptr) ThrowIfError(Status::Unavailable("the node was stopped"));
     ThrowIfError(WithoutGil([&] { return server_->ReloadTokens(); }));
@@ -483,7 +514,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("staging_cache_bytes") = kDefaults.staging_cache_bytes,
            py::arg("cuda_runtime_library") = kDefaults.cuda_runtime_library,
            py::arg("ascend_runtime_library") = kDefaults.ascend_runtime_library,
-           py::arg("token") = kDefaults.token, py::arg("token_file") = kDefaults.token_file)
+           py::arg("token") = kDefaults.token, py::arg("token_file") = kDefaults.token_file,
+           py::arg("replicas") = kDefaults.replicas,
+           py::arg("write_quorum") = kDefaults.write_quorum)
       .def("mset", &PyClient::MSet, py::arg("keys"), py::arg("values"), py::arg("ns"),
            py::arg("ttl_seconds"), py::arg("metas"), py::arg("timeout"))
       .def("mget", &PyClient::MGet, py::arg("keys"), py::arg("buffers"), py::arg("ns"),
@@ -498,13 +531,15 @@ PYBIND11_MODULE(_core, m) {
            py::arg("timeout"))
       .def("list", &PyClient::List, py::arg("ns"), py::arg("cursor"), py::arg("max_keys"))
       .def("stats", &PyClient::Stats)
+      .def("stats_per_node", &PyClient::StatsPerNode)
       .def("ping", &PyClient::Ping)
       .def("register_memory", &PyClient::RegisterMemory, py::arg("buffers"), py::arg("kind"),
            py::arg("device_id"))
       .def("unregister_memory", &PyClient::UnregisterMemory, py::arg("buffers"))
       .def_property_readonly("transport", &PyClient::transport)
       .def_property_readonly("transport_reason", &PyClient::transport_reason)
-      .def_property_readonly("endpoint", &PyClient::endpoint);
+      .def_property_readonly("endpoint", &PyClient::endpoint)
+      .def_property_readonly("is_cluster", &PyClient::is_cluster);
 
   py::class_<PyLentValue>(m, "LentValue", py::buffer_protocol())
       .def_buffer([](PyLentValue& v) {
@@ -527,7 +562,9 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyServer>(m, "Server")
       // The defaults are kvport::ServerOptions' own.
       .def(py::init<const std::string&, const std::string&, bool, uint32_t, uint32_t, uint64_t,
-                    unsigned, uint64_t, uint64_t, uint64_t, uint64_t, const std::string&, bool>(),
+                    unsigned, uint64_t, uint64_t, uint64_t, uint64_t, const std::string&, bool,
+                    const std::string&, const std::vector<std::string>&, const std::string&,
+                    const std::string&, uint32_t>(),
            py::kw_only(), py::arg("listen") = kServerDefaults.listen,
            py::arg("unix_socket") = kServerDefaults.unix_socket,
            py::arg("shared_memory") = kServerDefaults.shared_memory,
@@ -540,11 +577,16 @@ PYBIND11_MODULE(_core, m) {
            py::arg("max_meta_bytes") = kServerDefaults.max_meta_bytes,
            py::arg("max_batch_keys") = kServerDefaults.max_batch_keys,
            py::arg("tokens_file") = kServerDefaults.tokens_file,
-           py::arg("insecure") = kServerDefaults.insecure)
+           py::arg("insecure") = kServerDefaults.insecure,
+           py::arg("cluster") = kServerDefaults.cluster, py::arg("etcd") = kServerDefaults.etcd,
+           py::arg("advertise") = kServerDefaults.advertise,
+           py::arg("node_id") = kServerDefaults.node_id,
+           py::arg("lease_ttl_secs") = kServerDefaults.lease_ttl_secs)
       .def("reload_tokens", &PyServer::ReloadTokens)
       .def_property_readonly("address", &PyServer::address)
       .def_property_readonly("port", &PyServer::port)
       .def_property_readonly("unix_socket_path", &PyServer::unix_socket_path)
+      .def_property_readonly("epoch", &PyServer::epoch)
       .def_property_readonly("running", &PyServer::running)
       .def("stop", &PyServer::Stop)
       .def("stats", &PyServer::Stats);

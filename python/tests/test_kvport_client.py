@@ -232,8 +232,11 @@ def test_unreachable_node_and_bad_endpoints():
     with pytest.raises(kvport.Error) as e:
         kvport.Client("redis://127.0.0.1:7470")
     assert e.value.code == "InvalidArgument"
-    with pytest.raises(kvport.Error, match="cluster"):
-        kvport.Client(f"127.0.0.1:{port};127.0.0.1:{port + 1}")
+    with pytest.raises(kvport.Error, match="listed twice"):
+        kvport.Client(f"127.0.0.1:{port};127.0.0.1:{port}")
+    with pytest.raises(kvport.Error) as e:  # a cluster none of whose nodes answers
+        kvport.Client(f"127.0.0.1:{port};127.0.0.1:{port + 1}", connect_timeout=2)
+    assert e.value.code == "Unavailable"
 
 
 def test_gpudirect_without_cuda_fails_at_init(node):

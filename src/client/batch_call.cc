@@ -74,6 +74,10 @@ void KeyOutcomes::FromWire(size_t i, StatusCode code, bool mget, std::string_vie
     return;
   }
   const KeyCode key_code = KeyCodeFromWire(code, mget);
+  if (!first_error_.ok()) {  // only the first failure is described: spare the formatting
+    codes_[i] = key_code;
+    return;
+  }
   Fail(i, key_code, Status(code, fmt::format("node {} answered {}", peer, StatusCodeName(code))));
 }
 

@@ -1,52 +1,90 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client/endpoint.h"
 
+#include <fmt/core.h>
+
 #include <string>
 
-#include "common/node_list.h"
+#include "common/endpoint_text.h"
 
 namespace kvport::client {
+namespace {
+
+Result<net::HostPort> ParseNodeAddress(std::string_view entry) {
+  if (entry.find(':') == std::string_view::npos) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' has no port; expected HOST:PORT", std::string(entry)));
+  }
+  KVPORT_ASSIGN_OR_RETURN(net::HostPort address, net::ParseHostPort(entry));
+  if (address.port == 0) {
+    return Status::InvalidArgument(
+        fmt::format("'{}': port 0 names no node; give the node's port", std::string(entry)));
+  }
+  if (address.host.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' has no host; expected HOST:PORT", std::string(entry)));
+  }
+  return address;
+}
+
+}  // namespace
+
+std::string Endpoint::ToString() const {
+  if (!cluster.empty()) {
+    std::string text = "etcd:";
+    for (size_t i = 0; i < etcd.size(); ++i)
+      text += (i > 0 ? "," : "") + etcd[i];
+    return text + "/" + cluster;
+  }
+  std::string text;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    text += (i > 0 ? ";" : "") + nodes[i].ToString();
+  return text;
+}
 
 Result<Endpoint> ParseEndpoint(std::string_view text) {
   auto bad = [&](std::string_view why) {
     return Status::InvalidArgument("endpoint '" + std::string(text) + "': " + std::string(why));
   };
-  std::string_view rest = text;
+  Result<EndpointText> text_parts = ParseEndpointText(text);
+  if (!text_parts.ok()) return bad(text_parts.status().message());
+  EndpointText& parsed = *text_parts;
   Endpoint endpoint;
-  if (rest.starts_with("unix:")) {
-    rest.remove_prefix(5);
-    if (rest.starts_with("//")) rest.remove_prefix(2);  // unix:///path
-    if (rest.empty() || rest[0] != '/') return bad("a Unix socket is written unix:/ABSOLUTE/PATH");
-    if (rest.size() > 107) return bad("the Unix socket path is longer than 107 bytes");
-    endpoint.address.unix_path = std::string(rest);
-    return endpoint;
-  }
-  if (size_t scheme_end = rest.find("://"); scheme_end != std::string_view::npos) {
-    std::string_view scheme = rest.substr(0, scheme_end);
-    if (scheme != "eic") {
-      return bad("unknown scheme '" + std::string(scheme) +
-                 "://'; a kvport node is addressed as eic://HOST:PORT or HOST:PORT");
+  endpoint.ns = std::move(parsed.ns);
+  endpoint.replicas = parsed.replicas;
+  endpoint.write_quorum = parsed.write_quorum;
+  switch (parsed.kind) {
+    case EndpointText::Kind::kUnix: {
+      if (parsed.unix_path.size() > 107)
+        return bad("the Unix socket path is longer than 107 bytes");
+      NodeAddress address;
+      address.unix_path = std::move(parsed.unix_path);
+      endpoint.nodes.push_back(std::move(address));
+      return endpoint;
     }
-    rest.remove_prefix(scheme_end + 3);
-    if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
-      endpoint.ns = std::string(rest.substr(slash + 1));
-      rest = rest.substr(0, slash);
-      if (endpoint.ns.find('/') != std::string::npos) {
-        return bad("the path must be a single namespace name, e.g. eic://host:7470/myns");
+    case EndpointText::Kind::kEtcd:
+      for (const std::string& entry : parsed.addresses) {
+        Result<net::HostPort> address = ParseNodeAddress(entry);
+        if (!address.ok()) return bad("etcd " + address.status().message());
+        endpoint.etcd.push_back(address->ToString());
       }
-    }
+      endpoint.cluster = std::move(parsed.cluster);
+      return endpoint;
+    case EndpointText::Kind::kNodes:
+      for (const std::string& entry : parsed.addresses) {
+        Result<net::HostPort> address = ParseNodeAddress(entry);
+        if (!address.ok()) return bad(address.status().message());
+        NodeAddress node;
+        node.tcp = std::move(address).value();
+        for (const NodeAddress& earlier : endpoint.nodes) {
+          if (earlier.ToString() == node.ToString())
+            return bad("node " + node.ToString() + " is listed twice");
+        }
+        endpoint.nodes.push_back(std::move(node));
+      }
+      return endpoint;
   }
-  Result<std::string_view> node = SingleNodeOfList(rest);  // EIC's "HOST:PORT;" form
-  if (!node.ok()) return bad(node.status().message());
-  rest = *node;
-  if (rest.empty()) return bad("no HOST:PORT");
-  if (rest.find(':') == std::string_view::npos) return bad("no port; expected HOST:PORT");
-  Result<net::HostPort> address = net::ParseHostPort(rest);
-  if (!address.ok()) return bad(address.status().message());
-  if (address->port == 0) return bad("port 0 names no node; give the node's port");
-  if (address->host.empty()) return bad("no host; expected HOST:PORT");
-  endpoint.address.tcp = std::move(address).value();
-  return endpoint;
+  return bad("unknown endpoint form");
 }
 
 }  // namespace kvport::client

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/node_list.h"
+#include "common/endpoint_text.h"
 
 namespace kvport::config_internal {
 namespace {
@@ -78,13 +78,28 @@ Status CheckHostPort(std::string_view text, unsigned min_port) {
   return Status::Ok();
 }
 
-// The authority of an eic:// URL: HOST:PORT, or EIC's static cluster list with one entry.
-Status CheckEicAuthority(std::string_view authority) {
-  if (authority.empty()) return Status::InvalidArgument("no HOST:PORT after eic://");
-  Result<std::string_view> node = SingleNodeOfList(authority);  // EIC's "HOST:PORT;" form
-  if (!node.ok()) return node.status();
-  authority = *node;
-  return CheckHostPort(authority, /*min_port=*/1);
+// An eic:// URL: one node, a static list or an etcd cluster (common/endpoint_text.h), each
+// HOST:PORT a valid address.
+Status CheckEicEndpoint(std::string_view url) {
+  const std::string shown(url);
+  Result<EndpointText> parsed = ParseEndpointText(url);
+  if (!parsed.ok()) {
+    return Status::InvalidArgument(fmt::format("'{}': {}", shown, parsed.status().message()));
+  }
+  if (parsed->kind == EndpointText::Kind::kUnix) {
+    return Status::InvalidArgument(
+        fmt::format("'{}': a unix: socket is not an eic:// URL; write unix:/PATH alone", shown));
+  }
+  for (const std::string& address : parsed->addresses) {
+    if (Status s = CheckHostPort(address, /*min_port=*/1); !s.ok()) {
+      // One node: the URL says which; in a list, name the entry too.
+      return Status::InvalidArgument(
+          parsed->addresses.size() == 1 && parsed->kind == EndpointText::Kind::kNodes
+              ? fmt::format("'{}': {}", shown, s.message())
+              : fmt::format("'{}': '{}': {}", shown, address, s.message()));
+    }
+  }
+  return Status::Ok();
 }
 
 struct Scheme {
@@ -94,7 +109,10 @@ struct Scheme {
 
 // The connector registry's schemes (src/connector/connector_registry.cc); keep in step.
 constexpr Scheme kSchemes[] = {
-    {"eic", "eic://HOST:PORT[/NAMESPACE] (a kvport node)"},
+    {"eic",
+     "eic://HOST:PORT[;HOST:PORT...][/NAMESPACE] or eic://etcd:HOST:PORT/CLUSTER[/NAMESPACE] "
+     "(kvport "
+     "nodes)"},
     {"mem", "mem://[NAME] (an in-process map)"},
 };
 
@@ -109,7 +127,6 @@ Status CheckRemoteUrl(std::string_view url) {
         "'{}' has no scheme; expected SCHEME://HOST:PORT, e.g. eic://127.0.0.1:7470", shown));
   }
   const std::string_view scheme = url.substr(0, sep);
-  const std::string_view rest = url.substr(sep + 3);
   if (scheme == "mem") return Status::Ok();  // any name, or none
   if (scheme != "eic") {
     std::string known;
@@ -127,21 +144,7 @@ Status CheckRemoteUrl(std::string_view url) {
     return Status::InvalidArgument(
         fmt::format("'{}': unknown scheme '{}://'; known: {}", shown, std::string(scheme), known));
   }
-  const size_t slash = rest.find('/');
-  const std::string_view authority = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    std::string_view path = rest.substr(slash + 1);
-    if (!path.empty() && path.back() == '/') path.remove_suffix(1);
-    if (path.find('/') != std::string_view::npos) {
-      return Status::InvalidArgument(fmt::format(
-          "'{}': the path '{}' must be a single namespace name, e.g. eic://HOST:PORT/myns", shown,
-          std::string(path)));
-    }
-  }
-  if (Status s = CheckEicAuthority(authority); !s.ok()) {
-    return Status::InvalidArgument(fmt::format("'{}': {}", shown, s.message()));
-  }
-  return Status::Ok();
+  return CheckEicEndpoint(url);
 }
 
 Status CheckListenAddress(std::string_view listen) {
@@ -171,6 +174,74 @@ Status CheckUnixSocket(std::string_view path) {
     return Status::InvalidArgument(
         fmt::format("the path is {} bytes; a Unix socket path holds at most {} bytes", path.size(),
                     kMaxUnixSocketPathBytes));
+  }
+  return Status::Ok();
+}
+
+Status CheckEtcdEndpoints(std::string_view list) {
+  if (list.empty()) return Status::Ok();
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string_view entry = list.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    if (entry.empty()) {
+      return Status::InvalidArgument(fmt::format(
+          "'{}' has an empty entry; expected HOST:PORT[,HOST:PORT...]", std::string(list)));
+    }
+    if (Status s = CheckHostPort(entry, /*min_port=*/1); !s.ok()) {
+      return Status::InvalidArgument(
+          fmt::format("etcd endpoint '{}': {}", std::string(entry), s.message()));
+    }
+    if (comma == std::string_view::npos) return Status::Ok();
+    start = comma + 1;
+  }
+}
+
+Status CheckAdvertiseAddress(std::string_view address) {
+  if (address.empty()) return Status::Ok();
+  if (Status s = CheckHostPort(address, /*min_port=*/1); !s.ok()) {
+    return Status::InvalidArgument(fmt::format("'{}': {}", std::string(address), s.message()));
+  }
+  for (std::string_view wildcard : {"0.0.0.0:", "[::]:", "[0:0:0:0:0:0:0:0]:"}) {
+    if (address.substr(0, wildcard.size()) == wildcard) {
+      return Status::InvalidArgument(fmt::format(
+          "'{}' is a wildcard address; advertise the HOST:PORT clients connect to, e.g. "
+          "10.0.0.5:7470",
+          std::string(address)));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckClusterName(std::string_view name) {
+  if (name.size() > 128) {
+    return Status::InvalidArgument(
+        fmt::format("a cluster name of {} bytes is longer than 128", name.size()));
+  }
+  for (char c : name) {
+    if (!IsHostNameChar(c)) {
+      return Status::InvalidArgument(fmt::format(
+          "'{}' is not a cluster name: use letters, digits, '.', '-' and '_' (it is part of "
+          "etcd keys)",
+          std::string(name)));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckNodeId(std::string_view id) {
+  if (id.size() > 255) {
+    return Status::InvalidArgument(
+        fmt::format("a node id of {} bytes is longer than 255", id.size()));
+  }
+  for (char c : id) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '/' || byte <= 0x20 || byte == 0x7f) {
+      return Status::InvalidArgument(
+          "a node id must not hold '/', spaces or control bytes (it is the last part of its etcd "
+          "key)");
+    }
   }
   return Status::Ok();
 }

@@ -31,4 +31,18 @@ inline constexpr size_t kMaxUnixSocketPathBytes = 107;
 // without NUL bytes.
 Status CheckUnixSocket(std::string_view path);
 
+// etcd: "" (standalone), or etcd client endpoints HOST:PORT[,HOST:PORT...], each port 1..65535.
+Status CheckEtcdEndpoints(std::string_view list);
+
+// advertise: "" (the listen address), or HOST:PORT (port 1..65535) clients can connect to: not
+// a wildcard host (0.0.0.0, ::).
+Status CheckAdvertiseAddress(std::string_view address);
+
+// cluster: "" (standalone), or a name of letters, digits, '.', '-', '_' (at most 128 bytes): it
+// is part of etcd keys, /kvport/clusters/NAME/nodes/.
+Status CheckClusterName(std::string_view name);
+
+// node_id: "" (the advertised address), or at most 255 bytes with no '/', space or control byte.
+Status CheckNodeId(std::string_view id);
+
 }  // namespace kvport::config_internal

@@ -204,6 +204,8 @@ std::vector<KeySpec> MakeKeys() {
       Eic(StringKey("eic_flag_file", "LMCACHE_EIC_FLAG_FILE", FIELD(eic_flag_file))),
       // kvport client keys.
       StringKey("token_file", "KVPORT_TOKEN_FILE", FIELD(token_file)),
+      IntKey("replicas", "KVPORT_REPLICAS", FIELD(replicas), 1, 16, "nodes"),
+      IntKey("write_quorum", "KVPORT_WRITE_QUORUM", FIELD(write_quorum), 1, 16, "nodes"),
       // kvport node keys.
       StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListenAddress),
       StringKey("unix_socket", "KVPORT_UNIX_SOCKET", FIELD(node.unix_socket), CheckUnixSocket),
@@ -253,6 +255,13 @@ std::vector<KeySpec> MakeKeys() {
       StringKey("tokens_file", "KVPORT_TOKENS_FILE", FIELD(node.tokens_file)),
       BoolKey("insecure", "KVPORT_INSECURE", FIELD(node.insecure)),
       StringKey("http_listen", "KVPORT_HTTP_LISTEN", FIELD(node.http_listen), CheckHttpListen),
+      // Cluster membership (docs/cluster.md).
+      StringKey("cluster", "KVPORT_CLUSTER", FIELD(node.cluster), CheckClusterName),
+      StringKey("etcd", "KVPORT_ETCD", FIELD(node.etcd), CheckEtcdEndpoints),
+      StringKey("advertise", "KVPORT_ADVERTISE", FIELD(node.advertise), CheckAdvertiseAddress),
+      StringKey("node_id", "KVPORT_NODE_ID", FIELD(node.node_id), CheckNodeId),
+      IntKey("lease_ttl_secs", "KVPORT_LEASE_TTL_SECS", FIELD(node.lease_ttl_secs), 1, 3600,
+             "seconds"),
       // Accelerator runtimes and logging.
       StringKey("cuda_runtime_library", "KVPORT_CUDA_RUNTIME_LIBRARY", FIELD(cuda_runtime_library)),
       StringKey("ascend_runtime_library", "KVPORT_ASCEND_RUNTIME_LIBRARY",
@@ -290,6 +299,17 @@ std::vector<std::string> CheckCrossKeyRules(const Config& c) {
           "applies; lower it, or write 0 for the automatic capacity / 2",
           key, FormatSize(value), FormatSize(n.capacity)));
     }
+  }
+  if (c.write_quorum > c.replicas) {
+    errors.push_back(
+        fmt::format("write_quorum ({}) is more than replicas ({}): a write could never succeed",
+                    c.write_quorum, c.replicas));
+  }
+  if (!n.cluster.empty() && n.etcd.empty()) {
+    errors.push_back(
+        fmt::format("cluster '{}' needs etcd: the etcd endpoints the node registers at "
+                    "(HOST:PORT[,HOST:PORT...])",
+                    n.cluster));
   }
   const uint64_t one_key = uint64_t{n.max_key_bytes} + n.max_namespace_bytes + n.max_meta_bytes;
   if (n.max_frame_bytes < one_key) {

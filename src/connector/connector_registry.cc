@@ -5,20 +5,20 @@
 #include "connector/connector_url.h"
 #include "connector/eic_connector.h"
 #include "connector/mem_connector.h"
+#include "kvport/client.h"
 #include "kvport/config.h"
 #include "kvport/connector.h"
 
 namespace kvport {
 namespace {
 
+// One node, a static list or an etcd cluster: the client parses and checks the endpoint.
 Result<std::unique_ptr<RemoteConnector>> MakeEic(const ConnectorUrl& url,
                                                  ConnectorOptions options) {
-  if (url.authority.empty() || url.authority.rfind(':') == std::string::npos) {
-    return Status::InvalidArgument(fmt::format(
-        "eic:// URL needs host:port, got '{}' (e.g. eic://127.0.0.1:7470)", url.authority));
-  }
-  if (!url.path.empty()) options.ns = url.path;  // the URL's namespace wins over eic_kv_ns
-  return OpenEicConnector(url.authority, options);
+  const std::string endpoint = "eic://" + url.rest;
+  KVPORT_ASSIGN_OR_RETURN(std::string url_ns, EndpointNamespace(endpoint));
+  if (!url_ns.empty()) options.ns = std::move(url_ns);  // the URL's namespace wins over eic_kv_ns
+  return OpenEicConnector(endpoint, options);
 }
 
 Result<std::unique_ptr<RemoteConnector>> MakeMem(const ConnectorUrl& url, ConnectorOptions) {
@@ -32,7 +32,10 @@ struct Scheme {
 };
 
 constexpr Scheme kSchemes[] = {
-    {"eic", "a kvport node: eic://host:port[/namespace]", &MakeEic},
+    {"eic",
+     "kvport nodes: eic://host:port[;host:port...][/namespace] or "
+     "eic://etcd:host:port/cluster[/namespace]",
+     &MakeEic},
     {"mem", "an in-process map: mem://[name]", &MakeMem},
 };
 
@@ -60,6 +63,8 @@ Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config) {
   options.transport_type = static_cast<int>(config.eic_trans_type);
   options.timeout_secs = config.blocking_timeout_secs;
   options.token_file = config.token_file;
+  options.replicas = static_cast<int>(config.replicas);
+  options.write_quorum = static_cast<int>(config.write_quorum);
   return CreateConnector(config.remote_url, options);
 }
 

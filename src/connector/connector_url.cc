@@ -21,15 +21,12 @@ Result<ConnectorUrl> ParseConnectorUrl(std::string_view url) {
     return Status::InvalidArgument(fmt::format("connector URL '{}' has an empty scheme", url));
   }
   std::string_view rest = url.substr(sep + 3);
+  out.rest = std::string(rest);
   const size_t slash = rest.find('/');
   out.authority = std::string(rest.substr(0, slash));
   if (slash != std::string_view::npos) {
     std::string_view path = rest.substr(slash + 1);
     if (!path.empty() && path.back() == '/') path.remove_suffix(1);
-    if (path.find('/') != std::string_view::npos) {
-      return Status::InvalidArgument(fmt::format(
-          "connector URL '{}': the path '{}' must be a single namespace name", url, path));
-    }
     out.path = std::string(path);
   }
   return out;

@@ -11,12 +11,13 @@ namespace kvport {
 
 struct ConnectorUrl {
   std::string scheme;     // "eic", "mem"; lowercased
-  std::string authority;  // "host:port" or "[v6]:port" for eic; a name (maybe empty) for mem
-  std::string path;       // without the leading '/'; "" when absent
+  std::string rest;       // everything after "scheme://" (what the scheme's connector parses)
+  std::string authority;  // up to the first '/': "host:port" for eic; a name (maybe empty) for mem
+  std::string path;       // after the first '/', without a trailing '/'; "" when absent
 };
 
-// InvalidArgument naming the problem for text without "scheme://", an empty scheme, or a path
-// with more than one segment.
+// InvalidArgument naming the problem for text without "scheme://" or with an empty scheme. The
+// parts after the scheme are for each scheme's connector to check.
 Result<ConnectorUrl> ParseConnectorUrl(std::string_view url);
 
 }  // namespace kvport

@@ -320,6 +320,8 @@ Result<std::unique_ptr<RemoteConnector>> OpenEicConnector(const std::string& end
   init.transport_type = options.transport_type;
   init.timeout = std::chrono::milliseconds(uint64_t{options.timeout_secs} * 1000);
   init.token_file = options.token_file;
+  init.replicas = options.replicas;
+  init.write_quorum = options.write_quorum;
   KVPORT_RETURN_IF_ERROR(client->Init("kvport-connector", endpoint, init));
   return std::unique_ptr<RemoteConnector>(
       std::make_unique<EicConnector>(std::move(client), options));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <future>
@@ -13,6 +14,9 @@
 #include <mutex>
 #include <random>
 
+#include "cluster/etcd_client.h"
+#include "cluster/member.h"
+#include "cluster/node_registration.h"
 #include "common/thread_annotations.h"
 #include "kvport/host_info.h"
 #include "kvport/log.h"
@@ -20,6 +24,7 @@
 #include "net/host_port.h"
 #include "net/tcp_listener.h"
 #include "net/unix_listener.h"
+#include "protocol/frame.h"
 #include "protocol/limits.h"
 #include "server/acceptor.h"
 #include "server/cache_service.h"
@@ -45,6 +50,9 @@ struct Server::Impl {
   std::vector<std::unique_ptr<Acceptor>> acceptors;  // TCP first, then the Unix socket if any
   net::HostPort address;
   std::string unix_path;
+  // The node's membership of options.cluster; null when standalone. Stopped (deregistered)
+  // first thing in StopGracefully, destroyed with the Impl.
+  std::unique_ptr<cluster::NodeRegistration> registration;
 
   Mutex stop_mu;
   bool stopped GUARDED_BY(stop_mu) = false;
@@ -74,6 +82,8 @@ struct Server::Impl {
 
   // Stop() serializes callers with stop_mu: one of them stops, the others wait for it.
   void StopGracefully() REQUIRES(stop_mu);
+  // Joins options.cluster (Start, once the listeners are bound).
+  Status Register();
 };
 
 namespace {
@@ -116,6 +126,56 @@ Result<std::vector<AccessToken>> GatherTokens(const ServerOptions& o) {
   return tokens;
 }
 
+bool IsWildcardHost(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "0:0:0:0:0:0:0:0";
+}
+
+// The cluster options that can be checked before anything is allocated.
+Status CheckClusterOptions(const ServerOptions& o, const net::HostPort& listen) {
+  if (o.cluster.empty()) return Status::Ok();
+  for (char c : o.cluster) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '.' && c != '-' && c != '_') {
+      return Status::InvalidArgument(fmt::format(
+          "'{}' is not a cluster name: use letters, digits, '.', '-' and '_'", o.cluster));
+    }
+  }
+  if (o.node_id.find('/') != std::string::npos) {
+    return Status::InvalidArgument(fmt::format("node id '{}' must not hold '/'", o.node_id));
+  }
+  if (o.etcd.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("cluster '{}': no etcd endpoints (etcd: HOST:PORT[,HOST:PORT])", o.cluster));
+  }
+  if (o.lease_ttl_secs < 1 || o.lease_ttl_secs > 3600) {
+    return Status::InvalidArgument(fmt::format(
+        "lease_ttl_secs {} is out of range: expected 1..3600 seconds", o.lease_ttl_secs));
+  }
+  if (!o.advertise.empty()) {
+    Result<net::HostPort> advertised = net::ParseHostPort(o.advertise, "");
+    if (!advertised.ok()) return advertised.status().WithContext("advertise");
+    if (IsWildcardHost(advertised->host) || advertised->port == 0) {
+      return Status::InvalidArgument(fmt::format(
+          "advertise {}: clients must be able to connect to it: give this host's address and "
+          "the port it listens on, e.g. 10.0.0.5:7470",
+          o.advertise));
+    }
+  } else if (IsWildcardHost(listen.host)) {
+    return Status::InvalidArgument(fmt::format(
+        "cluster '{}': listening on {} (every interface) needs an advertise address, the "
+        "HOST:PORT clients should connect to (advertise: in the config, kvport serve "
+        "--advertise)",
+        o.cluster, o.listen));
+  }
+  return Status::Ok();
+}
+
+// An etcd call waits at most this long: a third of the lease (a renewal that times out leaves
+// time for two more before the lease lapses), between 200 ms and 3 s.
+std::chrono::milliseconds EtcdRequestTimeout(uint32_t lease_ttl_secs) {
+  return std::clamp(std::chrono::milliseconds(uint64_t{lease_ttl_secs} * 1000 / 3),
+                    std::chrono::milliseconds(200), std::chrono::milliseconds(3000));
+}
+
 uint64_t RandomNodeId() {
   std::random_device random;
   uint64_t id = 0;
@@ -131,6 +191,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->options = options;
   KVPORT_ASSIGN_OR_RETURN(net::HostPort address, net::ParseHostPort(options.listen));
   KVPORT_ASSIGN_OR_RETURN(protocol::Limits limits, LimitsFrom(options));
+  KVPORT_RETURN_IF_ERROR(CheckClusterOptions(options, address));
   if (options.max_connections == 0) {
     return Status::InvalidArgument(
         "max_connections must be at least 1 (0 would refuse every "
@@ -231,19 +292,28 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   }
   for (auto& acceptor : impl->acceptors)
     KVPORT_RETURN_IF_ERROR(acceptor->Start());
+  // Registered once the listeners are bound (connections wait in their backlog until the
+  // loops run, right after), and before the I/O threads run, so a failure here unwinds like any
+  // other start error.
+  if (!options.cluster.empty()) KVPORT_RETURN_IF_ERROR(impl->Register());
 
   impl->workers[0]->loop()->Post([raw] { raw->ScheduleSweep(); });
   for (auto& w : impl->workers)
     w->StartThread();
   log::Info("kvport node access: {} ({} tokens accepted)", impl->service->access_mode(),
             tokens->size());
-  log::Info("kvport node listening on {}{} (capacity {}, {} I/O threads)", impl->address.ToString(),
-            impl->unix_path.empty()
-                ? std::string()
-                : " and unix:" + impl->unix_path +
-                      (impl->service->offers_shared_memory() ? " (shared memory)"
-                                                             : " (no shared memory)"),
-            FormatSize(impl->store->Stats().capacity_bytes), threads);
+  log::Info(
+      "kvport node listening on {}{} (capacity {}, {} I/O threads){}", impl->address.ToString(),
+      impl->unix_path.empty() ? std::string()
+                              : " and unix:" + impl->unix_path +
+                                    (impl->service->offers_shared_memory() ? " (shared memory)"
+                                                                           : " (no shared memory)"),
+      FormatSize(impl->store->Stats().capacity_bytes), threads,
+      impl->registration == nullptr
+          ? std::string()
+          : fmt::format("; cluster '{}' as '{}' at {}, epoch {:016x}", options.cluster,
+                        impl->registration->record().id, impl->registration->record().address,
+                        impl->registration->epoch()));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -265,6 +335,46 @@ std::string Server::unix_socket_path() const {
   return impl_->unix_path;
 }
 
+uint64_t Server::epoch() const {
+  return impl_->registration != nullptr ? impl_->registration->epoch() : 0;
+}
+
+void Server::PauseClusterKeepAliveForTesting(bool paused) {
+  if (impl_->registration != nullptr) impl_->registration->PauseKeepAliveForTesting(paused);
+}
+
+Status Server::Impl::Register() {
+  cluster::Member record;
+  record.address = options.advertise.empty() ? address.ToString() : options.advertise;
+  record.id = options.node_id.empty() ? record.address : options.node_id;
+  record.capacity_bytes = store->Stats().capacity_bytes;
+  record.protocol_version = protocol::kMaxProtocolVersion;
+  record.transports = {"tcp"};
+  if (!unix_path.empty() && service->offers_shared_memory()) record.transports.push_back("shm");
+
+  KVPORT_ASSIGN_OR_RETURN(
+      std::unique_ptr<cluster::EtcdClient> etcd,
+      cluster::EtcdClient::Open(options.etcd, EtcdRequestTimeout(options.lease_ttl_secs)));
+  cluster::RegistrationOptions registration_options;
+  registration_options.cluster = options.cluster;
+  registration_options.lease_ttl = std::chrono::seconds(options.lease_ttl_secs);
+  // A new epoch means the node was out of the cluster: clients may have written its keys to
+  // other nodes meanwhile, so whatever it holds may be stale. Forgetting it all is what makes
+  // "a new epoch is a new, empty node" true (docs/cluster.md).
+  registration_options.on_new_epoch = [this](uint64_t epoch) {
+    const uint64_t dropped = store->DropAll();
+    log::Warn("cluster '{}': new epoch {:016x}: dropped every stored object ({} objects)",
+              options.cluster, epoch, dropped);
+  };
+  registration_options.on_state = [this](const cluster::RegistrationState& now) {
+    counters.SetClusterState(now.registered, now.reregistrations, now.etcd_failures);
+  };
+  KVPORT_ASSIGN_OR_RETURN(registration,
+                          cluster::NodeRegistration::Start(std::move(etcd), std::move(record),
+                                                           std::move(registration_options)));
+  return Status::Ok();
+}
+
 void Server::Stop() {
   MutexLock lock(impl_->stop_mu);
   if (impl_->stopped) return;
@@ -274,6 +384,8 @@ void Server::Stop() {
 
 void Server::Impl::StopGracefully() {
   state.store(ServerState::kDraining, std::memory_order_release);
+  // 0. Out of the cluster first: clients stop placing keys here while requests drain.
+  if (registration != nullptr) registration->Stop();
   // 1. No new connections. Waiting here also orders every Adopt the acceptor posted before the
   //    BeginShutdown posted next (each loop runs its tasks in order).
   std::promise<void> stopped_accepting;

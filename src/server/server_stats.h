@@ -79,6 +79,14 @@ class ServerCounters {
   void AddPausedConnections(int64_t delta) { Add(paused_connections_, delta); }
   // A request did not arrive whole within its deadline (request_timeout + min rate).
   void CountRequestTimeout() { request_timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  // Cluster membership (docs/cluster.md): cluster_registered is 1 while the node's record is
+  // in etcd, cluster_reregistrations counts the new epochs taken after a lapsed lease,
+  // cluster_etcd_failures the renewals and registrations etcd did not answer.
+  void SetClusterState(bool registered, uint64_t reregistrations, uint64_t etcd_failures) {
+    cluster_registered_.store(registered ? 1 : 0, std::memory_order_relaxed);
+    cluster_reregistrations_.store(reregistrations, std::memory_order_relaxed);
+    cluster_etcd_failures_.store(etcd_failures, std::memory_order_relaxed);
+  }
   // Rate-limited warnings about clients' errors, shared by every session of the node.
   ClientErrorLog& client_errors() { return client_errors_; }
 
@@ -87,7 +95,9 @@ class ServerCounters {
   // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures, leases
   // (live shared-memory leases), leased_bytes (value bytes they pin), queued_response_bytes,
   // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes, backpressure_pauses,
-  // paused_connections, request_timeouts, op_<opcode> for every opcode, then errors_<opcode>,
+  // paused_connections, request_timeouts, cluster_registered, cluster_reregistrations,
+  // cluster_etcd_failures,
+  // op_<opcode> for every opcode, then errors_<opcode>,
   // latency_<opcode>_p50_us and latency_<opcode>_p99_us for each.
   void AppendTo(std::vector<std::pair<std::string, uint64_t>>* counters) const;
   // One histogram per opcode counted in op_*, in the same order.
@@ -121,6 +131,9 @@ class ServerCounters {
   std::atomic<uint64_t> backpressure_pauses_{0};
   std::atomic<uint64_t> paused_connections_{0};
   std::atomic<uint64_t> request_timeouts_{0};
+  std::atomic<uint64_t> cluster_registered_{0};
+  std::atomic<uint64_t> cluster_reregistrations_{0};
+  std::atomic<uint64_t> cluster_etcd_failures_{0};
 };
 
 // Everything STATS reports: the store's counters and namespaces, then the server's counters.

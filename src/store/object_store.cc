@@ -69,6 +69,9 @@ struct StoredObject {
   uint32_t ttl_seconds = 0;
   size_t shard = 0;
   uint64_t charge = 0;  // ObjectStore::ChargeOf: counted in Impl::index_bytes while it lives
+  // Impl::generation when the object was reserved: a version from before the last DropAll
+  // never becomes (or stays) visible.
+  uint64_t generation = 0;
   std::atomic<uint32_t> refs{1};
   // ReadHandles on this version: the first adds its extent to Impl::pinned_bytes, the last
   // takes it away. 0 -> 1 happens only under the shard mutex (Lookup) or from a live pin.
@@ -149,6 +152,14 @@ struct ObjectStore::Impl {
   std::atomic<uint64_t> pinned_bytes{0};
   std::atomic<uint64_t> reserve_cap_refusals{0};
   std::atomic<uint64_t> pin_cap_refusals{0};
+  // Bumped by DropAll: every object of an older generation is gone from view at that instant
+  // (the finders below treat it as absent), and DropAll's pass then retires them. Read under a
+  // shard mutex by Commit and the finders; DropAll bumps it before taking any shard mutex, so
+  // a critical section that follows DropAll's on the same shard sees the new value.
+  std::atomic<uint64_t> generation{0};
+  bool StaleLocked(const StoredObject& o) const {
+    return o.generation != generation.load(std::memory_order_acquire);
+  }
 
   // Adds `n` to `gauge` unless that takes it above `cap` (0: no cap) while it already holds
   // something: one item larger than the cap is admitted alone, so it is not refused forever.
@@ -336,6 +347,11 @@ struct ObjectStore::Impl {
     auto it = shard.index.find(index_key);
     if (it == shard.index.end()) return nullptr;
     StoredObject* o = it->second;
+    if (StaleLocked(*o)) {  // dropped by a DropAll whose pass has not reached this shard yet
+      RetireLocked(shard, o);
+      *expired = o;
+      return nullptr;
+    }
     if (IsExpired(*o, now_ms)) {
       RetireLocked(shard, o);
       shard.expirations.fetch_add(1, std::memory_order_relaxed);
@@ -441,8 +457,11 @@ struct ObjectStore::Impl {
         return EvictOutcome::kSkippedPinned;
       }
       const bool expired = IsExpired(*victim, now_ms);
+      const bool dropped = StaleLocked(*victim);  // DropAll's pass is on its way: not evicted
       RetireLocked(shard, victim);
-      (expired ? shard.expirations : shard.evictions).fetch_add(1, std::memory_order_relaxed);
+      if (!dropped) {
+        (expired ? shard.expirations : shard.evictions).fetch_add(1, std::memory_order_relaxed);
+      }
     }
     Unref(victim);  // the index's reference: frees the extent now
     return EvictOutcome::kRemoved;
@@ -690,6 +709,7 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   o->ttl_seconds = ttl_seconds;
   o->shard = ShardIndexOf(o->index_key);
   o->charge = charge;
+  o->generation = impl_->generation.load(std::memory_order_acquire);
   Impl::Shard& shard = impl_->ShardOf(*o);
   shard.live_objects.fetch_add(1, std::memory_order_relaxed);
   // Admitted as RoundUp(value_len), which is what the allocator hands out.
@@ -706,22 +726,31 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
   handle.object_ = nullptr;  // its reference becomes the index's
   const uint64_t now = impl_->clock->NowMillis();
   StoredObject* old = nullptr;
+  bool stale = false;
   {
     Impl::Shard& shard = impl_->ShardOf(*o);
     MutexLock lock(shard.mu);
-    o->expires_at_ms =
-        o->ttl_seconds == kNoExpiry ? kNeverExpires : now + uint64_t{o->ttl_seconds} * 1000;
-    auto [it, inserted] = shard.index.try_emplace(o->index_key, o);
-    if (!inserted) {
-      old = std::exchange(it->second, o);
+    // Reserved before a DropAll that has happened since: this commit is ordered just before
+    // that drop, so the write succeeded and was dropped with everything else. It never becomes
+    // visible and replaces nothing (a newer version of the key stays). Checked in the same
+    // critical section as the insert, so no stale version can land behind DropAll's pass.
+    stale = impl_->StaleLocked(*o);
+    if (!stale) {
+      o->expires_at_ms =
+          o->ttl_seconds == kNoExpiry ? kNeverExpires : now + uint64_t{o->ttl_seconds} * 1000;
+      auto [it, inserted] = shard.index.try_emplace(o->index_key, o);
+      if (!inserted) {
+        old = std::exchange(it->second, o);
+      }
+      // The new version is counted before the old one is taken away, so a replacement never
+      // makes its namespace look empty (and the namespace directory is not touched).
+      impl_->ShowLocked(shard, o);
+      if (old) impl_->HideLocked(shard, old);
+      impl_->reserved_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+      if (impl_->use_hook) impl_->use_hook(o->ns, o->key);
     }
-    // The new version is counted before the old one is taken away, so a replacement never
-    // makes its namespace look empty (and the namespace directory is not touched).
-    impl_->ShowLocked(shard, o);
-    if (old) impl_->HideLocked(shard, old);
-    impl_->reserved_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
-    if (impl_->use_hook) impl_->use_hook(o->ns, o->key);
   }
+  if (stale) impl_->Unref(o);  // still a reservation: Unref frees it as Abort would
   if (old) impl_->Unref(old);
   return Status::Ok();
 }
@@ -825,7 +854,9 @@ Result<KeyListing> ObjectStore::ListKeys(std::string_view ns, std::string_view c
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
     for (const auto& [index_key, o] : shard.index) {
-      if (o->ns != ns || o->key <= cursor || IsExpired(*o, now)) continue;
+      if (o->ns != ns || o->key <= cursor || IsExpired(*o, now) || impl_->StaleLocked(*o)) {
+        continue;
+      }
       if (smallest.size() > limit) {
         auto largest = std::prev(smallest.end());
         if (o->key >= *largest) continue;
@@ -860,6 +891,27 @@ uint64_t ObjectStore::Sweep() {
   for (StoredObject* o : expired)
     impl_->Unref(o);
   return expired.size();
+}
+
+uint64_t ObjectStore::DropAll() {
+  // Everything is out of view from this instant on (see Impl::generation); the pass below only
+  // reclaims what it can.
+  const uint64_t dropped_generation = impl_->generation.fetch_add(1, std::memory_order_acq_rel);
+  std::vector<StoredObject*> dropped;
+  for (auto& shard : impl_->shards) {
+    MutexLock lock(shard.mu);
+    for (auto it = shard.index.begin(); it != shard.index.end();) {
+      StoredObject* o = it->second;
+      ++it;  // RetireLocked erases o's entry
+      // A newer version (reserved after the bump) stays; only the dropped generations go.
+      if (o->generation > dropped_generation) continue;
+      impl_->RetireLocked(shard, o);
+      dropped.push_back(o);
+    }
+  }
+  for (StoredObject* o : dropped)
+    impl_->Unref(o);
+  return dropped.size();
 }
 
 StoreStats ObjectStore::Stats() const {

@@ -282,6 +282,16 @@ class ObjectStore {
   // objects are removed from view too; their space is freed with their last pin.
   uint64_t Sweep();
 
+  // Forgets every object, at once: from the moment DropAll starts, no Lookup, Exists, ListKeys
+  // or any-namespace call finds an object committed before it (what a cluster node does when
+  // it takes a new epoch: docs/cluster.md). A write reserved before the drop and committed
+  // after it is OK and is dropped too (the commit is ordered just before the drop), so it never
+  // becomes visible nor replaces a newer version. Writes reserved after the drop are not
+  // affected. As with Delete, readers that pinned an object keep reading it and its space is
+  // freed with their last pin; nothing is counted as an eviction or expiration. Returns how
+  // many visible objects it removed. Cost: one pass over the index, shard by shard.
+  uint64_t DropAll();
+
   StoreStats Stats() const;
   // Every namespace with at least one visible object, sorted by name.
   std::vector<NamespaceUsage> NamespaceUsages() const;

@@ -163,6 +163,34 @@ TEST_F(CliOpsTest, StatPrintsTheNodeCountersAsTextAndJson) {
       << json.out;
 }
 
+TEST_F(CliOpsTest, StatOfAClusterSumsTheNodesAndListsEach) {
+  std::unique_ptr<Server> second = testing::StartNode(testing::SmallNodeOptions());
+  ASSERT_NE(second, nullptr);
+  const std::string list = "'" + node_->address() + ";" + second->address() + "'";
+  WriteFile(Path("v"), "12345");
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(
+        Kvport("put --url " + list + " k" + std::to_string(i) + " '" + Path("v") + "'").exit_code,
+        0);
+  }
+  CliRun text = Kvport("stat --url " + list);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("cluster " + node_->address() + ";" + second->address()),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("namespace '': 20 objects"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("node " + node_->address() + " at " + node_->address() + " epoch 0: "),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("node " + second->address()), std::string::npos) << text.out;
+  second->Stop();
+  CliRun json = Kvport("stat --json --timeout 2 --url " + list);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"nodes\":[{"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"status\":\"ok\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"status\":\"Unavailable"), std::string::npos) << json.out;
+}
+
 TEST_F(CliOpsTest, ConfigFileSuppliesUrlNamespaceAndTransport) {
   WriteFile(Path("rdma.yaml"),
             "remote_url: \"" + url_ + "\"\neic_trans_type: 2\neic_kv_ns: \"fromcfg\"\n");

@@ -27,44 +27,80 @@ namespace {
 TEST(EndpointTest, ParsesHostPortAndEicUrls) {
   Result<client::Endpoint> plain = client::ParseEndpoint("127.0.0.1:7470");
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-  EXPECT_EQ(plain->address.tcp.host, "127.0.0.1");
-  EXPECT_EQ(plain->address.tcp.port, 7470);
+  EXPECT_EQ(plain->nodes[0].tcp.host, "127.0.0.1");
+  EXPECT_EQ(plain->nodes[0].tcp.port, 7470);
   EXPECT_EQ(plain->ns, "");
 
   Result<client::Endpoint> url = client::ParseEndpoint("eic://localhost:9000/team-a");
   ASSERT_TRUE(url.ok()) << url.status().ToString();
-  EXPECT_EQ(url->address.tcp.host, "localhost");
-  EXPECT_EQ(url->address.tcp.port, 9000);
+  EXPECT_EQ(url->nodes[0].tcp.host, "localhost");
+  EXPECT_EQ(url->nodes[0].tcp.port, 9000);
   EXPECT_EQ(url->ns, "team-a");
 
   Result<client::Endpoint> v6 = client::ParseEndpoint("eic://[::1]:9000");
   ASSERT_TRUE(v6.ok()) << v6.status().ToString();
-  EXPECT_EQ(v6->address.tcp.host, "::1");
+  EXPECT_EQ(v6->nodes[0].tcp.host, "::1");
 
   // EIC's static-cluster form with one node, with or without its trailing ';'.
   for (const char* one : {"127.0.0.1:7470;", "eic://127.0.0.1:7470;", "eic://127.0.0.1:7470;/ns"}) {
     Result<client::Endpoint> single = client::ParseEndpoint(one);
     ASSERT_TRUE(single.ok()) << one << ": " << single.status().ToString();
-    EXPECT_EQ(single->address.tcp.host, "127.0.0.1") << one;
-    EXPECT_EQ(single->address.tcp.port, 7470) << one;
+    EXPECT_EQ(single->nodes[0].tcp.host, "127.0.0.1") << one;
+    EXPECT_EQ(single->nodes[0].tcp.port, 7470) << one;
   }
-  // Several nodes need cluster support: refused, never cut to the first node.
-  for (const char* many : {"h:1;h:2", "h:1;h:2;", "eic://h:1;h:2;h:3/ns"}) {
-    Result<client::Endpoint> r = client::ParseEndpoint(many);
-    ASSERT_FALSE(r.ok()) << many;
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << many;
-    EXPECT_NE(r.status().message().find("needs cluster support, which is not built yet"),
-              std::string::npos)
-        << r.status().message();
-    EXPECT_NE(r.status().message().find("give one node"), std::string::npos)
-        << r.status().message();
-  }
+  // Several nodes: a static cluster, in the order written, never cut to the first node.
   Result<client::Endpoint> three = client::ParseEndpoint("eic://h:1;h:2;h:3/ns");
-  EXPECT_NE(three.status().message().find("a list of 3 nodes"), std::string::npos)
-      << three.status().message();
+  ASSERT_TRUE(three.ok()) << three.status().ToString();
+  ASSERT_EQ(three->nodes.size(), 3u);
+  EXPECT_TRUE(three->is_cluster());
+  EXPECT_EQ(three->nodes[2].tcp.port, 3);
+  EXPECT_EQ(three->ns, "ns");
+  EXPECT_EQ(three->ToString(), "h:1;h:2;h:3");
+  Result<client::Endpoint> list = client::ParseEndpoint("h:1;h:2;?replicas=2&write_quorum=2");
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->nodes.size(), 2u);
+  EXPECT_EQ(list->replicas, 2);
+  EXPECT_EQ(list->write_quorum, 2);
 
-  for (const char* bad : {"", "eic://", "redis://h:1", "host", "h:0", "h:99999", "eic://h:1/a/b",
-                          "h:port", ";", "h:1;;", "h:1;;h:2", ";h:1", "h:1;h:0x"}) {
+  // The etcd form, with eic:// (LMCache strips it, SGLang does not) and a trailing '/'.
+  for (const char* text :
+       {"etcd:127.0.0.1:2379,e2:2379/c1/team", "eic://etcd:127.0.0.1:2379,e2:2379/c1/team/"}) {
+    Result<client::Endpoint> etcd = client::ParseEndpoint(text);
+    ASSERT_TRUE(etcd.ok()) << text << ": " << etcd.status().ToString();
+    EXPECT_TRUE(etcd->nodes.empty());
+    EXPECT_TRUE(etcd->is_cluster());
+    EXPECT_EQ(etcd->etcd, (std::vector<std::string>{"127.0.0.1:2379", "e2:2379"}));
+    EXPECT_EQ(etcd->cluster, "c1");
+    EXPECT_EQ(etcd->ns, "team");
+    EXPECT_EQ(etcd->ToString(), "etcd:127.0.0.1:2379,e2:2379/c1");
+  }
+  // A host named etcd is still one node.
+  Result<client::Endpoint> host = client::ParseEndpoint("etcd:7470");
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_EQ(host->nodes.at(0).tcp.host, "etcd");
+
+  for (const char* bad : {"",
+                          "eic://",
+                          "redis://h:1",
+                          "host",
+                          "h:0",
+                          "h:99999",
+                          "eic://h:1/a/b",
+                          "h:port",
+                          ";",
+                          "h:1;;",
+                          "h:1;;h:2",
+                          ";h:1",
+                          "h:1;h:0x",
+                          "h:1;h:1",
+                          "etcd:e:2379",
+                          "etcd:e:2379/",
+                          "etcd:e:2379,,f:1/c",
+                          "etcd:e:0/c",
+                          "h:1?replicas=0",
+                          "h:1?replicas=17",
+                          "h:1?replicas=2&write_quorum=3",
+                          "h:1?copies=2"}) {
     Result<client::Endpoint> r = client::ParseEndpoint(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {

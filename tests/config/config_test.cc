@@ -354,11 +354,11 @@ TEST_F(ConfigTest, RemoteUrlNeedsAKnownSchemeAHostAndAPort) {
   };
   EXPECT_THAT(error("redis://h:6379"),
               AllOf(HasSubstr("kvport.yaml:1: remote_url: 'redis://h:6379': unknown scheme "
-                              "'redis://'; known: eic://HOST:PORT[/NAMESPACE]"),
+                              "'redis://'; known: eic://HOST:PORT[;HOST:PORT...][/NAMESPACE]"),
                     HasSubstr("mem://[NAME]")));
   EXPECT_THAT(error("EIC://h:1"), HasSubstr("write the scheme in lowercase, eic://"));
   EXPECT_THAT(error("://h:1"), HasSubstr("has no scheme"));
-  EXPECT_THAT(error("eic://"), HasSubstr("no HOST:PORT after eic://"));
+  EXPECT_THAT(error("eic://"), HasSubstr("'eic://': no HOST:PORT"));
   EXPECT_THAT(error("eic://h"), HasSubstr("'eic://h': no port; expected HOST:PORT"));
   EXPECT_THAT(error("eic://h:"), HasSubstr("no port after ':'; expected a number from 1 to 65535"));
   EXPECT_THAT(error("eic://h:0"),
@@ -375,11 +375,19 @@ TEST_F(ConfigTest, RemoteUrlNeedsAKnownSchemeAHostAndAPort) {
   EXPECT_THAT(error("eic://::1:7470"), HasSubstr("an IPv6 address must be in brackets"));
   EXPECT_THAT(error("eic://bad host:7470"), HasSubstr("host 'bad host' is not a host name"));
   EXPECT_THAT(error("eic://h:7470/a/b"), HasSubstr("must be a single namespace name"));
-  // EIC's static cluster list: one entry is a node, more need cluster support.
-  EXPECT_THAT(error("eic://a:1;b:2;"),
-              HasSubstr("a list of 2 nodes needs cluster support, which is not built yet"));
+  // EIC's static cluster list and the etcd form (docs/cluster.md), each entry checked.
+  for (const char* good : {"eic://a:1;b:2;", "eic://a:1;b:2/ns?replicas=2",
+                           "eic://etcd:127.0.0.1:2379,e2:2379/c1", "eic://etcd:e:2379/c1/ns/"}) {
+    Result<Config> r = Load(std::string("remote_url: '") + good + "'\n");
+    EXPECT_TRUE(r.ok()) << good << ": " << r.status().ToString();
+  }
   EXPECT_THAT(error("eic://a:1;;"), HasSubstr("an empty entry in the node list"));
   EXPECT_THAT(error("eic://a:0;"), HasSubstr("port '0' is out of range"));
+  EXPECT_THAT(error("eic://a:1;b:0"), HasSubstr("'b:0': port '0' is out of range"));
+  EXPECT_THAT(error("eic://etcd:e:2379"), HasSubstr("no cluster name"));
+  EXPECT_THAT(error("eic://etcd:e:x/c"), HasSubstr("'e:x': port 'x' is not a number"));
+  EXPECT_THAT(error("eic://a:1?replicas=99"),
+              HasSubstr("replicas=99: expected a number from 1 to 16"));
   // The environment goes through the same rules.
   EXPECT_THAT(LoadError("", {{"LMCACHE_REMOTE_URL", "eic://h:0"}}),
               HasSubstr("environment variable LMCACHE_REMOTE_URL: remote_url: 'eic://h:0'"));
@@ -401,6 +409,48 @@ TEST_F(ConfigTest, ListenIsHostAndPortZeroToMax) {
   EXPECT_THAT(LoadError("listen: 'a b:1'\n"), HasSubstr("is not a host name"));
   EXPECT_THAT(LoadError("", {{"KVPORT_LISTEN", "h:-5"}}),
               HasSubstr("environment variable KVPORT_LISTEN: listen: 'h:-5': port '-5'"));
+}
+
+TEST_F(ConfigTest, ClusterKeysAreTypedAndChecked) {
+  Result<Config> r = Load(
+      "cluster: prod-1\n"
+      "etcd: 10.0.0.1:2379,10.0.0.2:2379\n"
+      "advertise: 10.0.0.5:7470\n"
+      "node_id: rack1-node5\n"
+      "lease_ttl_secs: 30\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.cluster, "prod-1");
+  EXPECT_EQ(r->node.etcd, "10.0.0.1:2379,10.0.0.2:2379");
+  EXPECT_EQ(r->node.advertise, "10.0.0.5:7470");
+  EXPECT_EQ(r->node.node_id, "rack1-node5");
+  EXPECT_EQ(r->node.lease_ttl_secs, 30u);
+  EXPECT_EQ(OriginOf(*r, "cluster"), "file:" + (dir_ / "kvport.yaml").string());
+
+  // Standalone by default; the environment overrides like every other node key.
+  r = Load("", {{"KVPORT_CLUSTER", "c"},
+                {"KVPORT_ETCD", "127.0.0.1:2379"},
+                {"KVPORT_LEASE_TTL_SECS", "5"},
+                {"KVPORT_NODE_ID", "n"},
+                {"KVPORT_ADVERTISE", "127.0.0.1:7470"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.cluster, "c");
+  EXPECT_EQ(r->node.lease_ttl_secs, 5u);
+  EXPECT_EQ(OriginOf(*r, "etcd"), "env:KVPORT_ETCD");
+  r = Load("");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node.cluster, "");
+  EXPECT_EQ(r->node.lease_ttl_secs, 10u);
+
+  EXPECT_THAT(LoadError("cluster: c\n"), HasSubstr("cluster 'c' needs etcd"));
+  EXPECT_THAT(LoadError("cluster: a/b\netcd: h:1\n"), HasSubstr("is not a cluster name"));
+  EXPECT_THAT(LoadError("etcd: 'h:1,,h:2'\n"), HasSubstr("empty entry"));
+  EXPECT_THAT(LoadError("etcd: 'h:0'\n"), HasSubstr("etcd endpoint 'h:0'"));
+  EXPECT_THAT(LoadError("etcd: 'h'\n"), HasSubstr("no port"));
+  EXPECT_THAT(LoadError("advertise: '0.0.0.0:7470'\n"), HasSubstr("wildcard"));
+  EXPECT_THAT(LoadError("advertise: 'host:0'\n"), HasSubstr("port '0' is out of range"));
+  EXPECT_THAT(LoadError("node_id: 'a/b'\n"), HasSubstr("node id"));
+  EXPECT_THAT(LoadError("lease_ttl_secs: 0\n"), HasSubstr("lease_ttl_secs"));
+  EXPECT_THAT(LoadError("lease_ttl_secs: 3601\n"), HasSubstr("lease_ttl_secs"));
 }
 
 TEST_F(ConfigTest, EicTransTypeZeroIsAutomatic) {

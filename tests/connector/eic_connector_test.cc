@@ -359,5 +359,48 @@ TEST_F(EicConnectorTest, AutomaticTransportFallsBackToTcpWithAReason) {
       << (*conn)->TransportReason();
 }
 
+// EIC's static-cluster form in remote_url: the chunks spread over the nodes, come back whole,
+// and the URL's namespace is the connector's.
+TEST_F(EicConnectorTest, AStaticClusterUrlSpreadsChunksOverItsNodes) {
+  std::vector<std::unique_ptr<Server>> nodes;
+  std::string list;
+  for (int i = 0; i < 3; ++i) {
+    StartNode();
+    list += (list.empty() ? "" : ";") + server_->address();
+    nodes.push_back(std::move(server_));
+  }
+  ConnectorOptions options;
+  options.transport_type = 1;
+  options.timeout_secs = 5;
+  auto conn = CreateConnector("eic://" + list + "/tenant/", options);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  std::vector<CacheKey> keys;
+  std::vector<OwnedChunk> chunks;
+  for (int i = 0; i < 30; ++i) {
+    keys.push_back(KeyOf(100 + i));
+    chunks.push_back(KvChunkOf(1, 4, 16, i));
+  }
+  std::vector<KvChunkView> views;
+  for (const OwnedChunk& c : chunks)
+    views.push_back(c.view());
+  auto put = (*conn)->BatchedPut(keys, views);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  auto got = (*conn)->BatchedGet(keys);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE((*got)[i].has_value()) << i;
+    EXPECT_EQ((*got)[i]->data, chunks[i].data) << i;
+  }
+  for (const auto& node : nodes) {
+    Client one;
+    ASSERT_TRUE(one.Init("count", node->address()).ok());
+    Result<NodeStats> stats = one.Stats();
+    ASSERT_TRUE(stats.ok());
+    ASSERT_EQ(stats->namespaces.size(), 1u);
+    EXPECT_EQ(stats->namespaces[0].name, "tenant");
+    EXPECT_GT(stats->namespaces[0].objects, 0u) << node->address();
+  }
+}
+
 }  // namespace
 }  // namespace kvport

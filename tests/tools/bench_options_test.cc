@@ -75,6 +75,28 @@ TEST(BenchOptionsTest, ValidateNamesTheBadOption) {
   EXPECT_NE(o.Validate().message().find("--connections"), std::string::npos);
 }
 
+TEST(BenchOptionsTest, NodesAreEmbeddedAndBounded) {
+  BenchOptions o;
+  o.nodes = 3;
+  EXPECT_TRUE(o.Validate().ok());
+  o.nodes = kMaxBenchNodes;
+  EXPECT_TRUE(o.Validate().ok());
+  for (int bad : {0, -1, kMaxBenchNodes + 1}) {
+    o.nodes = bad;
+    const Status s = o.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("--nodes"), std::string::npos) << s.message();
+  }
+  // An existing endpoint is measured as it is: --nodes would start nodes it never uses.
+  o.nodes = 2;
+  o.url = "127.0.0.1:7481;127.0.0.1:7482";
+  const Status s = o.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--url"), std::string::npos) << s.message();
+  o.nodes = 1;
+  EXPECT_TRUE(o.Validate().ok());  // a cluster URL alone is fine
+}
+
 TEST(PhaseDriverTest, StopsAtTheCallCountAndSumsOutcomes) {
   PhaseResult result;
   PhaseLimits limits;

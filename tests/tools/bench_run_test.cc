@@ -6,6 +6,8 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_report.h"
@@ -216,6 +218,129 @@ TEST(BenchRunTest, TransportChoicesThatCannotWorkAreRefused) {
   EXPECT_EQ(RunBench(o).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(*ParseTransportChoice("both"), TransportChoice::kBoth);
   EXPECT_FALSE(ParseTransportChoice("rdma").ok());
+}
+
+// --nodes 3: the same phases against one embedded node and against three as one static
+// cluster, in one run, each with its ratio (over shared memory too when the node offers it).
+TEST(BenchRunTest, NodesMeasuresOneNodeAndTheClusterInTheSameRun) {
+  BenchOptions o = TinyBench();
+  o.nodes = 3;
+  o.transport = TransportChoice::kAuto;
+  o.socket_baseline = false;
+  Result<BenchReport> r = RunBench(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const size_t transports = r->transports.size();
+  ASSERT_EQ(r->kvport.size(), 3 * transports);
+  ASSERT_EQ(r->cluster.size(), 3 * transports);
+  EXPECT_EQ(std::count(r->cluster_endpoint.begin(), r->cluster_endpoint.end(), ';'), 2)
+      << r->cluster_endpoint;
+  EXPECT_NE(r->node.find("embedded 127.0.0.1:"), std::string::npos) << r->node;
+  EXPECT_NE(r->node.find(r->cluster_endpoint), std::string::npos) << r->node;
+  for (Transport t : r->transports) {
+    for (Op op : {Op::kPut, Op::kGet, Op::kExists}) {
+      SCOPED_TRACE(fmt::format("{} {}", TransportName(t), OpName(op)));
+      const PhaseResult* one = r->FindKvport(op, t);
+      const PhaseResult* all = r->FindCluster(op, t);
+      ASSERT_NE(one, nullptr);
+      ASSERT_NE(all, nullptr);
+      EXPECT_EQ(one->system, "kvport");
+      EXPECT_EQ(all->system, "cluster");
+      for (const PhaseResult* p : {one, all}) {
+        EXPECT_TRUE(p->error.empty()) << p->error;
+        EXPECT_EQ(p->failed_keys, 0u);
+        EXPECT_EQ(p->calls, op == Op::kExists ? o.exists_count : o.count);
+      }
+      EXPECT_EQ(all->keys, one->keys);
+      EXPECT_EQ(all->bytes, one->bytes);
+      EXPECT_TRUE(r->RatioClusterToNode(op, t).has_value());
+    }
+  }
+  EXPECT_TRUE(r->AllPassed());
+
+  const std::string text = FormatBenchText(*r);
+  EXPECT_NE(text.find("cluster of 3 nodes over one node alone"), std::string::npos) << text;
+  EXPECT_NE(text.find("cluster put"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvport  put"), std::string::npos) << text;
+  size_t ratio_lines = 0;
+  for (size_t at = text.find("cluster/node"); at != std::string::npos;
+       at = text.find("cluster/node", at + 1))
+    ++ratio_lines;
+  EXPECT_EQ(ratio_lines, 3 * transports) << text;
+
+  const nlohmann::json json = nlohmann::json::parse(FormatBenchJson(*r));
+  EXPECT_EQ(json["options"]["nodes"], 3);
+  EXPECT_EQ(json["cluster"]["nodes"], 3);
+  EXPECT_EQ(json["cluster"]["endpoint"], r->cluster_endpoint);
+  for (const char* op : {"put", "get", "exists"}) {
+    EXPECT_TRUE(json["cluster"]["ratios"][op]["vs_node"].is_number()) << op;
+  }
+  const bool shm = transports == 2;
+  EXPECT_EQ(json["cluster"]["ratios_shm"].is_null(), !shm);
+  if (shm) {
+    EXPECT_TRUE(json["cluster"]["ratios_shm"]["get"]["vs_node"].is_number());
+  }
+  ASSERT_EQ(json["phases"].size(), r->kvport.size() + r->cluster.size() + r->memcpy.size());
+  size_t cluster_phases = 0;
+  for (const nlohmann::json& phase : json["phases"])
+    cluster_phases += phase["system"] == "cluster" ? 1 : 0;
+  EXPECT_EQ(cluster_phases, r->cluster.size());
+  EXPECT_EQ(json["passed"], true);
+}
+
+// One node: no cluster rows, no cluster object.
+TEST(BenchRunTest, OneNodeReportsNoCluster) {
+  BenchOptions o = TinyBench();
+  o.transport = TransportChoice::kTcp;
+  o.socket_baseline = false;
+  o.ops = {Op::kPut};
+  Result<BenchReport> r = RunBench(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->cluster.empty());
+  EXPECT_TRUE(r->cluster_endpoint.empty());
+  EXPECT_FALSE(r->RatioClusterToNode(Op::kPut).has_value());
+  EXPECT_EQ(FormatBenchText(*r).find("cluster/node"), std::string::npos);
+  const nlohmann::json json = nlohmann::json::parse(FormatBenchJson(*r));
+  EXPECT_TRUE(json["cluster"].is_null());
+  EXPECT_EQ(json["options"]["nodes"], 1);
+}
+
+// --url with a static cluster ("a;b"): the bench runs against it, its keys spread over both
+// nodes, and the report names the endpoint and the nodes it resolved to.
+TEST(BenchRunTest, ExistingStaticClusterByUrl) {
+  std::vector<std::unique_ptr<Server>> servers;
+  std::string url;
+  for (int i = 0; i < 2; ++i) {
+    ServerOptions so;
+    so.capacity_bytes = 32 << 20;
+    so.threads = 1;
+    Result<std::unique_ptr<Server>> server = Server::Start(so);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    url += (url.empty() ? "" : ";") + (*server)->address();
+    servers.push_back(std::move(server).value());
+  }
+  BenchOptions o = TinyBench();
+  o.url = url;
+  o.batch = 16;  // 32 keys: all on one of two nodes has odds of 2^-31
+  o.value_bytes = 16 << 10;
+  o.socket_baseline = false;
+  Result<BenchReport> r = RunBench(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->kvport.size(), 3u);
+  for (const PhaseResult& p : r->kvport) {
+    EXPECT_TRUE(p.error.empty()) << p.error;
+    EXPECT_EQ(p.failed_keys, 0u);
+  }
+  EXPECT_TRUE(r->cluster.empty());  // the URL's cluster is the one measured
+  EXPECT_NE(r->node.find(url), std::string::npos) << r->node;
+  EXPECT_NE(r->node.find("a cluster of 2 nodes"), std::string::npos) << r->node;
+  const uint64_t a = servers[0]->Stats().Get("objects");
+  const uint64_t b = servers[1]->Stats().Get("objects");
+  EXPECT_EQ(a + b, 2 * o.batch);  // 2 threads' keys, each on one node
+  EXPECT_GT(a, 0u);
+  EXPECT_GT(b, 0u);
+  const nlohmann::json json = nlohmann::json::parse(FormatBenchJson(*r));
+  EXPECT_EQ(json["options"]["url"], url);
+  EXPECT_TRUE(json["cluster"].is_null());
 }
 
 // A tiny matrix: every row runs put and get over each transport, each with its limit.

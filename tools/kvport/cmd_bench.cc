@@ -4,7 +4,8 @@
 // shared memory) and redis-server. With no arguments: put and get of 8 MiB values in batches of
 // 16 over 2 connections, mexist of 1024 keys per call, on an embedded node, over TCP and (when
 // the node offers it) shared memory, every baseline; bounded by --count and --seconds per phase.
-// `kvport bench --matrix` runs value sizes x batches x connections x transports instead.
+// `kvport bench --matrix` runs value sizes x batches x connections x transports instead;
+// `kvport bench --nodes N` measures N embedded nodes as one cluster against one of them alone.
 #include <CLI/CLI.hpp>
 
 #include <charconv>
@@ -42,6 +43,7 @@ struct BenchFlags {
   CLI::Option* count_option = nullptr;
   CLI::Option* seconds_option = nullptr;
   std::vector<CLI::Option*> shape_options;  // not for --matrix
+  CLI::Option* nodes_option = nullptr;      // not for --matrix
 };
 
 // A whole number of at least 1 ("16").
@@ -86,6 +88,10 @@ int RunMatrixCommand(BenchFlags& f) {
           " does not apply to --matrix: it runs --matrix-sizes x --matrix-batches x "
           "--matrix-connections"));
     }
+  }
+  if (f.nodes_option->count() > 0 && f.options.nodes != 1) {
+    return Fail(Status::InvalidArgument(
+        "--nodes does not apply to --matrix: the matrix runs on one embedded node"));
   }
   bench::MatrixOptions m;
   Result<std::vector<uint64_t>> sizes = ParseList(f.matrix_sizes, "--matrix-sizes", true);
@@ -185,8 +191,18 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
       "Throughput and latency of put/get/exists over TCP and shared memory, against each "
       "transport's limit (loopback socket, memcpy) and redis-server, in one run");
   cmd->add_option("--url", o.url,
-                  "An existing node, eic://HOST:PORT or unix:/PATH (default: an embedded node in "
-                  "this process)");
+                  "An existing node (HOST:PORT, eic://HOST:PORT, unix:/PATH) or cluster "
+                  "(\"HOST:PORT;HOST:PORT\", etcd:HOST:PORT/CLUSTER) (default: an embedded node "
+                  "in this process)");
+  flags->nodes_option =
+      cmd->add_option(
+             "--nodes", o.nodes,
+             "Embedded nodes (1-16; not with --url). From 2: starts that many on loopback, each "
+             "with the capacity and I/O threads one embedded node gets (--capacity, "
+             "--node-threads apply per node), and measures every phase against the first node "
+             "alone and then against all of them as one static cluster (--connections to each "
+             "node), reporting cluster/node ratios")
+          ->capture_default_str();
   cmd->add_option("--transport", flags->transport,
                   "tcp, shm (same-host shared memory), both, or auto: both when the node offers "
                   "shared memory (an embedded node of a build whose server has it, or a unix: "

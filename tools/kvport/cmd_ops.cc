@@ -1,20 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 // Operator commands against a running node, through the client SDK:
 //
-//   kvport put    (--url eic://HOST:PORT[/NS] | --config FILE) [--ns NS] [--ttl S] [--meta T]
+//   kvport put    (--url URL | --config FILE) [--ns NS] [--ttl S] [--meta T]
 //                 KEY [FILE|-]
 //   kvport get    (--url ... | --config FILE) [--ns NS] [--max-bytes SIZE] KEY [FILE|-]
 //   kvport exists (--url ... | --config FILE) [--ns NS] KEY...
 //   kvport del    (--url ... | --config FILE) [--ns NS] KEY...
 //   kvport stat   (--url ... | --config FILE) [--json]
 //
-// --config takes remote_url, eic_trans_type, eic_kv_ns, eic_kv_ttl, blocking_timeout_secs and
-// the runtime library paths from an LMCache-style YAML through the one config loader, so an
-// operator can check a deployment's config against a node before starting an engine: a
-// GPUDirect config on a host that cannot do it fails here, with the reason. With --url alone the
-// client chooses the transport itself (eic_trans_type 0: shared memory with a node on this host
-// that offers it, TCP otherwise); --url unix:/PATH asks for shared memory. Precedence: --url over
-// remote_url; --ns over the URL's /NS over eic_kv_ns; --ttl over eic_kv_ttl.
+// URL is eic://HOST:PORT[/NS], a cluster (eic://A:P;B:P[/NS], eic://etcd:HOST:PORT/CLUSTER[/NS];
+// docs/cluster.md: stat then sums the nodes and lists each) or unix:/PATH. --config takes
+// remote_url, eic_trans_type, eic_kv_ns, eic_kv_ttl, blocking_timeout_secs, token_file,
+// replicas, write_quorum and the runtime library paths from an LMCache-style YAML through the one
+// config loader, so an operator can check a deployment's config against a node before starting an
+// engine: a GPUDirect config on a host that cannot do it fails here, with the reason. With --url
+// alone the client chooses the transport itself (eic_trans_type 0: shared memory with a node on
+// this host that offers it, TCP otherwise); --url unix:/PATH asks for shared memory. Precedence:
+// --url over remote_url; --ns over the URL's /NS over eic_kv_ns; --ttl over eic_kv_ttl.
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -87,6 +89,8 @@ Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
     init.cuda_runtime_library = config.cuda_runtime_library;
     init.ascend_runtime_library = config.ascend_runtime_library;
     init.token_file = config.token_file;
+    init.replicas = static_cast<int>(config.replicas);
+    init.write_quorum = static_cast<int>(config.write_quorum);
     config_ns = config.eic_kv_ns;
     ttl = config.eic_kv_ttl;
     timeout = config.blocking_timeout_secs;
@@ -242,6 +246,16 @@ int RunPerKey(const OpsOptions& o, bool del) {
   return r->status == BatchCode::kSuccess ? 0 : 1;
 }
 
+// The insecure warning, once per node that reports it.
+void WarnInsecure(const std::string& node, const NodeStats& stats) {
+  if (stats.Get("insecure") == 0) return;
+  std::fprintf(stderr,
+               "kvport stat: warning: node %s is INSECURE: it requires no token and listens "
+               "beyond loopback, so anyone who reaches it can read, overwrite and delete "
+               "every key (docs/security.md)\n",
+               node.c_str());
+}
+
 int RunStat(const OpsOptions& o) {
   if (!o.args.empty()) {
     std::fprintf(stderr, "kvport stat: takes no arguments\n");
@@ -249,14 +263,19 @@ int RunStat(const OpsOptions& o) {
   }
   Result<std::unique_ptr<Session>> s = Connect(o);
   if (!s.ok()) return Fail(s.status());
-  Result<NodeStats> stats = (*s)->client.Stats();
+  Client& client = (*s)->client;
+  Result<NodeStats> stats = client.Stats();
   if (!stats.ok()) return Fail(stats.status());
-  if (stats->Get("insecure") != 0) {
-    std::fprintf(stderr,
-                 "kvport stat: warning: node %s is INSECURE: it requires no token and listens "
-                 "beyond loopback, so anyone who reaches it can read, overwrite and delete "
-                 "every key (docs/security.md)\n",
-                 (*s)->client.endpoint().c_str());
+  // A cluster: the sum first, then each node (asked again: the sum's own round is not kept).
+  std::vector<NodeReport> nodes;
+  if (client.is_cluster()) {
+    Result<std::vector<NodeReport>> reports = client.StatsPerNode();
+    if (!reports.ok()) return Fail(reports.status());
+    nodes = std::move(reports).value();
+    for (const NodeReport& node : nodes)
+      WarnInsecure(node.address, node.stats);
+  } else {
+    WarnInsecure(client.endpoint(), *stats);
   }
   // Names come from the node and are bytes: they may hold newlines, terminal escapes, NULs or
   // invalid UTF-8. Text output escapes them (common/escape_text.h), so every line printed is
@@ -265,24 +284,51 @@ int RunStat(const OpsOptions& o) {
   std::string out;
   if (o.json) {
     using Json = nlohmann::ordered_json;
-    Json counters = Json::object();
-    for (const auto& [name, value] : stats->counters)
-      counters[name] = value;
+    auto counters_of = [](const NodeStats& of) {
+      Json counters = Json::object();
+      for (const auto& [name, value] : of.counters)
+        counters[name] = value;
+      return counters;
+    };
     Json namespaces = Json::array();
     for (const auto& ns : stats->namespaces) {
       namespaces.push_back({{"name", ns.name}, {"objects", ns.objects}, {"bytes", ns.bytes}});
     }
-    const Json json = {{"node", (*s)->client.endpoint()},
-                       {"counters", std::move(counters)},
-                       {"namespaces", std::move(namespaces)}};
+    Json json = {{"node", client.endpoint()},
+                 {"counters", counters_of(*stats)},
+                 {"namespaces", std::move(namespaces)}};
+    if (client.is_cluster()) {
+      Json per_node = Json::array();
+      for (const NodeReport& node : nodes) {
+        Json entry = {{"id", node.id},
+                      {"address", node.address},
+                      {"epoch", std::to_string(node.epoch)},
+                      {"status", node.status.ok() ? "ok" : node.status.ToString()}};
+        if (node.status.ok()) entry["counters"] = counters_of(node.stats);
+        per_node.push_back(std::move(entry));
+      }
+      json["nodes"] = std::move(per_node);
+    }
     out = json.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
   } else {
-    out = fmt::format("node {}\n", EscapeText((*s)->client.endpoint()));
+    out = fmt::format("{} {}\n", client.is_cluster() ? "cluster" : "node",
+                      EscapeText(client.endpoint()));
     for (const auto& [name, value] : stats->counters)
       out += fmt::format("{:<28} {}\n", EscapeText(name), value);
     for (const auto& ns : stats->namespaces) {
       out += fmt::format("namespace '{}': {} objects, {} bytes\n", EscapeText(ns.name, '\''),
                          ns.objects, ns.bytes);
+    }
+    for (const NodeReport& node : nodes) {
+      out += fmt::format("node {} at {} epoch {}: ", EscapeText(node.id), EscapeText(node.address),
+                         node.epoch);
+      if (!node.status.ok()) {
+        out += "unreachable: " + EscapeText(node.status.ToString()) + "\n";
+        continue;
+      }
+      out += fmt::format("capacity_bytes {} used_bytes {} objects {}\n",
+                         node.stats.Get("capacity_bytes"), node.stats.Get("used_bytes"),
+                         node.stats.Get("objects"));
     }
   }
   std::fwrite(out.data(), 1, out.size(), stdout);

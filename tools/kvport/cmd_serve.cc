@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kvport serve [--config FILE] [--listen HOST:PORT] [--unix-socket PATH|auto|""]
-// [--capacity SIZE] [--threads N] [--http HOST:PORT]`: run a cache node in the foreground until
-// SIGINT or SIGTERM, then stop gracefully and exit 0.
+// [--capacity SIZE] [--threads N] [--http HOST:PORT] [--cluster NAME --etcd HOST:PORT[,...]
+// [--advertise HOST:PORT] [--node-id ID] [--lease-ttl SECS]]`: run a cache node in the
+// foreground until SIGINT or SIGTERM, then stop gracefully and exit 0. With --cluster the node
+// registers in etcd (docs/cluster.md) and deregisters when it stops.
 //
 // Settings come from the config (file, LMCACHE_CONFIG_FILE, KVPORT_* environment, defaults;
 // see docs/configuration.md); the flags given here override them. By default the node also
@@ -37,7 +39,26 @@ struct ServeFlags {
   std::optional<unsigned> threads;
   bool insecure = false;
   std::optional<std::string> http;  // --http HOST:PORT or PORT
+  std::optional<std::string> cluster;
+  std::optional<std::string> etcd;
+  std::optional<std::string> advertise;
+  std::optional<std::string> node_id;
+  std::optional<uint32_t> lease_ttl;
 };
+
+// "H:P,H:P" as a list (the config check has already refused empty entries).
+std::vector<std::string> SplitEndpoints(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size() && !list.empty()) {
+    const size_t comma = list.find(',', start);
+    out.push_back(
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
 
 Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   ConfigSources sources;
@@ -93,6 +114,21 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   options.tokens_file = node.tokens_file;
   options.insecure = flags.insecure || node.insecure;
   options.server_name = std::string("kvport ") + KVPORT_VERSION;
+
+  options.cluster = flags.cluster.value_or(node.cluster);
+  options.etcd = SplitEndpoints(flags.etcd.value_or(node.etcd));
+  options.advertise = flags.advertise.value_or(node.advertise);
+  options.node_id = flags.node_id.value_or(node.node_id);
+  options.lease_ttl_secs = flags.lease_ttl.value_or(node.lease_ttl_secs);
+  if (!options.cluster.empty() && options.etcd.empty()) {
+    return Status::InvalidArgument("--cluster " + options.cluster +
+                                   " needs --etcd HOST:PORT[,HOST:PORT] (or etcd: in the config)");
+  }
+  for (const std::string& endpoint : options.etcd) {
+    if (endpoint.empty()) {
+      return Status::InvalidArgument("--etcd: an empty endpoint; expected HOST:PORT[,HOST:PORT]");
+    }
+  }
   return options;
 }
 
@@ -125,7 +161,10 @@ int Serve(const ServeFlags& flags) {
   }
 
   Result<std::unique_ptr<Server>> server = Server::Start(*options);
-  if (!server.ok() && options->unix_socket == "auto") {
+  // An unreachable etcd is not the socket's fault: no second attempt (and no second wait).
+  const bool etcd_failed = !options->cluster.empty() && !server.ok() &&
+                           server.status().code() == StatusCode::kUnavailable;
+  if (!server.ok() && options->unix_socket == "auto" && !etcd_failed) {
     // The automatic socket is a convenience: if the node starts without it, the socket was
     // what failed, and TCP clients are served as before.
     ServerOptions tcp_only = *options;
@@ -145,6 +184,13 @@ int Serve(const ServeFlags& flags) {
   if (flags.capacity) given.push_back({"capacity", *flags.capacity, "--capacity"});
   if (flags.threads) given.push_back({"threads", std::to_string(*flags.threads), "--threads"});
   if (flags.http) given.push_back({"http_listen", *flags.http, "--http"});
+  if (flags.cluster) given.push_back({"cluster", *flags.cluster, "--cluster"});
+  if (flags.etcd) given.push_back({"etcd", *flags.etcd, "--etcd"});
+  if (flags.advertise) given.push_back({"advertise", *flags.advertise, "--advertise"});
+  if (flags.node_id) given.push_back({"node_id", *flags.node_id, "--node-id"});
+  if (flags.lease_ttl) {
+    given.push_back({"lease_ttl_secs", std::to_string(*flags.lease_ttl), "--lease-ttl"});
+  }
   log::Info("{}", StartupLine(**server, *options, config, given, http.get()));
   std::printf("kvport: serving on %s\n", (*server)->address().c_str());
   if (http != nullptr) std::printf("kvport: http on %s\n", http->address().c_str());
@@ -192,6 +238,20 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   serve->add_option("--http", flags->http,
                     "HTTP endpoint for /metrics, /health and /stats: HOST:PORT, or a bare PORT "
                     "for 127.0.0.1 (default: http_listen, \"\" = none)");
+  serve->add_option("--cluster", flags->cluster,
+                    "Join this cluster: register in etcd (needs --etcd; docs/cluster.md). Default: "
+                    "the config's cluster, \"\" = standalone");
+  serve->add_option("--etcd", flags->etcd,
+                    "etcd endpoints the node registers at: HOST:PORT[,HOST:PORT] (default: etcd)");
+  serve->add_option("--advertise", flags->advertise,
+                    "HOST:PORT clients should connect to (default: the listen address; required "
+                    "when listening on 0.0.0.0)");
+  serve->add_option("--node-id", flags->node_id,
+                    "The node's name in the cluster (default: the advertised address)");
+  serve
+      ->add_option("--lease-ttl", flags->lease_ttl,
+                   "Seconds a node that stops renewing stays registered (default 10)")
+      ->check(CLI::Range(1, 3600));
   serve->callback([flags, exit_code] { *exit_code = Serve(*flags); });
 }
 

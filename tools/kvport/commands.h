@@ -24,7 +24,8 @@ void AddDemoCommand(CLI::App& app, int* exit_code);
 // Prints "kvport: <status message>" on stderr and returns 1. For commands' error paths.
 int Fail(const Status& status);
 
-void AddTopCommand(CLI::App& app, int* exit_code);  // kvport top (cmd_top.cc)
+void AddTopCommand(CLI::App& app, int* exit_code);      // kvport top (cmd_top.cc)
+void AddClusterCommand(CLI::App& app, int* exit_code);  // kvport cluster status (cmd_cluster.cc)
 // True when the global --log-level was given (it then wins over the config's log_level).
 bool LogLevelGivenOnCommandLine();
 

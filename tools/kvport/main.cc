@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   kvport::cli::AddBenchCommand(app, &exit_code);
   kvport::cli::AddDemoCommand(app, &exit_code);
   kvport::cli::AddTopCommand(app, &exit_code);
+  kvport::cli::AddClusterCommand(app, &exit_code);
 
   try {
     app.parse(argc, argv);

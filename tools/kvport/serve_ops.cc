@@ -53,11 +53,15 @@ std::string StartupLine(const Server& node, const ServerOptions& options, const 
     add(fmt::format("{}=\"{}\" (flag {})", f.key, EscapeText(f.value, '"'), f.flag));
   if (settings.empty()) settings = "none";
 
+  const std::string cluster =
+      options.cluster.empty()
+          ? std::string("standalone")
+          : fmt::format("cluster {} (epoch {:016x})", EscapeText(options.cluster), node.epoch());
   return fmt::format(
-      "kvport {} serving: {}; capacity {}; transports {}; auth {}; {} I/O threads; non-default "
-      "settings: {}",
+      "kvport {} serving: {}; capacity {}; transports {}; auth {}; {}; {} I/O threads; "
+      "non-default settings: {}",
       KVPORT_VERSION, listen, FormatSize(node.Stats().Get("capacity_bytes")), transports,
-      node.auth_mode(), options.threads == 0 ? HostCpuCount() : options.threads, settings);
+      node.auth_mode(), cluster, options.threads == 0 ? HostCpuCount() : options.threads, settings);
 }
 
 Result<std::unique_ptr<http::HttpServer>> StartHttpEndpoint(std::string_view listen,

@@ -25,7 +25,8 @@ struct FlagValue {
 Status ApplyLogSettings(const Config& config);
 
 // "kvport 0.1.0 serving: tcp 127.0.0.1:7470, unix /tmp/kvport-7470.sock, http
-// 127.0.0.1:9470; capacity 1 GiB; transports tcp, shm; auth none; non-default settings:
+// 127.0.0.1:9470; capacity 1 GiB; transports tcp, shm; auth none; standalone (or: cluster c1
+// (epoch 3f2a...)); 4 I/O threads; non-default settings:
 // capacity=8 GiB (flag --capacity), log_level="debug" (env:KVPORT_LOG_LEVEL)".
 std::string StartupLine(const Server& node, const ServerOptions& options, const Config& config,
                         const std::vector<FlagValue>& flags, const http::HttpServer* http);

@@ -102,6 +102,16 @@ Status BenchOptions::Validate() const {
   if (!(max_seconds > 0)) return Status::InvalidArgument("--seconds must be positive");
   if (exists_batch == 0) return Status::InvalidArgument("--exists-batch must be at least 1");
   if (exists_count == 0) return Status::InvalidArgument("--exists-count must be at least 1");
+  if (nodes < 1 || nodes > kMaxBenchNodes) {
+    return Status::InvalidArgument(
+        fmt::format("--nodes must be 1 to {} (embedded nodes), got {}", kMaxBenchNodes, nodes));
+  }
+  if (nodes > 1 && !url.empty()) {
+    return Status::InvalidArgument(
+        "--nodes starts embedded nodes and cannot be combined with --url; to measure an existing "
+        "cluster give its endpoint to --url alone (\"HOST:PORT;HOST:PORT\" or "
+        "etcd:HOST:PORT/CLUSTER)");
+  }
   return Status::Ok();
 }
 

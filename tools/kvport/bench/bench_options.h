@@ -34,6 +34,9 @@ enum class TransportChoice { kAuto, kTcp, kShm, kBoth };
 Result<TransportChoice> ParseTransportChoice(std::string_view name);
 std::string_view TransportChoiceName(TransportChoice choice);
 
+// The most embedded nodes --nodes starts.
+inline constexpr int kMaxBenchNodes = 16;
+
 struct BenchOptions {
   // eic://HOST:PORT (TCP) or unix:/PATH (shared memory) of an existing node; empty starts an
   // embedded node in this process, which offers both when this build's server can.
@@ -64,6 +67,12 @@ struct BenchOptions {
   // The embedded node: capacity (0 = sized from the workload) and I/O threads (0 = per CPU).
   uint64_t node_capacity = 0;
   unsigned node_threads = 0;
+  // Embedded nodes (1..kMaxBenchNodes; not with `url`). From 2, RunBench starts that many on
+  // loopback, each with the capacity and I/O threads one embedded node would have, and measures
+  // every phase twice in the same run: against the first node alone, then against all of them
+  // as one static cluster ("a;b;c"), in that order per transport. Between the two the one-node
+  // run's keys are deleted, so each run reads only what it wrote.
+  int nodes = 1;
   // Untimed puts of about this many bytes before the timed phases, on kvport and on redis
   // alike, so what is timed is a warm server: a fresh node's arena (and redis's heap) is
   // committed page by page on first write, which on VMs runs at a fraction of the network's

@@ -124,6 +124,12 @@ std::string FormatBenchText(const BenchReport& report) {
       ops, FormatSize(o.value_bytes), o.shape ? " (" + o.shape->ToString() + ")" : "", o.batch,
       o.connections, o.worker_threads(), o.exists_batch, TransportList(report.transports));
   out += fmt::format("node: {}\n", report.node);
+  if (o.nodes > 1) {
+    out += fmt::format(
+        "nodes: {0} embedded; 'kvport' rows: the first node alone, 'cluster' rows: all {0} as one "
+        "static cluster ({1} connection(s) to each), the one node's keys deleted in between\n",
+        o.nodes, o.connections);
+  }
   if (!report.transport_note.empty()) out += report.transport_note + "\n";
   out += o.warmup_calls() > 0
              ? fmt::format("warm-up: {} of untimed puts first, on kvport and redis alike\n\n",
@@ -131,7 +137,8 @@ std::string FormatBenchText(const BenchReport& report) {
              : std::string("warm-up: none\n\n");
   out += fmt::format("  {:<7} {:<7} {:<13} {:>7} {:>9} {:>7} {:>8} {:>8} {:>8}\n", "system", "op",
                      "mode", "GB/s", "keys/s", "calls", "p50 ms", "p99 ms", "p999 ms");
-  for (const auto* list : {&report.kvport, &report.socket, &report.memcpy, &report.redis}) {
+  for (const auto* list :
+       {&report.kvport, &report.cluster, &report.socket, &report.memcpy, &report.redis}) {
     for (const PhaseResult& p : *list)
       out += Row(p);
   }
@@ -168,6 +175,18 @@ std::string FormatBenchText(const BenchReport& report) {
           RatioText(report.RatioToRedis(op, t)), op == Op::kExists ? "  (keys/s)" : "  (GB/s)");
     }
   }
+  if (!report.cluster.empty()) {
+    out += fmt::format("\ncluster of {} nodes over one node alone (same run, same phases):\n",
+                       o.nodes);
+    for (Op op : o.ops) {
+      for (Transport t : report.transports) {
+        if (report.FindCluster(op, t) == nullptr) continue;
+        out += fmt::format("  {:<7} {:<4} cluster/node   {:>7}{}\n", OpName(op), TransportName(t),
+                           RatioText(report.RatioClusterToNode(op, t)),
+                           op == Op::kExists ? "  (keys/s)" : "  (GB/s)");
+      }
+    }
+  }
   if (!report.AllPassed()) out += "\nFAILED: some keys failed or did not verify (see above)\n";
   return out;
 }
@@ -192,7 +211,8 @@ std::string FormatBenchJson(const BenchReport& report) {
                   {"exists_count", o.exists_count},
                   {"warmup_bytes", o.warmup_calls() * o.batch * o.value_bytes},
                   {"transports", std::move(transports)},
-                  {"redis_pipeline", o.redis_depth()}};
+                  {"redis_pipeline", o.redis_depth()},
+                  {"nodes", o.nodes}};
   if (o.shape) {
     options["shape"] = {{"layers", o.shape->layers},
                         {"kv_heads", o.shape->kv_heads},
@@ -201,7 +221,8 @@ std::string FormatBenchJson(const BenchReport& report) {
                         {"tokens_per_chunk", o.shape->tokens_per_chunk}};
   }
   Json phases = Json::array();
-  for (const auto* list : {&report.kvport, &report.socket, &report.memcpy, &report.redis}) {
+  for (const auto* list :
+       {&report.kvport, &report.cluster, &report.socket, &report.memcpy, &report.redis}) {
     for (const PhaseResult& p : *list)
       phases.push_back(PhaseJson(p));
   }
@@ -218,6 +239,21 @@ std::string FormatBenchJson(const BenchReport& report) {
   }
   const bool shm = std::find(report.transports.begin(), report.transports.end(), Transport::kShm) !=
                    report.transports.end();
+  Json cluster(nullptr);
+  if (!report.cluster.empty()) {
+    Json cluster_ratios = Json::object();
+    Json cluster_ratios_shm = Json::object();
+    for (Op op : o.ops) {
+      cluster_ratios[std::string(OpName(op))] = {
+          {"vs_node", Ratio(report.RatioClusterToNode(op, Transport::kTcp))}};
+      cluster_ratios_shm[std::string(OpName(op))] = {
+          {"vs_node", Ratio(report.RatioClusterToNode(op, Transport::kShm))}};
+    }
+    cluster = {{"nodes", o.nodes},
+               {"endpoint", report.cluster_endpoint},
+               {"ratios", std::move(cluster_ratios)},
+               {"ratios_shm", shm ? std::move(cluster_ratios_shm) : Json(nullptr)}};
+  }
   const Json out = {
       {"options", std::move(options)},
       {"node", report.node},
@@ -230,6 +266,7 @@ std::string FormatBenchJson(const BenchReport& report) {
                                                : Json(nullptr)},
       {"ratios", std::move(ratios)},
       {"ratios_shm", shm ? std::move(ratios_shm) : Json(nullptr)},
+      {"cluster", std::move(cluster)},
       {"transport_note", report.transport_note},
       {"socket_skipped", report.socket_skipped},
       {"redis_skipped", report.redis_skipped},

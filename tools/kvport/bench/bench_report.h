@@ -20,8 +20,13 @@ std::string FormatBenchText(const BenchReport& report);
 //    "memcpy_limit": {"gb_per_s"} | null,              (the shared-memory limit)
 //    "ratios": {"put": {"vs_limit", "vs_redis"}, "get": {...}, "exists": {...}},   (TCP)
 //    "ratios_shm": {"put": {"vs_memcpy", "vs_redis"}, ...} | null,
+//    "cluster": {"nodes", "endpoint", "ratios": {"put": {"vs_node"}, "get": {...},
+//                "exists": {...}}, "ratios_shm": {...} | null} | null,   (--nodes N >= 2)
 //    "transport_note": "...", "socket_skipped": "...", "redis_skipped": "...", "passed": true}
-// kvport phases' variant is the transport ("tcp", "shm"), redis phases' the pattern.
+// kvport phases' variant is the transport ("tcp", "shm"), redis phases' the pattern. With
+// --nodes, the phases against the cluster have system "cluster" (variant the transport), the
+// "kvport" ones are against its first node alone, and options.nodes is N; cluster.ratios are
+// the cluster over the one node (GB/s for put and get, keys/s for exists).
 std::string FormatBenchJson(const BenchReport& report);
 
 // The matrix as a table (one row per shape and transport, with its limit and ratios).

@@ -36,6 +36,12 @@ struct BenchReport {
   std::vector<PhaseResult> redis;     // variant: the pattern ("pipeline 16", "no pipeline")
   std::string socket_skipped;         // why there is no socket baseline, when there is none
   std::string redis_skipped;          // why there is no redis baseline, when there is none
+  // --nodes N (N >= 2): `kvport` holds the phases against the first node alone, `cluster` the
+  // same phases against the N nodes as one static cluster (system "cluster", variant the
+  // transport), measured in the same run; cluster_endpoint is the endpoint that cluster's
+  // client was given ("127.0.0.1:P1;127.0.0.1:P2;..."). Empty with one node.
+  std::vector<PhaseResult> cluster;
+  std::string cluster_endpoint;
 
   // The fastest socket mode (the TCP limit), or null.
   const PhaseResult* Limit() const;
@@ -52,6 +58,10 @@ struct BenchReport {
   // and get, keys/s for exists); nullopt when either side is missing or failed.
   std::optional<double> RatioToLimit(Op op, Transport transport = Transport::kTcp) const;
   std::optional<double> RatioToRedis(Op op, Transport transport = Transport::kTcp) const;
+  // --nodes: the cluster's phase of `op` over `transport`, or null; and the cluster over the
+  // one node (GB/s for put and get, keys/s for exists), nullopt when either is missing or failed.
+  const PhaseResult* FindCluster(Op op, Transport transport = Transport::kTcp) const;
+  std::optional<double> RatioClusterToNode(Op op, Transport transport = Transport::kTcp) const;
   // True when every phase ran without an error or a failed key.
   bool AllPassed() const;
 };
@@ -59,6 +69,10 @@ struct BenchReport {
 // Progress notes ("starting redis-server ...") for the person waiting; may be empty.
 using BenchLog = std::function<void(std::string_view)>;
 
+// With options.nodes >= 2: the phases against one embedded node and against all of them as a
+// cluster, per transport (see BenchOptions::nodes and BenchReport::cluster). With a cluster
+// endpoint in options.url ("a:1;b:2", "etcd:HOST:PORT/CLUSTER"): the phases against that
+// cluster, reported in `kvport` like any node's, and `node` names the endpoint and its nodes.
 // Errors: InvalidArgument for bad options (or a transport the node cannot offer); a node that
 // cannot be started or reached. Failures inside a phase are reported in the phase, not here.
 Result<BenchReport> RunBench(BenchOptions options, const BenchLog& log = {});

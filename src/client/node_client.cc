@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "client/node_client.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "client/batch_call.h"
+#include "client/connection_pool.h"
+#include "client/transport_choice.h"
+#include "kvport/log.h"
+#include "protocol/messages.h"
+
+namespace kvport::client {
+
+namespace {
+
+// Rejects locally what the node would reject, as per-key codes.
+void CheckKeys(std::span<const std::string> keys, const protocol::Limits& limits,
+               KeyOutcomes& outcomes) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Status checked = protocol::CheckKey(keys[i], limits);
+    if (!checked.ok()) {
+      outcomes.Fail(i, KeyCode::kInvalidArgument, checked);
+    }
+  }
+}
+
+// An any-namespace call names no namespace (the options' contract); checked before anything
+// is sent.
+Status CheckAnyNamespaceOption(std::string_view op, bool any_namespace, std::string_view ns) {
+  if (!any_namespace || ns.empty()) return Status::Ok();
+  return Status::InvalidArgument(
+      fmt::format("{}: any_namespace with namespace '{}': leave ns empty to match the keys in any "
+                  "namespace, or clear any_namespace to use '{}' alone",
+                  op, ns, ns));
+}
+
+// Any-namespace requests need the node to have negotiated protocol version 2; there is no
+// fallback to an exact lookup.
+Status CheckAnyNamespaceVersion(std::string_view op, const Connection& conn) {
+  if (conn.version() >= protocol::kAnyNamespaceVersion) return Status::Ok();
+  return Status::NotSupported(fmt::format(
+      "{}: any_namespace needs protocol version {} or later, but node {} chose version {} (this "
+      "client speaks {}..{}); upgrade the node",
+      op, protocol::kAnyNamespaceVersion, conn.peer(), conn.version(),
+      protocol::kMinProtocolVersion, protocol::kMaxProtocolVersion));
+}
+
+std::vector<size_t> Unfailed(size_t n, const KeyOutcomes& outcomes, size_t* rejected) {
+  std::vector<size_t> send;
+  send.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!outcomes.failed(i)) send.push_back(i);
+  }
+  *rejected = n - send.size();
+  return send;
+}
+
+// The failure of a call none of whose keys got an answer, if that is what happened: every
+// key that was not rejected locally belongs to a frame that failed as a whole.
+template <typename Call>
+Status WholeCallFailure(const std::vector<std::unique_ptr<Call>>& calls, size_t rejected_locally) {
+  if (calls.empty() || rejected_locally > 0) return Status::Ok();
+  for (const auto& call : calls) {
+    if (call->status.ok()) return Status::Ok();
+  }
+  return calls.front()->status;
+}
+Status WholeCallFailure(const std::vector<FrameResult>& frames, size_t rejected_locally) {
+  if (frames.empty() || rejected_locally > 0) return Status::Ok();
+  for (const FrameResult& frame : frames) {
+    if (frame.status.ok()) return Status::Ok();
+  }
+  return frames.front().status;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NodeClient>> NodeClient::Open(
+    std::string_view instance_id, const NodeAddress& address, const InitOptions& options,
+    const TransportChoice& choice, const std::string& token, DeviceStaging* devices) {
+  PoolOptions pool_options;
+  pool_options.connections = options.connections;
+  pool_options.connect_timeout = options.connect_timeout;
+  pool_options.backoff_min = options.reconnect_backoff_min;
+  pool_options.backoff_max = options.reconnect_backoff_max;
+  pool_options.client_name = "kvport-client " + std::string(instance_id);
+  pool_options.connection.drain_timeout = options.drain_timeout;
+  pool_options.connection.drain_max_bytes = options.drain_max_bytes;
+  pool_options.connection.token = token;
+  KVPORT_ASSIGN_OR_RETURN(ChosenTransport chosen,
+                          OpenTransport(address, choice, pool_options, options.connect_timeout));
+  if (chosen.fallback) {
+    log::Warn("client {}: {}", instance_id, chosen.reason);
+  } else {
+    log::Info("client {}: {}", instance_id, chosen.reason);
+  }
+  std::unique_ptr<NodeClient> node(
+      new NodeClient(address.ToString(), options, devices, std::move(chosen)));
+  log::Info("client {}: connected to kvport node {} over {} ({} connections, timeout {} ms)",
+            instance_id, node->address_, node->transport(), options.connections,
+            options.timeout.count());
+  return node;
+}
+
+NodeClient::NodeClient(std::string address, const InitOptions& options, DeviceStaging* devices,
+                       ChosenTransport chosen)
+    : address_(std::move(address)),
+      timeout_(options.timeout),
+      devices_(devices),
+      transport_reason_(std::move(chosen.reason)),
+      transport_(std::move(chosen.transport)) {}
+
+NodeClient::~NodeClient() {
+  transport_->pool().CloseAll();
+}
+
+Deadline NodeClient::DeadlineFor(std::chrono::milliseconds timeout) const {
+  return MonotonicClock::now() + (timeout.count() > 0 ? timeout : timeout_);
+}
+
+template <typename Request, typename Response>
+Status NodeClient::RoundTrip(const Request& request, DecodingHandler<Request, Response>* handler) {
+  const Deadline deadline = DeadlineFor(std::chrono::milliseconds(0));
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> conn, transport_->pool().Acquire(deadline));
+  handler->request = request;
+  return RoundTripOn(*conn, handler, deadline);
+}
+
+Result<GetResult> NodeClient::MGet(std::span<const std::string> keys, const GetOptions& options,
+                                   const IOBuffers* buffers) {
+  return Mget(keys, options, buffers, nullptr);
+}
+
+Result<GetResult> NodeClient::MGetInPlace(std::span<const std::string> keys,
+                                          const GetOptions& options, InPlaceLoans* loans) {
+  Transport::Loan loan;
+  KVPORT_ASSIGN_OR_RETURN(GetResult result, Mget(keys, options, nullptr, &loan));
+  loans->views = std::move(loan.views);
+  loans->loans.push_back(std::move(loan));
+  return result;
+}
+
+Result<BatchResult> NodeClient::MSet(std::span<const std::string> keys, const IOBuffers& values,
+                                     const SetOptions& options,
+                                     std::span<const std::string> metas) {
+  BatchResult result;
+  if (keys.empty()) return result;
+  const Deadline deadline = DeadlineFor(options.timeout);
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, transport_->pool().Acquire(deadline));
+  const protocol::Limits limits = first->limits();
+  KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(options.ns, limits).WithContext("MSet"));
+
+  KeyOutcomes outcomes(keys, "MSET", options.ns);
+  CheckKeys(keys, limits, outcomes);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (outcomes.failed(i)) continue;
+    Status checked = metas.empty() ? Status::Ok() : protocol::CheckMeta(metas[i], limits);
+    if (checked.ok()) checked = protocol::CheckValueLength(values[i].size, limits);
+    if (!checked.ok()) {
+      outcomes.Fail(
+          i,
+          checked.code() == StatusCode::kTooLarge ? KeyCode::kTooLarge : KeyCode::kInvalidArgument,
+          checked);
+    }
+  }
+  WireBuffers wire = devices_->MapBuffers(values, outcomes);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (outcomes.failed(i) || !wire.staged(i)) continue;
+    Status copied = devices_->CopyStaged(values[i], wire.memory[i], wire.host[i], /*to_host=*/true);
+    if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
+  }
+
+  size_t rejected = 0;
+  const std::vector<size_t> send = Unfailed(keys.size(), outcomes, &rejected);
+  FrameCosts costs;
+  costs.descriptor_bytes = [&](size_t k) {
+    const size_t i = send[k];
+    return keys[i].size() + (metas.empty() ? 0 : metas[i].size()) + 32;
+  };
+  costs.payload_bytes = [&](size_t k) { return values[send[k]].size; };
+  const std::vector<FrameSlice> slices = PlanFrames(send.size(), costs, limits);
+  const uint32_t ttl = options.ttl_seconds <= 0
+                           ? 0
+                           : static_cast<uint32_t>(std::min<int64_t>(
+                                 options.ttl_seconds, std::numeric_limits<uint32_t>::max()));
+
+  std::vector<protocol::MsetItem> items;
+  items.reserve(send.size());
+  for (size_t i : send) {
+    items.push_back(
+        protocol::MsetItem{keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]),
+                           values[i].size, wire.host[i]});
+  }
+  PutBatch batch;
+  batch.ns = options.ns;
+  batch.ttl_seconds = ttl;
+  batch.items = items;
+  batch.slices = slices;
+  batch.first = std::move(first);
+  const std::vector<FrameResult> frames = transport_->Put(batch, deadline);
+  for (const FrameResult& frame : frames) {
+    for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
+      const size_t i = send[k];
+      if (!frame.status.ok()) {
+        outcomes.Fail(i, KeyCodeFromCallFailure(frame.status), frame.status);
+      } else {
+        outcomes.FromWire(i, frame.codes[k - frame.slice.begin], /*mget=*/false, frame.peer);
+      }
+    }
+  }
+  KVPORT_RETURN_IF_ERROR(WholeCallFailure(frames, rejected).WithContext("MSet"));
+  outcomes.Finish(&result);
+  return result;
+}
+
+// MGET, its meta-only form and the loan share everything but where the values go.
+Result<GetResult> NodeClient::Mget(std::span<const std::string> keys, const GetOptions& get_options,
+                                   const IOBuffers* buffers, Transport::Loan* loan) {
+  GetResult result;
+  const bool meta_only = buffers == nullptr && loan == nullptr;
+  const char* op = loan != nullptr ? "MGetInPlace" : meta_only ? "MGetMeta" : "MGet";
+  if (loan != nullptr && !transport_->capabilities().zero_copy_reads) {
+    return Status::NotSupported(fmt::format(
+        "{}: reading values in place needs the shared-memory transport (a node on this host); "
+        "this client uses {} ({})",
+        op, transport_->name(), transport_reason_));
+  }
+  const bool any_namespace = get_options.any_namespace;
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceOption(op, any_namespace, get_options.ns));
+  if (keys.empty()) return result;
+  const Deadline deadline = DeadlineFor(get_options.timeout);
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, transport_->pool().Acquire(deadline));
+  const protocol::Limits limits = first->limits();
+  KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(get_options.ns, limits).WithContext(op));
+  if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *first));
+
+  KeyOutcomes outcomes(keys, "MGET", get_options.ns, any_namespace);
+  CheckKeys(keys, limits, outcomes);
+  WireBuffers wire;
+  if (buffers != nullptr) wire = devices_->MapBuffers(*buffers, outcomes);
+
+  size_t rejected = 0;
+  const std::vector<size_t> send = Unfailed(keys.size(), outcomes, &rejected);
+  FrameCosts costs;
+  costs.descriptor_bytes = [&](size_t k) { return keys[send[k]].size() + 24; };
+  // Reserve room for what the response may bring back, so one frame's answer is not huge.
+  costs.payload_bytes = [&](size_t k) { return buffers == nullptr ? 0 : (*buffers)[send[k]].size; };
+  const std::vector<FrameSlice> slices = PlanFrames(send.size(), costs, limits);
+
+  // Every connection of the pool negotiated on its own (the node may have been replaced); the
+  // first one was checked above, a replaced one fails its frame with NotSupported.
+  std::vector<protocol::MgetKey> wire_keys;
+  std::vector<char*> destinations;
+  wire_keys.reserve(send.size());
+  destinations.reserve(send.size());
+  for (size_t i : send) {
+    protocol::MgetKey key{keys[i], protocol::kUnlimitedCapacity};
+    if (buffers != nullptr) key.buffer_capacity = (*buffers)[i].size;
+    wire_keys.push_back(key);
+    destinations.push_back(buffers == nullptr ? nullptr : wire.host[i]);
+  }
+  GetBatch batch;
+  batch.ns = get_options.ns;
+  batch.any_namespace = any_namespace;
+  batch.meta_only = meta_only;
+  batch.keys = wire_keys;
+  batch.destinations = destinations;
+  batch.slices = slices;
+  batch.first = std::move(first);
+  std::vector<FrameResult> frames;
+  if (loan != nullptr) {
+    KVPORT_ASSIGN_OR_RETURN(*loan, transport_->Lend(batch, deadline));
+    frames = std::move(loan->frames);
+    // Views per key of the call (the loan's are per sent key).
+    std::vector<const uint8_t*> views(keys.size(), nullptr);
+    for (size_t k = 0; k < send.size(); ++k)
+      views[send[k]] = loan->views[k];
+    loan->views = std::move(views);
+  } else {
+    frames = transport_->Get(batch, deadline);
+  }
+
+  result.value_sizes.assign(keys.size(), 0);
+  result.metas.assign(keys.size(), std::string());
+  for (FrameResult& frame : frames) {
+    for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
+      const size_t i = send[k];
+      if (!frame.status.ok()) {
+        outcomes.Fail(i, KeyCodeFromCallFailure(frame.status), frame.status);
+        continue;
+      }
+      const size_t j = k - frame.slice.begin;
+      const StatusCode code = frame.codes[j];
+      outcomes.FromWire(i, code, /*mget=*/!meta_only, frame.peer);
+      if (code == StatusCode::kOk || code == StatusCode::kTooLarge) {
+        result.value_sizes[i] = frame.value_lengths[j];
+        result.metas[i] = std::move(frame.metas[j]);
+      }
+      if (buffers != nullptr && code == StatusCode::kOk && wire.staged(i)) {
+        IOBuffer target = (*buffers)[i];
+        target.size = frame.value_lengths[j];
+        Status copied =
+            devices_->CopyStaged(target, wire.memory[i], wire.host[i], /*to_host=*/false);
+        if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
+      }
+    }
+  }
+  KVPORT_RETURN_IF_ERROR(WholeCallFailure(frames, rejected).WithContext(op));
+  outcomes.Finish(&result);
+  return result;
+}
+
+// MEXIST and MDEL: keys in, one status per key out.
+template <typename Request, typename Response>
+Result<BatchResult> NodeClient::KeyOnly(std::span<const std::string> keys, std::string_view ns,
+                                        bool any_namespace, std::chrono::milliseconds timeout,
+                                        const char* op, const char* wire_op) {
+  BatchResult result;
+  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceOption(op, any_namespace, ns));
+  if (keys.empty()) return result;
+  const Deadline deadline = DeadlineFor(timeout);
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, transport_->pool().Acquire(deadline));
+  const protocol::Limits limits = first->limits();
+  KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(ns, limits).WithContext(op));
+  if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *first));
+  KeyOutcomes outcomes(keys, wire_op, ns, any_namespace);
+  CheckKeys(keys, limits, outcomes);
+  size_t rejected = 0;
+  const std::vector<size_t> send = Unfailed(keys.size(), outcomes, &rejected);
+  FrameCosts costs;
+  costs.descriptor_bytes = [&](size_t k) { return keys[send[k]].size() + 16; };
+  const std::vector<FrameSlice> slices = PlanFrames(send.size(), costs, limits);
+
+  using Handler = DecodingHandler<Request, Response>;
+  auto calls = RunFrames<Handler>(
+      slices, std::move(first), transport_->pool(), deadline,
+      [&](FrameCall<Handler>& call, uint64_t id, const protocol::Limits& conn_limits,
+          protocol::EncodedFrame* frame) {
+        if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *call.conn));
+        Request& request = call.handler.request;
+        request.ns = ns;
+        request.any_namespace = any_namespace;
+        for (size_t k = call.slice.begin; k < call.slice.end; ++k) {
+          request.keys.push_back(keys[send[k]]);
+        }
+        call.handler.limits = conn_limits;
+        return protocol::EncodeRequest(id, request, conn_limits, frame, call.conn->version());
+      });
+  for (const auto& call : calls) {
+    for (size_t k = call->slice.begin; k < call->slice.end; ++k) {
+      const size_t i = send[k];
+      if (!call->status.ok()) {
+        outcomes.Fail(i, KeyCodeFromCallFailure(call->status), call->status);
+        continue;
+      }
+      StatusCode code;
+      if constexpr (std::is_same_v<Response, protocol::MexistResponse>) {
+        code = call->handler.response.results[k - call->slice.begin].status;
+      } else {
+        code = call->handler.response.statuses[k - call->slice.begin];
+      }
+      outcomes.FromWire(i, code, /*mget=*/false, call->conn->peer());
+    }
+  }
+  KVPORT_RETURN_IF_ERROR(WholeCallFailure(calls, rejected).WithContext(op));
+  outcomes.Finish(&result);
+  return result;
+}
+
+Result<BatchResult> NodeClient::MExist(std::span<const std::string> keys,
+                                       const ExistOptions& options) {
+  return KeyOnly<protocol::MexistRequest, protocol::MexistResponse>(
+      keys, options.ns, options.any_namespace, options.timeout, "MExist", "MEXIST");
+}
+
+Result<BatchResult> NodeClient::MDel(std::span<const std::string> keys, const DelOptions& options) {
+  return KeyOnly<protocol::MdelRequest, protocol::MdelResponse>(
+      keys, options.ns, options.any_namespace, options.timeout, "MDel", "MDEL");
+}
+
+Status NodeClient::Ping() {
+  DecodingHandler<protocol::PingRequest, protocol::PingResponse> handler;
+  return RoundTrip(protocol::PingRequest{}, &handler).WithContext("Ping");
+}
+
+Result<NodeStats> NodeClient::Stats() {
+  // The most namespaces collected from one node: a node that keeps saying "more" cannot make
+  // the client grow without bound.
+  constexpr size_t kMaxNamespaces = size_t{1} << 22;
+  NodeStats stats;
+  protocol::StatsRequest request;  // the first page; then each page after the last one seen
+  std::string after;
+  for (bool first_page = true;; first_page = false) {
+    DecodingHandler<protocol::StatsRequest, protocol::StatsResponse> handler;
+    KVPORT_RETURN_IF_ERROR(RoundTrip(request, &handler).WithContext("Stats"));
+    if (first_page) {
+      for (const protocol::StatsCounter& counter : handler.response.counters)
+        stats.counters.emplace_back(std::string(counter.name), counter.value);
+    }
+    for (const protocol::NamespaceUsage& usage : handler.response.namespaces) {
+      // Pages come in ascending order, each after the previous one: anything else would let a
+      // node send the same namespaces forever.
+      if (!request.from_start && usage.ns <= after) {
+        return Status::Corruption("Stats: the node sent namespaces out of order across pages");
+      }
+      stats.namespaces.push_back(
+          NodeStats::Namespace{std::string(usage.ns), usage.objects, usage.bytes});
+    }
+    if (!handler.response.more) break;
+    if (handler.response.namespaces.empty())
+      return Status::Corruption("Stats: the node said more namespaces follow but sent none");
+    if (stats.namespaces.size() > kMaxNamespaces)
+      return Status::TooLarge("Stats: the node has more than " + std::to_string(kMaxNamespaces) +
+                              " namespaces");
+    after = stats.namespaces.back().name;
+    request.from_start = false;
+    request.after = after;
+  }
+  return stats;
+}
+
+std::vector<NodeReport> NodeClient::StatsPerNode() {
+  NodeReport report;
+  report.id = address_;
+  report.address = address_;
+  Result<NodeStats> stats = Stats();
+  if (stats.ok()) {
+    report.stats = std::move(stats).value();
+  } else {
+    report.status = stats.status();
+  }
+  return {std::move(report)};
+}
+
+Result<KeyPage> NodeClient::List(std::string_view ns, uint64_t cursor, uint32_t max_keys) {
+  DecodingHandler<protocol::ListRequest, protocol::ListResponse> handler;
+  protocol::ListRequest request;
+  request.ns = ns;
+  request.cursor = cursor;
+  request.max_keys = max_keys;
+  KVPORT_RETURN_IF_ERROR(RoundTrip(request, &handler).WithContext("List"));
+  KeyPage page;
+  page.next_cursor = handler.response.next_cursor;
+  for (std::string_view key : handler.response.keys)
+    page.keys.emplace_back(key);
+  return page;
+}
+
+}  // namespace kvport::client

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// NodeClient: the calls of kvport::Client against one node, over the transport Init chose for
+// it (its pool, frames and data path) and the client's device staging.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "client/backend.h"
+#include "client/device_staging.h"
+#include "client/endpoint.h"
+#include "client/transport.h"
+#include "client/transport_choice.h"
+#include "kvport/client.h"
+#include "kvport/transport.h"
+
+namespace kvport::client {
+
+class NodeClient final : public Backend {
+ public:
+  // Opens the transport `choice` resolves to for `address`, connecting its first connection:
+  // Unavailable when the node does not answer. `devices` (shared by every node of a client)
+  // must outlive the NodeClient. Logs which data path it chose and why.
+  static Result<std::unique_ptr<NodeClient>> Open(std::string_view instance_id,
+                                                  const NodeAddress& address,
+                                                  const InitOptions& options,
+                                                  const TransportChoice& choice,
+                                                  const std::string& token, DeviceStaging* devices);
+  ~NodeClient() override;
+
+  Result<BatchResult> MSet(std::span<const std::string> keys, const IOBuffers& values,
+                           const SetOptions& options, std::span<const std::string> metas) override;
+  Result<GetResult> MGet(std::span<const std::string> keys, const GetOptions& options,
+                         const IOBuffers* buffers) override;
+  Result<GetResult> MGetInPlace(std::span<const std::string> keys, const GetOptions& options,
+                                InPlaceLoans* loans) override;
+  Result<BatchResult> MExist(std::span<const std::string> keys,
+                             const ExistOptions& options) override;
+  Result<BatchResult> MDel(std::span<const std::string> keys, const DelOptions& options) override;
+  Status Ping() override;
+  Result<NodeStats> Stats() override;
+  std::vector<NodeReport> StatsPerNode() override;
+  Result<KeyPage> List(std::string_view ns, uint64_t cursor, uint32_t max_keys) override;
+
+  std::string_view transport() const override { return transport_->name(); }
+  const std::string& transport_reason() const override { return transport_reason_; }
+  void CloseAll() override { transport_->pool().CloseAll(); }
+
+  // "host:port" (or "unix:/path") of the node.
+  const std::string& address() const { return address_; }
+
+ private:
+  NodeClient(std::string address, const InitOptions& options, DeviceStaging* devices,
+             ChosenTransport chosen);
+
+  Deadline DeadlineFor(std::chrono::milliseconds timeout) const;
+  // MGet (buffers), MGetMeta (neither) and MGetInPlace (loan): one path, three outcomes.
+  Result<GetResult> Mget(std::span<const std::string> keys, const GetOptions& options,
+                         const IOBuffers* buffers, Transport::Loan* loan);
+  template <typename Request, typename Response>
+  Result<BatchResult> KeyOnly(std::span<const std::string> keys, std::string_view ns,
+                              bool any_namespace, std::chrono::milliseconds timeout, const char* op,
+                              const char* wire_op);
+  // A round trip without keys (PING, STATS, LIST).
+  template <typename Request, typename Response>
+  Status RoundTrip(const Request& request, DecodingHandler<Request, Response>* handler);
+
+  const std::string address_;
+  const std::chrono::milliseconds timeout_;  // InitOptions::timeout: a call's default
+  DeviceStaging* const devices_;
+  std::string transport_reason_;  // why transport_ is what it is, as logged at Open
+  std::unique_ptr<Transport> transport_;
+};
+
+}  // namespace kvport::client

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// Placement: which nodes hold a key, by weighted rendezvous (highest-random-weight) hashing.
+//
+// Every (node, key) pair gets a score from a hash of the node's id and the key; a key's nodes in
+// preference order are the nodes by descending score. With weight w and a hash u uniform in
+// (0, 1), the score w / -ln(u) makes node i the first choice of a share w_i / sum(w) of the keys,
+// exactly in expectation. What that buys a cache:
+//   - every client computes the same order from the same member list, with no coordination;
+//   - a node that leaves moves only its own keys (each to its next node), and a node that joins
+//     takes only the keys it now scores highest for: a share of about w_new / sum(w);
+//   - the second, third... choices are spread the same way, so replicas of a dead node's keys
+//     are spread over the survivors.
+// Scores depend on ids and keys alone (xxHash's XXH3, the same on every architecture), never on
+// addresses or list order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "cluster/member.h"
+
+namespace kvport::cluster {
+
+class Placement {
+ public:
+  // Weights are the members' capacities; when any member's is 0 (a static list: unknown), every
+  // member weighs the same.
+  explicit Placement(std::span<const Member> members);
+
+  size_t size() const { return nodes_.size(); }
+
+  // The indexes (into the members given) of every member, first choice first, for `key`.
+  // `order` is resized to size(). The namespace plays no part: a key is on the same nodes in
+  // every namespace, so a call that matches a key in any namespace (GetOptions::any_namespace)
+  // knows where to look.
+  void Rank(std::string_view key, std::vector<uint32_t>* order) const;
+
+ private:
+  struct Node {
+    uint64_t seed;  // hash of the member's id
+    double weight;
+  };
+  std::vector<Node> nodes_;
+  bool weighted_ = false;  // false: every weight is 1
+};
+
+}  // namespace kvport::cluster

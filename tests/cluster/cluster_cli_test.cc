@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: Apache-2.0
+// `kvport serve --cluster` and `kvport cluster status`, run as child processes of the built
+// binary against a real etcd started by the test.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cluster/etcd_client.h"
+#include "cluster/member.h"
+#include "etcd_process.h"
+#include "etcd_test_util.h"
+#include "kvport/client.h"
+
+namespace kvport {
+namespace {
+
+namespace fs = std::filesystem;
+using kvport::testing::DeadEndpoint;
+using kvport::testing::EtcdProcess;
+using kvport::testing::WaitFor;
+using namespace std::chrono_literals;
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+size_t Lines(const std::string& text) {
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// A `kvport serve` child: stdout on a pipe (for its "serving on" line), stderr in a file.
+class ServeProcess {
+ public:
+  ServeProcess(const std::vector<std::string>& args, const fs::path& err) {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) ::dup2(fd, 2);
+      ::close(fds[0]);
+      std::vector<char*> argv{const_cast<char*>(KVPORT_BINARY)};
+      for (const std::string& a : args)
+        argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(KVPORT_BINARY, argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = fds[0];
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+
+  // The rest of the first stdout line starting with `prefix`; "" when the process ended or
+  // printed none within the bound.
+  std::string WaitForLine(const std::string& prefix) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      size_t nl;
+      while ((nl = buffered_.find('\n')) != std::string::npos) {
+        std::string line = buffered_.substr(0, nl);
+        buffered_.erase(0, nl + 1);
+        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+      }
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, 500) <= 0) continue;
+      char chunk[512];
+      const ssize_t n = ::read(out_, chunk, sizeof(chunk));
+      if (n <= 0) return "";
+      buffered_.append(chunk, static_cast<size_t>(n));
+    }
+    return "";
+  }
+
+  // Waits (bounded) for the process to exit by itself; its exit code, -1 if it did not.
+  int WaitExit() {
+    const bool exited = WaitFor(
+        [this] {
+          int status = 0;
+          if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
+          reaped_ = true;
+          code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+          return true;
+        },
+        30s);
+    return exited ? code_ : -1;
+  }
+
+  int Terminate() {
+    ::kill(pid_, SIGTERM);
+    return WaitExit();
+  }
+
+  // kill -9: no deregistration, no goodbye to clients.
+  void Kill() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool reaped_ = false;
+  int code_ = -1;
+  std::string buffered_;
+};
+
+class ClusterCliTest : public kvport::testing::SharedEtcdTest {
+ protected:
+  void SetUp() override {
+    SharedEtcdTest::SetUp();
+    if (HasFatalFailure()) return;
+    dir_ = fs::temp_directory_path() /
+           ("kvport-cluster-cli-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CliRun Kvport(const std::string& args) {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string cmd = std::string("'") + KVPORT_BINARY + "' --log-level warn " + args +
+                            " </dev/null >'" + out.string() + "' 2>'" + err.string() + "'";
+    const int status = std::system(cmd.c_str());
+    CliRun run;
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    run.out = Slurp(out);
+    run.err = Slurp(err);
+    return run;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ClusterCliTest, ServeRegistersAndClusterStatusListsTheNode) {
+  ServeProcess serve({"serve", "--listen", "127.0.0.1:0", "--unix-socket", "", "--threads", "1",
+                      "--capacity", "16MiB", "--cluster", "cli", "--etcd", etcd_->endpoint(),
+                      "--node-id", "cli-node", "--lease-ttl", "5"},
+                     dir_ / "serve.err");
+  const std::string address = serve.WaitForLine("kvport: serving on ");
+  ASSERT_FALSE(address.empty()) << Slurp(dir_ / "serve.err");
+  // The start line names the cluster and the epoch.
+  EXPECT_NE(Slurp(dir_ / "serve.err").find("cluster cli (epoch "), std::string::npos)
+      << Slurp(dir_ / "serve.err");
+
+  CliRun text = Kvport("cluster status --etcd " + etcd_->endpoint() + " --cluster cli");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("cluster cli: 1 node registered"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("cli-node"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(address), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("16 MiB"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" s ago"), std::string::npos) << text.out;
+
+  CliRun json = Kvport("cluster status --json --etcd " + etcd_->endpoint() + " --cluster cli");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json parsed = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded()) << json.out;
+  ASSERT_EQ(parsed["nodes"].size(), 1u) << json.out;
+  const nlohmann::json& node = parsed["nodes"][0];
+  EXPECT_EQ(node["id"], "cli-node");
+  EXPECT_EQ(node["address"], address);
+  EXPECT_EQ(node["reachable"], true);
+  EXPECT_EQ(node["capacity_bytes"], uint64_t{16} << 20);
+  EXPECT_EQ(node["objects"], 0u);
+  EXPECT_NE(node["epoch"], "0");
+  EXPECT_TRUE(node["last_heartbeat_secs"].is_number()) << json.out;
+  EXPECT_EQ(node["transports"], nlohmann::json::array({"tcp"}));
+
+  // SIGTERM deregisters: the cluster is empty at once.
+  EXPECT_EQ(serve.Terminate(), 0);
+  CliRun after = Kvport("cluster status --etcd " + etcd_->endpoint() + " --cluster cli");
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_NE(after.out.find("cluster cli: 0 nodes registered"), std::string::npos) << after.out;
+}
+
+TEST_F(ClusterCliTest, ANodeThatDoesNotAnswerIsListedAsUnreachable) {
+  auto etcd = cluster::EtcdClient::Open({etcd_->endpoint()}, 3s);
+  ASSERT_TRUE(etcd.ok());
+  cluster::Member ghost;
+  ghost.id = "ghost";
+  ghost.address = DeadEndpoint();
+  ghost.epoch = 42;
+  ghost.capacity_bytes = 1 << 20;
+  ghost.protocol_version = 4;
+  ghost.transports = {"tcp"};
+  ASSERT_TRUE(
+      (*etcd)->Put(cluster::EtcdNodeKey("ghosts", "ghost"), cluster::EncodeMember(ghost)).ok());
+  CliRun run =
+      Kvport("cluster status --timeout 2 --etcd " + etcd_->endpoint() + " --cluster ghosts");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("ghost"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("unreachable: "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(ghost.address), std::string::npos) << run.out;
+}
+
+TEST_F(ClusterCliTest, EtcdUnreachableIsOneLineAndANonZeroExit) {
+  const std::string dead = DeadEndpoint();
+  CliRun status = Kvport("cluster status --etcd " + dead + " --cluster c");
+  EXPECT_NE(status.exit_code, 0);
+  EXPECT_EQ(Lines(status.err), 1u) << status.err;
+  EXPECT_NE(status.err.find(dead), std::string::npos) << status.err;
+  EXPECT_TRUE(status.out.empty()) << status.out;
+
+  ServeProcess serve({"serve", "--listen", "127.0.0.1:0", "--unix-socket", "", "--threads", "1",
+                      "--capacity", "16MiB", "--cluster", "c", "--etcd", dead},
+                     dir_ / "serve.err");
+  EXPECT_EQ(serve.WaitExit(), 1);
+  const std::string err = Slurp(dir_ / "serve.err");
+  EXPECT_NE(err.find("kvport: "), std::string::npos) << err;
+  EXPECT_NE(err.find(dead), std::string::npos) << err;
+  EXPECT_NE(err.find("'c'"), std::string::npos) << err;
+}
+
+// kill -9 of a node process: a client's reads of its keys are misses at once (one failed
+// attempt), every other key still hits, writes keep succeeding, a client with two replicas
+// reads everything, and the node leaves the membership when its lease lapses.
+TEST_F(ClusterCliTest, AKilledNodesKeysAreMissesAndReplicasKeepEveryKey) {
+  std::vector<std::unique_ptr<ServeProcess>> nodes;
+  for (const char* id : {"k1", "k2", "k3"}) {
+    nodes.push_back(std::make_unique<ServeProcess>(
+        std::vector<std::string>{"serve", "--listen", "127.0.0.1:0", "--unix-socket", "",
+                                 "--threads", "1", "--capacity", "16MiB", "--cluster", "kill",
+                                 "--etcd", etcd_->endpoint(), "--node-id", id, "--lease-ttl", "1"},
+        dir_ / (std::string(id) + ".err")));
+    ASSERT_FALSE(nodes.back()->WaitForLine("kvport: serving on ").empty())
+        << Slurp(dir_ / (std::string(id) + ".err"));
+  }
+  InitOptions init;
+  init.transport_type = 1;
+  init.connect_timeout = 1s;
+  const std::string url = "etcd:" + etcd_->endpoint() + "/kill";
+  Client one, two;
+  ASSERT_TRUE(one.Init("kill-test", url, init).ok());
+  ASSERT_TRUE(two.Init("kill-test-r2", url + "?replicas=2", init).ok());
+  auto nodes_seen = [&](Client& c) {
+    Result<std::vector<NodeReport>> r = c.StatsPerNode();
+    return r.ok() ? r->size() : 0;
+  };
+  ASSERT_TRUE(WaitFor([&] { return nodes_seen(one) == 3 && nodes_seen(two) == 3; }));
+
+  auto keys_of = [](const std::string& prefix, int n) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < n; ++i)
+      keys.push_back(prefix + std::to_string(i));
+    return keys;
+  };
+  auto put = [&](Client& c, const std::vector<std::string>& keys) {
+    IOBuffers buffers;
+    for (const std::string& k : keys)
+      buffers.Append(k.data(), k.size());
+    Result<BatchResult> r = c.MSet(keys, buffers);
+    return r.ok() && r->status == BatchCode::kSuccess;
+  };
+  auto hits = [&](Client& c, const std::vector<std::string>& keys) {
+    std::vector<std::string> space(keys.size(), std::string(32, '\0'));
+    IOBuffers buffers;
+    for (std::string& s : space)
+      buffers.Append(s.data(), s.size());
+    Result<GetResult> r = c.MGet(keys, {}, buffers);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    int n = 0;
+    for (size_t i = 0; r.ok() && i < keys.size(); ++i) {
+      if (r->codes[i] == KeyCode::kSuccess) {
+        EXPECT_EQ(space[i].substr(0, keys[i].size()), keys[i]);
+        ++n;
+      } else {
+        EXPECT_EQ(r->codes[i], KeyCode::kKeyNotExist) << r->error.ToString();
+      }
+    }
+    return n;
+  };
+  const std::vector<std::string> single = keys_of("s", 300), replicated = keys_of("r", 300);
+  ASSERT_TRUE(put(one, single));
+  ASSERT_TRUE(put(two, replicated));
+  Result<std::vector<NodeReport>> before = one.StatsPerNode();
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ((*before)[1].id, "k2");
+  // What k2 holds of the single copies: exactly those become misses.
+  Client k2;
+  ASSERT_TRUE(k2.Init("k2", (*before)[1].address, init).ok());
+  Result<BatchResult> on_k2 = k2.MExist(single);
+  ASSERT_TRUE(on_k2.ok());
+  const int single_on_k2 =
+      static_cast<int>(std::count(on_k2->codes.begin(), on_k2->codes.end(), KeyCode::kSuccess));
+  ASSERT_GT(single_on_k2, 0);
+
+  nodes[1]->Kill();
+  EXPECT_EQ(hits(one, single), 300 - single_on_k2);
+  EXPECT_EQ(hits(two, replicated), 300);
+  const std::vector<std::string> fresh = keys_of("f", 200);
+  EXPECT_TRUE(put(one, fresh));
+  EXPECT_EQ(hits(one, fresh), 200);
+  // Its lease lapses (1 s): the clients stop listing it.
+  ASSERT_TRUE(WaitFor([&] { return nodes_seen(one) == 2 && nodes_seen(two) == 2; }));
+  EXPECT_EQ(hits(two, replicated), 300);
+}
+
+}  // namespace
+}  // namespace kvport
