@@ -277,6 +277,16 @@ class GatewayClient final : public EtcdClient {
                const std::function<void(const std::vector<EtcdEvent>&)>& on_events,
                const std::atomic<bool>& stop, std::chrono::milliseconds poll_interval) override;
 
+  void CancelWatch() override {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watch_canceled_ = true;
+    if (watching_ != nullptr) watching_->stop();  // httplib: may be called from another thread
+  }
+  bool watch_canceled() {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    return watch_canceled_;
+  }
+
   std::string Describe() const override {
     std::string out;
     for (const auto& endpoint : endpoints_) {
@@ -396,6 +406,12 @@ class GatewayClient final : public EtcdClient {
     Exchange out;
     try {
       httplib::Client client(endpoint.host, endpoint.port);
+      // A watch stream (the one call with a receiver) can be closed by CancelWatch.
+      WatchRegistration registration(receiver != nullptr ? this : nullptr, &client);
+      if (registration.canceled()) {
+        out.failure = "the watch was canceled";
+        return out;
+      }
       client.set_connection_timeout(connect_timeout);
       client.set_read_timeout(read_timeout);
       client.set_write_timeout(read_timeout);
@@ -433,9 +449,35 @@ class GatewayClient final : public EtcdClient {
     return out;
   }
 
+  // Makes the watch stream's client known to CancelWatch for the scope of one Send.
+  class WatchRegistration {
+   public:
+    WatchRegistration(GatewayClient* owner, httplib::Client* client) : owner_(owner) {
+      if (owner_ == nullptr) return;
+      std::lock_guard<std::mutex> lock(owner_->watch_mu_);
+      canceled_ = owner_->watch_canceled_;
+      if (!canceled_) owner_->watching_ = client;
+    }
+    ~WatchRegistration() {
+      if (owner_ == nullptr) return;
+      std::lock_guard<std::mutex> lock(owner_->watch_mu_);
+      owner_->watching_ = nullptr;
+    }
+    bool canceled() const { return canceled_; }
+
+   private:
+    GatewayClient* const owner_;
+    bool canceled_ = false;
+  };
+
   const std::vector<net::HostPort> endpoints_;
   const std::chrono::milliseconds timeout_;
   std::atomic<size_t> preferred_{0};  // the endpoint that answered last
+  // The watch stream open now, for CancelWatch (a plain std::mutex: httplib's client is not
+  // annotated data of ours).
+  std::mutex watch_mu_;
+  httplib::Client* watching_ = nullptr;
+  bool watch_canceled_ = false;
 };
 
 // One watch stream at a time, on one endpoint, reopened (from the revision after the last event
@@ -578,8 +620,8 @@ Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
                                               : exchange.failure);
       }
     }
+    if (stop.load() || watch_canceled()) break;  // a canceled stream ends like a stopped one
     if (outcome) return *outcome;
-    if (stop.load()) break;
     // Every endpoint connected but none created the watch within the poll interval (a loaded
     // etcd): ask again, for up to one request timeout.
     if (!streamed && only_slow && Clock::now() < slow_ok_until) continue;

@@ -71,13 +71,19 @@ class EtcdClient {
   virtual Result<EtcdRange> RangePrefix(std::string_view prefix) = 0;
 
   // Streams the changes of keys under `prefix` from `start_revision` on, calling `on_events`
-  // (on this thread) for each batch etcd sends, until `stop` is set (noticed within
-  // `poll_interval`: the stream is read with that timeout and reopened from the last revision
-  // seen) or the stream fails. Returns Ok when stopped; Unavailable when etcd went away;
-  // NotFound when `start_revision` was compacted (re-read the range and watch again).
+  // (on this thread) for each batch etcd sends, until `stop` is set (noticed at the next
+  // message, or within `poll_interval`, the read timeout after which a quiet stream is reopened
+  // from the last revision seen; CancelWatch ends it at once) or the stream fails. Returns Ok when
+  // stopped; Unavailable when etcd went away; NotFound when `start_revision` was compacted (re-read
+  // the range and watch again).
   virtual Status Watch(std::string_view prefix, int64_t start_revision,
                        const std::function<void(const std::vector<EtcdEvent>&)>& on_events,
                        const std::atomic<bool>& stop, std::chrono::milliseconds poll_interval) = 0;
+
+  // Ends a Watch running on another thread at once (it returns as if `stop` were set: set the
+  // flag first), by closing its stream; without it a quiet watch notices `stop` only when its
+  // read times out. A Watch that starts after this stops at once too. For shutdown only.
+  virtual void CancelWatch() = 0;
 
   // "127.0.0.1:2379,127.0.0.1:22379", for logs.
   virtual std::string Describe() const = 0;

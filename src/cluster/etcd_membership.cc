@@ -54,6 +54,7 @@ EtcdMembership::~EtcdMembership() {
     stop_.store(true);
   }
   stop_cv_.notify_all();
+  client_->CancelWatch();  // a quiet watch would otherwise wait out its poll interval
   if (thread_.joinable()) thread_.join();
 }
 

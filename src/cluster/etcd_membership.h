@@ -46,8 +46,8 @@ class EtcdMembership final : public Membership {
   static Result<std::unique_ptr<EtcdMembership>> Open(std::unique_ptr<EtcdClient> client,
                                                       std::string cluster);
 
-  // Stops the watch thread: within the watch's poll interval (250 ms), or one request timeout
-  // when a read of etcd is in flight.
+  // Stops the watch thread: at once while it watches (the stream is closed), or within one
+  // request timeout when a read of etcd is in flight.
   ~EtcdMembership() override;
 
   std::vector<Member> Members() const override EXCLUDES(mu_);
@@ -59,8 +59,10 @@ class EtcdMembership final : public Membership {
   // re-read again). For status output and tests; Members() is served either way.
   bool connected() const { return connected_.load(std::memory_order_acquire); }
 
-  // How often the watch thread looks at its stop flag while etcd is quiet.
-  static constexpr std::chrono::milliseconds kPollInterval{250};
+  // How long a quiet watch stream is read before it is reopened (from the last revision seen):
+  // what bounds noticing an etcd that vanished without closing the connection. The destructor
+  // does not wait for it (EtcdClient::CancelWatch).
+  static constexpr std::chrono::milliseconds kPollInterval{10'000};
 
  private:
   EtcdMembership(std::unique_ptr<EtcdClient> client, std::string cluster);

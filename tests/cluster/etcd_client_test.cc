@@ -299,6 +299,26 @@ TEST_F(EtcdClientTest, WatchStopIsHonoured) {
   EXPECT_EQ(quiet.count(), 0u);
 }
 
+// A watch read with a poll interval far beyond the recorder's 20 s bound still returns at once
+// when canceled: what lets a client with a quiet watch shut down without waiting.
+TEST_F(EtcdClientTest, CancelWatchEndsAQuietWatchAtOnce) {
+  auto own = EtcdClient::Open({etcd_->endpoint()}, kRequestTimeout);
+  ASSERT_TRUE(own.ok());
+  auto start = client_->RangePrefix("t/cancel/");
+  ASSERT_TRUE(start.ok());
+  WatchRecorder quiet;
+  quiet.Start(**own, "t/cancel/", start->revision + 1, 600s);
+  ASSERT_TRUE(client_->Put("t/cancel/k", "v").ok());
+  ASSERT_TRUE(WaitFor([&] { return quiet.count() >= 1; }));  // the stream is open
+  (*own)->CancelWatch();
+  Status stopped = quiet.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped.ToString();
+  // A watch started after the cancel returns at once as well.
+  WatchRecorder after;
+  after.Start(**own, "t/cancel/", 0, 600s);
+  EXPECT_TRUE(after.Stop().ok());
+}
+
 TEST_F(EtcdClientTest, WatchAfterCompactionIsNotFound) {
   const std::string prefix = "t/compact/";
   ASSERT_TRUE(client_->Put(prefix + "k", "1").ok());

@@ -68,6 +68,7 @@ class FakeEtcd final : public EtcdClient {
                const std::atomic<bool>&, std::chrono::milliseconds) override {
     return Status::NotSupported("fake");
   }
+  void CancelWatch() override {}  // Watch returns at once
   std::string Describe() const override { return "fake:2379"; }
 
   static void Expire(State& state, int64_t lease) {
