@@ -2,9 +2,14 @@
 #include "client/connection.h"
 
 #include <fmt/core.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -27,8 +32,7 @@ struct Connection::Call {
   const Deadline deadline;                         // the caller's; the reader drains past it
   const uint64_t max_descriptor_bytes;             // handler->MaxDescriptorBytes, taken by Send
   // Guarded by Connection::mu_. kWaiting: in pending_, nobody touches the handler;
-  // kReceiving: the reader thread has taken it (see io_mu); kDone: result is final, off
-  // pending_.
+  // kReceiving: the reader has taken it (see io_mu); kDone: result is final, off pending_.
   State state = State::kWaiting;
   Status result;
   std::condition_variable done;
@@ -37,6 +41,49 @@ struct Connection::Call {
   // touches them again (it discards the rest of the response instead).
   std::mutex io_mu;
   bool abandoned = false;  // guarded by io_mu
+};
+
+// The response being read, kept between reads so that the reader role can change hands in the
+// middle of it: a caller whose deadline passes returns at once and the next holder goes on.
+struct Connection::Frame {
+  enum class Phase { kHeader, kDescriptor, kErrorDescriptor, kPayload };
+
+  // Back to waiting for the next response's header.
+  void Reset() {
+    phase = Phase::kHeader;
+    call = nullptr;
+    until = kNoDeadline;
+    result = Status::Ok();
+    to_caller = false;
+    drain = false;
+    abandoned = false;
+    Expect(head, sizeof(head));
+  }
+  // The next bytes go to [at, at + n) (a null `at` discards them).
+  void Expect(void* at, size_t n) {
+    iov.assign(1, iovec{at, n});
+    next = 0;
+    left = n;
+  }
+  // Whether any byte of this response has been read.
+  bool open() const { return phase != Phase::kHeader || left != sizeof(head); }
+
+  Phase phase = Phase::kHeader;
+  char head[protocol::kFrameHeaderSize];
+  protocol::FrameHeader header;
+  Ticket call;                   // the call it answers; null when nobody waits for it
+  Deadline until = kNoDeadline;  // past this, the node stalled: the connection closes
+  // The bytes awaited now: iov[next..], `left` of them; a null base discards.
+  std::vector<iovec> iov;
+  size_t next = 0;
+  uint64_t left = 0;
+  bool to_caller = false;  // iov are the call's buffers: read under io_mu, checking abandoned
+  bool drain = false;      // the bytes awaited are discarded: counted in drained_ at the end
+  bool abandoned = false;  // the call gave up in the middle of it
+  Status result;           // the handler's verdict, the call's result once the payload is in
+  DescriptorBytes descriptor;
+  char error[1 + 2 + 1024];  // an ERROR's descriptor, at most kMaxErrorDescriptorBytes
+  char sink[16 * 1024];      // where discarded bytes go
 };
 
 namespace {
@@ -49,6 +96,11 @@ constexpr uint32_t kMaxAttachDescriptorBytes = 1 + 8 + 2 + 1024;
 constexpr uint32_t kMaxErrorDescriptorBytes = 1 + 2 + 1024;
 // A descriptor buffer starts at most this large and doubles as its bytes arrive.
 constexpr size_t kDescriptorFirstBytes = 64 * 1024;
+// How long the socket may go unread, between responses, before the reader thread takes the
+// reader role back from the callers. Callers that keep calling keep the role among themselves
+// (the thread wakes once per this period to look, not once per call); when they stop, the
+// thread watches the socket again for late responses and for the node going away.
+constexpr std::chrono::milliseconds kReaderGrace{50};
 
 // `base + d`, saturating at kNoDeadline.
 Deadline After(Deadline base, std::chrono::milliseconds d) {
@@ -86,43 +138,20 @@ bool ErrorEndsConnection(const protocol::FrameHeader& header, const Status& erro
          error.code() == StatusCode::kNotSupported;
 }
 
-// Reads one frame header: waits as long as it takes for its first byte (an idle connection),
-// then gives the rest `stall` to arrive.
-Status ReadHeader(int fd, char* head, std::chrono::milliseconds stall) {
-  size_t got = 0;
-  Deadline until = kNoDeadline;
-  while (got < protocol::kFrameHeaderSize) {
-    iovec iov{head + got, protocol::kFrameHeaderSize - got};
-    Result<net::IoProgress> progress = net::ReadV(fd, &iov, 1);
-    if (!progress.ok()) {
-      return Status::Unavailable("connection lost while reading a response: " +
-                                 progress.status().message());
-    }
-    got += progress->bytes;
-    if (got == protocol::kFrameHeaderSize) break;
-    if (progress->eof) return Status::Unavailable("the node closed the connection");
-    if (got > 0 && until == kNoDeadline) until = After(MonotonicClock::now(), stall);
-    if (progress->would_block) {
-      Status waited = WaitReadable(fd, until);
-      if (waited.code() == StatusCode::kTimeout) {
-        return Status::Timeout(
-            fmt::format("the node stalled in the middle of a response header (more than {} ms)",
-                        stall.count()));
-      }
-      KVPORT_RETURN_IF_ERROR(waited);
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Connection::Connection(net::Socket socket, std::string peer, const ConnectionOptions& options)
-    : socket_(std::move(socket)), peer_(std::move(peer)), options_(options) {}
+    : socket_(std::move(socket)),
+      peer_(std::move(peer)),
+      options_(options),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      frame_(std::make_unique<Frame>()) {
+  frame_->Reset();
+}
 
 Connection::~Connection() {
   Close(Status::Aborted("the client closed the connection"));
-  if (reader_.joinable()) reader_.join();
+  if (reader_thread_.joinable()) reader_thread_.join();
 }
 
 Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
@@ -151,7 +180,10 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
       return attached;
     }
   }
-  conn->reader_ = std::thread([raw = conn.get()] { raw->ReadLoop(); });
+  if (!conn->wake_fd_.valid()) {
+    return Status::Unavailable(fmt::format("eventfd: {}", std::strerror(errno)));
+  }
+  conn->reader_thread_ = std::thread([raw = conn.get()] { raw->ReadLoop(); });
   return conn;
 }
 
@@ -318,27 +350,127 @@ Status Connection::Post(uint64_t request_id, const protocol::EncodedFrame& frame
 }
 
 Status Connection::Wait(const Ticket& call, Deadline deadline) {
-  auto done = [&] { return call->state == Call::State::kDone; };
-  {
-    std::unique_lock lock(mu_);
+  std::unique_lock lock(mu_);
+  bool listed = false;
+  auto unlist = [&] {
+    if (!listed) return;
+    listed = false;
+    waiters_.erase(std::find(waiters_.begin(), waiters_.end(), call.get()));
+    // It may have been the one woken to take a free role: pass the wake-up on.
+    if (reader_ == Reader::kNone) HandOff();
+  };
+  while (call->state != Call::State::kDone) {
+    const bool thread_idle = reader_ == Reader::kThread && thread_idle_;
+    if (alive_.load(std::memory_order_relaxed) && (reader_ == Reader::kNone || thread_idle)) {
+      // Nobody is in the middle of reading: this thread reads its own response (and whatever
+      // comes before it), so no other thread has to be woken to hand it over.
+      reader_ = Reader::kCaller;
+      thread_idle_ = false;
+      unlist();
+      lock.unlock();
+      if (thread_idle) Kick();
+      return ReadFor(call, deadline);
+    }
+    if (!listed) {
+      waiters_.push_back(call.get());
+      listed = true;
+    }
     if (deadline == kNoDeadline) {
-      call->done.wait(lock, done);
-      return call->result;
+      call->done.wait(lock);
+    } else if (call->done.wait_until(lock, deadline) == std::cv_status::timeout &&
+               call->state != Call::State::kDone) {
+      unlist();
+      lock.unlock();
+      switch (Abandon(call)) {
+        case Abandoned::kCompleted: {
+          std::lock_guard relock(mu_);
+          return call->result;
+        }
+        case Abandoned::kBeforeResponse:
+          return Status::Timeout("no response from " + peer_ + " before the deadline");
+        case Abandoned::kMidResponse:
+          break;
+      }
+      return Status::Timeout("the response from " + peer_ +
+                             " was still arriving at the deadline (its rest is discarded)");
     }
-    if (call->done.wait_until(lock, deadline, done)) return call->result;
   }
-  switch (Abandon(call)) {
-    case Abandoned::kCompleted: {
-      std::lock_guard lock(mu_);
-      return call->result;
+  unlist();
+  return call->result;
+}
+
+Status Connection::ReadFor(const Ticket& call, Deadline deadline) {
+  bool paused = false;
+  while (true) {
+    Status status;
+    try {
+      status = Advance(deadline, &paused);
+    } catch (const std::bad_alloc&) {
+      status = Status::NoSpace("out of memory while reading a response");
     }
-    case Abandoned::kBeforeResponse:
-      return Status::Timeout("no response from " + peer_ + " before the deadline");
-    case Abandoned::kMidResponse:
+    if (!status.ok()) {
+      if (alive()) log::Debug("connection to {} ends: {}", peer_, status.ToString());
+      Close(status);
       break;
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (call->state == Call::State::kDone) break;
+    }
+    if (paused) break;
   }
-  return Status::Timeout("the response from " + peer_ +
-                         " was still arriving at the deadline (its rest is discarded)");
+  std::unique_lock lock(mu_);
+  if (call->state != Call::State::kDone && alive_.load(std::memory_order_relaxed)) {
+    // The deadline passed. Its response has not begun (a late one will be drained), or it is
+    // the one half read: the next holder of the role discards the rest.
+    if (call->state == Call::State::kWaiting) {
+      pending_.erase(call->id);
+      call->state = Call::State::kDone;
+      call->result = Status::Timeout("abandoned before its response began");
+      ReleaseReader();
+      return Status::Timeout("no response from " + peer_ + " before the deadline");
+    }
+    {
+      std::lock_guard io(call->io_mu);
+      call->abandoned = true;
+    }
+    ReleaseReader();
+    return Status::Timeout("the response from " + peer_ +
+                           " was still arriving at the deadline (its rest is discarded)");
+  }
+  // Done, or closed: a closed connection fails every pending call, this one with it.
+  ReleaseReader();
+  return call->result;
+}
+
+void Connection::ReleaseReader() {
+  reader_ = Reader::kNone;
+  thread_idle_ = false;
+  frame_open_ = frame_->open();
+  free_since_ = MonotonicClock::now();
+  if (!alive_.load(std::memory_order_relaxed)) {
+    FailAllPending(close_reason_);
+    reader_cv_.notify_all();
+    return;
+  }
+  HandOff();
+}
+
+void Connection::HandOff() {
+  if (!waiters_.empty()) {
+    // The oldest waiter's response is likely the next on the stream.
+    waiters_.front()->done.notify_all();
+  } else if (frame_open_) {
+    // A response is half read and nobody waits to go on with it: the reader thread finishes
+    // (or drains) it now. Otherwise it takes the role back only after kReaderGrace.
+    reader_cv_.notify_all();
+  }
+}
+
+void Connection::Kick() {
+  const uint64_t one = 1;
+  // A full counter (never, in practice) still leaves it readable: the kick is not lost.
+  [[maybe_unused]] ssize_t written = ::write(wake_fd_.fd(), &one, sizeof(one));
 }
 
 Connection::Abandoned Connection::Abandon(const Ticket& call) {
@@ -381,8 +513,12 @@ void Connection::Close(const Status& reason) {
     if (!alive_.load(std::memory_order_relaxed)) return;
     alive_.store(false, std::memory_order_release);
     close_reason_ = Status::Unavailable("connection to " + peer_ + " lost: " + reason.message());
+    // With nobody reading, nobody would see the end: the pending calls fail here. A holder of
+    // the role sees the socket shut down and fails them when it gives the role up.
+    if (reader_ == Reader::kNone) FailAllPending(close_reason_);
+    reader_cv_.notify_all();
   }
-  // Wakes the reader thread (its read returns end-of-file) and fails any write in progress. The
+  // Wakes the reader (its read returns end-of-file) and fails any write in progress. The
   // descriptor itself stays open until the destructor, so it cannot be reused under a reader.
   ::shutdown(socket_.fd(), SHUT_RDWR);
 }
@@ -393,26 +529,67 @@ Status Connection::close_reason() const {
 }
 
 void Connection::ReadLoop() {
-  while (true) {
-    Status status;
-    try {
-      status = ReadOneResponse();
-    } catch (const std::bad_alloc&) {
-      // Decoding a response allocates (per-key tables, bounded by the bytes received); running
-      // out of memory ends this connection, never the process.
-      status = Status::NoSpace("out of memory while reading a response");
+  std::unique_lock lock(mu_);
+  // Taken at once: an idle connection is watched from the start.
+  free_since_ = MonotonicClock::now() - kReaderGrace;
+  while (alive_.load(std::memory_order_relaxed)) {
+    if (reader_ != Reader::kNone || !waiters_.empty()) {
+      // A caller reads (or is about to): look again later, not at every call.
+      reader_cv_.wait_for(lock, kReaderGrace);
+      continue;
     }
-    if (!status.ok()) {
-      if (alive()) log::Debug("connection to {} ends: {}", peer_, status.ToString());
-      Close(status);
-      break;
+    const Deadline take_at = free_since_ + kReaderGrace;
+    if (!frame_open_ && MonotonicClock::now() < take_at) {
+      reader_cv_.wait_until(lock, take_at);
+      continue;
     }
+    reader_ = Reader::kThread;
+    while (reader_ == Reader::kThread && alive_.load(std::memory_order_relaxed)) {
+      if (!frame_->open()) {
+        // Between responses: wait for the next one, where a caller may take the role over.
+        thread_idle_ = true;
+        lock.unlock();
+        pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {wake_fd_.fd(), POLLIN, 0}};
+        int ready = ::poll(fds, 2, -1);
+        if (ready > 0 && (fds[1].revents & POLLIN) != 0) {
+          uint64_t kicks;
+          [[maybe_unused]] ssize_t got = ::read(wake_fd_.fd(), &kicks, sizeof(kicks));
+        }
+        lock.lock();
+        if (reader_ != Reader::kThread) break;  // a caller took it
+        thread_idle_ = false;
+        if (!waiters_.empty()) {
+          ReleaseReader();
+          break;
+        }
+        if (ready <= 0 || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      }
+      lock.unlock();
+      Status status;
+      bool paused = false;
+      try {
+        status = Advance(kNoDeadline, &paused);
+      } catch (const std::bad_alloc&) {
+        // Decoding a response allocates (per-key tables, bounded by the bytes received);
+        // running out of memory ends this connection, never the process.
+        status = Status::NoSpace("out of memory while reading a response");
+      }
+      if (!status.ok()) {
+        if (alive()) log::Debug("connection to {} ends: {}", peer_, status.ToString());
+        Close(status);
+      }
+      lock.lock();
+      if (!status.ok() || !waiters_.empty()) {
+        // A caller waits: it reads its own response from here on.
+        ReleaseReader();
+        break;
+      }
+    }
+    if (reader_ == Reader::kThread) ReleaseReader();  // closed while holding it
   }
-  FailAllPending(close_reason());
 }
 
 void Connection::FailAllPending(const Status& reason) {
-  std::lock_guard lock(mu_);
   for (auto& [id, call] : pending_) {
     call->state = Call::State::kDone;
     call->result = reason;
@@ -421,212 +598,258 @@ void Connection::FailAllPending(const Status& reason) {
   pending_.clear();
 }
 
-Status Connection::ReadDescriptor(uint32_t n, Deadline until, DescriptorBytes* out) {
-  out->clear();
-  size_t have = 0;
-  while (have < n) {
-    // Grown as the bytes arrive: a header's claim alone never costs more than twice what was
-    // received (plus the first chunk), and nothing is zero-filled before it is read into.
-    const size_t next = std::min<size_t>(n, std::max(kDescriptorFirstBytes, 2 * have));
-    try {
-      out->resize(next);
-    } catch (const std::bad_alloc&) {
-      return Status::NoSpace(
-          fmt::format("cannot allocate {} bytes for a response descriptor from {}", next, peer_));
+Status Connection::Advance(Deadline give_up, bool* paused) {
+  *paused = false;
+  while (true) {
+    Status status = Fill(give_up, paused);
+    if (status.ok() && *paused) return status;
+    bool complete = false;
+    if (status.ok()) status = Step(&complete);
+    if (!status.ok()) {
+      // The call this response answers fails with the cause; the others with the close.
+      Ticket call = std::move(frame_->call);
+      if (call != nullptr) {
+        std::lock_guard lock(mu_);
+        if (call->state == Call::State::kReceiving) {
+          pending_.erase(call->id);
+          call->result = status;
+          call->state = Call::State::kDone;
+          call->done.notify_all();
+        }
+      }
+      frame_->Reset();
+      return status;
     }
-    Status read = ReadFully(socket_.fd(), out->data() + have, next - have, until);
-    if (!read.ok()) return Stalled(read, options_.drain_timeout);
-    have = next;
+    if (complete) {
+      frame_->Reset();
+      return Status::Ok();
+    }
+  }
+}
+
+Status Connection::Fill(Deadline give_up, bool* paused) {
+  Frame& f = *frame_;
+  const int fd = socket_.fd();
+  while (f.left > 0) {
+    while (f.iov[f.next].iov_len == 0)
+      ++f.next;
+    Result<net::IoProgress> read = net::IoProgress{};
+    const size_t first = f.next;
+    size_t end = first;
+    if (f.iov[first].iov_base == nullptr) {
+      iovec sink{f.sink, std::min(f.iov[first].iov_len, sizeof(f.sink))};
+      read = net::ReadV(fd, &sink, 1);
+      end = first + 1;
+    } else {
+      // A run of real destinations: one readv per run (per wake-up), not one read per value.
+      while (end < f.iov.size() && f.iov[end].iov_base != nullptr && end - first < IOV_MAX)
+        ++end;
+      if (f.to_caller) {
+        std::lock_guard io(f.call->io_mu);
+        if (f.call->abandoned) {
+          f.abandoned = true;
+        } else {
+          read = net::ReadV(fd, &f.iov[first], static_cast<int>(end - first));
+        }
+      } else {
+        read = net::ReadV(fd, &f.iov[first], static_cast<int>(end - first));
+      }
+      if (f.abandoned && f.to_caller) {
+        // Its call gave up: the caller's buffers are off limits, the rest is discarded.
+        f.to_caller = false;
+        KVPORT_RETURN_IF_ERROR(DiscardRest(f.left, "the rest of a response whose call timed out"));
+        continue;
+      }
+    }
+    if (!read.ok()) {
+      return Status::Unavailable("connection lost while reading a response: " +
+                                 read.status().message());
+    }
+    size_t moved = read->bytes;
+    f.left -= moved;
+    for (size_t i = first; moved > 0 && i < end; ++i) {
+      const size_t step = std::min(moved, f.iov[i].iov_len);
+      if (f.iov[i].iov_base != nullptr) {
+        f.iov[i].iov_base = static_cast<char*>(f.iov[i].iov_base) + step;
+      }
+      f.iov[i].iov_len -= step;
+      moved -= step;
+    }
+    if (f.left == 0) break;
+    if (read->eof) return Status::Unavailable("the node closed the connection");
+    if (!read->would_block) continue;
+    if (f.phase == Frame::Phase::kHeader && f.until == kNoDeadline && f.open()) {
+      // An idle connection waits as long as it takes for a response's first byte; the rest of
+      // its header gets drain_timeout.
+      f.until = After(MonotonicClock::now(), options_.drain_timeout);
+    }
+    const bool stall_first = f.until <= give_up;
+    Status waited = WaitReadable(fd, stall_first ? f.until : give_up);
+    if (waited.code() == StatusCode::kTimeout) {
+      if (!stall_first) {
+        *paused = true;
+        return Status::Ok();
+      }
+      if (f.phase == Frame::Phase::kHeader) {
+        return Status::Timeout(
+            fmt::format("the node stalled in the middle of a response header (more than {} ms)",
+                        options_.drain_timeout.count()));
+      }
+      return Stalled(waited, options_.drain_timeout);
+    }
+    KVPORT_RETURN_IF_ERROR(waited);
   }
   return Status::Ok();
 }
 
-Status Connection::Drain(uint64_t n, Deadline until, std::string_view what) {
+Status Connection::DiscardRest(uint64_t n, std::string_view what) {
   if (n > options_.drain_max_bytes) {
     return Status::Aborted(fmt::format(
         "{}: {} bytes to discard, more than drain_max_bytes ({}); closing instead of draining",
         what, n, options_.drain_max_bytes));
   }
-  Status discarded = DiscardFully(socket_.fd(), n, until);
-  if (!discarded.ok()) return Stalled(discarded, options_.drain_timeout);
-  drained_.fetch_add(1, std::memory_order_relaxed);
+  frame_->Expect(nullptr, n);
+  frame_->drain = true;
   return Status::Ok();
 }
 
-Status Connection::ReadPayload(Call& call, std::vector<iovec>& iov, Deadline until,
-                               bool* abandoned) {
-  const int fd = socket_.fd();
-  uint64_t left = 0;
-  for (const iovec& v : iov)
-    left += v.iov_len;
-  size_t i = 0;
-  while (i < iov.size()) {
-    if (iov[i].iov_len == 0) {
-      ++i;
-      continue;
-    }
-    if (iov[i].iov_base == nullptr) {
-      Status discarded = DiscardFully(fd, iov[i].iov_len, until);
-      if (!discarded.ok()) return Stalled(discarded, options_.drain_timeout);
-      left -= iov[i].iov_len;
-      ++i;
-      continue;
-    }
-    // A run of real destinations: one readv per run (per wake-up), not one read per value.
-    size_t end = i;
-    while (end < iov.size() && iov[end].iov_base != nullptr && end - i < IOV_MAX)
-      ++end;
-    net::IoProgress progress;
-    {
-      std::lock_guard io(call.io_mu);
-      if (call.abandoned) {
-        *abandoned = true;
-        break;
-      }
-      Result<net::IoProgress> read = net::ReadV(fd, &iov[i], static_cast<int>(end - i));
-      if (!read.ok()) {
-        return Status::Unavailable("connection lost while reading a response: " +
-                                   read.status().message());
-      }
-      progress = *read;
-    }
-    left -= progress.bytes;
-    size_t moved = progress.bytes;
-    while (moved > 0 && i < end) {
-      size_t step = std::min(moved, iov[i].iov_len);
-      iov[i].iov_base = static_cast<char*>(iov[i].iov_base) + step;
-      iov[i].iov_len -= step;
-      moved -= step;
-      if (iov[i].iov_len == 0) ++i;
-    }
-    if (left == 0) break;
-    if (progress.eof) return Status::Unavailable("the node closed the connection");
-    if (progress.would_block) {
-      Status waited = WaitReadable(fd, until);
-      if (!waited.ok()) return Stalled(waited, options_.drain_timeout);
-    }
+Status Connection::NextDescriptorChunk() {
+  Frame& f = *frame_;
+  const size_t have = f.descriptor.size();
+  // Grown as the bytes arrive: a header's claim alone never costs more than twice what was
+  // received (plus the first chunk), and nothing is zero-filled before it is read into.
+  const size_t next =
+      std::min<size_t>(f.header.descriptor_length, std::max(kDescriptorFirstBytes, 2 * have));
+  try {
+    f.descriptor.resize(next);
+  } catch (const std::bad_alloc&) {
+    return Status::NoSpace(
+        fmt::format("cannot allocate {} bytes for a response descriptor from {}", next, peer_));
   }
-  if (!*abandoned) return Status::Ok();
-  return Drain(left, until, "the rest of a response whose call timed out");
+  f.Expect(f.descriptor.data() + have, next - have);
+  return Status::Ok();
 }
 
-Status Connection::ReadError(const protocol::FrameHeader& header, const Ticket& call) {
-  const Deadline until =
-      After(call != nullptr ? call->deadline : MonotonicClock::now(), options_.drain_timeout);
-  Status error;
-  if (header.descriptor_length > kMaxErrorDescriptorBytes) {
-    error = Status::Corruption(
-        fmt::format("the node sent an ERROR frame with a descriptor of {} bytes (at most {})",
-                    header.descriptor_length, kMaxErrorDescriptorBytes));
-  } else {
-    char descriptor[kMaxErrorDescriptorBytes];
-    Status read = ReadFully(socket_.fd(), descriptor, header.descriptor_length, until);
-    error = read.ok() ? NodeError(header, std::string_view(descriptor, header.descriptor_length),
-                                  limits_, peer_)
-                      : Stalled(read, options_.drain_timeout);
-  }
-  const bool fatal = ErrorEndsConnection(header, error);
-  if (call != nullptr) {
-    Finish(*call, error);
-  } else if (!fatal) {
-    log::Debug("dropping the node's ERROR for request {}, which no call waits for: {}",
-               header.request_id, error.ToString());
-  }
-  return fatal ? error : Status::Ok();
-}
-
-Status Connection::ReadOneResponse() {
-  char head[protocol::kFrameHeaderSize];
-  KVPORT_RETURN_IF_ERROR(ReadHeader(socket_.fd(), head, options_.drain_timeout));
-  protocol::FrameHeader header;
-  Status decoded =
-      protocol::DecodeFrameHeader(std::string_view(head, sizeof(head)), limits_, &header);
-  if (!decoded.ok()) {
-    return Status::Corruption("malformed frame from the node: " + decoded.message());
-  }
-  if (!header.is_response()) {
-    return Status::Corruption("the node sent a request frame (" +
-                              std::string(protocol::OpcodeName(header.opcode)) + ")");
-  }
-  if (header.opcode != protocol::Opcode::kError && header.version != version_) {
-    return Status::Corruption(
-        "the node sent a " + std::string(protocol::OpcodeName(header.opcode)) +
-        " response of protocol version " + std::to_string(header.version) +
-        " on a connection that negotiated version " + std::to_string(version_));
-  }
-
-  Ticket call;
-  {
-    std::lock_guard lock(mu_);
-    auto it = pending_.find(header.request_id);
-    if (it != pending_.end() && it->second->state == Call::State::kWaiting) {
-      call = it->second;
-      call->state = Call::State::kReceiving;
+Status Connection::Step(bool* complete) {
+  Frame& f = *frame_;
+  switch (f.phase) {
+    case Frame::Phase::kHeader: {
+      protocol::FrameHeader& header = f.header;
+      Status decoded =
+          protocol::DecodeFrameHeader(std::string_view(f.head, sizeof(f.head)), limits_, &header);
+      if (!decoded.ok()) {
+        return Status::Corruption("malformed frame from the node: " + decoded.message());
+      }
+      if (!header.is_response()) {
+        return Status::Corruption("the node sent a request frame (" +
+                                  std::string(protocol::OpcodeName(header.opcode)) + ")");
+      }
+      if (header.opcode != protocol::Opcode::kError && header.version != version_) {
+        return Status::Corruption(
+            "the node sent a " + std::string(protocol::OpcodeName(header.opcode)) +
+            " response of protocol version " + std::to_string(header.version) +
+            " on a connection that negotiated version " + std::to_string(version_));
+      }
+      {
+        std::lock_guard lock(mu_);
+        auto it = pending_.find(header.request_id);
+        if (it != pending_.end() && it->second->state == Call::State::kWaiting) {
+          f.call = it->second;
+          f.call->state = Call::State::kReceiving;
+        }
+      }
+      f.until = After(f.call != nullptr ? f.call->deadline : MonotonicClock::now(),
+                      options_.drain_timeout);
+      if (header.opcode == protocol::Opcode::kError) {
+        if (header.descriptor_length > sizeof(f.error)) {
+          return Status::Corruption(
+              fmt::format("the node sent an ERROR frame with a descriptor of {} bytes (at most {})",
+                          header.descriptor_length, sizeof(f.error)));
+        }
+        f.phase = Frame::Phase::kErrorDescriptor;
+        f.Expect(f.error, header.descriptor_length);
+        return Status::Ok();
+      }
+      if (f.call == nullptr) {
+        // Nobody waits for it: its call timed out before the response began.
+        f.phase = Frame::Phase::kPayload;
+        return DiscardRest(header.descriptor_length + header.payload_length,
+                           fmt::format("a late {} response", protocol::OpcodeName(header.opcode)));
+      }
+      if (header.descriptor_length > f.call->max_descriptor_bytes) {
+        return Status::Corruption(
+            fmt::format("the node announced a {} response descriptor of {} bytes; an answer to "
+                        "this request has at most {}",
+                        protocol::OpcodeName(header.opcode), header.descriptor_length,
+                        f.call->max_descriptor_bytes));
+      }
+      f.phase = Frame::Phase::kDescriptor;
+      f.descriptor.clear();
+      return NextDescriptorChunk();
+    }
+    case Frame::Phase::kDescriptor: {
+      if (f.descriptor.size() < f.header.descriptor_length) return NextDescriptorChunk();
+      std::vector<iovec> payload;
+      {
+        std::lock_guard io(f.call->io_mu);
+        if (f.call->abandoned) {
+          f.abandoned = true;
+        } else {
+          ResponseHandler* handler = f.call->handler;
+          handler->descriptor = std::move(f.descriptor);
+          f.result = handler->OnResponse(f.header, &payload);
+        }
+      }
+      f.descriptor = DescriptorBytes();
+      if (f.result.ok() && !f.abandoned) {
+        uint64_t placed = 0;
+        for (const iovec& v : payload)
+          placed += v.iov_len;
+        if (placed != f.header.payload_length) {
+          f.result = Status::Corruption(
+              "response payload of " + std::to_string(f.header.payload_length) +
+              " bytes does not match its descriptor (" + std::to_string(placed) + " bytes)");
+        }
+      }
+      // The node broke the protocol: the rest of the stream cannot be trusted.
+      if (f.result.code() == StatusCode::kCorruption) return f.result;
+      f.phase = Frame::Phase::kPayload;
+      if (f.abandoned || !f.result.ok()) {
+        return DiscardRest(f.header.payload_length, "a response whose call timed out");
+      }
+      f.iov = std::move(payload);
+      f.next = 0;
+      f.left = f.header.payload_length;
+      f.to_caller = true;
+      return Status::Ok();
+    }
+    case Frame::Phase::kErrorDescriptor: {
+      Status error = NodeError(f.header, std::string_view(f.error, f.header.descriptor_length),
+                               limits_, peer_);
+      const bool fatal = ErrorEndsConnection(f.header, error);
+      if (f.call != nullptr) {
+        Finish(*f.call, error);
+      } else if (!fatal) {
+        log::Debug("dropping the node's ERROR for request {}, which no call waits for: {}",
+                   f.header.request_id, error.ToString());
+      }
+      if (fatal) {
+        f.call = nullptr;  // already finished with the node's word
+        return error;
+      }
+      *complete = true;
+      return Status::Ok();
+    }
+    case Frame::Phase::kPayload: {
+      if (f.drain) drained_.fetch_add(1, std::memory_order_relaxed);
+      if (f.call != nullptr) {
+        Finish(*f.call, f.abandoned ? Status::Timeout("abandoned in the middle of its response")
+                                    : std::move(f.result));
+      }
+      *complete = true;
+      return Status::Ok();
     }
   }
-  if (header.opcode == protocol::Opcode::kError) return ReadError(header, call);
-  if (call == nullptr) {
-    // Nobody waits for it: its call timed out before the response began.
-    return Drain(header.descriptor_length + header.payload_length,
-                 After(MonotonicClock::now(), options_.drain_timeout),
-                 fmt::format("a late {} response", protocol::OpcodeName(header.opcode)));
-  }
-
-  const Deadline until = After(call->deadline, options_.drain_timeout);
-  if (header.descriptor_length > call->max_descriptor_bytes) {
-    Status bad = Status::Corruption(fmt::format(
-        "the node announced a {} response descriptor of {} bytes; an answer to this request has "
-        "at most {}",
-        protocol::OpcodeName(header.opcode), header.descriptor_length, call->max_descriptor_bytes));
-    Finish(*call, bad);
-    return bad;
-  }
-  DescriptorBytes descriptor;
-  Status read = ReadDescriptor(header.descriptor_length, until, &descriptor);
-  if (!read.ok()) {
-    Finish(*call, read);
-    return read;
-  }
-
-  std::vector<iovec> payload;
-  Status result;
-  bool abandoned = false;
-  {
-    std::lock_guard io(call->io_mu);
-    if (call->abandoned) {
-      abandoned = true;
-    } else {
-      ResponseHandler* handler = call->handler;
-      handler->descriptor = std::move(descriptor);
-      result = handler->OnResponse(header, &payload);
-    }
-  }
-  if (result.ok() && !abandoned) {
-    uint64_t placed = 0;
-    for (const iovec& v : payload)
-      placed += v.iov_len;
-    if (placed != header.payload_length) {
-      result = Status::Corruption("response payload of " + std::to_string(header.payload_length) +
-                                  " bytes does not match its descriptor (" +
-                                  std::to_string(placed) + " bytes)");
-    }
-  }
-  if (result.code() == StatusCode::kCorruption) {
-    // The node broke the protocol: the rest of the stream cannot be trusted.
-    Finish(*call, result);
-    return result;
-  }
-  if (abandoned || !result.ok()) {
-    read = Drain(header.payload_length, until, "a response whose call timed out");
-  } else {
-    read = ReadPayload(*call, payload, until, &abandoned);
-  }
-  if (!read.ok()) {
-    Finish(*call, read);
-    return read;
-  }
-  Finish(*call, abandoned ? Status::Timeout("abandoned in the middle of its response")
-                          : std::move(result));
   return Status::Ok();
 }
 

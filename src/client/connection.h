@@ -4,10 +4,17 @@
 // Any number of threads send requests on one Connection; each request carries a fresh request
 // id and the node's responses are matched to their callers by that id, so a slow MGET does not
 // hold up the calls behind it. Writing is serialised (one frame at a time, by the calling
-// thread, from the caller's buffers); reading is done by one reader thread per connection,
-// which hands each response to the ResponseHandler of the call it answers. A handler reads the
-// payload straight into the caller's buffers: the reader thread places the payload where the
-// handler says, and no call touches those buffers after it returns.
+// thread, from the caller's buffers). Reading is done by whoever holds the connection's reader
+// role, which hands each response to the ResponseHandler of the call it answers: a caller
+// waiting in Wait takes the role when nobody reads the socket (or only the connection's own
+// reader thread, idle between frames), so its response is read by the thread that waits for it
+// and no second thread has to be woken; responses to other calls it reads on the way are handed
+// to them (their waiters woken). When its own call is over it passes the role to another
+// waiting caller, or, once the socket has gone unread for a while (or a response is half read),
+// to the reader thread, which keeps the socket watched (late responses, the node going away)
+// while no caller waits. A handler reads the payload straight into the caller's buffers: the
+// reader places the payload where the handler says, and no call touches those buffers after it
+// returns.
 //
 // Nothing a node reports is trusted for allocation: a response's descriptor is checked against
 // what the request can bring back (ResponseHandler::MaxDescriptorBytes) and read into a buffer
@@ -70,7 +77,8 @@ struct ConnectionOptions {
   std::string token;
 };
 
-// Decodes the response to one request. Runs on the connection's reader thread.
+// Decodes the response to one request. Runs on the thread holding the connection's reader role
+// (a waiting caller, or the connection's reader thread).
 class ResponseHandler {
  public:
   virtual ~ResponseHandler() = default;
@@ -139,9 +147,10 @@ class Connection {
 
   // Waits for the response to a sent request. OK when the handler accepted it; otherwise the
   // handler's error, the node's ERROR response, Unavailable when the connection was lost, or
-  // Timeout when `deadline` passed first. When Wait returns, the reader thread is done with the
+  // Timeout when `deadline` passed first. When Wait returns, the reader is done with the
   // handler and with every buffer it named: a response still arriving at the deadline is
-  // drained by the reader (the rest of it discarded), never written into the caller's buffers.
+  // drained by the next reader (the rest of it discarded), never written into the caller's
+  // buffers. The waiting thread may itself read the connection meanwhile (the reader role).
   Status Wait(const Ticket& ticket, Deadline deadline);
 
   // The node's arena, when the connection was opened with a mapper; null otherwise.
@@ -177,18 +186,30 @@ class Connection {
   Status ReadControlResponse(uint64_t id, protocol::Opcode opcode, uint32_t most, Deadline deadline,
                              protocol::FrameHeader* header, std::string* descriptor,
                              net::Socket* passed);
+  // The reader thread: holds the reader role while no caller does (see the file comment).
   void ReadLoop();
-  // Reads one response; a non-OK status ends the connection.
-  Status ReadOneResponse();
-  // Reads an ERROR response (for `call`, or for no call); non-OK when it ends the connection.
-  Status ReadError(const protocol::FrameHeader& header, const Ticket& call);
-  // Reads `n` descriptor bytes into `out`, growing it as they arrive.
-  Status ReadDescriptor(uint32_t n, Deadline until, DescriptorBytes* out);
-  // Reads a payload into `iov` for `call`, discarding the rest once the call is abandoned.
-  Status ReadPayload(Call& call, std::vector<iovec>& iov, Deadline until, bool* abandoned);
-  // Discards `n` bytes of a response nobody waits for, within the drain bounds.
-  Status Drain(uint64_t n, Deadline until, std::string_view what);
-  void FailAllPending(const Status& reason);
+  // Holding the reader role: reads responses until `call` is done or `deadline` passes, then
+  // gives the role up. Returns Wait's result.
+  Status ReadFor(const Ticket& call, Deadline deadline);
+  // Holding the reader role: reads until the response in progress (frame_) is complete, or
+  // until `give_up` passes (*paused; frame_ keeps how far it got, for the next holder). A
+  // non-OK status ends the connection.
+  Status Advance(Deadline give_up, bool* paused);
+  // The bytes frame_ waits for now, read as they come, until `give_up` passes (*paused).
+  Status Fill(Deadline give_up, bool* paused);
+  // What frame_ does once the bytes it waited for are in: sets *complete at its end.
+  Status Step(bool* complete);
+  // Starts reading (or growing) frame_'s descriptor.
+  Status NextDescriptorChunk();
+  // Switches frame_ to discarding `n` bytes (the drain), within drain_max_bytes.
+  Status DiscardRest(uint64_t n, std::string_view what);
+  // Gives the reader role up (mu_ held), and wakes who should take it next: a waiting caller,
+  // or the reader thread when a response is half read; once closed, fails what is pending.
+  void ReleaseReader();
+  // Wakes whoever should take a free reader role (mu_ held).
+  void HandOff();
+  void Kick();
+  void FailAllPending(const Status& reason);  // mu_ held
   // Settles a call whose response will not be used (Send failure, Wait timeout): kCompleted
   // when it completed first (its result stands), otherwise whether it was given up before its
   // response began or in the middle of it (the reader drains the rest). Either way the reader
@@ -217,7 +238,24 @@ class Connection {
   std::unordered_map<uint64_t, Ticket> pending_;
   Status close_reason_;
 
-  std::thread reader_;
+  // Who reads the socket now (guarded by mu_): nobody, the reader thread, or a caller in Wait.
+  enum class Reader { kNone, kThread, kCaller };
+  Reader reader_ = Reader::kNone;
+  // The reader thread holds the role but waits for the first byte of a response: a caller may
+  // take the role from it (and kicks it out of its poll through wake_fd_).
+  bool thread_idle_ = false;
+  // A response is partly read (frame_): whoever takes the role next must finish it.
+  bool frame_open_ = false;
+  MonotonicClock::time_point free_since_{};  // when the role last became free
+  std::vector<Call*> waiters_;               // callers in Wait not holding the role
+  std::condition_variable reader_cv_;        // wakes the reader thread
+  net::Socket wake_fd_;                      // an eventfd: kicks the reader thread out of poll
+
+  // The response being read; touched only by the reader role's holder (handed over under mu_).
+  struct Frame;
+  std::unique_ptr<Frame> frame_;
+
+  std::thread reader_thread_;
 };
 
 }  // namespace kvport::client

@@ -468,5 +468,76 @@ TEST(ClientFaultTest, AForgottenListCursorIsThatCallsErrorWithTheNodesReason) {
   EXPECT_EQ(server->Stats().Get("connections_accepted"), accepted);
 }
 
+// The caller that waits reads the connection itself when nobody else does: here it is on its own
+// MGET's response when its deadline passes (the node holds back the value's second half). It
+// returns at once, its buffer untouched after, and whoever reads next drains the rest, so the
+// PING pipelined behind it still succeeds.
+TEST(ClientDrainTest, AWaitingCallerReadingItsOwnResponseTimesOutAndTheRestIsDrained) {
+  const std::vector<char> value = Pattern(7, kBigValue);
+  Latch got_requests, release, receiving;
+  FakeNode node(HalfAnswerThen(value, &got_requests, &release));
+  Pipeline p(node);
+  ASSERT_NE(p.conn, nullptr);
+
+  std::vector<char> buffer(kBigValue, '\x5a');
+  SignallingMget mget(&receiving);
+  PingHandler ping;
+  auto mget_ticket = p.SendMget(&mget, &buffer, MonotonicClock::now() + kLong);
+  auto ping_ticket = p.SendPing(&ping);
+  // Waits with a deadline of its own, shorter than the MGET's (which the drain is bounded by).
+  Status timed_out =
+      p.conn->Wait(mget_ticket, MonotonicClock::now() + std::chrono::milliseconds(300));
+  EXPECT_EQ(timed_out.code(), StatusCode::kTimeout) << timed_out.ToString();
+  const std::vector<char> at_return = buffer;
+  release.Raise();
+
+  Status pinged = p.conn->Wait(ping_ticket, MonotonicClock::now() + kLong);
+  EXPECT_TRUE(pinged.ok()) << pinged.ToString();
+  EXPECT_EQ(buffer, at_return);
+  EXPECT_TRUE(p.conn->alive());
+  PingHandler again;
+  EXPECT_TRUE(p.conn->Wait(p.SendPing(&again), MonotonicClock::now() + kLong).ok());
+  EXPECT_EQ(node.accepted(), 1);
+}
+
+// Many callers on one connection, each pipelining PINGs and waiting for them in turn, some with
+// a deadline already passed: whoever reads hands every other caller its answer, the reader role
+// changes hands among them, and no call is lost or answered twice.
+TEST(ClientDrainTest, CallersSharingAConnectionTakeTurnsReadingIt) {
+  FakeNode node([](FakeConn& conn, int) {
+    if (conn.Hello()) ServePings(conn);
+  });
+  Pipeline p(node);
+  ASSERT_NE(p.conn, nullptr);
+  constexpr int kThreads = 6;
+  constexpr int kRounds = 150;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        PingHandler first, second;
+        auto a = p.SendPing(&first);
+        auto b = p.SendPing(&second);
+        if (a == nullptr || b == nullptr) {
+          failures.fetch_add(1);
+          return;
+        }
+        // Every few rounds the first call gives up at once: its answer is then drained.
+        const bool give_up = (round + t) % 7 == 0;
+        Status sa =
+            p.conn->Wait(a, give_up ? MonotonicClock::now() : MonotonicClock::now() + kLong);
+        if (!sa.ok() && !(give_up && sa.code() == StatusCode::kTimeout)) failures.fetch_add(1);
+        if (!p.conn->Wait(b, MonotonicClock::now() + kLong).ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(p.conn->alive());
+  EXPECT_EQ(node.accepted(), 1);
+}
+
 }  // namespace
 }  // namespace kvport
