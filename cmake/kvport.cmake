@@ -63,6 +63,8 @@ function(kvport_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${KVPORT_WARNINGS})
+  # tests/support/: helpers shared by tests of several layers ("support/serve_process.h").
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
   if(KVPORT_TSAN)
     target_link_libraries(${name} PRIVATE kvport_tsan_clocklock)

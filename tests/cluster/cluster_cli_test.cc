@@ -24,9 +24,12 @@
 #include "etcd_process.h"
 #include "etcd_test_util.h"
 #include "kvport/client.h"
+#include "support/serve_process.h"
 
 namespace kvport {
 namespace {
+
+using kvport::testing::ServeProcess;
 
 namespace fs = std::filesystem;
 using kvport::testing::DeadEndpoint;
@@ -47,91 +50,6 @@ struct CliRun {
   int exit_code = -1;
   std::string out;
   std::string err;
-};
-
-// A `kvport serve` child: stdout on a pipe (for its "serving on" line), stderr in a file.
-class ServeProcess {
- public:
-  ServeProcess(const std::vector<std::string>& args, const fs::path& err) {
-    int fds[2];
-    if (::pipe(fds) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (fd >= 0) ::dup2(fd, 2);
-      ::close(fds[0]);
-      std::vector<char*> argv{const_cast<char*>(KVPORT_BINARY)};
-      for (const std::string& a : args)
-        argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(KVPORT_BINARY, argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    out_ = fds[0];
-  }
-  ~ServeProcess() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-
-  // The rest of the first stdout line starting with `prefix`; "" when the process ended or
-  // printed none within the bound.
-  std::string WaitForLine(const std::string& prefix) {
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      size_t nl;
-      while ((nl = buffered_.find('\n')) != std::string::npos) {
-        std::string line = buffered_.substr(0, nl);
-        buffered_.erase(0, nl + 1);
-        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
-      }
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, 500) <= 0) continue;
-      char chunk[512];
-      const ssize_t n = ::read(out_, chunk, sizeof(chunk));
-      if (n <= 0) return "";
-      buffered_.append(chunk, static_cast<size_t>(n));
-    }
-    return "";
-  }
-
-  // Waits (bounded) for the process to exit by itself; its exit code, -1 if it did not.
-  int WaitExit() {
-    const bool exited = WaitFor(
-        [this] {
-          int status = 0;
-          if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
-          reaped_ = true;
-          code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-          return true;
-        },
-        30s);
-    return exited ? code_ : -1;
-  }
-
-  int Terminate() {
-    ::kill(pid_, SIGTERM);
-    return WaitExit();
-  }
-
-  // kill -9: no deregistration, no goodbye to clients.
-  void Kill() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    reaped_ = true;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  bool reaped_ = false;
-  int code_ = -1;
-  std::string buffered_;
 };
 
 class ClusterCliTest : public kvport::testing::SharedEtcdTest {
@@ -162,7 +80,8 @@ class ClusterCliTest : public kvport::testing::SharedEtcdTest {
 };
 
 TEST_F(ClusterCliTest, ServeRegistersAndClusterStatusListsTheNode) {
-  ServeProcess serve({"serve", "--listen", "127.0.0.1:0", "--unix-socket", "", "--threads", "1",
+  ServeProcess serve(KVPORT_BINARY,
+                     {"serve", "--listen", "127.0.0.1:0", "--unix-socket", "", "--threads", "1",
                       "--capacity", "16MiB", "--cluster", "cli", "--etcd", etcd_->endpoint(),
                       "--node-id", "cli-node", "--lease-ttl", "5"},
                      dir_ / "serve.err");
@@ -230,7 +149,8 @@ TEST_F(ClusterCliTest, EtcdUnreachableIsOneLineAndANonZeroExit) {
   EXPECT_NE(status.err.find(dead), std::string::npos) << status.err;
   EXPECT_TRUE(status.out.empty()) << status.out;
 
-  ServeProcess serve({"serve", "--listen", "127.0.0.1:0", "--unix-socket", "", "--threads", "1",
+  ServeProcess serve(KVPORT_BINARY,
+                     {"serve", "--listen", "127.0.0.1:0", "--unix-socket", "", "--threads", "1",
                       "--capacity", "16MiB", "--cluster", "c", "--etcd", dead},
                      dir_ / "serve.err");
   EXPECT_EQ(serve.WaitExit(), 1);
@@ -247,6 +167,7 @@ TEST_F(ClusterCliTest, AKilledNodesKeysAreMissesAndReplicasKeepEveryKey) {
   std::vector<std::unique_ptr<ServeProcess>> nodes;
   for (const char* id : {"k1", "k2", "k3"}) {
     nodes.push_back(std::make_unique<ServeProcess>(
+        KVPORT_BINARY,
         std::vector<std::string>{"serve", "--listen", "127.0.0.1:0", "--unix-socket", "",
                                  "--threads", "1", "--capacity", "16MiB", "--cluster", "kill",
                                  "--etcd", etcd_->endpoint(), "--node-id", id, "--lease-ttl", "1"},

@@ -24,9 +24,12 @@
 
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "support/serve_process.h"
 
 namespace kvport {
 namespace {
+
+using kvport::testing::ServeProcess;
 
 namespace fs = std::filesystem;
 
@@ -105,80 +108,14 @@ TEST(CliTop, PlainOutputShowsTheNodeAfterAWorkload) {
   EXPECT_TRUE(saw_mset) << out;
 }
 
-// A `kvport serve` child with its stdout on a pipe and its stderr in a file.
-class ServeProcess {
- public:
-  ServeProcess(const std::vector<std::string>& args, const fs::path& err) {
-    int pipe_fds[2];
-    if (::pipe(pipe_fds) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(pipe_fds[1], 1);
-      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (fd >= 0) ::dup2(fd, 2);
-      ::close(pipe_fds[0]);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(KVPORT_BINARY));
-      for (const std::string& a : args)
-        argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(KVPORT_BINARY, argv.data());
-      ::_exit(127);
-    }
-    ::close(pipe_fds[1]);
-    out_ = pipe_fds[0];
-  }
-  ~ServeProcess() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-
-  // Reads stdout until a line starting with `prefix` (bounded), returning the rest of it.
-  std::string WaitForLine(const std::string& prefix) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      size_t nl;
-      while ((nl = buffered_.find('\n')) != std::string::npos) {
-        std::string line = buffered_.substr(0, nl);
-        buffered_.erase(0, nl + 1);
-        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
-      }
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, 1000) <= 0) continue;
-      char chunk[512];
-      const ssize_t n = ::read(out_, chunk, sizeof(chunk));
-      if (n <= 0) return "";
-      buffered_.append(chunk, static_cast<size_t>(n));
-    }
-    return "";
-  }
-
-  // SIGTERM, then the exit code.
-  int Terminate() {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    reaped_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  bool reaped_ = false;
-  std::string buffered_;
-};
-
 TEST(CliServe, HttpEndpointStartLineAndJsonLogsFromTheConfig) {
   const fs::path dir = TempDir("serve");
   {
     std::ofstream config(dir / "node.yaml");
     config << "capacity: 32MiB\nmax_value_bytes: 8MiB\nlog_format: json\nlog_level: info\n";
   }
-  ServeProcess serve({"serve", "--config", (dir / "node.yaml").string(), "--listen", "127.0.0.1:0",
+  ServeProcess serve(KVPORT_BINARY,
+                     {"serve", "--config", (dir / "node.yaml").string(), "--listen", "127.0.0.1:0",
                       "--unix-socket", "", "--threads", "1", "--http", "0"},
                      dir / "err");
   const std::string node = serve.WaitForLine("kvport: serving on ");
@@ -233,7 +170,7 @@ TEST(CliServe, LogLevelFromTheConfigUnlessTheFlagIsGiven) {
                           "--threads", "1"})
       args.emplace_back(a);
     args[flag ? 4 : 2] = (dir / "node.yaml").string();
-    ServeProcess serve(args, dir / "err");
+    ServeProcess serve(KVPORT_BINARY, args, dir / "err");
     ASSERT_FALSE(serve.WaitForLine("kvport: serving on ").empty()) << Slurp(dir / "err");
     EXPECT_EQ(serve.Terminate(), 0);
     const std::string err = Slurp(dir / "err");
