@@ -325,7 +325,7 @@ class Server:
         if "max_value_bytes" in options:
             options["max_value_bytes"] = parse_size(options["max_value_bytes"])
         if isinstance(options.get("etcd"), str):
-            options["etcd"] = [e for e in options["etcd"].split(",") if e] if options["etcd"] else []
+            options["etcd"] = options["etcd"].split(",") if options["etcd"] else []
         self._core = _core.Server(capacity_bytes=parse_size(capacity), threads=threads,
                                   **options)
 

@@ -9,10 +9,9 @@
 namespace kvport {
 namespace {
 
-// Splits "A<sep>B<sep>C" (one trailing separator allowed); an empty entry is an error.
+// Splits "A<sep>B<sep>C"; an empty entry is an error.
 Result<std::vector<std::string>> SplitList(std::string_view list, char sep, std::string_view what) {
   std::vector<std::string> entries;
-  if (!list.empty() && list.back() == sep && list.size() > 1) list.remove_suffix(1);
   for (size_t begin = 0; begin <= list.size();) {
     const size_t end = std::min(list.find(sep, begin), list.size());
     if (end == begin) {
@@ -73,6 +72,11 @@ Status ParseNamespacePath(std::string_view path, EndpointText* out) {
 
 }  // namespace
 
+Result<std::vector<std::string>> SplitEtcdEndpoints(std::string_view list) {
+  if (list.empty()) return std::vector<std::string>();
+  return SplitList(list, ',', "etcd list");
+}
+
 Result<EndpointText> ParseEndpointText(std::string_view text) {
   std::string_view rest = text;
   EndpointText out;
@@ -110,7 +114,7 @@ Result<EndpointText> ParseEndpointText(std::string_view text) {
       return Status::InvalidArgument(
           "no cluster name; the etcd form is etcd:HOST:PORT[,HOST:PORT]/CLUSTER[/NS]");
     }
-    KVPORT_ASSIGN_OR_RETURN(out.addresses, SplitList(rest.substr(0, slash), ',', "etcd list"));
+    KVPORT_ASSIGN_OR_RETURN(out.addresses, SplitEtcdEndpoints(rest.substr(0, slash)));
     std::string_view path = rest.substr(slash + 1);
     const size_t ns_slash = path.find('/');
     out.cluster = std::string(path.substr(0, ns_slash));
@@ -126,6 +130,7 @@ Result<EndpointText> ParseEndpointText(std::string_view text) {
     rest = rest.substr(0, slash);
   }
   if (rest.empty()) return Status::InvalidArgument("no HOST:PORT");
+  if (rest.size() > 1 && rest.back() == ';') rest.remove_suffix(1);  // EIC writes "HOST:PORT;"
   KVPORT_ASSIGN_OR_RETURN(out.addresses, SplitList(rest, ';', "node list"));
   return out;
 }

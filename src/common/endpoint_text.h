@@ -40,6 +40,11 @@ struct EndpointText {
 // The most replicas an endpoint may ask for.
 inline constexpr int kMaxReplicas = 16;
 
+// The entries of an etcd endpoint list, "HOST:PORT[,HOST:PORT...]" (the etcd: form's, and the
+// node's `etcd` key and --etcd flag); "" has none. InvalidArgument for an empty entry. Hosts and
+// ports are the caller's to check.
+Result<std::vector<std::string>> SplitEtcdEndpoints(std::string_view list);
+
 // Splits `text` into its parts. InvalidArgument saying what is wrong (the caller names the text):
 // an unknown scheme, an empty list entry, a missing cluster name, a namespace path of more than
 // one segment, an unknown or out-of-range option.

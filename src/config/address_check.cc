@@ -179,23 +179,17 @@ Status CheckUnixSocket(std::string_view path) {
 }
 
 Status CheckEtcdEndpoints(std::string_view list) {
-  if (list.empty()) return Status::Ok();
-  size_t start = 0;
-  while (true) {
-    const size_t comma = list.find(',', start);
-    const std::string_view entry = list.substr(
-        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    if (entry.empty()) {
-      return Status::InvalidArgument(fmt::format(
-          "'{}' has an empty entry; expected HOST:PORT[,HOST:PORT...]", std::string(list)));
-    }
-    if (Status s = CheckHostPort(entry, /*min_port=*/1); !s.ok()) {
-      return Status::InvalidArgument(
-          fmt::format("etcd endpoint '{}': {}", std::string(entry), s.message()));
-    }
-    if (comma == std::string_view::npos) return Status::Ok();
-    start = comma + 1;
+  Result<std::vector<std::string>> entries = SplitEtcdEndpoints(list);
+  if (!entries.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("'{}': {}", std::string(list), entries.status().message()));
   }
+  for (const std::string& entry : *entries) {
+    if (Status s = CheckHostPort(entry, /*min_port=*/1); !s.ok()) {
+      return Status::InvalidArgument(fmt::format("etcd endpoint '{}': {}", entry, s.message()));
+    }
+  }
+  return Status::Ok();
 }
 
 Status CheckAdvertiseAddress(std::string_view address) {

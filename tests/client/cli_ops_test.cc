@@ -12,18 +12,16 @@
 #include <vector>
 
 #include "fake_node.h"
+#include "support/cli_run.h"
 #include "test_node.h"
 
 namespace kvport {
 namespace {
+using kvport::testing::CliRun;
+using kvport::testing::RunCli;
+using kvport::testing::Slurp;
 
 namespace fs = std::filesystem;
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
 
 class CliOpsTest : public ::testing::Test {
  protected:
@@ -39,26 +37,13 @@ class CliOpsTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  static std::string Slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
   void WriteFile(const std::string& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary) << bytes;
   }
 
   // Runs `kvport ARGS` through the shell, stdin from `stdin_path` if given.
   CliRun Kvport(const std::string& args, const std::string& stdin_path = "/dev/null") {
-    const std::string out = Path("stdout"), err = Path("stderr");
-    const std::string cmd = std::string("'") + KVPORT_BINARY + "' --log-level warn " + args +
-                            " <'" + stdin_path + "' >'" + out + "' 2>'" + err + "'";
-    const int status = std::system(cmd.c_str());
-    CliRun run;
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    run.out = Slurp(out);
-    run.err = Slurp(err);
-    return run;
+    return RunCli(KVPORT_BINARY, "--log-level warn " + args, dir_, "", stdin_path);
   }
 
   std::unique_ptr<Server> node_;

@@ -24,10 +24,14 @@
 #include "etcd_process.h"
 #include "etcd_test_util.h"
 #include "kvport/client.h"
+#include "support/cli_run.h"
 #include "support/serve_process.h"
 
 namespace kvport {
 namespace {
+using kvport::testing::CliRun;
+using kvport::testing::RunCli;
+using kvport::testing::Slurp;
 
 using kvport::testing::ServeProcess;
 
@@ -37,20 +41,9 @@ using kvport::testing::EtcdProcess;
 using kvport::testing::WaitFor;
 using namespace std::chrono_literals;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 size_t Lines(const std::string& text) {
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
 }
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
 
 class ClusterCliTest : public kvport::testing::SharedEtcdTest {
  protected:
@@ -65,15 +58,7 @@ class ClusterCliTest : public kvport::testing::SharedEtcdTest {
   void TearDown() override { fs::remove_all(dir_); }
 
   CliRun Kvport(const std::string& args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string cmd = std::string("'") + KVPORT_BINARY + "' --log-level warn " + args +
-                            " </dev/null >'" + out.string() + "' 2>'" + err.string() + "'";
-    const int status = std::system(cmd.c_str());
-    CliRun run;
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    run.out = Slurp(out);
-    run.err = Slurp(err);
-    return run;
+    return RunCli(KVPORT_BINARY, "--log-level warn " + args, dir_);
   }
 
   fs::path dir_;

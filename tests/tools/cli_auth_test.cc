@@ -21,21 +21,19 @@
 
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "support/cli_run.h"
 
 namespace kvport {
 namespace {
+using kvport::testing::CliRun;
+using kvport::testing::RunCli;
+using kvport::testing::Slurp;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 constexpr char kWriter[] = "writer-secret-0123456789";
 constexpr char kReader[] = "reader-secret-0123456789";
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
 
 class CliAuthTest : public ::testing::Test {
  protected:
@@ -47,11 +45,6 @@ class CliAuthTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  static std::string Slurp(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
   fs::path WriteFile(const std::string& name, const std::string& text, mode_t mode = 0600) {
     const fs::path path = dir_ / name;
     std::ofstream(path, std::ios::trunc) << text;
@@ -62,16 +55,7 @@ class CliAuthTest : public ::testing::Test {
   // Runs `kvport ARGS` with `env` prepended (VAR=value ...), without a config from the
   // environment.
   CliRun Kvport(const std::string& args, const std::string& env = "") {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string cmd = "env -u LMCACHE_CONFIG_FILE -u KVPORT_TOKEN " + env + " '" +
-                            KVPORT_BINARY + "' " + args + " </dev/null >'" + out.string() +
-                            "' 2>'" + err.string() + "'";
-    const int status = std::system(cmd.c_str());
-    CliRun run;
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    run.out = Slurp(out);
-    run.err = Slurp(err);
-    return run;
+    return RunCli(KVPORT_BINARY, args, dir_, "env -u LMCACHE_CONFIG_FILE -u KVPORT_TOKEN " + env);
   }
 
   static std::string Tokens(const char* writer_ns) {

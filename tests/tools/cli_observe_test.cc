@@ -24,12 +24,14 @@
 
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "support/cli_run.h"
 #include "support/serve_process.h"
 
 namespace kvport {
 namespace {
 
 using kvport::testing::ServeProcess;
+using kvport::testing::Slurp;
 
 namespace fs = std::filesystem;
 
@@ -38,11 +40,6 @@ fs::path TempDir(const std::string& name) {
       fs::temp_directory_path() / ("kvport-cli-observe-" + std::to_string(::getpid()) + "-" + name);
   fs::create_directories(dir);
   return dir;
-}
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 std::vector<std::string> Lines(const std::string& text) {

@@ -21,18 +21,16 @@
 #include "common/escape_text.h"
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "support/cli_run.h"
 
 namespace kvport {
 namespace {
+using kvport::testing::CliRun;
+using kvport::testing::RunCli;
+using kvport::testing::Slurp;
 
 namespace fs = std::filesystem;
 using namespace std::string_literals;
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
 
 // The namespaces the node holds, one 3-byte object each.
 const std::vector<std::string>& HostileNames() {
@@ -77,21 +75,8 @@ class CliStatTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  static std::string Slurp(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
   CliRun Kvport(const std::string& args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string cmd = std::string("'") + KVPORT_BINARY + "' --log-level warn " + args +
-                            " </dev/null >'" + out.string() + "' 2>'" + err.string() + "'";
-    const int status = std::system(cmd.c_str());
-    CliRun run;
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    run.out = Slurp(out);
-    run.err = Slurp(err);
-    return run;
+    return RunCli(KVPORT_BINARY, "--log-level warn " + args, dir_);
   }
 
   std::string Url() const { return "eic://" + node_->address(); }

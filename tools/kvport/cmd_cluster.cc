@@ -22,6 +22,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/member.h"
 #include "commands.h"
+#include "common/endpoint_text.h"
 #include "common/escape_text.h"
 #include "kvport/client.h"
 #include "kvport/log.h"
@@ -50,18 +51,6 @@ struct NodeReport {
   uint64_t used_bytes = 0;
   uint64_t objects = 0;
 };
-
-std::vector<std::string> SplitComma(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = list.find(',', start);
-    out.push_back(
-        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
 
 // STATS of one node through a client of its own (one TCP connection).
 void AskNode(const ClusterOptions& o, std::chrono::milliseconds timeout, NodeReport* report) {
@@ -93,8 +82,9 @@ Result<std::vector<NodeReport>> Gather(const ClusterOptions& o) {
   if (o.etcd.empty()) return Status::InvalidArgument("--etcd HOST:PORT[,HOST:PORT] is required");
   if (!(o.timeout_secs > 0)) return Status::InvalidArgument("--timeout must be a positive number");
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_secs * 1000));
+  KVPORT_ASSIGN_OR_RETURN(std::vector<std::string> endpoints, SplitEtcdEndpoints(o.etcd));
   KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<cluster::EtcdClient> etcd,
-                          cluster::EtcdClient::Open(SplitComma(o.etcd), timeout));
+                          cluster::EtcdClient::Open(endpoints, timeout));
   Result<cluster::EtcdRange> range = etcd->RangePrefix(cluster::EtcdNodesPrefix(o.cluster));
   if (!range.ok()) {
     return range.status().WithContext(

@@ -61,10 +61,12 @@ struct Session {
 };
 
 void AddConnectionOptions(CLI::App* cmd, OpsOptions* o) {
-  cmd->add_option("--url", o->url, "The node: eic://HOST:PORT[/NS], HOST:PORT or unix:/PATH");
+  cmd->add_option("--url", o->url,
+                  "The node or cluster: eic://HOST:PORT[/NS], HOST:PORT, unix:/PATH, "
+                  "HOST:PORT;HOST:PORT or etcd:HOST:PORT/CLUSTER (docs/cluster.md)");
   cmd->add_option("--config", o->config_file,
                   "LMCache-style YAML: remote_url, eic_trans_type, eic_kv_ns, eic_kv_ttl, "
-                  "blocking_timeout_secs");
+                  "blocking_timeout_secs, token_file, replicas, write_quorum");
   cmd->add_option("--timeout", o->timeout_secs,
                   "Seconds per call (default: blocking_timeout_secs, 10)");
   cmd->add_option("--token-file", o->token_file,

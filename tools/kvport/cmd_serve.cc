@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "common/endpoint_text.h"
 #include "kvport/config.h"
 #include "kvport/host_info.h"
 #include "kvport/log.h"
@@ -45,20 +46,6 @@ struct ServeFlags {
   std::optional<std::string> node_id;
   std::optional<uint32_t> lease_ttl;
 };
-
-// "H:P,H:P" as a list (the config check has already refused empty entries).
-std::vector<std::string> SplitEndpoints(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size() && !list.empty()) {
-    const size_t comma = list.find(',', start);
-    out.push_back(
-        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
 
 Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   ConfigSources sources;
@@ -116,7 +103,7 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   options.server_name = std::string("kvport ") + KVPORT_VERSION;
 
   options.cluster = flags.cluster.value_or(node.cluster);
-  options.etcd = SplitEndpoints(flags.etcd.value_or(node.etcd));
+  KVPORT_ASSIGN_OR_RETURN(options.etcd, SplitEtcdEndpoints(flags.etcd.value_or(node.etcd)));
   options.advertise = flags.advertise.value_or(node.advertise);
   options.node_id = flags.node_id.value_or(node.node_id);
   options.lease_ttl_secs = flags.lease_ttl.value_or(node.lease_ttl_secs);
