@@ -25,6 +25,12 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 // gRPC status codes the gateway reports in "code".
+// The most bytes kept of one answer or one watch message. etcd's own request limit is 1.5 MiB
+// and a cluster's node records are a few hundred bytes each, so this holds the records of tens of
+// thousands of nodes; an etcd (or something posing as one) that sends more cannot make a node or
+// a client grow without bound.
+constexpr size_t kMaxAnswerBytes = size_t{64} << 20;
+
 constexpr int kGrpcInvalidArgument = 3;
 constexpr int kGrpcDeadlineExceeded = 4;
 constexpr int kGrpcNotFound = 5;
@@ -299,11 +305,12 @@ class GatewayClient final : public EtcdClient {
  private:
   // One HTTP exchange with one endpoint: the outcome as the failover loop needs it.
   struct Exchange {
-    bool reached = false;  // an HTTP answer came back (else: connect/read/write failed)
-    int status = 0;        // its HTTP status
-    std::string body;      // its body
-    std::string failure;   // why it was not reached
-    bool silent = false;   // connected, but nothing came back before the read timeout
+    bool reached = false;    // an HTTP answer came back (else: connect/read/write failed)
+    int status = 0;          // its HTTP status
+    std::string body;        // its body
+    std::string failure;     // why it was not reached
+    bool silent = false;     // connected, but nothing came back before the read timeout
+    bool too_large = false;  // the answer passed kMaxAnswerBytes (and was cut off)
   };
 
   static std::string Describe(httplib::Error error) {
@@ -423,6 +430,10 @@ class GatewayClient final : public EtcdClient {
       request.set_header("Content-Type", "application/json");
       request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
         if (receiver) return (*receiver)(data, length);
+        if (out.body.size() + length > kMaxAnswerBytes) {
+          out.too_large = true;
+          return false;
+        }
         out.body.append(data, length);
         return true;
       };
@@ -441,6 +452,11 @@ class GatewayClient final : public EtcdClient {
         if (error == httplib::Error::Read && response.status > 0 && !out.body.empty()) {
           out.reached = true;
         }
+      }
+      if (out.too_large) {
+        out.reached = false;
+        out.failure =
+            "answered more than " + std::to_string(kMaxAnswerBytes >> 20) + " MiB (refused)";
       }
     } catch (const std::exception& e) {
       out.reached = false;
@@ -510,11 +526,20 @@ Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
     // Every message is type-checked before use, but a JSON access that still throws must end
     // this stream as Corruption, never escape through httplib.
     auto handle = [&](const char* data, size_t length) -> bool {
+      if (pending.size() + length > kMaxAnswerBytes) {
+        outcome = Status::TooLarge(what + ": etcd sent a message of more than " +
+                                   std::to_string(kMaxAnswerBytes >> 20) + " MiB");
+        return false;
+      }
+      // Only the new bytes can end the message: looking at the old ones again would make a long
+      // message cost quadratic time.
+      size_t from = pending.size();
       pending.append(data, length);
       size_t newline;
-      while ((newline = pending.find('\n')) != std::string::npos) {
+      while ((newline = pending.find('\n', from)) != std::string::npos) {
         std::string line = pending.substr(0, newline);
         pending.erase(0, newline + 1);
+        from = 0;  // what is left came with this chunk and is not looked at yet
         if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
         json message = json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (message.is_discarded() || !message.is_object()) {

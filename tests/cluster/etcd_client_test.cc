@@ -373,6 +373,38 @@ TEST_F(EtcdClientTest, ErrorsAreTypedNotUnavailable) {
   EXPECT_EQ(client_->RevokeLease(0x7eadbeef).code(), StatusCode::kNotFound);
 }
 
+// Something posing as etcd that answers without end: the client keeps at most 64 MiB of one
+// answer or one watch message, and refuses the rest.
+TEST(EtcdClientHostile, AnOversizedAnswerOrWatchMessageIsRefused) {
+  httplib::Server fake;
+  const std::string huge(65u << 20, 'x');  // no newline: one endless message
+  fake.Post("/v3/kv/range", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(huge, "application/json");
+  });
+  fake.Post("/v3/watch", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(huge, "application/json");
+  });
+  const int port = fake.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { fake.listen_after_bind(); });
+  ASSERT_TRUE(WaitFor([&] { return fake.is_running(); }));
+
+  auto client = EtcdClient::Open({"127.0.0.1:" + std::to_string(port)}, 10s);
+  ASSERT_TRUE(client.ok());
+  Result<cluster::EtcdRange> range = (*client)->RangePrefix("p/");
+  EXPECT_EQ(range.status().code(), StatusCode::kUnavailable) << range.status().ToString();
+  EXPECT_NE(range.status().message().find("more than 64 MiB"), std::string::npos)
+      << range.status().ToString();
+
+  std::atomic<bool> stop{false};
+  Status watched = (*client)->Watch(
+      "p/", 1, [](const std::vector<EtcdEvent>&) {}, stop, 10s);
+  EXPECT_EQ(watched.code(), StatusCode::kTooLarge) << watched.ToString();
+
+  fake.stop();
+  serving.join();
+}
+
 TEST(EtcdClientDown, UnavailableNamingTheEndpoints) {
   auto etcd = EtcdProcess::Start();
   ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
