@@ -232,10 +232,11 @@ TEST_F(ClusterNodeTest, APartitionedNodeIsDroppedAndRejoinsEmptyWithANewEpoch) {
       << "the lease did not lapse";
   (*server)->PauseClusterKeepAliveForTesting(false);
 
+  // The record is in etcd a moment before the node counts itself registered: wait for both.
   std::optional<EtcdKeyValue> back;
   ASSERT_TRUE(WaitFor([&] {
     back = RecordOf(*client_, "partition", "island");
-    return back.has_value();
+    return back.has_value() && (*server)->Stats().Get("cluster_registered") == 1;
   })) << "the node did not register again";
   const uint64_t new_epoch = EpochIn(*back);
   EXPECT_NE(new_epoch, old_epoch);
