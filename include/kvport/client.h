@@ -202,6 +202,46 @@ class KVPORT_API LentValues {
   std::unique_ptr<Loan> loan_;
 };
 
+namespace client {
+template <typename R>
+class PendingCall;
+}  // namespace client
+
+// A batched call in flight (Client::MSetAsync, MGetAsync, MExistAsync, MDelAsync): the post and
+// check of NIXL's transfers. An Async call sends the call's frames and returns at once, so one
+// thread can keep many calls in flight on the same connections (each frame carries its request
+// id and the node answers them in any order). Contract:
+//   - Ready() says, without blocking, whether Wait() would return at once. It reads what has
+//     arrived on the connections and takes the call's next step where a data path has several
+//     (shared memory commits once its reservations are answered), so a loop polling Ready()
+//     makes progress without another thread.
+//   - Wait() returns exactly what the blocking call returns, errors included (a call refused
+//     before anything was sent is ready at once with its error). Called once; valid() is false
+//     after it.
+//   - Until Wait returns, the call's keys, metas and the memory its buffers point at must stay
+//     valid, and an MGet's buffers untouched; the options are read when the call starts.
+//   - Destroying a handle that was not waited for waits for its call (like Wait, at most until
+//     the call's deadline), so no byte moves into or out of the caller's memory afterwards.
+//   - A cluster call (docs/cluster.md) whose first nodes fail tries the next ones inside Wait.
+// Movable; one thread at a time per handle.
+template <typename R>
+class KVPORT_API Pending {
+ public:
+  Pending();
+  ~Pending();
+  Pending(Pending&&) noexcept;
+  Pending& operator=(Pending&&) noexcept;
+
+  bool Ready();
+  Result<R> Wait();
+  bool valid() const { return call_ != nullptr; }
+
+ private:
+  friend class Client;
+  explicit Pending(std::unique_ptr<client::PendingCall<R>> call);
+  std::unique_ptr<client::PendingCall<R>> call_;
+};
+
 struct KVPORT_API SetOptions {
   std::string ns;                        // namespace; "" is the default namespace
   int64_t ttl_seconds = -1;              // seconds the objects live; -1 (or 0) = no expiry
@@ -293,6 +333,19 @@ class KVPORT_API Client {
 
   // Per key: kSuccess when it was deleted, kKeyNotExist when there was nothing to delete.
   Result<BatchResult> MDel(const std::vector<std::string>& keys, const DelOptions& options = {});
+
+  // The batched calls above, asynchronous: each starts the call and returns its handle at once
+  // (see Pending for the contract). What a caller with many small values uses to keep a
+  // connection busy from one thread.
+  Pending<BatchResult> MSetAsync(const std::vector<std::string>& keys, const IOBuffers& values,
+                                 const SetOptions& options = {},
+                                 const std::vector<std::string>& metas = {});
+  Pending<GetResult> MGetAsync(const std::vector<std::string>& keys, const GetOptions& options,
+                               const IOBuffers& buffers);
+  Pending<BatchResult> MExistAsync(const std::vector<std::string>& keys,
+                                   const ExistOptions& options = {});
+  Pending<BatchResult> MDelAsync(const std::vector<std::string>& keys,
+                                 const DelOptions& options = {});
 
   // Declares the memory behind `buffers` as `info.kind` memory on `info.device_id`. Buffers in
   // CUDA or Ascend memory are then staged through pinned host memory with that runtime on every

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "client/pending_call.h"
 #include "client/transport.h"
 #include "kvport/client.h"
 #include "kvport/io_buffers.h"
@@ -22,26 +24,31 @@ namespace kvport::client {
 
 // Values lent in place by one or several nodes (Client::MGetInPlace).
 struct InPlaceLoans {
-  std::vector<Transport::Loan> loans;  // one per node call that lent values
-  std::vector<const uint8_t*> views;   // per key of the call: its value, or null
+  std::vector<std::unique_ptr<Loan>> loans;  // one per node call that lent values
+  std::vector<const uint8_t*> views;         // per key of the call: its value, or null
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual Result<BatchResult> MSet(std::span<const std::string> keys, const IOBuffers& values,
-                                   const SetOptions& options,
-                                   std::span<const std::string> metas) = 0;
-  // `buffers` null: the meta-only form (MGetMeta).
-  virtual Result<GetResult> MGet(std::span<const std::string> keys, const GetOptions& options,
-                                 const IOBuffers* buffers) = 0;
-  virtual Result<GetResult> MGetInPlace(std::span<const std::string> keys,
-                                        const GetOptions& options, InPlaceLoans* loans) = 0;
-  virtual Result<BatchResult> MExist(std::span<const std::string> keys,
-                                     const ExistOptions& options) = 0;
-  virtual Result<BatchResult> MDel(std::span<const std::string> keys,
-                                   const DelOptions& options) = 0;
+  // The batched calls, started: each returns at once with its frames sent (or its result
+  // decided) and Finish gives the result. The keys, values, metas and buffers passed must stay
+  // valid, and the buffers untouched, until the call is finished or destroyed.
+  virtual std::unique_ptr<PendingCall<BatchResult>> StartMSet(
+      std::span<const std::string> keys, const IOBuffers& values, const SetOptions& options,
+      std::span<const std::string> metas) = 0;
+  // `buffers` null and `loans` null: the meta-only form (MGetMeta). `loans` set: the values are
+  // lent in place (MGetInPlace) into *loans, which must outlive the call.
+  virtual std::unique_ptr<PendingCall<GetResult>> StartMGet(std::span<const std::string> keys,
+                                                            const GetOptions& options,
+                                                            const IOBuffers* buffers,
+                                                            InPlaceLoans* loans) = 0;
+  virtual std::unique_ptr<PendingCall<BatchResult>> StartMExist(std::span<const std::string> keys,
+                                                                const ExistOptions& options) = 0;
+  virtual std::unique_ptr<PendingCall<BatchResult>> StartMDel(std::span<const std::string> keys,
+                                                              const DelOptions& options) = 0;
+
   virtual Status Ping() = 0;
   virtual Result<NodeStats> Stats() = 0;
   virtual std::vector<NodeReport> StatsPerNode() = 0;

@@ -55,9 +55,18 @@ class KeyOutcomes {
   Status first_error_;
 };
 
-// One frame of a batched call in flight.
+// One frame of a batched call in flight. Destroyed before its response was waited for, it
+// gives the call up (Wait with a deadline already passed): the connection never touches its
+// handler or buffers afterwards.
 template <typename Handler>
 struct FrameCall {
+  FrameCall() = default;
+  FrameCall(const FrameCall&) = delete;
+  FrameCall& operator=(const FrameCall&) = delete;
+  ~FrameCall() {
+    if (ticket != nullptr) (void)conn->Wait(ticket, MonotonicClock::now());
+  }
+
   FrameSlice slice;
   Handler handler;
   std::shared_ptr<Connection> conn;
@@ -65,15 +74,16 @@ struct FrameCall {
   Status status;  // of the whole frame: OK when its response was accepted
 };
 
-// Sends one frame per slice (slice 0 on `first`, the others on connections from `pool`), then
-// waits for every response. `encode(call, request_id, limits, frame)` builds the frame for
-// call.slice (with call.conn->version()) and may set up call.handler; a non-OK return fails
-// that frame without sending it. Returns the calls with their status set.
+// Sends one frame per slice (slice 0 on `first`, the others on connections from `pool`), and
+// returns the calls; WaitFrames then waits for their responses. `encode(call, request_id,
+// limits, frame)` builds the frame for call.slice (with call.conn->version()) and may set up
+// call.handler; a non-OK return fails that frame without sending it. The frames' buffers must
+// stay valid until WaitFrames returns.
 template <typename Handler, typename Encode>
-std::vector<std::unique_ptr<FrameCall<Handler>>> RunFrames(std::span<const FrameSlice> slices,
-                                                           std::shared_ptr<Connection> first,
-                                                           ConnectionPool& pool, Deadline deadline,
-                                                           Encode encode) {
+std::vector<std::unique_ptr<FrameCall<Handler>>> SendFrames(std::span<const FrameSlice> slices,
+                                                            std::shared_ptr<Connection> first,
+                                                            ConnectionPool& pool,
+                                                            Deadline deadline, Encode encode) {
   std::vector<std::unique_ptr<FrameCall<Handler>>> calls;
   calls.reserve(slices.size());
   protocol::EncodedFrame frame;
@@ -104,9 +114,38 @@ std::vector<std::unique_ptr<FrameCall<Handler>>> RunFrames(std::span<const Frame
     }
     calls.push_back(std::move(call));
   }
+  return calls;
+}
+
+// Waits for the response of every call SendFrames sent (each call's status set); once it
+// returns, no connection touches their handlers or buffers. Calls waited for before are left
+// as they are.
+template <typename Handler>
+void WaitFrames(std::vector<std::unique_ptr<FrameCall<Handler>>>& calls, Deadline deadline) {
   for (auto& call : calls) {
-    if (call->ticket != nullptr) call->status = call->conn->Wait(call->ticket, deadline);
+    if (call->ticket == nullptr) continue;
+    call->status = call->conn->Wait(call->ticket, deadline);
+    call->ticket = nullptr;
   }
+}
+
+// Whether every sent call's response is in (WaitFrames would not wait), without waiting.
+template <typename Handler>
+bool FramesReady(const std::vector<std::unique_ptr<FrameCall<Handler>>>& calls) {
+  for (const auto& call : calls) {
+    if (call->ticket != nullptr && !call->conn->Poll(call->ticket)) return false;
+  }
+  return true;
+}
+
+// SendFrames, then WaitFrames.
+template <typename Handler, typename Encode>
+std::vector<std::unique_ptr<FrameCall<Handler>>> RunFrames(std::span<const FrameSlice> slices,
+                                                           std::shared_ptr<Connection> first,
+                                                           ConnectionPool& pool, Deadline deadline,
+                                                           Encode encode) {
+  auto calls = SendFrames<Handler>(slices, std::move(first), pool, deadline, std::move(encode));
+  WaitFrames(calls, deadline);
   return calls;
 }
 

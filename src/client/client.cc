@@ -170,24 +170,94 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   return Status::Ok();
 }
 
+template <typename R>
+Pending<R>::Pending() = default;
+template <typename R>
+Pending<R>::Pending(std::unique_ptr<client::PendingCall<R>> call) : call_(std::move(call)) {}
+template <typename R>
+Pending<R>::~Pending() {
+  if (call_ != nullptr) (void)call_->Finish();
+}
+template <typename R>
+Pending<R>::Pending(Pending&&) noexcept = default;
+template <typename R>
+Pending<R>& Pending<R>::operator=(Pending&& other) noexcept {
+  if (this != &other) {
+    if (call_ != nullptr) (void)call_->Finish();
+    call_ = std::move(other.call_);
+  }
+  return *this;
+}
+template <typename R>
+bool Pending<R>::Ready() {
+  return call_ == nullptr || call_->Ready();
+}
+template <typename R>
+Result<R> Pending<R>::Wait() {
+  if (call_ == nullptr) return Status::InvalidArgument("Pending::Wait on a call already waited for");
+  Result<R> result = call_->Finish();
+  call_.reset();
+  return result;
+}
+template class Pending<BatchResult>;
+template class Pending<GetResult>;
+
+namespace {
+
+template <typename R>
+std::unique_ptr<client::PendingCall<R>> Refused(Status status) {
+  return client::Decided<R>(std::move(status));
+}
+
+}  // namespace
+
+Pending<BatchResult> Client::MSetAsync(const std::vector<std::string>& keys,
+                                       const IOBuffers& values, const SetOptions& options,
+                                       const std::vector<std::string>& metas) {
+  if (impl_->backend == nullptr) return Pending<BatchResult>(Refused<BatchResult>(NotReady("MSet")));
+  if (values.size() != keys.size()) {
+    return Pending<BatchResult>(
+        Refused<BatchResult>(CountMismatch("MSet", keys.size(), values.size(), "buffers")));
+  }
+  if (!metas.empty() && metas.size() != keys.size()) {
+    return Pending<BatchResult>(
+        Refused<BatchResult>(CountMismatch("MSet", keys.size(), metas.size(), "metas")));
+  }
+  return Pending<BatchResult>(impl_->backend->StartMSet(keys, values, options, metas));
+}
+
+Pending<GetResult> Client::MGetAsync(const std::vector<std::string>& keys,
+                                     const GetOptions& options, const IOBuffers& buffers) {
+  if (impl_->backend == nullptr) return Pending<GetResult>(Refused<GetResult>(NotReady("MGet")));
+  if (buffers.size() != keys.size()) {
+    return Pending<GetResult>(
+        Refused<GetResult>(CountMismatch("MGet", keys.size(), buffers.size(), "buffers")));
+  }
+  return Pending<GetResult>(impl_->backend->StartMGet(keys, options, &buffers, nullptr));
+}
+
+Pending<BatchResult> Client::MExistAsync(const std::vector<std::string>& keys,
+                                         const ExistOptions& options) {
+  if (impl_->backend == nullptr) {
+    return Pending<BatchResult>(Refused<BatchResult>(NotReady("MExist")));
+  }
+  return Pending<BatchResult>(impl_->backend->StartMExist(keys, options));
+}
+
+Pending<BatchResult> Client::MDelAsync(const std::vector<std::string>& keys,
+                                       const DelOptions& options) {
+  if (impl_->backend == nullptr) return Pending<BatchResult>(Refused<BatchResult>(NotReady("MDel")));
+  return Pending<BatchResult>(impl_->backend->StartMDel(keys, options));
+}
+
 Result<BatchResult> Client::MSet(const std::vector<std::string>& keys, const IOBuffers& values,
                                  const SetOptions& options, const std::vector<std::string>& metas) {
-  if (impl_->backend == nullptr) return NotReady("MSet");
-  if (values.size() != keys.size())
-    return CountMismatch("MSet", keys.size(), values.size(), "buffers");
-  if (!metas.empty() && metas.size() != keys.size()) {
-    return CountMismatch("MSet", keys.size(), metas.size(), "metas");
-  }
-  return impl_->backend->MSet(keys, values, options, metas);
+  return MSetAsync(keys, values, options, metas).Wait();
 }
 
 Result<GetResult> Client::MGet(const std::vector<std::string>& keys, const GetOptions& options,
                                const IOBuffers& buffers) {
-  if (impl_->backend == nullptr) return NotReady("MGet");
-  if (buffers.size() != keys.size()) {
-    return CountMismatch("MGet", keys.size(), buffers.size(), "buffers");
-  }
-  return impl_->backend->MGet(keys, options, &buffers);
+  return MGetAsync(keys, options, buffers).Wait();
 }
 
 struct LentValues::Loan {
@@ -207,7 +277,7 @@ std::span<const uint8_t> LentValues::value(size_t i) const {
 bool LentValues::valid() const {
   if (loan_ == nullptr) return false;
   for (const auto& loan : loan_->loans.loans) {
-    for (const auto& session : loan.sessions) {
+    for (const auto& session : loan->sessions) {
       if (!session->alive()) return false;
     }
   }
@@ -224,8 +294,9 @@ Result<LentValues> Client::MGetInPlace(const std::vector<std::string>& keys,
   if (impl_->backend == nullptr) return NotReady("MGetInPlace");
   LentValues lent;
   lent.loan_ = std::make_unique<LentValues::Loan>();
-  KVPORT_ASSIGN_OR_RETURN(lent.result_,
-                          impl_->backend->MGetInPlace(keys, options, &lent.loan_->loans));
+  KVPORT_ASSIGN_OR_RETURN(
+      lent.result_,
+      impl_->backend->StartMGet(keys, options, nullptr, &lent.loan_->loans)->Finish());
   lent.values_.assign(keys.size(), {});
   const std::vector<const uint8_t*>& views = lent.loan_->loans.views;
   for (size_t i = 0; i < keys.size() && i < views.size(); ++i) {
@@ -239,18 +310,16 @@ Result<LentValues> Client::MGetInPlace(const std::vector<std::string>& keys,
 Result<GetResult> Client::MGetMeta(const std::vector<std::string>& keys,
                                    const GetOptions& options) {
   if (impl_->backend == nullptr) return NotReady("MGetMeta");
-  return impl_->backend->MGet(keys, options, nullptr);
+  return impl_->backend->StartMGet(keys, options, nullptr, nullptr)->Finish();
 }
 
 Result<BatchResult> Client::MExist(const std::vector<std::string>& keys,
                                    const ExistOptions& options) {
-  if (impl_->backend == nullptr) return NotReady("MExist");
-  return impl_->backend->MExist(keys, options);
+  return MExistAsync(keys, options).Wait();
 }
 
 Result<BatchResult> Client::MDel(const std::vector<std::string>& keys, const DelOptions& options) {
-  if (impl_->backend == nullptr) return NotReady("MDel");
-  return impl_->backend->MDel(keys, options);
+  return MDelAsync(keys, options).Wait();
 }
 
 Status Client::RegisterMemory(const IOBuffers& buffers, const MemoryInfo& info) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "kvport/log.h"
@@ -17,7 +18,7 @@ namespace {
 constexpr std::chrono::milliseconds kDownMin{100};
 constexpr std::chrono::milliseconds kDownMax{5'000};
 constexpr std::chrono::milliseconds kReopenBackoff{200};
-constexpr size_t kFanOutWorkers = 8;
+constexpr size_t kControlThreads = 8;
 constexpr size_t kListCursors = 64;
 
 int64_t NowNs() {
@@ -89,7 +90,7 @@ void Resize(GetResult& result, size_t n, KeyCode code) {
 
 // Sets the overall code and the first failing key's reason: reasons[i], or `fallback` (with
 // the key named) when none was recorded for it (a plain miss).
-void Finish(BatchResult& result, std::span<const std::string> keys,
+void SetOverall(BatchResult& result, std::span<const std::string> keys,
             const std::vector<Status>& reasons, std::string_view fallback) {
   result.status = OverallCode(result.codes);
   result.error = Status::Ok();
@@ -115,8 +116,7 @@ ClusterClient::ClusterClient(std::string instance_id,
       choice_(std::move(choice)),
       token_(std::move(token)),
       devices_(devices),
-      options_(options),
-      fan_out_(kFanOutWorkers) {
+      options_(options) {
   MutexLock lock(list_mu_);
   list_cursor_seed_ = std::random_device{}();
 }
@@ -287,11 +287,21 @@ std::vector<ClusterClient::Group> ClusterClient::GroupBy(std::span<const uint32_
 }
 
 void ClusterClient::RunGroups(size_t groups, const std::function<void(size_t)>& part) {
-  std::vector<std::function<void()>> tasks;
-  tasks.reserve(groups);
-  for (size_t g = 0; g < groups; ++g)
-    tasks.emplace_back([&part, g] { part(g); });
-  fan_out_.Run(tasks);
+  // Control calls only (Connect, Ping, Stats): rare, and each may wait for a node's connect
+  // timeout, so they run on threads of their own, at most kControlThreads at once.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t g = next.fetch_add(1); g < groups; g = next.fetch_add(1))
+      part(g);
+  };
+  std::vector<std::thread> threads;
+  const size_t extra = std::min(groups, kControlThreads) - (groups > 0 ? 1 : 0);
+  threads.reserve(extra);
+  for (size_t t = 0; t < extra; ++t)
+    threads.emplace_back(work);
+  work();
+  for (std::thread& thread : threads)
+    thread.join();
 }
 
 Status ClusterClient::Connect() {
@@ -323,285 +333,435 @@ Status ClusterClient::Connect() {
   return Status::Ok();
 }
 
-Result<BatchResult> ClusterClient::MSet(std::span<const std::string> keys, const IOBuffers& values,
-                                        const SetOptions& options,
-                                        std::span<const std::string> metas) {
-  BatchResult result;
-  if (keys.empty()) return result;
-  const Deadline deadline = MonotonicClock::now() +
-                            (options.timeout.count() > 0 ? options.timeout : init_options_.timeout);
-  const Routing routing = Route(keys);
-  if (routing.stride == 0) {
-    return Status::Unavailable("MSet: " + membership_->Describe() + " has no live nodes");
-  }
-  const size_t n = keys.size();
-  const size_t replicas = std::min<size_t>(options_.replicas, routing.live);
-  const size_t quorum = std::min<size_t>(options_.write_quorum, replicas);
-  std::vector<uint32_t> stored(n, 0);
-  std::vector<uint32_t> next_rank(n, static_cast<uint32_t>(replicas));
-  std::vector<Status> reasons(n);
-  Resize(result, n, KeyCode::kUnavailable);
-  std::vector<KeyCode> failure(n, KeyCode::kSuccess);  // the first non-node failure, if any
-  bool answered = false;
+template <typename R>
+struct ClusterClient::Part {
+  Group group;
+  // What the node's call reads, when the part is not the whole call: kept until it finishes.
+  std::vector<std::string> keys;
+  std::vector<std::string> metas;
+  IOBuffers buffers;
+  InPlaceLoans loans;  // MGetInPlace: what this node lent
+  std::unique_ptr<PendingCall<R>> call;
 
-  // Round 0 sends every key to its first `replicas` nodes; later rounds replace failed nodes.
-  std::vector<uint32_t> send_keys;
-  std::vector<uint32_t> send_slots;
-  routing.FirstReplicas(replicas, &send_keys, &send_slots);
-  while (!send_keys.empty()) {
-    const std::vector<Group> groups = GroupBy(send_keys, send_slots);
-    std::vector<Result<BatchResult>> parts(groups.size(), Status::Unavailable("not sent"));
-    SetOptions part_options = options;
-    part_options.timeout = Left(deadline);
-    RunGroups(groups.size(), [&](size_t g) {
-      Slot& slot = *routing.view->slots[groups[g].slot];
-      Result<std::shared_ptr<NodeClient>> node = Open(slot);
-      if (!node.ok()) {
-        parts[g] = node.status();
-      } else if (groups[g].keys.size() == n) {  // every key: the call's own arrays
-        parts[g] = (*node)->MSet(keys, values, part_options, metas);
-      } else {
-        const std::vector<std::string> part_keys = Pick<std::string>(keys, groups[g].keys);
-        const std::vector<std::string> part_metas =
-            metas.empty() ? std::vector<std::string>() : Pick<std::string>(metas, groups[g].keys);
-        parts[g] =
-            (*node)->MSet(part_keys, PickBuffers(values, groups[g].keys), part_options, part_metas);
-      }
-    });
-    send_keys.clear();
-    send_slots.clear();
-    const bool time_left = MonotonicClock::now() < deadline;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      Slot& slot = *routing.view->slots[groups[g].slot];
-      const bool whole_failed = !parts[g].ok();
-      bool lost_keys = false;  // the node answered, but lost some keys' answers
-      for (size_t k = 0; k < groups[g].keys.size(); ++k) {
-        const uint32_t i = groups[g].keys[k];
-        const KeyCode code =
-            whole_failed ? KeyCodeFromCallFailure(parts[g].status()) : parts[g]->codes[k];
-        if (code == KeyCode::kSuccess) {
-          ++stored[i];
-          answered = true;
-          continue;
-        }
-        auto why = [&] { return whole_failed ? parts[g].status() : parts[g]->error; };
-        if (!whole_failed) answered = true;
-        if (NodeFailed(code)) {
-          lost_keys = lost_keys || !whole_failed;
-          if (reasons[i].ok()) reasons[i] = why();
-          // The key's next live node takes this replica, if any is left and time is.
-          if (time_left && next_rank[i] < routing.live) {
-            send_keys.push_back(i);
-            send_slots.push_back(routing.candidate(i, next_rank[i]++));
-          }
-        } else if (failure[i] == KeyCode::kSuccess) {
-          failure[i] = code;
-          reasons[i] = why();
-        }
-      }
-      Observe(slot, parts[g].status(), lost_keys);
-    }
+  // The keys its node call reads: the call's own when the part holds them all.
+  std::span<const std::string> KeysOf(std::span<const std::string> all) const {
+    return keys.empty() ? all : std::span<const std::string>(keys);
   }
-  if (!answered) {
-    return reasons[0].WithContext("MSet: " + membership_->Describe());
+};
+
+template <typename R, typename Start>
+std::vector<std::unique_ptr<ClusterClient::Part<R>>> ClusterClient::StartParts(
+    const Routing& routing, std::vector<Group> groups, Start start) {
+  std::vector<std::unique_ptr<Part<R>>> parts;
+  parts.reserve(groups.size());
+  for (Group& group : groups) {
+    auto part = std::make_unique<Part<R>>();
+    part->group = std::move(group);
+    Result<std::shared_ptr<NodeClient>> node = Open(*routing.view->slots[part->group.slot]);
+    part->call = node.ok() ? start(**node, *part) : Decided<R>(node.status());
+    parts.push_back(std::move(part));
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (stored[i] >= quorum) {
-      result.codes[i] = KeyCode::kSuccess;
-    } else {
-      result.codes[i] = failure[i] != KeyCode::kSuccess ? failure[i] : KeyCode::kUnavailable;
-      if (stored[i] > 0) {
-        reasons[i] = reasons[i].WithContext(
-            fmt::format("MSet: key '{}' stored on {} of the {} nodes the write quorum needs",
-                        keys[i], stored[i], quorum));
-      }
-    }
-  }
-  Finish(result, keys, reasons, "MSet");
-  return result;
+  return parts;
 }
 
-template <typename R, typename Ask>
-Result<R> ClusterClient::Read(std::span<const std::string> keys, const char* op,
-                              std::chrono::milliseconds timeout, Ask ask) {
-  R result;
-  if (keys.empty()) return result;
-  const Deadline deadline =
-      MonotonicClock::now() + (timeout.count() > 0 ? timeout : init_options_.timeout);
-  const Routing routing = Route(keys);
-  if (routing.stride == 0) {
-    return Status::Unavailable(std::string(op) + ": " + membership_->Describe() +
-                               " has no live nodes");
+template <typename R>
+bool ClusterClient::PartsReady(const std::vector<std::unique_ptr<Part<R>>>& parts) {
+  for (const auto& part : parts) {
+    if (part->call != nullptr && !part->call->Ready()) return false;
   }
-  const size_t n = keys.size();
-  const size_t replicas = std::min<size_t>(options_.replicas, routing.live);
-  Resize(result, n, KeyCode::kKeyNotExist);
-  std::vector<Status> reasons(n);  // OK: a plain miss (no allocation per key)
-  std::vector<uint32_t> rank(n, 0);
-  bool any_answered = false;
-  Status call_error;  // a node refused the call itself (not a node failure)
-  std::vector<uint32_t> pending(n);
-  for (size_t i = 0; i < n; ++i)
-    pending[i] = static_cast<uint32_t>(i);
+  return true;
+}
 
-  while (!pending.empty()) {
-    std::vector<uint32_t> slot_of(pending.size());
-    for (size_t k = 0; k < pending.size(); ++k)
-      slot_of[k] = routing.candidate(pending[k], rank[pending[k]]);
-    const std::vector<Group> groups = GroupBy(pending, slot_of);
-    std::vector<Result<R>> parts(groups.size(), Status::Unavailable("not sent"));
-    RunGroups(groups.size(), [&](size_t g) {
-      Result<std::shared_ptr<NodeClient>> node = Open(*routing.view->slots[groups[g].slot]);
-      parts[g] = node.ok() ? ask(**node, groups[g], Left(deadline)) : Result<R>(node.status());
-    });
-    pending.clear();
-    for (size_t g = 0; g < groups.size(); ++g) {
-      Slot& slot = *routing.view->slots[groups[g].slot];
-      const bool whole_failed = !parts[g].ok();
-      bool lost_keys = false;  // the node answered, but lost some keys' answers
-      if (whole_failed && !NodeFailed(parts[g].status()) && call_error.ok()) {
-        call_error = parts[g].status();
+// An MSET over the cluster: round 0 sends every key to its first `replicas` nodes; later rounds
+// replace the nodes that failed by each key's next live node.
+class ClusterClient::WriteCall final : public PendingCall<BatchResult> {
+ public:
+  WriteCall(ClusterClient* cluster, std::span<const std::string> keys, const IOBuffers& values,
+            const SetOptions& options, std::span<const std::string> metas, Routing routing,
+            Deadline deadline)
+      : cluster_(cluster),
+        keys_(keys),
+        values_(values),
+        options_(options),
+        metas_(metas),
+        routing_(std::move(routing)),
+        deadline_(deadline),
+        replicas_(std::min<size_t>(cluster->options_.replicas, routing_.live)),
+        quorum_(std::min<size_t>(cluster->options_.write_quorum, replicas_)),
+        stored_(keys.size(), 0),
+        next_rank_(keys.size(), static_cast<uint32_t>(replicas_)),
+        reasons_(keys.size()),
+        failure_(keys.size(), KeyCode::kSuccess) {
+    routing_.FirstReplicas(replicas_, &send_keys_, &send_slots_);
+    StartRound();
+  }
+
+  bool Ready() override { return PartsReady(parts_); }
+
+  Result<BatchResult> Finish() override {
+    while (true) {
+      MergeRound();
+      if (send_keys_.empty()) break;
+      StartRound();
+    }
+    if (!answered_) return reasons_[0].WithContext("MSet: " + cluster_->membership_->Describe());
+    BatchResult result;
+    result.codes.resize(keys_.size());
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      if (stored_[i] >= quorum_) {
+        result.codes[i] = KeyCode::kSuccess;
+        continue;
       }
-      any_answered = any_answered || !whole_failed;
+      result.codes[i] = failure_[i] != KeyCode::kSuccess ? failure_[i] : KeyCode::kUnavailable;
+      if (stored_[i] > 0) {
+        reasons_[i] = reasons_[i].WithContext(
+            fmt::format("MSet: key '{}' stored on {} of the {} nodes the write quorum needs",
+                        keys_[i], stored_[i], quorum_));
+      }
+    }
+    SetOverall(result, keys_, reasons_, "MSet");
+    return result;
+  }
+
+ private:
+  void StartRound() {
+    SetOptions part_options = options_;
+    part_options.timeout = Left(deadline_);
+    const size_t n = keys_.size();
+    parts_ = cluster_->StartParts<BatchResult>(
+        routing_, GroupBy(send_keys_, send_slots_), [&](NodeClient& node, Part<BatchResult>& part) {
+          if (part.group.keys.size() == n) {  // every key: the call's own arrays
+            return node.StartMSet(keys_, values_, part_options, metas_);
+          }
+          part.keys = Pick<std::string>(keys_, part.group.keys);
+          if (!metas_.empty()) part.metas = Pick<std::string>(metas_, part.group.keys);
+          part.buffers = PickBuffers(values_, part.group.keys);
+          return node.StartMSet(part.keys, part.buffers, part_options, part.metas);
+        });
+    send_keys_.clear();
+    send_slots_.clear();
+  }
+
+  void MergeRound() {
+    for (auto& part : parts_) {
+      const Result<BatchResult> got = part->call->Finish();
+      part->call.reset();
+      const bool time_left = MonotonicClock::now() < deadline_;
+      Slot& slot = *routing_.view->slots[part->group.slot];
+      const bool whole_failed = !got.ok();
+      bool lost_keys = false;  // the node answered, but lost some keys' answers
+      for (size_t k = 0; k < part->group.keys.size(); ++k) {
+        const uint32_t i = part->group.keys[k];
+        const KeyCode code = whole_failed ? KeyCodeFromCallFailure(got.status()) : got->codes[k];
+        if (code == KeyCode::kSuccess) {
+          ++stored_[i];
+          answered_ = true;
+          continue;
+        }
+        auto why = [&] { return whole_failed ? got.status() : got->error; };
+        if (!whole_failed) answered_ = true;
+        if (NodeFailed(code)) {
+          lost_keys = lost_keys || !whole_failed;
+          if (reasons_[i].ok()) reasons_[i] = why();
+          // The key's next live node takes this replica, if any is left and time is.
+          if (time_left && next_rank_[i] < routing_.live) {
+            send_keys_.push_back(i);
+            send_slots_.push_back(routing_.candidate(i, next_rank_[i]++));
+          }
+        } else if (failure_[i] == KeyCode::kSuccess) {
+          failure_[i] = code;
+          reasons_[i] = why();
+        }
+      }
+      cluster_->Observe(slot, got.status(), lost_keys);
+    }
+    parts_.clear();
+  }
+
+  ClusterClient* const cluster_;
+  const std::span<const std::string> keys_;
+  const IOBuffers& values_;
+  const SetOptions options_;
+  const std::span<const std::string> metas_;
+  const Routing routing_;
+  const Deadline deadline_;
+  const size_t replicas_;
+  const size_t quorum_;
+  std::vector<uint32_t> stored_;
+  std::vector<uint32_t> next_rank_;
+  std::vector<Status> reasons_;
+  std::vector<KeyCode> failure_;  // the first non-node failure, if any
+  bool answered_ = false;
+  std::vector<uint32_t> send_keys_;
+  std::vector<uint32_t> send_slots_;
+  std::vector<std::unique_ptr<Part<BatchResult>>> parts_;
+};
+
+std::unique_ptr<PendingCall<BatchResult>> ClusterClient::StartMSet(
+    std::span<const std::string> keys, const IOBuffers& values, const SetOptions& options,
+    std::span<const std::string> metas) {
+  if (keys.empty()) return Decided<BatchResult>(BatchResult());
+  const Deadline deadline = MonotonicClock::now() +
+                            (options.timeout.count() > 0 ? options.timeout : init_options_.timeout);
+  Routing routing = Route(keys);
+  if (routing.stride == 0) {
+    return Decided<BatchResult>(
+        Status::Unavailable("MSet: " + membership_->Describe() + " has no live nodes"));
+  }
+  return std::make_unique<WriteCall>(this, keys, values, options, metas, std::move(routing),
+                                     deadline);
+}
+
+// The reads (MGet and its forms, MExist): each key is asked of its first live node and, with
+// replicas, of the next ones while it is missing. `start(node, part, time_left)` starts the
+// node call for a part's keys.
+template <typename R>
+class ClusterClient::ReadCall final : public PendingCall<R> {
+ public:
+  using Start = std::function<std::unique_ptr<PendingCall<R>>(NodeClient&, Part<R>&,
+                                                              std::chrono::milliseconds)>;
+  ReadCall(ClusterClient* cluster, std::span<const std::string> keys, const char* op,
+           Routing routing, Deadline deadline, InPlaceLoans* loans, Start start)
+      : cluster_(cluster),
+        keys_(keys),
+        op_(op),
+        routing_(std::move(routing)),
+        deadline_(deadline),
+        loans_(loans),
+        start_(std::move(start)),
+        replicas_(std::min<size_t>(cluster->options_.replicas, routing_.live)),
+        reasons_(keys.size()),
+        rank_(keys.size(), 0),
+        pending_(keys.size()) {
+    Resize(result_, keys.size(), KeyCode::kKeyNotExist);
+    if (loans_ != nullptr) loans_->views.assign(keys.size(), nullptr);
+    for (size_t i = 0; i < keys.size(); ++i)
+      pending_[i] = static_cast<uint32_t>(i);
+    StartRound();
+  }
+
+  bool Ready() override { return PartsReady(parts_); }
+
+  Result<R> Finish() override {
+    while (true) {
+      MergeRound();
+      if (pending_.empty()) break;
+      StartRound();
+    }
+    // Refused by every node it reached (NotSupported, InvalidArgument): the call's own error,
+    // as one node would return it.
+    if (!any_answered_ && !call_error_.ok()) return call_error_;
+    SetOverall(result_, keys_, reasons_, op_);
+    return std::move(result_);
+  }
+
+ private:
+  void StartRound() {
+    std::vector<uint32_t> slot_of(pending_.size());
+    for (size_t k = 0; k < pending_.size(); ++k)
+      slot_of[k] = routing_.candidate(pending_[k], rank_[pending_[k]]);
+    const std::chrono::milliseconds left = Left(deadline_);
+    parts_ = cluster_->StartParts<R>(routing_, GroupBy(pending_, slot_of),
+                                     [&](NodeClient& node, Part<R>& part) {
+                                       if (part.group.keys.size() != keys_.size()) {
+                                         part.keys = Pick<std::string>(keys_, part.group.keys);
+                                       }
+                                       return start_(node, part, left);
+                                     });
+    pending_.clear();
+  }
+
+  void MergeRound() {
+    for (auto& part : parts_) {
+      Result<R> got = part->call->Finish();
+      part->call.reset();
+      Slot& slot = *routing_.view->slots[part->group.slot];
+      const bool whole_failed = !got.ok();
+      bool lost_keys = false;  // the node answered, but lost some keys' answers
+      if (whole_failed && !NodeFailed(got.status()) && call_error_.ok()) {
+        call_error_ = got.status();
+      }
+      any_answered_ = any_answered_ || !whole_failed;
       // The reason of a key that did not succeed (a Status copy: made only when needed).
-      auto why = [&] { return whole_failed ? parts[g].status() : parts[g]->error; };
-      for (size_t k = 0; k < groups[g].keys.size(); ++k) {
-        const uint32_t i = groups[g].keys[k];
-        const KeyCode code =
-            whole_failed ? KeyCodeFromCallFailure(parts[g].status()) : parts[g]->codes[k];
+      auto why = [&] { return whole_failed ? got.status() : got->error; };
+      for (size_t k = 0; k < part->group.keys.size(); ++k) {
+        const uint32_t i = part->group.keys[k];
+        const KeyCode code = whole_failed ? KeyCodeFromCallFailure(got.status()) : got->codes[k];
         if (code == KeyCode::kKeyNotExist || NodeFailed(code) || code == KeyCode::kTimeout) {
           // A miss, or the node failed: a miss (its reason kept), unless another replica may
           // have the key.
           if (code != KeyCode::kKeyNotExist) {
-            reasons[i] = why();
+            reasons_[i] = why();
             lost_keys = lost_keys || (!whole_failed && NodeFailed(code));
           }
-          if (++rank[i] < replicas && MonotonicClock::now() < deadline) pending.push_back(i);
+          if (++rank_[i] < replicas_ && MonotonicClock::now() < deadline_) pending_.push_back(i);
           continue;
         }
-        if (code != KeyCode::kSuccess) reasons[i] = why();
+        if (code != KeyCode::kSuccess) reasons_[i] = why();
         if (whole_failed) {
-          result.codes[i] = code;
+          result_.codes[i] = code;
           continue;
         }
-        TakeKey(*parts[g], k, result, i);
+        TakeKey(*got, k, result_, i);
+        if (loans_ != nullptr && code == KeyCode::kSuccess && k < part->loans.views.size()) {
+          loans_->views[i] = part->loans.views[k];
+        }
       }
-      Observe(slot, parts[g].status(), lost_keys);
+      if (loans_ != nullptr) {
+        for (auto& loan : part->loans.loans)
+          loans_->loans.push_back(std::move(loan));
+      }
+      cluster_->Observe(slot, got.status(), lost_keys);
     }
-    std::sort(pending.begin(), pending.end());
+    parts_.clear();
+    std::sort(pending_.begin(), pending_.end());
   }
-  // Refused by every node it reached (NotSupported, InvalidArgument): the call's own error, as
-  // one node would return it.
-  if (!any_answered && !call_error.ok()) return call_error;
-  Finish(result, keys, reasons, op);
-  return result;
-}
 
-Result<GetResult> ClusterClient::MGet(std::span<const std::string> keys, const GetOptions& options,
-                                      const IOBuffers* buffers) {
-  auto ask = [&](NodeClient& node, const Group& group, std::chrono::milliseconds left) {
-    GetOptions part_options = options;
-    part_options.timeout = left;
-    if (group.keys.size() == keys.size()) return node.MGet(keys, part_options, buffers);
-    const std::vector<std::string> part_keys = Pick<std::string>(keys, group.keys);
-    if (buffers == nullptr) return node.MGet(part_keys, part_options, nullptr);
-    const IOBuffers part_buffers = PickBuffers(*buffers, group.keys);
-    return node.MGet(part_keys, part_options, &part_buffers);
-  };
-  return Read<GetResult>(keys, buffers == nullptr ? "MGetMeta" : "MGet", options.timeout, ask);
-}
+  ClusterClient* const cluster_;
+  const std::span<const std::string> keys_;
+  const char* const op_;
+  const Routing routing_;
+  const Deadline deadline_;
+  InPlaceLoans* const loans_;
+  const Start start_;
+  const size_t replicas_;
+  R result_;
+  std::vector<Status> reasons_;  // OK: a plain miss (no allocation per key)
+  std::vector<uint32_t> rank_;
+  bool any_answered_ = false;
+  Status call_error_;              // a node refused the call itself (not a node failure)
+  std::vector<uint32_t> pending_;  // keys to ask (again) in the next round
+  std::vector<std::unique_ptr<Part<R>>> parts_;
+};
 
-Result<GetResult> ClusterClient::MGetInPlace(std::span<const std::string> keys,
-                                             const GetOptions& options, InPlaceLoans* loans) {
-  std::mutex loans_mu;  // the groups of a round lend at once
-  loans->views.assign(keys.size(), nullptr);
-  auto ask = [&](NodeClient& node, const Group& group, std::chrono::milliseconds left) {
-    GetOptions part_options = options;
-    part_options.timeout = left;
-    InPlaceLoans part;
-    Result<GetResult> got =
-        group.keys.size() == keys.size()
-            ? node.MGetInPlace(keys, part_options, &part)
-            : node.MGetInPlace(Pick<std::string>(keys, group.keys), part_options, &part);
-    if (got.ok()) {
-      std::lock_guard<std::mutex> lock(loans_mu);
-      for (size_t k = 0; k < group.keys.size() && k < part.views.size(); ++k) {
-        if (got->codes[k] == KeyCode::kSuccess) loans->views[group.keys[k]] = part.views[k];
-      }
-      for (Transport::Loan& loan : part.loans)
-        loans->loans.push_back(std::move(loan));
-    }
-    return got;
-  };
-  return Read<GetResult>(keys, "MGetInPlace", options.timeout, ask);
-}
-
-Result<BatchResult> ClusterClient::MExist(std::span<const std::string> keys,
-                                          const ExistOptions& options) {
-  auto ask = [&](NodeClient& node, const Group& group, std::chrono::milliseconds left) {
-    ExistOptions part_options = options;
-    part_options.timeout = left;
-    if (group.keys.size() == keys.size()) return node.MExist(keys, part_options);
-    return node.MExist(Pick<std::string>(keys, group.keys), part_options);
-  };
-  return Read<BatchResult>(keys, "MExist", options.timeout, ask);
-}
-
-Result<BatchResult> ClusterClient::MDel(std::span<const std::string> keys,
-                                        const DelOptions& options) {
-  BatchResult result;
-  if (keys.empty()) return result;
-  const Routing routing = Route(keys);
+template <typename R, typename Start>
+std::unique_ptr<PendingCall<R>> ClusterClient::StartRead(std::span<const std::string> keys,
+                                                         const char* op,
+                                                         std::chrono::milliseconds timeout,
+                                                         InPlaceLoans* loans, Start start) {
+  if (keys.empty()) return Decided<R>(R());
+  const Deadline deadline =
+      MonotonicClock::now() + (timeout.count() > 0 ? timeout : init_options_.timeout);
+  Routing routing = Route(keys);
   if (routing.stride == 0) {
-    return Status::Unavailable("MDel: " + membership_->Describe() + " has no live nodes");
+    return Decided<R>(Status::Unavailable(std::string(op) + ": " + membership_->Describe() +
+                                          " has no live nodes"));
   }
-  const size_t n = keys.size();
-  const size_t replicas = std::min<size_t>(options_.replicas, routing.live);
-  std::vector<uint32_t> send_keys;
-  std::vector<uint32_t> send_slots;
-  routing.FirstReplicas(replicas, &send_keys, &send_slots);
-  const std::vector<Group> groups = GroupBy(send_keys, send_slots);
-  std::vector<Result<BatchResult>> parts(groups.size(), Status::Unavailable("not sent"));
-  RunGroups(groups.size(), [&](size_t g) {
-    Result<std::shared_ptr<NodeClient>> node = Open(*routing.view->slots[groups[g].slot]);
-    parts[g] = node.ok() ? (*node)->MDel(Pick<std::string>(keys, groups[g].keys), options)
-                         : Result<BatchResult>(node.status());
-  });
-  // A key is deleted when every replica answered and one had it: a replica that could not be
-  // reached may still hold a copy, so that key is UNAVAILABLE (delete it again later).
-  std::vector<bool> deleted(n, false);
-  std::vector<Status> unreached(n);
-  std::vector<Status> reasons(n);
-  bool answered = false;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    Slot& slot = *routing.view->slots[groups[g].slot];
-    bool lost_keys = false;
-    for (size_t k = 0; k < groups[g].keys.size(); ++k) {
-      const uint32_t i = groups[g].keys[k];
-      const KeyCode code =
-          parts[g].ok() ? parts[g]->codes[k] : KeyCodeFromCallFailure(parts[g].status());
-      if (code == KeyCode::kSuccess) {
-        deleted[i] = true;
-      } else if (code != KeyCode::kKeyNotExist && unreached[i].ok()) {
-        unreached[i] = parts[g].ok() ? parts[g]->error : parts[g].status();
-        lost_keys = lost_keys || (parts[g].ok() && NodeFailed(code));
+  return std::make_unique<ReadCall<R>>(this, keys, op, std::move(routing), deadline, loans,
+                                       typename ReadCall<R>::Start(std::move(start)));
+}
+
+std::unique_ptr<PendingCall<GetResult>> ClusterClient::StartMGet(std::span<const std::string> keys,
+                                                                 const GetOptions& options,
+                                                                 const IOBuffers* buffers,
+                                                                 InPlaceLoans* loans) {
+  const char* op = loans != nullptr ? "MGetInPlace" : buffers == nullptr ? "MGetMeta" : "MGet";
+  GetOptions part_options = options;
+  return StartRead<GetResult>(
+      keys, op, options.timeout, loans,
+      [keys, buffers, loans, part_options](NodeClient& node, Part<GetResult>& part,
+                                           std::chrono::milliseconds left) mutable {
+        part_options.timeout = left;
+        const std::span<const std::string> part_keys = part.KeysOf(keys);
+        if (loans != nullptr) return node.StartMGet(part_keys, part_options, nullptr, &part.loans);
+        if (buffers == nullptr || part.keys.empty()) {
+          return node.StartMGet(part_keys, part_options, buffers, nullptr);
+        }
+        part.buffers = PickBuffers(*buffers, part.group.keys);
+        return node.StartMGet(part_keys, part_options, &part.buffers, nullptr);
+      });
+}
+
+std::unique_ptr<PendingCall<BatchResult>> ClusterClient::StartMExist(
+    std::span<const std::string> keys, const ExistOptions& options) {
+  ExistOptions part_options = options;
+  return StartRead<BatchResult>(
+      keys, "MExist", options.timeout, nullptr,
+      [keys, part_options](NodeClient& node, Part<BatchResult>& part,
+                           std::chrono::milliseconds left) mutable {
+        part_options.timeout = left;
+        return node.StartMExist(part.KeysOf(keys), part_options);
+      });
+}
+
+// An MDEL over the cluster: every key to each of its first `replicas` live nodes, at once.
+class ClusterClient::DelCall final : public PendingCall<BatchResult> {
+ public:
+  DelCall(ClusterClient* cluster, std::span<const std::string> keys, const DelOptions& options,
+          Routing routing)
+      : cluster_(cluster), keys_(keys), routing_(std::move(routing)) {
+    std::vector<uint32_t> send_keys;
+    std::vector<uint32_t> send_slots;
+    routing_.FirstReplicas(std::min<size_t>(cluster->options_.replicas, routing_.live),
+                           &send_keys, &send_slots);
+    parts_ = cluster_->StartParts<BatchResult>(
+        routing_, GroupBy(send_keys, send_slots), [&](NodeClient& node, Part<BatchResult>& part) {
+          if (part.group.keys.size() != keys.size()) {
+            part.keys = Pick<std::string>(keys, part.group.keys);
+          }
+          return node.StartMDel(part.KeysOf(keys), options);
+        });
+  }
+
+  bool Ready() override { return PartsReady(parts_); }
+
+  Result<BatchResult> Finish() override {
+    // A key is deleted when every replica answered and one had it: a replica that could not be
+    // reached may still hold a copy, so that key is UNAVAILABLE (delete it again later).
+    const size_t n = keys_.size();
+    std::vector<bool> deleted(n, false);
+    std::vector<Status> unreached(n);
+    std::vector<Status> reasons(n);
+    bool answered = false;
+    for (auto& part : parts_) {
+      const Result<BatchResult> got = part->call->Finish();
+      Slot& slot = *routing_.view->slots[part->group.slot];
+      bool lost_keys = false;
+      for (size_t k = 0; k < part->group.keys.size(); ++k) {
+        const uint32_t i = part->group.keys[k];
+        const KeyCode code = got.ok() ? got->codes[k] : KeyCodeFromCallFailure(got.status());
+        if (code == KeyCode::kSuccess) {
+          deleted[i] = true;
+        } else if (code != KeyCode::kKeyNotExist && unreached[i].ok()) {
+          unreached[i] = got.ok() ? got->error : got.status();
+          lost_keys = lost_keys || (got.ok() && NodeFailed(code));
+        }
+        answered = answered || got.ok();
       }
-      answered = answered || parts[g].ok();
+      cluster_->Observe(slot, got.status(), lost_keys);
     }
-    Observe(slot, parts[g].status(), lost_keys);
-  }
-  if (!answered) return unreached[0].WithContext("MDel: no node answered");
-  result.codes.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (!unreached[i].ok()) {
-      result.codes[i] = KeyCode::kUnavailable;
-      reasons[i] = unreached[i];
-    } else {
-      result.codes[i] = deleted[i] ? KeyCode::kSuccess : KeyCode::kKeyNotExist;
+    parts_.clear();
+    if (!answered) return unreached[0].WithContext("MDel: no node answered");
+    BatchResult result;
+    result.codes.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!unreached[i].ok()) {
+        result.codes[i] = KeyCode::kUnavailable;
+        reasons[i] = unreached[i];
+      } else {
+        result.codes[i] = deleted[i] ? KeyCode::kSuccess : KeyCode::kKeyNotExist;
+      }
     }
+    SetOverall(result, keys_, reasons, "MDel");
+    return result;
   }
-  Finish(result, keys, reasons, "MDel");
-  return result;
+
+ private:
+  ClusterClient* const cluster_;
+  const std::span<const std::string> keys_;
+  const Routing routing_;
+  std::vector<std::unique_ptr<Part<BatchResult>>> parts_;
+};
+
+std::unique_ptr<PendingCall<BatchResult>> ClusterClient::StartMDel(
+    std::span<const std::string> keys, const DelOptions& options) {
+  if (keys.empty()) return Decided<BatchResult>(BatchResult());
+  Routing routing = Route(keys);
+  if (routing.stride == 0) {
+    return Decided<BatchResult>(
+        Status::Unavailable("MDel: " + membership_->Describe() + " has no live nodes"));
+  }
+  return std::make_unique<DelCall>(this, keys, options, std::move(routing));
 }
 
 Status ClusterClient::Ping() {

@@ -3,8 +3,9 @@
 // stays node-to-client, with nothing in between.
 //
 // Each key's nodes are its rendezvous order over the live members (cluster/placement.h). A
-// batched call is split by node, the parts run at once (FanOut), and the per-key outcomes are
-// merged back in the caller's order. docs/cluster.md states the rules; in short:
+// batched call is split by node and every node's part is started at once from the calling
+// thread (each NodeClient sends its frames and returns); the call then waits for the parts and
+// merges the per-key outcomes back in the caller's order. docs/cluster.md states the rules; in short:
 //   - writes go to the key's first `replicas` live nodes; a node that fails (unreachable, lost
 //     connection) is replaced by the key's next node, and a key is written when at least
 //     `write_quorum` nodes stored it;
@@ -31,7 +32,6 @@
 
 #include "client/backend.h"
 #include "client/device_staging.h"
-#include "client/fan_out.h"
 #include "client/node_client.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
@@ -58,15 +58,18 @@ class ClusterClient final : public Backend {
   // answers; OK with an empty membership (nodes may register later).
   Status Connect();
 
-  Result<BatchResult> MSet(std::span<const std::string> keys, const IOBuffers& values,
-                           const SetOptions& options, std::span<const std::string> metas) override;
-  Result<GetResult> MGet(std::span<const std::string> keys, const GetOptions& options,
-                         const IOBuffers* buffers) override;
-  Result<GetResult> MGetInPlace(std::span<const std::string> keys, const GetOptions& options,
-                                InPlaceLoans* loans) override;
-  Result<BatchResult> MExist(std::span<const std::string> keys,
-                             const ExistOptions& options) override;
-  Result<BatchResult> MDel(std::span<const std::string> keys, const DelOptions& options) override;
+  std::unique_ptr<PendingCall<BatchResult>> StartMSet(std::span<const std::string> keys,
+                                                      const IOBuffers& values,
+                                                      const SetOptions& options,
+                                                      std::span<const std::string> metas) override;
+  std::unique_ptr<PendingCall<GetResult>> StartMGet(std::span<const std::string> keys,
+                                                    const GetOptions& options,
+                                                    const IOBuffers* buffers,
+                                                    InPlaceLoans* loans) override;
+  std::unique_ptr<PendingCall<BatchResult>> StartMExist(std::span<const std::string> keys,
+                                                        const ExistOptions& options) override;
+  std::unique_ptr<PendingCall<BatchResult>> StartMDel(std::span<const std::string> keys,
+                                                      const DelOptions& options) override;
   // OK when every member answers; Unavailable naming those that did not.
   Status Ping() override;
   // Every member's counters summed (latency quantiles and other non-additive counters: their
@@ -129,13 +132,28 @@ class ClusterClient final : public Backend {
   // Groups keys by the slot each is sent to this round.
   static std::vector<Group> GroupBy(std::span<const uint32_t> keys,
                                     std::span<const uint32_t> slot_of_key);
-  // Runs `part(group_index)` for every group at once.
+  // Runs `part(group_index)` for every group at once, on threads of their own: for the control
+  // calls (Connect, Ping, Stats), never the batched ones.
   void RunGroups(size_t groups, const std::function<void(size_t)>& part);
-  // The reads (MGet and its forms, MExist) share routing: `ask(node, group, time_left)` runs
-  // the node call for a group's keys and returns its result, or the call's failure.
-  template <typename R, typename Ask>
-  Result<R> Read(std::span<const std::string> keys, const char* op,
-                 std::chrono::milliseconds timeout, Ask ask);
+
+  // One node's share of a round of a batched call (defined in the .cc), and the calls.
+  template <typename R>
+  struct Part;
+  class WriteCall;
+  template <typename R>
+  class ReadCall;
+  class DelCall;
+  // Starts `start(node, part)` for each group's node, from this thread; a node that cannot be
+  // opened fails its part.
+  template <typename R, typename Start>
+  std::vector<std::unique_ptr<Part<R>>> StartParts(const Routing& routing,
+                                                   std::vector<Group> groups, Start start);
+  template <typename R>
+  static bool PartsReady(const std::vector<std::unique_ptr<Part<R>>>& parts);
+  template <typename R, typename Start>
+  std::unique_ptr<PendingCall<R>> StartRead(std::span<const std::string> keys, const char* op,
+                                            std::chrono::milliseconds timeout, InPlaceLoans* loans,
+                                            Start start);
 
   const std::string instance_id_;
   const std::unique_ptr<cluster::Membership> membership_;
@@ -146,7 +164,6 @@ class ClusterClient final : public Backend {
   const Options options_;
   std::string transport_;         // the data path of the nodes reached at Connect
   std::string transport_reason_;  // "cluster ...: N nodes, ..."
-  FanOut fan_out_;
 
   Mutex view_mu_;
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);

@@ -399,6 +399,40 @@ Status Connection::Wait(const Ticket& call, Deadline deadline) {
   return call->result;
 }
 
+bool Connection::Poll(const Ticket& call) {
+  std::unique_lock lock(mu_);
+  if (call->state == Call::State::kDone) return true;
+  const bool thread_idle = reader_ == Reader::kThread && thread_idle_;
+  if (!alive_.load(std::memory_order_relaxed) || !(reader_ == Reader::kNone || thread_idle)) {
+    return false;  // someone else reads: they hand the response over
+  }
+  reader_ = Reader::kCaller;
+  thread_idle_ = false;
+  lock.unlock();
+  if (thread_idle) Kick();
+  // Reads what the socket holds now: a give-up time already passed pauses at the first wait.
+  bool paused = false;
+  while (true) {
+    Status status;
+    try {
+      status = Advance(MonotonicClock::now(), &paused);
+    } catch (const std::bad_alloc&) {
+      status = Status::NoSpace("out of memory while reading a response");
+    }
+    if (!status.ok()) {
+      if (alive()) log::Debug("connection to {} ends: {}", peer_, status.ToString());
+      Close(status);
+      break;
+    }
+    if (paused) break;
+    std::lock_guard done_lock(mu_);
+    if (call->state == Call::State::kDone) break;
+  }
+  lock.lock();
+  ReleaseReader();
+  return call->state == Call::State::kDone;
+}
+
 Status Connection::ReadFor(const Ticket& call, Deadline deadline) {
   bool paused = false;
   while (true) {

@@ -153,6 +153,11 @@ class Connection {
   // buffers. The waiting thread may itself read the connection meanwhile (the reader role).
   Status Wait(const Ticket& ticket, Deadline deadline);
 
+  // Whether the response to a sent request is in (Wait would return at once), without waiting
+  // for the node: when nobody else reads the connection, this thread reads what has arrived
+  // (taking the reader role and giving it back before it returns). Never abandons the call.
+  bool Poll(const Ticket& ticket);
+
   // The node's arena, when the connection was opened with a mapper; null otherwise.
   const std::shared_ptr<ArenaMapping>& arena() const { return arena_; }
   // Held (shared) while the caller writes into an arena reservation of this connection's

@@ -130,31 +130,56 @@ Status NodeClient::RoundTrip(const Request& request, DecodingHandler<Request, Re
   return RoundTripOn(*conn, handler, deadline);
 }
 
-Result<GetResult> NodeClient::MGet(std::span<const std::string> keys, const GetOptions& options,
-                                   const IOBuffers* buffers) {
-  return Mget(keys, options, buffers, nullptr);
-}
+// An MSET in flight: what Start worked out, kept until Finish merges the node's answers.
+class NodeClient::PutCall final : public PendingCall<BatchResult> {
+ public:
+  PutCall(std::span<const std::string> call_keys, std::string_view ns)
+      : keys(call_keys), outcomes(call_keys, "MSET", ns) {}
 
-Result<GetResult> NodeClient::MGetInPlace(std::span<const std::string> keys,
-                                          const GetOptions& options, InPlaceLoans* loans) {
-  Transport::Loan loan;
-  KVPORT_ASSIGN_OR_RETURN(GetResult result, Mget(keys, options, nullptr, &loan));
-  loans->views = std::move(loan.views);
-  loans->loans.push_back(std::move(loan));
-  return result;
-}
+  bool Ready() override { return call->Ready(); }
+  Result<BatchResult> Finish() override {
+    const std::vector<FrameResult> frames = call->Finish(deadline);
+    for (const FrameResult& frame : frames) {
+      for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
+        const size_t i = send[k];
+        if (!frame.status.ok()) {
+          outcomes.Fail(i, KeyCodeFromCallFailure(frame.status), frame.status);
+        } else {
+          outcomes.FromWire(i, frame.codes[k - frame.slice.begin], /*mget=*/false, frame.peer);
+        }
+      }
+    }
+    KVPORT_RETURN_IF_ERROR(WholeCallFailure(frames, rejected).WithContext("MSet"));
+    BatchResult result;
+    outcomes.Finish(&result);
+    return result;
+  }
 
-Result<BatchResult> NodeClient::MSet(std::span<const std::string> keys, const IOBuffers& values,
-                                     const SetOptions& options,
-                                     std::span<const std::string> metas) {
-  BatchResult result;
-  if (keys.empty()) return result;
+  const std::span<const std::string> keys;
+  KeyOutcomes outcomes;
+  Deadline deadline;
+  WireBuffers wire;  // holds the staging slots of device buffers until the call is over
+  std::vector<size_t> send;
+  size_t rejected = 0;
+  std::vector<protocol::MsetItem> items;
+  std::vector<FrameSlice> slices;
+  std::unique_ptr<TransportCall> call;
+};
+
+std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMSet(
+    std::span<const std::string> keys, const IOBuffers& values, const SetOptions& options,
+    std::span<const std::string> metas) {
+  if (keys.empty()) return Decided<BatchResult>(BatchResult());
   const Deadline deadline = DeadlineFor(options.timeout);
-  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, transport_->pool().Acquire(deadline));
-  const protocol::Limits limits = first->limits();
-  KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(options.ns, limits).WithContext("MSet"));
+  Result<std::shared_ptr<Connection>> first = transport_->pool().Acquire(deadline);
+  if (!first.ok()) return Decided<BatchResult>(first.status());
+  const protocol::Limits limits = (*first)->limits();
+  Status ns_ok = protocol::CheckNamespace(options.ns, limits);
+  if (!ns_ok.ok()) return Decided<BatchResult>(ns_ok.WithContext("MSet"));
 
-  KeyOutcomes outcomes(keys, "MSET", options.ns);
+  auto op = std::make_unique<PutCall>(keys, options.ns);
+  op->deadline = deadline;
+  KeyOutcomes& outcomes = op->outcomes;
   CheckKeys(keys, limits, outcomes);
   for (size_t i = 0; i < keys.size(); ++i) {
     if (outcomes.failed(i)) continue;
@@ -167,218 +192,283 @@ Result<BatchResult> NodeClient::MSet(std::span<const std::string> keys, const IO
           checked);
     }
   }
-  WireBuffers wire = devices_->MapBuffers(values, outcomes);
+  op->wire = devices_->MapBuffers(values, outcomes);
+  const WireBuffers& wire = op->wire;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (outcomes.failed(i) || !wire.staged(i)) continue;
     Status copied = devices_->CopyStaged(values[i], wire.memory[i], wire.host[i], /*to_host=*/true);
     if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
   }
 
-  size_t rejected = 0;
-  const std::vector<size_t> send = Unfailed(keys.size(), outcomes, &rejected);
+  op->send = Unfailed(keys.size(), outcomes, &op->rejected);
+  const std::vector<size_t>& send = op->send;
   FrameCosts costs;
   costs.descriptor_bytes = [&](size_t k) {
     const size_t i = send[k];
     return keys[i].size() + (metas.empty() ? 0 : metas[i].size()) + 32;
   };
   costs.payload_bytes = [&](size_t k) { return values[send[k]].size; };
-  const std::vector<FrameSlice> slices = PlanFrames(send.size(), costs, limits);
+  op->slices = PlanFrames(send.size(), costs, limits);
   const uint32_t ttl = options.ttl_seconds <= 0
                            ? 0
                            : static_cast<uint32_t>(std::min<int64_t>(
                                  options.ttl_seconds, std::numeric_limits<uint32_t>::max()));
 
-  std::vector<protocol::MsetItem> items;
-  items.reserve(send.size());
+  op->items.reserve(send.size());
   for (size_t i : send) {
-    items.push_back(
+    op->items.push_back(
         protocol::MsetItem{keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]),
                            values[i].size, wire.host[i]});
   }
   PutBatch batch;
   batch.ns = options.ns;
   batch.ttl_seconds = ttl;
-  batch.items = items;
-  batch.slices = slices;
-  batch.first = std::move(first);
-  const std::vector<FrameResult> frames = transport_->Put(batch, deadline);
-  for (const FrameResult& frame : frames) {
-    for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
-      const size_t i = send[k];
-      if (!frame.status.ok()) {
-        outcomes.Fail(i, KeyCodeFromCallFailure(frame.status), frame.status);
-      } else {
-        outcomes.FromWire(i, frame.codes[k - frame.slice.begin], /*mget=*/false, frame.peer);
+  batch.items = op->items;
+  batch.slices = op->slices;
+  batch.first = std::move(first).value();
+  op->call = transport_->StartPut(batch, deadline);
+  return op;
+}
+
+// An MGET in flight (or its meta-only form, or a loan): Finish merges the answers and copies
+// staged values back to their device buffers.
+class NodeClient::GetCall final : public PendingCall<GetResult> {
+ public:
+  GetCall(std::span<const std::string> call_keys, std::string_view ns, bool any_namespace,
+          const char* call_op, DeviceStaging* staging)
+      : keys(call_keys),
+        op(call_op),
+        outcomes(call_keys, "MGET", ns, any_namespace),
+        devices(staging) {}
+
+  bool Ready() override { return call->Ready(); }
+  Result<GetResult> Finish() override {
+    std::vector<FrameResult> frames = call->Finish(deadline);
+    if (loans != nullptr) {
+      // Views per key of the call (the loan's are per sent key).
+      loans->views.assign(keys.size(), nullptr);
+      for (size_t k = 0; k < send.size(); ++k)
+        loans->views[send[k]] = loan->views[k];
+      loans->loans.push_back(std::move(loan));
+    }
+    GetResult result;
+    result.value_sizes.assign(keys.size(), 0);
+    result.metas.assign(keys.size(), std::string());
+    for (FrameResult& frame : frames) {
+      for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
+        const size_t i = send[k];
+        if (!frame.status.ok()) {
+          outcomes.Fail(i, KeyCodeFromCallFailure(frame.status), frame.status);
+          continue;
+        }
+        const size_t j = k - frame.slice.begin;
+        const StatusCode code = frame.codes[j];
+        outcomes.FromWire(i, code, /*mget=*/!meta_only, frame.peer);
+        if (code == StatusCode::kOk || code == StatusCode::kTooLarge) {
+          result.value_sizes[i] = frame.value_lengths[j];
+          result.metas[i] = std::move(frame.metas[j]);
+        }
+        if (!staged_buffers.empty() && code == StatusCode::kOk && wire.staged(i)) {
+          IOBuffer target = staged_buffers[i];
+          target.size = frame.value_lengths[j];
+          Status copied =
+              devices->CopyStaged(target, wire.memory[i], wire.host[i], /*to_host=*/false);
+          if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
+        }
+      }
+    }
+    KVPORT_RETURN_IF_ERROR(WholeCallFailure(frames, rejected).WithContext(op));
+    outcomes.Finish(&result);
+    return result;
+  }
+
+  const std::span<const std::string> keys;
+  const char* const op;
+  KeyOutcomes outcomes;
+  DeviceStaging* const devices;
+  Deadline deadline;
+  bool meta_only = false;
+  WireBuffers wire;
+  IOBuffers staged_buffers;  // the caller's buffers, kept only when some are device memory
+  std::vector<size_t> send;
+  size_t rejected = 0;
+  std::vector<protocol::MgetKey> wire_keys;
+  std::vector<char*> destinations;
+  std::vector<FrameSlice> slices;
+  InPlaceLoans* loans = nullptr;  // a loan: where its views and lease go at Finish
+  std::unique_ptr<Loan> loan;
+  std::unique_ptr<TransportCall> call;
+};
+
+// MGET, its meta-only form and the loan share everything but where the values go.
+std::unique_ptr<PendingCall<GetResult>> NodeClient::StartMGet(std::span<const std::string> keys,
+                                                              const GetOptions& get_options,
+                                                              const IOBuffers* buffers,
+                                                              InPlaceLoans* loans) {
+  const bool meta_only = buffers == nullptr && loans == nullptr;
+  const char* op = loans != nullptr ? "MGetInPlace" : meta_only ? "MGetMeta" : "MGet";
+  if (loans != nullptr && !transport_->capabilities().zero_copy_reads) {
+    return Decided<GetResult>(Status::NotSupported(fmt::format(
+        "{}: reading values in place needs the shared-memory transport (a node on this host); "
+        "this client uses {} ({})",
+        op, transport_->name(), transport_reason_)));
+  }
+  const bool any_namespace = get_options.any_namespace;
+  Status option_ok = CheckAnyNamespaceOption(op, any_namespace, get_options.ns);
+  if (!option_ok.ok()) return Decided<GetResult>(option_ok);
+  if (keys.empty()) return Decided<GetResult>(GetResult());
+  const Deadline deadline = DeadlineFor(get_options.timeout);
+  Result<std::shared_ptr<Connection>> first = transport_->pool().Acquire(deadline);
+  if (!first.ok()) return Decided<GetResult>(first.status());
+  const protocol::Limits limits = (*first)->limits();
+  Status checked = protocol::CheckNamespace(get_options.ns, limits).WithContext(op);
+  if (checked.ok() && any_namespace) checked = CheckAnyNamespaceVersion(op, **first);
+  if (!checked.ok()) return Decided<GetResult>(checked);
+
+  auto call = std::make_unique<GetCall>(keys, get_options.ns, any_namespace, op, devices_);
+  call->deadline = deadline;
+  call->meta_only = meta_only;
+  KeyOutcomes& outcomes = call->outcomes;
+  CheckKeys(keys, limits, outcomes);
+  if (buffers != nullptr) {
+    call->wire = devices_->MapBuffers(*buffers, outcomes);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (call->wire.staged(i)) {
+        call->staged_buffers = *buffers;
+        break;
       }
     }
   }
-  KVPORT_RETURN_IF_ERROR(WholeCallFailure(frames, rejected).WithContext("MSet"));
-  outcomes.Finish(&result);
-  return result;
-}
 
-// MGET, its meta-only form and the loan share everything but where the values go.
-Result<GetResult> NodeClient::Mget(std::span<const std::string> keys, const GetOptions& get_options,
-                                   const IOBuffers* buffers, Transport::Loan* loan) {
-  GetResult result;
-  const bool meta_only = buffers == nullptr && loan == nullptr;
-  const char* op = loan != nullptr ? "MGetInPlace" : meta_only ? "MGetMeta" : "MGet";
-  if (loan != nullptr && !transport_->capabilities().zero_copy_reads) {
-    return Status::NotSupported(fmt::format(
-        "{}: reading values in place needs the shared-memory transport (a node on this host); "
-        "this client uses {} ({})",
-        op, transport_->name(), transport_reason_));
-  }
-  const bool any_namespace = get_options.any_namespace;
-  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceOption(op, any_namespace, get_options.ns));
-  if (keys.empty()) return result;
-  const Deadline deadline = DeadlineFor(get_options.timeout);
-  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, transport_->pool().Acquire(deadline));
-  const protocol::Limits limits = first->limits();
-  KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(get_options.ns, limits).WithContext(op));
-  if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *first));
-
-  KeyOutcomes outcomes(keys, "MGET", get_options.ns, any_namespace);
-  CheckKeys(keys, limits, outcomes);
-  WireBuffers wire;
-  if (buffers != nullptr) wire = devices_->MapBuffers(*buffers, outcomes);
-
-  size_t rejected = 0;
-  const std::vector<size_t> send = Unfailed(keys.size(), outcomes, &rejected);
+  call->send = Unfailed(keys.size(), outcomes, &call->rejected);
+  const std::vector<size_t>& send = call->send;
   FrameCosts costs;
   costs.descriptor_bytes = [&](size_t k) { return keys[send[k]].size() + 24; };
   // Reserve room for what the response may bring back, so one frame's answer is not huge.
   costs.payload_bytes = [&](size_t k) { return buffers == nullptr ? 0 : (*buffers)[send[k]].size; };
-  const std::vector<FrameSlice> slices = PlanFrames(send.size(), costs, limits);
+  call->slices = PlanFrames(send.size(), costs, limits);
 
   // Every connection of the pool negotiated on its own (the node may have been replaced); the
   // first one was checked above, a replaced one fails its frame with NotSupported.
-  std::vector<protocol::MgetKey> wire_keys;
-  std::vector<char*> destinations;
-  wire_keys.reserve(send.size());
-  destinations.reserve(send.size());
+  call->wire_keys.reserve(send.size());
+  call->destinations.reserve(send.size());
   for (size_t i : send) {
     protocol::MgetKey key{keys[i], protocol::kUnlimitedCapacity};
     if (buffers != nullptr) key.buffer_capacity = (*buffers)[i].size;
-    wire_keys.push_back(key);
-    destinations.push_back(buffers == nullptr ? nullptr : wire.host[i]);
+    call->wire_keys.push_back(key);
+    call->destinations.push_back(buffers == nullptr ? nullptr : call->wire.host[i]);
   }
   GetBatch batch;
   batch.ns = get_options.ns;
   batch.any_namespace = any_namespace;
   batch.meta_only = meta_only;
-  batch.keys = wire_keys;
-  batch.destinations = destinations;
-  batch.slices = slices;
-  batch.first = std::move(first);
-  std::vector<FrameResult> frames;
-  if (loan != nullptr) {
-    KVPORT_ASSIGN_OR_RETURN(*loan, transport_->Lend(batch, deadline));
-    frames = std::move(loan->frames);
-    // Views per key of the call (the loan's are per sent key).
-    std::vector<const uint8_t*> views(keys.size(), nullptr);
-    for (size_t k = 0; k < send.size(); ++k)
-      views[send[k]] = loan->views[k];
-    loan->views = std::move(views);
-  } else {
-    frames = transport_->Get(batch, deadline);
+  batch.keys = call->wire_keys;
+  batch.destinations = call->destinations;
+  batch.slices = call->slices;
+  batch.first = std::move(first).value();
+  if (loans != nullptr) {
+    call->loans = loans;
+    call->loan = std::make_unique<Loan>();
   }
-
-  result.value_sizes.assign(keys.size(), 0);
-  result.metas.assign(keys.size(), std::string());
-  for (FrameResult& frame : frames) {
-    for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
-      const size_t i = send[k];
-      if (!frame.status.ok()) {
-        outcomes.Fail(i, KeyCodeFromCallFailure(frame.status), frame.status);
-        continue;
-      }
-      const size_t j = k - frame.slice.begin;
-      const StatusCode code = frame.codes[j];
-      outcomes.FromWire(i, code, /*mget=*/!meta_only, frame.peer);
-      if (code == StatusCode::kOk || code == StatusCode::kTooLarge) {
-        result.value_sizes[i] = frame.value_lengths[j];
-        result.metas[i] = std::move(frame.metas[j]);
-      }
-      if (buffers != nullptr && code == StatusCode::kOk && wire.staged(i)) {
-        IOBuffer target = (*buffers)[i];
-        target.size = frame.value_lengths[j];
-        Status copied =
-            devices_->CopyStaged(target, wire.memory[i], wire.host[i], /*to_host=*/false);
-        if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
-      }
-    }
-  }
-  KVPORT_RETURN_IF_ERROR(WholeCallFailure(frames, rejected).WithContext(op));
-  outcomes.Finish(&result);
-  return result;
+  call->call = transport_->StartGet(batch, deadline, call->loan.get());
+  return call;
 }
 
-// MEXIST and MDEL: keys in, one status per key out.
+// MEXIST and MDEL in flight.
 template <typename Request, typename Response>
-Result<BatchResult> NodeClient::KeyOnly(std::span<const std::string> keys, std::string_view ns,
-                                        bool any_namespace, std::chrono::milliseconds timeout,
-                                        const char* op, const char* wire_op) {
-  BatchResult result;
-  KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceOption(op, any_namespace, ns));
-  if (keys.empty()) return result;
-  const Deadline deadline = DeadlineFor(timeout);
-  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, transport_->pool().Acquire(deadline));
-  const protocol::Limits limits = first->limits();
-  KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(ns, limits).WithContext(op));
-  if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *first));
-  KeyOutcomes outcomes(keys, wire_op, ns, any_namespace);
-  CheckKeys(keys, limits, outcomes);
+class NodeClient::KeyOnlyCall final : public PendingCall<BatchResult> {
+ public:
+  using Handler = DecodingHandler<Request, Response>;
+  KeyOnlyCall(std::span<const std::string> keys, std::string_view ns, bool any_namespace,
+              const char* call_op, const char* wire_op)
+      : op(call_op), outcomes(keys, wire_op, ns, any_namespace) {}
+
+  bool Ready() override { return FramesReady(calls); }
+  Result<BatchResult> Finish() override {
+    WaitFrames(calls, deadline);
+    for (const auto& call : calls) {
+      for (size_t k = call->slice.begin; k < call->slice.end; ++k) {
+        const size_t i = send[k];
+        if (!call->status.ok()) {
+          outcomes.Fail(i, KeyCodeFromCallFailure(call->status), call->status);
+          continue;
+        }
+        StatusCode code;
+        if constexpr (std::is_same_v<Response, protocol::MexistResponse>) {
+          code = call->handler.response.results[k - call->slice.begin].status;
+        } else {
+          code = call->handler.response.statuses[k - call->slice.begin];
+        }
+        outcomes.FromWire(i, code, /*mget=*/false, call->conn->peer());
+      }
+    }
+    KVPORT_RETURN_IF_ERROR(WholeCallFailure(calls, rejected).WithContext(op));
+    BatchResult result;
+    outcomes.Finish(&result);
+    return result;
+  }
+
+  const char* const op;
+  KeyOutcomes outcomes;
+  Deadline deadline;
+  std::vector<size_t> send;
   size_t rejected = 0;
-  const std::vector<size_t> send = Unfailed(keys.size(), outcomes, &rejected);
+  std::vector<std::unique_ptr<FrameCall<Handler>>> calls;
+};
+
+template <typename Request, typename Response>
+std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartKeyOnly(
+    std::span<const std::string> keys, std::string_view ns, bool any_namespace,
+    std::chrono::milliseconds timeout, const char* op, const char* wire_op) {
+  Status option_ok = CheckAnyNamespaceOption(op, any_namespace, ns);
+  if (!option_ok.ok()) return Decided<BatchResult>(option_ok);
+  if (keys.empty()) return Decided<BatchResult>(BatchResult());
+  const Deadline deadline = DeadlineFor(timeout);
+  Result<std::shared_ptr<Connection>> first = transport_->pool().Acquire(deadline);
+  if (!first.ok()) return Decided<BatchResult>(first.status());
+  const protocol::Limits limits = (*first)->limits();
+  Status checked = protocol::CheckNamespace(ns, limits).WithContext(op);
+  if (checked.ok() && any_namespace) checked = CheckAnyNamespaceVersion(op, **first);
+  if (!checked.ok()) return Decided<BatchResult>(checked);
+
+  auto pending = std::make_unique<KeyOnlyCall<Request, Response>>(keys, ns, any_namespace, op,
+                                                                  wire_op);
+  pending->deadline = deadline;
+  CheckKeys(keys, limits, pending->outcomes);
+  pending->send = Unfailed(keys.size(), pending->outcomes, &pending->rejected);
+  const std::vector<size_t>& send = pending->send;
   FrameCosts costs;
   costs.descriptor_bytes = [&](size_t k) { return keys[send[k]].size() + 16; };
   const std::vector<FrameSlice> slices = PlanFrames(send.size(), costs, limits);
 
   using Handler = DecodingHandler<Request, Response>;
-  auto calls = RunFrames<Handler>(
-      slices, std::move(first), transport_->pool(), deadline,
+  pending->calls = SendFrames<Handler>(
+      slices, std::move(first).value(), transport_->pool(), deadline,
       [&](FrameCall<Handler>& call, uint64_t id, const protocol::Limits& conn_limits,
           protocol::EncodedFrame* frame) {
         if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *call.conn));
         Request& request = call.handler.request;
         request.ns = ns;
         request.any_namespace = any_namespace;
+        request.keys.reserve(call.slice.end - call.slice.begin);
         for (size_t k = call.slice.begin; k < call.slice.end; ++k) {
           request.keys.push_back(keys[send[k]]);
         }
         call.handler.limits = conn_limits;
         return protocol::EncodeRequest(id, request, conn_limits, frame, call.conn->version());
       });
-  for (const auto& call : calls) {
-    for (size_t k = call->slice.begin; k < call->slice.end; ++k) {
-      const size_t i = send[k];
-      if (!call->status.ok()) {
-        outcomes.Fail(i, KeyCodeFromCallFailure(call->status), call->status);
-        continue;
-      }
-      StatusCode code;
-      if constexpr (std::is_same_v<Response, protocol::MexistResponse>) {
-        code = call->handler.response.results[k - call->slice.begin].status;
-      } else {
-        code = call->handler.response.statuses[k - call->slice.begin];
-      }
-      outcomes.FromWire(i, code, /*mget=*/false, call->conn->peer());
-    }
-  }
-  KVPORT_RETURN_IF_ERROR(WholeCallFailure(calls, rejected).WithContext(op));
-  outcomes.Finish(&result);
-  return result;
+  return pending;
 }
 
-Result<BatchResult> NodeClient::MExist(std::span<const std::string> keys,
-                                       const ExistOptions& options) {
-  return KeyOnly<protocol::MexistRequest, protocol::MexistResponse>(
+std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMExist(
+    std::span<const std::string> keys, const ExistOptions& options) {
+  return StartKeyOnly<protocol::MexistRequest, protocol::MexistResponse>(
       keys, options.ns, options.any_namespace, options.timeout, "MExist", "MEXIST");
 }
 
-Result<BatchResult> NodeClient::MDel(std::span<const std::string> keys, const DelOptions& options) {
-  return KeyOnly<protocol::MdelRequest, protocol::MdelResponse>(
+std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMDel(std::span<const std::string> keys,
+                                                                const DelOptions& options) {
+  return StartKeyOnly<protocol::MdelRequest, protocol::MdelResponse>(
       keys, options.ns, options.any_namespace, options.timeout, "MDel", "MDEL");
 }
 

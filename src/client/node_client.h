@@ -31,15 +31,18 @@ class NodeClient final : public Backend {
                                                   const std::string& token, DeviceStaging* devices);
   ~NodeClient() override;
 
-  Result<BatchResult> MSet(std::span<const std::string> keys, const IOBuffers& values,
-                           const SetOptions& options, std::span<const std::string> metas) override;
-  Result<GetResult> MGet(std::span<const std::string> keys, const GetOptions& options,
-                         const IOBuffers* buffers) override;
-  Result<GetResult> MGetInPlace(std::span<const std::string> keys, const GetOptions& options,
-                                InPlaceLoans* loans) override;
-  Result<BatchResult> MExist(std::span<const std::string> keys,
-                             const ExistOptions& options) override;
-  Result<BatchResult> MDel(std::span<const std::string> keys, const DelOptions& options) override;
+  std::unique_ptr<PendingCall<BatchResult>> StartMSet(std::span<const std::string> keys,
+                                                      const IOBuffers& values,
+                                                      const SetOptions& options,
+                                                      std::span<const std::string> metas) override;
+  std::unique_ptr<PendingCall<GetResult>> StartMGet(std::span<const std::string> keys,
+                                                    const GetOptions& options,
+                                                    const IOBuffers* buffers,
+                                                    InPlaceLoans* loans) override;
+  std::unique_ptr<PendingCall<BatchResult>> StartMExist(std::span<const std::string> keys,
+                                                        const ExistOptions& options) override;
+  std::unique_ptr<PendingCall<BatchResult>> StartMDel(std::span<const std::string> keys,
+                                                      const DelOptions& options) override;
   Status Ping() override;
   Result<NodeStats> Stats() override;
   std::vector<NodeReport> StatsPerNode() override;
@@ -56,14 +59,18 @@ class NodeClient final : public Backend {
   NodeClient(std::string address, const InitOptions& options, DeviceStaging* devices,
              ChosenTransport chosen);
 
-  Deadline DeadlineFor(std::chrono::milliseconds timeout) const;
-  // MGet (buffers), MGetMeta (neither) and MGetInPlace (loan): one path, three outcomes.
-  Result<GetResult> Mget(std::span<const std::string> keys, const GetOptions& options,
-                         const IOBuffers* buffers, Transport::Loan* loan);
+  class PutCall;
+  class GetCall;
   template <typename Request, typename Response>
-  Result<BatchResult> KeyOnly(std::span<const std::string> keys, std::string_view ns,
-                              bool any_namespace, std::chrono::milliseconds timeout, const char* op,
-                              const char* wire_op);
+  class KeyOnlyCall;
+
+  Deadline DeadlineFor(std::chrono::milliseconds timeout) const;
+  // MEXIST and MDEL: keys in, one status per key out.
+  template <typename Request, typename Response>
+  std::unique_ptr<PendingCall<BatchResult>> StartKeyOnly(std::span<const std::string> keys,
+                                                         std::string_view ns, bool any_namespace,
+                                                         std::chrono::milliseconds timeout,
+                                                         const char* op, const char* wire_op);
   // A round trip without keys (PING, STATS, LIST).
   template <typename Request, typename Response>
   Status RoundTrip(const Request& request, DecodingHandler<Request, Response>* handler);

@@ -45,133 +45,190 @@ class LeaseSet {
   std::vector<std::pair<std::shared_ptr<Connection>, uint64_t>> held_;
 };
 
+// A put: the reservations are sent at start; once they are answered, every reserved value is
+// copied in and each frame committed on the session that reserved it.
+class PutCall final : public TransportCall {
+ public:
+  PutCall(const PutBatch& batch, Deadline deadline,
+          std::vector<std::unique_ptr<FrameCall<ReserveHandler>>> reserves)
+      : batch_(batch), deadline_(deadline), reserves_(std::move(reserves)) {}
+
+  bool Ready() override {
+    if (!committing_) {
+      if (!FramesReady(reserves_)) return false;
+      Commit();
+    }
+    return FramesReady(commits_);
+  }
+
+  std::vector<FrameResult> Finish(Deadline deadline) override {
+    if (!committing_) {
+      WaitFrames(reserves_, deadline);
+      Commit();
+    }
+    WaitFrames(commits_, deadline);
+    for (size_t f = 0; f < commits_.size(); ++f) {
+      FrameCall<CommitHandler>& commit = *commits_[f];
+      if (commit.conn == nullptr) continue;  // nothing was committed for this frame
+      if (!commit.status.ok()) {
+        results_[f].status = commit.status;
+      } else {
+        results_[f].codes = std::move(commit.handler.response.statuses);
+      }
+    }
+    return std::move(results_);
+  }
+
+ private:
+  // Copies every reserved value into the arena and sends each frame's SHM_COMMIT.
+  void Commit() {
+    committing_ = true;
+    results_.reserve(reserves_.size());
+    protocol::EncodedFrame frame;
+    for (auto& reserve : reserves_) {
+      FrameCall<ReserveHandler>& call = *reserve;
+      FrameResult& r = results_.emplace_back();
+      r.slice = call.slice;
+      r.status = call.status;
+      auto& commit = commits_.emplace_back(std::make_unique<FrameCall<CommitHandler>>());
+      commit->slice = call.slice;
+      if (call.conn == nullptr) continue;
+      r.peer = call.conn->peer();
+      if (!r.status.ok()) continue;
+      const protocol::ShmReserveResponse& reserved = call.handler.response;
+      for (const protocol::ShmReservation& item : reserved.items)
+        r.codes.push_back(item.status);
+      if (reserved.reservation_id == 0) continue;  // nothing reserved: the codes say why
+
+      protocol::ShmCommitRequest& request = commit->handler.request;
+      request.reservation_id = reserved.reservation_id;
+      request.commit.assign(reserved.items.size(), 0);
+      {
+        std::shared_lock writing = call.conn->BeginArenaWrite();
+        const std::shared_ptr<ArenaMapping>& arena = call.conn->arena();
+        for (size_t k = 0; k < reserved.items.size(); ++k) {
+          if (reserved.items[k].status != StatusCode::kOk) continue;
+          const protocol::MsetItem& item = batch_.items[call.slice.begin + k];
+          Result<uint8_t*> to = arena->WriteRange(reserved.items[k].offset, item.value_length);
+          if (!to.ok()) {
+            r.status = to.status();  // the node broke the protocol: fail the frame
+            break;
+          }
+          if (item.value_length > 0) std::memcpy(*to, item.value, item.value_length);
+          request.commit[k] = 1;
+        }
+      }
+      if (!r.status.ok()) {
+        call.conn->Close(r.status);  // after the write guard is gone: Close waits for writers
+        continue;
+      }
+      commit->conn = call.conn;
+      commit->handler.limits = call.conn->limits();
+      const uint64_t id = call.conn->NextRequestId();
+      Status encoded =
+          protocol::EncodeRequest(id, request, call.conn->limits(), &frame, call.conn->version());
+      Result<Connection::Ticket> ticket =
+          encoded.ok() ? call.conn->Send(id, frame, &commit->handler, deadline_)
+                       : Result<Connection::Ticket>(encoded);
+      if (ticket.ok()) {
+        commit->ticket = std::move(ticket).value();
+      } else {
+        commit->status = ticket.status();
+      }
+    }
+  }
+
+  const PutBatch batch_;
+  const Deadline deadline_;
+  std::vector<std::unique_ptr<FrameCall<ReserveHandler>>> reserves_;
+  bool committing_ = false;
+  std::vector<FrameResult> results_;                               // per frame, from Commit
+  std::vector<std::unique_ptr<FrameCall<CommitHandler>>> commits_;  // per frame; conn null: none
+};
+
+// A get: the pins are sent at start; Finish copies the hits out (or lends them) and lets the
+// leases go (or hands them to the loan).
+class GetCall final : public TransportCall {
+ public:
+  GetCall(const GetBatch& batch, Loan* loan,
+          std::vector<std::unique_ptr<FrameCall<GetHandler>>> gets)
+      : batch_(batch), loan_(loan), gets_(std::move(gets)) {}
+
+  bool Ready() override { return FramesReady(gets_); }
+
+  std::vector<FrameResult> Finish(Deadline deadline) override {
+    WaitFrames(gets_, deadline);
+    auto held = std::make_shared<LeaseSet>();
+    std::vector<FrameResult> results;
+    results.reserve(gets_.size());
+    for (auto& call : gets_) {
+      FrameResult& r = results.emplace_back();
+      r.slice = call->slice;
+      r.status = call->status;
+      if (call->conn != nullptr) r.peer = call->conn->peer();
+      if (!r.status.ok()) continue;
+      const protocol::ShmGetResponse& got = call->handler.response;
+      if (got.lease_id != 0) {
+        held->Add(call->conn, got.lease_id);
+        if (loan_ != nullptr) loan_->sessions.push_back(call->conn);
+      }
+      const std::shared_ptr<ArenaMapping>& arena = call->conn->arena();
+      for (size_t k = 0; k < got.results.size(); ++k) {
+        const protocol::ShmGetResult& item = got.results[k];
+        r.codes.push_back(item.status);
+        r.value_lengths.push_back(item.value_length);
+        r.metas.emplace_back(item.meta);
+        if (item.status != StatusCode::kOk) continue;
+        Result<const uint8_t*> from = arena->ReadRange(item.offset, item.value_length);
+        if (!from.ok()) {
+          r.status = from.status();  // the node broke the protocol
+          call->conn->Close(from.status());
+          break;
+        }
+        const size_t i = call->slice.begin + k;
+        if (loan_ == nullptr) {
+          if (item.value_length > 0) std::memcpy(batch_.destinations[i], *from, item.value_length);
+        } else {
+          loan_->views[i] = *from;
+        }
+      }
+    }
+    if (loan_ != nullptr) loan_->lease = std::move(held);  // otherwise released here
+    return results;
+  }
+
+ private:
+  const GetBatch batch_;
+  Loan* const loan_;
+  std::vector<std::unique_ptr<FrameCall<GetHandler>>> gets_;
+};
+
 }  // namespace
 
 ShmTransport::ShmTransport(std::unique_ptr<ArenaMapper> mapper,
                            std::unique_ptr<ConnectionPool> pool)
     : mapper_(std::move(mapper)), stream_(std::move(pool), "shared memory") {}
 
-std::vector<FrameResult> ShmTransport::Put(const PutBatch& batch, Deadline deadline) {
+std::unique_ptr<TransportCall> ShmTransport::StartPut(const PutBatch& batch, Deadline deadline) {
   auto reserves =
-      RunFrames<ReserveHandler>(batch.slices, batch.first, pool(), deadline,
-                                EncodeWith<ReserveHandler>([&](FrameCall<ReserveHandler>& call) {
-                                  FillPutRequest(batch, call.slice, &call.handler.request);
-                                }));
-
-  std::vector<FrameResult> results;
-  results.reserve(reserves.size());
-  // Copy every reserved value in, then commit each frame on the session that reserved it.
-  std::vector<std::unique_ptr<CommitHandler>> commits(reserves.size());
-  std::vector<Connection::Ticket> tickets(reserves.size());
-  protocol::EncodedFrame frame;
-  for (size_t f = 0; f < reserves.size(); ++f) {
-    FrameCall<ReserveHandler>& call = *reserves[f];
-    FrameResult& r = results.emplace_back(StartResult(call));
-    if (!r.status.ok()) continue;
-    const protocol::ShmReserveResponse& reserved = call.handler.response;
-    for (const protocol::ShmReservation& item : reserved.items)
-      r.codes.push_back(item.status);
-    if (reserved.reservation_id == 0) continue;  // nothing reserved: the codes say why
-
-    auto commit = std::make_unique<CommitHandler>();
-    commit->request.reservation_id = reserved.reservation_id;
-    commit->request.commit.assign(reserved.items.size(), 0);
-    {
-      std::shared_lock writing = call.conn->BeginArenaWrite();
-      const std::shared_ptr<ArenaMapping>& arena = call.conn->arena();
-      for (size_t k = 0; k < reserved.items.size(); ++k) {
-        if (reserved.items[k].status != StatusCode::kOk) continue;
-        const protocol::MsetItem& item = batch.items[call.slice.begin + k];
-        Result<uint8_t*> to = arena->WriteRange(reserved.items[k].offset, item.value_length);
-        if (!to.ok()) {
-          r.status = to.status();  // the node broke the protocol: fail the frame
-          break;
-        }
-        if (item.value_length > 0) std::memcpy(*to, item.value, item.value_length);
-        commit->request.commit[k] = 1;
-      }
-    }
-    if (!r.status.ok()) {
-      call.conn->Close(r.status);  // after the write guard is gone: Close waits for writers
-      continue;
-    }
-    commit->limits = call.conn->limits();
-    const uint64_t id = call.conn->NextRequestId();
-    Status encoded = protocol::EncodeRequest(id, commit->request, call.conn->limits(), &frame,
-                                             call.conn->version());
-    Result<Connection::Ticket> ticket = encoded.ok()
-                                            ? call.conn->Send(id, frame, commit.get(), deadline)
-                                            : Result<Connection::Ticket>(encoded);
-    if (!ticket.ok()) {
-      r.status = ticket.status();
-      continue;
-    }
-    tickets[f] = std::move(ticket).value();
-    commits[f] = std::move(commit);
-  }
-  for (size_t f = 0; f < reserves.size(); ++f) {
-    if (tickets[f] == nullptr) continue;
-    Status waited = reserves[f]->conn->Wait(tickets[f], deadline);
-    if (!waited.ok()) {
-      results[f].status = waited;
-    } else {
-      results[f].codes = std::move(commits[f]->response.statuses);
-    }
-  }
-  return results;
+      SendFrames<ReserveHandler>(batch.slices, batch.first, pool(), deadline,
+                                 EncodeWith<ReserveHandler>([&](FrameCall<ReserveHandler>& call) {
+                                   FillPutRequest(batch, call.slice, &call.handler.request);
+                                 }));
+  return std::make_unique<PutCall>(batch, deadline, std::move(reserves));
 }
 
-std::vector<FrameResult> ShmTransport::Pin(const GetBatch& batch, Deadline deadline, Loan* loan) {
-  auto gets = RunFrames<GetHandler>(batch.slices, batch.first, pool(), deadline,
-                                    EncodeWith<GetHandler>([&](FrameCall<GetHandler>& call) {
-                                      FillGetRequest(batch, call.slice, &call.handler.request);
-                                    }));
-  auto held = std::make_shared<LeaseSet>();
-  std::vector<FrameResult> results;
-  results.reserve(gets.size());
-  for (auto& call : gets) {
-    FrameResult& r = results.emplace_back(StartResult(*call));
-    if (!r.status.ok()) continue;
-    const protocol::ShmGetResponse& got = call->handler.response;
-    if (got.lease_id != 0) {
-      held->Add(call->conn, got.lease_id);
-      if (loan != nullptr) loan->sessions.push_back(call->conn);
-    }
-    const std::shared_ptr<ArenaMapping>& arena = call->conn->arena();
-    for (size_t k = 0; k < got.results.size(); ++k) {
-      const protocol::ShmGetResult& item = got.results[k];
-      r.codes.push_back(item.status);
-      r.value_lengths.push_back(item.value_length);
-      r.metas.emplace_back(item.meta);
-      if (item.status != StatusCode::kOk) continue;
-      Result<const uint8_t*> from = arena->ReadRange(item.offset, item.value_length);
-      if (!from.ok()) {
-        r.status = from.status();  // the node broke the protocol
-        call->conn->Close(from.status());
-        break;
-      }
-      const size_t i = call->slice.begin + k;
-      if (loan == nullptr) {
-        if (item.value_length > 0) std::memcpy(batch.destinations[i], *from, item.value_length);
-      } else {
-        loan->views[i] = *from;
-      }
-    }
+std::unique_ptr<TransportCall> ShmTransport::StartGet(const GetBatch& batch, Deadline deadline,
+                                                      Loan* loan) {
+  if (batch.meta_only && loan == nullptr) {
+    return stream_.StartGet(batch, deadline, nullptr);  // no value moves
   }
-  if (loan != nullptr) loan->lease = std::move(held);  // otherwise released here
-  return results;
-}
-
-std::vector<FrameResult> ShmTransport::Get(const GetBatch& batch, Deadline deadline) {
-  if (batch.meta_only) return stream_.Get(batch, deadline);  // no value moves
-  return Pin(batch, deadline, nullptr);
-}
-
-Result<Transport::Loan> ShmTransport::Lend(const GetBatch& batch, Deadline deadline) {
-  Loan loan;
-  loan.views.assign(batch.keys.size(), nullptr);
-  loan.frames = Pin(batch, deadline, &loan);
-  return loan;
+  if (loan != nullptr) loan->views.assign(batch.keys.size(), nullptr);
+  auto gets = SendFrames<GetHandler>(batch.slices, batch.first, pool(), deadline,
+                                     EncodeWith<GetHandler>([&](FrameCall<GetHandler>& call) {
+                                       FillGetRequest(batch, call.slice, &call.handler.request);
+                                     }));
+  return std::make_unique<GetCall>(batch, loan, std::move(gets));
 }
 
 }  // namespace kvport::client

@@ -5,7 +5,7 @@
 // A put reserves (SHM_RESERVE), copies each value into its reserved extent through the
 // read-write mapping (one memcpy) and commits (SHM_COMMIT) on the same session; a get pins
 // (SHM_GET), copies each hit out of the read-only mapping (one memcpy) and releases the lease
-// (SHM_RELEASE) without waiting for the answer. Lend skips the copy: the caller reads the
+// (SHM_RELEASE) without waiting for the answer. A loan skips the copy: the caller reads the
 // values in place until it drops the loan. Meta-only gets are ordinary MGETs (no value moves).
 //
 // A session the node closes takes its leases and reservations with it; a connection is closed
@@ -34,15 +34,11 @@ class ShmTransport final : public Transport {
     return c;
   }
   ConnectionPool& pool() override { return stream_.pool(); }
-  std::vector<FrameResult> Put(const PutBatch& batch, Deadline deadline) override;
-  std::vector<FrameResult> Get(const GetBatch& batch, Deadline deadline) override;
-  Result<Loan> Lend(const GetBatch& batch, Deadline deadline) override;
+  std::unique_ptr<TransportCall> StartPut(const PutBatch& batch, Deadline deadline) override;
+  std::unique_ptr<TransportCall> StartGet(const GetBatch& batch, Deadline deadline,
+                                          Loan* loan) override;
 
  private:
-  // SHM_GET of every frame, copying the hits into the destinations and releasing the leases.
-  // With `loan` (Lend): views and leases go there instead of copies.
-  std::vector<FrameResult> Pin(const GetBatch& batch, Deadline deadline, Loan* loan);
-
   std::unique_ptr<ArenaMapper> mapper_;  // outlives the pool (declared first)
   StreamTransport stream_;               // the pool, and meta-only gets
 };

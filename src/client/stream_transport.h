@@ -20,22 +20,13 @@ class StreamTransport final : public Transport {
   std::string_view name() const override { return name_; }
   TransportCapabilities capabilities() const override { return {}; }
   ConnectionPool& pool() override { return *pool_; }
-  std::vector<FrameResult> Put(const PutBatch& batch, Deadline deadline) override;
-  std::vector<FrameResult> Get(const GetBatch& batch, Deadline deadline) override;
+  std::unique_ptr<TransportCall> StartPut(const PutBatch& batch, Deadline deadline) override;
+  std::unique_ptr<TransportCall> StartGet(const GetBatch& batch, Deadline deadline,
+                                          Loan* loan) override;
 
  private:
   std::unique_ptr<ConnectionPool> pool_;
   const std::string name_;
 };
-
-// The FrameResult of a call, before its per-item answers are filled in.
-template <typename Handler>
-FrameResult StartResult(const FrameCall<Handler>& call) {
-  FrameResult r;
-  r.slice = call.slice;
-  r.status = call.status;
-  if (call.conn != nullptr) r.peer = call.conn->peer();
-  return r;
-}
 
 }  // namespace kvport::client

@@ -80,7 +80,7 @@ void FillGetRequest(const GetBatch& batch, const FrameSlice& slice, GetRequest* 
   request->keys.assign(batch.keys.begin() + slice.begin, batch.keys.begin() + slice.end);
 }
 
-// RunFrames' encoder for a handler whose request Fill(call.slice, &request) sets up.
+// SendFrames' encoder for a handler whose request Fill(call.slice, &request) sets up.
 template <typename Handler, typename Fill>
 auto EncodeWith(Fill fill) {
   return [fill](FrameCall<Handler>& call, uint64_t id, const protocol::Limits& limits,
@@ -103,6 +103,29 @@ struct FrameResult {
   std::vector<std::string> metas;
 };
 
+// Values lent in place (zero_copy_reads): `views[k]` points at item k's value (for kOk items;
+// null otherwise) until `lease` is destroyed, which tells the node it may reuse the bytes.
+struct Loan {
+  std::vector<const uint8_t*> views;
+  std::shared_ptr<void> lease;
+  std::vector<std::shared_ptr<Connection>> sessions;  // those holding its leases
+};
+
+// A batch a transport has started (the post of post/check): its first frames are sent, and
+// Finish completes it. Ready() says, without waiting for the node, whether Finish would return
+// at once; it reads what has arrived and takes the next step of a data path with several
+// (shared memory's commit after its reservations), so polling it makes progress. Destroying an
+// unfinished call gives it up: no byte is moved into or out of the caller's buffers after.
+class TransportCall {
+ public:
+  virtual ~TransportCall() = default;
+  virtual bool Ready() = 0;
+  // One FrameResult per slice, in slice order. A put's values are visible (each key atomically)
+  // when its frame's code says kOk; a get has written a kOk key's value into its destination
+  // (or, lending, set the loan's view). Called once.
+  virtual std::vector<FrameResult> Finish(Deadline deadline) = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -113,21 +136,51 @@ class Transport {
   // The connections to the node. Control requests use it directly.
   virtual ConnectionPool& pool() = 0;
 
-  // One FrameResult per slice, in slice order. A put's values are visible (each key atomically)
-  // when its frame's code says kOk; a get has written a kOk key's value into its destination.
-  virtual std::vector<FrameResult> Put(const PutBatch& batch, Deadline deadline) = 0;
-  virtual std::vector<FrameResult> Get(const GetBatch& batch, Deadline deadline) = 0;
-
-  // Values lent in place (zero_copy_reads): `views[k]` points at item k's value (for kOk items;
-  // null otherwise) until `lease` is destroyed, which tells the node it may reuse the bytes.
-  struct Loan {
-    std::vector<FrameResult> frames;
-    std::vector<const uint8_t*> views;
-    std::shared_ptr<void> lease;
-    std::vector<std::shared_ptr<Connection>> sessions;  // those holding its leases
-  };
-  // NotSupported for a transport without zero_copy_reads (the default).
-  virtual Result<Loan> Lend(const GetBatch& batch, Deadline deadline);
+  // Starts a put or a get. The batch's spans (and the buffers they point at) must stay valid
+  // until the call is finished or destroyed. `loan` (zero_copy_reads only; NotSupported
+  // otherwise, as every frame's status) lends the values in place instead of copying them into
+  // the destinations; it must outlive the call.
+  virtual std::unique_ptr<TransportCall> StartPut(const PutBatch& batch, Deadline deadline) = 0;
+  virtual std::unique_ptr<TransportCall> StartGet(const GetBatch& batch, Deadline deadline,
+                                                  Loan* loan) = 0;
 };
+
+// A TransportCall over SendFrames' calls: Ready when every response is in; Finish waits for
+// them and turns each into its FrameResult with `collect(call, &result)` (for calls whose
+// response was accepted).
+template <typename Handler, typename Collect>
+class FramesCall final : public TransportCall {
+ public:
+  FramesCall(std::vector<std::unique_ptr<FrameCall<Handler>>> calls, Collect collect)
+      : calls_(std::move(calls)), collect_(std::move(collect)) {}
+
+  bool Ready() override { return FramesReady(calls_); }
+  std::vector<FrameResult> Finish(Deadline deadline) override {
+    WaitFrames(calls_, deadline);
+    std::vector<FrameResult> results;
+    results.reserve(calls_.size());
+    for (auto& call : calls_) {
+      FrameResult& r = results.emplace_back();
+      r.slice = call->slice;
+      r.status = call->status;
+      if (call->conn != nullptr) r.peer = call->conn->peer();
+      if (r.status.ok()) collect_(*call, &r);
+    }
+    return results;
+  }
+
+ private:
+  std::vector<std::unique_ptr<FrameCall<Handler>>> calls_;
+  Collect collect_;
+};
+
+template <typename Handler, typename Collect>
+std::unique_ptr<TransportCall> MakeFramesCall(std::vector<std::unique_ptr<FrameCall<Handler>>> calls,
+                                              Collect collect) {
+  return std::make_unique<FramesCall<Handler, Collect>>(std::move(calls), std::move(collect));
+}
+
+// A TransportCall decided before anything was sent: every slice fails with `status`.
+std::unique_ptr<TransportCall> FailedCall(std::span<const FrameSlice> slices, Status status);
 
 }  // namespace kvport::client

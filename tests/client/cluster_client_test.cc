@@ -415,7 +415,7 @@ TEST_F(ClusterClientTest, JoinsLeavesAndNewEpochsTakeEffectAtTheNextCall) {
       keys.push_back(KeyName(i));
       values.Append(value.data(), value.size());
     }
-    Result<BatchResult> r = cluster.MSet(keys, values, {}, {});
+    Result<BatchResult> r = cluster.StartMSet(keys, values, {}, {})->Finish();
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->status, BatchCode::kSuccess) << r->error.ToString();
   };
@@ -423,7 +423,7 @@ TEST_F(ClusterClientTest, JoinsLeavesAndNewEpochsTakeEffectAtTheNextCall) {
     std::vector<std::string> keys;
     for (int i = from; i < from + n; ++i)
       keys.push_back(KeyName(i));
-    Result<BatchResult> r = cluster.MExist(keys, {});
+    Result<BatchResult> r = cluster.StartMExist(keys, {})->Finish();
     EXPECT_TRUE(r.ok());
     return r.ok() ? r->codes : std::vector<KeyCode>();
   };
