@@ -82,8 +82,8 @@ struct FrameCall {
 template <typename Handler, typename Encode>
 std::vector<std::unique_ptr<FrameCall<Handler>>> SendFrames(std::span<const FrameSlice> slices,
                                                             std::shared_ptr<Connection> first,
-                                                            ConnectionPool& pool,
-                                                            Deadline deadline, Encode encode) {
+                                                            ConnectionPool& pool, Deadline deadline,
+                                                            Encode encode) {
   std::vector<std::unique_ptr<FrameCall<Handler>>> calls;
   calls.reserve(slices.size());
   protocol::EncodedFrame frame;

@@ -194,7 +194,8 @@ bool Pending<R>::Ready() {
 }
 template <typename R>
 Result<R> Pending<R>::Wait() {
-  if (call_ == nullptr) return Status::InvalidArgument("Pending::Wait on a call already waited for");
+  if (call_ == nullptr)
+    return Status::InvalidArgument("Pending::Wait on a call already waited for");
   Result<R> result = call_->Finish();
   call_.reset();
   return result;
@@ -214,7 +215,8 @@ std::unique_ptr<client::PendingCall<R>> Refused(Status status) {
 Pending<BatchResult> Client::MSetAsync(const std::vector<std::string>& keys,
                                        const IOBuffers& values, const SetOptions& options,
                                        const std::vector<std::string>& metas) {
-  if (impl_->backend == nullptr) return Pending<BatchResult>(Refused<BatchResult>(NotReady("MSet")));
+  if (impl_->backend == nullptr)
+    return Pending<BatchResult>(Refused<BatchResult>(NotReady("MSet")));
   if (values.size() != keys.size()) {
     return Pending<BatchResult>(
         Refused<BatchResult>(CountMismatch("MSet", keys.size(), values.size(), "buffers")));
@@ -246,7 +248,8 @@ Pending<BatchResult> Client::MExistAsync(const std::vector<std::string>& keys,
 
 Pending<BatchResult> Client::MDelAsync(const std::vector<std::string>& keys,
                                        const DelOptions& options) {
-  if (impl_->backend == nullptr) return Pending<BatchResult>(Refused<BatchResult>(NotReady("MDel")));
+  if (impl_->backend == nullptr)
+    return Pending<BatchResult>(Refused<BatchResult>(NotReady("MDel")));
   return Pending<BatchResult>(impl_->backend->StartMDel(keys, options));
 }
 

@@ -91,7 +91,7 @@ void Resize(GetResult& result, size_t n, KeyCode code) {
 // Sets the overall code and the first failing key's reason: reasons[i], or `fallback` (with
 // the key named) when none was recorded for it (a plain miss).
 void SetOverall(BatchResult& result, std::span<const std::string> keys,
-            const std::vector<Status>& reasons, std::string_view fallback) {
+                const std::vector<Status>& reasons, std::string_view fallback) {
   result.status = OverallCode(result.codes);
   result.error = Status::Ok();
   for (size_t i = 0; i < result.codes.size(); ++i) {
@@ -675,13 +675,12 @@ std::unique_ptr<PendingCall<GetResult>> ClusterClient::StartMGet(std::span<const
 std::unique_ptr<PendingCall<BatchResult>> ClusterClient::StartMExist(
     std::span<const std::string> keys, const ExistOptions& options) {
   ExistOptions part_options = options;
-  return StartRead<BatchResult>(
-      keys, "MExist", options.timeout, nullptr,
-      [keys, part_options](NodeClient& node, Part<BatchResult>& part,
-                           std::chrono::milliseconds left) mutable {
-        part_options.timeout = left;
-        return node.StartMExist(part.KeysOf(keys), part_options);
-      });
+  return StartRead<BatchResult>(keys, "MExist", options.timeout, nullptr,
+                                [keys, part_options](NodeClient& node, Part<BatchResult>& part,
+                                                     std::chrono::milliseconds left) mutable {
+                                  part_options.timeout = left;
+                                  return node.StartMExist(part.KeysOf(keys), part_options);
+                                });
 }
 
 // An MDEL over the cluster: every key to each of its first `replicas` live nodes, at once.
@@ -692,8 +691,8 @@ class ClusterClient::DelCall final : public PendingCall<BatchResult> {
       : cluster_(cluster), keys_(keys), routing_(std::move(routing)) {
     std::vector<uint32_t> send_keys;
     std::vector<uint32_t> send_slots;
-    routing_.FirstReplicas(std::min<size_t>(cluster->options_.replicas, routing_.live),
-                           &send_keys, &send_slots);
+    routing_.FirstReplicas(std::min<size_t>(cluster->options_.replicas, routing_.live), &send_keys,
+                           &send_slots);
     parts_ = cluster_->StartParts<BatchResult>(
         routing_, GroupBy(send_keys, send_slots), [&](NodeClient& node, Part<BatchResult>& part) {
           if (part.group.keys.size() != keys.size()) {

@@ -5,7 +5,8 @@
 // Each key's nodes are its rendezvous order over the live members (cluster/placement.h). A
 // batched call is split by node and every node's part is started at once from the calling
 // thread (each NodeClient sends its frames and returns); the call then waits for the parts and
-// merges the per-key outcomes back in the caller's order. docs/cluster.md states the rules; in short:
+// merges the per-key outcomes back in the caller's order. docs/cluster.md states the rules; in
+// short:
 //   - writes go to the key's first `replicas` live nodes; a node that fails (unreachable, lost
 //     connection) is replaced by the key's next node, and a key is written when at least
 //     `write_quorum` nodes stored it;

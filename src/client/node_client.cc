@@ -431,8 +431,8 @@ std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartKeyOnly(
   if (checked.ok() && any_namespace) checked = CheckAnyNamespaceVersion(op, **first);
   if (!checked.ok()) return Decided<BatchResult>(checked);
 
-  auto pending = std::make_unique<KeyOnlyCall<Request, Response>>(keys, ns, any_namespace, op,
-                                                                  wire_op);
+  auto pending =
+      std::make_unique<KeyOnlyCall<Request, Response>>(keys, ns, any_namespace, op, wire_op);
   pending->deadline = deadline;
   CheckKeys(keys, limits, pending->outcomes);
   pending->send = Unfailed(keys.size(), pending->outcomes, &pending->rejected);
@@ -460,8 +460,8 @@ std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartKeyOnly(
   return pending;
 }
 
-std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMExist(
-    std::span<const std::string> keys, const ExistOptions& options) {
+std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMExist(std::span<const std::string> keys,
+                                                                  const ExistOptions& options) {
   return StartKeyOnly<protocol::MexistRequest, protocol::MexistResponse>(
       keys, options.ns, options.any_namespace, options.timeout, "MExist", "MEXIST");
 }

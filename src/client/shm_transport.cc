@@ -142,7 +142,7 @@ class PutCall final : public TransportCall {
   const Deadline deadline_;
   std::vector<std::unique_ptr<FrameCall<ReserveHandler>>> reserves_;
   bool committing_ = false;
-  std::vector<FrameResult> results_;                               // per frame, from Commit
+  std::vector<FrameResult> results_;                                // per frame, from Commit
   std::vector<std::unique_ptr<FrameCall<CommitHandler>>> commits_;  // per frame; conn null: none
 };
 

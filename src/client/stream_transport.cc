@@ -32,8 +32,7 @@ std::unique_ptr<TransportCall> FailedCall(std::span<const FrameSlice> slices, St
 StreamTransport::StreamTransport(std::unique_ptr<ConnectionPool> pool, std::string name)
     : pool_(std::move(pool)), name_(std::move(name)) {}
 
-std::unique_ptr<TransportCall> StreamTransport::StartPut(const PutBatch& batch,
-                                                         Deadline deadline) {
+std::unique_ptr<TransportCall> StreamTransport::StartPut(const PutBatch& batch, Deadline deadline) {
   using Handler = DecodingHandler<protocol::MsetRequest, protocol::MsetResponse>;
   auto calls = SendFrames<Handler>(batch.slices, batch.first, *pool_, deadline,
                                    EncodeWith<Handler>([&](FrameCall<Handler>& call) {

@@ -175,8 +175,8 @@ class FramesCall final : public TransportCall {
 };
 
 template <typename Handler, typename Collect>
-std::unique_ptr<TransportCall> MakeFramesCall(std::vector<std::unique_ptr<FrameCall<Handler>>> calls,
-                                              Collect collect) {
+std::unique_ptr<TransportCall> MakeFramesCall(
+    std::vector<std::unique_ptr<FrameCall<Handler>>> calls, Collect collect) {
   return std::make_unique<FramesCall<Handler, Collect>>(std::move(calls), std::move(collect));
 }
 

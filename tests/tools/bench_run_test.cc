@@ -121,6 +121,39 @@ TEST(BenchRunTest, EmbeddedNodeWithSocketBaseline) {
 
 // Both transports on the embedded node: the shared-memory phases are compared with a memcpy
 // of the same bytes, measured in the same run.
+// --inflight: each thread starts that many calls on key sets of its own, then waits for them;
+// a phase's call is the group, and every key of every set is written and read back verified.
+TEST(BenchRunTest, InflightCallsRunAsGroupsOnKeySetsOfTheirOwn) {
+  BenchOptions o = TinyBench();
+  o.transport = TransportChoice::kTcp;
+  o.socket_baseline = false;
+  o.inflight = 4;
+  Result<BenchReport> r = RunBench(o, [](std::string_view) {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->kvport.size(), 3u);
+  for (const PhaseResult& p : r->kvport) {
+    SCOPED_TRACE(std::string(OpName(p.op)));
+    EXPECT_TRUE(p.error.empty()) << p.error;
+    EXPECT_EQ(p.failed_keys, 0u);
+    if (p.op == Op::kExists) {
+      EXPECT_EQ(p.calls, o.exists_count);
+      EXPECT_EQ(p.keys, o.exists_count * o.exists_batch * 4);
+    } else {
+      EXPECT_EQ(p.calls, o.count);
+      EXPECT_EQ(p.keys, o.count * o.batch * 4);
+      EXPECT_EQ(p.bytes, p.keys * o.value_bytes);
+    }
+  }
+  const nlohmann::json json = nlohmann::json::parse(FormatBenchJson(*r));
+  EXPECT_EQ(json["options"]["inflight"], 4);
+  EXPECT_NE(FormatBenchText(*r).find("4 kvport calls in flight"), std::string::npos);
+
+  o.inflight = 0;
+  EXPECT_EQ(RunBench(o, [](std::string_view) {}).status().code(), StatusCode::kInvalidArgument);
+  o.inflight = 65;
+  EXPECT_EQ(RunBench(o, [](std::string_view) {}).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(BenchRunTest, EmbeddedNodeOverTcpAndSharedMemory) {
   if (!EmbeddedNodeOffersShm()) GTEST_SKIP() << "this build's server has no shared memory";
   BenchOptions o = TinyBench();

@@ -232,6 +232,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   auto* threads =
       cmd->add_option("--threads", o.threads, "Threads issuing calls (0: one per connection)")
           ->capture_default_str();
+  cmd->add_option("--inflight", o.inflight,
+                  "kvport calls each thread keeps in flight (1-64; MSetAsync/MGetAsync/"
+                  "MExistAsync, then Wait): a phase's call is then a group of that many")
+      ->capture_default_str();
   cmd->add_option("--ops", flags->ops, "Phases, in order: a list of put, get, exists")
       ->capture_default_str();
   flags->count_option =

@@ -20,8 +20,9 @@ void BenchData::Reset(const BenchOptions& options) {
   value_bytes_ = options.value_bytes;
   keys_per_thread_ = options.keys_per_thread();
   threads_active_ = options.worker_threads();
-  if (threads_.size() < static_cast<size_t>(threads_active_)) threads_.resize(threads_active_);
-  for (int t = 0; t < threads(); ++t) {
+  sets_active_ = options.key_sets();
+  if (threads_.size() < static_cast<size_t>(sets_active_)) threads_.resize(sets_active_);
+  for (int t = 0; t < sets(); ++t) {
     PerThread& p = threads_[t];
     p.keys.clear();
     p.exist_keys.clear();

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// BenchData: the keys and value buffers of a benchmark, one set per thread, shared by every
-// system measured (kvport and redis get the same keys and the same bytes).
+// BenchData: the keys and value buffers of a benchmark, in sets of one batch each, shared by
+// every system measured (kvport and redis get the same keys and the same bytes). There is one
+// set per call a thread keeps in flight (BenchOptions::key_sets): thread t of a run with
+// `inflight` calls in flight uses sets t * inflight .. t * inflight + inflight - 1; with one
+// call in flight, set t is thread t's.
 //
-// Thread t writes keys KeyName(t, 0 .. keys_per_thread - 1). Each value starts with a 16-byte
+// Set s writes keys KeyName(s, 0 .. keys_per_thread - 1). Each value starts with a 16-byte
 // stamp naming its thread and key and ends with the same stamp, so a read can be checked
 // cheaply (a wrong, shifted or truncated value fails) without comparing every byte. The exists
 // phase asks for KeyName(t, 0 .. exists_batch - 1): the first keys_per_thread exist, the rest
@@ -32,6 +35,7 @@ class BenchData {
   static std::string KeyName(int thread, size_t index);
 
   int threads() const { return threads_active_; }
+  int sets() const { return sets_active_; }
   uint64_t value_bytes() const { return value_bytes_; }
   size_t keys_per_thread() const { return keys_per_thread_; }
 
@@ -64,7 +68,8 @@ class BenchData {
   uint64_t value_bytes_ = 0;
   size_t keys_per_thread_ = 0;
   int threads_active_ = 0;
-  std::vector<PerThread> threads_;  // at least threads_active_; never shrinks
+  int sets_active_ = 0;
+  std::vector<PerThread> threads_;  // per set: at least sets_active_; never shrinks
 };
 
 }  // namespace kvport::bench

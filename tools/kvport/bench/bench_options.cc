@@ -97,6 +97,10 @@ Status BenchOptions::Validate() const {
   if (batch == 0) return Status::InvalidArgument("--batch must be at least 1");
   if (connections < 1) return Status::InvalidArgument("--connections must be at least 1");
   if (threads < 0) return Status::InvalidArgument("--threads must be 0 (per connection) or more");
+  if (inflight < 1 || inflight > 64) {
+    return Status::InvalidArgument(
+        fmt::format("--inflight must be 1 to 64 calls per thread, got {}", inflight));
+  }
   if (ops.empty()) return Status::InvalidArgument("--ops: no operation given");
   if (count == 0) return Status::InvalidArgument("--count must be at least 1");
   if (!(max_seconds > 0)) return Status::InvalidArgument("--seconds must be positive");

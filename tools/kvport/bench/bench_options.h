@@ -53,6 +53,11 @@ struct BenchOptions {
   int connections = 2;
   // Threads issuing calls; 0 = one per connection.
   int threads = 0;
+  // kvport calls each thread keeps in flight (1..64): the thread starts this many batched calls
+  // (Client::MSetAsync and the others), each on keys of its own, then waits for all of them,
+  // and counts them as one call of the phase (its latency is the group's). 1 = the blocking
+  // calls. The baselines ignore it: redis has its own pipeline, the socket its own streams.
+  int inflight = 1;
   // Phases, run in this order; get and exists read what put wrote (written untimed first when
   // there is no put phase).
   std::vector<Op> ops = {Op::kPut, Op::kGet, Op::kExists};
@@ -92,16 +97,18 @@ struct BenchOptions {
   size_t redis_pipeline = 0;
 
   int worker_threads() const { return threads > 0 ? threads : connections; }
-  // Warm-up puts, each one batch per thread: enough to write warmup_bytes.
+  // Warm-up calls, each `inflight` batches per thread: enough to write warmup_bytes.
   uint64_t warmup_calls() const {
-    const uint64_t per_call = static_cast<uint64_t>(batch) * value_bytes;
+    const uint64_t per_call = static_cast<uint64_t>(batch) * value_bytes * inflight;
     return warmup ? (warmup_bytes + per_call - 1) / per_call : 0;
   }
-  // Distinct keys each thread writes and reads: one batch's worth.
+  // Key sets (one batch of keys and buffers each): one per call in flight per thread.
+  int key_sets() const { return worker_threads() * inflight; }
+  // Distinct keys each set writes and reads: one batch's worth.
   size_t keys_per_thread() const { return batch; }
-  // The bytes every thread's keys hold together.
+  // The bytes every set's keys hold together.
   uint64_t working_set_bytes() const {
-    return static_cast<uint64_t>(worker_threads()) * keys_per_thread() * value_bytes;
+    return static_cast<uint64_t>(key_sets()) * keys_per_thread() * value_bytes;
   }
   // The pipeline depth the redis baseline uses (redis_pipeline resolved; at most batch).
   size_t redis_depth() const;

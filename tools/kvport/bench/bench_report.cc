@@ -119,10 +119,15 @@ std::string FormatBenchText(const BenchReport& report) {
   for (Op op : o.ops)
     ops += (ops.empty() ? "" : ",") + std::string(OpName(op));
   std::string out = fmt::format(
-      "kvport bench: {} of {} values{}, batches of {}, {} connection(s), {} thread(s); "
+      "kvport bench: {} of {} values{}, batches of {}, {} connection(s), {} thread(s){}; "
       "mexist of {} keys per call; transport: {}\n",
       ops, FormatSize(o.value_bytes), o.shape ? " (" + o.shape->ToString() + ")" : "", o.batch,
-      o.connections, o.worker_threads(), o.exists_batch, TransportList(report.transports));
+      o.connections, o.worker_threads(),
+      o.inflight > 1
+          ? fmt::format(" with {} kvport calls in flight each (a call below is a group of {})",
+                        o.inflight, o.inflight)
+          : "",
+      o.exists_batch, TransportList(report.transports));
   out += fmt::format("node: {}\n", report.node);
   if (o.nodes > 1) {
     out += fmt::format(
@@ -142,7 +147,13 @@ std::string FormatBenchText(const BenchReport& report) {
     for (const PhaseResult& p : *list)
       out += Row(p);
   }
-  out += "\n(latency is per batched call, one round trip; GB/s is value bytes, 10^9 per GB)\n";
+  out += o.inflight > 1
+             ? fmt::format(
+                   "\n(kvport latency is per group of {} batched calls in flight at once, redis's "
+                   "per batched call; GB/s is value bytes, 10^9 per GB)\n",
+                   o.inflight)
+             : "\n(latency is per batched call, one round trip; GB/s is value bytes, 10^9 per "
+               "GB)\n";
   if (!report.socket_skipped.empty()) {
     out += "socket baseline skipped: " + report.socket_skipped + "\n";
   }
@@ -204,6 +215,7 @@ std::string FormatBenchJson(const BenchReport& report) {
                   {"batch", o.batch},
                   {"connections", o.connections},
                   {"threads", o.worker_threads()},
+                  {"inflight", o.inflight},
                   {"ops", std::move(ops)},
                   {"count", o.count},
                   {"max_seconds", o.max_seconds},

@@ -224,7 +224,7 @@ ServerOptions EmbeddedServerOptions(uint64_t capacity, unsigned threads, uint64_
 Status ClearKeys(const BenchOptions& options, Client& client, const BenchData& data) {
   DelOptions del;
   del.ns = options.ns;
-  for (int t = 0; t < data.threads(); ++t) {
+  for (int t = 0; t < data.sets(); ++t) {
     Result<BatchResult> r = client.MDel(data.keys(t), del);
     if (!r.ok()) return r.status().WithContext("deleting the previous run's keys");
     for (KeyCode code : r->codes) {
