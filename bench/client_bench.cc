@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// Micro-benchmarks of the client's call path against an in-process node on loopback: one small
+// call at a time, blocking or with calls in flight, and the heap allocations each call makes in
+// this process (client and node together: the node runs here too), counted by a replaced global
+// operator new. Read the allocations as the hot path's cost the issue tracker names; read the
+// times as ratios between the rows of one run.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "kvport/client.h"
+#include "kvport/log.h"
+#include "kvport/server.h"
+
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+
+// The replacements below pair malloc with free, which GCC's inliner mistakes for new with free.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+namespace kvport {
+namespace {
+
+struct Node {
+  Node() {
+    log::SetLevel(log::Level::kWarn);
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.capacity_bytes = uint64_t{256} << 20;
+    options.threads = 1;
+    options.unix_socket = "";
+    server = std::move(Server::Start(options)).value();
+    InitOptions init;
+    init.transport_type = 1;  // TCP
+    init.connections = 1;
+    if (!client.Init("client-bench", server->address(), init).ok()) std::abort();
+  }
+  std::unique_ptr<Server> server;
+  Client client;
+};
+
+Node& SharedNode() {
+  static Node* node = new Node();
+  return *node;
+}
+
+// Keys of `batch` values of `bytes` each, stored.
+struct Batch {
+  Batch(Client& client, int batch, size_t bytes, const std::string& prefix) {
+    values.assign(batch, std::vector<char>(bytes, 'v'));
+    reads.assign(batch, std::vector<char>(bytes));
+    for (int i = 0; i < batch; ++i) {
+      keys.push_back(prefix + std::to_string(i));
+      put.Append(values[i].data(), values[i].size());
+      get.Append(reads[i].data(), reads[i].size());
+    }
+    if (!client.MSet(keys, put).ok()) std::abort();
+  }
+  std::vector<std::string> keys;
+  std::vector<std::vector<char>> values, reads;
+  IOBuffers put, get;
+};
+
+void CountAllocations(benchmark::State& state, uint64_t before, uint64_t calls) {
+  state.counters["allocs/call"] =
+      static_cast<double>(g_allocations.load() - before) / static_cast<double>(calls);
+}
+
+// MGet, blocking: args are keys per call and value bytes.
+void BM_MGet(benchmark::State& state) {
+  Client& client = SharedNode().client;
+  Batch batch(client, static_cast<int>(state.range(0)), static_cast<size_t>(state.range(1)),
+              "get-" + std::to_string(state.range(0)) + "-");
+  const uint64_t before = g_allocations.load();
+  for (auto _ : state) {
+    Result<GetResult> got = client.MGet(batch.keys, {}, batch.get);
+    if (!got.ok() || got->status != BatchCode::kSuccess) state.SkipWithError("MGet failed");
+  }
+  CountAllocations(state, before, state.iterations());
+  state.SetBytesProcessed(state.iterations() * state.range(0) * state.range(1));
+}
+BENCHMARK(BM_MGet)->Args({1, 4096})->Args({16, 4096})->Args({1, 64 << 10})->UseRealTime();
+
+// MExist of one key, blocking: the smallest round trip that touches the store.
+void BM_MExist(benchmark::State& state) {
+  Client& client = SharedNode().client;
+  Batch batch(client, 1, 64, "exist-");
+  const uint64_t before = g_allocations.load();
+  for (auto _ : state) {
+    Result<BatchResult> got = client.MExist(batch.keys);
+    if (!got.ok() || got->status != BatchCode::kSuccess) state.SkipWithError("MExist failed");
+  }
+  CountAllocations(state, before, state.iterations());
+}
+BENCHMARK(BM_MExist)->UseRealTime();
+
+// MGet of one 64 KiB value with range(0) calls in flight from this thread (MGetAsync, then Wait
+// for all); an iteration is the group.
+void BM_MGetInFlight(benchmark::State& state) {
+  Client& client = SharedNode().client;
+  const int depth = static_cast<int>(state.range(0));
+  std::vector<std::unique_ptr<Batch>> batches;
+  for (int d = 0; d < depth; ++d)
+    batches.push_back(std::make_unique<Batch>(client, 1, 64 << 10, "fly-" + std::to_string(d)));
+  std::vector<Pending<GetResult>> calls(depth);
+  const uint64_t before = g_allocations.load();
+  for (auto _ : state) {
+    for (int d = 0; d < depth; ++d)
+      calls[d] = client.MGetAsync(batches[d]->keys, {}, batches[d]->get);
+    for (auto& call : calls) {
+      Result<GetResult> got = call.Wait();
+      if (!got.ok() || got->status != BatchCode::kSuccess) state.SkipWithError("MGet failed");
+    }
+  }
+  CountAllocations(state, before, state.iterations() * depth);
+  state.SetBytesProcessed(state.iterations() * depth * (64 << 10));
+}
+BENCHMARK(BM_MGetInFlight)->Arg(1)->Arg(4)->Arg(16)->UseRealTime();
+
+}  // namespace
+}  // namespace kvport
