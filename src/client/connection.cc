@@ -360,15 +360,13 @@ Status Connection::Wait(const Ticket& call, Deadline deadline) {
     if (reader_ == Reader::kNone) HandOff();
   };
   while (call->state != Call::State::kDone) {
-    const bool thread_idle = reader_ == Reader::kThread && thread_idle_;
-    if (alive_.load(std::memory_order_relaxed) && (reader_ == Reader::kNone || thread_idle)) {
+    bool kick = false;
+    if (TakeReaderRole(&kick)) {
       // Nobody is in the middle of reading: this thread reads its own response (and whatever
       // comes before it), so no other thread has to be woken to hand it over.
-      reader_ = Reader::kCaller;
-      thread_idle_ = false;
       unlist();
       lock.unlock();
-      if (thread_idle) Kick();
+      if (kick) Kick();
       return ReadFor(call, deadline);
     }
     if (!listed) {
@@ -399,60 +397,55 @@ Status Connection::Wait(const Ticket& call, Deadline deadline) {
   return call->result;
 }
 
-bool Connection::Poll(const Ticket& call) {
-  std::unique_lock lock(mu_);
-  if (call->state == Call::State::kDone) return true;
+bool Connection::TakeReaderRole(bool* kick) {
   const bool thread_idle = reader_ == Reader::kThread && thread_idle_;
   if (!alive_.load(std::memory_order_relaxed) || !(reader_ == Reader::kNone || thread_idle)) {
-    return false;  // someone else reads: they hand the response over
+    return false;
   }
   reader_ = Reader::kCaller;
   thread_idle_ = false;
+  *kick = thread_idle;
+  return true;
+}
+
+bool Connection::Poll(const Ticket& call) {
+  std::unique_lock lock(mu_);
+  if (call->state == Call::State::kDone) return true;
+  bool kick = false;
+  if (!TakeReaderRole(&kick)) return false;  // someone else reads: they hand the response over
   lock.unlock();
-  if (thread_idle) Kick();
+  if (kick) Kick();
   // Reads what the socket holds now: a give-up time already passed pauses at the first wait.
-  bool paused = false;
-  while (true) {
-    Status status;
-    try {
-      status = Advance(MonotonicClock::now(), &paused);
-    } catch (const std::bad_alloc&) {
-      status = Status::NoSpace("out of memory while reading a response");
-    }
-    if (!status.ok()) {
-      if (alive()) log::Debug("connection to {} ends: {}", peer_, status.ToString());
-      Close(status);
-      break;
-    }
-    if (paused) break;
-    std::lock_guard done_lock(mu_);
-    if (call->state == Call::State::kDone) break;
-  }
+  ReadUntilDone(call, MonotonicClock::now());
   lock.lock();
   ReleaseReader();
   return call->state == Call::State::kDone;
 }
 
-Status Connection::ReadFor(const Ticket& call, Deadline deadline) {
+void Connection::ReadUntilDone(const Ticket& call, Deadline give_up) {
   bool paused = false;
   while (true) {
     Status status;
     try {
-      status = Advance(deadline, &paused);
+      status = Advance(give_up, &paused);
     } catch (const std::bad_alloc&) {
       status = Status::NoSpace("out of memory while reading a response");
     }
     if (!status.ok()) {
       if (alive()) log::Debug("connection to {} ends: {}", peer_, status.ToString());
       Close(status);
-      break;
+      return;
     }
     {
       std::lock_guard lock(mu_);
-      if (call->state == Call::State::kDone) break;
+      if (call->state == Call::State::kDone) return;
     }
-    if (paused) break;
+    if (paused) return;
   }
+}
+
+Status Connection::ReadFor(const Ticket& call, Deadline deadline) {
+  ReadUntilDone(call, deadline);
   std::unique_lock lock(mu_);
   if (call->state != Call::State::kDone && alive_.load(std::memory_order_relaxed)) {
     // The deadline passed. Its response has not begun (a late one will be drained), or it is

@@ -193,9 +193,15 @@ class Connection {
                              net::Socket* passed);
   // The reader thread: holds the reader role while no caller does (see the file comment).
   void ReadLoop();
+  // Takes the reader role for the calling thread (mu_ held) when nobody reads, or only the
+  // reader thread, idle between frames: *kick then says it must be kicked out of its poll.
+  bool TakeReaderRole(bool* kick);
   // Holding the reader role: reads responses until `call` is done or `deadline` passes, then
   // gives the role up. Returns Wait's result.
   Status ReadFor(const Ticket& call, Deadline deadline);
+  // Holding the reader role: reads until `call` is done, `give_up` passes or the connection
+  // ends (closed here on a read error). Keeps the role.
+  void ReadUntilDone(const Ticket& call, Deadline give_up);
   // Holding the reader role: reads until the response in progress (frame_) is complete, or
   // until `give_up` passes (*paused; frame_ keeps how far it got, for the next holder). A
   // non-OK status ends the connection.

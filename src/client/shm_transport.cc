@@ -87,13 +87,9 @@ class PutCall final : public TransportCall {
     protocol::EncodedFrame frame;
     for (auto& reserve : reserves_) {
       FrameCall<ReserveHandler>& call = *reserve;
-      FrameResult& r = results_.emplace_back();
-      r.slice = call.slice;
-      r.status = call.status;
+      FrameResult& r = results_.emplace_back(FrameResultOf(call));
       auto& commit = commits_.emplace_back(std::make_unique<FrameCall<CommitHandler>>());
       commit->slice = call.slice;
-      if (call.conn == nullptr) continue;
-      r.peer = call.conn->peer();
       if (!r.status.ok()) continue;
       const protocol::ShmReserveResponse& reserved = call.handler.response;
       for (const protocol::ShmReservation& item : reserved.items)
@@ -162,10 +158,7 @@ class GetCall final : public TransportCall {
     std::vector<FrameResult> results;
     results.reserve(gets_.size());
     for (auto& call : gets_) {
-      FrameResult& r = results.emplace_back();
-      r.slice = call->slice;
-      r.status = call->status;
-      if (call->conn != nullptr) r.peer = call->conn->peer();
+      FrameResult& r = results.emplace_back(FrameResultOf(*call));
       if (!r.status.ok()) continue;
       const protocol::ShmGetResponse& got = call->handler.response;
       if (got.lease_id != 0) {

@@ -145,6 +145,16 @@ class Transport {
                                                   Loan* loan) = 0;
 };
 
+// A frame's FrameResult before its per-item answers: its slice, status and node.
+template <typename Handler>
+FrameResult FrameResultOf(const FrameCall<Handler>& call) {
+  FrameResult r;
+  r.slice = call.slice;
+  r.status = call.status;
+  if (call.conn != nullptr) r.peer = call.conn->peer();
+  return r;
+}
+
 // A TransportCall over SendFrames' calls: Ready when every response is in; Finish waits for
 // them and turns each into its FrameResult with `collect(call, &result)` (for calls whose
 // response was accepted).
@@ -160,10 +170,7 @@ class FramesCall final : public TransportCall {
     std::vector<FrameResult> results;
     results.reserve(calls_.size());
     for (auto& call : calls_) {
-      FrameResult& r = results.emplace_back();
-      r.slice = call->slice;
-      r.status = call->status;
-      if (call->conn != nullptr) r.peer = call->conn->peer();
+      FrameResult& r = results.emplace_back(FrameResultOf(*call));
       if (r.status.ok()) collect_(*call, &r);
     }
     return results;
