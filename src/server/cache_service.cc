@@ -161,6 +161,14 @@ uint64_t CacheService::OffsetOf(const uint8_t* data) const {
 
 // ---- WriteBatch ---------------------------------------------------------------------------
 
+uint64_t WriteBatch::reserved_bytes() const {
+  uint64_t bytes = 0;
+  for (const store::WriteHandle& handle : handles_) {
+    if (handle.valid()) bytes += handle.size();
+  }
+  return bytes;
+}
+
 WriteBatch::~WriteBatch() {
   if (!committed_ && any_reserved()) service_->counters().CountAbortedMset();
   // handles_ die here: every reservation not committed is aborted by its WriteHandle.

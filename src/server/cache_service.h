@@ -170,6 +170,8 @@ class WriteBatch {
   uint64_t offset(size_t i) const;
   // True when at least one item is reserved.
   bool any_reserved() const;
+  // The bytes reserved for the items not refused.
+  uint64_t reserved_bytes() const;
 
   // Commits the reserved items in item order (so a key written twice in one batch ends with
   // its last value); with `keep` (one byte per item), only those whose byte is 1, aborting the

@@ -74,7 +74,8 @@ Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::Any
       reply.items[i].offset = batch.offset(i);
     }
     if (batch.any_reserved())
-      reply.reservation_id = ctx.session.shm.AddReservation(std::move(batch));
+      reply.reservation_id =
+          ctx.session.shm.AddReservation(std::move(batch), MonotonicClock::now());
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};

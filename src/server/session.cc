@@ -10,6 +10,7 @@
 #include "kvport/log.h"
 #include "protocol/wire.h"
 #include "server/command_table.h"
+#include "server/request_deadline.h"
 
 namespace kvport::server {
 
@@ -555,15 +556,15 @@ bool Session::RequestOverdue(MonotonicClock::time_point now) const {
   const bool in_request = (phase_ == Phase::kHeader && in_.size() > 0) ||
                           phase_ == Phase::kDescriptor || phase_ == Phase::kPayload;
   if (!in_request) return false;
-  auto allowed = std::chrono::duration_cast<std::chrono::microseconds>(options_.request_timeout);
-  if (options_.min_request_bytes_per_sec > 0) {
-    // Every byte received buys 1/rate s: a large value on a slow link is allowed its time,
-    // a trickle is not.
-    const uint64_t rate = options_.min_request_bytes_per_sec;
-    const uint64_t us = request_bytes_ / rate * 1000000 + request_bytes_ % rate * 1000000 / rate;
-    allowed += std::chrono::microseconds(static_cast<int64_t>(us));
-  }
-  return now - request_arrival_ > allowed;
+  return now - request_arrival_ >
+         AllowedTime(options_.request_timeout, options_.min_request_bytes_per_sec, request_bytes_);
+}
+
+size_t Session::AbortOverdueReservations(MonotonicClock::time_point now) {
+  if (options_.request_timeout.count() <= 0) return 0;
+  return state_.shm.AbortOverdueReservations(now, [&](uint64_t bytes) {
+    return AllowedTime(options_.request_timeout, options_.min_request_bytes_per_sec, bytes);
+  });
 }
 
 void Session::AbortOverdueRequest() {

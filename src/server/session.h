@@ -90,6 +90,11 @@ class Session final : public net::EventHandler {
   // True while the peer holds shared-memory leases or reservations: its client may be reading
   // or writing the arena without a byte on the socket, so it is not idle.
   bool holds_arena_ranges() const { return state_.shm.holds_ranges(); }
+  // Aborts the shared-memory reservations not committed within the deadline their size allows
+  // (server/request_deadline.h: the rule a request's arrival has), counted from when they were
+  // answered: a client stalled between SHM_RESERVE and SHM_COMMIT gives its space back while
+  // its connection lives. A later SHM_COMMIT of one is answered NotFound. Returns how many.
+  size_t AbortOverdueReservations(MonotonicClock::time_point now);
   const std::string& peer() const { return peer_; }
   // True when the request being received is past its deadline (see above).
   bool RequestOverdue(MonotonicClock::time_point now) const;

@@ -22,10 +22,25 @@ bool ShmHoldings::ReleaseLease(uint64_t id) {
   return true;
 }
 
-uint64_t ShmHoldings::AddReservation(WriteBatch batch) {
+uint64_t ShmHoldings::AddReservation(WriteBatch batch, MonotonicClock::time_point made) {
   const uint64_t id = next_id_++;
-  reservations_.emplace(id, std::move(batch));
+  reservations_.emplace(id, Reservation{std::move(batch), made});
   return id;
+}
+
+size_t ShmHoldings::AbortOverdueReservations(
+    MonotonicClock::time_point now,
+    const std::function<std::chrono::microseconds(uint64_t bytes)>& allowed) {
+  size_t aborted = 0;
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    if (now - it->second.made > allowed(it->second.batch.reserved_bytes())) {
+      it = reservations_.erase(it);  // the WriteBatch aborts what it holds
+      ++aborted;
+    } else {
+      ++it;
+    }
+  }
+  return aborted;
 }
 
 Result<WriteBatch> ShmHoldings::TakeReservation(uint64_t id) {
@@ -34,7 +49,7 @@ Result<WriteBatch> ShmHoldings::TakeReservation(uint64_t id) {
     return Status::NotFound("reservation " + std::to_string(id) +
                             " is not open on this session (committed already, or never made)");
   }
-  WriteBatch batch = std::move(it->second);
+  WriteBatch batch = std::move(it->second.batch);
   reservations_.erase(it);
   return batch;
 }

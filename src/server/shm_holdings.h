@@ -14,10 +14,13 @@
 // Loop thread only (a session's state); the node-wide gauges are in ServerCounters.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
+#include "common/monotonic_clock.h"
 #include "server/cache_service.h"
 #include "store/object_store.h"
 
@@ -41,10 +44,16 @@ class ShmHoldings {
   // Drops the lease's pins; false for an id that is not a live lease of this session.
   bool ReleaseLease(uint64_t id);
 
-  // Keeps `batch` (with at least one reserved item) until TakeReservation; returns its id.
-  uint64_t AddReservation(WriteBatch batch);
-  // Hands the reservation back for commit; NotFound for an unknown id.
+  // Keeps `batch` (with at least one reserved item), reserved at `made`, until
+  // TakeReservation; returns its id.
+  uint64_t AddReservation(WriteBatch batch, MonotonicClock::time_point made);
+  // Hands the reservation back for commit; NotFound for an unknown id (or one aborted as
+  // overdue).
   Result<WriteBatch> TakeReservation(uint64_t id);
+  // Aborts every reservation older at `now` than `allowed(its reserved bytes)`; returns how many.
+  size_t AbortOverdueReservations(
+      MonotonicClock::time_point now,
+      const std::function<std::chrono::microseconds(uint64_t bytes)>& allowed);
 
   // Ends every lease and aborts every reservation.
   void Clear();
@@ -57,7 +66,11 @@ class ShmHoldings {
   ServerCounters* counters_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Lease> leases_;
-  std::unordered_map<uint64_t, WriteBatch> reservations_;
+  struct Reservation {
+    WriteBatch batch;
+    MonotonicClock::time_point made;
+  };
+  std::unordered_map<uint64_t, Reservation> reservations_;
 };
 
 }  // namespace kvport::server

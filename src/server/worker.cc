@@ -111,6 +111,14 @@ void Worker::SweepIdle() {
   std::vector<Session*> overdue;
   for (auto& [raw, owned] : sessions_) {
     if (raw->closed()) continue;
+    if (raw->holds_arena_ranges()) {
+      if (const size_t aborted = raw->AbortOverdueReservations(now); aborted > 0) {
+        log::Warn(
+            "connection {}: {} shared-memory reservation(s) not committed within the request "
+            "deadline: aborted (their space is free again; a late SHM_COMMIT is refused)",
+            raw->peer(), aborted);
+      }
+    }
     if (raw->RequestOverdue(now)) {
       overdue.push_back(raw);  // the deadline, not idleness: bytes may still trickle in
     } else if (options_.idle_timeout.count() > 0 && !raw->holds_arena_ranges() &&

@@ -131,5 +131,27 @@ TEST(ShmProcessTest, AKilledClientsReservationIsAbortedAndNeverVisible) {
   EXPECT_EQ(exists->codes[0], KeyCode::kKeyNotExist);
 }
 
+// A client that stalls between SHM_RESERVE and SHM_COMMIT, alive and connected, loses its
+// reservation once the node's request deadline for its bytes passes: the space is free again,
+// the key never appears, and the connection stays open.
+TEST(ShmProcessTest, AStalledClientsReservationIsAbortedAtTheRequestDeadline) {
+  ServerOptions options = ShmNode();
+  options.request_timeout = std::chrono::milliseconds(200);
+  options.min_request_bytes_per_sec = 0;  // the timeout alone
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  Holder holder({"reserve", server->unix_socket_path(), "stalled", std::to_string(1 << 20)});
+  ASSERT_TRUE(holder.WaitReady());
+  EXPECT_TRUE(EventuallyEquals(*server, "reserved_bytes", 0));
+  EXPECT_EQ(server->Stats().Get("aborted_msets"), 1u);
+  EXPECT_EQ(server->Stats().Get("connections"), 1u);  // the holder is still connected
+  Client reader;
+  ASSERT_TRUE(reader.Init("reader", server->address()).ok());
+  Result<BatchResult> exists = reader.MExist({"stalled"});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ(exists->codes[0], KeyCode::kKeyNotExist);
+  holder.Kill();
+}
+
 }  // namespace
 }  // namespace kvport
