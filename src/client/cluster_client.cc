@@ -187,15 +187,25 @@ std::shared_ptr<const ClusterClient::View> ClusterClient::CurrentView() {
 }
 
 Result<std::shared_ptr<NodeClient>> ClusterClient::Open(Slot& slot) {
-  MutexLock lock(slot.mu);
-  if (slot.node != nullptr) return slot.node;
-  const auto now = MonotonicClock::now();
-  if (now < slot.retry_open_at) return slot.open_error;
+  {
+    MutexLock lock(slot.mu);
+    if (slot.node != nullptr) return slot.node;
+    if (MonotonicClock::now() < slot.retry_open_at) return slot.open_error;
+    if (slot.opening) {
+      // Another call is connecting (up to connect_timeout): this one does not wait for it.
+      return Status::Unavailable("node " + NodeName(slot.member) +
+                                 ": another call is connecting to it");
+    }
+    slot.opening = true;
+  }
   Result<net::HostPort> tcp = net::ParseHostPort(slot.member.address);
   Result<std::unique_ptr<NodeClient>> opened =
       tcp.ok() ? NodeClient::Open(instance_id_, NodeAddress{*tcp, {}}, init_options_, choice_,
                                   token_, devices_)
                : Result<std::unique_ptr<NodeClient>>(tcp.status());
+  MutexLock lock(slot.mu);
+  slot.opening = false;
+  const auto now = MonotonicClock::now();
   if (!opened.ok()) {
     slot.open_error = opened.status().WithContext("node " + NodeName(slot.member));
     slot.retry_open_at = now + kReopenBackoff;

@@ -93,6 +93,7 @@ class ClusterClient final : public Backend {
     std::shared_ptr<NodeClient> node GUARDED_BY(mu);
     Status open_error GUARDED_BY(mu);
     MonotonicClock::time_point retry_open_at GUARDED_BY(mu);
+    bool opening GUARDED_BY(mu) = false;  // a call is connecting, without holding mu
     // Left out of placement until then (steady-clock nanoseconds; 0: healthy).
     std::atomic<int64_t> down_until_ns{0};
     std::atomic<int64_t> backoff_ms{0};
@@ -123,7 +124,8 @@ class ClusterClient final : public Backend {
 
   std::shared_ptr<const View> CurrentView();
   Routing Route(std::span<const std::string> keys);
-  // The slot's NodeClient, opening it now if needed (Unavailable while a reopen backs off).
+  // The slot's NodeClient, opening it now if needed: Unavailable while a failed open backs
+  // off, or while another call is connecting (calls never wait for one another's connect).
   Result<std::shared_ptr<NodeClient>> Open(Slot& slot);
   void MarkDown(Slot& slot, const Status& why);
   void MarkUp(Slot& slot);

@@ -10,11 +10,13 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/cluster_client.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
+#include "fake_node.h"
 #include "kvport/client.h"
 #include "kvport/server.h"
 #include "test_node.h"
@@ -471,6 +473,64 @@ TEST_F(ClusterClientTest, JoinsLeavesAndNewEpochsTakeEffectAtTheNextCall) {
   EXPECT_LT(std::count(after_restart.begin(), after_restart.end(), KeyCode::kSuccess), hits);
   put(2000, 50);
   EXPECT_GT(ObjectsOn(2), 0u);
+}
+
+// A node that must be connected to (it failed at Init) and answers its connect slowly: the call
+// connecting to it waits for it, and a call made meanwhile does not wait behind that connect (its
+// key on that node is a miss, with the reason) and returns first.
+TEST(ClusterClientConnectTest, ACallDoesNotWaitForAnotherCallsConnect) {
+  auto real = StartNode(SmallNodeOptions());
+  ASSERT_NE(real, nullptr);
+  testing::Latch connecting, release;
+  testing::FakeNode slow([&](testing::FakeConn& conn, int index) {
+    if (index == 0) return;  // refused at Init: the client must connect again later
+    connecting.Raise();
+    if (!release.WaitFor(1) || !conn.Hello()) return;
+    testing::FakeFrame request;
+    while (conn.Read(&request)) {
+      protocol::MexistRequest decoded;
+      if (!protocol::DecodeRequest(request.header, request.descriptor, protocol::Limits(), &decoded)
+               .ok()) {
+        return;
+      }
+      protocol::MexistResponse answer;
+      answer.results.assign(decoded.keys.size(), protocol::ExistResult{StatusCode::kNotFound, 0});
+      if (!conn.Write(testing::ResponseBytes(request.header.request_id, answer))) return;
+    }
+  });
+  // A key whose first node is the slow one.
+  const cluster::StaticMembership list({real->address(), slow.address()});
+  const std::vector<cluster::Member> members = list.Members();
+  cluster::Placement placement(members);
+  std::vector<uint32_t> order;
+  std::vector<std::string> key;
+  for (int i = 0; key.empty(); ++i) {
+    placement.Rank(KeyName(i), &order);
+    if (members[order[0]].address == slow.address()) key.push_back(KeyName(i));
+  }
+
+  InitOptions init;
+  init.transport_type = 1;
+  init.connect_timeout = std::chrono::seconds(20);
+  Client client;
+  ASSERT_TRUE(client.Init("connect-test", real->address() + ";" + slow.address(), init).ok());
+  // Calls until one is connecting to the slow node (the first open failed and backs off 200 ms).
+  std::atomic<bool> stop{false};
+  std::thread connector([&] {
+    while (!stop.load() && connecting.count() == 0)
+      (void)client.MExist(key);
+  });
+  ASSERT_TRUE(connecting.WaitFor(1));
+  // Must not wait for `release`: waiting behind the connect would end only at connect_timeout,
+  // with the connect's failure as the reason instead.
+  Result<BatchResult> meanwhile = client.MExist(key);
+  release.Raise();
+  stop = true;
+  connector.join();
+  ASSERT_TRUE(meanwhile.ok()) << meanwhile.status().ToString();
+  EXPECT_EQ(meanwhile->codes, std::vector<KeyCode>{KeyCode::kKeyNotExist});
+  EXPECT_NE(meanwhile->error.message().find("connecting"), std::string::npos)
+      << meanwhile->error.ToString();
 }
 
 }  // namespace
