@@ -113,6 +113,13 @@ struct KVPORT_API NodeReport {
   NodeStats stats;
 };
 
+// The reports' counters summed and their namespaces merged by name, what Client::Stats returns
+// for a cluster: counters a sum would make meaningless (latency quantiles, largest_free_bytes,
+// the 0/1 flags auth_required and insecure) take their largest value instead. Reports whose
+// status is not OK are left out; when none is OK the first one's status is returned (an empty
+// list sums to empty statistics).
+KVPORT_API Result<NodeStats> SumNodeStats(const std::vector<NodeReport>& reports);
+
 // One page of a namespace's keys (Client::List).
 struct KVPORT_API KeyPage {
   std::vector<std::string> keys;

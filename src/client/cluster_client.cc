@@ -47,12 +47,6 @@ std::chrono::milliseconds Left(Deadline deadline) {
   return std::max(left, std::chrono::milliseconds(1));
 }
 
-// The counters a sum would make meaningless: quantiles, a largest size, 0/1 flags.
-bool Additive(std::string_view name) {
-  return !name.starts_with("latency_") && name != "largest_free_bytes" && name != "auth_required" &&
-         name != "insecure";
-}
-
 template <typename T>
 std::vector<T> Pick(std::span<const T> all, std::span<const uint32_t> indexes) {
   std::vector<T> picked;
@@ -812,40 +806,13 @@ std::vector<NodeReport> ClusterClient::StatsPerNode() {
 
 Result<NodeStats> ClusterClient::Stats() {
   const std::vector<NodeReport> reports = StatsPerNode();
-  NodeStats sum;
-  std::map<std::string, size_t> counter_at;
-  std::map<std::string, NodeStats::Namespace> namespaces;
-  size_t answered = 0;
-  Status first_failure;
   for (const NodeReport& report : reports) {
     if (!report.status.ok()) {
       log::Warn("client {}: Stats: node {} left out: {}", instance_id_, report.address,
                 report.status.ToString());
-      if (first_failure.ok()) first_failure = report.status;
-      continue;
-    }
-    ++answered;
-    for (const auto& [name, value] : report.stats.counters) {
-      auto [it, added] = counter_at.emplace(name, sum.counters.size());
-      if (added) {
-        sum.counters.emplace_back(name, value);
-      } else if (Additive(name)) {
-        sum.counters[it->second].second += value;
-      } else {
-        sum.counters[it->second].second = std::max(sum.counters[it->second].second, value);
-      }
-    }
-    for (const NodeStats::Namespace& ns : report.stats.namespaces) {
-      NodeStats::Namespace& merged = namespaces[ns.name];
-      merged.name = ns.name;
-      merged.objects += ns.objects;
-      merged.bytes += ns.bytes;
     }
   }
-  if (answered == 0 && !reports.empty()) return first_failure.WithContext("Stats");
-  for (auto& [name, ns] : namespaces)
-    sum.namespaces.push_back(std::move(ns));
-  return sum;
+  return SumNodeStats(reports);
 }
 
 Result<KeyPage> ClusterClient::List(std::string_view ns, uint64_t cursor, uint32_t max_keys) {

@@ -52,11 +52,4 @@ BatchCode OverallCode(std::span<const KeyCode> codes) {
   return ok == 0 ? BatchCode::kFailed : BatchCode::kPartialFailed;
 }
 
-uint64_t NodeStats::Get(std::string_view name, uint64_t fallback) const {
-  for (const auto& [key, value] : counters) {
-    if (key == name) return value;
-  }
-  return fallback;
-}
-
 }  // namespace kvport

@@ -307,5 +307,36 @@ TEST(ClientVersionTest, AnyNamespaceAgainstAVersion1NodeIsNotSupported) {
   EXPECT_EQ(node.requests(), 0);
 }
 
+TEST(SumNodeStatsTest, SumsCountersTakesTheLargestOfTheRestAndMergesNamespaces) {
+  auto report = [](uint64_t objects, uint64_t p99, uint64_t largest_free, uint64_t bench_objects) {
+    NodeReport r;
+    r.stats.counters = {{"objects", objects},
+                        {"latency_p99_us", p99},
+                        {"largest_free_bytes", largest_free},
+                        {"insecure", 0}};
+    r.stats.namespaces = {{"", 1, 10}, {"bench", bench_objects, bench_objects * 100}};
+    return r;
+  };
+  NodeReport down;
+  down.status = Status::Unavailable("node c down");
+  const std::vector<NodeReport> reports = {report(5, 900, 4096, 2), down, report(7, 300, 8192, 3)};
+  Result<NodeStats> sum = SumNodeStats(reports);
+  ASSERT_TRUE(sum.ok()) << sum.status().ToString();
+  EXPECT_EQ(sum->Get("objects"), 12u);
+  EXPECT_EQ(sum->Get("latency_p99_us"), 900u);
+  EXPECT_EQ(sum->Get("largest_free_bytes"), 8192u);
+  EXPECT_EQ(sum->Get("insecure"), 0u);
+  ASSERT_EQ(sum->namespaces.size(), 2u);
+  EXPECT_EQ(sum->namespaces[0].name, "");
+  EXPECT_EQ(sum->namespaces[0].objects, 2u);
+  EXPECT_EQ(sum->namespaces[1].name, "bench");
+  EXPECT_EQ(sum->namespaces[1].objects, 5u);
+  EXPECT_EQ(sum->namespaces[1].bytes, 500u);
+
+  const std::vector<NodeReport> none_answered = {down, down};
+  EXPECT_EQ(SumNodeStats(none_answered).status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(SumNodeStats({}).ok());
+}
+
 }  // namespace
 }  // namespace kvport

@@ -266,17 +266,20 @@ int RunStat(const OpsOptions& o) {
   Result<std::unique_ptr<Session>> s = Connect(o);
   if (!s.ok()) return Fail(s.status());
   Client& client = (*s)->client;
-  Result<NodeStats> stats = client.Stats();
-  if (!stats.ok()) return Fail(stats.status());
-  // A cluster: the sum first, then each node (asked again: the sum's own round is not kept).
+  // A cluster: each node asked once; the sum first, then each node.
   std::vector<NodeReport> nodes;
+  Result<NodeStats> stats = Status::Internal("not asked");
   if (client.is_cluster()) {
     Result<std::vector<NodeReport>> reports = client.StatsPerNode();
     if (!reports.ok()) return Fail(reports.status());
     nodes = std::move(reports).value();
+    stats = SumNodeStats(nodes);
+    if (!stats.ok()) return Fail(stats.status());
     for (const NodeReport& node : nodes)
       WarnInsecure(node.address, node.stats);
   } else {
+    stats = client.Stats();
+    if (!stats.ok()) return Fail(stats.status());
     WarnInsecure(client.endpoint(), *stats);
   }
   // Names come from the node and are bytes: they may hold newlines, terminal escapes, NULs or
