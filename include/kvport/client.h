@@ -225,8 +225,9 @@ class PendingCall;
 //   - Wait() returns exactly what the blocking call returns, errors included (a call refused
 //     before anything was sent is ready at once with its error). Called once; valid() is false
 //     after it.
-//   - Until Wait returns, the call's keys, metas and the memory its buffers point at must stay
-//     valid, and an MGet's buffers untouched; the options are read when the call starts.
+//   - Until Wait returns, the call's keys, metas and IOBuffers, and the memory the buffers
+//     point at, must stay valid, and an MGet's buffers untouched; the options are read when
+//     the call starts.
 //   - Destroying a handle that was not waited for waits for its call (like Wait, at most until
 //     the call's deadline), so no byte moves into or out of the caller's memory afterwards.
 //   - A cluster call (docs/cluster.md) whose first nodes fail tries the next ones inside Wait.

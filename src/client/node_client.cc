@@ -133,8 +133,7 @@ Status NodeClient::RoundTrip(const Request& request, DecodingHandler<Request, Re
 // An MSET in flight: what Start worked out, kept until Finish merges the node's answers.
 class NodeClient::PutCall final : public PendingCall<BatchResult> {
  public:
-  PutCall(std::span<const std::string> call_keys, std::string_view ns)
-      : keys(call_keys), outcomes(call_keys, "MSET", ns) {}
+  PutCall(std::span<const std::string> keys, std::string_view ns) : outcomes(keys, "MSET", ns) {}
 
   bool Ready() override { return call->Ready(); }
   Result<BatchResult> Finish() override {
@@ -155,7 +154,6 @@ class NodeClient::PutCall final : public PendingCall<BatchResult> {
     return result;
   }
 
-  const std::span<const std::string> keys;
   KeyOutcomes outcomes;
   Deadline deadline;
   WireBuffers wire;  // holds the staging slots of device buffers until the call is over
