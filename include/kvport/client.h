@@ -231,6 +231,7 @@ class PendingCall;
 //   - Destroying a handle that was not waited for waits for its call (like Wait, at most until
 //     the call's deadline), so no byte moves into or out of the caller's memory afterwards.
 //   - A cluster call (docs/cluster.md) whose first nodes fail tries the next ones inside Wait.
+//   - Every handle must be waited for or destroyed before its Client is destroyed.
 // Movable; one thread at a time per handle.
 template <typename R>
 class KVPORT_API Pending {
