@@ -125,6 +125,8 @@ struct KVPORT_API Config {
   // them must store it for the write to succeed. The URL's ?replicas= and ?write_quorum= win.
   uint32_t replicas = 1;
   uint32_t write_quorum = 1;
+  // InitOptions::busy_poll, in microseconds (0..1000000).
+  uint32_t busy_poll_us = 0;
 
   // --- kvport node -------------------------------------------------------------------------
   NodeSettings node;

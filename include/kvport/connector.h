@@ -99,6 +99,7 @@ struct KVPORT_API ConnectorOptions {
   std::string token_file;      // token_file: the node's token (InitOptions::token_file)
   int replicas = 1;            // replicas, write_quorum: a cluster's (InitOptions::replicas)
   int write_quorum = 1;
+  int busy_poll_us = 0;  // InitOptions::busy_poll
   // Payload bytes of a full chunk when the caller knows it (model shape x chunk_size): gets then
   // take one round trip, reading straight into buffers of this size; a larger stored value is
   // fetched again at its true size. 0 = unknown: a get first reads metadata (sizes), then data.
@@ -116,8 +117,8 @@ struct KVPORT_API ConnectorOptions {
 KVPORT_API Result<std::unique_ptr<RemoteConnector>> CreateConnector(
     std::string_view url, const ConnectorOptions& options);
 // Same, with options from LMCache-style config (remote_url, eic_kv_ns, eic_kv_ttl,
-// eic_trans_type, blocking_timeout_secs, token_file, replicas, write_quorum). InvalidArgument when
-// remote_url is empty.
+// eic_trans_type, blocking_timeout_secs, token_file, replicas, write_quorum, busy_poll_us).
+// InvalidArgument when remote_url is empty.
 KVPORT_API Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config);
 
 // Runs a connector's calls on a bounded pool of threads in LMCache's priority order: PEEK

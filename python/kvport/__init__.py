@@ -142,7 +142,8 @@ class Client:
     (seconds; 10 and 3), staging_cache_bytes (256 MiB), cuda_runtime_library,
     ascend_runtime_library, log_dir, log_level, flag_file, token (the secret for a node that
     requires one) or token_file (a file whose first line is it; neither: the KVPORT_TOKEN
-    environment variable, if set); and instance_id ("").
+    environment variable, if set), busy_poll_us (0: how long a call polls for its answer
+    before it sleeps); and instance_id ("").
     """
 
     def __init__(self, endpoint: str, *, instance_id: str = "", **options: Any):

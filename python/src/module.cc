@@ -232,9 +232,10 @@ class PyClient {
             const std::string& log_dir, int log_level, const std::string& flag_file,
             int connections, double timeout, double connect_timeout, uint64_t staging_cache_bytes,
             const std::string& cuda_runtime_library, const std::string& ascend_runtime_library,
-            const std::string& token, const std::string& token_file, int replicas,
-            int write_quorum) {
+            const std::string& token, const std::string& token_file, int replicas, int write_quorum,
+            int64_t busy_poll_us) {
     InitOptions options;
+    options.busy_poll = std::chrono::microseconds(busy_poll_us);
     options.token = token;
     options.token_file = token_file;
     options.replicas = replicas;
@@ -516,7 +517,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("ascend_runtime_library") = kDefaults.ascend_runtime_library,
            py::arg("token") = kDefaults.token, py::arg("token_file") = kDefaults.token_file,
            py::arg("replicas") = kDefaults.replicas,
-           py::arg("write_quorum") = kDefaults.write_quorum)
+           py::arg("write_quorum") = kDefaults.write_quorum,
+           py::arg("busy_poll_us") = kDefaults.busy_poll.count())
       .def("mset", &PyClient::MSet, py::arg("keys"), py::arg("values"), py::arg("ns"),
            py::arg("ttl_seconds"), py::arg("metas"), py::arg("timeout"))
       .def("mget", &PyClient::MGet, py::arg("keys"), py::arg("buffers"), py::arg("ns"),

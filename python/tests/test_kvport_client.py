@@ -318,3 +318,13 @@ def test_interpreter_exits_with_live_clients():
                           timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exiting" in done.stdout
+
+
+def test_busy_poll_option(node):
+    # InitOptions::busy_poll from Python: calls work with it, and an out-of-range value is refused.
+    polled = kvport.Client(node.address, busy_poll_us=50)
+    key = unique("polled")
+    assert polled.mset([key], [b"value"]).ok
+    assert polled.mexist([key]).ok
+    with pytest.raises(kvport.Error, match="busy_poll"):
+        kvport.Client(node.address, busy_poll_us=2_000_000)

@@ -102,6 +102,10 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   if (options.drain_timeout.count() < 0) {
     return Status::InvalidArgument("drain_timeout must not be negative");
   }
+  if (options.busy_poll.count() < 0 || options.busy_poll > std::chrono::seconds(1)) {
+    return Status::InvalidArgument("busy_poll must be 0 to 1 s, got " +
+                                   std::to_string(options.busy_poll.count()) + " us");
+  }
   if (options.replicas < 1 || options.replicas > kMaxReplicas || options.write_quorum < 1 ||
       options.write_quorum > options.replicas) {
     return Status::InvalidArgument(fmt::format(

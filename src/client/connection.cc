@@ -416,18 +416,18 @@ bool Connection::Poll(const Ticket& call) {
   lock.unlock();
   if (kick) Kick();
   // Reads what the socket holds now: a give-up time already passed pauses at the first wait.
-  ReadUntilDone(call, MonotonicClock::now());
+  ReadUntilDone(call, MonotonicClock::now(), /*spin=*/false);
   lock.lock();
   ReleaseReader();
   return call->state == Call::State::kDone;
 }
 
-void Connection::ReadUntilDone(const Ticket& call, Deadline give_up) {
+void Connection::ReadUntilDone(const Ticket& call, Deadline give_up, bool spin) {
   bool paused = false;
   while (true) {
     Status status;
     try {
-      status = Advance(give_up, &paused);
+      status = Advance(give_up, &paused, spin);
     } catch (const std::bad_alloc&) {
       status = Status::NoSpace("out of memory while reading a response");
     }
@@ -445,7 +445,7 @@ void Connection::ReadUntilDone(const Ticket& call, Deadline give_up) {
 }
 
 Status Connection::ReadFor(const Ticket& call, Deadline deadline) {
-  ReadUntilDone(call, deadline);
+  ReadUntilDone(call, deadline, /*spin=*/options_.busy_poll.count() > 0);
   std::unique_lock lock(mu_);
   if (call->state != Call::State::kDone && alive_.load(std::memory_order_relaxed)) {
     // The deadline passed. Its response has not begun (a late one will be drained), or it is
@@ -625,10 +625,10 @@ void Connection::FailAllPending(const Status& reason) {
   pending_.clear();
 }
 
-Status Connection::Advance(Deadline give_up, bool* paused) {
+Status Connection::Advance(Deadline give_up, bool* paused, bool spin) {
   *paused = false;
   while (true) {
-    Status status = Fill(give_up, paused);
+    Status status = Fill(give_up, paused, spin);
     if (status.ok() && *paused) return status;
     bool complete = false;
     if (status.ok()) status = Step(&complete);
@@ -654,7 +654,7 @@ Status Connection::Advance(Deadline give_up, bool* paused) {
   }
 }
 
-Status Connection::Fill(Deadline give_up, bool* paused) {
+Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
   Frame& f = *frame_;
   const int fd = socket_.fd();
   while (f.left > 0) {
@@ -711,7 +711,12 @@ Status Connection::Fill(Deadline give_up, bool* paused) {
       f.until = After(MonotonicClock::now(), options_.drain_timeout);
     }
     const bool stall_first = f.until <= give_up;
-    Status waited = WaitReadable(fd, stall_first ? f.until : give_up);
+    // Busy polling is for the round trip, before a response's first byte: once bytes stream
+    // in, the node is sending and a spinning reader would only take CPU from it.
+    const bool awaiting = f.phase == Frame::Phase::kHeader && !f.open();
+    Status waited =
+        WaitReadable(fd, stall_first ? f.until : give_up,
+                     spin && awaiting ? options_.busy_poll : std::chrono::microseconds(0));
     if (waited.code() == StatusCode::kTimeout) {
       if (!stall_first) {
         *paused = true;

@@ -75,6 +75,9 @@ struct ConnectionOptions {
   uint64_t drain_max_bytes = uint64_t{256} << 20;
   // Presented in HELLO to a node that requires a token (docs/security.md); empty: none.
   std::string token;
+  // InitOptions::busy_poll: how long a caller reading its own answer polls without sleeping,
+  // before the answer's first byte, until it blocks (the reader thread never spins).
+  std::chrono::microseconds busy_poll{0};
 };
 
 // Decodes the response to one request. Runs on the thread holding the connection's reader role
@@ -200,14 +203,15 @@ class Connection {
   // gives the role up. Returns Wait's result.
   Status ReadFor(const Ticket& call, Deadline deadline);
   // Holding the reader role: reads until `call` is done, `give_up` passes or the connection
-  // ends (closed here on a read error). Keeps the role.
-  void ReadUntilDone(const Ticket& call, Deadline give_up);
+  // ends (closed here on a read error). Keeps the role. `spin`: each wait for bytes polls
+  // without sleeping for up to options_.busy_poll first.
+  void ReadUntilDone(const Ticket& call, Deadline give_up, bool spin);
   // Holding the reader role: reads until the response in progress (frame_) is complete, or
   // until `give_up` passes (*paused; frame_ keeps how far it got, for the next holder). A
   // non-OK status ends the connection.
-  Status Advance(Deadline give_up, bool* paused);
+  Status Advance(Deadline give_up, bool* paused, bool spin = false);
   // The bytes frame_ waits for now, read as they come, until `give_up` passes (*paused).
-  Status Fill(Deadline give_up, bool* paused);
+  Status Fill(Deadline give_up, bool* paused, bool spin);
   // What frame_ does once the bytes it waited for are in: sets *complete at its end.
   Status Step(bool* complete);
   // Starts reading (or growing) frame_'s descriptor.

@@ -91,6 +91,7 @@ Result<std::unique_ptr<NodeClient>> NodeClient::Open(
   pool_options.connection.drain_timeout = options.drain_timeout;
   pool_options.connection.drain_max_bytes = options.drain_max_bytes;
   pool_options.connection.token = token;
+  pool_options.connection.busy_poll = options.busy_poll;
   KVPORT_ASSIGN_OR_RETURN(ChosenTransport chosen,
                           OpenTransport(address, choice, pool_options, options.connect_timeout));
   if (chosen.fallback) {

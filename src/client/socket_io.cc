@@ -177,7 +177,16 @@ Status ReadFully(int fd, void* dst, size_t n, Deadline deadline) {
   return Status::Ok();
 }
 
-Status WaitReadable(int fd, Deadline deadline) {
+Status WaitReadable(int fd, Deadline deadline, std::chrono::microseconds spin) {
+  if (spin.count() > 0) {
+    const Deadline until = std::min(deadline, MonotonicClock::now() + spin);
+    do {
+      pollfd p{fd, POLLIN, 0};
+      const int n = ::poll(&p, 1, 0);
+      if (n > 0) return Status::Ok();
+      if (n < 0 && errno != EINTR) return Status::FromErrno("poll", errno);
+    } while (MonotonicClock::now() < until);
+  }
   return WaitFor(fd, POLLIN, deadline, "read a response");
 }
 

@@ -43,7 +43,10 @@ Status ReadFullyWithDescriptor(int fd, void* dst, size_t n, Deadline deadline,
                                net::Socket* received);
 
 // Waits until `fd` has bytes to read (or end-of-file). Timeout when the deadline passes first.
-Status WaitReadable(int fd, Deadline deadline);
+// With `spin`, polls without sleeping for up to that long (never past `deadline`) before it
+// blocks: a thread that is about to be answered keeps its CPU instead of being woken for it.
+Status WaitReadable(int fd, Deadline deadline,
+                    std::chrono::microseconds spin = std::chrono::microseconds(0));
 
 // Reads and drops exactly `n` bytes (a value with no place to go).
 Status DiscardFully(int fd, size_t n, Deadline deadline);

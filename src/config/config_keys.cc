@@ -206,6 +206,8 @@ std::vector<KeySpec> MakeKeys() {
       StringKey("token_file", "KVPORT_TOKEN_FILE", FIELD(token_file)),
       IntKey("replicas", "KVPORT_REPLICAS", FIELD(replicas), 1, 16, "nodes"),
       IntKey("write_quorum", "KVPORT_WRITE_QUORUM", FIELD(write_quorum), 1, 16, "nodes"),
+      IntKey("busy_poll_us", "KVPORT_BUSY_POLL_US", FIELD(busy_poll_us), 0, 1000000,
+             "microseconds"),
       // kvport node keys.
       StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListenAddress),
       StringKey("unix_socket", "KVPORT_UNIX_SOCKET", FIELD(node.unix_socket), CheckUnixSocket),

@@ -65,6 +65,7 @@ Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config) {
   options.token_file = config.token_file;
   options.replicas = static_cast<int>(config.replicas);
   options.write_quorum = static_cast<int>(config.write_quorum);
+  options.busy_poll_us = static_cast<int>(config.busy_poll_us);
   return CreateConnector(config.remote_url, options);
 }
 

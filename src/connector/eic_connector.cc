@@ -322,6 +322,7 @@ Result<std::unique_ptr<RemoteConnector>> OpenEicConnector(const std::string& end
   init.token_file = options.token_file;
   init.replicas = options.replicas;
   init.write_quorum = options.write_quorum;
+  init.busy_poll = std::chrono::microseconds(options.busy_poll_us);
   KVPORT_RETURN_IF_ERROR(client->Init("kvport-connector", endpoint, init));
   return std::unique_ptr<RemoteConnector>(
       std::make_unique<EicConnector>(std::move(client), options));

@@ -3,6 +3,7 @@
 #include "kvport/client.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -568,6 +569,51 @@ TEST_F(ClientTest, NodeRestartMidRunFailsUnavailableThenRecoversOnTheSameClient)
   ASSERT_TRUE(exists.ok()) << exists.status().ToString();
   EXPECT_EQ(exists->codes[1], KeyCode::kKeyNotExist);
   EXPECT_TRUE(client_.Ping().ok());
+}
+
+// Voluntary context switches of the calling thread so far: each time it slept (in poll, on a
+// lock) rather than being preempted.
+long VoluntarySwitches() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_nvcsw;
+}
+
+// InitOptions::busy_poll: a caller that polls for its answer long enough (here far longer than
+// any answer takes) is never put to sleep waiting for it, and its calls answer as usual.
+TEST(ClientBusyPollTest, ACallerThatBusyPollsIsNotPutToSleepWaitingForItsAnswer) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  InitOptions options;
+  options.transport_type = 1;
+  options.connections = 1;
+  options.busy_poll = std::chrono::milliseconds(500);
+  Client client;
+  ASSERT_TRUE(client.Init("busy-poll", server->address(), options).ok());
+  std::vector<char> value = Pattern(5, 1000);
+  IOBuffers values;
+  values.Append(value.data(), value.size());
+  const std::vector<std::string> keys = {"polled"};
+  ASSERT_TRUE(client.MSet(keys, values).ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(client.MExist(keys).ok());  // the connection and the node warmed up
+
+  constexpr int kCalls = 200;
+  const long before = VoluntarySwitches();
+  for (int i = 0; i < kCalls; ++i) {
+    Result<BatchResult> got = client.MExist(keys);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->codes[0], KeyCode::kSuccess);
+  }
+  // Without busy polling every call sleeps in poll() until its answer arrives (about kCalls
+  // switches); a few may still come from a lock the connection's reader thread held.
+  EXPECT_LT(VoluntarySwitches() - before, kCalls / 10);
+
+  InitOptions too_long = options;
+  too_long.busy_poll = std::chrono::seconds(2);
+  Client refused;
+  EXPECT_EQ(refused.Init("busy-poll", server->address(), too_long).code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

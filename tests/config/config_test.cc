@@ -121,6 +121,8 @@ TEST_F(ConfigTest, NoFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.FindEntry("capacity")->env_var, "KVPORT_CAPACITY");
   EXPECT_EQ(c.FindEntry("eic_trans_type")->env_var, "LMCACHE_EIC_TRANS_TYPE");
   EXPECT_EQ(c.FindEntry("extra_config")->value, "{}");
+  EXPECT_EQ(c.busy_poll_us, 0u);
+  EXPECT_EQ(c.FindEntry("busy_poll_us")->env_var, "KVPORT_BUSY_POLL_US");
 }
 
 TEST_F(ConfigTest, FileValuesAreTypedAndRememberTheirSource) {
@@ -339,6 +341,11 @@ TEST_F(ConfigTest, OutOfRangeValuesAreRefused) {
   EXPECT_THAT(LoadError("listen: ::1:7470\n"), HasSubstr("must be in brackets"));
   Result<Config> r = Load("listen: '[::1]:0'\n");
   EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_THAT(LoadError("busy_poll_us: 1000001\n"),
+              HasSubstr("busy_poll_us: 1000001 (microseconds) is out of range"));
+  Result<Config> polled = Load("busy_poll_us: 50\n");
+  ASSERT_TRUE(polled.ok()) << polled.status().ToString();
+  EXPECT_EQ(polled->busy_poll_us, 50u);
 }
 
 TEST_F(ConfigTest, RemoteUrlNeedsAKnownSchemeAHostAndAPort) {

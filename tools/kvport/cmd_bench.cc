@@ -236,6 +236,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "kvport calls each thread keeps in flight (1-64; MSetAsync/MGetAsync/"
                   "MExistAsync, then Wait): a phase's call is then a group of that many")
       ->capture_default_str();
+  cmd->add_option("--busy-poll-us", o.busy_poll_us,
+                  "kvport client: how long a call polls for its answer before it sleeps "
+                  "(InitOptions::busy_poll; 0: at once)")
+      ->capture_default_str();
   cmd->add_option("--ops", flags->ops, "Phases, in order: a list of put, get, exists")
       ->capture_default_str();
   flags->count_option =

@@ -66,7 +66,7 @@ void AddConnectionOptions(CLI::App* cmd, OpsOptions* o) {
                   "HOST:PORT;HOST:PORT or etcd:HOST:PORT/CLUSTER (docs/cluster.md)");
   cmd->add_option("--config", o->config_file,
                   "LMCache-style YAML: remote_url, eic_trans_type, eic_kv_ns, eic_kv_ttl, "
-                  "blocking_timeout_secs, token_file, replicas, write_quorum");
+                  "blocking_timeout_secs, token_file, replicas, write_quorum, busy_poll_us");
   cmd->add_option("--timeout", o->timeout_secs,
                   "Seconds per call (default: blocking_timeout_secs, 10)");
   cmd->add_option("--token-file", o->token_file,
@@ -93,6 +93,7 @@ Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
     init.token_file = config.token_file;
     init.replicas = static_cast<int>(config.replicas);
     init.write_quorum = static_cast<int>(config.write_quorum);
+    init.busy_poll = std::chrono::microseconds(config.busy_poll_us);
     config_ns = config.eic_kv_ns;
     ttl = config.eic_kv_ttl;
     timeout = config.blocking_timeout_secs;

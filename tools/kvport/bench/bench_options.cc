@@ -97,6 +97,10 @@ Status BenchOptions::Validate() const {
   if (batch == 0) return Status::InvalidArgument("--batch must be at least 1");
   if (connections < 1) return Status::InvalidArgument("--connections must be at least 1");
   if (threads < 0) return Status::InvalidArgument("--threads must be 0 (per connection) or more");
+  if (busy_poll_us < 0 || busy_poll_us > 1000000) {
+    return Status::InvalidArgument(
+        fmt::format("--busy-poll-us must be 0 to 1000000 microseconds, got {}", busy_poll_us));
+  }
   if (inflight < 1 || inflight > 64) {
     return Status::InvalidArgument(
         fmt::format("--inflight must be 1 to 64 calls per thread, got {}", inflight));

@@ -58,6 +58,8 @@ struct BenchOptions {
   // and counts them as one call of the phase (its latency is the group's). 1 = the blocking
   // calls. The baselines ignore it: redis has its own pipeline, the socket its own streams.
   int inflight = 1;
+  // The kvport client's InitOptions::busy_poll, in microseconds (0..1000000).
+  int64_t busy_poll_us = 0;
   // Phases, run in this order; get and exists read what put wrote (written untimed first when
   // there is no put phase).
   std::vector<Op> ops = {Op::kPut, Op::kGet, Op::kExists};

@@ -128,6 +128,10 @@ std::string FormatBenchText(const BenchReport& report) {
                         o.inflight, o.inflight)
           : "",
       o.exists_batch, TransportList(report.transports));
+  if (o.busy_poll_us > 0) {
+    out += fmt::format("kvport client: busy polls {} us for each answer before it sleeps\n",
+                       o.busy_poll_us);
+  }
   out += fmt::format("node: {}\n", report.node);
   if (o.nodes > 1) {
     out += fmt::format(
@@ -216,6 +220,7 @@ std::string FormatBenchJson(const BenchReport& report) {
                   {"connections", o.connections},
                   {"threads", o.worker_threads()},
                   {"inflight", o.inflight},
+                  {"busy_poll_us", o.busy_poll_us},
                   {"ops", std::move(ops)},
                   {"count", o.count},
                   {"max_seconds", o.max_seconds},

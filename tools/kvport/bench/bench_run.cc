@@ -166,9 +166,11 @@ Node UrlNode(const std::string& url) {
 
 // Connects `client` over `transport`: TCP forced (transport_type 1), or shared memory, which
 // must then be what the client got (a silent fallback to TCP would measure the wrong thing).
-Status InitClient(Client& client, const Node& node, Transport transport, int connections) {
+Status InitClient(Client& client, const Node& node, Transport transport,
+                  const BenchOptions& options) {
   InitOptions init;
-  init.connections = connections;
+  init.connections = options.connections;
+  init.busy_poll = std::chrono::microseconds(options.busy_poll_us);
   init.timeout = std::chrono::seconds(120);
   if (transport == Transport::kTcp) {
     init.transport_type = 1;
@@ -266,7 +268,7 @@ std::unique_ptr<Client> RunPhasesAgainst(const BenchOptions& options, const Node
                                          std::string_view system, std::vector<PhaseResult>* out,
                                          Status* init_error) {
   auto client = std::make_unique<Client>();
-  *init_error = InitClient(*client, node, transport, options.connections);
+  *init_error = InitClient(*client, node, transport, options);
   if (!init_error->ok()) {
     for (PhaseResult& p : FailedPhases(options, transport, init_error->ToString())) {
       p.system = std::string(system);
@@ -678,7 +680,7 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
       const auto id = std::make_pair(transport, o.connections);
       if (!clients.contains(id) && !client_errors.contains(id)) {
         auto client = std::make_unique<Client>();
-        Status init = InitClient(*client, node, transport, o.connections);
+        Status init = InitClient(*client, node, transport, o);
         if (init.ok()) {
           // Untimed puts of the node's capacity: commits the arena's pages once, and a
           // shared-memory client's mapping of them once per client.
