@@ -54,6 +54,21 @@ std::string ExistAnswer(const FakeFrame& request, bool present) {
   return ResponseBytes(request.header.request_id, response);
 }
 
+// Reads (and drops) requests until the client closes the connection.
+void ReadUntilClosed(FakeConn& conn) {
+  FakeFrame request;
+  while (conn.Read(&request)) {
+  }
+}
+
+// TCP (a fake node scripts every answer), one connection: every call shares it.
+Status InitOverOneConnection(Client& client, const std::string& address) {
+  InitOptions options;
+  options.transport_type = 1;
+  options.connections = 1;
+  return client.Init("async-test", address, options);
+}
+
 // The key an MEXIST asked for.
 std::string KeyOf(const FakeFrame& request) {
   protocol::MexistRequest decoded;
@@ -83,15 +98,10 @@ TEST(ClientAsyncTest, OneThreadKeepsManyCallsInFlightOnOneConnection) {
       const std::string key = KeyOf(request);
       if (!conn.Write(ExistAnswer(request, !key.empty() && (key.back() - '0') % 2 == 0))) return;
     }
-    FakeFrame more;
-    while (conn.Read(&more)) {
-    }
+    ReadUntilClosed(conn);
   });
-  InitOptions options;
-  options.transport_type = 1;  // TCP: the fake node scripts every answer
-  options.connections = 1;
   Client client;
-  ASSERT_TRUE(client.Init("async-fake", node.address(), options).ok());
+  ASSERT_TRUE(InitOverOneConnection(client, node.address()).ok());
 
   std::vector<std::vector<std::string>> keys;
   for (int i = 0; i < kCalls; ++i)
@@ -118,15 +128,10 @@ TEST(ClientAsyncTest, ReadyTellsWithoutBlockingAndPollingMakesProgress) {
     if (!conn.Hello() || !conn.Read(&request)) return;
     got_request.Raise();
     if (!answer.WaitFor(1) || !conn.Write(ExistAnswer(request, true))) return;
-    FakeFrame more;
-    while (conn.Read(&more)) {
-    }
+    ReadUntilClosed(conn);
   });
-  InitOptions options;
-  options.transport_type = 1;
-  options.connections = 1;
   Client client;
-  ASSERT_TRUE(client.Init("async-ready", node.address(), options).ok());
+  ASSERT_TRUE(InitOverOneConnection(client, node.address()).ok());
 
   const std::vector<std::string> keys = {"k"};
   Pending<BatchResult> call = client.MExistAsync(keys);
@@ -177,15 +182,10 @@ TEST(ClientAsyncTest, DestroyingAHandleWaitsForItsCall) {
     response.results.push_back(
         protocol::MgetResult{StatusCode::kOk, "", value.size(), value.data()});
     if (!conn.Write(ResponseBytes(request.header.request_id, response))) return;
-    FakeFrame more;
-    while (conn.Read(&more)) {
-    }
+    ReadUntilClosed(conn);
   });
-  InitOptions options;
-  options.transport_type = 1;
-  options.connections = 1;
   Client client;
-  ASSERT_TRUE(client.Init("async-destroy", node.address(), options).ok());
+  ASSERT_TRUE(InitOverOneConnection(client, node.address()).ok());
 
   std::vector<char> buffer(value.size(), '\0');
   IOBuffers buffers;
@@ -204,11 +204,8 @@ TEST(ClientAsyncTest, DestroyingAHandleWaitsForItsCall) {
 TEST(ClientAsyncTest, ManyPutsAndGetsInFlightAgainstARealNode) {
   auto server = StartNode(SmallNodeOptions());
   ASSERT_NE(server, nullptr);
-  InitOptions options;
-  options.transport_type = 1;
-  options.connections = 1;
   Client client;
-  ASSERT_TRUE(client.Init("async-real", server->address(), options).ok());
+  ASSERT_TRUE(InitOverOneConnection(client, server->address()).ok());
 
   constexpr int kCalls = 64;
   std::vector<std::vector<std::string>> keys(kCalls);
