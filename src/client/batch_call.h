@@ -138,17 +138,6 @@ bool FramesReady(const std::vector<std::unique_ptr<FrameCall<Handler>>>& calls) 
   return true;
 }
 
-// SendFrames, then WaitFrames.
-template <typename Handler, typename Encode>
-std::vector<std::unique_ptr<FrameCall<Handler>>> RunFrames(std::span<const FrameSlice> slices,
-                                                           std::shared_ptr<Connection> first,
-                                                           ConnectionPool& pool, Deadline deadline,
-                                                           Encode encode) {
-  auto calls = SendFrames<Handler>(slices, std::move(first), pool, deadline, std::move(encode));
-  WaitFrames(calls, deadline);
-  return calls;
-}
-
 // A node answer that does not decode (or answers another request) as Corruption, so that the
 // connection closes: the node broke the protocol.
 Status MalformedAnswer(const protocol::FrameHeader& header, const Status& why);

@@ -711,6 +711,11 @@ Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
       f.until = After(MonotonicClock::now(), options_.drain_timeout);
     }
     const bool stall_first = f.until <= give_up;
+    if (!stall_first && give_up <= MonotonicClock::now()) {
+      // A look at what has arrived (Poll): nothing more is there now.
+      *paused = true;
+      return Status::Ok();
+    }
     // Busy polling is for the round trip, before a response's first byte: once bytes stream
     // in, the node is sending and a spinning reader would only take CPU from it.
     const bool awaiting = f.phase == Frame::Phase::kHeader && !f.open();

@@ -8,9 +8,9 @@ namespace kvport::client {
 
 namespace {
 
-class DecidedCall final : public TransportCall {
+class FailedTransportCall final : public TransportCall {
  public:
-  explicit DecidedCall(std::vector<FrameResult> results) : results_(std::move(results)) {}
+  explicit FailedTransportCall(std::vector<FrameResult> results) : results_(std::move(results)) {}
   bool Ready() override { return true; }
   std::vector<FrameResult> Finish(Deadline) override { return std::move(results_); }
 
@@ -26,7 +26,7 @@ std::unique_ptr<TransportCall> FailedCall(std::span<const FrameSlice> slices, St
     results[i].slice = slices[i];
     results[i].status = status;
   }
-  return std::make_unique<DecidedCall>(std::move(results));
+  return std::make_unique<FailedTransportCall>(std::move(results));
 }
 
 StreamTransport::StreamTransport(std::unique_ptr<ConnectionPool> pool, std::string name)
