@@ -111,6 +111,40 @@ void BM_MExist(benchmark::State& state) {
 }
 BENCHMARK(BM_MExist)->UseRealTime();
 
+// MExist of range(0) stored keys against one node (range(1) == 1) or against three nodes as one
+// static cluster (range(1) == 3). The CPU column is the calling thread's: with three nodes it
+// adds splitting the call by node, ranking every key, and merging the answers.
+void BM_MExistMany(benchmark::State& state) {
+  const size_t keys = static_cast<size_t>(state.range(0));
+  const int nodes = static_cast<int>(state.range(1));
+  static std::vector<std::unique_ptr<Server>> servers;  // started once, shared by every run
+  while (servers.size() < 3) {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.capacity_bytes = uint64_t{64} << 20;
+    options.threads = 1;
+    options.unix_socket = "";
+    servers.push_back(std::move(Server::Start(options)).value());
+  }
+  std::string endpoint;
+  for (int n = 0; n < nodes; ++n)
+    endpoint += (n == 0 ? "" : ";") + servers[n]->address();
+  InitOptions init;
+  init.transport_type = 1;  // TCP
+  init.connections = 1;
+  Client client;
+  if (!client.Init("client-bench-many", endpoint, init).ok()) std::abort();
+  Batch batch(client, static_cast<int>(keys), 64, "many-" + std::to_string(nodes) + "-");
+  const uint64_t before = g_allocations.load();
+  for (auto _ : state) {
+    Result<BatchResult> got = client.MExist(batch.keys);
+    if (!got.ok() || got->status != BatchCode::kSuccess) state.SkipWithError("MExist failed");
+  }
+  CountAllocations(state, before, state.iterations());
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(keys));
+}
+BENCHMARK(BM_MExistMany)->Args({1024, 1})->Args({1024, 3})->UseRealTime();
+
 // MGet of one 64 KiB value with range(0) calls in flight from this thread (MGetAsync, then Wait
 // for all); an iteration is the group.
 void BM_MGetInFlight(benchmark::State& state) {

@@ -4,7 +4,6 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <map>
 #include <random>
 #include <thread>
 #include <utility>
@@ -254,11 +253,23 @@ ClusterClient::Routing ClusterClient::Route(std::span<const std::string> keys) {
     routing.live = slots.size();
   }
   routing.candidates.resize(keys.size() * routing.stride);
-  std::vector<uint32_t> order;
+  const bool all_live = routing.live == slots.size();
+  std::vector<uint32_t> down;
   for (size_t i = 0; i < keys.size(); ++i) {
-    routing.view->placement.Rank(keys[i], &order);
-    std::stable_partition(order.begin(), order.end(), [&](uint32_t s) { return live[s]; });
-    std::copy(order.begin(), order.end(), routing.candidates.begin() + i * routing.stride);
+    const std::span<uint32_t> order(routing.candidates.data() + i * routing.stride, routing.stride);
+    routing.view->placement.Rank(keys[i], order);
+    if (all_live) continue;
+    // Live ones first, each part in rendezvous order.
+    down.clear();
+    size_t kept = 0;
+    for (uint32_t s : order) {
+      if (live[s]) {
+        order[kept++] = s;
+      } else {
+        down.push_back(s);
+      }
+    }
+    std::copy(down.begin(), down.end(), order.begin() + kept);
   }
   return routing;
 }
@@ -276,16 +287,28 @@ void ClusterClient::Routing::FirstReplicas(size_t replicas, std::vector<uint32_t
 
 std::vector<ClusterClient::Group> ClusterClient::GroupBy(std::span<const uint32_t> keys,
                                                          std::span<const uint32_t> slot_of_key) {
-  std::map<uint32_t, std::vector<uint32_t>> by_slot;
-  for (size_t k = 0; k < keys.size(); ++k)
-    by_slot[slot_of_key[k]].push_back(keys[k]);
+  // Slot indexes are small (one per member), so groups are found by index, in slot order.
+  uint32_t slots = 0;
+  for (uint32_t slot : slot_of_key)
+    slots = std::max(slots, slot + 1);
+  std::vector<size_t> sizes(slots);
+  for (uint32_t slot : slot_of_key)
+    ++sizes[slot];
   std::vector<Group> groups;
-  groups.reserve(by_slot.size());
-  for (auto& [slot, group_keys] : by_slot) {
-    // Ascending, so a group of all n keys is the call's own order (what the callers rely on
-    // to pass the call's arrays as they are).
-    std::sort(group_keys.begin(), group_keys.end());
-    groups.push_back(Group{slot, std::move(group_keys)});
+  std::vector<size_t> group_of(slots);
+  for (uint32_t slot = 0; slot < slots; ++slot) {
+    if (sizes[slot] == 0) continue;
+    group_of[slot] = groups.size();
+    groups.push_back(Group{slot, {}});
+    groups.back().keys.reserve(sizes[slot]);
+  }
+  for (size_t k = 0; k < keys.size(); ++k)
+    groups[group_of[slot_of_key[k]]].keys.push_back(keys[k]);
+  // Ascending, so a group of all n keys is the call's own order (what the callers rely on to
+  // pass the call's arrays as they are).
+  for (Group& group : groups) {
+    if (!std::is_sorted(group.keys.begin(), group.keys.end()))
+      std::sort(group.keys.begin(), group.keys.end());
   }
   return groups;
 }

@@ -15,6 +15,15 @@ double Unit(uint64_t hash) {
   return (static_cast<double>(hash >> 11) + 0.5) * 0x1.0p-53;
 }
 
+// The score hash of a (key, node) pair: a bijective 64-bit finalizer (the constants of
+// SplitMix64's) over both hashes, so every output bit depends on every bit of each.
+uint64_t Mix(uint64_t key_hash, uint64_t id_hash) {
+  uint64_t z = key_hash ^ (id_hash * 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
 
 Placement::Placement(std::span<const Member> members) {
@@ -28,20 +37,39 @@ Placement::Placement(std::span<const Member> members) {
   }
 }
 
-void Placement::Rank(std::string_view key, std::vector<uint32_t>* order) const {
-  thread_local std::vector<double> scores;
-  scores.resize(nodes_.size());
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const uint64_t h = XXH3_64bits_withSeed(key.data(), key.size(), nodes_[i].seed);
-    // Equal weights: w / -ln(u) orders the nodes as u does, so the log can be skipped.
-    scores[i] = weighted_ ? nodes_[i].weight / -std::log(Unit(h)) : Unit(h);
+void Placement::Rank(std::string_view key, std::span<uint32_t> order) const {
+  const size_t n = nodes_.size();
+  // Clusters are small: scores live on the stack up to 32 nodes.
+  constexpr size_t kOnStack = 32;
+  double stack_scores[kOnStack];
+  thread_local std::vector<double> heap_scores;
+  double* scores = stack_scores;
+  if (n > kOnStack) {
+    heap_scores.resize(n);
+    scores = heap_scores.data();
   }
-  order->resize(nodes_.size());
-  std::iota(order->begin(), order->end(), 0u);
+  const uint64_t key_hash = XXH3_64bits(key.data(), key.size());
+  for (size_t i = 0; i < n; ++i) {
+    const double u = Unit(Mix(key_hash, nodes_[i].id_hash));
+    // Equal weights: w / -ln(u) orders the nodes as u does, so the log can be skipped.
+    scores[i] = weighted_ ? nodes_[i].weight / -std::log(u) : u;
+  }
   // Ties (equal scores: practically never) break by index, i.e. by member id.
-  std::sort(order->begin(), order->end(), [&](uint32_t a, uint32_t b) {
+  auto before = [&](uint32_t a, uint32_t b) {
     return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
-  });
+  };
+  std::iota(order.begin(), order.end(), 0u);
+  if (n <= kOnStack) {  // insertion sort: no calls, a handful of compares for a few nodes
+    for (size_t i = 1; i < n; ++i) {
+      const uint32_t node = order[i];
+      size_t j = i;
+      for (; j > 0 && before(node, order[j - 1]); --j)
+        order[j] = order[j - 1];
+      order[j] = node;
+    }
+  } else {
+    std::sort(order.begin(), order.end(), before);
+  }
 }
 
 }  // namespace kvport::cluster

@@ -10,8 +10,10 @@
 //     takes only the keys it now scores highest for: a share of about w_new / sum(w);
 //   - the second, third... choices are spread the same way, so replicas of a dead node's keys
 //     are spread over the survivors.
-// Scores depend on ids and keys alone (xxHash's XXH3, the same on every architecture), never on
-// addresses or list order.
+// Scores depend on ids and keys alone, never on addresses or list order: the key is hashed once
+// (xxHash's XXH3, the same on every architecture) and that hash is mixed with each node's (the
+// XXH3 of its id) by a 64-bit finalizer, so ranking a key costs one hash of its bytes whatever
+// the number of nodes.
 #pragma once
 
 #include <cstdint>
@@ -31,15 +33,20 @@ class Placement {
 
   size_t size() const { return nodes_.size(); }
 
-  // The indexes (into the members given) of every member, first choice first, for `key`.
-  // `order` is resized to size(). The namespace plays no part: a key is on the same nodes in
-  // every namespace, so a call that matches a key in any namespace (GetOptions::any_namespace)
-  // knows where to look.
-  void Rank(std::string_view key, std::vector<uint32_t>* order) const;
+  // The indexes (into the members given) of every member, first choice first, for `key`, in
+  // `order`, which must hold size() entries. The namespace plays no part: a key is on the same
+  // nodes in every namespace, so a call that matches a key in any namespace
+  // (GetOptions::any_namespace) knows where to look.
+  void Rank(std::string_view key, std::span<uint32_t> order) const;
+  // The same, with `order` resized to size().
+  void Rank(std::string_view key, std::vector<uint32_t>* order) const {
+    order->resize(size());
+    Rank(key, std::span<uint32_t>(*order));
+  }
 
  private:
   struct Node {
-    uint64_t seed;  // hash of the member's id
+    uint64_t id_hash;  // XXH3 of the member's id
     double weight;
   };
   std::vector<Node> nodes_;

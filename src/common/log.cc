@@ -19,10 +19,11 @@ constexpr const char* kJsonPattern = R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":
 std::atomic<Format> g_format{Format::kText};
 
 spdlog::logger& Logger() {
-  // stderr, no colors: the CLI's stdout is for results (and --json), logs never mix in.
-  static auto logger = [] {
-    auto l = std::make_shared<spdlog::logger>("kvport",
-                                              std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  // stderr, no colors: the CLI's stdout is for results (and --json), logs never mix in. Never
+  // destroyed: a Server or Client held in a static logs from its destructor after this file's
+  // statics would be gone.
+  static spdlog::logger* const logger = [] {
+    auto* l = new spdlog::logger("kvport", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     l->set_pattern(kTextPattern);
     l->set_level(spdlog::level::trace);
     return l;

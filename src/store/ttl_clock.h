@@ -16,7 +16,9 @@ class TtlClock {
   virtual uint64_t NowMillis() const = 0;
 };
 
-// The real clock (std::chrono::steady_clock). A process-wide instance: Get() never returns null.
+// The real clock: the kernel's coarse monotonic clock (CLOCK_MONOTONIC_COARSE), whose resolution
+// is one timer tick (1-10 ms; 4 ms on most kernels). A process-wide instance: Get() never returns
+// null.
 class SteadyTtlClock final : public TtlClock {
  public:
   static SteadyTtlClock* Get();
