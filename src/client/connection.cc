@@ -75,6 +75,7 @@ struct Connection::Frame {
   Deadline until = kNoDeadline;  // past this, the node stalled: the connection closes
   // The bytes awaited now: iov[next..], `left` of them; a null base discards.
   std::vector<iovec> iov;
+  std::vector<iovec> placed;  // where a handler places a payload, before it becomes iov
   size_t next = 0;
   uint64_t left = 0;
   bool to_caller = false;  // iov are the call's buffers: read under io_mu, checking abandoned
@@ -308,24 +309,22 @@ Result<Connection::Ticket> Connection::Send(uint64_t request_id,
 
 Result<Connection::Ticket> Connection::SendCall(Ticket call, const protocol::EncodedFrame& frame,
                                                 Deadline deadline) {
-  const uint64_t request_id = call->id;
   {
     std::lock_guard lock(mu_);
     if (!alive_.load(std::memory_order_relaxed)) return close_reason_;
-    pending_.emplace(request_id, call);
+    pending_.push_back(call);
   }
-  std::vector<iovec> iov;
-  iov.reserve(1 + frame.payloads.size());
-  iov.push_back({const_cast<char*>(frame.head.data()), frame.head.size()});
-  for (const protocol::PayloadSpan& span : frame.payloads) {
-    iov.push_back({const_cast<void*>(span.data), span.size});
-  }
-
   std::unique_lock write_lock(write_mu_, std::defer_lock);
   if (!write_lock.try_lock_until(deadline)) {
     Abandon(call);
     return Status::Timeout("deadline passed while waiting to write on the connection to " + peer_ +
                            " (busy with other requests)");
+  }
+  std::vector<iovec>& iov = write_iov_;
+  iov.clear();
+  iov.push_back({const_cast<char*>(frame.head.data()), frame.head.size()});
+  for (const protocol::PayloadSpan& span : frame.payloads) {
+    iov.push_back({const_cast<void*>(span.data), span.size});
   }
   Status written = WriteFully(socket_.fd(), iov, deadline);
   write_lock.unlock();
@@ -451,7 +450,7 @@ Status Connection::ReadFor(const Ticket& call, Deadline deadline) {
     // The deadline passed. Its response has not begun (a late one will be drained), or it is
     // the one half read: the next holder of the role discards the rest.
     if (call->state == Call::State::kWaiting) {
-      pending_.erase(call->id);
+      ErasePending(call->id);
       call->state = Call::State::kDone;
       call->result = Status::Timeout("abandoned before its response began");
       ReleaseReader();
@@ -508,7 +507,7 @@ Connection::Abandoned Connection::Abandon(const Ticket& call) {
         return Abandoned::kCompleted;
       case Call::State::kWaiting:
         // The reader has not started on it: a late response will find no call and be drained.
-        pending_.erase(call->id);
+        ErasePending(call->id);
         call->state = Call::State::kDone;
         call->result = Status::Timeout("abandoned before its response began");
         return Abandoned::kBeforeResponse;
@@ -526,7 +525,7 @@ Connection::Abandoned Connection::Abandon(const Ticket& call) {
 
 void Connection::Finish(Call& call, Status result) {
   std::lock_guard lock(mu_);
-  pending_.erase(call.id);
+  ErasePending(call.id);
   call.result = std::move(result);
   call.state = Call::State::kDone;
   call.done.notify_all();
@@ -616,8 +615,17 @@ void Connection::ReadLoop() {
   }
 }
 
+void Connection::ErasePending(uint64_t id) {
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_[i]->id != id) continue;
+    pending_[i] = std::move(pending_.back());
+    pending_.pop_back();
+    return;
+  }
+}
+
 void Connection::FailAllPending(const Status& reason) {
-  for (auto& [id, call] : pending_) {
+  for (const Ticket& call : pending_) {
     call->state = Call::State::kDone;
     call->result = reason;
     call->done.notify_all();
@@ -638,7 +646,7 @@ Status Connection::Advance(Deadline give_up, bool* paused, bool spin) {
       if (call != nullptr) {
         std::lock_guard lock(mu_);
         if (call->state == Call::State::kReceiving) {
-          pending_.erase(call->id);
+          ErasePending(call->id);
           call->result = status;
           call->state = Call::State::kDone;
           call->done.notify_all();
@@ -789,10 +797,13 @@ Status Connection::Step(bool* complete) {
       }
       {
         std::lock_guard lock(mu_);
-        auto it = pending_.find(header.request_id);
-        if (it != pending_.end() && it->second->state == Call::State::kWaiting) {
-          f.call = it->second;
-          f.call->state = Call::State::kReceiving;
+        for (const Ticket& pending : pending_) {
+          if (pending->id != header.request_id) continue;
+          if (pending->state == Call::State::kWaiting) {
+            f.call = pending;
+            f.call->state = Call::State::kReceiving;
+          }
+          break;
         }
       }
       f.until = After(f.call != nullptr ? f.call->deadline : MonotonicClock::now(),
@@ -826,7 +837,8 @@ Status Connection::Step(bool* complete) {
     }
     case Frame::Phase::kDescriptor: {
       if (f.descriptor.size() < f.header.descriptor_length) return NextDescriptorChunk();
-      std::vector<iovec> payload;
+      std::vector<iovec>& payload = f.placed;
+      payload.clear();
       {
         std::lock_guard io(f.call->io_mu);
         if (f.call->abandoned) {
@@ -854,7 +866,7 @@ Status Connection::Step(bool* complete) {
       if (f.abandoned || !f.result.ok()) {
         return DiscardRest(f.header.payload_length, "a response whose call timed out");
       }
-      f.iov = std::move(payload);
+      f.iov.swap(payload);  // both keep their capacity for the next responses
       f.next = 0;
       f.left = f.header.payload_length;
       f.to_caller = true;

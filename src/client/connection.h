@@ -47,7 +47,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "client/arena_mapping.h"
@@ -231,6 +230,8 @@ class Connection {
   // touches neither its handler nor its buffers once Abandon returns.
   enum class Abandoned { kCompleted, kBeforeResponse, kMidResponse };
   Abandoned Abandon(const Ticket& ticket);
+  // Takes the call with request id `id` off pending_ (mu_ held); none: nothing happens.
+  void ErasePending(uint64_t id);
   // Makes `call` final with `result` and takes it off pending_.
   void Finish(Call& call, Status result);
 
@@ -247,10 +248,13 @@ class Connection {
   std::shared_ptr<ArenaMapping> arena_;
   std::shared_mutex arena_writers_;  // see BeginArenaWrite
 
-  std::timed_mutex write_mu_;  // one frame at a time
+  std::timed_mutex write_mu_;     // one frame at a time
+  std::vector<iovec> write_iov_;  // the frame being written (guarded by write_mu_), kept grown
 
   mutable std::mutex mu_;  // guards pending_, close_reason_ and every Call's state
-  std::unordered_map<uint64_t, Ticket> pending_;
+  // The calls sent and not finished, in no order: a connection has a handful in flight, so a
+  // vector searched by id beats a map and, once grown, allocates nothing per call.
+  std::vector<Ticket> pending_;
   Status close_reason_;
 
   // Who reads the socket now (guarded by mu_): nobody, the reader thread, or a caller in Wait.

@@ -26,7 +26,7 @@ void OutputQueue::Append(std::string bytes) {
   seg.owned = std::move(bytes);
   bytes_ += seg.size;
   memory_ += MemoryOf(seg);
-  segments_.push_back(std::move(seg));
+  Push(std::move(seg));
 }
 
 void OutputQueue::AppendPassingDescriptor(std::string bytes, int pass_fd) {
@@ -44,25 +44,36 @@ void OutputQueue::AppendBorrowed(const void* data, size_t size,
   seg.keep_alive = std::move(keep_alive);
   bytes_ += size;
   memory_ += MemoryOf(seg);
+  Push(std::move(seg));
+}
+
+void OutputQueue::Push(Segment seg) {
+  if (front_ > 0 && front_ * 2 >= segments_.size()) {
+    // Half or more of the vector is written segments (empty slots): close the gap before it
+    // grows, so a queue that never quite empties stays as long as what it holds.
+    segments_.erase(segments_.begin(), segments_.begin() + static_cast<ptrdiff_t>(front_));
+    front_ = 0;
+  }
   segments_.push_back(std::move(seg));
 }
 
 Result<IoProgress> OutputQueue::WriteTo(int fd) {
   IoProgress total;
-  while (!segments_.empty()) {
+  while (front_ < segments_.size()) {
     iovec iov[kMaxIovecsPerWrite];
     int count = 0;
-    for (auto it = segments_.begin(); it != segments_.end() && count < kMaxIovecsPerWrite; ++it) {
-      iov[count].iov_base = const_cast<uint8_t*>(it->data() + it->written);
-      iov[count].iov_len = it->size - it->written;
+    for (size_t i = front_; i < segments_.size() && count < kMaxIovecsPerWrite; ++i) {
+      const Segment& seg = segments_[i];
+      iov[count].iov_base = const_cast<uint8_t*>(seg.data() + seg.written);
+      iov[count].iov_len = seg.size - seg.written;
       ++count;
     }
     // A segment carrying a descriptor starts its own sendmsg, so the descriptor lands on its
     // first byte (the receiver reads the frame it belongs to with recvmsg).
-    Segment& front = segments_.front();
+    Segment& front = segments_[front_];
     if (front.pass_fd < 0) {
       for (int i = 1; i < count; ++i) {
-        if (std::next(segments_.begin(), i)->pass_fd >= 0) {
+        if (segments_[front_ + static_cast<size_t>(i)].pass_fd >= 0) {
           count = i;
           break;
         }
@@ -85,19 +96,24 @@ Result<IoProgress> OutputQueue::WriteTo(int fd) {
 void OutputQueue::Consume(size_t n) {
   bytes_ -= n;
   while (n > 0) {
-    Segment& front = segments_.front();
+    Segment& front = segments_[front_];
     size_t take = std::min(n, front.size - front.written);
     front.written += take;
     n -= take;
     if (front.written == front.size) {
       memory_ -= MemoryOf(front);
-      segments_.pop_front();  // releases its keep_alive now
+      front = Segment();                   // releases its keep_alive and owned bytes now
+      if (++front_ == segments_.size()) {  // all written: reuse the vector from its start
+        segments_.clear();
+        front_ = 0;
+      }
     }
   }
 }
 
 void OutputQueue::Clear() {
   segments_.clear();
+  front_ = 0;
   bytes_ = 0;
   memory_ = 0;
 }

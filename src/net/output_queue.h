@@ -12,9 +12,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kvport/status.h"
 #include "net/socket.h"
@@ -70,10 +70,15 @@ class OutputQueue {
       return borrowed ? borrowed : reinterpret_cast<const uint8_t*>(owned.data());
     }
   };
+  void Push(Segment seg);
   void Consume(size_t n);
   static size_t MemoryOf(const Segment& seg);
 
-  std::deque<Segment> segments_;
+  // Segments [front_, size()) are queued; those before front_ are written (emptied). A vector
+  // rather than a deque: once it has grown to a connection's usual depth, queueing a response
+  // allocates nothing.
+  std::vector<Segment> segments_;
+  size_t front_ = 0;
   size_t bytes_ = 0;
   size_t memory_ = 0;
 };

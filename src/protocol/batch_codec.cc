@@ -49,7 +49,10 @@ Status EncodeKeys(Opcode op, uint64_t request_id, std::string_view ns,
   const std::string context = fmt::format("{} request", OpcodeName(op));
   KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceToEncode(context, any_namespace, ns, version));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, keys.size(), l));
-  BeginFrame(out);
+  size_t bytes = 8 + ns.size();
+  for (std::string_view key : keys)
+    bytes += 2 + key.size();
+  BeginFrame(out, bytes);
   WireWriter w(&out->head);
   KVPORT_RETURN_IF_ERROR(WriteNamespace(w, ns, l, context));
   w.PutU32(static_cast<uint32_t>(keys.size()));
@@ -84,7 +87,10 @@ Status DecodeKeys(Opcode op, const FrameHeader& h, std::string_view descriptor, 
 
 Status EncodeRequest(uint64_t request_id, const MsetRequest& m, const Limits& l, EncodedFrame* out,
                      uint8_t version) {
-  BeginFrame(out);
+  size_t bytes = 16 + m.ns.size();
+  for (const MsetItem& item : m.items)
+    bytes += 14 + item.key.size() + item.meta.size();
+  BeginFrame(out, bytes);
   WireWriter w(&out->head);
   KVPORT_RETURN_IF_ERROR(
       WriteMsetDescriptor(w, "MSET request", m.ns, m.ttl_seconds, m.items, l, &out->payloads));
@@ -119,7 +125,10 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 
 Status EncodeRequest(uint64_t request_id, const MgetRequest& m, const Limits& l, EncodedFrame* out,
                      uint8_t version) {
-  BeginFrame(out);
+  size_t bytes = 8 + m.ns.size();
+  for (const MgetKey& key : m.keys)
+    bytes += 10 + key.key.size();
+  BeginFrame(out, bytes);
   WireWriter w(&out->head);
   KVPORT_RETURN_IF_ERROR(
       WriteMgetDescriptor(w, "MGET request", m.ns, m.keys, m.any_namespace, l, version));
@@ -145,7 +154,11 @@ Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& 
                       EncodedFrame* out, uint8_t version) {
   constexpr std::string_view kContext = "MGET response";
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.results.size(), l));
-  BeginFrame(out);
+  size_t bytes = 5;
+  for (const MgetResult& res : m.results)
+    bytes += 13 + res.meta.size();
+  BeginFrame(out, bytes);
+  if (!m.meta_only) out->payloads.reserve(m.results.size());
   WireWriter w(&out->head);
   w.PutU8(static_cast<uint8_t>(m.overall()));
   w.PutU32(static_cast<uint32_t>(m.results.size()));
@@ -239,7 +252,7 @@ Status EncodeResponse(uint64_t request_id, const MexistResponse& m, const Limits
                       EncodedFrame* out, uint8_t version) {
   constexpr std::string_view kContext = "MEXIST response";
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.results.size(), l));
-  BeginFrame(out);
+  BeginFrame(out, 5 + 9 * m.results.size());
   WireWriter w(&out->head);
   w.PutU8(static_cast<uint8_t>(m.overall()));
   w.PutU32(static_cast<uint32_t>(m.results.size()));

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -27,8 +28,10 @@ BatchStatus OverallFromCounts(size_t ok, size_t total) {
   return ok == 0 ? BatchStatus::kFailed : BatchStatus::kPartial;
 }
 
-void BeginFrame(EncodedFrame* out) {
+void BeginFrame(EncodedFrame* out, size_t descriptor_bytes) {
   out->head.clear();
+  // At least 256: most descriptors then fit without the string growing as they are written.
+  out->head.reserve(kFrameHeaderSize + std::max<size_t>(descriptor_bytes, 256));
   out->head.resize(kFrameHeaderSize);
   out->payloads.clear();
 }
@@ -64,10 +67,7 @@ Status FinishFrame(Opcode op, uint16_t flags, uint64_t request_id, const Limits&
   h.request_id = request_id;
   h.descriptor_length = static_cast<uint32_t>(out->head.size() - kFrameHeaderSize);
   h.payload_length = out->payload_length();
-  std::string header;
-  header.reserve(kFrameHeaderSize);
-  AppendFrameHeader(h, &header);
-  out->head.replace(0, kFrameHeaderSize, header);
+  StoreFrameHeader(h, out->head.data());
   return Status::Ok();
 }
 
@@ -287,6 +287,7 @@ Status WriteMsetDescriptor(WireWriter& w, std::string_view context, std::string_
                            const Limits& limits, std::vector<PayloadSpan>* payloads) {
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, items.size(), limits));
   KVPORT_RETURN_IF_ERROR(WriteNamespace(w, ns, limits, context));
+  if (payloads != nullptr) payloads->reserve(items.size());
   w.PutU32(ttl_seconds);
   w.PutU32(static_cast<uint32_t>(items.size()));
   for (size_t i = 0; i < items.size(); ++i) {
@@ -386,7 +387,7 @@ Status EncodeStatuses(Opcode op, uint64_t request_id, const std::vector<StatusCo
   const std::string context = fmt::format("{} response", OpcodeName(op));
   KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(op, /*response=*/true, version));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, statuses.size(), limits));
-  BeginFrame(out);
+  BeginFrame(out, 5 + statuses.size());
   WireWriter w(&out->head);
   w.PutU8(static_cast<uint8_t>(OverallStatus(statuses)));
   w.PutU32(static_cast<uint32_t>(statuses.size()));

@@ -28,8 +28,10 @@ BatchStatus OverallOf(const Results& results) {
   return OverallFromCounts(ok, results.size());
 }
 
-// Clears `out` and leaves room for the header; the descriptor is appended after it.
-void BeginFrame(EncodedFrame* out);
+// Clears `out` and leaves room for the header; the descriptor is appended after it. Reserves
+// room for `descriptor_bytes` (an encoder that knows its descriptor's size passes it, so the
+// head is allocated once, or not at all when `out` is reused).
+void BeginFrame(EncodedFrame* out, size_t descriptor_bytes = 0);
 // Whether a frame of `op` may be encoded with header version `version`: InvalidArgument unless
 // this build speaks it, NotSupported below OpcodeMinVersion(op) (e.g. SHM_GET in version 2).
 // HELLO and ERROR pass whatever `version` says (they are always kHelloVersion).

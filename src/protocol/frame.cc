@@ -62,16 +62,21 @@ bool CarriesPayload(Opcode op, bool is_response) {
   return (op == Opcode::kMset && !is_response) || (op == Opcode::kMget && is_response);
 }
 
+void StoreFrameHeader(const FrameHeader& h, char* out) {
+  StoreLE32(out, kFrameMagic);
+  out[4] = static_cast<char>(h.version);
+  out[5] = static_cast<char>(h.opcode);
+  StoreLE16(out + 6, h.flags);
+  StoreLE64(out + 8, h.request_id);
+  StoreLE32(out + 16, h.descriptor_length);
+  StoreLE32(out + 20, 0);  // reserved
+  StoreLE64(out + 24, h.payload_length);
+}
+
 void AppendFrameHeader(const FrameHeader& h, std::string* out) {
-  WireWriter w(out);
-  w.PutU32(kFrameMagic);
-  w.PutU8(h.version);
-  w.PutU8(static_cast<uint8_t>(h.opcode));
-  w.PutU16(h.flags);
-  w.PutU64(h.request_id);
-  w.PutU32(h.descriptor_length);
-  w.PutU32(0);  // reserved
-  w.PutU64(h.payload_length);
+  char bytes[kFrameHeaderSize];
+  StoreFrameHeader(h, bytes);
+  out->append(bytes, kFrameHeaderSize);
 }
 
 Status DecodeFrameHeader(std::string_view bytes, const Limits& limits, FrameHeader* out) {

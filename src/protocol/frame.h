@@ -122,6 +122,8 @@ struct FrameHeader {
   uint64_t head_length() const { return kFrameHeaderSize + descriptor_length; }
 };
 
+// Writes the kFrameHeaderSize bytes of `header` at `out`. Does not validate.
+void StoreFrameHeader(const FrameHeader& header, char* out);
 // Appends the kFrameHeaderSize bytes of `header` to `out`. Does not validate.
 void AppendFrameHeader(const FrameHeader& header, std::string* out);
 

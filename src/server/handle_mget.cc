@@ -15,21 +15,20 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
   protocol::MgetResponse reply;
   reply.meta_only = mget.meta_only;
   reply.results.resize(n);
-  // One pin per hit; metas in `reply` are views into them, so they live until encoded.
-  std::vector<std::shared_ptr<const store::ReadHandle>> pins(n);
+  // One pin per hit, all in one allocation; metas in `reply` are views into them, so they live
+  // until encoded.
+  std::shared_ptr<store::ReadHandle[]> pins = std::make_shared<store::ReadHandle[]>(n);
   for (size_t i = 0; i < n; ++i) {
     protocol::MgetResult& result = reply.results[i];
-    store::ReadHandle found;
+    store::ReadHandle& pin = pins[i];
     // kTooLarge: the caller's buffer cannot take it (meta-only reads take any length).
     result.status = ctx.service.PinToRead(
         ctx.grant(), mget.ns, mget.keys[i].key, mget.any_namespace,
-        mget.meta_only ? protocol::kUnlimitedCapacity : mget.keys[i].buffer_capacity, &found);
-    if (!found.valid()) continue;
-    auto pin = std::make_shared<const store::ReadHandle>(std::move(found));
-    result.meta = pin->meta();
-    result.value_length = pin->size();
-    if (result.status == StatusCode::kOk) result.value = pin->data();
-    pins[i] = std::move(pin);
+        mget.meta_only ? protocol::kUnlimitedCapacity : mget.keys[i].buffer_capacity, &pin);
+    if (!pin.valid()) continue;
+    result.meta = pin.meta();
+    result.value_length = pin.size();
+    if (result.status == StatusCode::kOk) result.value = pin.data();
   }
 
   protocol::EncodedFrame frame;
@@ -37,15 +36,21 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
                                             &frame, ctx.header.version);
   if (!encoded.ok()) return encoded.WithContext("encoding the MGET response");
 
-  // The payload section is the values of the items that carry one, in item order. Each range
-  // keeps its own pin, so the session releases pins one by one as their bytes go out; pins
-  // of misses, meta-only and too-large items are dropped when this function returns.
+  // The payload section is the values of the items that carry one, in item order. The ranges
+  // share the pins' one allocation, so the pins end together, when the last range has gone out
+  // (one allocation per response instead of one per hit); the pins of meta-only and too-large
+  // items end now, their metas being encoded.
   Response response;
   response.head = std::move(frame.head);
+  response.payloads.reserve(frame.payloads.size());
   for (size_t i = 0; i < n; ++i) {
-    if (!reply.CarriesPayload(i) || reply.results[i].value_length == 0) continue;
-    response.payloads.push_back(
-        Response::Span{pins[i]->data(), static_cast<size_t>(pins[i]->size()), pins[i]});
+    store::ReadHandle& pin = pins[i];
+    if (!reply.CarriesPayload(i) || reply.results[i].value_length == 0) {
+      pin = store::ReadHandle();
+      continue;
+    }
+    response.payloads.push_back(Response::Span{pin.data(), static_cast<size_t>(pin.size()),
+                                               std::shared_ptr<const void>(pins, &pin)});
   }
   return HandlerOutcome{std::move(response), nullptr};
 }

@@ -102,6 +102,20 @@ std::string MakeIndexKey(std::string_view ns, std::string_view key) {
   return k;
 }
 
+// MakeIndexKey for a search: built in this thread's buffer, which keeps its capacity, so that
+// looking a key up allocates nothing once the thread has seen a key as long. Valid until the
+// thread's next LookupKey.
+const std::string& LookupKey(std::string_view ns, std::string_view key) {
+  thread_local std::string k;
+  k.clear();
+  const auto n = static_cast<uint32_t>(ns.size());
+  for (int i = 0; i < 4; ++i)
+    k.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  k.append(ns);
+  k.append(key);
+  return k;
+}
+
 bool IsExpired(const StoredObject& o, uint64_t now_ms) {
   return now_ms >= o.expires_at_ms;
 }
@@ -762,7 +776,7 @@ void ObjectStore::Abort(WriteHandle&& handle) {
 
 Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
-  const std::string index_key = MakeIndexKey(ns, key);
+  const std::string& index_key = LookupKey(ns, key);
   Impl::Shard& shard = impl_->ShardFor(index_key);
   bool over_cap = false;
   StoredObject* found = impl_->PinLive(shard, index_key, impl_->clock->NowMillis(), &over_cap);
@@ -777,14 +791,13 @@ Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key
 
 Status ObjectStore::Exists(std::string_view ns, std::string_view key, uint64_t* value_length) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
-  const bool live =
-      impl_->ProbeLive(MakeIndexKey(ns, key), impl_->clock->NowMillis(), value_length);
+  const bool live = impl_->ProbeLive(LookupKey(ns, key), impl_->clock->NowMillis(), value_length);
   return live ? Status::Ok() : Status::NotFound("no object for this key");
 }
 
 Status ObjectStore::Delete(std::string_view ns, std::string_view key) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
-  const bool removed = impl_->RemoveLive(MakeIndexKey(ns, key), impl_->clock->NowMillis());
+  const bool removed = impl_->RemoveLive(LookupKey(ns, key), impl_->clock->NowMillis());
   return removed ? Status::Ok() : Status::NotFound("no object for this key");
 }
 
@@ -792,12 +805,11 @@ Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key,
                                                      const NamespaceFilter& allowed) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
-  std::string index_key;
   // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
   const auto names = impl_->SearchOrder();
   for (const std::string& ns : *names) {
     if (allowed && !allowed(ns)) continue;
-    index_key = MakeIndexKey(ns, key);
+    const std::string& index_key = LookupKey(ns, key);
     Impl::Shard& shard = impl_->ShardFor(index_key);
     bool over_cap = false;
     if (StoredObject* found = impl_->PinLive(shard, index_key, now, &over_cap)) {
@@ -807,7 +819,7 @@ Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key,
     if (over_cap) return PinCapStatus(impl_->max_pinned_bytes);
   }
   // One miss for the whole search, counted in the shard of the key in the default namespace.
-  impl_->ShardFor(MakeIndexKey("", key)).misses.fetch_add(1, std::memory_order_relaxed);
+  impl_->ShardFor(LookupKey("", key)).misses.fetch_add(1, std::memory_order_relaxed);
   return Status::NotFound("no object for this key in any namespace");
 }
 
@@ -819,7 +831,7 @@ Status ObjectStore::ExistsInAnyNamespace(std::string_view key, uint64_t* value_l
   const auto names = impl_->SearchOrder();
   for (const std::string& ns : *names) {
     if (allowed && !allowed(ns)) continue;
-    if (impl_->ProbeLive(MakeIndexKey(ns, key), now, value_length)) return Status::Ok();
+    if (impl_->ProbeLive(LookupKey(ns, key), now, value_length)) return Status::Ok();
   }
   return Status::NotFound("no object for this key in any namespace");
 }
@@ -833,7 +845,7 @@ Status ObjectStore::DeleteInEveryNamespace(std::string_view key, uint64_t* delet
   const auto names = impl_->SearchOrder();
   for (const std::string& ns : *names) {
     if (allowed && !allowed(ns)) continue;
-    removed += impl_->RemoveLive(MakeIndexKey(ns, key), now) ? 1 : 0;
+    removed += impl_->RemoveLive(LookupKey(ns, key), now) ? 1 : 0;
   }
   if (deleted) *deleted = removed;
   return removed > 0 ? Status::Ok() : Status::NotFound("no object for this key in any namespace");

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+// Heap allocations per call on the TCP hot path, counted by a replaced global operator new (the
+// whole process: this client and the in-process node answering it). What is asserted: once the
+// connection is warm, a get or a probe of stored keys allocates as much for many keys as for
+// one. Per-key allocations (pins, growing encode buffers, queued segments, heap lookup keys)
+// would add one or more per key. Not asserted: puts, which allocate per stored key (the index
+// entry, its key and the object's record), and misses, each of which is a NotFound Status on the
+// node. The absolute counts are measured in bench/client_bench and docs/performance.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "kvport/client.h"
+#include "kvport/server.h"
+
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+
+// The replacements below pair malloc with free, which GCC's inliner mistakes for new with free.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+namespace kvport {
+namespace {
+
+class AllocationsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.capacity_bytes = uint64_t{64} << 20;
+    options.threads = 1;
+    options.unix_socket = "";
+    Result<std::unique_ptr<Server>> started = Server::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    node_ = std::move(started).value();
+    InitOptions init;
+    init.transport_type = 1;  // TCP
+    init.connections = 1;
+    ASSERT_TRUE(client_.Init("allocations", node_->address(), init).ok());
+  }
+
+  // Stores `n` keys of 4 KiB (with a short meta each) and returns them.
+  std::vector<std::string> Store(const std::string& prefix, size_t n) {
+    std::vector<std::string> keys;
+    IOBuffers values;
+    values_.emplace_back(n * 4096, 'v');
+    for (size_t i = 0; i < n; ++i) {
+      keys.push_back(prefix + std::to_string(i));
+      values.Append(values_.back().data() + i * 4096, 4096);
+    }
+    Result<BatchResult> put = client_.MSet(keys, values, {}, std::vector<std::string>(n, "meta"));
+    EXPECT_TRUE(put.ok() && put->status == BatchCode::kSuccess);
+    return keys;
+  }
+
+  // The fewest allocations one call made, over rounds of calls (the minimum leaves out the
+  // node's own occasional work, such as its sweeps, that lands inside a round).
+  template <typename Call>
+  uint64_t FewestPerCall(Call call) {
+    for (int warm = 0; warm < 20; ++warm)
+      call();
+    uint64_t fewest = UINT64_MAX;
+    for (int round = 0; round < 5; ++round) {
+      constexpr int kCalls = 20;
+      const uint64_t before = g_allocations.load();
+      for (int i = 0; i < kCalls; ++i)
+        call();
+      fewest = std::min(fewest, (g_allocations.load() - before) / kCalls);
+    }
+    return fewest;
+  }
+
+  std::unique_ptr<Server> node_;
+  Client client_;
+  std::vector<std::string> values_;
+};
+
+TEST_F(AllocationsTest, AGetAllocatesNoMoreForSixtyFourKeysThanForOne) {
+  const std::vector<std::string> one = Store("a-get-key-long-enough-for-the-heap-one-", 1);
+  const std::vector<std::string> many = Store("a-get-key-long-enough-for-the-heap-many-", 64);
+  std::vector<char> into(64 * 4096);
+  IOBuffers one_buffer, many_buffers;
+  one_buffer.Append(into.data(), 4096);
+  for (size_t i = 0; i < 64; ++i)
+    many_buffers.Append(into.data() + i * 4096, 4096);
+  auto get = [&](const std::vector<std::string>& keys, const IOBuffers& buffers) {
+    Result<GetResult> got = client_.MGet(keys, {}, buffers);
+    ASSERT_TRUE(got.ok() && got->status == BatchCode::kSuccess);
+  };
+  const uint64_t for_one = FewestPerCall([&] { get(one, one_buffer); });
+  const uint64_t for_many = FewestPerCall([&] { get(many, many_buffers); });
+  EXPECT_GT(for_one, 0u);  // the counter counts: the call's results are on the heap
+  EXPECT_LE(for_many, for_one) << "a 64-key get allocates per key";
+}
+
+TEST_F(AllocationsTest, AProbeAllocatesNoMoreForManyKeysThanForOne) {
+  // Keys longer than a short string's inline buffer, as real keys are (LMCache's are ~100
+  // bytes): a lookup that built a heap key per search would allocate per key.
+  const std::vector<std::string> one = Store("a-key-long-enough-for-the-heap-one-", 1);
+  const std::vector<std::string> many = Store("a-key-long-enough-for-the-heap-many-", 256);
+  auto exist = [&](const std::vector<std::string>& keys) {
+    Result<BatchResult> found = client_.MExist(keys);
+    ASSERT_TRUE(found.ok() && found->status == BatchCode::kSuccess);
+  };
+  const uint64_t for_one = FewestPerCall([&] { exist(one); });
+  const uint64_t for_many = FewestPerCall([&] { exist(many); });
+  EXPECT_GT(for_one, 0u);
+  EXPECT_LE(for_many, for_one) << "a 256-key MExist allocates per key";
+}
+
+}  // namespace
+}  // namespace kvport
