@@ -217,6 +217,11 @@ class KVPORT_API LentValues {
 namespace client {
 template <typename R>
 class PendingCall;
+// How a Pending lets its call go (the call may be kept for reuse): defined with PendingCall.
+struct DisposeCall {
+  template <typename R>
+  void operator()(PendingCall<R>* call) const;
+};
 }  // namespace client
 
 // A batched call in flight (Client::MSetAsync, MGetAsync, MExistAsync, MDelAsync): the post and
@@ -252,8 +257,8 @@ class KVPORT_API Pending {
 
  private:
   friend class Client;
-  explicit Pending(std::unique_ptr<client::PendingCall<R>> call);
-  std::unique_ptr<client::PendingCall<R>> call_;
+  explicit Pending(std::unique_ptr<client::PendingCall<R>, client::DisposeCall> call);
+  std::unique_ptr<client::PendingCall<R>, client::DisposeCall> call_;
 };
 
 struct KVPORT_API SetOptions {

@@ -35,19 +35,18 @@ class Backend {
   // The batched calls, started: each returns at once with its frames sent (or its result
   // decided) and Finish gives the result. The keys, values, metas and buffers passed must stay
   // valid, and the buffers untouched, until the call is finished or destroyed.
-  virtual std::unique_ptr<PendingCall<BatchResult>> StartMSet(
-      std::span<const std::string> keys, const IOBuffers& values, const SetOptions& options,
-      std::span<const std::string> metas) = 0;
+  virtual PendingCallPtr<BatchResult> StartMSet(std::span<const std::string> keys,
+                                                const IOBuffers& values, const SetOptions& options,
+                                                std::span<const std::string> metas) = 0;
   // `buffers` null and `loans` null: the meta-only form (MGetMeta). `loans` set: the values are
   // lent in place (MGetInPlace) into *loans, which must outlive the call.
-  virtual std::unique_ptr<PendingCall<GetResult>> StartMGet(std::span<const std::string> keys,
-                                                            const GetOptions& options,
-                                                            const IOBuffers* buffers,
-                                                            InPlaceLoans* loans) = 0;
-  virtual std::unique_ptr<PendingCall<BatchResult>> StartMExist(std::span<const std::string> keys,
-                                                                const ExistOptions& options) = 0;
-  virtual std::unique_ptr<PendingCall<BatchResult>> StartMDel(std::span<const std::string> keys,
-                                                              const DelOptions& options) = 0;
+  virtual PendingCallPtr<GetResult> StartMGet(std::span<const std::string> keys,
+                                              const GetOptions& options, const IOBuffers* buffers,
+                                              InPlaceLoans* loans) = 0;
+  virtual PendingCallPtr<BatchResult> StartMExist(std::span<const std::string> keys,
+                                                  const ExistOptions& options) = 0;
+  virtual PendingCallPtr<BatchResult> StartMDel(std::span<const std::string> keys,
+                                                const DelOptions& options) = 0;
 
   virtual Status Ping() = 0;
   virtual Result<NodeStats> Stats() = 0;

@@ -53,11 +53,22 @@ KeyCode KeyCodeFromCallFailure(const Status& status) {
 }
 
 KeyOutcomes::KeyOutcomes(std::span<const std::string> keys, std::string_view op,
-                         std::string_view ns, bool any_namespace)
-    : keys_(keys),
-      op_(op),
-      where_(any_namespace ? std::string("any namespace") : fmt::format("namespace '{}'", ns)),
-      codes_(keys.size(), KeyCode::kSuccess) {}
+                         std::string_view ns, bool any_namespace) {
+  Restart(keys, op, ns, any_namespace);
+}
+
+void KeyOutcomes::Restart(std::span<const std::string> keys, std::string_view op,
+                          std::string_view ns, bool any_namespace) {
+  keys_ = keys;
+  op_.assign(op);
+  if (any_namespace) {
+    where_.assign("any namespace");
+  } else {
+    where_.assign("namespace '").append(ns).append("'");
+  }
+  codes_.assign(keys.size(), KeyCode::kSuccess);
+  first_error_ = Status::Ok();
+}
 
 void KeyOutcomes::Fail(size_t i, KeyCode code, const Status& reason) {
   codes_[i] = code;

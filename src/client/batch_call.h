@@ -36,6 +36,10 @@ class KeyOutcomes {
   // keys in any namespace (ns is then empty).
   KeyOutcomes(std::span<const std::string> keys, std::string_view op, std::string_view ns,
               bool any_namespace = false);
+  KeyOutcomes() = default;
+  // Starts over for another call, as the constructor would (keeping the lists' capacity).
+  void Restart(std::span<const std::string> keys, std::string_view op, std::string_view ns,
+               bool any_namespace = false);
 
   // Records a failure of key i; the first one becomes the BatchResult's error.
   void Fail(size_t i, KeyCode code, const Status& reason);
@@ -57,7 +61,8 @@ class KeyOutcomes {
 
 // One frame of a batched call in flight. Destroyed before its response was waited for, it
 // gives the call up (Wait with a deadline already passed): the connection never touches its
-// handler or buffers afterwards.
+// handler or buffers afterwards. Sent again (SendFrames on a finished one), it reuses its
+// handler's lists and its last ticket, so a warm call allocates nothing.
 template <typename Handler>
 struct FrameCall {
   FrameCall() = default;
@@ -71,50 +76,51 @@ struct FrameCall {
   Handler handler;
   std::shared_ptr<Connection> conn;
   Connection::Ticket ticket;
-  Status status;  // of the whole frame: OK when its response was accepted
+  Connection::Ticket spare;  // the ticket WaitFrames last finished: the next Send's storage
+  Status status;             // of the whole frame: OK when its response was accepted
 };
 
-// Sends one frame per slice (slice 0 on `first`, the others on connections from `pool`), and
-// returns the calls; WaitFrames then waits for their responses. `encode(call, request_id,
+// Sends one frame per slice (slice 0 on `first`, the others on connections from `pool`) as
+// *calls, reusing the finished FrameCalls already there, and encoding each into `frame` (its
+// capacity reused too); WaitFrames then waits for their responses. `encode(call, request_id,
 // limits, frame)` builds the frame for call.slice (with call.conn->version()) and may set up
 // call.handler; a non-OK return fails that frame without sending it. The frames' buffers must
 // stay valid until WaitFrames returns.
 template <typename Handler, typename Encode>
-std::vector<std::unique_ptr<FrameCall<Handler>>> SendFrames(std::span<const FrameSlice> slices,
-                                                            std::shared_ptr<Connection> first,
-                                                            ConnectionPool& pool, Deadline deadline,
-                                                            Encode encode) {
-  std::vector<std::unique_ptr<FrameCall<Handler>>> calls;
-  calls.reserve(slices.size());
-  protocol::EncodedFrame frame;
+void SendFrames(std::span<const FrameSlice> slices, std::shared_ptr<Connection> first,
+                ConnectionPool& pool, Deadline deadline, Encode encode,
+                std::vector<std::unique_ptr<FrameCall<Handler>>>* calls,
+                protocol::EncodedFrame* frame) {
+  calls->resize(slices.size());
   for (size_t i = 0; i < slices.size(); ++i) {
-    auto call = std::make_unique<FrameCall<Handler>>();
-    call->slice = slices[i];
+    std::unique_ptr<FrameCall<Handler>>& slot = (*calls)[i];
+    if (slot == nullptr) slot = std::make_unique<FrameCall<Handler>>();
+    FrameCall<Handler>& call = *slot;
+    call.slice = slices[i];
+    call.status = Status::Ok();
+    call.conn = nullptr;
     if (i == 0 && first != nullptr) {
-      call->conn = std::move(first);
+      call.conn = std::move(first);
     } else {
       Result<std::shared_ptr<Connection>> conn = pool.Acquire(deadline);
       if (conn.ok()) {
-        call->conn = std::move(conn).value();
+        call.conn = std::move(conn).value();
       } else {
-        call->status = conn.status();
+        call.status = conn.status();
       }
     }
-    if (call->conn != nullptr) {
-      const uint64_t id = call->conn->NextRequestId();
-      call->status = encode(*call, id, call->conn->limits(), &frame);
-      if (call->status.ok()) {
-        Result<Connection::Ticket> ticket = call->conn->Send(id, frame, &call->handler, deadline);
-        if (ticket.ok()) {
-          call->ticket = std::move(ticket).value();
-        } else {
-          call->status = ticket.status();
-        }
-      }
+    if (call.conn == nullptr) continue;
+    const uint64_t id = call.conn->NextRequestId();
+    call.status = encode(call, id, call.conn->limits(), frame);
+    if (!call.status.ok()) continue;
+    Result<Connection::Ticket> ticket =
+        call.conn->Send(id, *frame, &call.handler, deadline, std::move(call.spare));
+    if (ticket.ok()) {
+      call.ticket = std::move(ticket).value();
+    } else {
+      call.status = ticket.status();
     }
-    calls.push_back(std::move(call));
   }
-  return calls;
 }
 
 // Waits for the response of every call SendFrames sent (each call's status set); once it
@@ -125,7 +131,7 @@ void WaitFrames(std::vector<std::unique_ptr<FrameCall<Handler>>>& calls, Deadlin
   for (auto& call : calls) {
     if (call->ticket == nullptr) continue;
     call->status = call->conn->Wait(call->ticket, deadline);
-    call->ticket = nullptr;
+    call->spare = std::move(call->ticket);
   }
 }
 

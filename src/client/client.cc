@@ -177,7 +177,7 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
 template <typename R>
 Pending<R>::Pending() = default;
 template <typename R>
-Pending<R>::Pending(std::unique_ptr<client::PendingCall<R>> call) : call_(std::move(call)) {}
+Pending<R>::Pending(client::PendingCallPtr<R> call) : call_(std::move(call)) {}
 template <typename R>
 Pending<R>::~Pending() {
   if (call_ != nullptr) (void)call_->Finish();
@@ -210,7 +210,7 @@ template class Pending<GetResult>;
 namespace {
 
 template <typename R>
-std::unique_ptr<client::PendingCall<R>> Refused(Status status) {
+client::PendingCallPtr<R> Refused(Status status) {
   return client::Decided<R>(std::move(status));
 }
 

@@ -368,7 +368,7 @@ struct ClusterClient::Part {
   std::vector<std::string> metas;
   IOBuffers buffers;
   InPlaceLoans loans;  // MGetInPlace: what this node lent
-  std::unique_ptr<PendingCall<R>> call;
+  PendingCallPtr<R> call;
 
   // The keys its node call reads: the call's own when the part holds them all.
   std::span<const std::string> KeysOf(std::span<const std::string> all) const {
@@ -524,9 +524,10 @@ class ClusterClient::WriteCall final : public PendingCall<BatchResult> {
   std::vector<std::unique_ptr<Part<BatchResult>>> parts_;
 };
 
-std::unique_ptr<PendingCall<BatchResult>> ClusterClient::StartMSet(
-    std::span<const std::string> keys, const IOBuffers& values, const SetOptions& options,
-    std::span<const std::string> metas) {
+PendingCallPtr<BatchResult> ClusterClient::StartMSet(std::span<const std::string> keys,
+                                                     const IOBuffers& values,
+                                                     const SetOptions& options,
+                                                     std::span<const std::string> metas) {
   if (keys.empty()) return Decided<BatchResult>(BatchResult());
   const Deadline deadline = MonotonicClock::now() +
                             (options.timeout.count() > 0 ? options.timeout : init_options_.timeout);
@@ -535,8 +536,8 @@ std::unique_ptr<PendingCall<BatchResult>> ClusterClient::StartMSet(
     return Decided<BatchResult>(
         Status::Unavailable("MSet: " + membership_->Describe() + " has no live nodes"));
   }
-  return std::make_unique<WriteCall>(this, keys, values, options, metas, std::move(routing),
-                                     deadline);
+  return PendingCallPtr<BatchResult>(
+      new WriteCall(this, keys, values, options, metas, std::move(routing), deadline));
 }
 
 // The reads (MGet and its forms, MExist): each key is asked of its first live node and, with
@@ -545,8 +546,7 @@ std::unique_ptr<PendingCall<BatchResult>> ClusterClient::StartMSet(
 template <typename R>
 class ClusterClient::ReadCall final : public PendingCall<R> {
  public:
-  using Start = std::function<std::unique_ptr<PendingCall<R>>(NodeClient&, Part<R>&,
-                                                              std::chrono::milliseconds)>;
+  using Start = std::function<PendingCallPtr<R>(NodeClient&, Part<R>&, std::chrono::milliseconds)>;
   ReadCall(ClusterClient* cluster, std::span<const std::string> keys, const char* op,
            Routing routing, Deadline deadline, InPlaceLoans* loans, Start start)
       : cluster_(cluster),
@@ -662,10 +662,9 @@ class ClusterClient::ReadCall final : public PendingCall<R> {
 };
 
 template <typename R, typename Start>
-std::unique_ptr<PendingCall<R>> ClusterClient::StartRead(std::span<const std::string> keys,
-                                                         const char* op,
-                                                         std::chrono::milliseconds timeout,
-                                                         InPlaceLoans* loans, Start start) {
+PendingCallPtr<R> ClusterClient::StartRead(std::span<const std::string> keys, const char* op,
+                                           std::chrono::milliseconds timeout, InPlaceLoans* loans,
+                                           Start start) {
   if (keys.empty()) return Decided<R>(R());
   const Deadline deadline =
       MonotonicClock::now() + (timeout.count() > 0 ? timeout : init_options_.timeout);
@@ -674,14 +673,13 @@ std::unique_ptr<PendingCall<R>> ClusterClient::StartRead(std::span<const std::st
     return Decided<R>(Status::Unavailable(std::string(op) + ": " + membership_->Describe() +
                                           " has no live nodes"));
   }
-  return std::make_unique<ReadCall<R>>(this, keys, op, std::move(routing), deadline, loans,
-                                       typename ReadCall<R>::Start(std::move(start)));
+  return PendingCallPtr<R>(new ReadCall<R>(this, keys, op, std::move(routing), deadline, loans,
+                                           typename ReadCall<R>::Start(std::move(start))));
 }
 
-std::unique_ptr<PendingCall<GetResult>> ClusterClient::StartMGet(std::span<const std::string> keys,
-                                                                 const GetOptions& options,
-                                                                 const IOBuffers* buffers,
-                                                                 InPlaceLoans* loans) {
+PendingCallPtr<GetResult> ClusterClient::StartMGet(std::span<const std::string> keys,
+                                                   const GetOptions& options,
+                                                   const IOBuffers* buffers, InPlaceLoans* loans) {
   const char* op = loans != nullptr ? "MGetInPlace" : buffers == nullptr ? "MGetMeta" : "MGet";
   GetOptions part_options = options;
   return StartRead<GetResult>(
@@ -699,8 +697,8 @@ std::unique_ptr<PendingCall<GetResult>> ClusterClient::StartMGet(std::span<const
       });
 }
 
-std::unique_ptr<PendingCall<BatchResult>> ClusterClient::StartMExist(
-    std::span<const std::string> keys, const ExistOptions& options) {
+PendingCallPtr<BatchResult> ClusterClient::StartMExist(std::span<const std::string> keys,
+                                                       const ExistOptions& options) {
   ExistOptions part_options = options;
   return StartRead<BatchResult>(keys, "MExist", options.timeout, nullptr,
                                 [keys, part_options](NodeClient& node, Part<BatchResult>& part,
@@ -779,15 +777,15 @@ class ClusterClient::DelCall final : public PendingCall<BatchResult> {
   std::vector<std::unique_ptr<Part<BatchResult>>> parts_;
 };
 
-std::unique_ptr<PendingCall<BatchResult>> ClusterClient::StartMDel(
-    std::span<const std::string> keys, const DelOptions& options) {
+PendingCallPtr<BatchResult> ClusterClient::StartMDel(std::span<const std::string> keys,
+                                                     const DelOptions& options) {
   if (keys.empty()) return Decided<BatchResult>(BatchResult());
   Routing routing = Route(keys);
   if (routing.stride == 0) {
     return Decided<BatchResult>(
         Status::Unavailable("MDel: " + membership_->Describe() + " has no live nodes"));
   }
-  return std::make_unique<DelCall>(this, keys, options, std::move(routing));
+  return PendingCallPtr<BatchResult>(new DelCall(this, keys, options, std::move(routing)));
 }
 
 Status ClusterClient::Ping() {

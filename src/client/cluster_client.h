@@ -59,18 +59,15 @@ class ClusterClient final : public Backend {
   // answers; OK with an empty membership (nodes may register later).
   Status Connect();
 
-  std::unique_ptr<PendingCall<BatchResult>> StartMSet(std::span<const std::string> keys,
-                                                      const IOBuffers& values,
-                                                      const SetOptions& options,
-                                                      std::span<const std::string> metas) override;
-  std::unique_ptr<PendingCall<GetResult>> StartMGet(std::span<const std::string> keys,
-                                                    const GetOptions& options,
-                                                    const IOBuffers* buffers,
-                                                    InPlaceLoans* loans) override;
-  std::unique_ptr<PendingCall<BatchResult>> StartMExist(std::span<const std::string> keys,
-                                                        const ExistOptions& options) override;
-  std::unique_ptr<PendingCall<BatchResult>> StartMDel(std::span<const std::string> keys,
-                                                      const DelOptions& options) override;
+  PendingCallPtr<BatchResult> StartMSet(std::span<const std::string> keys, const IOBuffers& values,
+                                        const SetOptions& options,
+                                        std::span<const std::string> metas) override;
+  PendingCallPtr<GetResult> StartMGet(std::span<const std::string> keys, const GetOptions& options,
+                                      const IOBuffers* buffers, InPlaceLoans* loans) override;
+  PendingCallPtr<BatchResult> StartMExist(std::span<const std::string> keys,
+                                          const ExistOptions& options) override;
+  PendingCallPtr<BatchResult> StartMDel(std::span<const std::string> keys,
+                                        const DelOptions& options) override;
   // OK when every member answers; Unavailable naming those that did not.
   Status Ping() override;
   // Every member's counters summed (latency quantiles and other non-additive counters: their
@@ -154,9 +151,8 @@ class ClusterClient final : public Backend {
   template <typename R>
   static bool PartsReady(const std::vector<std::unique_ptr<Part<R>>>& parts);
   template <typename R, typename Start>
-  std::unique_ptr<PendingCall<R>> StartRead(std::span<const std::string> keys, const char* op,
-                                            std::chrono::milliseconds timeout, InPlaceLoans* loans,
-                                            Start start);
+  PendingCallPtr<R> StartRead(std::span<const std::string> keys, const char* op,
+                              std::chrono::milliseconds timeout, InPlaceLoans* loans, Start start);
 
   const std::string instance_id_;
   const std::unique_ptr<cluster::Membership> membership_;

@@ -26,11 +26,23 @@ struct Connection::Call {
   Call(uint64_t request_id, ResponseHandler* h, Deadline d, uint64_t max_descriptor)
       : id(request_id), handler(h), deadline(d), max_descriptor_bytes(max_descriptor) {}
 
-  const uint64_t id;
-  ResponseHandler* const handler;
+  // Makes a done call, held by nobody else, a new one (Send's `reuse`).
+  void Restart(uint64_t request_id, ResponseHandler* h, Deadline d, uint64_t max_descriptor) {
+    id = request_id;
+    handler = h;
+    deadline = d;
+    max_descriptor_bytes = max_descriptor;
+    state = State::kWaiting;
+    result = Status::Ok();
+    abandoned = false;
+  }
+
+  // Set by the constructor or Restart, before the call is shared.
+  uint64_t id;
+  ResponseHandler* handler;
   std::unique_ptr<ResponseHandler> owned_handler;  // Post: the call owns its handler
-  const Deadline deadline;                         // the caller's; the reader drains past it
-  const uint64_t max_descriptor_bytes;             // handler->MaxDescriptorBytes, taken by Send
+  Deadline deadline;                               // the caller's; the reader drains past it
+  uint64_t max_descriptor_bytes;                   // handler->MaxDescriptorBytes, taken by Send
   // Guarded by Connection::mu_. kWaiting: in pending_, nobody touches the handler;
   // kReceiving: the reader has taken it (see io_mu); kDone: result is final, off pending_.
   State state = State::kWaiting;
@@ -301,10 +313,17 @@ Status Connection::Handshake(std::string_view client_name, std::string_view toke
 
 Result<Connection::Ticket> Connection::Send(uint64_t request_id,
                                             const protocol::EncodedFrame& frame,
-                                            ResponseHandler* handler, Deadline deadline) {
-  return SendCall(
-      std::make_shared<Call>(request_id, handler, deadline, handler->MaxDescriptorBytes(limits_)),
-      frame, deadline);
+                                            ResponseHandler* handler, Deadline deadline,
+                                            Ticket reuse) {
+  const uint64_t max_descriptor = handler->MaxDescriptorBytes(limits_);
+  // A done call nobody else holds (the reader dropped it under mu_ before its Wait returned,
+  // or is only dropping its reference now) is this call's storage: no allocation.
+  if (reuse != nullptr && reuse.use_count() == 1 && reuse->owned_handler == nullptr) {
+    reuse->Restart(request_id, handler, deadline, max_descriptor);
+    return SendCall(std::move(reuse), frame, deadline);
+  }
+  return SendCall(std::make_shared<Call>(request_id, handler, deadline, max_descriptor), frame,
+                  deadline);
 }
 
 Result<Connection::Ticket> Connection::SendCall(Ticket call, const protocol::EncodedFrame& frame,
@@ -844,12 +863,14 @@ Status Connection::Step(bool* complete) {
         if (f.call->abandoned) {
           f.abandoned = true;
         } else {
+          // The handler keeps the bytes (its answer's views point into them); the reader takes
+          // the handler's previous buffer, so a handler used again brings its capacity back.
           ResponseHandler* handler = f.call->handler;
-          handler->descriptor = std::move(f.descriptor);
+          std::swap(handler->descriptor, f.descriptor);
           f.result = handler->OnResponse(f.header, &payload);
         }
       }
-      f.descriptor = DescriptorBytes();
+      if (f.descriptor.capacity() > kDescriptorFirstBytes) f.descriptor = DescriptorBytes();
       if (f.result.ok() && !f.abandoned) {
         uint64_t placed = 0;
         for (const iovec& v : payload)

@@ -139,8 +139,10 @@ class Connection {
   // `handler` and the frame's payload buffers must stay valid until Wait returns (or Send
   // fails). Errors: Unavailable (closed or lost), Timeout (the deadline passed before the frame
   // was written; a partly written frame closes the connection).
+  // `reuse`, a ticket of an earlier call (on any connection) that Wait returned, becomes this
+  // call's ticket when nobody else holds it, so that a call allocates nothing.
   Result<Ticket> Send(uint64_t request_id, const protocol::EncodedFrame& frame,
-                      ResponseHandler* handler, Deadline deadline);
+                      ResponseHandler* handler, Deadline deadline, Ticket reuse = nullptr);
 
   // Send for a request whose answer nobody waits for (SHM_RELEASE): the connection keeps
   // `handler` until the answer arrives or the connection closes, then drops it.

@@ -64,10 +64,11 @@ Result<StagingPool*> DeviceStaging::StagingFor(RuntimeKind kind) {
   return slot.get();
 }
 
-WireBuffers DeviceStaging::MapBuffers(const IOBuffers& buffers, KeyOutcomes& outcomes) {
-  WireBuffers wire;
+void DeviceStaging::MapBuffers(const IOBuffers& buffers, KeyOutcomes& outcomes, WireBuffers* out) {
+  WireBuffers& wire = *out;
   wire.host.assign(buffers.size(), nullptr);
   wire.memory.assign(buffers.size(), MemoryInfo{});
+  wire.leases.clear();
   std::array<uint64_t, 3> staged_bytes{};
   for (size_t i = 0; i < buffers.size(); ++i) {
     if (outcomes.failed(i)) continue;
@@ -118,7 +119,6 @@ WireBuffers DeviceStaging::MapBuffers(const IOBuffers& buffers, KeyOutcomes& out
       next += AlignUp(buffers[i].size);
     }
   }
-  return wire;
 }
 
 Status DeviceStaging::CopyStaged(const IOBuffer& buffer, const MemoryInfo& memory, char* host,

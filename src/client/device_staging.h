@@ -47,9 +47,10 @@ class DeviceStaging {
 
   MemoryRegistry& registry() { return registry_; }
 
-  // Looks up where each buffer lives and gives device buffers pinned host slots. Keys whose
-  // buffer is unusable (null, unregistered device memory, no staging) fail in `outcomes`.
-  WireBuffers MapBuffers(const IOBuffers& buffers, KeyOutcomes& outcomes);
+  // Looks up where each buffer lives and gives device buffers pinned host slots, in *wire
+  // (replacing what was there; its lists keep their capacity). Keys whose buffer is unusable
+  // (null, unregistered device memory, no staging) fail in `outcomes`.
+  void MapBuffers(const IOBuffers& buffers, KeyOutcomes& outcomes, WireBuffers* wire);
   // Copies a staged key between its device buffer and its pinned host slot.
   Status CopyStaged(const IOBuffer& buffer, const MemoryInfo& memory, char* host, bool to_host);
 

@@ -49,14 +49,13 @@ Status CheckAnyNamespaceVersion(std::string_view op, const Connection& conn) {
       protocol::kMinProtocolVersion, protocol::kMaxProtocolVersion));
 }
 
-std::vector<size_t> Unfailed(size_t n, const KeyOutcomes& outcomes, size_t* rejected) {
-  std::vector<size_t> send;
-  send.reserve(n);
+// The keys to send (those not rejected locally), in *send; how many were rejected.
+void Unfailed(size_t n, const KeyOutcomes& outcomes, std::vector<size_t>* send, size_t* rejected) {
+  send->clear();
   for (size_t i = 0; i < n; ++i) {
-    if (!outcomes.failed(i)) send.push_back(i);
+    if (!outcomes.failed(i)) send->push_back(i);
   }
-  *rejected = n - send.size();
-  return send;
+  *rejected = n - send->size();
 }
 
 // The failure of a call none of whose keys got an answer, if that is what happened: every
@@ -69,7 +68,7 @@ Status WholeCallFailure(const std::vector<std::unique_ptr<Call>>& calls, size_t 
   }
   return calls.front()->status;
 }
-Status WholeCallFailure(const std::vector<FrameResult>& frames, size_t rejected_locally) {
+Status WholeCallFailure(std::span<const FrameResult> frames, size_t rejected_locally) {
   if (frames.empty() || rejected_locally > 0) return Status::Ok();
   for (const FrameResult& frame : frames) {
     if (frame.status.ok()) return Status::Ok();
@@ -113,7 +112,11 @@ NodeClient::NodeClient(std::string address, const InitOptions& options, DeviceSt
       timeout_(options.timeout),
       devices_(devices),
       transport_reason_(std::move(chosen.reason)),
-      transport_(std::move(chosen.transport)) {}
+      transport_(std::move(chosen.transport)),
+      put_calls_(std::make_shared<CallCache<PutCall>>()),
+      get_calls_(std::make_shared<CallCache<GetCall>>()),
+      exist_calls_(std::make_shared<CallCache<ExistCall>>()),
+      del_calls_(std::make_shared<CallCache<DelCall>>()) {}
 
 NodeClient::~NodeClient() {
   transport_->pool().CloseAll();
@@ -131,14 +134,17 @@ Status NodeClient::RoundTrip(const Request& request, DecodingHandler<Request, Re
   return RoundTripOn(*conn, handler, deadline);
 }
 
-// An MSET in flight: what Start worked out, kept until Finish merges the node's answers.
-class NodeClient::PutCall final : public PendingCall<BatchResult> {
- public:
-  PutCall(std::span<const std::string> keys, std::string_view ns) : outcomes(keys, "MSET", ns) {}
+// The calls in flight below are cached (CallCache): a finished one goes back to its NodeClient
+// and the next call of its kind starts in it, so that its lists, its transport call and its
+// frames keep their capacity and a warm call allocates nothing but the result it returns.
 
+// An MSET in flight: what Start worked out, kept until Finish merges the node's answers.
+class NodeClient::PutCall final : public CachedCall<BatchResult, PutCall> {
+ public:
   bool Ready() override { return call->Ready(); }
   Result<BatchResult> Finish() override {
-    const std::vector<FrameResult> frames = call->Finish(deadline);
+    Finished();
+    const std::span<FrameResult> frames = call->Finish(deadline);
     for (const FrameResult& frame : frames) {
       for (size_t k = frame.slice.begin; k < frame.slice.end; ++k) {
         const size_t i = send[k];
@@ -154,6 +160,7 @@ class NodeClient::PutCall final : public PendingCall<BatchResult> {
     outcomes.Finish(&result);
     return result;
   }
+  void Release() { wire.leases.clear(); }
 
   KeyOutcomes outcomes;
   Deadline deadline;
@@ -165,9 +172,10 @@ class NodeClient::PutCall final : public PendingCall<BatchResult> {
   std::unique_ptr<TransportCall> call;
 };
 
-std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMSet(
-    std::span<const std::string> keys, const IOBuffers& values, const SetOptions& options,
-    std::span<const std::string> metas) {
+PendingCallPtr<BatchResult> NodeClient::StartMSet(std::span<const std::string> keys,
+                                                  const IOBuffers& values,
+                                                  const SetOptions& options,
+                                                  std::span<const std::string> metas) {
   if (keys.empty()) return Decided<BatchResult>(BatchResult());
   const Deadline deadline = DeadlineFor(options.timeout);
   Result<std::shared_ptr<Connection>> first = transport_->pool().Acquire(deadline);
@@ -176,9 +184,11 @@ std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMSet(
   Status ns_ok = protocol::CheckNamespace(options.ns, limits);
   if (!ns_ok.ok()) return Decided<BatchResult>(ns_ok.WithContext("MSet"));
 
-  auto op = std::make_unique<PutCall>(keys, options.ns);
+  std::unique_ptr<PutCall> op = put_calls_->Take();
+  op->StartFrom(put_calls_);
   op->deadline = deadline;
   KeyOutcomes& outcomes = op->outcomes;
+  outcomes.Restart(keys, "MSET", options.ns);
   CheckKeys(keys, limits, outcomes);
   for (size_t i = 0; i < keys.size(); ++i) {
     if (outcomes.failed(i)) continue;
@@ -191,7 +201,7 @@ std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMSet(
           checked);
     }
   }
-  op->wire = devices_->MapBuffers(values, outcomes);
+  devices_->MapBuffers(values, outcomes, &op->wire);
   const WireBuffers& wire = op->wire;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (outcomes.failed(i) || !wire.staged(i)) continue;
@@ -199,21 +209,21 @@ std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMSet(
     if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
   }
 
-  op->send = Unfailed(keys.size(), outcomes, &op->rejected);
+  Unfailed(keys.size(), outcomes, &op->send, &op->rejected);
   const std::vector<size_t>& send = op->send;
-  FrameCosts costs;
-  costs.descriptor_bytes = [&](size_t k) {
-    const size_t i = send[k];
-    return keys[i].size() + (metas.empty() ? 0 : metas[i].size()) + 32;
-  };
-  costs.payload_bytes = [&](size_t k) { return values[send[k]].size; };
-  op->slices = PlanFrames(send.size(), costs, limits);
+  PlanFrames(
+      send.size(),
+      [&](size_t k) {
+        const size_t i = send[k];
+        return keys[i].size() + (metas.empty() ? 0 : metas[i].size()) + 32;
+      },
+      [&](size_t k) { return values[send[k]].size; }, limits, &op->slices);
   const uint32_t ttl = options.ttl_seconds <= 0
                            ? 0
                            : static_cast<uint32_t>(std::min<int64_t>(
                                  options.ttl_seconds, std::numeric_limits<uint32_t>::max()));
 
-  op->items.reserve(send.size());
+  op->items.clear();
   for (size_t i : send) {
     op->items.push_back(
         protocol::MsetItem{keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]),
@@ -225,24 +235,18 @@ std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMSet(
   batch.items = op->items;
   batch.slices = op->slices;
   batch.first = std::move(first).value();
-  op->call = transport_->StartPut(batch, deadline);
-  return op;
+  transport_->StartPut(batch, deadline, &op->call);
+  return PendingCallPtr<BatchResult>(op.release());
 }
 
 // An MGET in flight (or its meta-only form, or a loan): Finish merges the answers and copies
 // staged values back to their device buffers.
-class NodeClient::GetCall final : public PendingCall<GetResult> {
+class NodeClient::GetCall final : public CachedCall<GetResult, GetCall> {
  public:
-  GetCall(std::span<const std::string> call_keys, std::string_view ns, bool any_namespace,
-          const char* call_op, DeviceStaging* staging)
-      : keys(call_keys),
-        op(call_op),
-        outcomes(call_keys, "MGET", ns, any_namespace),
-        devices(staging) {}
-
   bool Ready() override { return call->Ready(); }
   Result<GetResult> Finish() override {
-    std::vector<FrameResult> frames = call->Finish(deadline);
+    Finished();
+    const std::span<FrameResult> frames = call->Finish(deadline);
     if (loans != nullptr) {
       // Views per key of the call (the loan's are per sent key).
       loans->views.assign(keys.size(), nullptr);
@@ -280,11 +284,17 @@ class NodeClient::GetCall final : public PendingCall<GetResult> {
     outcomes.Finish(&result);
     return result;
   }
+  void Release() {
+    wire.leases.clear();
+    staged_buffers = IOBuffers();
+    loans = nullptr;
+    loan = nullptr;
+  }
 
-  const std::span<const std::string> keys;
-  const char* const op;
+  std::span<const std::string> keys;
+  const char* op = "MGet";
   KeyOutcomes outcomes;
-  DeviceStaging* const devices;
+  DeviceStaging* devices = nullptr;
   Deadline deadline;
   bool meta_only = false;
   WireBuffers wire;
@@ -300,10 +310,9 @@ class NodeClient::GetCall final : public PendingCall<GetResult> {
 };
 
 // MGET, its meta-only form and the loan share everything but where the values go.
-std::unique_ptr<PendingCall<GetResult>> NodeClient::StartMGet(std::span<const std::string> keys,
-                                                              const GetOptions& get_options,
-                                                              const IOBuffers* buffers,
-                                                              InPlaceLoans* loans) {
+PendingCallPtr<GetResult> NodeClient::StartMGet(std::span<const std::string> keys,
+                                                const GetOptions& get_options,
+                                                const IOBuffers* buffers, InPlaceLoans* loans) {
   const bool meta_only = buffers == nullptr && loans == nullptr;
   const char* op = loans != nullptr ? "MGetInPlace" : meta_only ? "MGetMeta" : "MGet";
   if (loans != nullptr && !transport_->capabilities().zero_copy_reads) {
@@ -324,13 +333,18 @@ std::unique_ptr<PendingCall<GetResult>> NodeClient::StartMGet(std::span<const st
   if (checked.ok() && any_namespace) checked = CheckAnyNamespaceVersion(op, **first);
   if (!checked.ok()) return Decided<GetResult>(checked);
 
-  auto call = std::make_unique<GetCall>(keys, get_options.ns, any_namespace, op, devices_);
+  std::unique_ptr<GetCall> call = get_calls_->Take();
+  call->StartFrom(get_calls_);
+  call->keys = keys;
+  call->op = op;
+  call->devices = devices_;
   call->deadline = deadline;
   call->meta_only = meta_only;
   KeyOutcomes& outcomes = call->outcomes;
+  outcomes.Restart(keys, "MGET", get_options.ns, any_namespace);
   CheckKeys(keys, limits, outcomes);
   if (buffers != nullptr) {
-    call->wire = devices_->MapBuffers(*buffers, outcomes);
+    devices_->MapBuffers(*buffers, outcomes, &call->wire);
     for (size_t i = 0; i < keys.size(); ++i) {
       if (call->wire.staged(i)) {
         call->staged_buffers = *buffers;
@@ -339,18 +353,18 @@ std::unique_ptr<PendingCall<GetResult>> NodeClient::StartMGet(std::span<const st
     }
   }
 
-  call->send = Unfailed(keys.size(), outcomes, &call->rejected);
+  Unfailed(keys.size(), outcomes, &call->send, &call->rejected);
   const std::vector<size_t>& send = call->send;
-  FrameCosts costs;
-  costs.descriptor_bytes = [&](size_t k) { return keys[send[k]].size() + 24; };
   // Reserve room for what the response may bring back, so one frame's answer is not huge.
-  costs.payload_bytes = [&](size_t k) { return buffers == nullptr ? 0 : (*buffers)[send[k]].size; };
-  call->slices = PlanFrames(send.size(), costs, limits);
+  PlanFrames(
+      send.size(), [&](size_t k) { return keys[send[k]].size() + 24; },
+      [&](size_t k) { return buffers == nullptr ? 0 : (*buffers)[send[k]].size; }, limits,
+      &call->slices);
 
   // Every connection of the pool negotiated on its own (the node may have been replaced); the
   // first one was checked above, a replaced one fails its frame with NotSupported.
-  call->wire_keys.reserve(send.size());
-  call->destinations.reserve(send.size());
+  call->wire_keys.clear();
+  call->destinations.clear();
   for (size_t i : send) {
     protocol::MgetKey key{keys[i], protocol::kUnlimitedCapacity};
     if (buffers != nullptr) key.buffer_capacity = (*buffers)[i].size;
@@ -369,21 +383,20 @@ std::unique_ptr<PendingCall<GetResult>> NodeClient::StartMGet(std::span<const st
     call->loans = loans;
     call->loan = std::make_unique<Loan>();
   }
-  call->call = transport_->StartGet(batch, deadline, call->loan.get());
-  return call;
+  transport_->StartGet(batch, deadline, call->loan.get(), &call->call);
+  return PendingCallPtr<GetResult>(call.release());
 }
 
 // MEXIST and MDEL in flight.
 template <typename Request, typename Response>
-class NodeClient::KeyOnlyCall final : public PendingCall<BatchResult> {
+class NodeClient::KeyOnlyCall final
+    : public CachedCall<BatchResult, KeyOnlyCall<Request, Response>> {
  public:
   using Handler = DecodingHandler<Request, Response>;
-  KeyOnlyCall(std::span<const std::string> keys, std::string_view ns, bool any_namespace,
-              const char* call_op, const char* wire_op)
-      : op(call_op), outcomes(keys, wire_op, ns, any_namespace) {}
 
   bool Ready() override { return FramesReady(calls); }
   Result<BatchResult> Finish() override {
+    this->Finished();
     WaitFrames(calls, deadline);
     for (const auto& call : calls) {
       for (size_t k = call->slice.begin; k < call->slice.end; ++k) {
@@ -401,24 +414,30 @@ class NodeClient::KeyOnlyCall final : public PendingCall<BatchResult> {
         outcomes.FromWire(i, code, /*mget=*/false, call->conn->peer());
       }
     }
+    for (const auto& call : calls)
+      call->conn = nullptr;  // a finished call keeps no connection alive
     KVPORT_RETURN_IF_ERROR(WholeCallFailure(calls, rejected).WithContext(op));
     BatchResult result;
     outcomes.Finish(&result);
     return result;
   }
+  void Release() {}
 
-  const char* const op;
+  const char* op = "";
   KeyOutcomes outcomes;
   Deadline deadline;
   std::vector<size_t> send;
   size_t rejected = 0;
+  std::vector<FrameSlice> slices;
   std::vector<std::unique_ptr<FrameCall<Handler>>> calls;
+  protocol::EncodedFrame frame;
 };
 
 template <typename Request, typename Response>
-std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartKeyOnly(
+PendingCallPtr<BatchResult> NodeClient::StartKeyOnly(
     std::span<const std::string> keys, std::string_view ns, bool any_namespace,
-    std::chrono::milliseconds timeout, const char* op, const char* wire_op) {
+    std::chrono::milliseconds timeout, const char* op, const char* wire_op,
+    const std::shared_ptr<CallCache<KeyOnlyCall<Request, Response>>>& cache) {
   Status option_ok = CheckAnyNamespaceOption(op, any_namespace, ns);
   if (!option_ok.ok()) return Decided<BatchResult>(option_ok);
   if (keys.empty()) return Decided<BatchResult>(BatchResult());
@@ -430,45 +449,48 @@ std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartKeyOnly(
   if (checked.ok() && any_namespace) checked = CheckAnyNamespaceVersion(op, **first);
   if (!checked.ok()) return Decided<BatchResult>(checked);
 
-  auto pending =
-      std::make_unique<KeyOnlyCall<Request, Response>>(keys, ns, any_namespace, op, wire_op);
+  std::unique_ptr<KeyOnlyCall<Request, Response>> pending = cache->Take();
+  pending->StartFrom(cache);
+  pending->op = op;
   pending->deadline = deadline;
+  pending->outcomes.Restart(keys, wire_op, ns, any_namespace);
   CheckKeys(keys, limits, pending->outcomes);
-  pending->send = Unfailed(keys.size(), pending->outcomes, &pending->rejected);
+  Unfailed(keys.size(), pending->outcomes, &pending->send, &pending->rejected);
   const std::vector<size_t>& send = pending->send;
-  FrameCosts costs;
-  costs.descriptor_bytes = [&](size_t k) { return keys[send[k]].size() + 16; };
-  const std::vector<FrameSlice> slices = PlanFrames(send.size(), costs, limits);
+  PlanFrames(
+      send.size(), [&](size_t k) { return keys[send[k]].size() + 16; },
+      [](size_t) { return uint64_t{0}; }, limits, &pending->slices);
 
   using Handler = DecodingHandler<Request, Response>;
-  pending->calls = SendFrames<Handler>(
-      slices, std::move(first).value(), transport_->pool(), deadline,
+  SendFrames<Handler>(
+      pending->slices, std::move(first).value(), transport_->pool(), deadline,
       [&](FrameCall<Handler>& call, uint64_t id, const protocol::Limits& conn_limits,
           protocol::EncodedFrame* frame) {
         if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *call.conn));
         Request& request = call.handler.request;
         request.ns = ns;
         request.any_namespace = any_namespace;
-        request.keys.reserve(call.slice.end - call.slice.begin);
+        request.keys.clear();
         for (size_t k = call.slice.begin; k < call.slice.end; ++k) {
           request.keys.push_back(keys[send[k]]);
         }
         call.handler.limits = conn_limits;
         return protocol::EncodeRequest(id, request, conn_limits, frame, call.conn->version());
-      });
-  return pending;
+      },
+      &pending->calls, &pending->frame);
+  return PendingCallPtr<BatchResult>(pending.release());
 }
 
-std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMExist(std::span<const std::string> keys,
-                                                                  const ExistOptions& options) {
+PendingCallPtr<BatchResult> NodeClient::StartMExist(std::span<const std::string> keys,
+                                                    const ExistOptions& options) {
   return StartKeyOnly<protocol::MexistRequest, protocol::MexistResponse>(
-      keys, options.ns, options.any_namespace, options.timeout, "MExist", "MEXIST");
+      keys, options.ns, options.any_namespace, options.timeout, "MExist", "MEXIST", exist_calls_);
 }
 
-std::unique_ptr<PendingCall<BatchResult>> NodeClient::StartMDel(std::span<const std::string> keys,
-                                                                const DelOptions& options) {
+PendingCallPtr<BatchResult> NodeClient::StartMDel(std::span<const std::string> keys,
+                                                  const DelOptions& options) {
   return StartKeyOnly<protocol::MdelRequest, protocol::MdelResponse>(
-      keys, options.ns, options.any_namespace, options.timeout, "MDel", "MDEL");
+      keys, options.ns, options.any_namespace, options.timeout, "MDel", "MDEL", del_calls_);
 }
 
 Status NodeClient::Ping() {

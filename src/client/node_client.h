@@ -12,10 +12,12 @@
 #include "client/backend.h"
 #include "client/device_staging.h"
 #include "client/endpoint.h"
+#include "client/pending_call.h"
 #include "client/transport.h"
 #include "client/transport_choice.h"
 #include "kvport/client.h"
 #include "kvport/transport.h"
+#include "protocol/messages.h"
 
 namespace kvport::client {
 
@@ -31,18 +33,15 @@ class NodeClient final : public Backend {
                                                   const std::string& token, DeviceStaging* devices);
   ~NodeClient() override;
 
-  std::unique_ptr<PendingCall<BatchResult>> StartMSet(std::span<const std::string> keys,
-                                                      const IOBuffers& values,
-                                                      const SetOptions& options,
-                                                      std::span<const std::string> metas) override;
-  std::unique_ptr<PendingCall<GetResult>> StartMGet(std::span<const std::string> keys,
-                                                    const GetOptions& options,
-                                                    const IOBuffers* buffers,
-                                                    InPlaceLoans* loans) override;
-  std::unique_ptr<PendingCall<BatchResult>> StartMExist(std::span<const std::string> keys,
-                                                        const ExistOptions& options) override;
-  std::unique_ptr<PendingCall<BatchResult>> StartMDel(std::span<const std::string> keys,
-                                                      const DelOptions& options) override;
+  PendingCallPtr<BatchResult> StartMSet(std::span<const std::string> keys, const IOBuffers& values,
+                                        const SetOptions& options,
+                                        std::span<const std::string> metas) override;
+  PendingCallPtr<GetResult> StartMGet(std::span<const std::string> keys, const GetOptions& options,
+                                      const IOBuffers* buffers, InPlaceLoans* loans) override;
+  PendingCallPtr<BatchResult> StartMExist(std::span<const std::string> keys,
+                                          const ExistOptions& options) override;
+  PendingCallPtr<BatchResult> StartMDel(std::span<const std::string> keys,
+                                        const DelOptions& options) override;
   Status Ping() override;
   Result<NodeStats> Stats() override;
   std::vector<NodeReport> StatsPerNode() override;
@@ -63,14 +62,16 @@ class NodeClient final : public Backend {
   class GetCall;
   template <typename Request, typename Response>
   class KeyOnlyCall;
+  using ExistCall = KeyOnlyCall<protocol::MexistRequest, protocol::MexistResponse>;
+  using DelCall = KeyOnlyCall<protocol::MdelRequest, protocol::MdelResponse>;
 
   Deadline DeadlineFor(std::chrono::milliseconds timeout) const;
   // MEXIST and MDEL: keys in, one status per key out.
   template <typename Request, typename Response>
-  std::unique_ptr<PendingCall<BatchResult>> StartKeyOnly(std::span<const std::string> keys,
-                                                         std::string_view ns, bool any_namespace,
-                                                         std::chrono::milliseconds timeout,
-                                                         const char* op, const char* wire_op);
+  PendingCallPtr<BatchResult> StartKeyOnly(
+      std::span<const std::string> keys, std::string_view ns, bool any_namespace,
+      std::chrono::milliseconds timeout, const char* op, const char* wire_op,
+      const std::shared_ptr<CallCache<KeyOnlyCall<Request, Response>>>& cache);
   // A round trip without keys (PING, STATS, LIST).
   template <typename Request, typename Response>
   Status RoundTrip(const Request& request, DecodingHandler<Request, Response>* handler);
@@ -80,6 +81,12 @@ class NodeClient final : public Backend {
   DeviceStaging* const devices_;
   std::string transport_reason_;  // why transport_ is what it is, as logged at Open
   std::unique_ptr<Transport> transport_;
+  // Finished calls kept for the next ones (shared: a call in flight may outlive this client's
+  // view of the node, in a cluster).
+  const std::shared_ptr<CallCache<PutCall>> put_calls_;
+  const std::shared_ptr<CallCache<GetCall>> get_calls_;
+  const std::shared_ptr<CallCache<ExistCall>> exist_calls_;
+  const std::shared_ptr<CallCache<DelCall>> del_calls_;
 };
 
 }  // namespace kvport::client

@@ -61,7 +61,7 @@ class PutCall final : public TransportCall {
     return FramesReady(commits_);
   }
 
-  std::vector<FrameResult> Finish(Deadline deadline) override {
+  std::span<FrameResult> Finish(Deadline deadline) override {
     if (!committing_) {
       WaitFrames(reserves_, deadline);
       Commit();
@@ -76,7 +76,7 @@ class PutCall final : public TransportCall {
         results_[f].codes = std::move(commit.handler.response.statuses);
       }
     }
-    return std::move(results_);
+    return results_;
   }
 
  private:
@@ -87,7 +87,8 @@ class PutCall final : public TransportCall {
     protocol::EncodedFrame frame;
     for (auto& reserve : reserves_) {
       FrameCall<ReserveHandler>& call = *reserve;
-      FrameResult& r = results_.emplace_back(FrameResultOf(call));
+      FrameResult& r = results_.emplace_back();
+      BeginFrameResult(call, &r);
       auto& commit = commits_.emplace_back(std::make_unique<FrameCall<CommitHandler>>());
       commit->slice = call.slice;
       if (!r.status.ok()) continue;
@@ -152,13 +153,14 @@ class GetCall final : public TransportCall {
 
   bool Ready() override { return FramesReady(gets_); }
 
-  std::vector<FrameResult> Finish(Deadline deadline) override {
+  std::span<FrameResult> Finish(Deadline deadline) override {
     WaitFrames(gets_, deadline);
     auto held = std::make_shared<LeaseSet>();
-    std::vector<FrameResult> results;
+    std::vector<FrameResult>& results = results_;
     results.reserve(gets_.size());
     for (auto& call : gets_) {
-      FrameResult& r = results.emplace_back(FrameResultOf(*call));
+      FrameResult& r = results.emplace_back();
+      BeginFrameResult(*call, &r);
       if (!r.status.ok()) continue;
       const protocol::ShmGetResponse& got = call->handler.response;
       if (got.lease_id != 0) {
@@ -194,6 +196,7 @@ class GetCall final : public TransportCall {
   const GetBatch batch_;
   Loan* const loan_;
   std::vector<std::unique_ptr<FrameCall<GetHandler>>> gets_;
+  std::vector<FrameResult> results_;
 };
 
 }  // namespace
@@ -202,26 +205,36 @@ ShmTransport::ShmTransport(std::unique_ptr<ArenaMapper> mapper,
                            std::unique_ptr<ConnectionPool> pool)
     : mapper_(std::move(mapper)), stream_(std::move(pool), "shared memory") {}
 
-std::unique_ptr<TransportCall> ShmTransport::StartPut(const PutBatch& batch, Deadline deadline) {
-  auto reserves =
-      SendFrames<ReserveHandler>(batch.slices, batch.first, pool(), deadline,
-                                 EncodeWith<ReserveHandler>([&](FrameCall<ReserveHandler>& call) {
-                                   FillPutRequest(batch, call.slice, &call.handler.request);
-                                 }));
-  return std::make_unique<PutCall>(batch, deadline, std::move(reserves));
+// The shared-memory calls are made afresh for every call (their values move by memcpy through
+// the arena, and a get's leases are released by messages of their own): the transport whose
+// warm calls allocate nothing is the stream one.
+void ShmTransport::StartPut(const PutBatch& batch, Deadline deadline,
+                            std::unique_ptr<TransportCall>* call) {
+  std::vector<std::unique_ptr<FrameCall<ReserveHandler>>> reserves;
+  protocol::EncodedFrame frame;
+  SendFrames<ReserveHandler>(batch.slices, batch.first, pool(), deadline,
+                             EncodeWith<ReserveHandler>([&](FrameCall<ReserveHandler>& reserve) {
+                               FillPutRequest(batch, reserve.slice, &reserve.handler.request);
+                             }),
+                             &reserves, &frame);
+  *call = std::make_unique<PutCall>(batch, deadline, std::move(reserves));
 }
 
-std::unique_ptr<TransportCall> ShmTransport::StartGet(const GetBatch& batch, Deadline deadline,
-                                                      Loan* loan) {
+void ShmTransport::StartGet(const GetBatch& batch, Deadline deadline, Loan* loan,
+                            std::unique_ptr<TransportCall>* call) {
   if (batch.meta_only && loan == nullptr) {
-    return stream_.StartGet(batch, deadline, nullptr);  // no value moves
+    stream_.StartGet(batch, deadline, nullptr, call);  // no value moves
+    return;
   }
   if (loan != nullptr) loan->views.assign(batch.keys.size(), nullptr);
-  auto gets = SendFrames<GetHandler>(batch.slices, batch.first, pool(), deadline,
-                                     EncodeWith<GetHandler>([&](FrameCall<GetHandler>& call) {
-                                       FillGetRequest(batch, call.slice, &call.handler.request);
-                                     }));
-  return std::make_unique<GetCall>(batch, loan, std::move(gets));
+  std::vector<std::unique_ptr<FrameCall<GetHandler>>> gets;
+  protocol::EncodedFrame frame;
+  SendFrames<GetHandler>(batch.slices, batch.first, pool(), deadline,
+                         EncodeWith<GetHandler>([&](FrameCall<GetHandler>& get) {
+                           FillGetRequest(batch, get.slice, &get.handler.request);
+                         }),
+                         &gets, &frame);
+  *call = std::make_unique<GetCall>(batch, loan, std::move(gets));
 }
 
 }  // namespace kvport::client

@@ -34,9 +34,10 @@ class ShmTransport final : public Transport {
     return c;
   }
   ConnectionPool& pool() override { return stream_.pool(); }
-  std::unique_ptr<TransportCall> StartPut(const PutBatch& batch, Deadline deadline) override;
-  std::unique_ptr<TransportCall> StartGet(const GetBatch& batch, Deadline deadline,
-                                          Loan* loan) override;
+  void StartPut(const PutBatch& batch, Deadline deadline,
+                std::unique_ptr<TransportCall>* call) override;
+  void StartGet(const GetBatch& batch, Deadline deadline, Loan* loan,
+                std::unique_ptr<TransportCall>* call) override;
 
  private:
   std::unique_ptr<ArenaMapper> mapper_;  // outlives the pool (declared first)

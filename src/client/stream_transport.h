@@ -20,9 +20,10 @@ class StreamTransport final : public Transport {
   std::string_view name() const override { return name_; }
   TransportCapabilities capabilities() const override { return {}; }
   ConnectionPool& pool() override { return *pool_; }
-  std::unique_ptr<TransportCall> StartPut(const PutBatch& batch, Deadline deadline) override;
-  std::unique_ptr<TransportCall> StartGet(const GetBatch& batch, Deadline deadline,
-                                          Loan* loan) override;
+  void StartPut(const PutBatch& batch, Deadline deadline,
+                std::unique_ptr<TransportCall>* call) override;
+  void StartGet(const GetBatch& batch, Deadline deadline, Loan* loan,
+                std::unique_ptr<TransportCall>* call) override;
 
  private:
   std::unique_ptr<ConnectionPool> pool_;

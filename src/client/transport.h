@@ -103,6 +103,22 @@ struct FrameResult {
   std::vector<std::string> metas;
 };
 
+// Starts *r over as the result of `call`'s frame (its slice, status and node), before its
+// per-item answers; the lists keep their capacity.
+template <typename Handler>
+void BeginFrameResult(const FrameCall<Handler>& call, FrameResult* r) {
+  r->slice = call.slice;
+  r->status = call.status;
+  if (call.conn != nullptr) {
+    r->peer.assign(call.conn->peer());
+  } else {
+    r->peer.clear();
+  }
+  r->codes.clear();
+  r->value_lengths.clear();
+  r->metas.clear();
+}
+
 // Values lent in place (zero_copy_reads): `views[k]` points at item k's value (for kOk items;
 // null otherwise) until `lease` is destroyed, which tells the node it may reuse the bytes.
 struct Loan {
@@ -120,10 +136,11 @@ class TransportCall {
  public:
   virtual ~TransportCall() = default;
   virtual bool Ready() = 0;
-  // One FrameResult per slice, in slice order. A put's values are visible (each key atomically)
-  // when its frame's code says kOk; a get has written a kOk key's value into its destination
-  // (or, lending, set the loan's view). Called once.
-  virtual std::vector<FrameResult> Finish(Deadline deadline) = 0;
+  // One FrameResult per slice, in slice order, kept by the call until it is started again or
+  // destroyed. A put's values are visible (each key atomically) when its frame's code says kOk;
+  // a get has written a kOk key's value into its destination (or, lending, set the loan's
+  // view). Called once per start.
+  virtual std::span<FrameResult> Finish(Deadline deadline) = 0;
 };
 
 class Transport {
@@ -136,58 +153,59 @@ class Transport {
   // The connections to the node. Control requests use it directly.
   virtual ConnectionPool& pool() = 0;
 
-  // Starts a put or a get. The batch's spans (and the buffers they point at) must stay valid
-  // until the call is finished or destroyed. `loan` (zero_copy_reads only; NotSupported
-  // otherwise, as every frame's status) lends the values in place instead of copying them into
-  // the destinations; it must outlive the call.
-  virtual std::unique_ptr<TransportCall> StartPut(const PutBatch& batch, Deadline deadline) = 0;
-  virtual std::unique_ptr<TransportCall> StartGet(const GetBatch& batch, Deadline deadline,
-                                                  Loan* loan) = 0;
+  // Starts a put or a get as *call. A finished call this transport made before, left in *call,
+  // is started again in its own storage (so a warm call allocates nothing); anything else there
+  // is replaced. The batch's spans (and the buffers they point at) must stay valid until the
+  // call is finished or destroyed. `loan` (zero_copy_reads only; NotSupported otherwise, as
+  // every frame's status) lends the values in place instead of copying them into the
+  // destinations; it must outlive the call.
+  virtual void StartPut(const PutBatch& batch, Deadline deadline,
+                        std::unique_ptr<TransportCall>* call) = 0;
+  virtual void StartGet(const GetBatch& batch, Deadline deadline, Loan* loan,
+                        std::unique_ptr<TransportCall>* call) = 0;
 };
 
-// A frame's FrameResult before its per-item answers: its slice, status and node.
-template <typename Handler>
-FrameResult FrameResultOf(const FrameCall<Handler>& call) {
-  FrameResult r;
-  r.slice = call.slice;
-  r.status = call.status;
-  if (call.conn != nullptr) r.peer = call.conn->peer();
-  return r;
+// The call of type T in *call to start again, or a new one put there.
+template <typename T>
+T* ReusableCall(std::unique_ptr<TransportCall>* call) {
+  if (T* again = dynamic_cast<T*>(call->get())) return again;
+  auto made = std::make_unique<T>();
+  T* started = made.get();
+  *call = std::move(made);
+  return started;
 }
 
 // A TransportCall over SendFrames' calls: Ready when every response is in; Finish waits for
-// them and turns each into its FrameResult with `collect(call, &result)` (for calls whose
-// response was accepted).
+// them and turns each into its FrameResult with Collect{}(call, &result) (for calls whose
+// response was accepted). Started again (calls(), frame() for SendFrames), it reuses all of it.
 template <typename Handler, typename Collect>
 class FramesCall final : public TransportCall {
  public:
-  FramesCall(std::vector<std::unique_ptr<FrameCall<Handler>>> calls, Collect collect)
-      : calls_(std::move(calls)), collect_(std::move(collect)) {}
+  std::vector<std::unique_ptr<FrameCall<Handler>>>* calls() { return &calls_; }
+  protocol::EncodedFrame* frame() { return &frame_; }
 
   bool Ready() override { return FramesReady(calls_); }
-  std::vector<FrameResult> Finish(Deadline deadline) override {
+  std::span<FrameResult> Finish(Deadline deadline) override {
     WaitFrames(calls_, deadline);
-    std::vector<FrameResult> results;
-    results.reserve(calls_.size());
-    for (auto& call : calls_) {
-      FrameResult& r = results.emplace_back(FrameResultOf(*call));
-      if (r.status.ok()) collect_(*call, &r);
+    results_.resize(calls_.size());
+    for (size_t f = 0; f < calls_.size(); ++f) {
+      FrameCall<Handler>& call = *calls_[f];
+      BeginFrameResult(call, &results_[f]);
+      if (results_[f].status.ok()) Collect{}(call, &results_[f]);
+      call.conn = nullptr;  // a finished call keeps no connection alive
     }
-    return results;
+    return results_;
   }
 
  private:
   std::vector<std::unique_ptr<FrameCall<Handler>>> calls_;
-  Collect collect_;
+  protocol::EncodedFrame frame_;
+  std::vector<FrameResult> results_;
 };
 
-template <typename Handler, typename Collect>
-std::unique_ptr<TransportCall> MakeFramesCall(
-    std::vector<std::unique_ptr<FrameCall<Handler>>> calls, Collect collect) {
-  return std::make_unique<FramesCall<Handler, Collect>>(std::move(calls), std::move(collect));
-}
-
-// A TransportCall decided before anything was sent: every slice fails with `status`.
-std::unique_ptr<TransportCall> FailedCall(std::span<const FrameSlice> slices, Status status);
+// Puts in *call a TransportCall decided before anything was sent: every slice fails with
+// `status`.
+void FailedCall(std::span<const FrameSlice> slices, Status status,
+                std::unique_ptr<TransportCall>* call);
 
 }  // namespace kvport::client

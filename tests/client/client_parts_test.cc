@@ -162,22 +162,23 @@ TEST(FramePlannerTest, RespectsKeyCountDescriptorAndPayloadBudgets) {
   protocol::Limits limits;
   limits.max_batch_keys = 4;
   limits.max_frame_bytes = client::kFrameFixedBytes + 100;
-  client::FrameCosts costs;
-  costs.descriptor_bytes = [](size_t) { return uint64_t{30}; };
-  costs.payload_bytes = [](size_t i) { return i == 5 ? uint64_t{1000} : uint64_t{10}; };
+  auto descriptor_bytes = [](size_t) { return uint64_t{30}; };
+  auto payload_bytes = [](size_t i) { return i == 5 ? uint64_t{1000} : uint64_t{10}; };
   // 3 items per frame by descriptor bytes (90 <= 100), and item 5 alone breaks the payload
   // budget of 500.
-  std::vector<client::FrameSlice> slices = client::PlanFrames(8, costs, limits, 500);
+  std::vector<client::FrameSlice> slices;
+  client::PlanFrames(8, descriptor_bytes, payload_bytes, limits, &slices, 500);
   std::vector<std::pair<size_t, size_t>> got;
   for (const auto& s : slices)
     got.emplace_back(s.begin, s.end);
   EXPECT_EQ(got, (std::vector<std::pair<size_t, size_t>>{{0, 3}, {3, 5}, {5, 6}, {6, 8}}));
 
   limits.max_frame_bytes = 16 << 20;
-  slices = client::PlanFrames(10, costs, limits, uint64_t{1} << 40);
+  client::PlanFrames(10, descriptor_bytes, payload_bytes, limits, &slices, uint64_t{1} << 40);
   ASSERT_EQ(slices.size(), 3u);  // by key count: 4 + 4 + 2
   EXPECT_EQ(slices[2].end - slices[2].begin, 2u);
-  EXPECT_TRUE(client::PlanFrames(0, costs, limits).empty());
+  client::PlanFrames(0, descriptor_bytes, payload_bytes, limits, &slices);
+  EXPECT_TRUE(slices.empty());  // and what was there is gone
 }
 
 // A "node" that answers HELLO (choosing `version`) and then reads requests without ever
