@@ -102,6 +102,11 @@ void OutputQueue::Consume(size_t n) {
     n -= take;
     if (front.written == front.size) {
       memory_ -= MemoryOf(front);
+      if (front.borrowed == nullptr && front.owned.capacity() <= kMaxSpareBytes &&
+          front.owned.capacity() > spare_.capacity()) {
+        spare_ = std::move(front.owned);
+        spare_.clear();
+      }
       front = Segment();                   // releases its keep_alive and owned bytes now
       if (++front_ == segments_.size()) {  // all written: reuse the vector from its start
         segments_.clear();
@@ -109,6 +114,12 @@ void OutputQueue::Consume(size_t n) {
       }
     }
   }
+}
+
+std::string OutputQueue::TakeSpare() {
+  std::string spare;
+  spare.swap(spare_);
+  return spare;
 }
 
 void OutputQueue::Clear() {

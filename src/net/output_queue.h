@@ -57,6 +57,11 @@ class OutputQueue {
   // Drops everything queued, releasing every keep_alive (e.g. when the connection closes).
   void Clear();
 
+  // An owned string the queue has written (its capacity kept, at most kMaxSpareBytes), for the
+  // owner to fill again instead of allocating; empty when there is none.
+  std::string TakeSpare();
+  static constexpr size_t kMaxSpareBytes = 64 * 1024;
+
  private:
   struct Segment {
     std::string owned;  // used when borrowed == nullptr
@@ -79,6 +84,7 @@ class OutputQueue {
   // allocates nothing.
   std::vector<Segment> segments_;
   size_t front_ = 0;
+  std::string spare_;  // see TakeSpare
   size_t bytes_ = 0;
   size_t memory_ = 0;
 };

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "protocol/codec_util.h"
 #include "protocol/messages.h"
@@ -376,9 +377,16 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 
 namespace {
 
+// The batched requests' decoders set every field, so a variant already holding one is decoded
+// into as it is: its lists keep their capacity (a session decodes without allocating).
+template <typename T>
+constexpr bool kDecodedInPlace = std::is_same_v<T, MsetRequest> || std::is_same_v<T, MgetRequest> ||
+                                 std::is_same_v<T, MexistRequest> || std::is_same_v<T, MdelRequest>;
+
 template <typename T, bool kResponse, typename Variant>
 Status DecodeAs(const FrameHeader& h, std::string_view descriptor, const Limits& l, Variant* out) {
-  T* message = &out->template emplace<T>();
+  T* message = kDecodedInPlace<T> ? std::get_if<T>(out) : nullptr;
+  if (message == nullptr) message = &out->template emplace<T>();
   if constexpr (kResponse) {
     return DecodeResponse(h, descriptor, l, message);
   } else {

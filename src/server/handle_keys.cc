@@ -9,8 +9,8 @@ namespace kvport::server {
 
 Result<HandlerOutcome> HandleMexist(const RequestContext& ctx, protocol::AnyRequest& request) {
   auto& mexist = std::get<protocol::MexistRequest>(request);
-  protocol::MexistResponse reply;
-  reply.results.resize(mexist.keys.size());
+  protocol::MexistResponse& reply = ctx.session.scratch.mexist;
+  reply.results.assign(mexist.keys.size(), protocol::ExistResult{});
   for (size_t i = 0; i < mexist.keys.size(); ++i) {
     protocol::ExistResult& result = reply.results[i];
     // A probe, not a use: no pin, no hit or miss counted, no LRU refresh.
@@ -27,8 +27,8 @@ Result<HandlerOutcome> HandleMexist(const RequestContext& ctx, protocol::AnyRequ
 
 Result<HandlerOutcome> HandleMdel(const RequestContext& ctx, protocol::AnyRequest& request) {
   auto& mdel = std::get<protocol::MdelRequest>(request);
-  protocol::MdelResponse reply;
-  reply.statuses.reserve(mdel.keys.size());
+  protocol::MdelResponse& reply = ctx.session.scratch.mdel;
+  reply.statuses.clear();
   for (std::string_view key : mdel.keys) {
     // Any-namespace: every namespace's copy goes; OK if there was at least one.
     reply.statuses.push_back(

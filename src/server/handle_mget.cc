@@ -12,15 +12,20 @@ namespace kvport::server {
 Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyRequest& request) {
   auto& mget = std::get<protocol::MgetRequest>(request);
   const size_t n = mget.keys.size();
-  protocol::MgetResponse reply;
+  protocol::MgetResponse& reply = ctx.session.scratch.mget;
   reply.meta_only = mget.meta_only;
-  reply.results.resize(n);
-  // One pin per hit, all in one allocation; metas in `reply` are views into them, so they live
-  // until encoded.
-  std::shared_ptr<store::ReadHandle[]> pins = std::make_shared<store::ReadHandle[]>(n);
+  reply.results.assign(n, protocol::MgetResult{});
+  // One pin per hit, all in the session's pin block (ReplyScratch::pins) when its last answer
+  // is written, else in a new one; metas in `reply` are views into them, so they live until
+  // encoded.
+  std::shared_ptr<ReplyScratch::PinBlock>& kept = ctx.session.scratch.pins;
+  if (kept == nullptr || kept.use_count() > 1) kept = std::make_shared<ReplyScratch::PinBlock>();
+  const std::shared_ptr<ReplyScratch::PinBlock> pins = kept;
+  pins->handles.clear();
+  pins->handles.resize(n);
   for (size_t i = 0; i < n; ++i) {
     protocol::MgetResult& result = reply.results[i];
-    store::ReadHandle& pin = pins[i];
+    store::ReadHandle& pin = pins->handles[i];
     // kTooLarge: the caller's buffer cannot take it (meta-only reads take any length).
     result.status = ctx.service.PinToRead(
         ctx.grant(), mget.ns, mget.keys[i].key, mget.any_namespace,
@@ -31,20 +36,21 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
     if (result.status == StatusCode::kOk) result.value = pin.data();
   }
 
-  protocol::EncodedFrame frame;
+  protocol::EncodedFrame& frame = ctx.session.scratch.frame;
   Status encoded = protocol::EncodeResponse(ctx.header.request_id, reply, ctx.service.limits(),
                                             &frame, ctx.header.version);
   if (!encoded.ok()) return encoded.WithContext("encoding the MGET response");
 
   // The payload section is the values of the items that carry one, in item order. The ranges
-  // share the pins' one allocation, so the pins end together, when the last range has gone out
-  // (one allocation per response instead of one per hit); the pins of meta-only and too-large
-  // items end now, their metas being encoded.
+  // share the pin block, so the pins end together, once the answer is written; the pins of
+  // meta-only and too-large items end now, their metas being encoded.
   Response response;
   response.head = std::move(frame.head);
+  response.payloads = std::move(ctx.session.scratch.payloads);
+  response.payloads.clear();
   response.payloads.reserve(frame.payloads.size());
   for (size_t i = 0; i < n; ++i) {
-    store::ReadHandle& pin = pins[i];
+    store::ReadHandle& pin = pins->handles[i];
     if (!reply.CarriesPayload(i) || reply.results[i].value_length == 0) {
       pin = store::ReadHandle();
       continue;

@@ -28,17 +28,6 @@
 
 namespace kvport::server {
 
-// State of one session that handlers may read or change.
-struct SessionState {
-  uint64_t id = 0;       // CacheService::NewSessionId(): owns its LIST cursors
-  uint8_t version = 0;   // negotiated protocol version; 0 until HELLO succeeded
-  SessionAccess access;  // the session's grant, from HELLO on
-  net::StreamKind kind = net::StreamKind::kTcp;
-  int64_t peer_uid = -1;      // Unix sessions: the peer's uid (SO_PEERCRED); -1 when unknown
-  bool shm_attached = false;  // SHM_ATTACH was granted: SHM_* requests are served
-  ShmHoldings shm;
-};
-
 struct Response {
   struct Span {
     const void* data = nullptr;
@@ -50,6 +39,45 @@ struct Response {
   // A descriptor sent with the head's first byte (SHM_ATTACH's arena memfd), or -1. Borrowed:
   // it stays open while the node runs.
   int pass_fd = -1;
+};
+
+// What a session's handlers reuse from one request to the next (cleared, capacity kept), so
+// that a warm session answers a get, a probe or a delete without allocating. The session gives
+// each list back after it has queued the answer, and puts the head string its output queue has
+// written into `frame` before the next request.
+struct ReplyScratch {
+  // The pins of one MGET answer's hits, which its payload ranges keep alive.
+  struct PinBlock {
+    std::vector<store::ReadHandle> handles;
+  };
+
+  protocol::EncodedFrame frame;  // answers are encoded here; its head becomes the Response's
+  std::vector<Response::Span> payloads;  // a Response's payload list
+  protocol::MgetResponse mget;
+  protocol::MexistResponse mexist;
+  protocol::MdelResponse mdel;
+  // The last MGET's pin block. Once its ranges are written (nothing else holds it) the session
+  // unpins them (ReleasePins) and the next MGET fills it again; while they are still queued, the
+  // next MGET takes a new block and this one ends with its last range.
+  std::shared_ptr<PinBlock> pins;
+
+  // Unpins the last MGET's hits if its answer is written (the session calls it when its output
+  // has drained).
+  void ReleasePins() {
+    if (pins != nullptr && pins.use_count() == 1) pins->handles.clear();
+  }
+};
+
+// State of one session that handlers may read or change.
+struct SessionState {
+  uint64_t id = 0;       // CacheService::NewSessionId(): owns its LIST cursors
+  uint8_t version = 0;   // negotiated protocol version; 0 until HELLO succeeded
+  SessionAccess access;  // the session's grant, from HELLO on
+  net::StreamKind kind = net::StreamKind::kTcp;
+  int64_t peer_uid = -1;      // Unix sessions: the peer's uid (SO_PEERCRED); -1 when unknown
+  bool shm_attached = false;  // SHM_ATTACH was granted: SHM_* requests are served
+  ShmHoldings shm;
+  ReplyScratch scratch;
 };
 
 // A request whose payload is still arriving. Before each read the session calls Prepare() with
@@ -88,7 +116,7 @@ struct RequestContext {
 // (the session's; HELLO responses are version 1 whatever it is).
 template <typename Message>
 Result<Response> EncodeSimpleResponse(const RequestContext& ctx, const Message& message) {
-  protocol::EncodedFrame frame;
+  protocol::EncodedFrame& frame = ctx.session.scratch.frame;
   Status s = protocol::EncodeResponse(ctx.header.request_id, message, ctx.service.limits(), &frame,
                                       ctx.header.version);
   if (!s.ok()) return s.WithContext("encoding the response");

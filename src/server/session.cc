@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "kvport/log.h"
 #include "protocol/wire.h"
@@ -15,6 +16,26 @@
 namespace kvport::server {
 
 namespace {
+
+// After a request: a batched request keeps its lists for the next one (DecodeAnyRequest decodes
+// those in place, so a warm session decodes without allocating) unless they grew past
+// kKeptRequestItems, which a session does not hold on to between requests; any other request
+// is cleared.
+void ForgetRequest(protocol::AnyRequest* request) {
+  constexpr size_t kKeptRequestItems = 1024;
+  const bool clear = std::visit(
+      [](const auto& r) {
+        if constexpr (requires { r.keys; }) {
+          return r.keys.capacity() > kKeptRequestItems;
+        } else if constexpr (requires { r.items; }) {
+          return r.items.capacity() > kKeptRequestItems;
+        } else {
+          return true;
+        }
+      },
+      *request);
+  if (clear) *request = protocol::AnyRequest{};
+}
 
 // Stages advanced per readiness event before yielding to the other sessions of the loop.
 constexpr int kMaxReadStepsPerEvent = 64;
@@ -306,8 +327,14 @@ void Session::CompleteRequest(Response response) {
   for (Response::Span& span : response.payloads) {
     out_.AppendBorrowed(span.data, span.size, std::move(span.keep_alive));
   }
+  // The lists go back to the handlers for the next request (ReplyScratch).
+  response.payloads.clear();
+  state_.scratch.payloads = std::move(response.payloads);
+  std::string spare = out_.TakeSpare();
+  if (spare.capacity() > state_.scratch.frame.head.capacity())
+    state_.scratch.frame.head.swap(spare);
   in_.Clear();
-  request_ = protocol::AnyRequest{};  // its views pointed into in_
+  ForgetRequest(&request_);  // its views pointed into in_; its lists may serve the next one
   phase_ = Phase::kHeader;
   Flush();
 }
@@ -380,6 +407,7 @@ void Session::Flush() {
 }
 
 void Session::AfterOutputDrained() {
+  state_.scratch.ReleasePins();  // every answer is written: its hits need no pin now
   if (phase_ == Phase::kFailing) {
     HalfCloseAndLinger();
   } else if (shutting_down_ && AtRequestBoundary()) {
