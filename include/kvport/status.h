@@ -68,11 +68,11 @@ class [[nodiscard]] KVPORT_API Status {
     return {StatusCode::kPermissionDenied, std::move(msg)};
   }
 
-  bool ok() const { return state_ == nullptr; }
-  StatusCode code() const { return state_ ? state_->code : StatusCode::kOk; }
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
   // Empty when OK.
   const std::string& message() const;
-  // "OK" or "<CodeName>: <message>".
+  // "OK", "<CodeName>: <message>", or "<CodeName>" for an error without a message.
   std::string ToString() const;
 
   // Returns a copy whose message is prefixed with `context + ": "`; OK stays OK.
@@ -80,16 +80,20 @@ class [[nodiscard]] KVPORT_API Status {
 
   Status(const Status& other);
   Status& operator=(const Status& other);
-  Status(Status&&) noexcept = default;
-  Status& operator=(Status&&) noexcept = default;
+  // A moved-from Status is OK.
+  Status(Status&& other) noexcept
+      : code_(std::exchange(other.code_, StatusCode::kOk)), message_(std::move(other.message_)) {}
+  Status& operator=(Status&& other) noexcept {
+    code_ = std::exchange(other.code_, StatusCode::kOk);
+    message_ = std::move(other.message_);
+    return *this;
+  }
   ~Status() = default;
 
  private:
-  struct State {
-    StatusCode code;
-    std::string message;
-  };
-  std::unique_ptr<State> state_;  // null means OK
+  StatusCode code_ = StatusCode::kOk;
+  // Null when there is no message: an error without one (a store miss) allocates nothing.
+  std::unique_ptr<std::string> message_;
 };
 
 // Either a T or a non-OK Status. Accessing value() of an error Result is a bug (checked by

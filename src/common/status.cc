@@ -39,15 +39,20 @@ std::string_view StatusCodeName(StatusCode code) {
   return "Unknown";
 }
 
-Status::Status(StatusCode code, std::string message) {
-  if (code != StatusCode::kOk) state_ = std::make_unique<State>(State{code, std::move(message)});
+Status::Status(StatusCode code, std::string message) : code_(code) {
+  if (code != StatusCode::kOk && !message.empty())
+    message_ = std::make_unique<std::string>(std::move(message));
 }
 
 Status::Status(const Status& other)
-    : state_(other.state_ ? std::make_unique<State>(*other.state_) : nullptr) {}
+    : code_(other.code_),
+      message_(other.message_ ? std::make_unique<std::string>(*other.message_) : nullptr) {}
 
 Status& Status::operator=(const Status& other) {
-  if (this != &other) state_ = other.state_ ? std::make_unique<State>(*other.state_) : nullptr;
+  if (this != &other) {
+    code_ = other.code_;
+    message_ = other.message_ ? std::make_unique<std::string>(*other.message_) : nullptr;
+  }
   return *this;
 }
 
@@ -60,23 +65,27 @@ Status Status::FromErrno(std::string_view what, int err) {
 
 const std::string& Status::message() const {
   static const std::string kEmpty;
-  return state_ ? state_->message : kEmpty;
+  return message_ ? *message_ : kEmpty;
 }
 
 std::string Status::ToString() const {
   if (ok()) return "OK";
-  std::string out(StatusCodeName(state_->code));
-  out += ": ";
-  out += state_->message;
+  std::string out(StatusCodeName(code_));
+  if (message_) {
+    out += ": ";
+    out += *message_;
+  }
   return out;
 }
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
   std::string msg(context);
-  msg += ": ";
-  msg += state_->message;
-  return Status(state_->code, std::move(msg));
+  if (message_) {
+    msg += ": ";
+    msg += *message_;
+  }
+  return Status(code_, std::move(msg));
 }
 
 }  // namespace kvport

@@ -116,6 +116,12 @@ const std::string& LookupKey(std::string_view ns, std::string_view key) {
   return k;
 }
 
+// A miss. The code says it all and a batched request may meet thousands, so it carries no
+// message (and so allocates nothing).
+Status Miss() {
+  return Status(StatusCode::kNotFound, std::string());
+}
+
 bool IsExpired(const StoredObject& o, uint64_t now_ms) {
   return now_ms >= o.expires_at_ms;
 }
@@ -783,7 +789,7 @@ Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key
   if (over_cap) return PinCapStatus(impl_->max_pinned_bytes);
   if (!found) {
     shard.misses.fetch_add(1, std::memory_order_relaxed);
-    return Status::NotFound("no object for this key");
+    return Miss();
   }
   shard.hits.fetch_add(1, std::memory_order_relaxed);
   return ReadHandle(found);
@@ -792,13 +798,13 @@ Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key
 Status ObjectStore::Exists(std::string_view ns, std::string_view key, uint64_t* value_length) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
   const bool live = impl_->ProbeLive(LookupKey(ns, key), impl_->clock->NowMillis(), value_length);
-  return live ? Status::Ok() : Status::NotFound("no object for this key");
+  return live ? Status::Ok() : Miss();
 }
 
 Status ObjectStore::Delete(std::string_view ns, std::string_view key) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
   const bool removed = impl_->RemoveLive(LookupKey(ns, key), impl_->clock->NowMillis());
-  return removed ? Status::Ok() : Status::NotFound("no object for this key");
+  return removed ? Status::Ok() : Miss();
 }
 
 Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key,
@@ -820,7 +826,7 @@ Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key,
   }
   // One miss for the whole search, counted in the shard of the key in the default namespace.
   impl_->ShardFor(LookupKey("", key)).misses.fetch_add(1, std::memory_order_relaxed);
-  return Status::NotFound("no object for this key in any namespace");
+  return Miss();
 }
 
 Status ObjectStore::ExistsInAnyNamespace(std::string_view key, uint64_t* value_length,
@@ -833,7 +839,7 @@ Status ObjectStore::ExistsInAnyNamespace(std::string_view key, uint64_t* value_l
     if (allowed && !allowed(ns)) continue;
     if (impl_->ProbeLive(LookupKey(ns, key), now, value_length)) return Status::Ok();
   }
-  return Status::NotFound("no object for this key in any namespace");
+  return Miss();
 }
 
 Status ObjectStore::DeleteInEveryNamespace(std::string_view key, uint64_t* deleted,
@@ -848,7 +854,7 @@ Status ObjectStore::DeleteInEveryNamespace(std::string_view key, uint64_t* delet
     removed += impl_->RemoveLive(LookupKey(ns, key), now) ? 1 : 0;
   }
   if (deleted) *deleted = removed;
-  return removed > 0 ? Status::Ok() : Status::NotFound("no object for this key in any namespace");
+  return removed > 0 ? Status::Ok() : Miss();
 }
 
 Result<KeyListing> ObjectStore::ListKeys(std::string_view ns, std::string_view cursor,

@@ -127,5 +127,35 @@ TEST_F(AllocationsTest, AWarmProbeAllocatesOnlyItsResultForOneKeyOrMany) {
   EXPECT_EQ(for_many, 1u) << "a 256-key MExist allocates per key";
 }
 
+TEST_F(AllocationsTest, MissesAllocateNothingPerKey) {
+  // A probe and a delete of keys that are not there: the node answers each miss without an
+  // allocation (a miss's Status carries no message), and the client describes only the first.
+  std::vector<std::string> one = {"a-missing-key-long-enough-for-the-heap"}, many;
+  for (int i = 0; i < 256; ++i)
+    many.push_back("a-missing-key-long-enough-for-the-heap-" + std::to_string(i));
+  auto exist = [&](const std::vector<std::string>& keys) {
+    Result<BatchResult> found = client_.MExist(keys);
+    ASSERT_TRUE(found.ok() && found->status == BatchCode::kFailed);
+  };
+  auto del = [&](const std::vector<std::string>& keys) {
+    Result<BatchResult> deleted = client_.MDel(keys);
+    ASSERT_TRUE(deleted.ok());
+  };
+  EXPECT_EQ(FewestPerCall([&] { exist(many); }), FewestPerCall([&] { exist(one); }));
+  EXPECT_EQ(FewestPerCall([&] { del(many); }), FewestPerCall([&] { del(one); }));
+}
+
+TEST(StatusAllocationsTest, AnErrorWithoutAMessageAllocatesNothing) {
+  const uint64_t before = g_allocations.load();
+  Status miss(StatusCode::kNotFound, std::string());
+  Status copy = miss;
+  Status moved = std::move(copy);
+  EXPECT_EQ(g_allocations.load() - before, 0u);
+  EXPECT_EQ(moved.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(copy.ok());  // NOLINT(bugprone-use-after-move): a moved-from Status is OK
+  EXPECT_EQ(moved.ToString(), "NotFound");
+  EXPECT_EQ(Status::NotFound("gone").WithContext("MGet").ToString(), "NotFound: MGet: gone");
+}
+
 }  // namespace
 }  // namespace kvport
