@@ -6,34 +6,13 @@
 // times as ratios between the rows of one run.
 #include <benchmark/benchmark.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "kvport/client.h"
 #include "kvport/log.h"
 #include "kvport/server.h"
-
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-// The replacements below pair malloc with free, which GCC's inliner mistakes for new with free.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
+#include "support/allocation_counter.h"
 
 namespace kvport {
 namespace {
@@ -80,7 +59,7 @@ struct Batch {
 
 void CountAllocations(benchmark::State& state, uint64_t before, uint64_t calls) {
   state.counters["allocs/call"] =
-      static_cast<double>(g_allocations.load() - before) / static_cast<double>(calls);
+      static_cast<double>(testing::Allocations() - before) / static_cast<double>(calls);
 }
 
 // MGet, blocking: args are keys per call and value bytes.
@@ -88,7 +67,7 @@ void BM_MGet(benchmark::State& state) {
   Client& client = SharedNode().client;
   Batch batch(client, static_cast<int>(state.range(0)), static_cast<size_t>(state.range(1)),
               "get-" + std::to_string(state.range(0)) + "-");
-  const uint64_t before = g_allocations.load();
+  const uint64_t before = testing::Allocations();
   for (auto _ : state) {
     Result<GetResult> got = client.MGet(batch.keys, {}, batch.get);
     if (!got.ok() || got->status != BatchCode::kSuccess) state.SkipWithError("MGet failed");
@@ -102,7 +81,7 @@ BENCHMARK(BM_MGet)->Args({1, 4096})->Args({16, 4096})->Args({1, 64 << 10})->UseR
 void BM_MExist(benchmark::State& state) {
   Client& client = SharedNode().client;
   Batch batch(client, 1, 64, "exist-");
-  const uint64_t before = g_allocations.load();
+  const uint64_t before = testing::Allocations();
   for (auto _ : state) {
     Result<BatchResult> got = client.MExist(batch.keys);
     if (!got.ok() || got->status != BatchCode::kSuccess) state.SkipWithError("MExist failed");
@@ -135,7 +114,7 @@ void BM_MExistMany(benchmark::State& state) {
   Client client;
   if (!client.Init("client-bench-many", endpoint, init).ok()) std::abort();
   Batch batch(client, static_cast<int>(keys), 64, "many-" + std::to_string(nodes) + "-");
-  const uint64_t before = g_allocations.load();
+  const uint64_t before = testing::Allocations();
   for (auto _ : state) {
     Result<BatchResult> got = client.MExist(batch.keys);
     if (!got.ok() || got->status != BatchCode::kSuccess) state.SkipWithError("MExist failed");
@@ -154,7 +133,7 @@ void BM_MGetInFlight(benchmark::State& state) {
   for (int d = 0; d < depth; ++d)
     batches.push_back(std::make_unique<Batch>(client, 1, 64 << 10, "fly-" + std::to_string(d)));
   std::vector<Pending<GetResult>> calls(depth);
-  const uint64_t before = g_allocations.load();
+  const uint64_t before = testing::Allocations();
   for (auto _ : state) {
     for (int d = 0; d < depth; ++d)
       calls[d] = client.MGetAsync(batches[d]->keys, {}, batches[d]->get);

@@ -89,16 +89,21 @@ struct StoredObject {
 
 namespace {
 
-// (ns, key) as one string: a 4-byte length of ns, ns, then key. The length prefix keeps
+// (ns, key) as one string, in *k: a 4-byte length of ns, ns, then key. The length prefix keeps
 // ("a", "bc") and ("ab", "c") apart without forbidding any byte in names.
+void SetIndexKey(std::string_view ns, std::string_view key, std::string* k) {
+  k->clear();
+  const auto n = static_cast<uint32_t>(ns.size());
+  for (int i = 0; i < 4; ++i)
+    k->push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  k->append(ns);
+  k->append(key);
+}
+
 std::string MakeIndexKey(std::string_view ns, std::string_view key) {
   std::string k;
   k.reserve(4 + ns.size() + key.size());
-  const auto n = static_cast<uint32_t>(ns.size());
-  for (int i = 0; i < 4; ++i)
-    k.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  k.append(ns);
-  k.append(key);
+  SetIndexKey(ns, key, &k);
   return k;
 }
 
@@ -107,12 +112,7 @@ std::string MakeIndexKey(std::string_view ns, std::string_view key) {
 // thread's next LookupKey.
 const std::string& LookupKey(std::string_view ns, std::string_view key) {
   thread_local std::string k;
-  k.clear();
-  const auto n = static_cast<uint32_t>(ns.size());
-  for (int i = 0; i < 4; ++i)
-    k.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  k.append(ns);
-  k.append(key);
+  SetIndexKey(ns, key, &k);
   return k;
 }
 

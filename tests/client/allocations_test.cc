@@ -8,33 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "kvport/client.h"
 #include "kvport/server.h"
-
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-// The replacements below pair malloc with free, which GCC's inliner mistakes for new with free.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
+#include "support/allocation_counter.h"
 
 namespace kvport {
 namespace {
@@ -79,10 +58,10 @@ class AllocationsTest : public ::testing::Test {
     uint64_t fewest = UINT64_MAX;
     for (int round = 0; round < 5; ++round) {
       constexpr int kCalls = 20;
-      const uint64_t before = g_allocations.load();
+      const uint64_t before = testing::Allocations();
       for (int i = 0; i < kCalls; ++i)
         call();
-      fewest = std::min(fewest, (g_allocations.load() - before) / kCalls);
+      fewest = std::min(fewest, (testing::Allocations() - before) / kCalls);
     }
     return fewest;
   }
@@ -146,11 +125,11 @@ TEST_F(AllocationsTest, MissesAllocateNothingPerKey) {
 }
 
 TEST(StatusAllocationsTest, AnErrorWithoutAMessageAllocatesNothing) {
-  const uint64_t before = g_allocations.load();
+  const uint64_t before = testing::Allocations();
   Status miss(StatusCode::kNotFound, std::string());
   Status copy = miss;
   Status moved = std::move(copy);
-  EXPECT_EQ(g_allocations.load() - before, 0u);
+  EXPECT_EQ(testing::Allocations() - before, 0u);
   EXPECT_EQ(moved.code(), StatusCode::kNotFound);
   EXPECT_TRUE(copy.ok());  // NOLINT(bugprone-use-after-move): a moved-from Status is OK
   EXPECT_EQ(moved.ToString(), "NotFound");
