@@ -6,6 +6,8 @@
 // times as ratios between the rows of one run.
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
@@ -89,6 +91,33 @@ void BM_MExist(benchmark::State& state) {
   CountAllocations(state, before, state.iterations());
 }
 BENCHMARK(BM_MExist)->UseRealTime();
+
+// MGet of range(0) keys of 4 KiB over shared memory (a node on this host, its Unix socket):
+// one copy out of the mapped arena per value.
+void BM_MGetShm(benchmark::State& state) {
+  static std::unique_ptr<Server> node;
+  static Client client;
+  if (node == nullptr) {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.capacity_bytes = uint64_t{64} << 20;
+    options.threads = 1;
+    options.unix_socket = "/tmp/kvport-client-bench-" + std::to_string(::getpid()) + ".sock";
+    node = std::move(Server::Start(options)).value();
+    InitOptions init;
+    init.connections = 1;
+    if (!client.Init("client-bench-shm", "unix:" + options.unix_socket, init).ok()) std::abort();
+  }
+  Batch batch(client, static_cast<int>(state.range(0)), 4096,
+              "shm-" + std::to_string(state.range(0)) + "-");
+  const uint64_t before = testing::Allocations();
+  for (auto _ : state) {
+    Result<GetResult> got = client.MGet(batch.keys, {}, batch.get);
+    if (!got.ok() || got->status != BatchCode::kSuccess) state.SkipWithError("MGet failed");
+  }
+  CountAllocations(state, before, state.iterations());
+}
+BENCHMARK(BM_MGetShm)->Arg(1)->Arg(16)->UseRealTime();
 
 // MExist of range(0) stored keys against one node (range(1) == 1) or against three nodes as one
 // static cluster (range(1) == 3). The CPU column is the calling thread's: with three nodes it
