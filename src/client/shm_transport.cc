@@ -51,7 +51,9 @@ class PutCall final : public TransportCall {
  public:
   PutCall(const PutBatch& batch, Deadline deadline,
           std::vector<std::unique_ptr<FrameCall<ReserveHandler>>> reserves)
-      : batch_(batch), deadline_(deadline), reserves_(std::move(reserves)) {}
+      : batch_(batch), deadline_(deadline), reserves_(std::move(reserves)) {
+    batch_.first = nullptr;  // sent: a finished call keeps no connection alive
+  }
 
   bool Ready() override {
     if (!committing_) {
@@ -76,6 +78,10 @@ class PutCall final : public TransportCall {
         results_[f].codes = std::move(commit.handler.response.statuses);
       }
     }
+    for (auto& reserve : reserves_)
+      reserve->conn = nullptr;  // a finished call keeps no connection alive
+    for (auto& commit : commits_)
+      commit->conn = nullptr;
     return results_;
   }
 
@@ -135,7 +141,7 @@ class PutCall final : public TransportCall {
     }
   }
 
-  const PutBatch batch_;
+  PutBatch batch_;
   const Deadline deadline_;
   std::vector<std::unique_ptr<FrameCall<ReserveHandler>>> reserves_;
   bool committing_ = false;
@@ -149,7 +155,9 @@ class GetCall final : public TransportCall {
  public:
   GetCall(const GetBatch& batch, Loan* loan,
           std::vector<std::unique_ptr<FrameCall<GetHandler>>> gets)
-      : batch_(batch), loan_(loan), gets_(std::move(gets)) {}
+      : batch_(batch), loan_(loan), gets_(std::move(gets)) {
+    batch_.first = nullptr;  // sent: a finished call keeps no connection alive
+  }
 
   bool Ready() override { return FramesReady(gets_); }
 
@@ -189,11 +197,13 @@ class GetCall final : public TransportCall {
       }
     }
     if (loan_ != nullptr) loan_->lease = std::move(held);  // otherwise released here
+    for (auto& call : gets_)
+      call->conn = nullptr;  // the leases keep what they need
     return results;
   }
 
  private:
-  const GetBatch batch_;
+  GetBatch batch_;
   Loan* const loan_;
   std::vector<std::unique_ptr<FrameCall<GetHandler>>> gets_;
   std::vector<FrameResult> results_;
