@@ -74,7 +74,7 @@ struct FrameCall {
 
   FrameSlice slice;
   Handler handler;
-  std::shared_ptr<Connection> conn;
+  std::shared_ptr<Connection> conn;  // kept while `ticket` is (the destructor waits on it)
   Connection::Ticket ticket;
   Connection::Ticket spare;  // the ticket WaitFrames last finished: the next Send's storage
   Status status;             // of the whole frame: OK when its response was accepted

@@ -64,10 +64,10 @@ class PutCall final : public TransportCall {
   }
 
   std::span<FrameResult> Finish(Deadline deadline) override {
-    if (!committing_) {
-      WaitFrames(reserves_, deadline);
-      Commit();
-    }
+    // Polled to its commit, the reservations' answers are in but their tickets still held:
+    // waiting for them returns at once and lets them go.
+    WaitFrames(reserves_, deadline);
+    if (!committing_) Commit();
     WaitFrames(commits_, deadline);
     for (size_t f = 0; f < commits_.size(); ++f) {
       FrameCall<CommitHandler>& commit = *commits_[f];
