@@ -161,6 +161,7 @@ class NodeClient::PutCall final : public CachedCall<BatchResult, PutCall> {
     return result;
   }
   void Release() { wire.leases.clear(); }
+  size_t kept_keys() const { return std::max(send.capacity(), wire.host.capacity()); }
 
   KeyOutcomes outcomes;
   Deadline deadline;
@@ -284,6 +285,7 @@ class NodeClient::GetCall final : public CachedCall<GetResult, GetCall> {
     outcomes.Finish(&result);
     return result;
   }
+  size_t kept_keys() const { return std::max(send.capacity(), wire.host.capacity()); }
   void Release() {
     wire.leases.clear();
     staged_buffers = IOBuffers();
@@ -422,6 +424,7 @@ class NodeClient::KeyOnlyCall final
     return result;
   }
   void Release() {}
+  size_t kept_keys() const { return send.capacity(); }
 
   const char* op = "";
   KeyOutcomes outcomes;

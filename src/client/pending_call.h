@@ -94,19 +94,22 @@ class CallCache {
 
 // A PendingCall of a cached kind (Self derives from it): started from its cache's Take, it goes
 // back with Dispose once finished; one disposed of unfinished is destroyed, which gives up
-// what it has in flight. Self's Finish calls Finished(); Self's Release() lets go of what a kept
-// call must not hold (staging slots, loans).
+// what it has in flight, and so is one whose lists grew past kKeptKeys keys (Self's
+// kept_keys(): the most keys it has held), so the cache stays small. Self's Finish calls
+// Finished(); Self's Release() lets go of what a kept call must not hold (staging slots, loans).
 template <typename R, typename Self>
 class CachedCall : public PendingCall<R> {
  public:
+  static constexpr size_t kKeptKeys = 4096;
+
   ~CachedCall() override = default;
   void Dispose() final {
     std::shared_ptr<CallCache<Self>> cache = std::move(cache_);
-    if (cache == nullptr || !finished_) {
+    Self* self = static_cast<Self*>(this);
+    if (cache == nullptr || !finished_ || self->kept_keys() > kKeptKeys) {
       delete this;
       return;
     }
-    Self* self = static_cast<Self*>(this);
     self->Release();
     cache->Keep(std::unique_ptr<Self>(self));
   }

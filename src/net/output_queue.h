@@ -60,7 +60,7 @@ class OutputQueue {
   // An owned string the queue has written (its capacity kept, at most kMaxSpareBytes), for the
   // owner to fill again instead of allocating; empty when there is none.
   std::string TakeSpare();
-  static constexpr size_t kMaxSpareBytes = 64 * 1024;
+  static constexpr size_t kMaxSpareBytes = 16 * 1024;
 
  private:
   struct Segment {

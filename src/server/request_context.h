@@ -46,6 +46,11 @@ struct Response {
 // each list back after it has queued the answer, and puts the head string its output queue has
 // written into `frame` before the next request.
 struct ReplyScratch {
+  // The most items a kept list may hold between requests: a session that answered a larger
+  // batch lets the list go (Trim), so what an idle session holds stays small (docs/store.md,
+  // "Bounds on node memory"); calls of up to this many keys allocate nothing once warm.
+  static constexpr size_t kKeptItems = 256;
+
   // The pins of one MGET answer's hits, which its payload ranges keep alive.
   struct PinBlock {
     std::vector<store::ReadHandle> handles;
@@ -65,6 +70,23 @@ struct ReplyScratch {
   // has drained).
   void ReleasePins() {
     if (pins != nullptr && pins.use_count() == 1) pins->handles.clear();
+  }
+
+  // Lets every list that grew past kKeptItems go (the session calls it after each answer).
+  void Trim() {
+    TrimList(frame.payloads);
+    TrimList(payloads);
+    TrimList(mget.results);
+    TrimList(mexist.results);
+    TrimList(mdel.statuses);
+    // A large block is dropped here, or, still held by queued ranges, ends with the last one.
+    if (pins != nullptr && pins->handles.capacity() > kKeptItems) pins = nullptr;
+  }
+
+ private:
+  template <typename List>
+  static void TrimList(List& list) {
+    if (list.capacity() > kKeptItems) List().swap(list);
   }
 };
 

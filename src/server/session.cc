@@ -19,16 +19,15 @@ namespace {
 
 // After a request: a batched request keeps its lists for the next one (DecodeAnyRequest decodes
 // those in place, so a warm session decodes without allocating) unless they grew past
-// kKeptRequestItems, which a session does not hold on to between requests; any other request
-// is cleared.
+// ReplyScratch::kKeptItems, which a session does not hold on to between requests; any other
+// request is cleared.
 void ForgetRequest(protocol::AnyRequest* request) {
-  constexpr size_t kKeptRequestItems = 1024;
   const bool clear = std::visit(
       [](const auto& r) {
         if constexpr (requires { r.keys; }) {
-          return r.keys.capacity() > kKeptRequestItems;
+          return r.keys.capacity() > ReplyScratch::kKeptItems;
         } else if constexpr (requires { r.items; }) {
-          return r.items.capacity() > kKeptRequestItems;
+          return r.items.capacity() > ReplyScratch::kKeptItems;
         } else {
           return true;
         }
@@ -327,9 +326,10 @@ void Session::CompleteRequest(Response response) {
   for (Response::Span& span : response.payloads) {
     out_.AppendBorrowed(span.data, span.size, std::move(span.keep_alive));
   }
-  // The lists go back to the handlers for the next request (ReplyScratch).
+  // The lists go back to the handlers for the next request (ReplyScratch), trimmed.
   response.payloads.clear();
   state_.scratch.payloads = std::move(response.payloads);
+  state_.scratch.Trim();
   std::string spare = out_.TakeSpare();
   if (spare.capacity() > state_.scratch.frame.head.capacity())
     state_.scratch.frame.head.swap(spare);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "server/cache_service.h"
+#include "server/request_context.h"
 #include "store/object_store.h"
 
 namespace kvport::server {
@@ -45,6 +46,30 @@ TEST(CacheServiceTest, SharedMemoryNeedsTheOptionAUnixSocketAndAMemfdArena) {
             std::string::npos);
   CacheService no_socket(store.get(), &counters, ServiceOptions{});
   EXPECT_FALSE(no_socket.offers_shared_memory());
+}
+
+}  // namespace
+}  // namespace kvport::server
+
+namespace kvport::server {
+namespace {
+
+// What a session keeps between requests is bounded: lists that grew past kKeptItems for one
+// large batch are let go after its answer; smaller ones keep their capacity for the next.
+TEST(ReplyScratchTest, ListsPastTheKeptSizeAreLetGoAndSmallerOnesKept) {
+  ReplyScratch scratch;
+  scratch.mget.results.resize(ReplyScratch::kKeptItems);
+  scratch.mexist.results.resize(ReplyScratch::kKeptItems + 1);
+  scratch.mdel.statuses.resize(4096);
+  scratch.payloads.resize(4096);
+  scratch.pins = std::make_shared<ReplyScratch::PinBlock>();
+  scratch.pins->handles.resize(4096);
+  scratch.Trim();
+  EXPECT_EQ(scratch.mget.results.capacity(), ReplyScratch::kKeptItems);
+  EXPECT_EQ(scratch.mexist.results.capacity(), 0u);
+  EXPECT_EQ(scratch.mdel.statuses.capacity(), 0u);
+  EXPECT_EQ(scratch.payloads.capacity(), 0u);
+  EXPECT_EQ(scratch.pins, nullptr);
 }
 
 }  // namespace
