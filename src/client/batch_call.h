@@ -135,6 +135,14 @@ void WaitFrames(std::vector<std::unique_ptr<FrameCall<Handler>>>& calls, Deadlin
   }
 }
 
+// Drops the calls' connections once WaitFrames has returned (and their answers are read): a
+// finished call, kept for reuse or not, holds no connection (nor its descriptor) open.
+template <typename Handler>
+void ReleaseConnections(std::vector<std::unique_ptr<FrameCall<Handler>>>& calls) {
+  for (auto& call : calls)
+    call->conn = nullptr;
+}
+
 // Whether every sent call's response is in (WaitFrames would not wait), without waiting.
 template <typename Handler>
 bool FramesReady(const std::vector<std::unique_ptr<FrameCall<Handler>>>& calls) {

@@ -87,7 +87,7 @@ struct Connection::Frame {
   Deadline until = kNoDeadline;  // past this, the node stalled: the connection closes
   // The bytes awaited now: iov[next..], `left` of them; a null base discards.
   std::vector<iovec> iov;
-  std::vector<iovec> placed;  // where a handler places a payload, before it becomes iov
+  std::vector<iovec> handler_iov;  // where a handler places a payload, before it becomes iov
   size_t next = 0;
   uint64_t left = 0;
   bool to_caller = false;  // iov are the call's buffers: read under io_mu, checking abandoned
@@ -634,12 +634,17 @@ void Connection::ReadLoop() {
   }
 }
 
+Connection::Ticket* Connection::FindPending(uint64_t id) {
+  for (Ticket& call : pending_) {
+    if (call->id == id) return &call;
+  }
+  return nullptr;
+}
+
 void Connection::ErasePending(uint64_t id) {
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    if (pending_[i]->id != id) continue;
-    pending_[i] = std::move(pending_.back());
+  if (Ticket* call = FindPending(id)) {
+    *call = std::move(pending_.back());
     pending_.pop_back();
-    return;
   }
 }
 
@@ -816,13 +821,10 @@ Status Connection::Step(bool* complete) {
       }
       {
         std::lock_guard lock(mu_);
-        for (const Ticket& pending : pending_) {
-          if (pending->id != header.request_id) continue;
-          if (pending->state == Call::State::kWaiting) {
-            f.call = pending;
-            f.call->state = Call::State::kReceiving;
-          }
-          break;
+        Ticket* pending = FindPending(header.request_id);
+        if (pending != nullptr && (*pending)->state == Call::State::kWaiting) {
+          f.call = *pending;
+          f.call->state = Call::State::kReceiving;
         }
       }
       f.until = After(f.call != nullptr ? f.call->deadline : MonotonicClock::now(),
@@ -856,7 +858,7 @@ Status Connection::Step(bool* complete) {
     }
     case Frame::Phase::kDescriptor: {
       if (f.descriptor.size() < f.header.descriptor_length) return NextDescriptorChunk();
-      std::vector<iovec>& payload = f.placed;
+      std::vector<iovec>& payload = f.handler_iov;
       payload.clear();
       {
         std::lock_guard io(f.call->io_mu);

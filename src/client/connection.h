@@ -232,6 +232,8 @@ class Connection {
   // touches neither its handler nor its buffers once Abandon returns.
   enum class Abandoned { kCompleted, kBeforeResponse, kMidResponse };
   Abandoned Abandon(const Ticket& ticket);
+  // The pending call with request id `id`, or null (mu_ held).
+  Ticket* FindPending(uint64_t id);
   // Takes the call with request id `id` off pending_ (mu_ held); none: nothing happens.
   void ErasePending(uint64_t id);
   // Makes `call` final with `result` and takes it off pending_.

@@ -49,6 +49,18 @@ Status CheckAnyNamespaceVersion(std::string_view op, const Connection& conn) {
       protocol::kMinProtocolVersion, protocol::kMaxProtocolVersion));
 }
 
+// The connection a batched call's first frame goes on, after the checks every call makes
+// before anything is sent: its namespace under the node's limits and, for a call that matches
+// keys in any namespace, the node's protocol version.
+Result<std::shared_ptr<Connection>> FirstConnection(ConnectionPool& pool, Deadline deadline,
+                                                    const char* op, std::string_view ns,
+                                                    bool any_namespace) {
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<Connection> first, pool.Acquire(deadline));
+  KVPORT_RETURN_IF_ERROR(protocol::CheckNamespace(ns, first->limits()).WithContext(op));
+  if (any_namespace) KVPORT_RETURN_IF_ERROR(CheckAnyNamespaceVersion(op, *first));
+  return first;
+}
+
 // The keys to send (those not rejected locally), in *send; how many were rejected.
 void Unfailed(size_t n, const KeyOutcomes& outcomes, std::vector<size_t>* send, size_t* rejected) {
   send->clear();
@@ -179,11 +191,10 @@ PendingCallPtr<BatchResult> NodeClient::StartMSet(std::span<const std::string> k
                                                   std::span<const std::string> metas) {
   if (keys.empty()) return Decided<BatchResult>(BatchResult());
   const Deadline deadline = DeadlineFor(options.timeout);
-  Result<std::shared_ptr<Connection>> first = transport_->pool().Acquire(deadline);
+  Result<std::shared_ptr<Connection>> first =
+      FirstConnection(transport_->pool(), deadline, "MSet", options.ns, /*any_namespace=*/false);
   if (!first.ok()) return Decided<BatchResult>(first.status());
   const protocol::Limits limits = (*first)->limits();
-  Status ns_ok = protocol::CheckNamespace(options.ns, limits);
-  if (!ns_ok.ok()) return Decided<BatchResult>(ns_ok.WithContext("MSet"));
 
   std::unique_ptr<PutCall> op = put_calls_->Take();
   op->StartFrom(put_calls_);
@@ -328,12 +339,10 @@ PendingCallPtr<GetResult> NodeClient::StartMGet(std::span<const std::string> key
   if (!option_ok.ok()) return Decided<GetResult>(option_ok);
   if (keys.empty()) return Decided<GetResult>(GetResult());
   const Deadline deadline = DeadlineFor(get_options.timeout);
-  Result<std::shared_ptr<Connection>> first = transport_->pool().Acquire(deadline);
+  Result<std::shared_ptr<Connection>> first =
+      FirstConnection(transport_->pool(), deadline, op, get_options.ns, any_namespace);
   if (!first.ok()) return Decided<GetResult>(first.status());
   const protocol::Limits limits = (*first)->limits();
-  Status checked = protocol::CheckNamespace(get_options.ns, limits).WithContext(op);
-  if (checked.ok() && any_namespace) checked = CheckAnyNamespaceVersion(op, **first);
-  if (!checked.ok()) return Decided<GetResult>(checked);
 
   std::unique_ptr<GetCall> call = get_calls_->Take();
   call->StartFrom(get_calls_);
@@ -416,8 +425,7 @@ class NodeClient::KeyOnlyCall final
         outcomes.FromWire(i, code, /*mget=*/false, call->conn->peer());
       }
     }
-    for (const auto& call : calls)
-      call->conn = nullptr;  // a finished call keeps no connection alive
+    ReleaseConnections(calls);
     KVPORT_RETURN_IF_ERROR(WholeCallFailure(calls, rejected).WithContext(op));
     BatchResult result;
     outcomes.Finish(&result);
@@ -445,12 +453,10 @@ PendingCallPtr<BatchResult> NodeClient::StartKeyOnly(
   if (!option_ok.ok()) return Decided<BatchResult>(option_ok);
   if (keys.empty()) return Decided<BatchResult>(BatchResult());
   const Deadline deadline = DeadlineFor(timeout);
-  Result<std::shared_ptr<Connection>> first = transport_->pool().Acquire(deadline);
+  Result<std::shared_ptr<Connection>> first =
+      FirstConnection(transport_->pool(), deadline, op, ns, any_namespace);
   if (!first.ok()) return Decided<BatchResult>(first.status());
   const protocol::Limits limits = (*first)->limits();
-  Status checked = protocol::CheckNamespace(ns, limits).WithContext(op);
-  if (checked.ok() && any_namespace) checked = CheckAnyNamespaceVersion(op, **first);
-  if (!checked.ok()) return Decided<BatchResult>(checked);
 
   std::unique_ptr<KeyOnlyCall<Request, Response>> pending = cache->Take();
   pending->StartFrom(cache);

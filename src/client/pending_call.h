@@ -76,15 +76,10 @@ class CallCache {
     }
     return std::make_unique<T>();
   }
-  // Keeps `call` (destroys it when kKept are kept).
+  // Keeps `call`, or destroys it (outside the lock) when kKept are kept.
   void Keep(std::unique_ptr<T> call) {
-    {
-      std::lock_guard lock(mu_);
-      if (kept_.size() < kKept) {
-        kept_.push_back(std::move(call));
-        return;
-      }
-    }
+    std::lock_guard lock(mu_);
+    if (kept_.size() < kKept) kept_.push_back(std::move(call));
   }
 
  private:

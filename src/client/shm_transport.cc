@@ -78,10 +78,8 @@ class PutCall final : public TransportCall {
         results_[f].codes = std::move(commit.handler.response.statuses);
       }
     }
-    for (auto& reserve : reserves_)
-      reserve->conn = nullptr;  // a finished call keeps no connection alive
-    for (auto& commit : commits_)
-      commit->conn = nullptr;
+    ReleaseConnections(reserves_);
+    ReleaseConnections(commits_);
     return results_;
   }
 
@@ -197,8 +195,7 @@ class GetCall final : public TransportCall {
       }
     }
     if (loan_ != nullptr) loan_->lease = std::move(held);  // otherwise released here
-    for (auto& call : gets_)
-      call->conn = nullptr;  // the leases keep what they need
+    ReleaseConnections(gets_);                             // the leases keep what they need
     return results;
   }
 

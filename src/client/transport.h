@@ -192,8 +192,8 @@ class FramesCall final : public TransportCall {
       FrameCall<Handler>& call = *calls_[f];
       BeginFrameResult(call, &results_[f]);
       if (results_[f].status.ok()) Collect{}(call, &results_[f]);
-      call.conn = nullptr;  // a finished call keeps no connection alive
     }
+    ReleaseConnections(calls_);
     return results_;
   }
 

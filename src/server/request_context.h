@@ -72,7 +72,16 @@ struct ReplyScratch {
     if (pins != nullptr && pins.use_count() == 1) pins->handles.clear();
   }
 
-  // Lets every list that grew past kKeptItems go (the session calls it after each answer).
+  // After an answer is queued: takes back its payload list and `spare_head`, a head string the
+  // output queue has written (kept when it is larger than the one `frame` has), then trims.
+  void Recycle(std::vector<Response::Span> answer_payloads, std::string spare_head) {
+    answer_payloads.clear();
+    payloads = std::move(answer_payloads);
+    if (spare_head.capacity() > frame.head.capacity()) frame.head.swap(spare_head);
+    Trim();
+  }
+
+  // Lets every list that grew past kKeptItems go.
   void Trim() {
     TrimList(frame.payloads);
     TrimList(payloads);

@@ -326,13 +326,8 @@ void Session::CompleteRequest(Response response) {
   for (Response::Span& span : response.payloads) {
     out_.AppendBorrowed(span.data, span.size, std::move(span.keep_alive));
   }
-  // The lists go back to the handlers for the next request (ReplyScratch), trimmed.
-  response.payloads.clear();
-  state_.scratch.payloads = std::move(response.payloads);
-  state_.scratch.Trim();
-  std::string spare = out_.TakeSpare();
-  if (spare.capacity() > state_.scratch.frame.head.capacity())
-    state_.scratch.frame.head.swap(spare);
+  // The lists go back to the handlers for the next request.
+  state_.scratch.Recycle(std::move(response.payloads), out_.TakeSpare());
   in_.Clear();
   ForgetRequest(&request_);  // its views pointed into in_; its lists may serve the next one
   phase_ = Phase::kHeader;
