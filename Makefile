@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all bootstrap build build-asan python install package run test test-unit test-asan test-tsan test-fuzz test-aarch64 bench format clean
+.PHONY: all bootstrap build build-asan python engines engine-table install package run test test-unit test-engines test-asan test-tsan test-fuzz test-aarch64 bench format clean
 
 all: build
 
@@ -23,6 +23,13 @@ python: bootstrap
 	@cmake -S . -B build -G Ninja $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build -j $(JOBS) --target kvport_wheel kvport_python_sources
 
+# Released LMCache, SGLang and AIBrix with torch and exactly what their EIC code imports
+# (python/engines/requirements.txt, every version and hash pinned) and the kvport wheel, in the
+# venv build/engines/venv (scripts/engines-venv; the wheels are kept in
+# ~/.cache/kvport/engine-wheels, so a second venv downloads nothing).
+engines: python
+	@scripts/engines-venv
+
 # Installs what `make build` built (nothing is rebuilt by the install itself): the kvport binary,
 # libkvport.so, the headers, the CMake and pkg-config packages, the systemd unit and the default
 # node config (docs/operations.md, "Installing"). DESTDIR stages it, as packagers do.
@@ -42,7 +49,7 @@ run: build
 # server's sessions and a clang build of the annotated libraries (build-fuzz/). One lane after
 # another (each one's build uses every core), each lane's wall time printed as it ends and again
 # at the end.
-TEST_LANES = test-unit test-asan test-tsan test-fuzz
+TEST_LANES = test-unit test-engines test-asan test-tsan test-fuzz
 test:
 	@times=""; for lane in $(TEST_LANES); do \
 	  start=$$(date +%s); \
@@ -52,6 +59,20 @@ test:
 
 test-unit: build
 	@ctest --test-dir build --output-on-failure -j $(JOBS)
+
+# The engines' own EIC code, unmodified, against `kvport serve` processes through `import eic`
+# (python/engines/tests, docs/python.md "Engines"); then the engine table in docs/python.md is
+# checked against this run (python/engines/table.py writes it: make engine-table).
+ENGINE_RESULTS = build/engines/results.json
+ENGINE_TESTS = KVPORT_ENGINE_RESULTS=$(CURDIR)/$(ENGINE_RESULTS) \
+  build/engines/venv/bin/python -m pytest -q -p no:cacheprovider python/engines/tests
+test-engines: engines
+	@$(ENGINE_TESTS)
+	@build/engines/venv/bin/python python/engines/table.py --check $(ENGINE_RESULTS) docs/python.md
+
+engine-table: engines
+	@$(ENGINE_TESTS)
+	@build/engines/venv/bin/python python/engines/table.py --write $(ENGINE_RESULTS) docs/python.md
 
 test-asan: build-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

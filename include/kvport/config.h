@@ -141,6 +141,9 @@ struct KVPORT_API Config {
   std::string file;                   // the YAML file read; "" when none
   std::vector<ConfigEntry> entries;   // every key's effective value, in documentation order
   std::vector<std::string> warnings;  // unknown keys, conflicts, suspicious values
+  // Keys an engine reads from its own file and kvport does not (LMCache's, SGLang's, AIBrix's):
+  // "FILE:LINE: KEY is read by LMCache, not by kvport". Not warnings: the file is the engine's.
+  std::vector<std::string> engine_keys;
 
   // The entry for `key`, or nullptr.
   const ConfigEntry* FindEntry(const std::string& key) const;

@@ -8,8 +8,11 @@
 
 #include <fmt/core.h>
 
+#include <cstddef>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kvport/export.h"
 
@@ -29,6 +32,19 @@ enum class Format { kText = 0, kJson = 1 };
 KVPORT_API void SetFormat(Format format);
 // Parses "text" or "json"; returns false (and leaves the format) otherwise.
 KVPORT_API bool SetFormatByName(std::string_view name);
+
+// Lines kept for a host language's logger instead of written to stderr: the Python module's
+// `eic` drop-in hands them to Python's logging, so an engine sees kvport's reasons where it
+// sees its own. Capture(max_lines) starts keeping lines, at most max_lines (further lines are
+// counted and dropped until the next TakeCaptured); it lasts for the process. TakeCaptured()
+// returns the kept lines, oldest first, and how many were dropped. Write only appends under a
+// mutex and never calls out, so any thread may log without waiting on the host's interpreter.
+struct CapturedLine {
+  Level level;
+  std::string message;
+};
+KVPORT_API void Capture(size_t max_lines);
+KVPORT_API std::vector<CapturedLine> TakeCaptured(size_t* dropped);
 
 template <typename... Args>
 void Debug(fmt::format_string<Args...> f, Args&&... args) {

@@ -16,18 +16,24 @@ surface, argument order, return shapes and status semantics are the ones those c
     outcome.status_codes[i]                                          # one per key
 
 Where the vendor's behaviour is unknown kvport chose, and docs/python.md says what:
-  - Namespaces. An option whose `ns` was never assigned matches the key in ANY namespace on
-    reads, probes and deletes (the default namespace "" first, then the others by name);
-    writes with an unassigned ns go to "". An explicit `ns = ""` means the default namespace
-    only. This is what makes unmodified LMCache, which sets ns on SetOption/GetOption but never
-    on ExistOption nor on mdel, find and delete its own chunks; SGLang assigns ns everywhere
-    and keeps exact semantics.
+  - Namespaces. An option whose `ns` was never assigned means the namespace in KVPORT_EIC_NS
+    when that is set (at init); otherwise it matches the key in ANY namespace on reads, probes
+    and deletes (the default namespace "" first, then the others by name), and writes go to "".
+    An explicit `ns = ""` means the default namespace only. This is what makes unmodified
+    LMCache, which sets ns on SetOption/GetOption but never on ExistOption nor on mdel, find and
+    delete its own chunks; KVPORT_EIC_NS=<its eic_kv_ns> keeps it inside its namespace. SGLang
+    assigns ns everywhere and keeps exact semantics.
   - LMCache's `K_meta` + `K` pair. When one mset carries both a key K and K + "_meta" (a
     small value), the meta is stored as K's metadata blob: one object, so the pair is written
     all-or-nothing and can never be evicted apart (a meta without its data is never readable).
     Reads, probes and deletes of K_meta look at K's blob first, then at a plain K_meta key.
-  - A value larger than the mget buffer is a per-key BUFFER_TOO_SMALL, the buffer untouched;
-    a smaller value fills the front of the buffer.
+  - mget reads exact sizes: a value larger than the buffer is a per-key BUFFER_TOO_SMALL (the
+    buffer untouched), a smaller one SIZE_MISMATCH (the buffer's front may hold it). Every
+    caller sizes its buffers from what it stored (LMCache's metadata, SGLang's and AIBrix's
+    pages), so a size that differs is a chunk of another layout, never a hit.
+  - Logs. From the first init on, kvport's C++ log lines go to the "eic" logger (forwarded at
+    the end of each call) instead of stderr; log_level sets that logger's level and kvport's,
+    and a log_dir gets the logger's records in eic-<pid>.log.
   - mdel of absent keys: overall SUCCESS, per-key KEY_NOT_EXIST (deleting nothing is no error).
   - register_memory is bookkeeping: it never touches, pins or copies the region and does not
     trust MemoryInfo.type (callers declare pinned host memory as MEMORY_CUDA); every buffer is
@@ -38,8 +44,10 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import functools
 import logging
 import mmap
+import os
 import threading
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -71,6 +79,7 @@ class StatusCode(enum.IntEnum):
     TIMEOUT = 15           # the call's deadline passed
     DEVICE_ERROR = 16
     PERMISSION_DENIED = 17  # the token (KVPORT_TOKEN) does not grant the namespace
+    SIZE_MISMATCH = 18     # mget: the value is smaller than the buffer (another layout)
 
 
 class TransportType(enum.IntEnum):
@@ -120,6 +129,70 @@ _META_SUFFIX = "_meta"
 _META_FOLD_MAX = 1024
 # Largest value mget(keys, option, None) allocates for (the CLI's `get --max-bytes` default).
 _NEW_VALUE_MAX = 1 << 30
+
+# The namespace an unassigned `ns` means, when set (read at each init).
+_NS_ENV = "KVPORT_EIC_NS"
+
+
+# --- kvport's C++ log lines, through Python's logging -----------------------------------------
+
+# Lines kept between two forwards; more are counted as dropped (a bound on what a burst of
+# lines from the node's or client's threads can hold).
+_CPP_LOG_LINES = 4096
+# kvport::log::Level (debug, info, warn, error) -> logging levels
+_CPP_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
+# LogLevel -> logging levels (OFF: above CRITICAL)
+_LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL,
+               logging.CRITICAL + 1)
+_log_files: dict = {}  # (pid, path) -> FileHandler on _log
+_log_files_lock = threading.Lock()
+
+
+def _forward_cpp_log() -> None:
+    """Hands the C++ lines kept since the last forward to the "eic" logger."""
+    lines, dropped = _core.take_log()
+    for level, message in lines:
+        _log.log(_CPP_LEVELS[level], "kvport: %s", message)
+    if dropped:
+        _log.warning("eic: %d kvport log lines dropped (more than %d between two calls)",
+                     dropped, _CPP_LOG_LINES)
+
+
+def _forwarding_log(method):
+    """A public call that forwards kvport's log lines once it returns (or raises)."""
+
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        finally:
+            _forward_cpp_log()
+
+    return call
+
+
+def _route_log(option: "InitOption") -> None:
+    """Captures kvport's C++ lines for the "eic" logger and honours log_level and log_dir."""
+    _core.capture_log(_CPP_LOG_LINES)
+    level = int(option.log_level)
+    if 0 <= level < len(_LOG_LEVELS):
+        _log.setLevel(_LOG_LEVELS[level])
+    if not option.log_dir:
+        return
+    path = os.path.join(option.log_dir, f"eic-{os.getpid()}.log")
+    with _log_files_lock:
+        if (os.getpid(), path) in _log_files:
+            return
+        try:
+            os.makedirs(option.log_dir, exist_ok=True)
+            handler = logging.FileHandler(path)
+        except OSError as e:
+            _log.warning("eic: log_dir %r is not writable (%s): records stay with the logging "
+                         "configuration", option.log_dir, e)
+            return
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        _log.addHandler(handler)
+        _log_files[(os.getpid(), path)] = handler
 
 
 # --- Options: plain attribute bags, as the vendor's are ----------------------------------------
@@ -296,20 +369,24 @@ class Client:
 
     def __init__(self) -> None:
         self._core: Optional[_core.Client] = None
+        self._default_ns: Optional[str] = None  # KVPORT_EIC_NS at init
         self._lock = threading.Lock()
         self._regions: List[Tuple[int, int, int, int]] = []  # (ptr, size, type, cuda_id)
         self._managed: dict = {}  # ptr -> (mmap, exported c_char)
 
     # --- init ----------------------------------------------------------------------------------
 
+    @_forwarding_log
     def init(self, instance_id: Optional[str], endpoint: str, init_option: InitOption) -> int:
         """0 on success; otherwise kvport's status number (InvalidArgument 1, Unavailable 5,
-        NotSupported 9, ...) with the reason logged on the "eic" logger."""
+        NotSupported 9, ...) with the reason logged at ERROR on the "eic" logger."""
         option = init_option if init_option is not None else InitOption()
+        _route_log(option)
         core = _core.Client()
         try:
+            # log_dir is the eic logger's (_route_log), not the C++ client's.
             core.init(instance_id or "", endpoint or "",
-                      transport_type=int(option.transport_type), log_dir=option.log_dir or "",
+                      transport_type=int(option.transport_type), log_dir="",
                       log_level=int(option.log_level), flag_file=option.flag_file or "")
         except kvport.Error as e:
             _log.error("eic init(%r, %r) failed: %s", instance_id, endpoint, e)
@@ -319,9 +396,20 @@ class Client:
                 _log.error("eic init called twice on one Client")
                 return _INVALID_ARGUMENT
             self._core = core
-        _log.info("eic: connected to %s over %s (%s)", core.endpoint, core.transport,
-                  core.transport_reason)
+            self._default_ns = os.environ.get(_NS_ENV)
+        _log.info("eic: connected to %s over %s (%s)%s", core.endpoint, core.transport,
+                  core.transport_reason,
+                  f"; an unassigned ns means {self._default_ns!r} ({_NS_ENV})"
+                  if self._default_ns is not None else "")
         return 0
+
+    def _namespace(self, option: _NsOption) -> Tuple[str, bool]:
+        """(namespace, any namespace?) of an option: see the module doc."""
+        if option._ns is not None:
+            return option._ns, False
+        if self._default_ns is not None:
+            return self._default_ns, False
+        return "", True
 
     def _ready(self, op: str) -> Optional[_core.Client]:
         if self._core is None:
@@ -330,6 +418,7 @@ class Client:
 
     # --- mset ----------------------------------------------------------------------------------
 
+    @_forwarding_log
     def mset(self, keys, vals, set_option: Optional[SetOption] = None):
         """(status, outcome). Each value is replaced atomically; see the module doc for the
         K / K_meta pair."""
@@ -357,7 +446,8 @@ class Client:
             metas = [blob.get(i, b"") for i in sent]
         try:
             status, raw, error = core.mset([keys[i] for i in sent], [vals[i] for i in sent],
-                                           option.ns, int(option.ttl_second), metas, 0)
+                                           self._namespace(option)[0], int(option.ttl_second),
+                                           metas, 0)
         except kvport.Error as e:
             return self._call_failed("mset", e, len(keys), _overall_all_or_some)
         codes: List[StatusCode] = [StatusCode.FAILED] * len(keys)
@@ -371,6 +461,7 @@ class Client:
 
     # --- mget ----------------------------------------------------------------------------------
 
+    @_forwarding_log
     def mget(self, keys, get_option: Optional[GetOption] = None, vals=None):
         """(status, vals, outcome): value i is read into vals[i]. With vals None the values
         come back as a list of bytes (None per miss)."""
@@ -380,7 +471,7 @@ class Client:
         new_values = vals is None
         if core is not None and new_values and keys:
             try:  # sizes first, then buffers of those sizes
-                sizes = core.mget_meta(keys, option.ns, option._ns is None, 0)[2]
+                sizes = core.mget_meta(keys, *self._namespace(option), 0)[2]
             except kvport.Error as e:
                 status, outcome = self._call_failed("mget", e, len(keys), _overall_all_or_some)
                 return status, [None] * len(keys), outcome
@@ -396,7 +487,8 @@ class Client:
             status, outcome = self._failed_or_empty(core, len(keys), _overall_all_or_some)
             return status, vals, outcome
         try:
-            codes, sizes, error = self._mget_into(core, keys, buffers, option)
+            codes, sizes, error = self._mget_into(core, keys, buffers, option,
+                                                  exact=not new_values)
         except kvport.Error as e:
             status, outcome = self._call_failed("mget", e, len(keys), _overall_all_or_some)
             return status, vals, outcome
@@ -405,15 +497,19 @@ class Client:
                     for b, n, c in zip(buffers, sizes, codes)]
         return _overall_all_or_some(codes), vals, Outcome(codes, error)
 
-    def _mget_into(self, core, keys: List[str], buffers: List[Any], option: GetOption):
-        """(codes, stored sizes, error) of reading keys into buffers."""
-        ns, anywhere = option.ns, option._ns is None
+    def _mget_into(self, core, keys: List[str], buffers: List[Any], option: GetOption,
+                   exact: bool):
+        """(codes, stored sizes, error) of reading keys into buffers; exact: a value smaller
+        than its buffer is SIZE_MISMATCH (caller buffers; not those sized from the node)."""
+        ns, anywhere = self._namespace(option)
         codes: List[Optional[StatusCode]] = [None] * len(keys)
         sizes = [0] * len(keys)
         for i, meta in self._folded_metas(core, keys, ns, anywhere).items():
             sizes[i] = len(meta)
             if len(meta) > _capacity(buffers[i]):
                 codes[i] = StatusCode.BUFFER_TOO_SMALL
+            elif exact and len(meta) < _capacity(buffers[i]):
+                codes[i] = StatusCode.SIZE_MISMATCH
             else:
                 _write_bytes(buffers[i], meta)
                 codes[i] = StatusCode.SUCCESS
@@ -425,6 +521,9 @@ class Client:
             for n, i in enumerate(rest):
                 codes[i] = _FROM_KEY_CODE[raw[n]]
                 sizes[i] = raw_sizes[n]
+                if (exact and codes[i] == StatusCode.SUCCESS
+                        and raw_sizes[n] < _capacity(buffers[i])):
+                    codes[i] = StatusCode.SIZE_MISMATCH
         return codes, sizes, error
 
     def _folded_metas(self, core, keys: List[str], ns: str, anywhere: bool) -> dict:
@@ -438,6 +537,7 @@ class Client:
 
     # --- mexist / mdel -------------------------------------------------------------------------
 
+    @_forwarding_log
     def mexist(self, keys, exist_option: Optional[ExistOption] = None):
         """(status, outcome): overall SUCCESS whenever the probe worked, per key SUCCESS or
         KEY_NOT_EXIST."""
@@ -446,7 +546,7 @@ class Client:
         core = self._ready("mexist")
         if core is None or not keys:
             return self._failed_or_empty(core, len(keys), _overall_probe)
-        ns, anywhere = option.ns, option._ns is None
+        ns, anywhere = self._namespace(option)
         codes: List[Optional[StatusCode]] = [None] * len(keys)
         error = ""
         try:
@@ -461,6 +561,7 @@ class Client:
             return self._call_failed("mexist", e, len(keys), _overall_probe)
         return _overall_probe(codes), Outcome(codes, error)
 
+    @_forwarding_log
     def mdel(self, keys, del_option: Optional[DelOption] = None):
         """(status, outcome): per key SUCCESS (deleted) or KEY_NOT_EXIST; overall SUCCESS
         unless a key failed. Deleting K_meta whose meta is folded into K deletes K (the pair
@@ -470,7 +571,7 @@ class Client:
         core = self._ready("mdel")
         if core is None or not keys:
             return self._failed_or_empty(core, len(keys), _overall_probe)
-        ns, anywhere = option.ns, option._ns is None
+        ns, anywhere = self._namespace(option)
         try:
             pair_bases = {}  # meta position -> position of its K in the sent list
             sent = list(keys)

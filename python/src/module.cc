@@ -29,6 +29,7 @@
 #include "kvport/client.h"
 #include "kvport/config.h"
 #include "kvport/device.h"
+#include "kvport/log.h"
 #include "kvport/server.h"
 #include "kvport/size.h"
 #include "kvport/status.h"
@@ -497,6 +498,20 @@ PYBIND11_MODULE(_core, m) {
     }
   });
   m.def("_set_error_class", [](py::object cls) { ErrorClass() = std::move(cls); });
+  // kvport's C++ log lines, kept for Python's logging (the eic drop-in forwards them after
+  // each call) instead of written to stderr: kvport::log::Capture and TakeCaptured.
+  m.def(
+      "capture_log", [](size_t max_lines) { kvport::log::Capture(max_lines); },
+      py::arg("max_lines"));
+  m.def("take_log", [] {
+    size_t dropped = 0;
+    std::vector<kvport::log::CapturedLine> lines = kvport::log::TakeCaptured(&dropped);
+    py::list out;
+    for (auto& line : lines) {
+      out.append(py::make_tuple(static_cast<int>(line.level), std::move(line.message)));
+    }
+    return py::make_tuple(std::move(out), dropped);
+  });
   m.def("_interpreter_exiting", [] {
     finalizing_thread.store(std::this_thread::get_id());
     interpreter_exiting.store(true);

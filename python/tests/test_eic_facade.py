@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import ctypes
+import logging
+import os
 import struct
 import threading
 
@@ -183,6 +185,21 @@ def test_buffers_exact_and_too_small(ec):
     exact = bytearray(10)
     assert ec.mget(keys_of(key), get_option(), get_buffers(exact))[0] == S.SUCCESS
     assert exact == b"0123456789"
+    # A smaller value is another layout's chunk, never a hit: a v0.4.4-era LMCache with two KV
+    # groups (a 48-byte meta buffer) reading a one-group chunk (28-byte meta) must miss.
+    large = bytearray(16)
+    status, _, outcome = ec.mget(keys_of(key), get_option(), get_buffers(large))
+    assert status == S.FAILED and outcome.status_codes[0] == S.SIZE_MISMATCH
+    pair = unique("chunk")
+    ec.mset(keys_of(pair + "_meta", pair), put_buffers(b"m" * 28, b"d" * 64), set_option("ns"))
+    meta, data = bytearray(48), bytearray(64)
+    status, _, outcome = ec.mget(keys_of(pair + "_meta", pair), get_option("ns"),
+                                 get_buffers(meta, data))
+    assert status == S.PARTIAL_FAILED
+    assert list(outcome.status_codes) == [S.SIZE_MISMATCH, S.SUCCESS]
+    assert meta == bytearray(48) and data == b"d" * 64  # the folded meta is not written
+    # mget(keys, option, None) sizes its own buffers: no mismatch there.
+    assert ec.mget(keys_of(key), get_option(), None)[1] == [b"0123456789"]
 
 
 def test_multi_mib_values_from_tensors_bytes_bytearrays_pointers(ec):
@@ -246,6 +263,52 @@ def test_namespace_rule_unassigned_matches_any_explicit_is_exact(ec):
     # LMCache's delete: mdel(keys) without option deletes in the namespace that holds it.
     assert ec.mdel(keys_of(key))[0] == S.SUCCESS
     assert ec.mexist(keys_of(key), eic.ExistOption())[1].status_codes[0] == S.KEY_NOT_EXIST
+
+
+def test_kvport_eic_ns_bounds_the_unassigned_namespace(node, monkeypatch):
+    """KVPORT_EIC_NS: an unassigned ns means that namespace exactly, so an LMCache with
+    eic_kv_ns "mine" neither sees nor deletes another namespace's chunks."""
+    ec = connect(node.address)
+    theirs, mine = unique("theirs"), unique("mine")
+    ec.mset(keys_of(theirs), put_buffers(b"t"), set_option("other"))
+    monkeypatch.setenv("KVPORT_EIC_NS", "mine")
+    bounded = connect(node.address)
+    bounded.mset(keys_of(mine), put_buffers(b"m"), set_option("mine"))
+    status, outcome = bounded.mexist(keys_of(theirs, mine), eic.ExistOption())
+    assert status == S.SUCCESS and list(outcome.status_codes) == [S.KEY_NOT_EXIST, S.SUCCESS]
+    assert bounded.mdel(keys_of(theirs))[1].status_codes[0] == S.KEY_NOT_EXIST
+    assert ec.mexist(keys_of(theirs), exist_option("other"))[1].status_codes[0] == S.SUCCESS
+    # An unassigned SetOption writes there too; an assigned ns is still exact.
+    plain = unique("plain")
+    bounded.mset(keys_of(plain), put_buffers(b"p"), eic.SetOption())
+    assert ec.mexist(keys_of(plain), exist_option("mine"))[1].status_codes[0] == S.SUCCESS
+    assert bounded.mexist(keys_of(theirs), exist_option("other"))[1].status_codes[0] == S.SUCCESS
+    # The client initialized before the variable keeps the any-namespace rule.
+    assert ec.mexist(keys_of(theirs), eic.ExistOption())[1].status_codes[0] == S.SUCCESS
+    assert bounded.mdel(keys_of(mine))[1].status_codes[0] == S.SUCCESS
+
+
+def test_kvport_log_lines_reach_the_eic_logger(node, tmp_path, caplog, capfd):
+    """kvport's C++ lines (here the client's transport choice for eic_trans_type 2) arrive on
+    the "eic" logger, not on stderr; an init failure's reason is an ERROR record there; and
+    log_dir gets the logger's records."""
+    with caplog.at_level(logging.DEBUG, logger="eic"):
+        client = eic.Client()
+        option = eic.InitOption()
+        option.log_level = eic.LogLevel(0)
+        option.log_dir = str(tmp_path / "eic-logs")
+        option.transport_type = eic.TransportType(2)
+        assert client.init(None, node.address, option) == 0
+        refused = eic.Client()
+        option.transport_type = eic.TransportType(3)
+        assert refused.init(None, node.address, option) == 9
+    records = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "eic"]
+    assert any(m.startswith("kvport: ") and "eic_trans_type 2" in m for _, m in records), records
+    assert any(level == logging.ERROR and "GPUDirect" in m for level, m in records), records
+    assert any(level == logging.INFO and m.startswith("eic: connected to") for level, m in records)
+    assert "eic_trans_type" not in capfd.readouterr().err
+    log_file = tmp_path / "eic-logs" / f"eic-{os.getpid()}.log"
+    assert "GPUDirect" in log_file.read_text()
 
 
 def test_namespaces_isolate(ec):

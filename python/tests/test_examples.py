@@ -7,9 +7,10 @@ skip, saying so, when neither exists. The repository is $KVPORT_SOURCE_DIR, else
 ancestor of this file that holds examples/ and CMakeLists.txt (so a copy of this file in the
 build tree still finds the sources).
 
-Warnings are allowed only of one kind: an unknown key that the engine reading the example
-(LMCache core or SGLang's EICStorage) uses but kvport does not (ALLOWED_FOREIGN_KEYS). Any
-other warning (a misspelt key, a conflict, ...) fails the test.
+No warning is allowed but the host-dependent ones (a misspelt key, a conflict, ... fail the
+test). Keys the engine reading the example uses and kvport does not (LMCache core's, SGLang's
+EICStorage's) are reported as "engine key:" lines naming the engine, never as unknown keys
+(ENGINE_KEYS: each example's, all of which must be reported so).
 """
 
 from __future__ import annotations
@@ -25,24 +26,14 @@ import pytest
 # Keys the examples carry for the engine that reads them, which kvport's config check lists
 # as unknown keys: LMCache core options, and SGLang EICStorage's own keys (docs: §1c of the
 # EIC notes; examples/sglang/remote-eic.yaml).
-ALLOWED_FOREIGN_KEYS = frozenset(
-    {
-        # LMCache core
-        "enable_async_loading",
-        "lookup_timeout_ms",
-        # SGLang EICStorage
-        "eic_namespace",
-        "enable_kvset_direct",
-        "enable_kvget_direct",
-        "enable_kvset_gpu_direct",
-        "enable_kvget_gpu_direct",
-        "enable_gpu_nic_affinity",
-        "gpu_nic_affinity_config",
-        "cpu_nic_affinity_config",
-    }
-)
+ENGINE_KEYS = {
+    "examples/lmcache/lmcache-ascend.yaml": {"enable_async_loading": "LMCache",
+                                             "lookup_timeout_ms": "LMCache"},
+    "examples/sglang/remote-eic.yaml": {"eic_namespace": "SGLang", "enable_kvset_direct": "SGLang",
+                                        "enable_kvget_direct": "SGLang"},
+}
+ENGINE_KEY = re.compile(r"^engine key: .*: (\S+) is read by (.+), not by kvport$")
 
-UNKNOWN_KEY = re.compile(r"^warning: .*: unknown key '([^']+)' is ignored")
 # Warnings that depend on the machine, not on the example (configuration.md, "Capacities"):
 # a default capacity the file did not write that exceeds this host's memory, or a host whose
 # memory cannot be read.
@@ -132,15 +123,15 @@ def test_example_passes_config_check(path: Path):
     for line in output.splitlines():
         if not line.startswith("warning:"):
             continue
-        unknown = UNKNOWN_KEY.match(line)
-        if unknown and unknown.group(1) in ALLOWED_FOREIGN_KEYS:
-            continue
         if HOST_DEPENDENT.match(line):
             continue
         unexpected.append(line)
     assert not unexpected, f"unexpected warnings from kvport config check {path}:\n" + "\n".join(
         unexpected
     )
+    engine_keys = dict(m.groups() for m in map(ENGINE_KEY.match, output.splitlines()) if m)
+    for key, engine in ENGINE_KEYS.get(path.relative_to(ROOT).as_posix(), {}).items():
+        assert engine_keys.get(key) == engine, f"{key} not reported as {engine}'s:\n{output}"
 
 
 PY_EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*.py") if p.is_file()) if ROOT else []

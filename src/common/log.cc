@@ -7,6 +7,8 @@
 #include <atomic>
 #include <string>
 
+#include "common/thread_annotations.h"
+
 namespace kvport::log {
 namespace {
 
@@ -17,6 +19,20 @@ constexpr const char* kTextPattern = "%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v";
 constexpr const char* kJsonPattern = R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","msg":"%v"})";
 
 std::atomic<Format> g_format{Format::kText};
+
+// Capture(): lines kept for TakeCaptured instead of stderr. g_capturing is read without the
+// lock on every line; the lines themselves are under it.
+std::atomic<bool> g_capturing{false};
+struct Captured {
+  Mutex mu;
+  size_t max_lines GUARDED_BY(mu) = 0;
+  size_t dropped GUARDED_BY(mu) = 0;
+  std::vector<CapturedLine> lines GUARDED_BY(mu);
+};
+Captured& CapturedLines() {
+  static Captured* const captured = new Captured;  // never destroyed, as the logger
+  return *captured;
+}
 
 spdlog::logger& Logger() {
   // stderr, no colors: the CLI's stdout is for results (and --json), logs never mix in. Never
@@ -125,6 +141,16 @@ bool SetLevelByName(std::string_view name) {
 }
 
 void Write(Level level, std::string_view message) {
+  if (g_capturing.load(std::memory_order_acquire)) {
+    Captured& c = CapturedLines();
+    MutexLock lock(c.mu);
+    if (c.lines.size() < c.max_lines) {
+      c.lines.push_back({level, std::string(message)});
+    } else {
+      ++c.dropped;
+    }
+    return;
+  }
   if (g_format.load(std::memory_order_relaxed) == Format::kJson) {
     Logger().log(ToSpd(level), JsonEscaped(message));
   } else {
@@ -138,6 +164,25 @@ void SetFormat(Format format) {
   Logger().set_pattern(
       format == Format::kJson ? kJsonPattern : kTextPattern,
       format == Format::kJson ? spdlog::pattern_time_type::utc : spdlog::pattern_time_type::local);
+}
+
+void Capture(size_t max_lines) {
+  Captured& c = CapturedLines();
+  {
+    MutexLock lock(c.mu);
+    c.max_lines = max_lines;
+  }
+  g_capturing.store(true, std::memory_order_release);
+}
+
+std::vector<CapturedLine> TakeCaptured(size_t* dropped) {
+  Captured& c = CapturedLines();
+  std::vector<CapturedLine> lines;
+  MutexLock lock(c.mu);
+  lines.swap(c.lines);
+  *dropped = c.dropped;
+  c.dropped = 0;
+  return lines;
 }
 
 bool SetFormatByName(std::string_view name) {

@@ -17,6 +17,7 @@
 
 #include "common/small_file.h"
 #include "config/config_keys.h"
+#include "config/engine_keys.h"
 #include "config/value_parse.h"
 #include "kvport/config.h"
 #include "kvport/host_info.h"
@@ -165,7 +166,7 @@ void ReadExtraConfig(const YAML::Node& map, const RawValue& base, bool in_file,
 }
 
 Status ReadFile(const std::string& path, FileValues* values, std::vector<std::string>* errors,
-                std::vector<std::string>* warnings) {
+                std::vector<std::string>* warnings, std::vector<std::string>* engine_keys) {
   KVPORT_ASSIGN_OR_RETURN(YAML::Node root, ReadYaml(path));
   if (root.IsNull()) {
     warnings->push_back(fmt::format("{}: the file is empty; defaults apply", path));
@@ -192,7 +193,12 @@ Status ReadFile(const std::string& path, FileValues* values, std::vector<std::st
     }
     const KeySpec* spec = FindKey(key);
     if (spec == nullptr) {
-      warnings->push_back(UnknownKeyWarning(where, key));
+      if (const char* engines = config_internal::EnginesReading(key); engines != nullptr) {
+        engine_keys->push_back(
+            fmt::format("{}: {} is read by {}, not by kvport", where, key, engines));
+      } else {
+        warnings->push_back(UnknownKeyWarning(where, key));
+      }
       continue;
     }
     const YAML::Node& value = item.second;
@@ -277,12 +283,13 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
   Config config;
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
+  std::vector<std::string> engine_keys;
 
   std::string path = sources.file.value_or("");
   if (path.empty()) path = env.Get(kConfigFileVariable).value_or("");
   FileValues file;
   if (!path.empty()) {
-    KVPORT_RETURN_IF_ERROR(ReadFile(path, &file, &errors, &warnings));
+    KVPORT_RETURN_IF_ERROR(ReadFile(path, &file, &errors, &warnings, &engine_keys));
     config.file = path;
   }
 
@@ -392,6 +399,7 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
       log::Warn("config: {}", w);
   }
   config.warnings = std::move(warnings);
+  config.engine_keys = std::move(engine_keys);
   return config;
 }
 

@@ -47,6 +47,8 @@ std::string DescribeConfig(const Config& config) {
   for (const ConfigEntry& e : config.entries) {
     out += fmt::format("{:<{}}  ({})\n", ValueColumn(e), width, EscapeText(e.origin));
   }
+  for (const std::string& k : config.engine_keys)
+    out += "engine key: " + EscapeText(k) + "\n";
   for (const std::string& w : config.warnings)
     out += "warning: " + EscapeText(w) + "\n";
   return out;
@@ -64,6 +66,7 @@ std::string DescribeConfigJson(const Config& config) {
       {"file",
        config.file.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(config.file)},
       {"values", std::move(values)},
+      {"engine_keys", config.engine_keys},
       {"warnings", config.warnings},
   };
   // Invalid UTF-8 (a path or a value is bytes) becomes U+FFFD instead of throwing: the output

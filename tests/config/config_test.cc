@@ -700,16 +700,36 @@ TEST_F(ConfigTest, DuplicateKeyIsRefused) {
 }
 
 TEST_F(ConfigTest, UnknownKeysWarnAndAreDropped) {
-  Result<Config> r = Load("max_local_cpu_sise: 4\nuse_layerwise: true\nchunk_size: 128\n");
+  Result<Config> r = Load("max_local_cpu_sise: 4\nnot_a_key: true\nchunk_size: 128\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->warnings.size(), 2u);
   EXPECT_THAT(r->warnings[0], HasSubstr("kvport.yaml:1: unknown key 'max_local_cpu_sise' is "
                                         "ignored (did you mean 'max_local_cpu_size'?)"));
-  EXPECT_THAT(r->warnings[1], HasSubstr("unknown key 'use_layerwise' is ignored"));
+  EXPECT_THAT(r->warnings[1], HasSubstr("unknown key 'not_a_key' is ignored"));
   EXPECT_THAT(r->warnings[1], Not(HasSubstr("did you mean")));
-  EXPECT_EQ(r->FindEntry("use_layerwise"), nullptr);
+  EXPECT_EQ(r->FindEntry("not_a_key"), nullptr);
+  EXPECT_TRUE(r->engine_keys.empty());
   EXPECT_EQ(r->max_local_cpu_size_bytes, 5 * kGiB);
   EXPECT_EQ(r->chunk_size, 128u);
+}
+
+// An engine's own file: the keys LMCache or SGLang read and kvport does not are named as theirs,
+// not warned about, and kept out of the effective values.
+TEST_F(ConfigTest, EngineKeysAreNamedNotWarned) {
+  Result<Config> r = Load(
+      "use_layerwise: true\nchunk_size: 128\neic_namespace: sglang\nenable_kvset_direct: false\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->warnings.empty()) << r->warnings[0];
+  ASSERT_EQ(r->engine_keys.size(), 3u);
+  EXPECT_THAT(r->engine_keys[0],
+              HasSubstr("kvport.yaml:1: use_layerwise is read by LMCache, not by kvport"));
+  EXPECT_THAT(r->engine_keys[1], HasSubstr("eic_namespace is read by SGLang, not by kvport"));
+  EXPECT_THAT(r->engine_keys[2], HasSubstr("enable_kvset_direct is read by SGLang"));
+  EXPECT_EQ(r->FindEntry("use_layerwise"), nullptr);
+  EXPECT_EQ(r->chunk_size, 128u);
+  EXPECT_THAT(DescribeConfig(*r), HasSubstr("\nengine key: /"));
+  EXPECT_THAT(DescribeConfig(*r), HasSubstr("kvport.yaml:3: eic_namespace is read by SGLang"));
+  EXPECT_THAT(DescribeConfigJson(*r), HasSubstr("\"engine_keys\":["));
 }
 
 TEST_F(ConfigTest, EicKeysAreReadFromExtraConfig) {
