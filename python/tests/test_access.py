@@ -4,6 +4,8 @@ drop-in with KVPORT_TOKEN, per-key PERMISSION_DENIED, and reload_tokens()."""
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import os
 
 import pytest
@@ -80,3 +82,38 @@ def test_reload_tokens_revokes_and_keeps_the_old_ones_on_a_bad_file(token_node):
     with pytest.raises(kvport.Error) as refused:
         kvport.Client(server.url, token=READER, transport_type=kvport.TransportType.TCP)
     assert refused.value.code == "PermissionDenied"
+
+
+def test_a_partial_grant_says_on_the_client_why_shared_memory_is_off(tmp_path, monkeypatch,
+                                                                     caplog):
+    """A token granted only some namespaces may not map the arena (it holds them all): the
+    eic drop-in says so once, at INFO, on the client side, and still works over the socket."""
+    tokens = tmp_path / "tokens.yaml"
+    write_tokens(tokens, "tokens:\n"
+                         f"  - name: tenant\n    secret: {WRITER}\n"
+                         "    read: [\"tenant/*\"]\n    write: [\"tenant/*\"]\n"
+                         f"  - name: engine-host\n    secret: {READER}\n"
+                         "    read: [\"*\"]\n    write: [\"*\"]\n")
+    socket = str(tmp_path / "kvport.sock")
+    with kvport.Server(capacity="16MiB", threads=1, tokens_file=str(tokens),
+                       unix_socket=socket) as server:
+        option = eic.InitOption()
+        option.transport_type = eic.TransportType.TRANSPORT_RDMA
+        for secret, expected in ((WRITER, "does not grant every namespace"),
+                                 (READER, "over shared memory")):
+            monkeypatch.setenv("KVPORT_TOKEN", secret)
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="eic"):
+                client = eic.Client()
+                assert client.init(None, server.address, option) == 0
+            connected = [r.getMessage() for r in caplog.records
+                         if r.name == "eic" and r.getMessage().startswith("eic: connected")]
+            assert len(connected) == 1 and expected in connected[0], connected
+            keys = eic.StringVector()
+            keys.append("k")
+            written = eic.SetOption()
+            written.ns = "tenant/a"
+            value = b"value"
+            buffers = eic.IOBuffers()
+            buffers.append(ctypes.cast(ctypes.c_char_p(value), ctypes.c_void_p).value, 5, False)
+            assert client.mset(keys, buffers, written)[0] == eic.StatusCode.SUCCESS

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import hashlib
+import json
 import logging
 import subprocess
 import sys
@@ -33,6 +34,8 @@ import torch
 import yaml
 
 from lmcache.utils import CacheEngineKey
+from lmcache.v1.cache_engine import LMCacheEngineBuilder
+from lmcache.v1.gpu_connector.mock_gpu_connector import MockGPUConnector
 from lmcache.v1.config import LMCacheEngineConfig
 from lmcache.v1.memory_management import MemoryFormat
 from lmcache.v1.metadata import LMCacheMetadata
@@ -88,20 +91,26 @@ class EventLoop:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
     def close(self) -> None:
-        """Cancels what LMCache left running on the loop (its priority executor's workers:
-        LMCache's own close() of this connector never returns, see docs/python.md), then
-        stops and closes the loop, so nothing is destroyed pending at exit."""
+        stop_loop(self.loop, self.thread)
 
-        async def cancel_all():
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
-        self.run(cancel_all())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+def stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """Cancels what LMCache left running on an event loop (its priority executor's workers:
+    LMCache's own close() of this connector never returns, see docs/python.md), then stops the
+    loop and joins its thread, so nothing is destroyed pending and no thread outlives the test
+    (a StorageManager's loop thread is not a daemon: the process would not exit)."""
+
+    async def cancel_all():
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(30)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(30)
+    assert not thread.is_alive(), "LMCache's event loop thread did not stop"
+    loop.close()
 
 
 class LMCache(EventLoop):
@@ -410,3 +419,84 @@ def test_patch_on_a_host_without_libcudart(node, tmp_path, monkeypatch, engine_l
         instance.close()
     record(ENGINE, f"kvport.lmcache.patch() without libcudart, {transport_of(node)}",
            "constructs; put and get work")
+
+
+class CPUKVConnector(MockGPUConnector):
+    """The one stand-in for what needs a GPU: vLLM's paged GPU connector copies chunks between
+    the GPU's KV cache and LMCache's memory objects; this one copies them between a CPU tensor
+    [layers, K/V, tokens, heads x head size] and the objects ([K/V, layers, tokens, hidden],
+    LMCache's KV_2LTD), so that LMCacheEngine's own store and retrieve run unchanged around it.
+    LMCache's MockGPUConnector (its standalone mode) supplies the rest of the interface."""
+
+    def __init__(self, kv: torch.Tensor):
+        super().__init__(KV_SHAPE)
+        self.kv = kv
+
+    def batched_from_gpu(self, memory_objs, starts, ends, **kwargs):
+        for obj, start, end in zip(memory_objs, starts, ends):
+            obj.tensor[:, :, :end - start].copy_(self.kv[:, :, start:end].transpose(0, 1))
+
+    def batched_to_gpu(self, memory_objs, starts, ends, **kwargs):
+        for obj, start, end in zip(memory_objs, starts, ends):
+            self.kv[:, :, start:end].copy_(obj.tensor[:, :, :end - start].transpose(0, 1))
+
+
+def test_lmcache_engine_store_and_retrieve(node_factory, tmp_path, monkeypatch, engine_log,
+                                           record):
+    """The path vLLM takes: LMCacheEngine (LMCacheEngineBuilder, post_init's StorageManager
+    with its own RemoteBackend) stores 1024 tokens' KV cache as 4 chunks on the node; a second
+    engine, with nothing local, retrieves all 1024 tokens from the node, bytes equal."""
+    node = node_factory(shared_memory=True)
+    config_file = lmcache_yaml(tmp_path / "lmcache.yaml", node.url)
+    monkeypatch.setenv("LMCACHE_CONFIG_FILE", str(config_file))
+    config = LMCacheEngineConfig.from_file(str(config_file))
+    layers, _, _, heads, head_size = KV_SHAPE
+    kv = torch.randn(layers, 2, 1024, heads * head_size).to(torch.bfloat16)
+    tokens = torch.arange(1024)
+    mark = engine_log.mark()
+    engines = []
+    try:
+        for name, kv_cache in (("kvport-writer", kv), ("kvport-reader", torch.zeros_like(kv))):
+            engines.append(LMCacheEngineBuilder.get_or_create(
+                name, config, metadata(), CPUKVConnector(kv_cache), lambda t, r: None,
+                lambda o, r: o))
+            engines[-1].post_init()
+        writer, reader = engines
+        writer.store(tokens)
+        assert node.stats()["counters"]["objects"] == 1024 // KV_SHAPE[2]
+        mask = reader.retrieve(tokens)
+        assert int(mask.sum()) == 1024
+        assert torch.equal(reader.gpu_connector.kv, kv)
+        assert engine_log.errors(mark) == []
+    finally:
+        # LMCacheEngineBuilder.destroy would close the EIC connector, which never returns.
+        for engine in engines:
+            stop_loop(engine.storage_manager.loop, engine.storage_manager.thread)
+    record(ENGINE, "LMCacheEngine store / retrieve of 1024 tokens (a CPU KV connector for "
+                   "vLLM's GPU one), shm", "4 chunks on the node; all 1024 tokens retrieved by "
+                                           "another engine, bytes equal")
+
+
+def test_two_kv_groups(node_factory, tmp_path, record):
+    """Chunks of a model with two KV layer groups, in a process of its own (lmcache_groups.py:
+    LMCache's remote metadata format is process-wide)."""
+    node = node_factory(shared_memory=True)
+    config = lmcache_yaml(tmp_path / "lmcache.yaml", node.url)
+    out = subprocess.run([sys.executable, str(HERE / "lmcache_groups.py"), str(config)],
+                         capture_output=True, text=True, timeout=180, cwd=HERE)
+    assert out.returncode == 0, out.stderr[-4000:]
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["groups"] == 2 and seen["meta_bytes"] == 48
+    # LMCache's own limit: this release's connector cannot write a multi-group chunk.
+    assert seen["put"].startswith("RuntimeError: shape")
+    assert seen["batched_put"].startswith("RuntimeError: shape")
+    assert seen["contains"] == [False, False, False]
+    assert node.stats()["counters"]["objects"] == 1  # the one-group chunk only
+    record(ENGINE, "two KV layer groups: put / batched_put",
+           "RuntimeError inside LMCache (its connector reads memory_obj.tensor); nothing stored")
+    # kvport's exact-size reads: a one-group chunk (28-byte meta) read by the two-group
+    # instance (48-byte meta buffer) is a miss (SIZE_MISMATCH), never a hit with bad shapes.
+    assert seen["one_group_chunk"] is True
+    assert "err_code 18" in out.stderr and "Traceback" not in out.stderr
+    record(ENGINE, "two KV layer groups: get of a one-group chunk",
+           "a miss (SIZE_MISMATCH, logged by LMCache), no exception")

@@ -377,6 +377,36 @@ def test_namespaces_are_isolated(node, sglang, layout, engine_log, record):
                    f"{transport_of(node)}", "each reads its own bytes")
 
 
+def test_delete_stays_in_its_namespace_with_kvport_eic_ns(node, sglang, monkeypatch, engine_log,
+                                                          record):
+    """EICStorage.delete() passes a DelOption() whose ns is never assigned: under the
+    any-namespace rule it deletes the page in every namespace; with KVPORT_EIC_NS set for the
+    process (read at eic init) only in its own. layer_first: page_first's delete() names the
+    bare key while its pages are stored as KEY_k / KEY_v, so it deletes nothing there."""
+    layout = "layer_first"
+    pages = sglang.pages[layout]
+    keys = page_keys("delete", 1)
+    src = pages.take(1)
+    pages.fill(src, seed=7)
+    mine, theirs = sglang.storage(layout), sglang.storage(layout, namespace="sglang_b")
+    monkeypatch.setenv("KVPORT_EIC_NS", NAMESPACE)
+    bounded = sglang.new_storage(layout)
+    monkeypatch.delenv("KVPORT_EIC_NS")
+    mark = engine_log.mark()
+    for storage in (mine, theirs):
+        assert storage.batch_set_v1(keys, src) == [True]
+    bounded.delete(keys[0])
+    assert mine.batch_exists(keys) == 0 and theirs.batch_exists(keys) == 1
+    assert engine_log.errors(mark) == []
+    record(ENGINE, f"delete() with KVPORT_EIC_NS, {transport_of(node)}",
+           "deletes its own namespace's page only")
+    assert mine.batch_set_v1(keys, src) == [True]
+    mine.delete(keys[0])
+    assert mine.batch_exists(keys) == 0 and theirs.batch_exists(keys) == 0
+    record(ENGINE, f"delete() without KVPORT_EIC_NS, {transport_of(node)}",
+           "deletes the page in every namespace (DelOption's ns unassigned)")
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_restarted_node_is_a_miss(node, sglang, layout, engine_log, record):
     restarted = sglang.extra_node("restart")
