@@ -110,6 +110,18 @@ class Node:
                              capture_output=True, timeout=30, check=True)
         return json.loads(out.stdout)
 
+    def assert_values_took_its_transport(self, before: dict, after: dict) -> None:
+        """Between two stats()["counters"]: values were written and read through the arena
+        mapping (a node offering shared memory) or in MSET/MGET frames (TCP), never the other
+        way. Not shm_attaches: `kvport stat` (stats()) attaches to the arena itself."""
+        if self.shared_memory:
+            assert after["op_shm_commit"] > before["op_shm_commit"]
+            assert after["op_shm_get"] > before["op_shm_get"]
+            assert (after["op_mset"], after["op_mget"]) == (before["op_mset"], before["op_mget"])
+        else:
+            assert after["op_mset"] > before["op_mset"] and after["op_mget"] > before["op_mget"]
+            assert (after["op_shm_commit"], after["op_shm_get"]) == (0, 0)
+
 
 @pytest.fixture(scope="module")
 def node_factory(tmp_path_factory):

@@ -260,13 +260,7 @@ def test_put_exists_get(node, aibrix, allocator, engine_log, record):
     after = counters(node)
     # The bytes went to the node (not a client-side cache), by the transport the node offers.
     assert after["objects"] - before["objects"] == 1
-    if node.shared_memory:
-        assert after["op_shm_commit"] > before["op_shm_commit"]
-        assert after["op_shm_get"] > before["op_shm_get"]
-        assert (after["op_mset"], after["op_mget"]) == (before["op_mset"], before["op_mget"])
-    else:
-        assert after["op_mset"] > before["op_mset"] and after["op_mget"] > before["op_mget"]
-        assert after["op_shm_commit"] == before["op_shm_commit"] == 0
+    node.assert_values_took_its_transport(before, after)
     record(ENGINE, f"put / exists / get and _exists / _get, {transport_of(node)}", "bytes equal")
 
 

@@ -234,11 +234,6 @@ def sglang(node, node_factory, tmp_path_factory, engine_log):
     return instance
 
 
-def transfer_ops(node) -> Dict[str, int]:
-    counters = node.stats()["counters"]
-    return {k: counters[k] for k in ("op_mset", "op_mget", "op_shm_commit", "op_shm_get")}
-
-
 # --- Tests -------------------------------------------------------------------------------------
 
 def test_construction_through_the_factory(node, sglang, record):
@@ -272,7 +267,7 @@ def test_page_api_set_exists_get(node, sglang, layout, engine_log, record):
     pages.fill(dst, seed=2)  # not zeros, so an untouched page cannot pass for a read one
     mark = engine_log.mark()
     before_objects = node.stats()["counters"]["objects"]
-    before = transfer_ops(node)
+    before = node.stats()["counters"]
 
     assert storage.batch_exists(keys) == 0
     assert storage.batch_set_v1(keys, src) == set_results(layout, 3)
@@ -282,16 +277,10 @@ def test_page_api_set_exists_get(node, sglang, layout, engine_log, record):
     assert all_equal(pages.read(dst), expected)
     assert all_equal(pages.read(src), expected)
 
-    after = transfer_ops(node)
+    after = node.stats()["counters"]
     assert node.stats()["counters"]["objects"] - before_objects == len(set_results(layout, 3))
     # The bytes went the way the node's transport says: through the mapping or the socket.
-    if node.shared_memory:
-        assert after["op_shm_commit"] > before["op_shm_commit"]
-        assert after["op_shm_get"] > before["op_shm_get"]
-        assert (after["op_mset"], after["op_mget"]) == (before["op_mset"], before["op_mget"])
-    else:
-        assert after["op_mset"] > before["op_mset"] and after["op_mget"] > before["op_mget"]
-        assert (after["op_shm_commit"], after["op_shm_get"]) == (0, 0)
+    node.assert_values_took_its_transport(before, after)
     assert engine_log.errors(mark) == []
     record(ENGINE, f"batch_set_v1 + batch_exists + batch_get_v1 into fresh pages, "
                    f"{LABEL[layout]}, {transport_of(node)}", "bytes equal")
