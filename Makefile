@@ -41,7 +41,11 @@ install: build
 package: build
 	@cpack -G DEB --config build/CPackConfig.cmake -B build/package
 
-run: build
+# Builds only what the demo runs (the kvport CLI; tests and benchmarks are built by `make test`
+# and `make build`), with ninja's progress shown, then runs it.
+run: bootstrap
+	@cmake -S . -B build -G Ninja $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build -j $(JOBS) --target kvport
 	@build/bin/kvport demo
 
 # Every test on the normal build, then every test again under ASan + UBSan, then the threaded
