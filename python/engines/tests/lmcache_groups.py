@@ -11,23 +11,18 @@ not have), then reads chunk 1, a one-group chunk: its 28-byte meta does not fill
 48-byte buffer, so it must be a miss, not a hit with garbage shapes. Prints one JSON object of
 what it saw."""
 
-import asyncio
 import json
-import os
 import sys
-import threading
+from pathlib import Path
 
+import pytest
 import torch
 
 from lmcache.utils import EngineType
-from lmcache.v1.config import LMCacheEngineConfig
 from lmcache.v1.gpu_connector.utils import normalize_and_discover_per_layer_formats
 from lmcache.v1.kv_layer_groups import KVLayerGroupsManager
-from lmcache.v1.memory_management import MemoryFormat
-from lmcache.v1.storage_backend.local_cpu_backend import LocalCPUBackend
-from lmcache.v1.storage_backend.remote_backend import RemoteBackend
 
-from test_lmcache import key, metadata, stop_loop
+from test_lmcache import LMCache, key, metadata
 
 
 def two_group_metadata():
@@ -42,61 +37,36 @@ def two_group_metadata():
     return md
 
 
-def tier(config, md):
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    local = LocalCPUBackend(config, md)
-    return loop, thread, local, RemoteBackend(config, md, loop, local)
-
-
-def chunk(local, md, seed):
-    """Random bytes in a memory object of the model's groups. A multi-group object has no single
-    `.tensor` (its groups differ in shape): its bytes are written through raw_data."""
-    obj = local.allocate(md.get_shapes(), md.get_dtypes(), MemoryFormat.KV_2LTD)
-    generator = torch.Generator().manual_seed(seed)
-    size = obj.get_size()
-    obj.raw_data[:size].copy_(torch.randint(0, 256, (size,), dtype=torch.uint8,
-                                            generator=generator))
-    return obj
-
-
-
 def main() -> int:
-    os.environ["LMCACHE_CONFIG_FILE"] = sys.argv[1]
-    config = LMCacheEngineConfig.from_file(sys.argv[1])
+    config_file = Path(sys.argv[1])
+    env = pytest.MonkeyPatch()
     seen = {}
 
-    one = metadata()
-    loop1, thread1, local1, remote1 = tier(config, one)
-    obj = chunk(local1, one, seed=1)
-    remote1.submit_put_task(key(1), obj).result(30)
-    obj.ref_count_down()
-    stop_loop(loop1, thread1)
+    one = LMCache(config_file, env)
+    one.put(1, seed=1)
+    one.close()
 
-    two = two_group_metadata()
-    seen["groups"] = two.get_num_groups()
-    loop, thread, local, remote = tier(config, two)
-    seen["meta_bytes"] = remote.connection.getWrappedConnector().remote_metadata_bytes
+    lmcache = LMCache(config_file, env, two_group_metadata())
+    seen["groups"] = lmcache.metadata.get_num_groups()
+    seen["meta_bytes"] = lmcache.eic.remote_metadata_bytes
+    remote = lmcache.remote
     # This release's EICConnector reads memory_obj.tensor to put a chunk, which a multi-group
     # object does not have: LMCache raises before any eic call.
-    obj = chunk(local, two, seed=2)
+    obj = lmcache.chunk(seed=2)
     try:
         remote.submit_put_task(key(2), obj).result(30)
         seen["put"] = "stored"
     except RuntimeError as e:
         seen["put"] = f"RuntimeError: {e}"
-    objs = [chunk(local, two, seed=s) for s in (3, 4)]
+    objs = [lmcache.chunk(seed=s) for s in (3, 4)]
     try:
-        asyncio.run_coroutine_threadsafe(
-            remote.connection.getWrappedConnector()._batched_put([key(3), key(4)], objs),
-            loop).result(30)
+        lmcache.run(lmcache.eic._batched_put([key(3), key(4)], objs))
         seen["batched_put"] = "stored"
     except RuntimeError as e:
         seen["batched_put"] = f"RuntimeError: {e}"
     seen["contains"] = [remote.contains(key(h)) for h in (2, 3, 4)]
     seen["one_group_chunk"] = remote.get_blocking(key(1)) is None
-    stop_loop(loop, thread)
+    lmcache.close()
     print(json.dumps(seen))
     return 0
 

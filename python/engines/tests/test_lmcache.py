@@ -114,13 +114,14 @@ def stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None
 
 
 class LMCache(EventLoop):
-    """One LMCache worker's remote tier: its config, LocalCPUBackend and RemoteBackend."""
+    """One LMCache worker's remote tier: its config, LocalCPUBackend and RemoteBackend, for the
+    model `md` describes (default: metadata())."""
 
-    def __init__(self, config_file: Path, monkeypatch):
+    def __init__(self, config_file: Path, monkeypatch, md: Optional[LMCacheMetadata] = None):
         super().__init__()
         monkeypatch.setenv("LMCACHE_CONFIG_FILE", str(config_file))
         self.config = LMCacheEngineConfig.from_file(str(config_file))
-        self.metadata = metadata()
+        self.metadata = md or metadata()
         self.local = LocalCPUBackend(self.config, self.metadata)
         start = time.perf_counter()
         self.remote = RemoteBackend(self.config, self.metadata, self.loop, self.local)
@@ -132,11 +133,15 @@ class LMCache(EventLoop):
         return self.remote.connection.getWrappedConnector()
 
     def chunk(self, seed: int):
+        """A memory object of the model's chunk, random bytes written through raw_data (a
+        multi-group object has no single `.tensor`: its groups differ in shape)."""
         obj = self.local.allocate(self.metadata.get_shapes(), self.metadata.get_dtypes(),
                                   MemoryFormat.KV_2LTD)
         assert obj is not None, "LMCache's CPU pool is full"
         generator = torch.Generator().manual_seed(seed)
-        obj.tensor.copy_(torch.randn(obj.tensor.shape, generator=generator))
+        size = obj.get_size()
+        obj.raw_data[:size].copy_(torch.randint(0, 256, (size,), dtype=torch.uint8,
+                                                generator=generator))
         return obj
 
     def put(self, chunk_hash: int, seed: int) -> torch.Tensor:
