@@ -48,7 +48,8 @@ run: bootstrap
 	@cmake --build build -j $(JOBS) --target kvport
 	@build/bin/kvport demo
 
-# Every test on the normal build, then every test again under ASan + UBSan, then the threaded
+# Every test on the normal build, then the released engines against kvport serve (test-engines),
+# then every test again under ASan + UBSan, then the threaded
 # layers' tests under ThreadSanitizer, then short libFuzzer runs of the frame decoder and of the
 # server's sessions and a clang build of the annotated libraries (build-fuzz/). One lane after
 # another (each one's build uses every core), each lane's wall time printed as it ends and again
