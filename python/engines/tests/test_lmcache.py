@@ -8,8 +8,9 @@ LMCACHE_CONFIG_FILE, which LMCache's EICConnector reads itself), LMCache's own L
 the URL. The chunks are LMCache's KV_2LTD memory objects of a small model (4 layers, 8 KV heads
 of 128, bf16, 256 tokens: 4 MiB a chunk). Nothing is monkeypatched on the success paths: this
 LMCache runs on the CPU with its own CPU platform, and it loads libcudart.so at construction,
-which this host has (without a driver). test_patch_on_a_host_without_libcudart stands in for
-a host without it.
+which this host has (without a driver); on a host without it the module applies
+kvport.lmcache.patch() first, as a user there must. test_patch_on_a_host_without_libcudart
+stands in for such a host where libcudart is present.
 
 Each LMCache instance here is its own event loop and RemoteBackend; LMCache keeps process-wide
 state (its remote metadata format, stats monitors), which every instance here sets alike.
@@ -44,6 +45,15 @@ from lmcache.v1.storage_backend.local_cpu_backend import LocalCPUBackend
 from lmcache.v1.storage_backend.remote_backend import RemoteBackend
 
 from conftest import SECRET
+
+try:
+    ctypes.CDLL("libcudart.so")
+except OSError:
+    # A host without the CUDA runtime (no toolkit): this LMCache's EICConnector loads it
+    # unconditionally, so such a host needs kvport.lmcache.patch(), as docs/python.md says.
+    import kvport.lmcache
+
+    kvport.lmcache.patch()
 
 ENGINE = "lmcache"
 MODEL = "kvport-test/llama-4l"
