@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -393,6 +394,13 @@ class KVPORT_API Client {
   // offers).
   std::string_view transport() const;
   const std::string& transport_reason() const;
+
+  // The namespace the client's token names for calls that name none (the token's `namespace`
+  // field, docs/security.md; learned at Init from a node of protocol version 5 on). nullopt: an
+  // open node, a token that names none, an older node, or before Init. kvport's own calls always
+  // name their namespace (SetOptions::ns ...); the `eic` drop-in uses this for an `ns` its
+  // caller never assigned.
+  const std::optional<std::string>& default_namespace() const;
 
   // "host:port" of the node ("a:1;b:2" or "etcd:HOST:PORT/CLUSTER" for a cluster); empty
   // before Init.

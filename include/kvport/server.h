@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +39,10 @@ struct KVPORT_API AccessToken {
   std::vector<std::string> read;   // namespaces whose objects it may get, probe and list
   std::vector<std::string> write;  // namespaces it may put to and delete from
   bool admin = false;              // STATS of every namespace, LIST of any namespace
+  // The namespace its clients mean when they name none (the `eic` drop-in's never-assigned
+  // `ns`): sent to them at HELLO (protocol version 5). It must be one the token may read and
+  // write. nullopt: none named, and such a call means "any namespace the token may read".
+  std::optional<std::string> default_namespace;
 };
 
 struct KVPORT_API ServerOptions {

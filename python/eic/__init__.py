@@ -16,8 +16,9 @@ surface, argument order, return shapes and status semantics are the ones those c
     outcome.status_codes[i]                                          # one per key
 
 Where the vendor's behaviour is unknown kvport chose, and docs/python.md says what:
-  - Namespaces. An option whose `ns` was never assigned means the namespace in KVPORT_EIC_NS
-    when that is set (at init); otherwise it matches the key in ANY namespace on reads, probes
+  - Namespaces. An option whose `ns` was never assigned means the namespace the client's token
+    names (its `namespace` field, learned at init), else the one in KVPORT_EIC_NS when that is
+    set (at init); with neither it matches the key in ANY namespace on reads, probes
     and deletes (the default namespace "" first, then the others by name), and writes go to "".
     An explicit `ns = ""` means the default namespace only. This is what makes unmodified
     LMCache, which sets ns on SetOption/GetOption but never on ExistOption nor on mdel, find and
@@ -359,6 +360,21 @@ def _region(item: Any) -> Tuple[int, int]:
     return ctypes.addressof(ctypes.c_char.from_buffer(view)), view.nbytes
 
 
+def _unassigned_ns(core) -> Tuple[Optional[str], str]:
+    """(namespace, where it came from) that an unassigned ns means: the token's, else
+    KVPORT_EIC_NS, else (None, "") for any namespace the token may read."""
+    env = os.environ.get(_NS_ENV)
+    token_ns = core.default_namespace
+    if token_ns is not None:
+        if env is not None and env != token_ns:
+            _log.warning("eic: %s=%r is ignored: the token names namespace %r", _NS_ENV, env,
+                         token_ns)
+        return token_ns, "the token's namespace"
+    if env is not None:
+        return env, _NS_ENV
+    return None, ""
+
+
 def _meta_base(key: str) -> Optional[str]:
     return key[:-len(_META_SUFFIX)] if key.endswith(_META_SUFFIX) and len(key) > 5 else None
 
@@ -369,7 +385,7 @@ class Client:
 
     def __init__(self) -> None:
         self._core: Optional[_core.Client] = None
-        self._default_ns: Optional[str] = None  # KVPORT_EIC_NS at init
+        self._default_ns: Optional[str] = None  # the token's namespace, or KVPORT_EIC_NS
         self._lock = threading.Lock()
         self._regions: List[Tuple[int, int, int, int]] = []  # (ptr, size, type, cuda_id)
         self._managed: dict = {}  # ptr -> (mmap, exported c_char)
@@ -396,10 +412,10 @@ class Client:
                 _log.error("eic init called twice on one Client")
                 return _INVALID_ARGUMENT
             self._core = core
-            self._default_ns = os.environ.get(_NS_ENV)
+            self._default_ns, source = _unassigned_ns(core)
         _log.info("eic: connected to %s over %s (%s)%s", core.endpoint, core.transport,
                   core.transport_reason,
-                  f"; an unassigned ns means {self._default_ns!r} ({_NS_ENV})"
+                  f"; an unassigned ns means {self._default_ns!r} ({source})"
                   if self._default_ns is not None else "")
         return 0
 

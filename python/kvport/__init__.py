@@ -249,6 +249,13 @@ class Client:
         return self._core.transport_reason
 
     @property
+    def default_namespace(self) -> Optional[str]:
+        """The namespace the client's token names for calls that name none (the token file's
+        `namespace`), learned at connect; None on an open node or for a token that names none.
+        kvport.Client's own calls always name theirs (ns=...); the eic drop-in uses it."""
+        return self._core.default_namespace
+
+    @property
     def endpoint(self) -> str:
         return self._core.endpoint
 

@@ -373,6 +373,7 @@ class PyClient {
   std::string transport() const { return std::string(client_->transport()); }
   std::string transport_reason() const { return client_->transport_reason(); }
   std::string endpoint() const { return client_->endpoint(); }
+  std::optional<std::string> default_namespace() const { return client_->default_namespace(); }
   bool is_cluster() const { return client_->is_cluster(); }
 
  private:
@@ -556,6 +557,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("transport", &PyClient::transport)
       .def_property_readonly("transport_reason", &PyClient::transport_reason)
       .def_property_readonly("endpoint", &PyClient::endpoint)
+      .def_property_readonly("default_namespace", &PyClient::default_namespace)
       .def_property_readonly("is_cluster", &PyClient::is_cluster);
 
   py::class_<PyLentValue>(m, "LentValue", py::buffer_protocol())

@@ -15,6 +15,7 @@ import kvport
 
 WRITER = "writer-secret-0123456789"
 READER = "reader-secret-0123456789"
+ENGINE = "engine-secret-0123456789"
 
 
 def write_tokens(path, text):
@@ -29,7 +30,9 @@ def token_node(tmp_path):
                  "tokens:\n"
                  f"  - name: writer\n    secret: {WRITER}\n"
                  "    read: [\"tenant/*\"]\n    write: [\"tenant/*\"]\n"
-                 f"  - name: reader\n    secret: {READER}\n    read: [\"*\"]\n")
+                 f"  - name: reader\n    secret: {READER}\n    read: [\"*\"]\n"
+                 f"  - name: engine\n    secret: {ENGINE}\n    namespace: tenant/lmcache\n"
+                 "    read: [\"tenant/*\"]\n    write: [\"tenant/*\"]\n")
     with kvport.Server(capacity="16MiB", threads=1, max_value_bytes="1MiB",
                        tokens_file=str(tokens)) as server:
         yield server, tokens
@@ -69,6 +72,32 @@ def test_the_eic_drop_in_takes_the_token_from_the_environment(token_node, monkey
     status, outcome = client.mset(["k"], [b"v"], set_option)
     assert status == eic.StatusCode.FAILED
     assert outcome.status_codes == [eic.StatusCode.PERMISSION_DENIED]
+
+
+def test_the_tokens_namespace_bounds_an_unassigned_ns(token_node, monkeypatch, caplog):
+    """A token that names a namespace: the eic drop-in's never-assigned ns (LMCache's
+    ExistOption and mdel) means exactly that namespace, so an engine neither sees nor deletes
+    another namespace's chunks; it wins over KVPORT_EIC_NS (with a warning)."""
+    server, _ = token_node
+    writer = kvport.Client(server.url, token=WRITER, transport_type=kvport.TransportType.TCP)
+    assert writer.default_namespace is None
+    assert writer.mset(["theirs"], [b"t"], ns="tenant/other").codes == [kvport.KeyCode.SUCCESS]
+    monkeypatch.setenv("KVPORT_TOKEN", ENGINE)
+    monkeypatch.setenv("KVPORT_EIC_NS", "tenant/elsewhere")
+    option = eic.InitOption()
+    option.transport_type = eic.TransportType.TRANSPORT_TCP
+    client = eic.Client()
+    with caplog.at_level(logging.INFO, logger="eic"):
+        assert client.init("t", server.address, option) == 0
+    messages = [r.getMessage() for r in caplog.records if r.name == "eic"]
+    assert any("KVPORT_EIC_NS='tenant/elsewhere' is ignored" in m for m in messages), messages
+    assert any("an unassigned ns means 'tenant/lmcache'" in m for m in messages), messages
+    assert client.mset(["mine"], [b"m"], eic.SetOption())[0] == eic.StatusCode.SUCCESS
+    status, outcome = client.mexist(["theirs", "mine"], eic.ExistOption())
+    assert list(outcome.status_codes) == [eic.StatusCode.KEY_NOT_EXIST, eic.StatusCode.SUCCESS]
+    assert client.mdel(["theirs"])[1].status_codes == [eic.StatusCode.KEY_NOT_EXIST]
+    assert writer.mexist(["theirs"], ns="tenant/other").codes == [kvport.KeyCode.SUCCESS]
+    assert writer.mexist(["mine"], ns="tenant/lmcache").codes == [kvport.KeyCode.SUCCESS]
 
 
 def test_reload_tokens_revokes_and_keeps_the_old_ones_on_a_bad_file(token_node):

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,6 +56,8 @@ class Backend {
 
   virtual std::string_view transport() const = 0;
   virtual const std::string& transport_reason() const = 0;
+  // What the token's grant names for calls that name no namespace (Client::default_namespace).
+  virtual const std::optional<std::string>& default_namespace() const = 0;
   // Closes every connection; calls in flight fail with Unavailable.
   virtual void CloseAll() = 0;
 };

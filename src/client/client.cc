@@ -76,6 +76,11 @@ std::string_view Client::transport() const {
   return impl_->backend != nullptr ? impl_->backend->transport() : std::string_view();
 }
 
+const std::optional<std::string>& Client::default_namespace() const {
+  static const std::optional<std::string> kNone;
+  return impl_->backend != nullptr ? impl_->backend->default_namespace() : kNone;
+}
+
 const std::string& Client::transport_reason() const {
   static const std::string kNone;
   return impl_->backend != nullptr ? impl_->backend->transport_reason() : kNone;

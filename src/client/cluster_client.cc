@@ -345,6 +345,7 @@ Status ClusterClient::Connect() {
     if (answered++ == 0) {
       MutexLock lock(view->slots[s]->mu);
       transport_ = std::string(view->slots[s]->node->transport());
+      default_namespace_ = view->slots[s]->node->default_namespace();
     }
   }
   if (n > 0 && answered == 0) {

@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -80,6 +81,10 @@ class ClusterClient final : public Backend {
 
   std::string_view transport() const override { return transport_; }
   const std::string& transport_reason() const override { return transport_reason_; }
+  // The first node's at Connect (one token serves every node).
+  const std::optional<std::string>& default_namespace() const override {
+    return default_namespace_;
+  }
   void CloseAll() override;
 
  private:
@@ -163,6 +168,7 @@ class ClusterClient final : public Backend {
   const Options options_;
   std::string transport_;         // the data path of the nodes reached at Connect
   std::string transport_reason_;  // "cluster ...: N nodes, ..."
+  std::optional<std::string> default_namespace_;
 
   Mutex view_mu_;
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);

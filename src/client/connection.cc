@@ -308,6 +308,7 @@ Status Connection::Handshake(std::string_view client_name, std::string_view toke
   limits_ = response.limits;
   version_ = response.version;
   server_name_ = std::string(response.server_name);
+  if (response.default_namespace) default_namespace_.emplace(*response.default_namespace);
   return Status::Ok();
 }
 

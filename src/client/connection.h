@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -126,6 +127,9 @@ class Connection {
   // but ERROR must carry it.
   uint8_t version() const { return version_; }
   const std::string& server_name() const { return server_name_; }
+  // The namespace the session's token names for calls that name none (HELLO of version 5 on);
+  // nullopt when it names none.
+  const std::optional<std::string>& default_namespace() const { return default_namespace_; }
   const std::string& peer() const { return peer_; }
 
   // A pending call: returned by Send, consumed by Wait.
@@ -245,6 +249,7 @@ class Connection {
   protocol::Limits limits_;
   uint8_t version_ = protocol::kMinProtocolVersion;
   std::string server_name_;
+  std::optional<std::string> default_namespace_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<bool> alive_{true};
   std::atomic<uint64_t> drained_{0};

@@ -22,8 +22,8 @@ ConnectionPool::~ConnectionPool() {
   CloseAll();
 }
 
-Status ConnectionPool::ConnectFirst(Deadline deadline) {
-  return UseSlot(0, deadline, /*use_others=*/false).status();
+Result<std::shared_ptr<Connection>> ConnectionPool::ConnectFirst(Deadline deadline) {
+  return UseSlot(0, deadline, /*use_others=*/false);
 }
 
 Result<std::shared_ptr<Connection>> ConnectionPool::Acquire(Deadline deadline) {

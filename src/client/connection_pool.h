@@ -51,8 +51,9 @@ class ConnectionPool {
   // call's connect attempt on the slot is still running (it is not waited for past it).
   Result<std::shared_ptr<Connection>> Acquire(Deadline deadline);
 
-  // Connects slot 0 now (Client::Init uses it to check the node answers).
-  Status ConnectFirst(Deadline deadline);
+  // Connects slot 0 now, or gives its live connection (Client::Init uses it to check the node
+  // answers and to read what its HELLO said).
+  Result<std::shared_ptr<Connection>> ConnectFirst(Deadline deadline);
 
   // Closes every connection; calls in flight fail with Unavailable.
   void CloseAll();

@@ -110,8 +110,12 @@ Result<std::unique_ptr<NodeClient>> NodeClient::Open(
   } else {
     log::Info("client {}: {}", instance_id, chosen.reason);
   }
-  std::unique_ptr<NodeClient> node(
-      new NodeClient(address.ToString(), options, devices, std::move(chosen)));
+  // The connection OpenTransport opened: what its HELLO said holds for the client.
+  KVPORT_ASSIGN_OR_RETURN(
+      std::shared_ptr<Connection> first,
+      chosen.transport->pool().ConnectFirst(MonotonicClock::now() + options.connect_timeout));
+  std::unique_ptr<NodeClient> node(new NodeClient(address.ToString(), options, devices,
+                                                  std::move(chosen), first->default_namespace()));
   log::Info("client {}: connected to kvport node {} over {} ({} connections, timeout {} ms)",
             instance_id, node->address_, node->transport(), options.connections,
             options.timeout.count());
@@ -119,12 +123,13 @@ Result<std::unique_ptr<NodeClient>> NodeClient::Open(
 }
 
 NodeClient::NodeClient(std::string address, const InitOptions& options, DeviceStaging* devices,
-                       ChosenTransport chosen)
+                       ChosenTransport chosen, std::optional<std::string> default_namespace)
     : address_(std::move(address)),
       timeout_(options.timeout),
       devices_(devices),
       transport_reason_(std::move(chosen.reason)),
       transport_(std::move(chosen.transport)),
+      default_namespace_(std::move(default_namespace)),
       put_calls_(std::make_shared<CallCache<PutCall>>()),
       get_calls_(std::make_shared<CallCache<GetCall>>()),
       exist_calls_(std::make_shared<CallCache<ExistCall>>()),

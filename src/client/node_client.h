@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,6 +50,9 @@ class NodeClient final : public Backend {
 
   std::string_view transport() const override { return transport_->name(); }
   const std::string& transport_reason() const override { return transport_reason_; }
+  const std::optional<std::string>& default_namespace() const override {
+    return default_namespace_;
+  }
   void CloseAll() override { transport_->pool().CloseAll(); }
 
   // "host:port" (or "unix:/path") of the node.
@@ -56,7 +60,7 @@ class NodeClient final : public Backend {
 
  private:
   NodeClient(std::string address, const InitOptions& options, DeviceStaging* devices,
-             ChosenTransport chosen);
+             ChosenTransport chosen, std::optional<std::string> default_namespace);
 
   class PutCall;
   class GetCall;
@@ -81,6 +85,7 @@ class NodeClient final : public Backend {
   DeviceStaging* const devices_;
   std::string transport_reason_;  // why transport_ is what it is, as logged at Open
   std::unique_ptr<Transport> transport_;
+  const std::optional<std::string> default_namespace_;  // what the first HELLO said
   // Finished calls kept for the next ones (shared: a call in flight may outlive this client's
   // view of the node, in a cluster).
   const std::shared_ptr<CallCache<PutCall>> put_calls_;

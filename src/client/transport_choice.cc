@@ -41,7 +41,7 @@ Result<std::unique_ptr<Transport>> OpenShm(const std::string& unix_path, PoolOpt
   NodeAddress address;
   address.unix_path = unix_path;
   auto pool = std::make_unique<ConnectionPool>(address, options);
-  KVPORT_RETURN_IF_ERROR(pool->ConnectFirst(ConnectDeadline(connect_timeout)));
+  KVPORT_RETURN_IF_ERROR(pool->ConnectFirst(ConnectDeadline(connect_timeout)).status());
   if (expected_node != 0) {
     DecodingHandler<protocol::NodeInfoRequest, protocol::NodeInfoResponse> handler;
     KVPORT_ASSIGN_OR_RETURN(protocol::NodeInfoResponse info,
@@ -70,7 +70,7 @@ Result<ChosenTransport> OpenTransport(const NodeAddress& address, const Transpor
     }
     if (shm.status().code() != StatusCode::kNotSupported) return shm.status();
     auto pool = std::make_unique<ConnectionPool>(address, pool_options);
-    KVPORT_RETURN_IF_ERROR(pool->ConnectFirst(ConnectDeadline(connect_timeout)));
+    KVPORT_RETURN_IF_ERROR(pool->ConnectFirst(ConnectDeadline(connect_timeout)).status());
     chosen.transport = std::make_unique<StreamTransport>(std::move(pool), "Unix socket");
     chosen.reason = address.ToString() + ": values through the socket; " + shm.status().message();
     chosen.fallback = true;
@@ -78,7 +78,7 @@ Result<ChosenTransport> OpenTransport(const NodeAddress& address, const Transpor
   }
 
   auto pool = std::make_unique<ConnectionPool>(address, pool_options);
-  KVPORT_RETURN_IF_ERROR(pool->ConnectFirst(ConnectDeadline(connect_timeout)));
+  KVPORT_RETURN_IF_ERROR(pool->ConnectFirst(ConnectDeadline(connect_timeout)).status());
   chosen.reason = choice.reason;
   chosen.fallback = choice.fallback;
   if (choice.requested == TransportKind::kTcp) {

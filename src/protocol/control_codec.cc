@@ -129,6 +129,14 @@ Status EncodeResponse(uint64_t request_id, const HelloResponse& m, const Limits&
   for (int i = 0; i < kLimitCount; ++i)
     w.PutU64(*LimitField(announced, i));
   KVPORT_RETURN_IF_ERROR(WriteName(w, kContext, "server_name", m.server_name));
+  if (m.version >= kDefaultNamespaceVersion) {
+    w.PutU8(m.default_namespace.has_value() ? 1 : 0);
+    if (m.default_namespace)
+      KVPORT_RETURN_IF_ERROR(WriteNamespace(w, *m.default_namespace, m.limits, kContext));
+  } else if (m.default_namespace) {
+    return Status::NotSupported(
+        fmt::format("{}: version {} cannot carry a default namespace", kContext, m.version));
+  }
   return FinishFrame(Opcode::kHello, kFlagResponse, request_id, l, kHelloVersion, out);
 }
 
@@ -137,14 +145,27 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kHello, /*response=*/true));
   WireReader r(descriptor, "HELLO response");
   KVPORT_RETURN_IF_ERROR(r.ReadU8("version", &out->version));
-  for (int i = 0; i < kLimitCount; ++i)
-    KVPORT_RETURN_IF_ERROR(r.ReadU64(kLimitNames[i], LimitField(out->limits, i)));
-  KVPORT_RETURN_IF_ERROR(ReadName(r, "server_name", &out->server_name));
-  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
+  // First: what follows depends on the version.
   if (out->version < kMinProtocolVersion || out->version > kMaxProtocolVersion)
     return r.Error(StatusCode::kNotSupported,
                    fmt::format("server chose version {}; this build speaks {}..{}", out->version,
                                kMinProtocolVersion, kMaxProtocolVersion));
+  for (int i = 0; i < kLimitCount; ++i)
+    KVPORT_RETURN_IF_ERROR(r.ReadU64(kLimitNames[i], LimitField(out->limits, i)));
+  KVPORT_RETURN_IF_ERROR(ReadName(r, "server_name", &out->server_name));
+  out->default_namespace.reset();
+  if (out->version >= kDefaultNamespaceVersion) {
+    uint8_t present = 0;
+    KVPORT_RETURN_IF_ERROR(r.ReadU8("default_namespace present", &present));
+    if (present > 1)
+      return r.Error(StatusCode::kCorruption, "default_namespace present is not 0 or 1");
+    if (present == 1) {
+      std::string_view ns;
+      KVPORT_RETURN_IF_ERROR(ReadNamespace(r, out->limits, &ns));
+      out->default_namespace = ns;
+    }
+  }
+  KVPORT_RETURN_IF_ERROR(r.ExpectEnd());
   Status valid = ValidateLimits(out->limits);
   if (!valid.ok()) return r.Error(StatusCode::kCorruption, "unusable limits: " + valid.message());
   return Status::Ok();

@@ -52,8 +52,10 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //      token; the status code PermissionDenied (13); STATS requests name a page of namespaces
 //      and STATS responses say whether more follow; LIST cursors belong to the session. Every
 //      other byte layout is unchanged.
+//   5: a HELLO response ends with the namespace the session's token names for calls that name
+//      none (docs/protocol.md, "Version 5"). Every other byte layout is unchanged.
 inline constexpr uint8_t kMinProtocolVersion = 1;
-inline constexpr uint8_t kMaxProtocolVersion = 4;
+inline constexpr uint8_t kMaxProtocolVersion = 5;
 inline constexpr uint8_t kHelloVersion = 1;
 // The first version in which kFlagAnyNamespace is valid.
 inline constexpr uint8_t kAnyNamespaceVersion = 2;
@@ -61,6 +63,8 @@ inline constexpr uint8_t kAnyNamespaceVersion = 2;
 inline constexpr uint8_t kShmVersion = 3;
 // The first version with tokens, PermissionDenied and paged STATS.
 inline constexpr uint8_t kAccessVersion = 4;
+// The first version whose HELLO response carries the token's default namespace.
+inline constexpr uint8_t kDefaultNamespaceVersion = 5;
 
 enum class Opcode : uint8_t {
   kHello = 1,   // version negotiation; must be the first request on a connection

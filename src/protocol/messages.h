@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -66,11 +67,19 @@ struct HelloRequest {
 };
 // The server's answer: the version both sides use from now on, and the server's limits, which
 // the client must use to encode requests and decode responses.
+// From version kDefaultNamespaceVersion on it ends with `default_namespace`: the namespace the
+// session's token names for calls that name none (docs/security.md), or nullopt (an open node, a
+// token that names none). Encoders refuse one for an older version (NotSupported).
 struct HelloResponse {
   uint8_t version = kMaxProtocolVersion;
   Limits limits;
-  std::string_view server_name;  // e.g. "kvport 0.1.0", at most 255 bytes
+  std::string_view server_name;                       // e.g. "kvport 0.1.0", at most 255 bytes
+  std::optional<std::string_view> default_namespace;  // limits.max_namespace_bytes
 };
+// The largest HELLO request descriptor: the two versions, then client_name and token, each a
+// u8 length and at most 255 bytes. A node buffers no more than this before a session has
+// authenticated.
+inline constexpr uint64_t kMaxHelloRequestBytes = 2 + 2 * (1 + 255);
 // The highest version in both [request.min_version, request.max_version] and this build's
 // [kMinProtocolVersion, kMaxProtocolVersion]; NotSupported naming both ranges if they do not
 // overlap (the server then sends an ErrorResponse with that status and closes).

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <set>
 
 namespace kvport::server {
@@ -10,7 +11,8 @@ namespace kvport::server {
 namespace {
 
 constexpr size_t kMinSecretBytes = 16;
-constexpr size_t kMaxSecretBytes = 255;  // HELLO carries it as a u8-length string
+constexpr size_t kMaxSecretBytes = 255;            // HELLO carries it as a u8-length string
+constexpr size_t kMaxDefaultNamespaceBytes = 255;  // and its answer the namespace, likewise
 
 // True when `presented` equals `secret`, in time that depends only on their lengths: every byte
 // of the longer one is looked at, and nothing branches on their values.
@@ -70,8 +72,13 @@ bool NamespaceSet::Contains(std::string_view ns) const {
   return false;
 }
 
-Grant::Grant(std::string name, NamespaceSet read, NamespaceSet write, bool admin)
-    : name_(std::move(name)), read_(std::move(read)), write_(std::move(write)), admin_(admin) {}
+Grant::Grant(std::string name, NamespaceSet read, NamespaceSet write, bool admin,
+             std::optional<std::string> default_namespace)
+    : name_(std::move(name)),
+      read_(std::move(read)),
+      write_(std::move(write)),
+      admin_(admin),
+      default_namespace_(std::move(default_namespace)) {}
 
 std::shared_ptr<const Grant> Grant::Everything() {
   static const auto everything = std::make_shared<const Grant>(
@@ -93,11 +100,36 @@ Status ValidateTokens(const std::vector<AccessToken>& tokens) {
           "`head -c 24 /dev/urandom | base64`)",
           t.name, t.secret.size(), kMinSecretBytes, kMaxSecretBytes));
     }
+    const auto blank = std::find_if(t.secret.begin(), t.secret.end(), [](char c) {
+      return static_cast<unsigned char>(c) <= ' ' || c == '\x7f';
+    });
+    if (blank != t.secret.end()) {
+      // In a token file this is most often a quoted secret whose closing quote is missing:
+      // YAML folds the lines after it (line breaks become spaces) into the secret.
+      return Status::InvalidArgument(fmt::format(
+          "token '{}': its secret holds a space, line break or control character (in a token "
+          "file: is its closing quote missing?); a secret is one word, e.g. base64",
+          t.name));
+    }
     if (!secrets.insert(t.secret).second)
       return Status::InvalidArgument(
           fmt::format("token '{}' has the same secret as another token", t.name));
     KVPORT_RETURN_IF_ERROR(CheckPatterns(t, "read", t.read));
     KVPORT_RETURN_IF_ERROR(CheckPatterns(t, "write", t.write));
+    if (t.default_namespace) {
+      const std::string& ns = *t.default_namespace;
+      if (ns.size() > kMaxDefaultNamespaceBytes) {
+        return Status::InvalidArgument(
+            fmt::format("token '{}': its namespace is {} bytes; a namespace is at most {}", t.name,
+                        ns.size(), kMaxDefaultNamespaceBytes));
+      }
+      if (!NamespaceSet(t.read).Contains(ns) || !NamespaceSet(t.write).Contains(ns)) {
+        return Status::InvalidArgument(fmt::format(
+            "token '{}': its namespace '{}' must be one it may read and write (add it to `read` "
+            "and `write`)",
+            t.name, ns));
+      }
+    }
   }
   return Status::Ok();
 }
@@ -110,7 +142,8 @@ std::vector<AccessPolicy::Entry> AccessPolicy::Compile(const std::vector<AccessT
   entries.reserve(tokens.size());
   for (const AccessToken& t : tokens) {
     entries.push_back({t.secret, std::make_shared<const Grant>(t.name, NamespaceSet(t.read),
-                                                               NamespaceSet(t.write), t.admin)});
+                                                               NamespaceSet(t.write), t.admin,
+                                                               t.default_namespace)});
   }
   return entries;
 }

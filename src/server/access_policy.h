@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,7 +42,8 @@ class NamespaceSet {
 // What one token allows. Immutable; shared by the sessions holding it.
 class Grant {
  public:
-  Grant(std::string name, NamespaceSet read, NamespaceSet write, bool admin);
+  Grant(std::string name, NamespaceSet read, NamespaceSet write, bool admin,
+        std::optional<std::string> default_namespace = std::nullopt);
   // The grant of an open node: everything.
   static std::shared_ptr<const Grant> Everything();
 
@@ -50,6 +52,8 @@ class Grant {
   bool may_write(std::string_view ns) const { return write_.Contains(ns); }
   // STATS of every namespace; LIST of any namespace.
   bool admin() const { return admin_; }
+  // The namespace the token names for calls that name none (AccessToken::default_namespace).
+  const std::optional<std::string>& default_namespace() const { return default_namespace_; }
   bool reads_everything() const { return read_.everything(); }
   bool writes_everything() const { return write_.everything(); }
   // Read and write of every namespace: what mapping the arena exposes (shared memory).
@@ -60,10 +64,12 @@ class Grant {
   NamespaceSet read_;
   NamespaceSet write_;
   bool admin_;
+  std::optional<std::string> default_namespace_;
 };
 
 // Checks a token list: names present and unique, secrets 16..255 bytes and unique, patterns
-// well formed ('*' only at the end). InvalidArgument naming the token (by name, never by
+// well formed ('*' only at the end), a default namespace of at most 255 bytes that the token may
+// read and write. InvalidArgument naming the token (by name, never by
 // secret) and what is wrong.
 Status ValidateTokens(const std::vector<AccessToken>& tokens);
 

@@ -32,6 +32,8 @@ Result<HandlerOutcome> HandleHello(const RequestContext& ctx, protocol::AnyReque
   reply.version = *version;
   reply.limits = ctx.service.limits();
   reply.server_name = ctx.service.server_name();
+  if (*version >= protocol::kDefaultNamespaceVersion)
+    reply.default_namespace = ctx.session.access.grant().default_namespace();
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }

@@ -70,10 +70,11 @@ Result<std::vector<AccessToken>> ParseTokens(const std::string& text, const std:
       for (const auto& field : entry) {
         const std::string name = field.first.as<std::string>();
         if (name != "name" && name != "secret" && name != "read" && name != "write" &&
-            name != "admin") {
+            name != "admin" && name != "namespace") {
           return EntryError(
               origin, i, field.first,
-              fmt::format("unknown field '{}' (name, secret, read, write, admin)", name));
+              fmt::format("unknown field '{}' (name, secret, read, write, admin, namespace)",
+                          name));
         }
       }
       AccessToken token;
@@ -85,6 +86,11 @@ Result<std::vector<AccessToken>> ParseTokens(const std::string& text, const std:
       token.secret = entry["secret"].as<std::string>();
       KVPORT_ASSIGN_OR_RETURN(token.read, ReadPatterns(origin, i, entry, "read"));
       KVPORT_ASSIGN_OR_RETURN(token.write, ReadPatterns(origin, i, entry, "write"));
+      if (entry["namespace"]) {
+        if (!entry["namespace"].IsScalar())
+          return EntryError(origin, i, entry["namespace"], "`namespace` must be a string");
+        token.default_namespace = entry["namespace"].as<std::string>();
+      }
       if (entry["admin"]) {
         bool admin = false;
         if (!YAML::convert<bool>::decode(entry["admin"], admin))

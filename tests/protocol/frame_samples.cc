@@ -45,7 +45,8 @@ void AddResponse(std::vector<SampleFrame>* out, std::string name, uint64_t id, c
 std::vector<SampleFrame> SampleFrames() {
   std::vector<SampleFrame> out;
   AddRequest(&out, "hello_request", 1, HelloRequest{1, 1, "kvport-client", ""});
-  AddResponse(&out, "hello_response", 1, HelloResponse{1, Limits{}, "kvport 0.1.0"});
+  AddResponse(&out, "hello_response", 1, HelloResponse{1, Limits{}, "kvport 0.1.0", std::nullopt});
+  AddResponse(&out, "hello_response_v5", 1, HelloResponse{5, Limits{}, "kvport 0.1.0", "lmcache"});
   AddRequest(&out, "ping_request", 2, PingRequest{});
   AddResponse(&out, "ping_response", 2, PingResponse{});
 

@@ -220,10 +220,10 @@ TEST(MalformedTest, HelloListErrorStatsFields) {
       f.Flatten(),
       {{"min above max", 32, std::string(1, '\x02'), StatusCode::kInvalidArgument, "version range"},
        {"min 0", 32, std::string(1, '\0'), StatusCode::kInvalidArgument, "version range"}});
-  ASSERT_TRUE(EncodeResponse(1, HelloResponse{1, Limits{}, "s"}, Limits{}, &f).ok());
+  ASSERT_TRUE(EncodeResponse(1, HelloResponse{1, Limits{}, "s", std::nullopt}, Limits{}, &f).ok());
   ExpectFieldCases(
       f.Flatten(),
-      {{"version 5", 32, std::string(1, '\x05'), StatusCode::kNotSupported, "version 5"},
+      {{"version 6", 32, std::string(1, '\x06'), StatusCode::kNotSupported, "version 6"},
        {"key limit 0", 33, U64(0), StatusCode::kCorruption, "unusable limits: max_key_bytes"}});
   ASSERT_TRUE(EncodeRequest(1, ListRequest{"ns", 5, 10}, Limits{}, &f).ok());
   ExpectFieldCases(f.Flatten(),
@@ -347,7 +347,7 @@ TEST(EncoderLimitsTest, AnyNamespaceRequests) {
   EXPECT_TRUE(EncodeRequest(1, get_any, Limits{}, &f, 2).ok());
 
   // Versions this build does not speak are refused for every frame but HELLO and ERROR.
-  for (uint8_t version : {0, 5, 255}) {
+  for (uint8_t version : {0, 6, 255}) {
     EXPECT_EQ(EncodeRequest(1, any, Limits{}, &f, version).code(), StatusCode::kInvalidArgument)
         << int{version};
     EXPECT_EQ(EncodeRequest(1, PingRequest{}, Limits{}, &f, version).code(),
@@ -438,7 +438,7 @@ TEST(EncoderLimitsTest, ResponsesAndControlMessages) {
             StatusCode::kInvalidArgument);
   Limits bad;
   bad.max_key_bytes = 0;
-  EXPECT_EQ(EncodeResponse(1, HelloResponse{1, bad, ""}, Limits{}, &f).code(),
+  EXPECT_EQ(EncodeResponse(1, HelloResponse{1, bad, "", std::nullopt}, Limits{}, &f).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(EncodeResponse(1, StatsResponse{{{"", 1}}, {}}, Limits{}, &f).code(),
             StatusCode::kInvalidArgument);
@@ -681,7 +681,7 @@ TEST(EncoderShmTest, RefusedBelowVersion3AndAboveThisBuild) {
                 std::string::npos)
           << s.ToString();
     }
-    for (uint8_t version : {0, 5}) {
+    for (uint8_t version : {0, 6}) {
       EXPECT_EQ(encode(&f, version).code(), StatusCode::kInvalidArgument)
           << what << " v" << int{version};
     }

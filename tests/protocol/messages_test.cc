@@ -51,8 +51,8 @@ TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   Result<uint8_t> v = NegotiateVersion(req_out);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, kMaxProtocolVersion);
-  EXPECT_EQ(*v, 4);
-  EXPECT_EQ(NegotiateVersion(HelloRequest{5, 6, "", ""}).status().code(),
+  EXPECT_EQ(*v, 5);
+  EXPECT_EQ(NegotiateVersion(HelloRequest{6, 7, "", ""}).status().code(),
             StatusCode::kNotSupported);
   // A version 2 client gets version 2.
   Result<uint8_t> v2 = NegotiateVersion(HelloRequest{1, 2, "", ""});
@@ -66,13 +66,42 @@ TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   Limits announced;
   announced.max_value_bytes = 1 << 20;
   announced.max_batch_keys = 64;
-  HelloResponse resp{1, announced, "kvport 0.1.0"}, resp_out;
+  HelloResponse resp{1, announced, "kvport 0.1.0", std::nullopt}, resp_out;
   ResponseRoundTrip(1, resp, &resp_out, &frame, &view);
   EXPECT_EQ(resp_out.version, 1);
   EXPECT_EQ(resp_out.limits.max_value_bytes, 1u << 20);
   EXPECT_EQ(resp_out.limits.max_batch_keys, 64u);
   EXPECT_EQ(resp_out.limits.max_frame_bytes, announced.max_frame_bytes);
   EXPECT_EQ(resp_out.server_name, "kvport 0.1.0");
+}
+
+// Version 5: a HELLO response ends with the token's default namespace (or says there is none);
+// an older version cannot carry one, and its response is byte for byte what it was.
+TEST(MessagesTest, HelloResponseCarriesTheDefaultNamespaceFromVersion5) {
+  std::string frame;
+  FrameView view;
+  HelloResponse out;
+  ResponseRoundTrip(1, HelloResponse{5, Limits{}, "s", "lmcache/prefill"}, &out, &frame, &view);
+  ASSERT_TRUE(out.default_namespace.has_value());
+  EXPECT_EQ(*out.default_namespace, "lmcache/prefill");
+  // The default namespace "" is a namespace, not the absence of one.
+  ResponseRoundTrip(1, HelloResponse{5, Limits{}, "s", ""}, &out, &frame, &view);
+  ASSERT_TRUE(out.default_namespace.has_value());
+  EXPECT_EQ(*out.default_namespace, "");
+  ResponseRoundTrip(1, HelloResponse{5, Limits{}, "s", std::nullopt}, &out, &frame, &view);
+  EXPECT_FALSE(out.default_namespace.has_value());
+  const size_t v5_without = frame.size();
+  ResponseRoundTrip(1, HelloResponse{4, Limits{}, "s", std::nullopt}, &out, &frame, &view);
+  EXPECT_FALSE(out.default_namespace.has_value());
+  EXPECT_EQ(frame.size() + 1, v5_without);  // version 4: no presence byte
+  EncodedFrame f;
+  EXPECT_EQ(EncodeResponse(1, HelloResponse{4, Limits{}, "s", "ns"}, Limits{}, &f).code(),
+            StatusCode::kNotSupported);
+  // A namespace longer than the announced limit is refused both ways.
+  Limits narrow;
+  narrow.max_namespace_bytes = 2;
+  EXPECT_EQ(EncodeResponse(1, HelloResponse{5, narrow, "s", "abc"}, Limits{}, &f).code(),
+            StatusCode::kTooLarge);
 }
 
 // Version 4: a HELLO request may end with a token; only a client offering version 4 may send
@@ -428,7 +457,8 @@ TEST(MessagesTest, Version2FramesDifferFromVersion1OnlyInTheVersionByte) {
   expected[4] = '\x02';
   EXPECT_EQ(two.Flatten(), expected);
   // HELLO and ERROR are version 1 frames whatever version the caller names.
-  ASSERT_TRUE(EncodeResponse(5, HelloResponse{2, Limits{}, "s"}, Limits{}, &two, 2).ok());
+  ASSERT_TRUE(
+      EncodeResponse(5, HelloResponse{2, Limits{}, "s", std::nullopt}, Limits{}, &two, 2).ok());
   EXPECT_EQ(two.head[4], '\x01');
   ASSERT_TRUE(
       EncodeResponse(5, ErrorResponse{StatusCode::kCorruption, "e"}, Limits{}, &two, 2).ok());

@@ -31,9 +31,9 @@ constexpr char kReaderSecret[] = "reader-secret-012345678";
 
 std::vector<AccessToken> Tokens() {
   return {
-      {"admin", kAdminSecret, {"*"}, {"*"}, true},
-      {"tenant-a", kTenantSecret, {"a/*"}, {"a/*"}, false},
-      {"reader", kReaderSecret, {"a/*", "shared"}, {}, false},
+      {"admin", kAdminSecret, {"*"}, {"*"}, true, std::nullopt},
+      {"tenant-a", kTenantSecret, {"a/*"}, {"a/*"}, false, "a/engine"},
+      {"reader", kReaderSecret, {"a/*", "shared"}, {}, false, std::nullopt},
   };
 }
 
@@ -162,6 +162,21 @@ TEST(AccessPolicyTest, TokenListsAreChecked) {
   tokens = Tokens();
   tokens[1].read = {"a*b"};
   EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("'*' before its end"));
+  // A default namespace must be one the token may read and write.
+  tokens = Tokens();
+  tokens[1].default_namespace = "b";
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("may read and write"));
+  tokens[1].default_namespace = std::string(256, 'a');
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("at most 255"));
+  tokens = Tokens();
+  tokens[2].default_namespace = "shared";  // readable, not writable
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("may read and write"));
+  // A secret is one word: whitespace and control characters are refused.
+  for (const char* secret : {"0123456789 abcdef", "0123456789abcdef\n", "0123456789\tabcdef"}) {
+    tokens = Tokens();
+    tokens[1].secret = secret;
+    EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("holds a space"));
+  }
 }
 
 // --- the token file ------------------------------------------------------------------------
@@ -173,6 +188,7 @@ TEST(TokenFileTest, ParsesEveryField) {
       "    secret: \"0123456789abcdef\"\n"
       "    read: [\"lmcache/*\", \"\"]\n"
       "    write: [\"lmcache/*\"]\n"
+      "    namespace: lmcache/prefill\n"
       "  - name: ops\n"
       "    secret: fedcba9876543210\n"
       "    admin: true\n",
@@ -183,7 +199,9 @@ TEST(TokenFileTest, ParsesEveryField) {
   EXPECT_EQ((*tokens)[0].read, (std::vector<std::string>{"lmcache/*", ""}));
   EXPECT_EQ((*tokens)[0].write, (std::vector<std::string>{"lmcache/*"}));
   EXPECT_FALSE((*tokens)[0].admin);
+  EXPECT_EQ((*tokens)[0].default_namespace, "lmcache/prefill");
   EXPECT_TRUE((*tokens)[1].admin);
+  EXPECT_FALSE((*tokens)[1].default_namespace.has_value());
   EXPECT_TRUE((*tokens)[1].read.empty());
   EXPECT_TRUE(server::ParseTokens("", "empty.yaml")->empty());
 }
@@ -199,6 +217,14 @@ TEST(TokenFileTest, RefusesWhatItCannotTrust) {
               HasSubstr("`admin` must be true or false"));
   EXPECT_THAT(error("tokens: [\n"), HasSubstr("malformed YAML"));
   EXPECT_THAT(error("other: 1\n"), HasSubstr("`tokens:` list"));
+  EXPECT_THAT(error("tokens:\n  - name: x\n    secret: 0123456789abcdef\n    namespace: [a]\n"),
+              HasSubstr("`namespace` must be a string"));
+  // A quoted secret whose closing quote is missing: YAML folds the next lines into it.
+  EXPECT_THAT(error("tokens:\n"
+                    "  - name: x\n"
+                    "    secret: \"0123456789abcdef\n"
+                    "    admin: true\"\n"),
+              HasSubstr("closing quote missing"));
   // Secrets other users can read are not secret.
   const std::string path = WriteTokenFile("tokens: []\n", 0644);
   Result<std::vector<AccessToken>> loaded = server::LoadTokenFile(path);
@@ -235,6 +261,28 @@ TEST_F(TokenNodeTest, AClientWithoutAnAcceptedTokenIsRefusedAtHello) {
   Status hello = old->Hello(/*max_version=*/3);
   EXPECT_EQ(hello.code(), StatusCode::kNotSupported) << hello.ToString();
   EXPECT_THAT(hello.message(), HasSubstr("requires a token"));
+}
+
+// The token's `namespace` reaches its client at HELLO (protocol version 5): the `eic` drop-in
+// reads it for calls that never name a namespace.
+TEST_F(TokenNodeTest, AClientLearnsItsTokensDefaultNamespaceAtHello) {
+  std::unique_ptr<Client> tenant = Connect(*node_, kTenantSecret);
+  ASSERT_NE(tenant, nullptr);
+  EXPECT_EQ(tenant->default_namespace(), std::optional<std::string>("a/engine"));
+  std::unique_ptr<Client> admin = Connect(*node_, kAdminSecret);
+  ASSERT_NE(admin, nullptr);
+  EXPECT_FALSE(admin->default_namespace().has_value());
+  // A protocol 4 session is answered the HELLO it always was (no default namespace field).
+  Result<testing::TestClient> old = testing::TestClient::Connect(node_->port(), false);
+  ASSERT_TRUE(old.ok());
+  ASSERT_TRUE(old->Hello(/*max_version=*/4, kTenantSecret).ok());
+  EXPECT_FALSE(old->default_namespace().has_value());
+  EXPECT_TRUE(old->Ping().ok());
+  Result<testing::TestClient> v5 = testing::TestClient::Connect(node_->port(), false);
+  ASSERT_TRUE(v5.ok());
+  ASSERT_TRUE(v5->Hello(/*max_version=*/5, kTenantSecret).ok());
+  EXPECT_EQ(v5->default_namespace(), std::optional<std::string>("a/engine"));
+  EXPECT_FALSE(Client().default_namespace().has_value());  // before Init
 }
 
 TEST_F(TokenNodeTest, ATokenReadsAndWritesOnlyItsNamespacesPerKey) {

@@ -112,16 +112,19 @@ Result<RawFrame> TestClient::Call(const protocol::EncodedFrame& request, protoco
   return frame;
 }
 
-Status TestClient::Hello(uint8_t max_version) {
+Status TestClient::Hello(uint8_t max_version, std::string_view token) {
   protocol::EncodedFrame req;
   protocol::HelloRequest request;
   request.max_version = max_version;
+  request.token = token;
   KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(next_request_id_++, request, limits_, &req));
   KVPORT_ASSIGN_OR_RETURN(RawFrame frame, Call(req, protocol::Opcode::kHello));
   protocol::HelloResponse hello;
   KVPORT_RETURN_IF_ERROR(protocol::DecodeResponse(frame.header, frame.descriptor, limits_, &hello));
   limits_ = hello.limits;
   version_ = hello.version;
+  default_namespace_.reset();
+  if (hello.default_namespace) default_namespace_.emplace(*hello.default_namespace);
   return Status::Ok();
 }
 

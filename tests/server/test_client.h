@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,7 +47,10 @@ class TestClient {
   static Result<TestClient> Connect(uint16_t port, bool hello = true,
                                     uint8_t max_version = protocol::kMaxProtocolVersion);
 
-  Status Hello(uint8_t max_version = protocol::kMaxProtocolVersion);
+  // `token`: the secret to present (version 4 on). The answer's default namespace (version 5
+  // on) is kept in default_namespace().
+  Status Hello(uint8_t max_version = protocol::kMaxProtocolVersion, std::string_view token = {});
+  const std::optional<std::string>& default_namespace() const { return default_namespace_; }
   Status Ping();
   Result<std::vector<StatusCode>> Mset(std::string_view ns, const std::vector<SetItem>& items,
                                        uint32_t ttl_seconds = 0);
@@ -93,6 +97,7 @@ class TestClient {
   net::Socket socket_;
   protocol::Limits limits_;
   uint8_t version_ = protocol::kMinProtocolVersion;
+  std::optional<std::string> default_namespace_;
   uint64_t next_request_id_ = 1;
 };
 
