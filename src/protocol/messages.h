@@ -76,10 +76,6 @@ struct HelloResponse {
   std::string_view server_name;                       // e.g. "kvport 0.1.0", at most 255 bytes
   std::optional<std::string_view> default_namespace;  // limits.max_namespace_bytes
 };
-// The largest HELLO request descriptor: the two versions, then client_name and token, each a
-// u8 length and at most 255 bytes. A node buffers no more than this before a session has
-// authenticated.
-inline constexpr uint64_t kMaxHelloRequestBytes = 2 + 2 * (1 + 255);
 // The highest version in both [request.min_version, request.max_version] and this build's
 // [kMinProtocolVersion, kMaxProtocolVersion]; NotSupported naming both ranges if they do not
 // overlap (the server then sends an ErrorResponse with that status and closes).
