@@ -31,14 +31,22 @@ SECRET = "engine-test-secret-0123456789"
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def token_secret(namespace: str) -> str:
+    """The secret of the token whose default namespace is `namespace` (Node(token_namespaces))."""
+    return f"{SECRET}-{namespace}"
+
+
 class Node:
     """A `kvport serve` process on 127.0.0.1. shared_memory: it also listens on a Unix socket
     and offers its arena to clients on this host (what `eic_trans_type: 2` then uses); without
     it every client talks TCP. tokens: the node requires KVPORT_TOKEN = SECRET (granted every
-    namespace). restart() stops it and starts it again, empty, on the same port and socket."""
+    namespace). token_namespaces: one more token per namespace named, each granted every
+    namespace with that one as its default namespace (the token file's `namespace`), its secret
+    token_secret(ns). restart() stops it and starts it again, empty, on the same port and
+    socket."""
 
     def __init__(self, workdir: Path, shared_memory: bool = True, tokens: bool = False,
-                 capacity: str = "512MiB"):
+                 capacity: str = "512MiB", token_namespaces: tuple = ()):
         self.workdir = workdir
         self.shared_memory = shared_memory
         self.capacity = capacity
@@ -46,11 +54,14 @@ class Node:
         self.process: Optional[subprocess.Popen] = None
         self.socket = str(workdir / "kvport.sock") if shared_memory else ""
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("KVPORT_")}
-        if tokens:
+        if tokens or token_namespaces:
             tokens_file = workdir / "tokens.yaml"
-            tokens_file.write_text(
-                f'tokens:\n  - name: engines\n    secret: "{SECRET}"\n'
-                f'    read: ["*"]\n    write: ["*"]\n')
+            text = (f'tokens:\n  - name: engines\n    secret: "{SECRET}"\n'
+                    f'    read: ["*"]\n    write: ["*"]\n')
+            for ns in token_namespaces:
+                text += (f'  - name: engines-{ns}\n    secret: "{token_secret(ns)}"\n'
+                         f'    read: ["*"]\n    write: ["*"]\n    namespace: "{ns}"\n')
+            tokens_file.write_text(text)
             tokens_file.chmod(0o600)
             self.env["KVPORT_TOKENS_FILE"] = str(tokens_file)
 

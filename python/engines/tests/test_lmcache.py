@@ -44,7 +44,7 @@ from lmcache.v1.storage_backend.connector import CreateConnector
 from lmcache.v1.storage_backend.local_cpu_backend import LocalCPUBackend
 from lmcache.v1.storage_backend.remote_backend import RemoteBackend
 
-from conftest import SECRET
+from conftest import SECRET, token_secret
 
 try:
     ctypes.CDLL("libcudart.so")
@@ -385,6 +385,40 @@ def test_tokens(node_factory, tmp_path, monkeypatch, engine_log, record):
     assert any("PermissionDenied" in m for m in reasons), reasons
     record(ENGINE, "node with tokens: KVPORT_TOKEN set / unset",
            "works / construction fails, PermissionDenied logged")
+
+
+def test_token_namespaces(node_factory, tmp_path, monkeypatch, engine_log, record):
+    """Two LMCache instances on one node, each with a token whose default namespace is its
+    eic_kv_ns (both tokens granted every namespace, so shared memory stays on): LMCache's
+    connector names no namespace in its probes and deletes, and those stay inside the token's.
+    Without the token's namespace they would search every namespace: B would see A's chunk as
+    present (then miss it on get) and its delete_sync would delete it."""
+    node = node_factory(shared_memory=True, token_namespaces=("kvport_ns", "other"))
+    mark = engine_log.mark()
+    monkeypatch.setenv("KVPORT_TOKEN", token_secret("kvport_ns"))
+    a = LMCache(lmcache_yaml(tmp_path / "a.yaml", node.url), monkeypatch)
+    monkeypatch.setenv("KVPORT_TOKEN", token_secret("other"))
+    b = LMCache(lmcache_yaml(tmp_path / "b.yaml", node.url, eic_kv_ns="other"), monkeypatch)
+    try:
+        expected = a.put(901, seed=90)
+        assert a.remote.contains(key(901))
+        assert not b.remote.contains(key(901))
+        assert b.remote.get_blocking(key(901)) is None
+        b.eic.delete_sync(key(901).to_string())  # its answer does not say what was deleted
+        assert a.remote.contains(key(901))
+        assert same(a.remote.get_blocking(key(901)), expected)
+        mine = b.put(902, seed=91)
+        assert same(b.remote.get_blocking(key(902)), mine)
+        assert not a.remote.contains(key(902))
+        # Each instance's data path: the arena (shared memory), as without tokens.
+        assert any("shared memory" in m for m in engine_log.messages(mark, logger="eic",
+                                                                      level=logging.INFO))
+    finally:
+        a.close()
+        b.close()
+    assert engine_log.errors(mark) == []
+    record(ENGINE, "two tokens with default namespaces kvport_ns / other, shm",
+           "each sees only its namespace: contains, get, delete_sync")
 
 
 PATCH_CHECK = """

@@ -50,7 +50,7 @@ from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
 from sglang.srt.mem_cache.storage.backend_factory import StorageBackendFactory
 from sglang.srt.mem_cache.storage.eic.eic_storage import EICStorage
 
-from conftest import SECRET
+from conftest import SECRET, token_secret
 
 ENGINE = "sglang"
 MODEL = "kvport-test/llama-4l"
@@ -394,6 +394,31 @@ def test_delete_stays_in_its_namespace_with_kvport_eic_ns(node, sglang, monkeypa
     assert mine.batch_exists(keys) == 0 and theirs.batch_exists(keys) == 0
     record(ENGINE, f"delete() without KVPORT_EIC_NS, {transport_of(node)}",
            "deletes the page in every namespace (DelOption's ns unassigned)")
+
+
+def test_delete_stays_in_the_tokens_namespace(node, sglang, monkeypatch, engine_log, record):
+    """The same delete() on a node with tokens, each storage's token naming its namespace as
+    the token's default (the token file's `namespace`): the unassigned DelOption ns means the
+    token's namespace, with no KVPORT_EIC_NS."""
+    layout = "layer_first"
+    secured = sglang.extra_node("token-namespaces", token_namespaces=(NAMESPACE, "sglang_b"))
+    pages = sglang.pages[layout]
+    keys = page_keys("delete-token-ns", 1)
+    src = pages.take(1)
+    pages.fill(src, seed=11)
+    monkeypatch.delenv("KVPORT_EIC_NS", raising=False)
+    monkeypatch.setenv("KVPORT_TOKEN", token_secret(NAMESPACE))
+    mine = sglang.new_storage(layout, node=secured)
+    monkeypatch.setenv("KVPORT_TOKEN", token_secret("sglang_b"))
+    theirs = sglang.new_storage(layout, namespace="sglang_b", node=secured)
+    mark = engine_log.mark()
+    for storage in (mine, theirs):
+        assert storage.batch_set_v1(keys, src) == [True]
+    mine.delete(keys[0])
+    assert mine.batch_exists(keys) == 0 and theirs.batch_exists(keys) == 1
+    assert engine_log.errors(mark) == []
+    record(ENGINE, f"delete() with the token's default namespace, {transport_of(node)}",
+           "deletes its own namespace's page only")
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
