@@ -45,7 +45,7 @@ struct KVPORT_API NodeSettings {
   uint32_t max_batch_keys = 4096;                 // most keys in one batched request
   uint64_t max_frame_bytes = uint64_t{16} << 20;  // header + descriptors, no payloads
   uint64_t max_connection_outstanding_bytes = uint64_t{256} << 20;  // in flight per connection
-  uint64_t max_queued_response_bytes = uint64_t{1} << 30;           // queued responses, node-wide
+  uint64_t max_queued_response_bytes = 0;  // queued responses' heap, node-wide; 0 = automatic
   uint64_t max_input_buffer_bytes = uint64_t{1} << 30;  // requests being received, node-wide
   // Caps beside the arena; 0 = automatic (capacity / 8, capacity / 2, capacity / 2).
   uint64_t max_index_bytes = 0;      // heap for objects' keys, metadata, index entries
@@ -57,6 +57,9 @@ struct KVPORT_API NodeSettings {
   uint32_t request_timeout_secs = 10;
   uint64_t min_request_bytes_per_sec = uint64_t{1} << 20;
   uint32_t max_connections = 4096;  // connections served at once; more are refused
+  uint32_t hello_timeout_secs = 5;  // a new connection must complete HELLO within this
+  // Connections from one address (a uid on the Unix socket) that have not completed HELLO.
+  uint32_t max_unauthenticated_per_address = 256;
   // Access control (docs/security.md): a YAML file of the tokens clients must present ("" = no
   // tokens: the node serves loopback only, unless `insecure`); re-read on SIGHUP.
   std::string tokens_file;

@@ -81,24 +81,37 @@ struct KVPORT_API ServerOptions {
   // ERROR (Unavailable, naming this limit) and closed at once, so a flood of connections costs
   // the node a bounded number of sessions and file descriptors.
   uint32_t max_connections = 4096;
+  // Connections that have not completed HELLO yet (docs/security.md, "Bounds"): each must do so
+  // within hello_timeout of its accept, or it is closed (zero: no deadline); one peer address
+  // (an IP address; on the Unix socket, a uid) may have at most max_unauthenticated_per_address
+  // of them at once (one more is refused). At max_connections the oldest of them is closed to
+  // let a new connection in, so connections that never send a byte cannot lock out clients
+  // that present a token.
+  std::chrono::milliseconds hello_timeout = std::chrono::seconds(5);
+  uint32_t max_unauthenticated_per_address = 256;
   // Backpressure: a connection stops reading requests while its queued responses cost this
   // much memory (heads, bookkeeping and the pinned values they send; a single response may
   // exceed it: the next request then waits).
   uint64_t max_connection_outstanding_bytes = uint64_t{256} << 20;
-  // The same, node-wide: the memory of every connection's queued responses together. At half
-  // of it, connections with responses still queued stop reading; at all of it, every
-  // connection does (docs/store.md, "Bounds on node memory"). Reading resumes as queues drain.
-  uint64_t max_queued_response_bytes = uint64_t{1} << 30;
+  // The same, node-wide, for the heap of every connection's queued responses together (heads
+  // and bookkeeping; the values they pin are the arena's, bounded by max_pinned_bytes). One
+  // connection's share is at most an eighth of it; at half of it, connections with responses
+  // still queued stop reading; at all of it, every connection does (docs/store.md, "Bounds on
+  // node memory"). Reading resumes as queues drain. 0: automatic, capacity / 16 within
+  // [16 MiB, 1 GiB].
+  uint64_t max_queued_response_bytes = 0;
   // Node-wide cap on the memory of requests being received (their headers and descriptors,
   // buffered as they arrive): a connection whose descriptor would need more waits, unread,
   // until others' shrink, or its request deadline passes (docs/store.md). 0: no cap.
   uint64_t max_input_buffer_bytes = uint64_t{1} << 30;
   // Node-wide caps beside the arena (0: automatic). max_index_bytes: heap that objects' keys,
   // metadata and index entries may take, evicted like arena space (automatic: capacity / 8).
-  // max_reserved_bytes: arena bytes of writes not yet complete; beyond it a key is NoSpace and
-  // nothing is evicted (automatic: capacity / 2). max_pinned_bytes: arena bytes of values being
-  // read (queued MGET answers, shared-memory leases); beyond it a key is NoSpace (automatic:
-  // capacity / 2). Each admits one value larger than itself when nothing else is held.
+  // max_reserved_bytes: arena bytes of writes in progress reserved and not yet written (an
+  // MSET item is reserved as its bytes arrive); beyond it a key is NoSpace and nothing is
+  // evicted (automatic: capacity / 2); with tokens, one token's MSETs hold at most a quarter.
+  // max_pinned_bytes: arena bytes of values being read (queued MGET answers, shared-memory
+  // leases); beyond it a key is NoSpace (automatic: capacity / 2). Each admits one value (a
+  // whole reservation) larger than itself when nothing else is held.
   uint64_t max_index_bytes = 0;
   uint64_t max_reserved_bytes = 0;
   uint64_t max_pinned_bytes = 0;

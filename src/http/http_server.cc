@@ -1,28 +1,75 @@
 // SPDX-License-Identifier: Apache-2.0
-// The only file that includes cpp-httplib (its header is large: keep it out of every other).
+// The endpoint: a listener and its connections on one event loop of their own, the cap on
+// connections, and the three pages (the routes). A connection's own rules (deadlines, sizes,
+// keep-alive) are in http_connection.h, the message format in http_message.h.
 #include "http/http_server.h"
 
-#include <httplib.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <thread>
+#include <unordered_map>
 
 #include "common/thread_annotations.h"
+#include "http/http_connection.h"
+#include "http/http_message.h"
 #include "kvport/log.h"
+#include "net/event_loop.h"
 #include "net/host_port.h"
+#include "net/tcp_listener.h"
 
 namespace kvport::http {
 
-struct HttpServer::Impl {
-  HttpOptions options;
-  httplib::Server server;
-  net::HostPort address;
-  std::thread thread;
-  std::atomic<bool> listen_returned{false};
+namespace {
 
-  // The node reported on. A scrape holds node_mu while it reads the node, so Attach(nullptr)
+// Connections accepted per readiness event, so that a storm of them cannot starve the requests
+// of those already open.
+constexpr int kMaxAcceptsPerEvent = 64;
+// After accept fails (out of descriptors): the pending connection stays queued, and the
+// level-triggered listener would otherwise report it again at once, for ever.
+constexpr std::chrono::milliseconds kAcceptErrorPause(100);
+// At most one warning line per kind in this long (a peer that fills the table would otherwise
+// write one line per connection).
+constexpr std::chrono::seconds kWarningInterval(10);
+
+// A warning written at most once per kWarningInterval, with how many it stood for.
+struct RateLimitedWarning {
+  MonotonicClock::time_point last{};
+  uint64_t unlogged = 0;
+  bool ever = false;
+
+  // True when a line is due now; `*count` is then the events it reports (this one included).
+  bool Due(uint64_t* count) {
+    ++unlogged;
+    const MonotonicClock::time_point now = MonotonicClock::now();
+    if (ever && now - last < kWarningInterval) return false;
+    ever = true;
+    last = now;
+    *count = unlogged;
+    unlogged = 0;
+    return true;
+  }
+};
+
+}  // namespace
+
+struct HttpServer::Impl final : public HttpConnectionOwner, public net::EventHandler {
+  HttpOptions options;
+  std::string address;  // as bound, "127.0.0.1:9470"
+  uint16_t port = 0;
+
+  // Declared first, destroyed last: the listener and the connections unwatch themselves in it.
+  std::unique_ptr<net::EventLoop> loop;
+  std::thread thread;
+
+  // Loop thread only (and ~Impl, after the thread has been joined).
+  std::unique_ptr<net::TcpListener> listener;
+  bool accepting = false;
+  net::TimerId resume_timer = 0;
+  std::unordered_map<HttpConnection*, std::unique_ptr<HttpConnection>> connections;
+  RateLimitedWarning full_warning;
+  RateLimitedWarning accept_warning;
+
+  // The node reported on. A request holds node_mu while it reads the node, so Attach(nullptr)
   // returns only once no request uses the old one.
   mutable Mutex node_mu;
   const Server* node GUARDED_BY(node_mu) = nullptr;
@@ -30,37 +77,136 @@ struct HttpServer::Impl {
   Mutex stop_mu;
   bool stopped GUARDED_BY(stop_mu) = false;
 
+  ~Impl() override {
+    // Normally Stop() has shut down on the loop thread and this does nothing. If the loop ended
+    // early (epoll failed), or never ran (Start failed), it is done here, while the loop they
+    // unwatch themselves from exists; the loop then runs what is still posted (the Shutdown that
+    // Stop posted finds nothing left to do) before the members go.
+    Shutdown();
+    loop.reset();
+  }
+
+  // --- Connections ------------------------------------------------------------------------
+
+  // The listener.
+  void OnEvents(uint32_t) override {
+    if (!accepting) return;
+    for (int i = 0; i < kMaxAcceptsPerEvent; ++i) {
+      Result<net::Socket> accepted = listener->Accept();
+      if (!accepted.ok()) {
+        uint64_t count = 0;
+        if (accept_warning.Due(&count)) {
+          log::Warn("HTTP endpoint: {} ({} time(s) in the last {} s); pausing accept for {} ms",
+                    accepted.status().ToString(), count, kWarningInterval.count(),
+                    kAcceptErrorPause.count());
+        }
+        PauseAccepting();
+        return;
+      }
+      if (!accepted->valid()) return;  // nothing more pending
+      Admit(std::move(accepted).value());
+    }
+  }
+
+  void Admit(net::Socket socket) {
+    if (connections.size() >= options.max_connections) {
+      // The one idle longest loses nothing; when none is idle, the one open longest: a peer
+      // that holds connections busy (reading its answers a trickle at a time) holds the oldest,
+      // while a probe's or a scrape's connection lives a few milliseconds.
+      HttpConnection* victim = nullptr;
+      for (const auto& [raw, owned] : connections) {
+        if (victim == nullptr || ComesFirst(*raw, *victim)) victim = raw;
+      }
+      uint64_t count = 0;
+      if (full_warning.Due(&count)) {
+        log::Warn(
+            "HTTP endpoint at its cap of {} connections: {} new connection(s) in the last {} s "
+            "each closed the one idle longest (or, none idle, the one open longest)",
+            options.max_connections, count, kWarningInterval.count());
+      }
+      victim->Evict();  // Closed() takes it out of the table
+    }
+    auto connection = std::make_unique<HttpConnection>(
+        loop.get(), std::move(socket), this,
+        HttpConnectionLimits{options.request_timeout, options.write_timeout});
+    if (!connection->Start().ok()) return;  // its socket closes with it
+    HttpConnection* raw = connection.get();
+    connections.emplace(raw, std::move(connection));
+  }
+
+  // Whether `a` goes before `b` when the table is full.
+  static bool ComesFirst(const HttpConnection& a, const HttpConnection& b) {
+    if (a.idle() != b.idle()) return a.idle();
+    if (a.idle()) return a.idle_since() < b.idle_since();
+    return a.accepted_at() < b.accepted_at();
+  }
+
+  void Closed(HttpConnection* connection) override {
+    auto it = connections.find(connection);
+    if (it == connections.end()) return;
+    // Not here: this may run inside the connection's own OnEvents (EventLoop's lifetime rule).
+    HttpConnection* closed = it->second.release();
+    connections.erase(it);
+    loop->Post([closed] { delete closed; });
+  }
+
+  void PauseAccepting() {
+    loop->Unwatch(listener->fd());
+    accepting = false;
+    resume_timer = loop->RunAfter(kAcceptErrorPause, [this] {
+      resume_timer = 0;
+      if (listener == nullptr) return;
+      Status watched = loop->Watch(listener->fd(), EPOLLIN, this);
+      if (!watched.ok()) {
+        log::Error("HTTP endpoint cannot resume accepting: {}", watched.ToString());
+        return;
+      }
+      accepting = true;
+    });
+  }
+
+  // Loop thread, at Stop (or ~Impl, once no thread runs the loop). Idempotent.
+  void Shutdown() {
+    if (resume_timer != 0) loop->CancelTimer(resume_timer);
+    resume_timer = 0;
+    if (accepting) loop->Unwatch(listener->fd());
+    accepting = false;
+    listener.reset();
+    connections.clear();  // a posted task: destroying them here is allowed
+  }
+
+  // --- Pages ------------------------------------------------------------------------------
+
+  HttpResponse Respond(const RequestHead& request) override {
+    if (request.method != "GET" && request.method != "HEAD") {
+      HttpResponse response = TextResponse(405, "only GET and HEAD are served");
+      response.headers.emplace_back("Allow", "GET, HEAD");
+      return response;
+    }
+    if (request.path == "/health") return Health();
+    if (request.path == "/metrics" || request.path == "/stats") {
+      if (!Authorized(BearerToken(request.authorization))) {
+        HttpResponse response;
+        response.status = 401;
+        response.content_type = "application/json";
+        response.body = "{\"error\": \"unauthorized\"}\n";
+        response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"kvport\"");
+        return response;
+      }
+      return request.path == "/metrics" ? Metrics() : Stats();
+    }
+    return TextResponse(404, "not found: try /metrics, /health or /stats");
+  }
+
   // The hook when one is set; otherwise the attached node's tokens: an admin token, or any
   // request on an open node (before a node is attached there is nothing to show: 503).
-  bool Authorized(const httplib::Request& request) const EXCLUDES(node_mu) {
-    std::string_view bearer;
-    const std::string& header = request.get_header_value("Authorization");
-    constexpr std::string_view kScheme = "Bearer ";
-    if (header.size() > kScheme.size()) {
-      bool scheme = true;
-      for (size_t i = 0; i < kScheme.size(); ++i) {
-        if (std::tolower(static_cast<unsigned char>(header[i])) !=
-            std::tolower(static_cast<unsigned char>(kScheme[i]))) {
-          scheme = false;
-        }
-      }
-      if (scheme) bearer = std::string_view(header).substr(kScheme.size());
-    }
+  bool Authorized(std::string_view bearer) const EXCLUDES(node_mu) {
     if (options.authorize) return options.authorize(bearer);
     MutexLock lock(node_mu);
     return node == nullptr || node->GrantsAdmin(bearer);
   }
 
-  // Answers 401 (and false) when the request may not see the node's data.
-  bool Guard(const httplib::Request& request, httplib::Response& response) const {
-    if (Authorized(request)) return true;
-    response.status = 401;
-    response.set_header("WWW-Authenticate", "Bearer realm=\"kvport\"");
-    response.set_content("{\"error\": \"unauthorized\"}\n", "application/json");
-    return false;
-  }
-
-  void Health(httplib::Response& response) const EXCLUDES(node_mu) {
+  HttpResponse Health() const EXCLUDES(node_mu) {
     std::string_view status = "starting";
     {
       MutexLock lock(node_mu);
@@ -78,25 +224,31 @@ struct HttpServer::Impl {
         }
       }
     }
+    HttpResponse response;
     response.status = status == "serving" ? 200 : 503;
-    response.set_content(RenderHealthJson(status, options.context.version), "application/json");
+    response.content_type = "application/json";
+    response.body = RenderHealthJson(status, options.context.version);
+    return response;
   }
 
   // Runs `render` on the attached node, or answers 503 when there is none.
   template <typename F>
-  void WithNode(httplib::Response& response, const char* content_type, F render) const
-      EXCLUDES(node_mu) {
+  HttpResponse WithNode(const char* content_type, F render) const EXCLUDES(node_mu) {
+    HttpResponse response;
+    response.content_type = "application/json";
     MutexLock lock(node_mu);
     if (node == nullptr) {
       response.status = 503;
-      response.set_content("{\"status\": \"starting\"}\n", "application/json");
-      return;
+      response.body = "{\"status\": \"starting\"}\n";
+      return response;
     }
-    response.set_content(render(*node), content_type);
+    response.content_type = content_type;
+    response.body = render(*node);
+    return response;
   }
 
-  void Metrics(httplib::Response& response) const {
-    WithNode(response, "text/plain; version=0.0.4; charset=utf-8", [this](const Server& n) {
+  HttpResponse Metrics() const {
+    return WithNode("text/plain; version=0.0.4; charset=utf-8", [this](const Server& n) {
       MetricsContext context = options.context;
       context.state = n.state();
       context.auth_mode = n.auth_mode();
@@ -105,9 +257,8 @@ struct HttpServer::Impl {
     });
   }
 
-  void Stats(httplib::Response& response) const {
-    WithNode(response, "application/json",
-             [](const Server& n) { return RenderStatsJson(n.Stats()); });
+  HttpResponse Stats() const {
+    return WithNode("application/json", [](const Server& n) { return RenderStatsJson(n.Stats()); });
   }
 };
 
@@ -120,58 +271,35 @@ std::string HttpListenAddress(std::string_view text) {
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& options) {
+  if (options.max_connections == 0) {
+    return Status::InvalidArgument("HTTP max_connections is 0: no request could be answered");
+  }
+  if (options.request_timeout.count() <= 0 || options.write_timeout.count() <= 0) {
+    return Status::InvalidArgument("HTTP request_timeout and write_timeout must be positive");
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   Result<net::HostPort> address = net::ParseHostPort(HttpListenAddress(options.listen));
   if (!address.ok()) return address.status().WithContext("HTTP listen address");
-  impl->address = *address;
 
-  Impl* raw = impl.get();
-  const unsigned threads = options.threads > 0 ? options.threads : 1;
-  impl->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // Headers and body go out in separate writes: without TCP_NODELAY, Nagle's algorithm holds
-  // the body until the client's delayed ACK, 40 ms per response (measured).
-  impl->server.set_tcp_nodelay(true);
-  impl->server.set_keep_alive_max_count(100);
-  impl->server.set_read_timeout(5, 0);
-  impl->server.set_write_timeout(5, 0);
-  impl->server.set_payload_max_length(64 * 1024);
-  impl->server.Get("/health", [raw](const httplib::Request&, httplib::Response& response) {
-    raw->Health(response);
-  });
-  impl->server.Get("/metrics", [raw](const httplib::Request& request, httplib::Response& response) {
-    if (raw->Guard(request, response)) raw->Metrics(response);
-  });
-  impl->server.Get("/stats", [raw](const httplib::Request& request, httplib::Response& response) {
-    if (raw->Guard(request, response)) raw->Stats(response);
-  });
-  impl->server.set_error_handler([](const httplib::Request&, httplib::Response& response) {
-    if (response.status == 404) {
-      response.set_content("not found: try /metrics, /health or /stats\n", "text/plain");
-    }
-  });
-
-  const std::string& host = impl->address.host;
-  if (impl->address.port == 0) {
-    const int port = impl->server.bind_to_any_port(host);
-    if (port <= 0) {
-      return Status::IoError("cannot listen for HTTP on " + impl->address.ToString());
-    }
-    impl->address.port = static_cast<uint16_t>(port);
-  } else if (!impl->server.bind_to_port(host, impl->address.port)) {
-    return Status::IoError("cannot listen for HTTP on " + impl->address.ToString() +
+  KVPORT_ASSIGN_OR_RETURN(impl->loop, net::EventLoop::Create());
+  Result<std::unique_ptr<net::TcpListener>> listener = net::TcpListener::Listen(*address);
+  if (!listener.ok()) {
+    if (listener.status().code() == StatusCode::kInvalidArgument) return listener.status();
+    return Status::IoError("cannot listen for HTTP on " + address->ToString() + ": " +
+                           listener.status().message() +
                            " (address in use, or not an address of this host?)");
   }
-  impl->thread = std::thread([raw] {
-    raw->server.listen_after_bind();
-    raw->listen_returned.store(true, std::memory_order_release);
-  });
-  // httplib's stop() does nothing until its accept loop runs: wait for it here, so that a Stop
-  // right after Start cannot leave the loop running (and the join waiting) for ever.
-  while (!impl->server.is_running() && !impl->listen_returned.load(std::memory_order_acquire)) {
-    std::this_thread::yield();
-  }
-  log::Info("HTTP endpoint on http://{}/ (/metrics, /health, /stats)", impl->address.ToString());
+  impl->listener = std::move(listener).value();
+  impl->address = impl->listener->address().ToString();
+  impl->port = impl->listener->port();
+  KVPORT_RETURN_IF_ERROR(impl->loop->Watch(impl->listener->fd(), EPOLLIN, impl.get()));
+  impl->accepting = true;
+
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->loop->Run(); });
+  log::Info("HTTP endpoint on http://{}/ (/metrics, /health, /stats; at most {} connections)",
+            impl->address, options.max_connections);
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -187,19 +315,22 @@ void HttpServer::Attach(const Server* node) {
 }
 
 std::string HttpServer::address() const {
-  return impl_->address.ToString();
+  return impl_->address;
 }
 
 uint16_t HttpServer::port() const {
-  return impl_->address.port;
+  return impl_->port;
 }
 
 void HttpServer::Stop() {
   MutexLock lock(impl_->stop_mu);
   if (impl_->stopped) return;
   impl_->stopped = true;
-  impl_->server.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  Impl* raw = impl_.get();
+  // Run() runs the tasks posted before Stop() before it returns.
+  raw->loop->Post([raw] { raw->Shutdown(); });
+  raw->loop->Stop();
+  if (raw->thread.joinable()) raw->thread.join();
 }
 
 }  // namespace kvport::http

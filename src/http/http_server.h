@@ -8,13 +8,23 @@
 //   ...
 //   (*http)->Stop();                                // before the node is destroyed
 //
-// It runs on threads of its own (cpp-httplib's, `threads` of them), never on the node's I/O
-// loops: a scrape reads the node's atomic counters and its store's statistics, like STATS.
-// The HTTP library's header is included only in http_server.cc.
+// It runs on one thread of its own, an event loop (net::EventLoop) that serves every HTTP
+// connection without blocking, never on the node's I/O loops: a scrape reads the node's atomic
+// counters and its store's statistics, like STATS.
+//
+// Why not a thread per connection (cpp-httplib's server, which this replaced): a liveness probe
+// must be answered within a second whatever other peers do, and a pool of threads that each
+// wait out an idle keep-alive connection cannot promise that (two idle connections stalled
+// /health past Kubernetes' 1 s probe timeout; a thousand held it for minutes). Here no peer
+// holds more than its own connection, every wait has a deadline (HttpConnection), and the
+// connections are capped, so the endpoint cannot take the data path's file descriptors: it holds
+// at most `max_connections` + 4 (its listener, its loop's epoll and eventfd, and for a moment a
+// new connection while the one it replaces closes).
 //
 // Thread safety: every member may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -28,6 +38,8 @@
 
 namespace kvport::http {
 
+inline constexpr uint32_t kDefaultMaxConnections = 64;
+
 struct HttpOptions {
   // HOST:PORT, [IPV6]:PORT, or a bare PORT for 127.0.0.1:PORT. Port 0 picks a free one.
   std::string listen = "127.0.0.1:0";
@@ -35,7 +47,17 @@ struct HttpOptions {
   // header ("" when it has none); false answers 401. Unset (what `kvport serve` does): the
   // attached node decides (Server::GrantsAdmin: an admin token, or anything on an open node).
   std::function<bool(std::string_view bearer)> authorize;
-  unsigned threads = 2;  // request threads
+  // HTTP connections open at once. When all are open, a new connection takes the place of the
+  // one idle longest (waiting for a request: a keep-alive connection, or a head still arriving;
+  // or closing after its last response), or, when none is idle, of the one open longest (reset,
+  // its answer cut short), so that a probe gets in whatever the peers holding the others do.
+  // Never 0.
+  uint32_t max_connections = kDefaultMaxConnections;
+  // The whole head of a request must arrive within this of the connection being accepted or its
+  // previous response being sent: the keep-alive idle timeout, and the slow-head deadline.
+  std::chrono::milliseconds request_timeout{2000};
+  // A response must be sent whole within this of the first write the peer did not take at once.
+  std::chrono::milliseconds write_timeout{5000};
   // What /metrics reports beside the node's counters (version, runtimes, transports, the
   // namespace label cap); state, auth_mode and resident_bytes are filled in per scrape.
   MetricsContext context;
@@ -43,8 +65,8 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  // Binds the address and starts serving. InvalidArgument for a bad address, IoError when it
-  // cannot be bound.
+  // Binds the address and starts serving. InvalidArgument for a bad address or option, IoError
+  // when it cannot be bound.
   static Result<std::unique_ptr<HttpServer>> Start(const HttpOptions& options);
   ~HttpServer();  // Stop()
   HttpServer(const HttpServer&) = delete;
@@ -58,7 +80,9 @@ class HttpServer {
   std::string address() const;
   uint16_t port() const;
 
-  // Stops accepting, finishes the requests being answered, joins the threads. Idempotent.
+  // Stops accepting, closes every connection (a request is answered within one turn of the
+  // loop, so none is left half-answered; a response still being sent is cut short) and joins
+  // the thread. Idempotent.
   void Stop();
 
   struct Impl;

@@ -12,11 +12,23 @@ namespace {
 constexpr int kMaxIovecsPerWrite = 64;
 }  // namespace
 
-size_t OutputQueue::MemoryOf(const Segment& seg) {
+size_t OutputQueue::HeapOf(const Segment& seg) {
   // A borrowed segment's (empty) string is inline; an owned one's allocation is its capacity.
-  size_t memory = kSegmentOverhead + (seg.borrowed != nullptr ? seg.size : seg.owned.capacity());
-  if (seg.keep_alive != nullptr) memory += kKeepAliveOverhead;
-  return memory;
+  size_t heap = kSegmentOverhead + (seg.borrowed != nullptr ? 0 : seg.owned.capacity());
+  if (seg.keep_alive != nullptr) heap += kKeepAliveOverhead;
+  return heap;
+}
+
+void OutputQueue::Count(const Segment& seg, int sign) {
+  const size_t heap = HeapOf(seg);
+  const size_t borrowed = seg.borrowed != nullptr ? seg.size : 0;
+  if (sign > 0) {
+    heap_ += heap;
+    borrowed_ += borrowed;
+  } else {
+    heap_ -= heap;
+    borrowed_ -= borrowed;
+  }
 }
 
 void OutputQueue::Append(std::string bytes) {
@@ -25,7 +37,7 @@ void OutputQueue::Append(std::string bytes) {
   seg.size = bytes.size();
   seg.owned = std::move(bytes);
   bytes_ += seg.size;
-  memory_ += MemoryOf(seg);
+  Count(seg, +1);
   Push(std::move(seg));
 }
 
@@ -43,7 +55,7 @@ void OutputQueue::AppendBorrowed(const void* data, size_t size,
   seg.size = size;
   seg.keep_alive = std::move(keep_alive);
   bytes_ += size;
-  memory_ += MemoryOf(seg);
+  Count(seg, +1);
   Push(std::move(seg));
 }
 
@@ -57,9 +69,9 @@ void OutputQueue::Push(Segment seg) {
   segments_.push_back(std::move(seg));
 }
 
-Result<IoProgress> OutputQueue::WriteTo(int fd) {
+Result<IoProgress> OutputQueue::WriteTo(int fd, size_t budget) {
   IoProgress total;
-  while (front_ < segments_.size()) {
+  while (front_ < segments_.size() && total.bytes < budget) {
     iovec iov[kMaxIovecsPerWrite];
     int count = 0;
     for (size_t i = front_; i < segments_.size() && count < kMaxIovecsPerWrite; ++i) {
@@ -101,7 +113,7 @@ void OutputQueue::Consume(size_t n) {
     front.written += take;
     n -= take;
     if (front.written == front.size) {
-      memory_ -= MemoryOf(front);
+      Count(front, -1);
       if (front.borrowed == nullptr && front.owned.capacity() <= kMaxSpareBytes &&
           front.owned.capacity() > spare_.capacity()) {
         spare_ = std::move(front.owned);
@@ -126,7 +138,8 @@ void OutputQueue::Clear() {
   segments_.clear();
   front_ = 0;
   bytes_ = 0;
-  memory_ = 0;
+  heap_ = 0;
+  borrowed_ = 0;
 }
 
 }  // namespace kvport::net

@@ -40,19 +40,25 @@ class OutputQueue {
   // Bytes queued and not yet written.
   size_t bytes() const { return bytes_; }
   bool empty() const { return bytes_ == 0; }
-  // What the queue costs, which backpressure limits: for every segment not yet fully written,
-  // its bookkeeping (kSegmentOverhead), its owned bytes' allocation (capacity, not size) and,
-  // for a borrowed range, the range (pinned: its bytes cannot be freed or reused) plus
-  // kKeepAliveOverhead for the reference that pins it. An estimate of heap, exact in the
-  // bytes that dominate it.
-  size_t memory_bytes() const { return memory_; }
+  // What the queue costs, which backpressure limits, for every segment not yet fully written:
+  //   heap_bytes: its bookkeeping (kSegmentOverhead), its owned bytes' allocation (capacity,
+  //     not size) and, for a borrowed range, kKeepAliveOverhead for the reference that pins it.
+  //     An estimate of heap, exact in the bytes that dominate it.
+  //   borrowed_bytes: the borrowed ranges (pinned: their bytes cannot be freed or reused while
+  //     queued), each range counted, so a range queued twice counts twice.
+  // memory_bytes is both together.
+  size_t heap_bytes() const { return heap_; }
+  size_t borrowed_bytes() const { return borrowed_; }
+  size_t memory_bytes() const { return heap_ + borrowed_; }
   static constexpr size_t kSegmentOverhead = 96;
   static constexpr size_t kKeepAliveOverhead = 64;
 
-  // Writes as much as `fd` accepts right now, several segments per system call. Returns the
-  // progress (would_block when the socket buffer filled before the queue emptied), or an
+  // Writes as much as `fd` accepts right now, several segments per system call, stopping once
+  // `budget` bytes or more are written (so one connection's large answer cannot hold its I/O
+  // loop while others wait). Returns the progress (would_block when the socket buffer filled
+  // before the queue emptied; neither would_block nor empty when the budget ran out), or an
   // IoError if the peer is gone.
-  Result<IoProgress> WriteTo(int fd);
+  Result<IoProgress> WriteTo(int fd, size_t budget = SIZE_MAX);
 
   // Drops everything queued, releasing every keep_alive (e.g. when the connection closes).
   void Clear();
@@ -77,7 +83,8 @@ class OutputQueue {
   };
   void Push(Segment seg);
   void Consume(size_t n);
-  static size_t MemoryOf(const Segment& seg);
+  static size_t HeapOf(const Segment& seg);
+  void Count(const Segment& seg, int sign);
 
   // Segments [front_, size()) are queued; those before front_ are written (emptied). A vector
   // rather than a deque: once it has grown to a connection's usual depth, queueing a response
@@ -86,7 +93,8 @@ class OutputQueue {
   size_t front_ = 0;
   std::string spare_;  // see TakeSpare
   size_t bytes_ = 0;
-  size_t memory_ = 0;
+  size_t heap_ = 0;
+  size_t borrowed_ = 0;
 };
 
 }  // namespace kvport::net

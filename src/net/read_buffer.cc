@@ -56,6 +56,16 @@ void ScatterReader::AddDiscard(size_t size) {
   remaining_ += size;
 }
 
+void ScatterReader::ReplaceLast(void* data, size_t size) {
+  Range& last = ranges_.back();
+  if (current_ == ranges_.size()) {  // it was full: reading resumes in it
+    current_ = ranges_.size() - 1;
+    offset_ = last.size;
+  }
+  remaining_ += size - last.size;
+  last = Range{static_cast<uint8_t*>(data), size};
+}
+
 void ScatterReader::Clear() {
   ranges_.clear();
   current_ = 0;

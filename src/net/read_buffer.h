@@ -55,6 +55,10 @@ class ScatterReader {
  public:
   void Add(void* data, size_t size);
   void AddDiscard(size_t size);
+  // Replaces the last range (one added with Add) by [data, data + size), size >= its old size:
+  // a destination that grew, in place or elsewhere, with the bytes filled so far already copied
+  // there by the caller. Reading goes on into it after those bytes.
+  void ReplaceLast(void* data, size_t size);
   void Clear();
 
   // Reads as much as is available into the remaining ranges.

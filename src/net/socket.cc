@@ -194,30 +194,67 @@ Status SetReceiveBufferSize(int fd, int bytes) {
   return Status::Ok();
 }
 
-std::string PeerName(int fd) {
+namespace {
+
+// The peer's host and port ("" and 0 for a Unix socket or an unknown one), and its family.
+struct PeerEnd {
+  int family = AF_UNSPEC;
+  std::string host;
+  uint16_t port = 0;
+};
+
+PeerEnd PeerEndOf(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) < 0) return "?";
+  PeerEnd end;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) < 0) return end;
+  end.family = addr.ss_family;
   char host[INET6_ADDRSTRLEN] = {};
-  uint16_t port = 0;
   if (addr.ss_family == AF_INET) {
     auto* in = reinterpret_cast<sockaddr_in*>(&addr);
     ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    port = ntohs(in->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
-  }
-  if (addr.ss_family == AF_INET6) {
+    end.port = ntohs(in->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
     auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
     ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    port = ntohs(in6->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
+    end.port = ntohs(in6->sin6_port);
   }
-  if (addr.ss_family == AF_UNIX) {
-    Result<PeerCredentials> cred = PeerCredentialsOf(fd);
-    if (!cred.ok()) return "unix:?";
-    return "unix:pid=" + std::to_string(cred->pid) + ",uid=" + std::to_string(cred->uid);
+  end.host = host;
+  return end;
+}
+
+}  // namespace
+
+std::string PeerName(int fd) {
+  const PeerEnd end = PeerEndOf(fd);
+  switch (end.family) {
+    case AF_INET:
+      return end.host + ":" + std::to_string(end.port);
+    case AF_INET6:
+      return "[" + end.host + "]:" + std::to_string(end.port);
+    case AF_UNIX: {
+      Result<PeerCredentials> cred = PeerCredentialsOf(fd);
+      if (!cred.ok()) return "unix:?";
+      return "unix:pid=" + std::to_string(cred->pid) + ",uid=" + std::to_string(cred->uid);
+    }
+    default:
+      return "?";
   }
-  return "?";
+}
+
+std::string PeerAddress(int fd) {
+  const PeerEnd end = PeerEndOf(fd);
+  switch (end.family) {
+    case AF_INET:
+    case AF_INET6:
+      return end.host;
+    case AF_UNIX: {
+      Result<PeerCredentials> cred = PeerCredentialsOf(fd);
+      return cred.ok() ? "unix:uid=" + std::to_string(cred->uid) : "unix:?";
+    }
+    default:
+      return "?";
+  }
 }
 
 }  // namespace kvport::net

@@ -83,5 +83,8 @@ Result<PeerCredentials> PeerCredentialsOf(int fd);
 // "host:port" of the peer of a connected socket, for logs ("unix:pid=N,uid=U" for a Unix
 // socket); "?" if unknown.
 std::string PeerName(int fd);
+// Who the peer is, for counting connections per peer: its IP address without the port
+// ("192.0.2.7", "::1"), or "unix:uid=U" for a Unix socket; "?" if unknown.
+std::string PeerAddress(int fd);
 
 }  // namespace kvport::net

@@ -65,6 +65,10 @@ struct HelloRequest {
   // reject it as Corruption). A node older than version 4 refuses such a HELLO (trailing bytes).
   std::string_view token;
 };
+// The largest HELLO descriptor: both versions, then client_name and token of at most 255 bytes
+// each with their u8 lengths. Before HELLO succeeds a node reads nothing larger (a peer that has
+// not authenticated cannot make it buffer more than this).
+inline constexpr uint64_t kMaxHelloDescriptorBytes = 2 + 2 * (1 + 255);
 // The server's answer: the version both sides use from now on, and the server's limits, which
 // the client must use to encode requests and decode responses.
 // From version kDefaultNamespaceVersion on it ends with `default_namespace`: the namespace the

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/acceptor.h"
 
-#include <sys/socket.h>
+#include <fmt/core.h>
 
+#include <optional>
 #include <string>
 
 #include "kvport/log.h"
-#include "protocol/messages.h"
+#include "server/parting_error.h"
 
 namespace kvport::server {
 
@@ -20,13 +21,15 @@ constexpr std::chrono::milliseconds kAcceptErrorPause(100);
 }  // namespace
 
 Acceptor::Acceptor(net::EventLoop* loop, std::unique_ptr<net::Listener> listener,
-                   std::vector<Worker*> workers, ServerCounters* counters, uint32_t max_connections)
+                   std::vector<Worker*> workers, CacheService* service,
+                   UnauthenticatedConnections* unauthenticated, uint32_t max_connections)
     : loop_(loop),
       listener_(std::move(listener)),
       kind_(listener_->kind()),
       name_(listener_->name()),
       workers_(std::move(workers)),
-      counters_(counters),
+      service_(service),
+      unauthenticated_(unauthenticated),
       max_connections_(max_connections) {}
 
 Acceptor::~Acceptor() {
@@ -65,35 +68,45 @@ void Acceptor::OnEvents(uint32_t) {
       return;
     }
     if (!accepted->valid()) return;  // nothing more pending
-    if (!counters_->TryAdmitConnection(max_connections_)) {
-      Refuse(std::move(accepted).value());
-      continue;
-    }
-    Worker* worker = workers_[next_worker_];
-    next_worker_ = (next_worker_ + 1) % workers_.size();
-    worker->Adopt(std::move(accepted).value(), kind_);
+    Admit(std::move(accepted).value());
   }
 }
 
-void Acceptor::Refuse(net::Socket socket) {
-  const std::string why = "the node serves its limit of " + std::to_string(max_connections_) +
-                          " connections (max_connections); try again later";
-  log::Warn("refusing a connection on {}: {}", name_, why);
-  protocol::ErrorResponse error;
-  error.code = StatusCode::kUnavailable;
-  error.message = why;
-  protocol::EncodedFrame frame;
-  if (protocol::EncodeResponse(0, error, protocol::Limits{}, &frame).ok()) {
-    // A fresh socket's send buffer takes these few bytes at once; nothing waits on it. The
-    // peer reads the ERROR, then the end of the stream. Input already there is read first, so
-    // that closing does not turn into a reset that could destroy the ERROR before it is read.
-    iovec iov{frame.head.data(), frame.head.size()};
-    (void)net::WriteV(socket.fd(), &iov, 1);
-    ::shutdown(socket.fd(), SHUT_WR);
-    char scratch[1024];
-    iovec in{scratch, sizeof(scratch)};
-    (void)net::ReadV(socket.fd(), &in, 1);
+void Acceptor::Admit(net::Socket socket) {
+  ServerCounters& counters = service_->counters();
+  const uint64_t id = service_->NewSessionId();
+  const size_t worker = next_worker_;
+  const std::string address = net::PeerAddress(socket.fd());
+  if (!unauthenticated_->Add(id, worker, address)) {
+    counters.CountRefusedForAddress();
+    Refuse(std::move(socket), fmt::format("{} has {} connections that have not completed HELLO "
+                                          "(max_unauthenticated_per_address); try again later",
+                                          address, unauthenticated_->max_per_address()));
+    return;
   }
+  counters.AddUnauthenticated(1);
+  if (!counters.TryAdmitConnection(max_connections_)) {
+    // Full: the oldest connection that has not authenticated makes room, unless that is this
+    // one (every other connection has authenticated). Never empty: this one is there.
+    std::optional<UnauthenticatedConnections::Entry> victim = unauthenticated_->TakeOldest();
+    counters.AddUnauthenticated(-1);
+    if (victim->id == id) {
+      counters.CountRefusedConnection();
+      Refuse(std::move(socket), "the node serves its limit of " + std::to_string(max_connections_) +
+                                    " connections (max_connections); try again later");
+      return;
+    }
+    counters.CountUnauthenticatedEvicted();
+    counters.AdmitConnectionInPlaceOfAnother();
+    workers_[victim->worker]->CloseUnauthenticated(victim->id);
+  }
+  next_worker_ = (next_worker_ + 1) % workers_.size();
+  workers_[worker]->Adopt(std::move(socket), kind_, id);
+}
+
+void Acceptor::Refuse(net::Socket socket, const std::string& why) {
+  log::Warn("refusing a connection on {}: {}", name_, why);
+  SendPartingError(socket.fd(), Status::Unavailable(why));
   // `socket` closes here.
 }
 

@@ -8,6 +8,13 @@
 // each with a small pool) hashing can leave loops idle while others serve several busy connections,
 // and an ephemeral port (port 0) would need the first bind to pick it for the others. Round-robin
 // is exact and accept() is rare here.
+//
+// Admission (docs/security.md, "Bounds"): a connection is registered as unauthenticated
+// (server/unauthenticated.h) until its HELLO succeeds. One more from an address that has
+// max_unauthenticated_per_address of them is refused; at max_connections the oldest
+// unauthenticated connection is closed to let the new one in, and only when there is none is
+// the new one refused. Refusals are an ERROR (Unavailable, request id 0, naming the limit),
+// then the close.
 #pragma once
 
 #include <memory>
@@ -16,17 +23,20 @@
 
 #include "net/event_loop.h"
 #include "net/listener.h"
-#include "server/server_stats.h"
+#include "server/cache_service.h"
+#include "server/unauthenticated.h"
 #include "server/worker.h"
 
 namespace kvport::server {
 
 class Acceptor final : public net::EventHandler {
  public:
-  // `loop` runs the acceptor; `workers` receive the connections; `counters` admits them (at
-  // most `max_connections` open at once, the others refused with an ERROR). All must outlive it.
+  // `loop` runs the acceptor; `workers` receive the connections; `service` names them and
+  // counts them (at most `max_connections` open at once, see above); `unauthenticated` holds
+  // those that have not completed HELLO. All must outlive it.
   Acceptor(net::EventLoop* loop, std::unique_ptr<net::Listener> listener,
-           std::vector<Worker*> workers, ServerCounters* counters, uint32_t max_connections);
+           std::vector<Worker*> workers, CacheService* service,
+           UnauthenticatedConnections* unauthenticated, uint32_t max_connections);
   ~Acceptor() override;
 
   // Loop thread (or before the loop runs).
@@ -41,15 +51,18 @@ class Acceptor final : public net::EventHandler {
 
  private:
   void PauseAfterError();
-  // Tells a connection over the limit why (ERROR Unavailable, request id 0) and closes it.
-  void Refuse(net::Socket socket);
+  // Admits `socket` (or refuses it) and hands it to the next worker.
+  void Admit(net::Socket socket);
+  // Tells a refused connection why (ERROR Unavailable, request id 0) and closes it.
+  void Refuse(net::Socket socket, const std::string& why);
 
   net::EventLoop* const loop_;
   std::unique_ptr<net::Listener> listener_;  // null once stopped
   const net::StreamKind kind_;
   const std::string name_;
   std::vector<Worker*> workers_;
-  ServerCounters* const counters_;
+  CacheService* const service_;
+  UnauthenticatedConnections* const unauthenticated_;
   const uint32_t max_connections_;
   size_t next_worker_ = 0;
   bool watching_ = false;

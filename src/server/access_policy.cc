@@ -80,6 +80,14 @@ Grant::Grant(std::string name, NamespaceSet read, NamespaceSet write, bool admin
       admin_(admin),
       default_namespace_(std::move(default_namespace)) {}
 
+bool Grant::TryHoldUnwritten(uint64_t bytes, uint64_t cap) const {
+  uint64_t current = unwritten_.load(std::memory_order_relaxed);
+  do {
+    if (current > cap || bytes > cap - current) return false;
+  } while (!unwritten_.compare_exchange_weak(current, current + bytes, std::memory_order_relaxed));
+  return true;
+}
+
 std::shared_ptr<const Grant> Grant::Everything() {
   static const auto everything = std::make_shared<const Grant>(
       "open node", NamespaceSet::Everything(), NamespaceSet::Everything(), true);

@@ -59,12 +59,22 @@ class Grant {
   // Read and write of every namespace: what mapping the arena exposes (shared memory).
   bool grants_every_namespace() const { return read_.everything() && write_.everything(); }
 
+  // The arena bytes the stream writes of this grant's sessions hold reserved and not yet
+  // written, together (WriteBatch): adds `bytes` unless that takes the total above `cap`.
+  // Thread-safe; the grant is shared by its sessions.
+  bool TryHoldUnwritten(uint64_t bytes, uint64_t cap) const;
+  void ReleaseUnwritten(uint64_t bytes) const {
+    unwritten_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+  uint64_t unwritten() const { return unwritten_.load(std::memory_order_relaxed); }
+
  private:
   std::string name_;
   NamespaceSet read_;
   NamespaceSet write_;
   bool admin_;
   std::optional<std::string> default_namespace_;
+  mutable std::atomic<uint64_t> unwritten_{0};
 };
 
 // Checks a token list: names present and unique, secrets 16..255 bytes and unique, patterns

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kvport/log.h"
@@ -67,9 +68,20 @@ Status CacheService::Delete(const Grant& grant, std::string_view ns, std::string
 
 Result<store::WriteHandle> CacheService::Reserve(const Grant& grant, std::string_view ns,
                                                  std::string_view key, uint64_t length,
-                                                 std::string_view meta, uint32_t ttl_seconds) {
+                                                 std::string_view meta, uint32_t ttl_seconds,
+                                                 uint64_t first_bytes) {
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  return store_->Reserve(ns, key, length, meta, ttl_seconds);
+  return store_->Reserve(ns, key, length, meta, ttl_seconds, first_bytes);
+}
+
+Status CacheService::Grow(store::WriteHandle& handle, uint64_t capacity) {
+  return store_->Grow(handle, capacity);
+}
+
+uint64_t CacheService::unwritten_per_grant() const {
+  if (!access_.required()) return 0;
+  const uint64_t node = store_->options().max_reserved_bytes;
+  return std::max<uint64_t>((node != 0 ? node : store_->arena().size()) / 4, 1);
 }
 
 Status CacheService::Commit(store::WriteHandle&& handle) {
@@ -171,20 +183,72 @@ uint64_t WriteBatch::reserved_bytes() const {
 
 WriteBatch::~WriteBatch() {
   if (!committed_ && any_reserved()) service_->counters().CountAbortedMset();
+  for (size_t i = 0; i < held_.size(); ++i)
+    SetHeld(i, 0);
   // handles_ die here: every reservation not committed is aborted by its WriteHandle.
 }
 
+namespace {
+// What the store reserves for `bytes` of a value (whole 4 KiB blocks).
+uint64_t Blocks(uint64_t bytes) {
+  constexpr uint64_t kBlock = store::Arena::kBlockBytes;
+  return (bytes + kBlock - 1) / kBlock * kBlock;
+}
+}  // namespace
+
+bool WriteBatch::TryHold(uint64_t bytes) const {
+  return grant_cap_ == 0 || grant_->TryHoldUnwritten(bytes, grant_cap_);
+}
+
+uint64_t WriteBatch::Unwritten(size_t i) const {
+  if (grant_cap_ == 0 || !handles_[i].valid()) return 0;
+  const store::WriteHandle& h = handles_[i];
+  return written_[i] >= h.size()
+             ? 0
+             : Blocks(h.capacity()) - std::min(Blocks(h.capacity()), written_[i]);
+}
+
+void WriteBatch::SetHeld(size_t i, uint64_t bytes) {
+  if (bytes < held_[i]) grant_->ReleaseUnwritten(held_[i] - bytes);
+  held_[i] = std::min(held_[i], bytes);
+}
+
 void WriteBatch::Reserve(std::string_view ns, std::string_view key, uint64_t length,
-                         std::string_view meta, uint32_t ttl_seconds) {
-  Result<store::WriteHandle> reserved =
-      service_->Reserve(*grant_, ns, key, length, meta, ttl_seconds);
-  if (reserved.ok()) {
-    statuses_.push_back(StatusCode::kOk);
-    handles_.push_back(std::move(reserved).value());
-  } else {
-    statuses_.push_back(reserved.status().code());
-    handles_.emplace_back();
+                         std::string_view meta, uint32_t ttl_seconds, uint64_t first_bytes) {
+  const uint64_t planned = Blocks(std::min(first_bytes, length));
+  Result<store::WriteHandle> reserved = Status::NoSpace(
+      "this token's writes in progress already reserve its share of the node's "
+      "max_reserved_bytes (a quarter) not yet written; retry once some complete");
+  const bool held = TryHold(planned);
+  if (held) reserved = service_->Reserve(*grant_, ns, key, length, meta, ttl_seconds, first_bytes);
+  statuses_.push_back(reserved.ok() ? StatusCode::kOk : reserved.status().code());
+  handles_.push_back(reserved.ok() ? std::move(reserved).value() : store::WriteHandle());
+  written_.push_back(0);
+  held_.push_back(held && grant_cap_ != 0 ? planned : 0);
+  SetHeld(held_.size() - 1, Unwritten(held_.size() - 1));
+}
+
+bool WriteBatch::Grow(size_t i, uint64_t capacity) {
+  store::WriteHandle& h = handles_[i];
+  if (!h.valid() || statuses_[i] != StatusCode::kOk) return false;
+  const uint64_t more = Blocks(std::min(capacity, h.size())) - Blocks(h.capacity());
+  if (more == 0) return true;
+  Status grown =
+      TryHold(more) ? Status::Ok() : Status::NoSpace("this token's share of max_reserved_bytes");
+  if (grown.ok()) {
+    if (grant_cap_ != 0) held_[i] += more;
+    grown = service_->Grow(h, capacity);
   }
+  SetHeld(i, Unwritten(i));
+  if (!grown.ok()) statuses_[i] = grown.code();
+  return grown.ok();
+}
+
+void WriteBatch::MarkWritten(size_t i, uint64_t bytes) {
+  if (!handles_[i].valid() || bytes <= written_[i]) return;
+  written_[i] = bytes;
+  handles_[i].MarkWritten(bytes);
+  SetHeld(i, Unwritten(i));
 }
 
 uint64_t WriteBatch::offset(size_t i) const {
@@ -202,6 +266,10 @@ std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep) {
   committed_ = true;
   for (size_t i = 0; i < handles_.size(); ++i) {
     if (!handles_[i].valid()) continue;
+    if (statuses_[i] != StatusCode::kOk) {  // a Grow failed: its reservation was kept till now
+      handles_[i] = store::WriteHandle();
+      continue;
+    }
     if (!keep.empty() && keep[i] == 0) {
       handles_[i] = store::WriteHandle();  // aborts the reservation
       statuses_[i] = StatusCode::kAborted;
@@ -213,6 +281,8 @@ std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep) {
       statuses_[i] = committed.code();
     }
   }
+  for (size_t i = 0; i < held_.size(); ++i)
+    SetHeld(i, 0);
   handles_.clear();
   return std::move(statuses_);
 }

@@ -99,9 +99,17 @@ class CacheService {
   Status Delete(const Grant& grant, std::string_view ns, std::string_view key, bool any_namespace);
 
   // --- writes ---------------------------------------------------------------------------------
+  // `first_bytes` < length: a stepwise reservation (store/object_store.h), grown with Grow.
   Result<store::WriteHandle> Reserve(const Grant& grant, std::string_view ns, std::string_view key,
-                                     uint64_t length, std::string_view meta, uint32_t ttl_seconds);
+                                     uint64_t length, std::string_view meta, uint32_t ttl_seconds,
+                                     uint64_t first_bytes = UINT64_MAX);
+  Status Grow(store::WriteHandle& handle, uint64_t capacity);
   Status Commit(store::WriteHandle&& handle);
+  // What one grant's stream writes may hold reserved and not yet written, across its sessions
+  // (WriteBatch): a quarter of max_reserved_bytes on a node with tokens, so that no token can
+  // take every write's room from the others; 0 (no per-grant bound) on an open node, whose
+  // sessions are one party.
+  uint64_t unwritten_per_grant() const;
 
   // --- listing and statistics -----------------------------------------------------------------
   struct ListPage {
@@ -148,18 +156,33 @@ class CacheService {
 // The reservations of one batched write (an MSET, an SHM_RESERVE) until they are committed.
 // Items the store refused keep the store's status and have no destination. Destroying a batch
 // aborts every reservation it still holds: nothing of it becomes visible.
+//
+// A stepwise batch (an MSET read from a socket) reserves each item a step at a time as its bytes
+// arrive (Reserve's first_bytes, then Grow), and what its items hold reserved and not yet written
+// (MarkWritten) counts against their grant's share (CacheService::unwritten_per_grant) as well as
+// the store's max_reserved_bytes. A shared-memory batch reserves whole values: its client is the
+// node's own user with every namespace (docs/security.md), and writes through the mapping, where
+// the node cannot see progress.
 class WriteBatch {
  public:
   // Reserves with the permissions of `grant`.
-  WriteBatch(CacheService* service, std::shared_ptr<const Grant> grant)
-      : service_(service), grant_(std::move(grant)) {}
+  WriteBatch(CacheService* service, std::shared_ptr<const Grant> grant, bool stepwise = false)
+      : service_(service),
+        grant_(std::move(grant)),
+        grant_cap_(stepwise ? service->unwritten_per_grant() : 0) {}
   WriteBatch(WriteBatch&&) noexcept = default;
-  WriteBatch& operator=(WriteBatch&&) noexcept = default;
   ~WriteBatch();
 
-  // Reserves one more item (in item order).
+  // Reserves one more item (in item order): `first_bytes` of it when less than `length` (a
+  // stepwise batch), else all of it.
   void Reserve(std::string_view ns, std::string_view key, uint64_t length, std::string_view meta,
-               uint32_t ttl_seconds);
+               uint32_t ttl_seconds, uint64_t first_bytes = UINT64_MAX);
+  // Item i's reservation to at least `capacity` bytes (its destination may move). False when it
+  // cannot: the item's status becomes the reason, and its reservation stays (bytes may still be
+  // read into it) until Commit, which aborts it.
+  bool Grow(size_t i, uint64_t capacity);
+  // Item i's first `bytes` are written (stepwise batches: they stop counting as unwritten).
+  void MarkWritten(size_t i, uint64_t bytes);
 
   size_t size() const { return statuses_.size(); }
   StatusCode status(size_t i) const { return statuses_[i]; }
@@ -167,6 +190,8 @@ class WriteBatch {
   uint8_t* destination(size_t i) const {
     return handles_[i].valid() ? handles_[i].data() : nullptr;
   }
+  // Bytes of destination(i) reserved so far (its whole length unless reserved stepwise).
+  uint64_t capacity(size_t i) const { return handles_[i].valid() ? handles_[i].capacity() : 0; }
   uint64_t offset(size_t i) const;
   // True when at least one item is reserved.
   bool any_reserved() const;
@@ -175,15 +200,25 @@ class WriteBatch {
 
   // Commits the reserved items in item order (so a key written twice in one batch ends with
   // its last value); with `keep` (one byte per item), only those whose byte is 1, aborting the
-  // others (their status becomes Aborted). Returns the per-item statuses. The batch is empty
-  // afterwards.
+  // others (their status becomes Aborted), and those whose Grow failed. Returns the per-item
+  // statuses. The batch is empty afterwards.
   std::vector<StatusCode> Commit(std::span<const uint8_t> keep = {});
 
  private:
+  // Item i's hold on its grant's share: its reservation's capacity less what is written.
+  uint64_t Unwritten(size_t i) const;
+  // Sets item i's hold to `bytes`, releasing the difference (never adds: see TryHold).
+  void SetHeld(size_t i, uint64_t bytes);
+  // Adds `bytes` to the grant's hold unless that takes it past its share; true without a share.
+  bool TryHold(uint64_t bytes) const;
+
   CacheService* service_;
   std::shared_ptr<const Grant> grant_;
+  uint64_t grant_cap_;                       // 0: no per-grant share (see above)
   std::vector<store::WriteHandle> handles_;  // invalid where the item was refused
   std::vector<StatusCode> statuses_;
+  std::vector<uint64_t> written_;  // per item, bytes marked written
+  std::vector<uint64_t> held_;     // per item, bytes held against the grant's share
   bool committed_ = false;
 };
 

@@ -1,6 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // MGET: pin every hit and send its bytes straight from the arena. An any-namespace MGET pins the
 // first match of each key (the default namespace first, then the others by name).
+//
+// An answer never carries more value bytes than the node's arena holds: the objects pinned at
+// once fit in it, so only a key repeated within one request can go past it (a 45 KB MGET naming
+// one 1 MiB key 4096 times asks for 4 GiB). Such a request is refused whole (TooLarge), the
+// connection going on.
+#include <fmt/core.h>
+
 #include <memory>
 #include <variant>
 #include <vector>
@@ -23,6 +30,8 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
   const std::shared_ptr<ReplyScratch::PinBlock> pins = kept;
   pins->handles.clear();
   pins->handles.resize(n);
+  const uint64_t answer_limit = ctx.service.arena_bytes();
+  uint64_t answer_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     protocol::MgetResult& result = reply.results[i];
     store::ReadHandle& pin = pins->handles[i];
@@ -34,6 +43,14 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
     result.meta = pin.meta();
     result.value_length = pin.size();
     if (result.status == StatusCode::kOk) result.value = pin.data();
+    if (!mget.meta_only && result.status == StatusCode::kOk) answer_bytes += pin.size();
+  }
+  if (answer_bytes > answer_limit) {
+    pins->handles.clear();
+    return Status::TooLarge(fmt::format(
+        "an MGET answer of {} value bytes is more than the node holds ({}): a key is repeated "
+        "in the request",
+        answer_bytes, answer_limit));
   }
 
   protocol::EncodedFrame& frame = ctx.session.scratch.frame;

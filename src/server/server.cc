@@ -46,6 +46,8 @@ struct Server::Impl {
   std::unique_ptr<store::ObjectStore> store;
   server::ServerCounters counters;
   std::unique_ptr<server::CacheService> service;
+  // Connections that have not completed HELLO; outlives the workers and acceptors that use it.
+  std::unique_ptr<server::UnauthenticatedConnections> unauthenticated;
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<std::unique_ptr<Acceptor>> acceptors;  // TCP first, then the Unix socket if any
   net::HostPort address;
@@ -184,6 +186,14 @@ uint64_t RandomNodeId() {
   return id;
 }
 
+// max_queued_response_bytes, or its automatic value: it bounds heap (response heads), which
+// grows with the traffic a node's capacity attracts, never below what a few large batched
+// answers need nor above the old fixed 1 GiB.
+uint64_t QueuedResponseCap(const ServerOptions& options) {
+  if (options.max_queued_response_bytes != 0) return options.max_queued_response_bytes;
+  return std::clamp<uint64_t>(options.capacity_bytes / 16, uint64_t{16} << 20, uint64_t{1} << 30);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
@@ -192,6 +202,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   KVPORT_ASSIGN_OR_RETURN(net::HostPort address, net::ParseHostPort(options.listen));
   KVPORT_ASSIGN_OR_RETURN(protocol::Limits limits, LimitsFrom(options));
   KVPORT_RETURN_IF_ERROR(CheckClusterOptions(options, address));
+  if (options.max_unauthenticated_per_address == 0) {
+    return Status::InvalidArgument(
+        "max_unauthenticated_per_address must be at least 1 (0 would refuse every connection)");
+  }
   if (options.max_connections == 0) {
     return Status::InvalidArgument(
         "max_connections must be at least 1 (0 would refuse every "
@@ -263,13 +277,17 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
 
   server::WorkerOptions worker_options;
   worker_options.session.max_outstanding_bytes = options.max_connection_outstanding_bytes;
-  worker_options.session.max_node_queued_bytes = options.max_queued_response_bytes;
+  worker_options.session.max_node_queued_bytes = QueuedResponseCap(options);
   worker_options.session.request_timeout = options.request_timeout;
   worker_options.session.min_request_bytes_per_sec = options.min_request_bytes_per_sec;
-  impl->counters.SetMaxQueuedResponseBytes(options.max_queued_response_bytes);
+  impl->counters.SetMaxQueuedResponseBytes(worker_options.session.max_node_queued_bytes);
   worker_options.session.max_node_input_bytes = options.max_input_buffer_bytes;
   impl->counters.SetMaxInputBufferBytes(options.max_input_buffer_bytes);
   worker_options.idle_timeout = options.idle_timeout;
+  impl->unauthenticated =
+      std::make_unique<server::UnauthenticatedConnections>(options.max_unauthenticated_per_address);
+  worker_options.session.hello_timeout = options.hello_timeout;
+  worker_options.session.unauthenticated = impl->unauthenticated.get();
   const unsigned threads = options.threads > 0 ? options.threads : HostCpuCount();
   Impl* raw = impl.get();
   for (unsigned i = 0; i < threads; ++i) {
@@ -282,13 +300,13 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   std::vector<Worker*> targets;
   for (auto& w : impl->workers)
     targets.push_back(w.get());
-  impl->acceptors.push_back(std::make_unique<Acceptor>(impl->workers[0]->loop(),
-                                                       std::move(listener).value(), targets,
-                                                       &impl->counters, options.max_connections));
+  impl->acceptors.push_back(std::make_unique<Acceptor>(
+      impl->workers[0]->loop(), std::move(listener).value(), targets, impl->service.get(),
+      impl->unauthenticated.get(), options.max_connections));
   if (unix_listener != nullptr) {
-    impl->acceptors.push_back(std::make_unique<Acceptor>(impl->workers[0]->loop(),
-                                                         std::move(unix_listener), targets,
-                                                         &impl->counters, options.max_connections));
+    impl->acceptors.push_back(std::make_unique<Acceptor>(
+        impl->workers[0]->loop(), std::move(unix_listener), targets, impl->service.get(),
+        impl->unauthenticated.get(), options.max_connections));
   }
   for (auto& acceptor : impl->acceptors)
     KVPORT_RETURN_IF_ERROR(acceptor->Start());

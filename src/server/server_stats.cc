@@ -88,13 +88,15 @@ void ServerCounters::AppendLatencies(std::vector<ServerStats::Latency>* out) con
 bool ServerCounters::TryAdmitConnection(uint32_t max) {
   uint64_t open = connections_.load(std::memory_order_relaxed);
   do {
-    if (open >= max) {
-      connections_refused_.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
+    if (open >= max) return false;
   } while (!connections_.compare_exchange_weak(open, open + 1, std::memory_order_relaxed));
   connections_accepted_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+void ServerCounters::AdmitConnectionInPlaceOfAnother() {
+  connections_.fetch_add(1, std::memory_order_relaxed);
+  connections_accepted_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void ServerCounters::ConnectionClosed() {
@@ -106,6 +108,10 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   out->emplace_back("connections", get(connections_));
   out->emplace_back("connections_accepted", get(connections_accepted_));
   out->emplace_back("connections_refused", get(connections_refused_));
+  out->emplace_back("unauthenticated_connections", get(unauthenticated_connections_));
+  out->emplace_back("connections_refused_per_address", get(connections_refused_per_address_));
+  out->emplace_back("hello_timeouts", get(hello_timeouts_));
+  out->emplace_back("unauthenticated_evictions", get(unauthenticated_evictions_));
   out->emplace_back("error_responses", get(error_responses_));
   out->emplace_back("idle_timeouts", get(idle_timeouts_));
   out->emplace_back("aborted_msets", get(aborted_msets_));
@@ -151,6 +157,9 @@ ServerStats CollectStats(const store::ObjectStore& store, const ServerCounters& 
       {"used_bytes", s.used_bytes},
       {"value_bytes", s.value_bytes},
       {"reserved_bytes", s.reserved_bytes},
+      {"reserved_unwritten_bytes", s.reserved_unwritten_bytes},
+      {"reservation_moves", s.reservation_moves},
+      {"reservation_moved_bytes", s.reservation_moved_bytes},
       {"retired_bytes", s.retired_bytes},
       {"objects", s.objects},
       {"hits", s.hits},

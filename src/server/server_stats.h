@@ -26,9 +26,25 @@ class ServerCounters {
   // is counted too).
   void CountRequest(protocol::Opcode op);
   // Admits one more connection if fewer than `max` are open (counting it open from now on);
-  // false, counting a refusal, otherwise. Every admitted connection is closed once.
+  // false otherwise. Every admitted connection is closed once.
   bool TryAdmitConnection(uint32_t max);
+  // A connection over max_connections was refused.
+  void CountRefusedConnection() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
+  // Admits one in place of an unauthenticated connection being closed to make room for it:
+  // counted open at once, so `connections` may pass max_connections until that close is done.
+  void AdmitConnectionInPlaceOfAnother();
   void ConnectionClosed();
+  // Connections that have not completed HELLO (server/unauthenticated.h): the gauge, those
+  // refused because their address had too many such, those closed without a HELLO within
+  // hello_timeout, and those closed to let a newer connection in at max_connections.
+  void AddUnauthenticated(int64_t delta) { Add(unauthenticated_connections_, delta); }
+  void CountRefusedForAddress() {
+    connections_refused_per_address_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void CountHelloTimeout() { hello_timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  void CountUnauthenticatedEvicted() {
+    unauthenticated_evictions_.fetch_add(1, std::memory_order_relaxed);
+  }
   void CountErrorResponse() { error_responses_.fetch_add(1, std::memory_order_relaxed); }
   // An ERROR answered a decoded request of `op` (STATS errors_<op>; also CountErrorResponse).
   void CountRequestError(protocol::Opcode op);
@@ -91,7 +107,8 @@ class ServerCounters {
   ClientErrorLog& client_errors() { return client_errors_; }
 
   // Appends ("name", value) pairs: connections, connections_accepted, connections_refused
-  // (over max_connections), error_responses,
+  // (over max_connections), unauthenticated_connections, connections_refused_per_address,
+  // hello_timeouts, unauthenticated_evictions, error_responses,
   // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures, leases
   // (live shared-memory leases), leased_bytes (value bytes they pin), queued_response_bytes,
   // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes, backpressure_pauses,
@@ -112,6 +129,10 @@ class ServerCounters {
   std::atomic<uint64_t> connections_{0};
   std::atomic<uint64_t> connections_accepted_{0};
   std::atomic<uint64_t> connections_refused_{0};
+  std::atomic<uint64_t> unauthenticated_connections_{0};
+  std::atomic<uint64_t> connections_refused_per_address_{0};
+  std::atomic<uint64_t> hello_timeouts_{0};
+  std::atomic<uint64_t> unauthenticated_evictions_{0};
   std::atomic<uint64_t> error_responses_{0};
   std::atomic<uint64_t> idle_timeouts_{0};
   std::atomic<uint64_t> aborted_msets_{0};

@@ -11,6 +11,7 @@
 #include "kvport/log.h"
 #include "protocol/wire.h"
 #include "server/command_table.h"
+#include "server/parting_error.h"
 #include "server/request_deadline.h"
 
 namespace kvport::server {
@@ -36,8 +37,12 @@ void ForgetRequest(protocol::AnyRequest* request) {
   if (clear) *request = protocol::AnyRequest{};
 }
 
-// Stages advanced per readiness event before yielding to the other sessions of the loop.
+// Stages advanced, and bytes read or written, per readiness event before yielding to the other
+// sessions of the loop: a fast peer streaming a large payload or reading a large answer cannot
+// hold its I/O loop while other connections (and new ones' HELLOs) wait. The loop is
+// level-triggered, so what is left is taken up at its next turn.
 constexpr int kMaxReadStepsPerEvent = 64;
+constexpr size_t kMaxBytesPerEvent = 4 << 20;
 
 // While an MSET payload arrives over TCP, the loop is woken only once this much of it (or all
 // that is left) is in the socket: a 4 MiB value then costs a few readv calls instead of one
@@ -55,7 +60,7 @@ uint64_t RequestIdOfBadHeader(const net::ReadBuffer& in) {
 
 }  // namespace
 
-Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind,
+Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind, uint64_t id,
                  CacheService& service, const SessionOptions& options,
                  std::function<void(Session*)> on_closed)
     : loop_(loop),
@@ -64,8 +69,9 @@ Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind,
       options_(options),
       on_closed_(std::move(on_closed)),
       peer_(net::PeerName(socket_.fd())),
-      last_activity_(loop->Now()) {
-  state_.id = service_.NewSessionId();
+      last_activity_(loop->Now()),
+      accepted_at_(loop->Now()) {
+  state_.id = id;
   state_.kind = kind;
   state_.shm.set_counters(&service_.counters());
   if (kind == net::StreamKind::kUnix) {
@@ -107,7 +113,9 @@ void Session::OnReadable() {
     DiscardInput();
     return;
   }
-  for (int i = 0; i < kMaxReadStepsPerEvent && WantsToRead(); ++i) {
+  event_read_bytes_ = 0;
+  for (int i = 0;
+       i < kMaxReadStepsPerEvent && event_read_bytes_ < kMaxBytesPerEvent && WantsToRead(); ++i) {
     if (!ReadStep()) break;
   }
   UpdateInterest();
@@ -136,6 +144,7 @@ std::optional<net::IoProgress> Session::FillInput(size_t target, size_t max_allo
   if (r->bytes > 0) {
     Touch();
     service_.counters().AddBytesReceived(r->bytes);
+    event_read_bytes_ += r->bytes;
     if (first_bytes) {
       // A request begins with its first byte: its deadline counts from here.
       request_arrival_ = loop_->Now();
@@ -183,6 +192,17 @@ bool Session::ReadHeader() {
          header_.request_id);
     return false;
   }
+  if (state_.version == 0 && (header_.descriptor_length > protocol::kMaxHelloDescriptorBytes ||
+                              header_.payload_length != 0)) {
+    // Not authenticated yet: only a HELLO of its real size is read, never max_frame_bytes.
+    Fail(
+        Status::TooLarge(fmt::format(
+            "before HELLO a frame is a HELLO of at most {} descriptor bytes and no payload; got "
+            "{} and {}",
+            protocol::kMaxHelloDescriptorBytes, header_.descriptor_length, header_.payload_length)),
+        header_.request_id);
+    return false;
+  }
   if (command->requires_hello && header_.version != state_.version) {
     Fail(Status::NotSupported("frame of protocol version " + std::to_string(header_.version) +
                               " on a connection that negotiated version " +
@@ -225,7 +245,9 @@ void Session::Dispatch() {
     }
   }
   RequestContext ctx{service_, state_, header_};
+  const bool was_authenticated = authenticated();
   Result<HandlerOutcome> outcome = command->handler(ctx, request_);
+  if (!was_authenticated && authenticated()) LeaveUnauthenticated();
   if (!outcome.ok()) {
     // A request that decoded but cannot be served (an unknown LIST cursor, a reservation that
     // is not open) is refused alone: its whole frame has been read, the stream is intact, and
@@ -282,6 +304,7 @@ bool Session::ReadPayload() {
         Touch();
         service_.counters().AddBytesReceived(r->bytes);
         request_bytes_ += r->bytes;
+        event_read_bytes_ += r->bytes;
       }
       eof = r->eof;
       would_block = r->would_block;
@@ -386,7 +409,7 @@ void Session::Flush() {
   // Before writing too: once the answer is out, its client may look at the node's gauges.
   SyncMemory();
   if (!out_.empty()) {
-    Result<net::IoProgress> r = out_.WriteTo(socket_.fd());
+    Result<net::IoProgress> r = out_.WriteTo(socket_.fd(), kMaxBytesPerEvent);
     if (!r.ok()) {
       Close(r.status().message());
       return;
@@ -450,12 +473,16 @@ bool Session::AtRequestBoundary() const {
 }
 
 Session::Throttle Session::QueueThrottle() const {
-  const uint64_t own = out_.memory_bytes();
-  if (own > options_.max_outstanding_bytes) return Throttle::kOwnQueue;
+  // Our own queue: its heap and the values it pins (those are in the arena, bounded node-wide by
+  // max_pinned_bytes; this bounds one connection's share of them).
+  if (out_.memory_bytes() > options_.max_outstanding_bytes) return Throttle::kOwnQueue;
   const uint64_t cap = options_.max_node_queued_bytes;
   if (cap == 0) return Throttle::kNone;
-  // Half the node's cap is kept for connections that read their answers: one whose responses
-  // are still queued stops at half, one with nothing queued only at the whole cap.
+  // The node's queued heap: one connection takes at most an eighth of the cap; half of it is
+  // kept for connections that read their answers: one whose responses are still queued stops
+  // at half, one with nothing queued only at the whole cap.
+  const uint64_t own = out_.heap_bytes();
+  if (own > cap / kConnectionShareOfNodeQueue) return Throttle::kOwnQueue;
   const uint64_t node = service_.counters().queued_response_bytes();
   if (node >= cap || (own > 0 && node >= cap / 2)) return Throttle::kNode;
   return Throttle::kNone;
@@ -530,6 +557,7 @@ void Session::Close(std::string_view reason) {
     service_.counters().AddPausedConnections(-1);
     paused_ = false;
   }
+  if (!authenticated()) LeaveUnauthenticated();
   state_.shm.Clear();                // leases and shared-memory reservations end with the session
   service_.SessionEnded(state_.id);  // and so do its LIST cursors
   service_.counters().ConnectionClosed();
@@ -538,7 +566,7 @@ void Session::Close(std::string_view reason) {
 }
 
 void Session::SyncMemory() {
-  const auto queued = static_cast<int64_t>(out_.memory_bytes());
+  const auto queued = static_cast<int64_t>(out_.heap_bytes());
   const auto input = static_cast<int64_t>(in_.allocated_bytes());
   if (queued != accounted_queued_) {
     service_.counters().AddQueuedResponseBytes(queued - accounted_queued_);
@@ -572,6 +600,23 @@ void Session::WatchThrottle() {
     loop_->CancelTimer(resume_timer_);
     resume_timer_ = 0;
   }
+}
+
+void Session::LeaveUnauthenticated() {
+  if (options_.unauthenticated != nullptr && options_.unauthenticated->Remove(state_.id)) {
+    service_.counters().AddUnauthenticated(-1);
+  }
+}
+
+bool Session::HelloOverdue(MonotonicClock::time_point now) const {
+  return options_.hello_timeout.count() > 0 && !authenticated() && !closed() &&
+         now - accepted_at_ > options_.hello_timeout;
+}
+
+void Session::CloseWithError(const Status& status) {
+  if (closed()) return;
+  if (out_.empty()) SendPartingError(socket_.fd(), status);
+  Close(status.message());
 }
 
 bool Session::RequestOverdue(MonotonicClock::time_point now) const {

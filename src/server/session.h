@@ -11,17 +11,29 @@
 // across EPOLLOUT events. Requests are answered in order.
 //
 // Backpressure: between requests, the session stops reading (drops EPOLLIN) while its queued
-// responses cost more than max_outstanding_bytes of memory (net::OutputQueue::memory_bytes:
-// heads, bookkeeping, pinned values), or while the node's queued responses together reach
-// max_node_queued_bytes (half of it when this session has responses queued itself, so that
-// clients that read their answers keep being served); it resumes when the queues drain. Pausing
-// never fails a request: the client just waits. The session keeps ServerCounters'
-// queued_response_bytes and input_buffer_bytes gauges up to date with its own share.
+// responses cost more than max_outstanding_bytes (net::OutputQueue::memory_bytes: heads,
+// bookkeeping and the values they pin), or their heap (heads, bookkeeping: heap_bytes) more than
+// an eighth of max_node_queued_bytes, or while the heap of the node's queued responses together
+// reaches max_node_queued_bytes (half of it when this session has responses queued itself, so
+// that clients that read their answers keep being served); it resumes when the queues drain.
+// Pinned values are not the node-wide cap's business: they live in the arena, bounded by the
+// store's max_pinned_bytes, and counting them there would let one large answer pause every
+// connection. Pausing never fails a request: the client just waits. The session keeps
+// ServerCounters' queued_response_bytes (heap) and input_buffer_bytes gauges up to date with its
+// own share.
+//
+// Fairness: one readiness event reads or writes at most a few MiB (and a bounded number of
+// request stages) before the loop serves its other connections.
 //
 // Deadline: a request (header, descriptor, payload) must arrive whole within request_timeout
 // plus 1 s per min_request_bytes_per_sec bytes of it received so far, counted from its first
 // byte. The worker's sweep asks RequestOverdue(); AbortOverdueRequest() answers ERROR Timeout,
 // aborts the MSET's reservations and half-closes (the frame cannot be resynchronised).
+//
+// Before HELLO: the only frame read is a HELLO of at most protocol::kMaxHelloDescriptorBytes;
+// the session is registered in options.unauthenticated (server/unauthenticated.h) until its
+// HELLO succeeds or it closes, and must complete HELLO within hello_timeout from its accept
+// (the worker's sweep asks HelloOverdue(), then CloseWithError()).
 //
 // A request that decodes but cannot be served (an unknown LIST cursor, an SHM_COMMIT of a
 // reservation that is not open) is answered with an ERROR for that request alone, and the
@@ -51,6 +63,7 @@
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "server/request_context.h"
+#include "server/unauthenticated.h"
 
 namespace kvport::server {
 
@@ -64,14 +77,21 @@ struct SessionOptions {
   uint64_t min_request_bytes_per_sec = 0;
   // How long a half-closed session waits for its peer to close before closing anyway.
   std::chrono::milliseconds linger = std::chrono::seconds(2);
+  // From the accept to a successful HELLO; 0: no deadline.
+  std::chrono::milliseconds hello_timeout{0};
+  // The node's table of connections that have not completed HELLO, or null (owned by the
+  // server; sessions leave it at HELLO or at close).
+  UnauthenticatedConnections* unauthenticated = nullptr;
 };
 
 class Session final : public net::EventHandler {
  public:
   // `on_closed` runs (on the loop thread) once, when the session has closed; the owner then
-  // destroys it later (never inside the call). `kind` says which listener accepted `socket`.
-  Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind, CacheService& service,
-          const SessionOptions& options, std::function<void(Session*)> on_closed);
+  // destroys it later (never inside the call). `kind` says which listener accepted `socket`;
+  // `id` is the session's CacheService::NewSessionId.
+  Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind, uint64_t id,
+          CacheService& service, const SessionOptions& options,
+          std::function<void(Session*)> on_closed);
   ~Session() override;
 
   // Registers with the loop. On error the session is closed.
@@ -85,6 +105,15 @@ class Session final : public net::EventHandler {
   void Close(std::string_view reason);
 
   bool closed() const { return phase_ == Phase::kClosed; }
+  uint64_t id() const { return state_.id; }
+  // True once a HELLO succeeded.
+  bool authenticated() const { return state_.version != 0; }
+  // True when the session has not completed HELLO within hello_timeout of its accept.
+  bool HelloOverdue(MonotonicClock::time_point now) const;
+  // Closes now, after a best-effort ERROR carrying `status` (request id 0) when nothing else is
+  // queued: for a connection that has not authenticated (its HELLO deadline passed, or its slot
+  // is wanted), whose descriptor is freed at once rather than after a linger.
+  void CloseWithError(const Status& status);
   // Time of the last byte read or written (or of Start).
   MonotonicClock::time_point last_activity() const { return last_activity_; }
   // True while the peer holds shared-memory leases or reservations: its client may be reading
@@ -146,7 +175,11 @@ class Session final : public net::EventHandler {
   void WatchThrottle();
   // Brings the node's memory gauges up to date with this session's queue and input buffer.
   void SyncMemory();
+  // Leaves options_.unauthenticated (at HELLO, or at close before one).
+  void LeaveUnauthenticated();
   static constexpr std::chrono::milliseconds kResumeCheck{10};
+  // A connection's queued heap may take at most 1/this of max_node_queued_bytes.
+  static constexpr uint64_t kConnectionShareOfNodeQueue = 8;
   void Touch() { last_activity_ = loop_->Now(); }
 
   net::EventLoop* const loop_;
@@ -168,7 +201,9 @@ class Session final : public net::EventHandler {
   // The current request's first byte, and its bytes so far (header, descriptor, payload).
   MonotonicClock::time_point request_arrival_;
   uint64_t request_bytes_ = 0;
+  size_t event_read_bytes_ = 0;  // read in the current readiness event
   MonotonicClock::time_point last_activity_;
+  const MonotonicClock::time_point accepted_at_;
 
   SessionState state_;
   net::ReadBuffer in_;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/worker.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -36,20 +38,43 @@ void Worker::StartThread() {
   thread_ = std::thread([this] { loop_->Run(); });
 }
 
-void Worker::Adopt(net::Socket socket, net::StreamKind kind) {
+void Worker::Adopt(net::Socket socket, net::StreamKind kind, uint64_t id) {
   // std::function needs a copyable task; the shared_ptr carries the move-only socket.
   auto carried = std::make_shared<net::Socket>(std::move(socket));
-  loop_->Post([this, carried, kind] {
+  loop_->Post([this, carried, kind, id] {
     if (stopping_) {
-      service_.counters().ConnectionClosed();  // admitted, never served: `carried` closes it
+      // Admitted, never served: `carried` closes it.
+      if (options_.session.unauthenticated != nullptr &&
+          options_.session.unauthenticated->Remove(id)) {
+        service_.counters().AddUnauthenticated(-1);
+      }
+      service_.counters().ConnectionClosed();
       return;
     }
-    auto session = std::make_unique<Session>(loop_.get(), std::move(*carried), kind, service_,
+    auto session = std::make_unique<Session>(loop_.get(), std::move(*carried), kind, id, service_,
                                              options_.session, [this](Session* s) { OnClosed(s); });
     Session* raw = session.get();
     sessions_.emplace(raw, std::move(session));
     Status started = raw->Start();
     if (!started.ok()) log::Warn("cannot serve a new connection: {}", started.ToString());
+  });
+}
+
+void Worker::CloseUnauthenticated(uint64_t id) {
+  loop_->Post([this, id] {
+    for (auto& [raw, owned] : sessions_) {
+      if (raw->id() != id) continue;
+      if (!raw->authenticated() && !raw->closed()) {
+        log::Debug(
+            "connection {} closed before HELLO to make room for a new connection "
+            "(max_connections)",
+            raw->peer());
+        raw->CloseWithError(Status::Unavailable(
+            "closed before HELLO: the node is at max_connections and a newer connection took "
+            "the slot of the oldest one that had not authenticated"));
+      }
+      return;
+    }
   });
 }
 
@@ -89,14 +114,14 @@ void Worker::OnClosed(Session* session) {
 }
 
 void Worker::ScheduleIdleSweep() {
-  const std::chrono::milliseconds idle = options_.idle_timeout;
-  const std::chrono::milliseconds deadline = options_.session.request_timeout;
-  if (idle.count() <= 0 && deadline.count() <= 0) return;
   // Check a few times per timeout so that a session closes at most ~1.25 timeouts after its
-  // last byte (or past its request deadline), without a timer per session.
-  std::chrono::milliseconds shortest = idle.count() <= 0       ? deadline
-                                       : deadline.count() <= 0 ? idle
-                                                               : std::min(idle, deadline);
+  // last byte (or past its request or HELLO deadline), without a timer per session.
+  std::chrono::milliseconds shortest = std::chrono::milliseconds::max();
+  for (std::chrono::milliseconds timeout :
+       {options_.idle_timeout, options_.session.request_timeout, options_.session.hello_timeout}) {
+    if (timeout.count() > 0) shortest = std::min(shortest, timeout);
+  }
+  if (shortest == std::chrono::milliseconds::max()) return;
   auto period =
       std::clamp(shortest / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
   loop_->RunAfter(period, [this] {
@@ -109,8 +134,13 @@ void Worker::SweepIdle() {
   const MonotonicClock::time_point now = MonotonicClock::now();
   std::vector<Session*> idle;
   std::vector<Session*> overdue;
+  std::vector<Session*> no_hello;
   for (auto& [raw, owned] : sessions_) {
     if (raw->closed()) continue;
+    if (raw->HelloOverdue(now)) {
+      no_hello.push_back(raw);
+      continue;
+    }
     if (raw->holds_arena_ranges()) {
       if (const size_t aborted = raw->AbortOverdueReservations(now); aborted > 0) {
         log::Warn(
@@ -125,6 +155,14 @@ void Worker::SweepIdle() {
                now - raw->last_activity() >= options_.idle_timeout) {
       idle.push_back(raw);
     }
+  }
+  for (Session* c : no_hello) {
+    service_.counters().CountHelloTimeout();
+    log::Debug("connection {}: no HELLO within {} ms: closing", c->peer(),
+               options_.session.hello_timeout.count());
+    c->CloseWithError(
+        Status::Timeout(fmt::format("no HELLO within the node's hello_timeout ({} ms)",
+                                    options_.session.hello_timeout.count())));
   }
   for (Session* c : overdue) {
     log::Info("connection {}: request not received within its deadline: closing", c->peer());

@@ -7,7 +7,8 @@
 // and activity costs nothing but a timestamp); a session whose shared-memory client holds
 // leases or reservations is not idle (its bytes move without touching the socket). The same
 // sweep aborts requests past their deadline (SessionOptions::request_timeout): a trickle of
-// bytes keeps a session from being idle, never a request from being late.
+// bytes keeps a session from being idle, never a request from being late. It also closes
+// connections that have not completed HELLO within SessionOptions::hello_timeout.
 #pragma once
 
 #include <atomic>
@@ -40,9 +41,12 @@ class Worker {
   net::EventLoop* loop() { return loop_.get(); }
   void StartThread();
 
-  // Thread-safe. Serves `socket` (accepted by a listener of `kind`) on this worker; closes it at
-  // once if the worker is stopping.
-  void Adopt(net::Socket socket, net::StreamKind kind);
+  // Thread-safe. Serves `socket` (accepted by a listener of `kind`) on this worker as session
+  // `id` (CacheService::NewSessionId); closes it at once if the worker is stopping.
+  void Adopt(net::Socket socket, net::StreamKind kind, uint64_t id);
+  // Thread-safe. Closes session `id` if it is still here and has not completed HELLO (the
+  // acceptor makes room for a newer connection); nothing otherwise.
+  void CloseUnauthenticated(uint64_t id);
   // Thread-safe. Every session finishes what is in flight, then closes; new sockets are
   // refused from now on.
   void BeginShutdown();

@@ -34,13 +34,16 @@ void ExtentAllocator::EraseFreeLocked(std::map<uint64_t, uint64_t>::iterator it)
   free_by_offset_.erase(it);
 }
 
-std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes) {
+std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes, uint64_t room) {
   if (bytes == 0) return Extent{0, 0};
   if (bytes > capacity_bytes_) return std::nullopt;  // also keeps RoundUp from overflowing
   const uint64_t need = RoundUp(bytes);
   MutexLock lock(mu_);
-  // Best fit: the smallest hole that is large enough; among equals, the lowest offset.
-  auto fit = free_by_size_.lower_bound({need, 0});
+  // Best fit: the smallest hole that is large enough (for the room wanted, when there is such a
+  // hole); among equals, the lowest offset.
+  auto fit = free_by_size_.end();
+  if (room > bytes && room <= capacity_bytes_) fit = free_by_size_.lower_bound({RoundUp(room), 0});
+  if (fit == free_by_size_.end()) fit = free_by_size_.lower_bound({need, 0});
   if (fit == free_by_size_.end()) return std::nullopt;
   const uint64_t hole_length = fit->first;
   const uint64_t hole_offset = fit->second;
@@ -51,6 +54,23 @@ std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes) {
   used_bytes_ += need;
   ++live_extents_;
   return Extent{hole_offset, need};
+}
+
+bool ExtentAllocator::Extend(Extent* extent, uint64_t bytes) {
+  if (bytes > capacity_bytes_ || extent->length == 0) return false;
+  const uint64_t want = RoundUp(bytes);
+  if (want <= extent->length) return true;
+  const uint64_t more = want - extent->length;
+  MutexLock lock(mu_);
+  auto next = free_by_offset_.find(extent->offset + extent->length);
+  if (next == free_by_offset_.end() || next->second < more) return false;
+  const uint64_t hole_offset = next->first;
+  const uint64_t hole_length = next->second;
+  EraseFreeLocked(next);
+  if (hole_length > more) InsertFreeLocked(hole_offset + more, hole_length - more);
+  used_bytes_ += more;
+  extent->length = want;
+  return true;
 }
 
 Status ExtentAllocator::Free(Extent extent) {

@@ -58,7 +58,15 @@ class ExtentAllocator {
 
   // Returns an extent of at least `bytes` (rounded up to the block size), or nullopt when no
   // free extent is large enough right now. Zero bytes gives the empty extent {0, 0}, always.
-  std::optional<Extent> Allocate(uint64_t bytes) EXCLUDES(mu_);
+  // `room` > bytes asks for the front of a free extent of at least `room` bytes when there is
+  // one (best fit for `room`), so that Extend can later grow the extent in place up to `room`;
+  // otherwise the best fit for `bytes`.
+  std::optional<Extent> Allocate(uint64_t bytes, uint64_t room = 0) EXCLUDES(mu_);
+
+  // Grows `*extent` (obtained from Allocate) in place to at least `bytes` (rounded up), taking
+  // the free blocks right after it: true when they were free and large enough, false (nothing
+  // changed) otherwise. Never moves the extent.
+  bool Extend(Extent* extent, uint64_t bytes) EXCLUDES(mu_);
 
   // Returns an extent obtained from Allocate. Freeing the empty extent is a no-op. Freeing
   // something that overlaps free space or lies outside the range is a caller bug: it is

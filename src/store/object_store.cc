@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/object_store.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -66,6 +68,9 @@ struct StoredObject {
   Extent extent;
   uint8_t* data = nullptr;
   uint64_t value_len = 0;
+  // While reserved: the bytes of the extent its writer marked written (Impl::unwritten_bytes
+  // counts the rest).
+  uint64_t written = 0;
   uint32_t ttl_seconds = 0;
   size_t shard = 0;
   uint64_t charge = 0;  // ObjectStore::ChargeOf: counted in Impl::index_bytes while it lives
@@ -165,13 +170,17 @@ struct ObjectStore::Impl {
   uint64_t max_pinned_bytes = 0;
 
   // Node-wide gauges the caps apply to, each changed by atomic read-modify-writes only (see
-  // TryAdmit), on their own cache line: objects' heap charges, reservations' extents, and
-  // the extents of pinned objects.
+  // TryAdmit), on their own cache line: objects' heap charges, reservations' extents not yet
+  // written (max_reserved_bytes), and the extents of pinned objects. reserved_bytes (all of
+  // reservations' extents) is reported, not capped.
   alignas(64) std::atomic<uint64_t> index_bytes{0};
+  std::atomic<uint64_t> unwritten_bytes{0};
   std::atomic<uint64_t> reserved_bytes{0};
   std::atomic<uint64_t> pinned_bytes{0};
   std::atomic<uint64_t> reserve_cap_refusals{0};
   std::atomic<uint64_t> pin_cap_refusals{0};
+  std::atomic<uint64_t> reservation_moves{0};
+  std::atomic<uint64_t> reservation_moved_bytes{0};
   // Bumped by DropAll: every object of an older generation is gone from view at that instant
   // (the finders below treat it as absent), and DropAll's pass then retires them. Read under a
   // shard mutex by Commit and the finders; DropAll bumps it before taking any shard mutex, so
@@ -345,14 +354,18 @@ struct ObjectStore::Impl {
     HideLocked(shard, o);
   }
 
+  // A reservation stops counting (committed, or freed unwritten).
+  void EndReservation(const StoredObject& o) {
+    reserved_bytes.fetch_sub(o.extent.length, std::memory_order_relaxed);
+    unwritten_bytes.fetch_sub(o.extent.length - o.written, std::memory_order_relaxed);
+  }
+
   // Takes the allocator's mutex (inside ExtentAllocator) when it frees: never with a shard
   // mutex held (frees happen outside them), though the lock order would allow it.
   void Unref(StoredObject* o) {
     if (o->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     Shard& shard = ShardOf(*o);
-    if (o->state == ObjectState::kReserved) {
-      reserved_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
-    }
+    if (o->state == ObjectState::kReserved) EndReservation(*o);
     index_bytes.fetch_sub(o->charge, std::memory_order_relaxed);
     Status freed = allocator->Free(o->extent);
     if (!freed.ok()) log::Error("store: {}", freed.ToString());
@@ -588,6 +601,18 @@ uint8_t* WriteHandle::data() const {
 uint64_t WriteHandle::size() const {
   return object_->value_len;
 }
+uint64_t WriteHandle::capacity() const {
+  return std::min(object_->value_len, object_->extent.length);
+}
+void WriteHandle::MarkWritten(uint64_t bytes) {
+  // The last block's rounding counts as written with the value's last byte.
+  const uint64_t written = bytes >= object_->value_len ? object_->extent.length
+                                                       : std::min(bytes, object_->extent.length);
+  if (written <= object_->written) return;
+  object_->store->impl_->unwritten_bytes.fetch_sub(written - object_->written,
+                                                   std::memory_order_relaxed);
+  object_->written = written;
+}
 uint64_t WriteHandle::arena_offset() const {
   return object_->extent.offset;
 }
@@ -674,7 +699,7 @@ Status PinCapStatus(uint64_t cap) {
 
 Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view key,
                                          uint64_t value_len, std::string_view meta,
-                                         uint32_t ttl_seconds) {
+                                         uint32_t ttl_seconds, uint64_t first_bytes) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
   if (value_len > options_.max_value_bytes) {
     return Status::TooLarge("value of " + std::to_string(value_len) +
@@ -687,8 +712,9 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
                             std::to_string(options_.max_meta_bytes) + " bytes");
   }
   // Caps first, cheapest first: a reservation over max_reserved_bytes evicts nothing.
-  const uint64_t extent_bytes = value_len == 0 ? 0 : allocator_->RoundUp(value_len);
-  if (!Impl::TryAdmit(impl_->reserved_bytes, extent_bytes, impl_->max_reserved_bytes)) {
+  const uint64_t extent_bytes =
+      value_len == 0 ? 0 : allocator_->RoundUp(std::clamp<uint64_t>(first_bytes, 1, value_len));
+  if (!Impl::TryAdmit(impl_->unwritten_bytes, extent_bytes, impl_->max_reserved_bytes)) {
     impl_->reserve_cap_refusals.fetch_add(1, std::memory_order_relaxed);
     return Status::NoSpace("writes in progress already reserve " +
                            std::to_string(impl_->max_reserved_bytes) +
@@ -699,20 +725,20 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
     return Impl::TryAdmit(impl_->index_bytes, charge, impl_->max_index_bytes);
   };
   if (!admit_charge() && !impl_->EvictUntil(admit_charge)) {
-    impl_->reserved_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
+    impl_->unwritten_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
     return Status::NoSpace("no room for another object's key and metadata (max_index_bytes " +
                            std::to_string(impl_->max_index_bytes) +
                            "): every object left is pinned by a reader or being written");
   }
-  std::optional<Extent> extent = allocator_->Allocate(value_len);
+  std::optional<Extent> extent = allocator_->Allocate(extent_bytes, value_len);
   if (!extent) {
     impl_->EvictUntil([&] {
-      extent = allocator_->Allocate(value_len);
+      extent = allocator_->Allocate(extent_bytes, value_len);
       return extent.has_value();
     });
   }
   if (!extent) {
-    impl_->reserved_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
+    impl_->unwritten_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
     impl_->index_bytes.fetch_sub(charge, std::memory_order_relaxed);
     return Status::NoSpace("no room for " + std::to_string(value_len) +
                            " bytes: every object left is pinned by a reader or being written");
@@ -732,17 +758,67 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   o->generation = impl_->generation.load(std::memory_order_acquire);
   Impl::Shard& shard = impl_->ShardOf(*o);
   shard.live_objects.fetch_add(1, std::memory_order_relaxed);
-  // Admitted as RoundUp(value_len), which is what the allocator hands out.
+  // Admitted as extent_bytes, which is what the allocator hands out.
   if (extent->length != extent_bytes) {
-    impl_->reserved_bytes.fetch_add(extent->length - extent_bytes, std::memory_order_relaxed);
+    impl_->unwritten_bytes.fetch_add(extent->length - extent_bytes, std::memory_order_relaxed);
   }
+  impl_->reserved_bytes.fetch_add(extent->length, std::memory_order_relaxed);
   return WriteHandle(o);
+}
+
+Status ObjectStore::Grow(WriteHandle& handle, uint64_t capacity) {
+  StoredObject* o = handle.object_;
+  if (!o) return Status::InvalidArgument("grow of an empty write handle");
+  const uint64_t target = allocator_->RoundUp(std::min(capacity, o->value_len));
+  if (target <= o->extent.length) return Status::Ok();
+  const uint64_t more = target - o->extent.length;
+  if (!Impl::TryAdmit(impl_->unwritten_bytes, more, impl_->max_reserved_bytes)) {
+    impl_->reserve_cap_refusals.fetch_add(1, std::memory_order_relaxed);
+    return Status::NoSpace("writes in progress already reserve " +
+                           std::to_string(impl_->max_reserved_bytes) +
+                           " bytes not yet written, the node's max_reserved_bytes");
+  }
+  // In place when the blocks after the reservation are free (or become free as LRU objects are
+  // evicted: what was written together tends to lie together): nothing moves. Else elsewhere.
+  const Extent before = o->extent;
+  bool in_place = false;
+  std::optional<Extent> moved;
+  auto fits = [&] {
+    in_place = allocator_->Extend(&o->extent, target);
+    if (!in_place) moved = allocator_->Allocate(target, o->value_len);
+    return in_place || moved.has_value();
+  };
+  if (!fits()) impl_->EvictUntil(fits);
+  if (in_place) {
+    impl_->reserved_bytes.fetch_add(o->extent.length - before.length, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  if (!moved) {
+    impl_->unwritten_bytes.fetch_sub(more, std::memory_order_relaxed);
+    return Status::NoSpace("no room to grow a reservation to " + std::to_string(target) +
+                           " bytes: every object left is pinned by a reader or being written");
+  }
+  uint8_t* to = arena_->base() + moved->offset;
+  std::memcpy(to, o->data, o->written);
+  o->extent = *moved;
+  o->data = to;
+  impl_->reserved_bytes.fetch_add(moved->length - before.length, std::memory_order_relaxed);
+  impl_->reservation_moves.fetch_add(1, std::memory_order_relaxed);
+  impl_->reservation_moved_bytes.fetch_add(o->written, std::memory_order_relaxed);
+  Status freed = allocator_->Free(before);
+  if (!freed.ok()) log::Error("store: {}", freed.ToString());
+  return Status::Ok();
 }
 
 Status ObjectStore::Commit(WriteHandle&& handle) {
   StoredObject* o = handle.object_;
   if (!o) return Status::InvalidArgument("commit of an empty write handle");
   if (o->store != this) return Status::InvalidArgument("commit of another store's write handle");
+  if (o->extent.length < o->value_len) {
+    return Status::InvalidArgument("commit of a reservation of " +
+                                   std::to_string(o->extent.length) + " bytes for a value of " +
+                                   std::to_string(o->value_len) + " (grow it first)");
+  }
   handle.object_ = nullptr;  // its reference becomes the index's
   const uint64_t now = impl_->clock->NowMillis();
   StoredObject* old = nullptr;
@@ -766,7 +842,7 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
       // makes its namespace look empty (and the namespace directory is not touched).
       impl_->ShowLocked(shard, o);
       if (old) impl_->HideLocked(shard, old);
-      impl_->reserved_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
+      impl_->EndReservation(*o);
       if (impl_->use_hook) impl_->use_hook(o->ns, o->key);
     }
   }
@@ -940,6 +1016,9 @@ StoreStats ObjectStore::Stats() const {
   s.used_bytes = a.used_bytes;
   s.value_bytes = impl_->Sum(&Shard::value_bytes);
   s.reserved_bytes = impl_->reserved_bytes.load(std::memory_order_relaxed);
+  s.reserved_unwritten_bytes = impl_->unwritten_bytes.load(std::memory_order_relaxed);
+  s.reservation_moves = impl_->reservation_moves.load(std::memory_order_relaxed);
+  s.reservation_moved_bytes = impl_->reservation_moved_bytes.load(std::memory_order_relaxed);
   const uint64_t visible = impl_->Sum(&Shard::visible_alloc_bytes);
   // A snapshot of independent counters: clamp rather than wrap if they disagree for a moment.
   s.retired_bytes =

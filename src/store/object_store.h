@@ -11,6 +11,14 @@
 // previous version stays readable). Abort, or destroying an uncommitted WriteHandle, frees the
 // space and leaves no trace.
 //
+// Stepwise reservations (a writer reading a value from a network peer): Reserve with
+// `first_bytes` below the value's length takes only that much space now, at the front of a free
+// extent with room for the whole value when there is one; the writer marks what it has written
+// (WriteHandle::MarkWritten) and asks for more room as bytes arrive (Grow), in place when the
+// blocks after the reservation are free, else by moving it (the written bytes are copied). So a
+// peer that announces a large value and stops sending makes the store evict only for what it
+// sent, plus one step.
+//
 // Read path (the server sends straight from the arena with writev):
 //   Result<ReadHandle> r = store.Lookup(ns, key);
 //   writev(..., {r->meta(), {r->data(), r->size()}});
@@ -79,8 +87,9 @@ struct StoreOptions {
   //   max_index_bytes: heap bytes of every object's index entry, key, namespace and metadata
   //     (ChargeOf() below, reserved and retired objects included). Over it, Reserve evicts LRU
   //     objects exactly as it does for arena space; NoSpace when nothing evictable is left.
-  //   max_reserved_bytes: arena bytes of reservations not yet committed or aborted. Beyond it
-  //     Reserve is NoSpace at once and evicts nothing.
+  //   max_reserved_bytes: arena bytes of reservations not yet written (their extents less what
+  //     their writers marked written; a whole reservation counts whole until committed). Beyond
+  //     it Reserve and Grow are NoSpace at once and evict nothing.
   //   max_pinned_bytes: arena bytes of the objects that at least one ReadHandle pins (an object
   //     pinned by many readers counts once). Beyond it Lookup of an object nobody pins yet is
   //     NoSpace; copies of an existing handle are always allowed.
@@ -92,10 +101,13 @@ struct StoreOptions {
 };
 
 struct StoreStats {
-  uint64_t capacity_bytes = 0;      // the arena's size
-  uint64_t used_bytes = 0;          // allocated arena bytes (rounded); always <= capacity
-  uint64_t value_bytes = 0;         // sum of visible objects' value lengths (not rounded)
-  uint64_t reserved_bytes = 0;      // allocated to reservations not yet committed or aborted
+  uint64_t capacity_bytes = 0;            // the arena's size
+  uint64_t used_bytes = 0;                // allocated arena bytes (rounded); always <= capacity
+  uint64_t value_bytes = 0;               // sum of visible objects' value lengths (not rounded)
+  uint64_t reserved_bytes = 0;            // allocated to reservations not yet committed or aborted
+  uint64_t reserved_unwritten_bytes = 0;  // of those, not marked written: max_reserved_bytes
+  uint64_t reservation_moves = 0;         // Grows that moved a reservation (no room in place)
+  uint64_t reservation_moved_bytes = 0;   // written bytes those moves copied
   uint64_t retired_bytes = 0;       // held by removed/replaced versions that readers still pin
   uint64_t objects = 0;             // visible objects (committed, not removed)
   uint64_t hits = 0;                // Lookup found a live object
@@ -174,9 +186,15 @@ class WriteHandle {
   ~WriteHandle();
 
   bool valid() const { return object_ != nullptr; }
-  uint8_t* data() const;  // size() writable bytes in the arena (non-null even when size() == 0)
-  uint64_t size() const;
+  // capacity() writable bytes in the arena (non-null even when size() == 0). Grow may move them.
+  uint8_t* data() const;
+  uint64_t size() const;  // the value's length
+  // Bytes of data() reserved so far: size() unless reserved stepwise and not yet grown to it.
+  uint64_t capacity() const;
   uint64_t arena_offset() const;
+  // Declares data()[0, bytes) written (bytes <= capacity()): they no longer count as unwritten
+  // (max_reserved_bytes), and a Grow that moves the reservation copies them. Never decreases.
+  void MarkWritten(uint64_t bytes);
   std::string_view ns() const;
   std::string_view key() const;
 
@@ -205,8 +223,18 @@ class ObjectStore {
   //                    current visible state was lost beyond the LRU objects evicted trying.
   //   NoSpace          also: max_reserved_bytes reached (nothing is evicted), or
   //                    max_index_bytes cannot be met by evicting; the message names the cap.
+  //   `first_bytes` < value_len reserves that much (rounded up to 4 KiB) now and the rest
+  //   through Grow (see "Stepwise reservations" above); eviction is then only for that much.
   Result<WriteHandle> Reserve(std::string_view ns, std::string_view key, uint64_t value_len,
-                              std::string_view meta, uint32_t ttl_seconds);
+                              std::string_view meta, uint32_t ttl_seconds,
+                              uint64_t first_bytes = UINT64_MAX);
+
+  // Makes at least min(capacity, handle.size()) bytes of a stepwise reservation writable: in
+  // place when the blocks after it are free, else in a new extent (evicting LRU objects as
+  // Reserve does) into which the bytes marked written are copied, data() changing. Errors:
+  // NoSpace (max_reserved_bytes, or nothing evictable left), the handle unchanged;
+  // InvalidArgument for an empty handle.
+  Status Grow(WriteHandle& handle, uint64_t capacity);
 
   // Heap bytes an object of this key, namespace and metadata is charged against
   // max_index_bytes: the bytes themselves (ns and key twice: the object and its index entry)
@@ -218,7 +246,8 @@ class ObjectStore {
 
   // Makes the reserved object visible, atomically replacing the previous version of the key
   // if any (whose readers keep their pins). If two reservations of one key are committed, the
-  // last Commit wins. Consumes the handle. InvalidArgument for an empty handle.
+  // last Commit wins. Consumes the handle. InvalidArgument for an empty handle, or one not
+  // grown to its whole value (the handle then stays the caller's).
   Status Commit(WriteHandle&& handle);
 
   // Frees the reservation; nothing becomes visible. An empty handle is a no-op.

@@ -179,19 +179,19 @@ TEST_F(ClientTest, CapacityExhaustionGivesTruePerKeyStatuses) {
   EXPECT_GT(no_space, 0u);
   EXPECT_FALSE(stored->error.ok());
 
-  // Per-key codes are the authority: exactly the keys reported stored read back, intact.
-  std::vector<std::vector<char>> out(keys.size(), std::vector<char>(2 << 20));
-  IOBuffers buffers;
-  for (auto& o : out)
-    buffers.Append(o.data(), o.size());
-  Result<GetResult> got = client_.MGet(keys, GetOptions{}, buffers);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  // Per-key codes are the authority: exactly the keys reported stored read back, intact (one
+  // at a time: reading them all at once would pin more than the node's max_pinned_bytes).
   for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<char> out(2 << 20);
+    IOBuffers buffer;
+    buffer.Append(out.data(), out.size());
+    Result<GetResult> got = client_.MGet({keys[i]}, GetOptions{}, buffer);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
     if (stored->codes[i] == KeyCode::kSuccess) {
-      ASSERT_EQ(got->codes[i], KeyCode::kSuccess) << keys[i];
-      EXPECT_EQ(0, std::memcmp(out[i].data(), values[i].data(), values[i].size())) << keys[i];
+      ASSERT_EQ(got->codes[0], KeyCode::kSuccess) << keys[i];
+      EXPECT_EQ(0, std::memcmp(out.data(), values[i].data(), values[i].size())) << keys[i];
     } else {
-      EXPECT_EQ(got->codes[i], KeyCode::kKeyNotExist) << keys[i];
+      EXPECT_EQ(got->codes[0], KeyCode::kKeyNotExist) << keys[i];
     }
   }
 }

@@ -102,8 +102,8 @@ TEST_F(ConfigTest, NoFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.node.max_frame_bytes, uint64_t{16} << 20);
   EXPECT_EQ(c.node.max_connection_outstanding_bytes, uint64_t{256} << 20);
   EXPECT_EQ(c.node.idle_timeout_secs, 300u);
-  EXPECT_EQ(c.node.max_queued_response_bytes, kGiB);
-  EXPECT_EQ(c.node.max_index_bytes, 0u);  // automatic
+  EXPECT_EQ(c.node.max_queued_response_bytes, 0u);  // automatic
+  EXPECT_EQ(c.node.max_index_bytes, 0u);            // automatic
   EXPECT_EQ(c.node.max_reserved_bytes, 0u);
   EXPECT_EQ(c.node.max_pinned_bytes, 0u);
   EXPECT_EQ(c.node.request_timeout_secs, 10u);
@@ -523,7 +523,8 @@ TEST_F(ConfigTest, SharedMemoryKeysAreTypedAndChecked) {
               HasSubstr("shared_memory: expects a boolean (true or false), got 'sometimes'"));
   EXPECT_THAT(LoadError("max_connections: 0\n"),
               HasSubstr("max_connections: 0 (connections) is out of range: expected from 1"));
-  EXPECT_THAT(LoadError("max_queued_response_bytes: 0\n"), HasSubstr("max_queued_response_bytes"));
+  EXPECT_THAT(LoadError("max_queued_response_bytes: lots\n"),
+              HasSubstr("max_queued_response_bytes"));
   EXPECT_THAT(LoadError("request_timeout_secs: -1\n"),
               HasSubstr("request_timeout_secs: -1 (seconds) is out of range"));
   EXPECT_THAT(LoadError("capacity: 64MiB\nmax_value_bytes: 1MiB\nmax_reserved_bytes: 1GiB\n"),

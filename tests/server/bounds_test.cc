@@ -26,10 +26,14 @@ uint64_t OneResponse(uint64_t value_bytes) {
   return value_bytes + 4096;
 }
 
-// `count` MGETs of `key`, encoded back to back, to be sent at once and never read.
-std::string PipelinedMgets(const TestClient& client, const std::string& key, int count) {
+// `count` MGETs of `key` (`keys_per_get` times each), encoded back to back, to be sent at once
+// and never read.
+std::string PipelinedMgets(const TestClient& client, const std::string& key, int count,
+                           int keys_per_get = 1, bool meta_only = false) {
   protocol::MgetRequest get;
-  get.keys.push_back({key});
+  get.meta_only = meta_only;
+  for (int i = 0; i < keys_per_get; ++i)
+    get.keys.push_back({key});
   std::string bytes;
   for (int i = 0; i < count; ++i) {
     protocol::EncodedFrame frame;
@@ -59,9 +63,10 @@ uint64_t Stat(const Server& server, const char* name) {
 // (One client that never reads, against its own connection cap: concurrency_test.cc,
 // BackpressureKeepsPipelinedResponsesCompleteAndInOrder.)
 
-// Many clients that never read cannot together exceed the node's cap on queued answers, each
-// being far under its own connection cap; a client that reads its answers is still served.
-// Without the node-wide cap each of them queues ~40 MiB (160 MiB in all).
+// Many clients that never read cannot together exceed the node's cap on queued answers (their
+// heap: here metadata-heavy heads), each being far under its own connection cap; a client that
+// reads its answers is still served. Without the node-wide cap each of them queues ~40 MiB
+// (160 MiB in all).
 TEST(ServerBoundsTest, ClientsThatNeverReadAreHeldUnderTheNodeWideCap) {
   ServerOptions options = SmallNodeOptions();
   constexpr uint64_t kNodeCap = 16 << 20;
@@ -70,16 +75,21 @@ TEST(ServerBoundsTest, ClientsThatNeverReadAreHeldUnderTheNodeWideCap) {
   auto server = StartNode(options);
   ASSERT_NE(server, nullptr);
   const std::string value = ValueFor("big", 1 << 20);
+  const std::string meta(4000, 'm');
   TestClient writer = MustConnect(*server);
-  ASSERT_TRUE(writer.Mset("", {{"big", value, ""}}).ok());
+  ASSERT_TRUE(writer.Mset("", {{"big", value, meta}}).ok());
 
   constexpr int kHostile = 4;
   constexpr int kRequests = 48;
+  constexpr int kKeysPerGet = 256;  // ~1 MiB of metadata per answer
   std::vector<TestClient> hostile;
   for (int i = 0; i < kHostile; ++i) {
     hostile.push_back(MustConnect(*server));
     ASSERT_TRUE(net::SetReceiveBufferSize(hostile.back().fd(), 64 * 1024).ok());
-    ASSERT_TRUE(hostile.back().SendRaw(PipelinedMgets(hostile.back(), "big", kRequests)).ok());
+    ASSERT_TRUE(hostile.back()
+                    .SendRaw(PipelinedMgets(hostile.back(), "big", kRequests, kKeysPerGet,
+                                            /*meta_only=*/true))
+                    .ok());
   }
   ASSERT_TRUE(Eventually([&] {
     return Stat(*server, "paused_connections") == kHostile ||
@@ -87,7 +97,7 @@ TEST(ServerBoundsTest, ClientsThatNeverReadAreHeldUnderTheNodeWideCap) {
   }));
   EXPECT_EQ(Stat(*server, "paused_connections"), uint64_t{kHostile});
   // The cap, plus at most one answer per I/O thread queued after the last check.
-  const uint64_t bound = kNodeCap + options.threads * OneResponse(value.size());
+  const uint64_t bound = kNodeCap + options.threads * OneResponse(kKeysPerGet * meta.size());
   EXPECT_LE(Stat(*server, "queued_response_bytes"), bound);
   EXPECT_EQ(Stat(*server, "max_queued_response_bytes"), kNodeCap);
 

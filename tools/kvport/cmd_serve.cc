@@ -21,6 +21,7 @@
 
 #include "commands.h"
 #include "common/endpoint_text.h"
+#include "http/descriptor_limit.h"
 #include "kvport/config.h"
 #include "kvport/host_info.h"
 #include "kvport/log.h"
@@ -98,6 +99,8 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   options.request_timeout = std::chrono::seconds(node.request_timeout_secs);
   options.min_request_bytes_per_sec = node.min_request_bytes_per_sec;
   options.max_connections = node.max_connections;
+  options.hello_timeout = std::chrono::seconds(node.hello_timeout_secs);
+  options.max_unauthenticated_per_address = node.max_unauthenticated_per_address;
   options.tokens_file = node.tokens_file;
   options.insecure = flags.insecure || node.insecure;
   options.server_name = std::string("kvport ") + KVPORT_VERSION;
@@ -140,6 +143,10 @@ int Serve(const ServeFlags& flags) {
   // The HTTP endpoint starts first, so that /health answers 503 "starting" while the node
   // allocates its arena, and stops last, so that it answers 503 "draining" during Stop.
   const std::string http_listen = flags.http.value_or(config.node.http_listen);
+  // Before any listener: a descriptor for every data and HTTP connection (docs/operations.md).
+  const std::string descriptors = http::CheckDescriptorLimit(
+      options->max_connections, http_listen.empty() ? 0 : http::kDefaultMaxConnections);
+  if (!descriptors.empty()) log::Warn("{}", descriptors);
   std::unique_ptr<http::HttpServer> http;
   if (!http_listen.empty()) {
     Result<std::unique_ptr<http::HttpServer>> started = StartHttpEndpoint(http_listen, config);

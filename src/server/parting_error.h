@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+// SendPartingError: the last words to a connection the node is about to close before it has
+// said anything else on it (a refused connection, one closed before HELLO).
+#pragma once
+
+#include "kvport/status.h"
+
+namespace kvport::server {
+
+// Writes one ERROR frame (request id 0) carrying `status` and half-closes the socket `fd`, best
+// effort: the few bytes fit a socket that has sent nothing yet, so nothing waits on them. Unread
+// input is read first, so that the caller's close is not a reset that could destroy the ERROR
+// before the peer reads it. The caller then closes `fd`.
+void SendPartingError(int fd, const Status& status);
+
+}  // namespace kvport::server
