@@ -72,7 +72,8 @@ struct KVPORT_API NodeSettings {
   std::string etcd;
   std::string advertise;  // HOST:PORT clients connect to; "" = the listen address (not 0.0.0.0)
   std::string node_id;    // the node's name in the cluster; "" = the advertised address
-  uint32_t lease_ttl_secs = 10;  // a node that stops renewing its lease is gone after this
+  uint32_t lease_ttl_secs = 10;        // a node that stops renewing its lease is gone after this
+  std::string on_lease_loss = "keep";  // "keep" or "drop" what it stores when its lease lapses
 };
 
 // Where an effective value came from.

@@ -150,8 +150,8 @@ struct KVPORT_API ServerOptions {
   // (its record: node_id, advertise, capacity, transports, protocol version, a new random
   // epoch), and a thread keeps the lease alive; Stop deregisters first. etcd unreachable at
   // Start: Start fails (Unavailable, naming the endpoints and the cluster). Lost later: the
-  // node keeps serving and retries; if its lease lapsed meanwhile it forgets every stored
-  // object and registers again with a new epoch (stale bytes are never served).
+  // node keeps serving and retries; if its lease lapsed meanwhile it registers again with a
+  // new epoch (once per lapse), keeping or dropping what it stores as on_lease_loss says.
   std::string cluster;
   std::vector<std::string> etcd;  // etcd client endpoints, "HOST:PORT" each; required
   // HOST:PORT clients should connect to. Empty: the bound TCP address, unless that is a
@@ -159,6 +159,13 @@ struct KVPORT_API ServerOptions {
   std::string advertise;
   std::string node_id;           // the node's name in the cluster; empty: the advertise address
   uint32_t lease_ttl_secs = 10;  // 1..3600: a node that stops renewing is gone after this
+  // What a node whose lease lapsed does with what it stores (docs/cluster.md, "Lease loss").
+  // kKeep (the default): keeps it. Right for keys whose value never changes (LMCache's and
+  // SGLang's keys are content hashes), and a whole fleet cut off from etcd at once does not go
+  // cold. kDrop: forgets every object, for keys that are overwritten with other values (a
+  // client may have written a key elsewhere while the node was out of the cluster).
+  enum class LeaseLoss { kKeep, kDrop };
+  LeaseLoss on_lease_loss = LeaseLoss::kKeep;
 };
 
 // A snapshot of the node's counters: the same names and values a STATS request returns
@@ -215,8 +222,7 @@ class KVPORT_API Server {
   // The Unix socket's path; empty when the node has none.
   std::string unix_socket_path() const;
   // The epoch of the node's record in its cluster: random, nonzero, new on every Start and
-  // whenever the node registers again after its lease lapsed (its store was dropped then).
-  // 0 for a standalone node.
+  // whenever the node registers again after its lease lapsed. 0 for a standalone node.
   uint64_t epoch() const;
 
   // Graceful shutdown: deregisters from its cluster (if any; clients stop sending to it at

@@ -56,7 +56,7 @@ Result<std::unique_ptr<NodeRegistration>> NodeRegistration::Start(std::unique_pt
   std::unique_ptr<NodeRegistration> registration(
       new NodeRegistration(std::move(etcd), std::move(record), std::move(options)));
   NodeRegistration& r = *registration;
-  Status registered = r.Register(/*new_epoch=*/false);
+  Status registered = r.Register(NewEpoch(), /*again=*/false);
   if (!registered.ok()) {
     return registered.WithContext(
         fmt::format("cannot register node '{}' in cluster '{}' with etcd {}", id,
@@ -81,11 +81,7 @@ void NodeRegistration::PauseKeepAliveForTesting(bool paused) {
   paused_.store(paused, std::memory_order_release);
 }
 
-Status NodeRegistration::Register(bool new_epoch) {
-  const uint64_t epoch = new_epoch || epoch_.load(std::memory_order_acquire) == 0
-                             ? NewEpoch()
-                             : epoch_.load(std::memory_order_acquire);
-  if (new_epoch && options_.on_new_epoch) options_.on_new_epoch(epoch);
+Status NodeRegistration::Register(uint64_t epoch, bool again) {
   epoch_.store(epoch, std::memory_order_release);
 
   KVPORT_ASSIGN_OR_RETURN(int64_t lease, etcd_->GrantLease(options_.lease_ttl));
@@ -100,7 +96,7 @@ Status NodeRegistration::Register(bool new_epoch) {
     value = EncodeMember(record_);
   }
   KVPORT_RETURN_IF_ERROR(etcd_->Put(key_, value, lease));
-  if (new_epoch) reregistrations_.fetch_add(1, std::memory_order_relaxed);
+  if (again) reregistrations_.fetch_add(1, std::memory_order_relaxed);
   SetRegistered(true);
   return Status::Ok();
 }
@@ -122,6 +118,7 @@ bool NodeRegistration::WaitInterval() {
 
 void NodeRegistration::Run() {
   bool lapsed = false;       // the lease is gone: register again with a new epoch
+  uint64_t old_epoch = 0;    // while lapsed: the epoch the lease had
   bool unreachable = false;  // a warning was logged for this outage
   auto warn_once = [&](const Status& status, std::string_view doing) {
     CountEtcdFailure();
@@ -160,24 +157,25 @@ void NodeRegistration::Run() {
       }
       lapsed = true;
       SetRegistered(false);
+      old_epoch = epoch();
+      const uint64_t new_epoch = NewEpoch();
       log::Warn(
           "cluster '{}': the node's lease lapsed (etcd {} no longer has it): the cluster dropped "
-          "it and clients may have stored its keys elsewhere meanwhile, so it drops every stored "
-          "object and registers again with a new epoch",
-          options_.cluster, etcd_->Describe());
+          "it and clients may have stored its keys elsewhere meanwhile; it registers again with "
+          "a new epoch {:016x}",
+          options_.cluster, etcd_->Describe(), new_epoch);
+      epoch_.store(new_epoch, std::memory_order_release);
+      if (options_.on_new_epoch) options_.on_new_epoch(new_epoch);
     }
-    const uint64_t old_epoch = epoch();
-    Status registered = Register(/*new_epoch=*/true);
+    Status registered = Register(epoch(), /*again=*/true);
     if (!registered.ok()) {
       warn_once(registered, "registering again");
       continue;
     }
     lapsed = false;
     unreachable = false;
-    log::Warn(
-        "cluster '{}': node re-registered as '{}' with new epoch {:016x} (was {:016x}); "
-        "its store was dropped",
-        options_.cluster, key_, epoch(), old_epoch);
+    log::Warn("cluster '{}': node re-registered as '{}' with new epoch {:016x} (was {:016x})",
+              options_.cluster, key_, epoch(), old_epoch);
   }
 }
 

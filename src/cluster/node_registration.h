@@ -12,11 +12,10 @@
 //     again in case it was lost).
 //   - the lease is gone (it lapsed while etcd was unreachable or the renewals paused, or someone
 //     revoked it): clients have dropped the node and may have written its keys elsewhere
-//     meanwhile, so what it holds may be stale. It takes a new epoch, calls `on_new_epoch` so
-//     the owner forgets every stored object, and registers again with a new lease (a warning).
-//     Until that succeeds it retries every interval; `on_new_epoch` runs right before each
-//     attempt, so nothing written to the node while it was out of the cluster outlives the new
-//     registration.
+//     meanwhile. It takes a new epoch, once per lapse, calls `on_new_epoch` with it (the owner
+//     decides what its store keeps: server.h, on_lease_loss) and registers again with that
+//     epoch and a new lease (a warning). Until that succeeds it retries every interval with the
+//     same epoch.
 // Stop (and the destructor) joins the thread and revokes the lease, so the record is gone at
 // once; each etcd call is bounded by the EtcdClient's request timeout, so a Stop with etcd down
 // takes at most one in-flight call plus one revoke attempt (the record then lapses by itself).
@@ -52,8 +51,8 @@ struct RegistrationOptions {
   std::string cluster;                 // the cluster's name: the key prefix's last part
   std::chrono::seconds lease_ttl{10};  // 1 .. 3600
   // Called (on the keepalive thread, never with a lock of this class held) with the new epoch
-  // once the lease was found gone, before each attempt to register again (each attempt takes
-  // another epoch), so nothing stored before the record is written survives it. May be empty.
+  // once per lapse, when the lease was found gone, before the first attempt to register again
+  // (every attempt of that lapse registers this epoch). May be empty.
   std::function<void(uint64_t new_epoch)> on_new_epoch;
   // Called with state() whenever it changes (on the thread that changed it; no lock of this
   // class held), for the owner's counters. May be empty.
@@ -101,8 +100,8 @@ class NodeRegistration {
  private:
   NodeRegistration(std::unique_ptr<EtcdClient> etcd, Member record, RegistrationOptions options);
 
-  // on_new_epoch first when `new_epoch`; then grants a lease and writes the record with it.
-  Status Register(bool new_epoch) EXCLUDES(mu_);
+  // Grants a lease and writes the record with `epoch` and it; `again`: after a lapse (counted).
+  Status Register(uint64_t epoch, bool again) EXCLUDES(mu_);
   // The keepalive thread.
   void Run() EXCLUDES(mu_);
   // Waits one interval; false when Stop asked the thread to end.

@@ -144,6 +144,13 @@ Status CheckLogLevel(std::string_view level) {
       "'{}' is not a log level; expected debug, info, warn, error or off", std::string(level)));
 }
 
+Status CheckLeaseLoss(std::string_view policy) {
+  if (policy == "keep" || policy == "drop") return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "'{}' is not a lease-loss policy; expected keep or drop (docs/cluster.md, \"Lease loss\")",
+      std::string(policy)));
+}
+
 Status CheckLogFormat(std::string_view format) {
   if (format == "text" || format == "json") return Status::Ok();
   return Status::InvalidArgument(
@@ -266,6 +273,7 @@ std::vector<KeySpec> MakeKeys() {
       StringKey("etcd", "KVPORT_ETCD", FIELD(node.etcd), CheckEtcdEndpoints),
       StringKey("advertise", "KVPORT_ADVERTISE", FIELD(node.advertise), CheckAdvertiseAddress),
       StringKey("node_id", "KVPORT_NODE_ID", FIELD(node.node_id), CheckNodeId),
+      StringKey("on_lease_loss", "KVPORT_ON_LEASE_LOSS", FIELD(node.on_lease_loss), CheckLeaseLoss),
       IntKey("lease_ttl_secs", "KVPORT_LEASE_TTL_SECS", FIELD(node.lease_ttl_secs), 1, 3600,
              "seconds"),
       // Accelerator runtimes and logging.

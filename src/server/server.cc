@@ -377,12 +377,22 @@ Status Server::Impl::Register() {
   registration_options.cluster = options.cluster;
   registration_options.lease_ttl = std::chrono::seconds(options.lease_ttl_secs);
   // A new epoch means the node was out of the cluster: clients may have written its keys to
-  // other nodes meanwhile, so whatever it holds may be stale. Forgetting it all is what makes
-  // "a new epoch is a new, empty node" true (docs/cluster.md).
+  // other nodes meanwhile. Keys whose value never changes (content hashes) stay right, and
+  // keeping them spares every GPU of a fleet that lost etcd together a recompute; a node
+  // whose keys are overwritten drops them (on_lease_loss; docs/cluster.md, "Lease loss").
   registration_options.on_new_epoch = [this](uint64_t epoch) {
+    if (options.on_lease_loss == ServerOptions::LeaseLoss::kKeep) {
+      log::Warn(
+          "cluster '{}': new epoch {:016x}: kept every stored object ({} objects; "
+          "on_lease_loss: keep)",
+          options.cluster, epoch, store->Stats().objects);
+      return;
+    }
     const uint64_t dropped = store->DropAll();
-    log::Warn("cluster '{}': new epoch {:016x}: dropped every stored object ({} objects)",
-              options.cluster, epoch, dropped);
+    log::Warn(
+        "cluster '{}': new epoch {:016x}: dropped every stored object ({} objects; "
+        "on_lease_loss: drop)",
+        options.cluster, epoch, dropped);
   };
   registration_options.on_state = [this](const cluster::RegistrationState& now) {
     counters.SetClusterState(now.registered, now.reregistrations, now.etcd_failures);

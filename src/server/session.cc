@@ -114,10 +114,17 @@ void Session::OnReadable() {
     return;
   }
   event_read_bytes_ = 0;
+  bool yielded = true;  // stopped by the per-event bounds, with more to read
   for (int i = 0;
        i < kMaxReadStepsPerEvent && event_read_bytes_ < kMaxBytesPerEvent && WantsToRead(); ++i) {
-    if (!ReadStep()) break;
+    if (!ReadStep()) {
+      yielded = false;
+      break;
+    }
   }
+  // What is left may be less than the payload's SO_RCVLOWAT (set when it last ran dry): the loop
+  // must still be woken for it.
+  if (yielded && phase_ == Phase::kPayload) WakeWhenReadable(1);
   UpdateInterest();
 }
 

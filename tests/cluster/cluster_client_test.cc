@@ -182,10 +182,14 @@ TEST_F(ClusterClientEtcdTest, TwoReplicasKeepEveryKeyReadableWhenANodeGoes) {
   EXPECT_EQ(Count(GetAll(client, "k", 300)), 300);
 }
 
+// on_lease_loss: drop.
 TEST_F(ClusterClientEtcdTest, APartitionedNodeIsDroppedAndComesBackAsANewEmptyNode) {
   std::vector<std::unique_ptr<Server>> nodes;
-  for (const char* id : {"p1", "p2", "p3"})
-    nodes.push_back(StartMember(MemberOptions("partition", etcd_->endpoint(), id)));
+  for (const char* id : {"p1", "p2", "p3"}) {
+    ServerOptions options = MemberOptions("partition", etcd_->endpoint(), id);
+    options.on_lease_loss = ServerOptions::LeaseLoss::kDrop;
+    nodes.push_back(StartMember(options));
+  }
   Client client;
   ASSERT_TRUE(Connect(client, "partition").ok());
   PutAll(client, "k", 300);
@@ -206,6 +210,32 @@ TEST_F(ClusterClientEtcdTest, APartitionedNodeIsDroppedAndComesBackAsANewEmptyNo
   EXPECT_EQ((*reports)[1].epoch, nodes[1]->epoch());
   EXPECT_EQ((*reports)[1].stats.Get("objects"), 0u);
   EXPECT_EQ(Count(GetAll(client, "k", 300)), 300 - static_cast<int>(on_p2));
+}
+
+// on_lease_loss: keep (the default): the node comes back with a new epoch and what it held,
+// so once the client places keys on it again every key is a hit.
+TEST_F(ClusterClientEtcdTest, APartitionedNodeComesBackWithItsKeysByDefault) {
+  std::vector<std::unique_ptr<Server>> nodes;
+  for (const char* id : {"q1", "q2", "q3"})
+    nodes.push_back(StartMember(MemberOptions("partition-keep", etcd_->endpoint(), id)));
+  Client client;
+  ASSERT_TRUE(Connect(client, "partition-keep").ok());
+  PutAll(client, "k", 300);
+  const uint64_t old_epoch = nodes[1]->epoch();
+  const uint64_t on_q2 = ObjectsPerNode(client)[1].second;
+  ASSERT_GT(on_q2, 0u);
+
+  nodes[1]->PauseClusterKeepAliveForTesting(true);
+  ASSERT_TRUE(WaitFor([&] { return NodesSeen(client) == 2; }));
+  EXPECT_EQ(Count(GetAll(client, "k", 300)), 300 - static_cast<int>(on_q2));  // placed away
+  nodes[1]->PauseClusterKeepAliveForTesting(false);
+  ASSERT_TRUE(WaitFor([&] { return NodesSeen(client) == 3; }));
+  EXPECT_NE(nodes[1]->epoch(), old_epoch);
+  Result<std::vector<NodeReport>> reports = client.StatsPerNode();
+  ASSERT_TRUE(reports.ok());
+  EXPECT_EQ((*reports)[1].epoch, nodes[1]->epoch());
+  EXPECT_EQ((*reports)[1].stats.Get("objects"), on_q2);
+  EXPECT_EQ(Count(GetAll(client, "k", 300)), 300);
 }
 
 TEST_F(ClusterClientEtcdTest, NodesAndClientsRideOutAnEtcdRestart) {

@@ -15,6 +15,7 @@
 #include "kvport/client.h"
 #include "kvport/server.h"
 #include "protocol/frame.h"
+#include "tcp_proxy.h"
 
 namespace kvport {
 namespace {
@@ -212,13 +213,51 @@ TEST_F(ClusterNodeTest, BadClusterOptionsAreRefused) {
   EXPECT_EQ(Server::Start(wildcard_advertise).status().code(), StatusCode::kInvalidArgument);
 }
 
-// "A node partitioned away (by stopping its keepalive) is dropped and rejoins with a new epoch":
-// its old objects are gone when it is back (a client that wrote the key elsewhere meanwhile
-// must never read the old bytes here).
+// A node cut off from etcd (a proxy between them drops every connection) past its lease, then
+// healed: it registers again with one new epoch and, by default (on_lease_loss: keep), keeps
+// what it stores: its keys are still hits. Before: it dropped its whole store, and again
+// before every failed attempt to register.
+TEST_F(ClusterNodeTest, APartitionPastTheLeaseKeepsTheStoreByDefault) {
+  const std::string& etcd = etcd_->endpoint();
+  testing::TcpProxy proxy(static_cast<uint16_t>(std::stoi(etcd.substr(etcd.rfind(':') + 1))));
+  ServerOptions o = NodeOptions("keep", proxy.endpoint());
+  o.node_id = "kept";
+  o.lease_ttl_secs = 1;
+  auto server = Server::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const uint64_t old_epoch = (*server)->epoch();
+  NodeClient node;
+  ASSERT_TRUE(node.Init((*server)->address()).ok());
+  ASSERT_TRUE(node.Put("k", "kept bytes"));
+
+  proxy.Cut();
+  ASSERT_TRUE(WaitFor([&] { return !RecordOf(*client_, "keep", "kept").has_value(); }))
+      << "the lease did not lapse";
+  ASSERT_TRUE(WaitFor([&] { return (*server)->Stats().Get("cluster_etcd_failures") > 0; }));
+  EXPECT_EQ(node.Get("k"), "kept bytes");  // serving all along
+  proxy.Heal();
+
+  std::optional<EtcdKeyValue> back;
+  ASSERT_TRUE(WaitFor([&] {
+    back = RecordOf(*client_, "keep", "kept");
+    return back.has_value() && (*server)->Stats().Get("cluster_registered") == 1;
+  })) << "the node did not register again";
+  EXPECT_NE(EpochIn(*back), old_epoch);
+  EXPECT_EQ((*server)->epoch(), EpochIn(*back));
+  EXPECT_EQ((*server)->Stats().Get("cluster_reregistrations"), 1u);
+  EXPECT_EQ(node.Get("k"), "kept bytes");
+  EXPECT_EQ((*server)->Stats().Get("objects"), 1u);
+}
+
+// on_lease_loss: drop. A node partitioned away (by stopping its keepalive) is dropped and
+// rejoins with a new epoch: its old objects are gone when it is back (for keys that are
+// overwritten, a client that wrote the key elsewhere meanwhile must never read the old bytes
+// here).
 TEST_F(ClusterNodeTest, APartitionedNodeIsDroppedAndRejoinsEmptyWithANewEpoch) {
   ServerOptions o = NodeOptions("partition", etcd_->endpoint());
   o.node_id = "island";
   o.lease_ttl_secs = 1;
+  o.on_lease_loss = ServerOptions::LeaseLoss::kDrop;
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const uint64_t old_epoch = (*server)->epoch();

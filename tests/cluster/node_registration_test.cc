@@ -24,18 +24,21 @@ class FakeEtcd final : public EtcdClient {
   struct State {
     std::mutex mu;
     bool down = false;
+    bool grants_down = false;  // only GrantLease fails (etcd answers renewals)
     int64_t next_lease = 100;
     std::set<int64_t> leases;
     std::map<std::string, EtcdKeyValue> keys;
     int keepalives = 0;  // renewals etcd answered
     int attempts = 0;    // renewals tried, answered or not
     int revokes = 0;
+    int grants = 0;  // lease grants tried
   };
   explicit FakeEtcd(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
   Result<int64_t> GrantLease(std::chrono::seconds) override {
     std::lock_guard<std::mutex> lock(state_->mu);
-    if (state_->down) return Down();
+    ++state_->grants;
+    if (state_->down || state_->grants_down) return Down();
     state_->leases.insert(state_->next_lease);
     return state_->next_lease++;
   }
@@ -258,6 +261,39 @@ TEST_F(NodeRegistrationTest, ALapseWhileEtcdIsDownRegistersAgainWhenItReturns) {
   ASSERT_TRUE(Stored().has_value());
   EXPECT_NE((*r)->epoch(), old_epoch);
   EXPECT_EQ(NewEpochCalls(), 1u);
+}
+
+// A lapse is one new epoch, however many attempts registering again takes: the owner's
+// callback runs once, and every attempt registers that epoch. Before: each failed attempt took
+// (and announced) another epoch, so a node dropped its store before every retry.
+TEST_F(NodeRegistrationTest, ALapseTakesOneEpochHoweverManyAttemptsRegisteringTakes) {
+  auto r = Start();
+  ASSERT_TRUE(r.ok());
+  const uint64_t old_epoch = (*r)->epoch();
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->grants_down = true;
+  }
+  FakeEtcd::Expire(*state_, Stored()->lease);
+  auto grants = [&] {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->grants;
+  };
+  const int before = grants();
+  ASSERT_TRUE(WaitFor([&] { return grants() >= before + 3; }));  // three failed attempts
+  EXPECT_EQ(NewEpochCalls(), 1u);
+  const uint64_t lapse_epoch = (*r)->epoch();
+  EXPECT_NE(lapse_epoch, old_epoch);
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->grants_down = false;
+  }
+  ASSERT_TRUE(WaitFor([&] { return (*r)->reregistrations() == 1; }));
+  EXPECT_EQ(NewEpochCalls(), 1u);
+  EXPECT_EQ((*r)->epoch(), lapse_epoch);
+  Result<Member> m = DecodeMember(Stored()->value);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->epoch, lapse_epoch);
 }
 
 }  // namespace

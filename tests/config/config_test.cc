@@ -457,6 +457,8 @@ TEST_F(ConfigTest, ClusterKeysAreTypedAndChecked) {
   EXPECT_THAT(LoadError("advertise: 'host:0'\n"), HasSubstr("port '0' is out of range"));
   EXPECT_THAT(LoadError("node_id: 'a/b'\n"), HasSubstr("node id"));
   EXPECT_THAT(LoadError("lease_ttl_secs: 0\n"), HasSubstr("lease_ttl_secs"));
+  EXPECT_THAT(LoadError("on_lease_loss: sometimes\n"),
+              HasSubstr("'sometimes' is not a lease-loss policy; expected keep or drop"));
   EXPECT_THAT(LoadError("lease_ttl_secs: 3601\n"), HasSubstr("lease_ttl_secs"));
 }
 

@@ -110,6 +110,8 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   options.advertise = flags.advertise.value_or(node.advertise);
   options.node_id = flags.node_id.value_or(node.node_id);
   options.lease_ttl_secs = flags.lease_ttl.value_or(node.lease_ttl_secs);
+  options.on_lease_loss = node.on_lease_loss == "drop" ? ServerOptions::LeaseLoss::kDrop
+                                                       : ServerOptions::LeaseLoss::kKeep;
   if (!options.cluster.empty() && options.etcd.empty()) {
     return Status::InvalidArgument("--cluster " + options.cluster +
                                    " needs --etcd HOST:PORT[,HOST:PORT] (or etcd: in the config)");
