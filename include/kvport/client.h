@@ -23,6 +23,11 @@
 //
 // Threading: after Init returns OK, every method may be called from any number of threads at
 // once. Init and the destructor must not run concurrently with other calls.
+//
+// Fork: a client belongs to the process that called Init. In a child forked after that (vLLM's
+// multiprocess executor, Python multiprocessing's fork start method) every call fails with
+// NotSupported ("client used after fork(): ... create a new client in this one"), and destroying
+// it there abandons its memory and descriptors instead of touching the parent's connections.
 #pragma once
 
 #include <chrono>

@@ -328,3 +328,49 @@ def test_busy_poll_option(node):
     assert polled.mexist([key]).ok
     with pytest.raises(kvport.Error, match="busy_poll"):
         kvport.Client(node.address, busy_poll_us=2_000_000)
+
+
+def test_a_client_used_after_fork_fails_in_the_child_and_the_parent_goes_on(node):
+    """vLLM's multiprocess executor and multiprocessing's fork start method copy a live client
+    into the child. There, every call raises naming the fork (it would otherwise write into the
+    parent's connections), dropping the client returns (no join of threads the child lacks), and
+    a client made in the child works; the parent's client goes on."""
+    import gc
+    inherited = kvport.Client(node.address)
+    ns = unique("fork")
+    assert inherited.mset(["k"], [b"parent bytes"], ns=ns).ok
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code, never return into pytest
+        code = 0
+        try:
+            try:
+                inherited.mset(["child"], [b"child bytes"], ns=ns)
+                code |= 1
+            except kvport.Error as e:
+                if "after fork" not in str(e):
+                    code |= 2
+            del inherited
+            gc.collect()
+            fresh = kvport.Client(node.address)
+            out = bytearray(12)
+            if not (fresh.mget(["k"], [out], ns=ns).ok and out == b"parent bytes"):
+                code |= 4
+        except BaseException:  # noqa: BLE001 - anything else is a failure of the child
+            code |= 8
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid or time.monotonic() > deadline:
+            break
+        time.sleep(0.005)
+    if done != pid:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert done == pid, "the child hung"
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, os.WEXITSTATUS(status)
+    out = bytearray(12)
+    assert inherited.mget(["k"], [out], ns=ns).ok and out == b"parent bytes"
+    assert inherited.mset(["after"], [b"fine"], ns=ns).ok
+    assert inherited.mexist(["child"], ns=ns).codes == [kvport.KeyCode.KEY_NOT_EXIST]

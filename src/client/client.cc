@@ -13,6 +13,7 @@
 #include "client/cluster_client.h"
 #include "client/device_staging.h"
 #include "client/endpoint.h"
+#include "client/fork_guard.h"
 #include "client/node_client.h"
 #include "cluster/etcd_membership.h"
 #include "cluster/membership.h"
@@ -56,11 +57,25 @@ struct Client::Impl {
   bool is_cluster = false;
   client::DeviceStaging devices;             // runtimes, registered memory and staging pools
   std::unique_ptr<client::Backend> backend;  // null until Init succeeded
+  client::ForkGuard process;                 // the process whose connections these are
+
+  // OK when the client may serve `op` here: connected, and in the process that connected.
+  Status Usable(const char* op) const {
+    if (backend == nullptr) return NotReady(op);
+    return process.Check(op);
+  }
 };
 
 Client::Client() : impl_(std::make_unique<Impl>()) {}
 
 Client::~Client() {
+  if (impl_->backend != nullptr && impl_->process.forked()) {
+    // A forked child's copy: its reader threads do not exist here (joining them would hang)
+    // and its sockets are the parent's (shutting them down would cut the parent off). Abandon
+    // it: the memory and descriptors go with this process.
+    (void)impl_.release();
+    return;
+  }
   if (impl_->backend != nullptr) impl_->backend->CloseAll();
 }
 
@@ -176,6 +191,7 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   impl_->endpoint_text = parsed.ToString();
   impl_->is_cluster = parsed.is_cluster();
   impl_->backend = std::move(backend);
+  impl_->process = client::ForkGuard();  // its connections are this process's
   return Status::Ok();
 }
 
@@ -224,8 +240,8 @@ client::PendingCallPtr<R> Refused(Status status) {
 Pending<BatchResult> Client::MSetAsync(const std::vector<std::string>& keys,
                                        const IOBuffers& values, const SetOptions& options,
                                        const std::vector<std::string>& metas) {
-  if (impl_->backend == nullptr)
-    return Pending<BatchResult>(Refused<BatchResult>(NotReady("MSet")));
+  if (Status usable = impl_->Usable("MSet"); !usable.ok())
+    return Pending<BatchResult>(Refused<BatchResult>(std::move(usable)));
   if (values.size() != keys.size()) {
     return Pending<BatchResult>(
         Refused<BatchResult>(CountMismatch("MSet", keys.size(), values.size(), "buffers")));
@@ -239,7 +255,8 @@ Pending<BatchResult> Client::MSetAsync(const std::vector<std::string>& keys,
 
 Pending<GetResult> Client::MGetAsync(const std::vector<std::string>& keys,
                                      const GetOptions& options, const IOBuffers& buffers) {
-  if (impl_->backend == nullptr) return Pending<GetResult>(Refused<GetResult>(NotReady("MGet")));
+  if (Status usable = impl_->Usable("MGet"); !usable.ok())
+    return Pending<GetResult>(Refused<GetResult>(std::move(usable)));
   if (buffers.size() != keys.size()) {
     return Pending<GetResult>(
         Refused<GetResult>(CountMismatch("MGet", keys.size(), buffers.size(), "buffers")));
@@ -249,16 +266,15 @@ Pending<GetResult> Client::MGetAsync(const std::vector<std::string>& keys,
 
 Pending<BatchResult> Client::MExistAsync(const std::vector<std::string>& keys,
                                          const ExistOptions& options) {
-  if (impl_->backend == nullptr) {
-    return Pending<BatchResult>(Refused<BatchResult>(NotReady("MExist")));
-  }
+  if (Status usable = impl_->Usable("MExist"); !usable.ok())
+    return Pending<BatchResult>(Refused<BatchResult>(std::move(usable)));
   return Pending<BatchResult>(impl_->backend->StartMExist(keys, options));
 }
 
 Pending<BatchResult> Client::MDelAsync(const std::vector<std::string>& keys,
                                        const DelOptions& options) {
-  if (impl_->backend == nullptr)
-    return Pending<BatchResult>(Refused<BatchResult>(NotReady("MDel")));
+  if (Status usable = impl_->Usable("MDel"); !usable.ok())
+    return Pending<BatchResult>(Refused<BatchResult>(std::move(usable)));
   return Pending<BatchResult>(impl_->backend->StartMDel(keys, options));
 }
 
@@ -274,10 +290,13 @@ Result<GetResult> Client::MGet(const std::vector<std::string>& keys, const GetOp
 
 struct LentValues::Loan {
   client::InPlaceLoans loans;
+  client::ForkGuard process;  // whose sessions hold the leases
 };
 
 LentValues::LentValues() = default;
-LentValues::~LentValues() = default;
+LentValues::~LentValues() {
+  Release();
+}
 LentValues::LentValues(LentValues&&) noexcept = default;
 LentValues& LentValues::operator=(LentValues&&) noexcept = default;
 
@@ -297,13 +316,16 @@ bool LentValues::valid() const {
 }
 
 void LentValues::Release() {
+  // In a forked child the leases are the parent's: releasing them would write into its
+  // connections. Abandoned instead (the parent releases them, or its sessions' end does).
+  if (loan_ != nullptr && loan_->process.forked()) (void)loan_.release();
   loan_.reset();  // the leases' destructors send SHM_RELEASE
   values_.assign(values_.size(), {});
 }
 
 Result<LentValues> Client::MGetInPlace(const std::vector<std::string>& keys,
                                        const GetOptions& options) {
-  if (impl_->backend == nullptr) return NotReady("MGetInPlace");
+  KVPORT_RETURN_IF_ERROR(impl_->Usable("MGetInPlace"));
   LentValues lent;
   lent.loan_ = std::make_unique<LentValues::Loan>();
   KVPORT_ASSIGN_OR_RETURN(
@@ -321,7 +343,7 @@ Result<LentValues> Client::MGetInPlace(const std::vector<std::string>& keys,
 
 Result<GetResult> Client::MGetMeta(const std::vector<std::string>& keys,
                                    const GetOptions& options) {
-  if (impl_->backend == nullptr) return NotReady("MGetMeta");
+  KVPORT_RETURN_IF_ERROR(impl_->Usable("MGetMeta"));
   return impl_->backend->StartMGet(keys, options, nullptr, nullptr)->Finish();
 }
 
@@ -359,22 +381,22 @@ Status Client::UnregisterMemory(const IOBuffers& buffers) {
 }
 
 Status Client::Ping() {
-  if (impl_->backend == nullptr) return NotReady("Ping");
+  KVPORT_RETURN_IF_ERROR(impl_->Usable("Ping"));
   return impl_->backend->Ping();
 }
 
 Result<NodeStats> Client::Stats() {
-  if (impl_->backend == nullptr) return NotReady("Stats");
+  KVPORT_RETURN_IF_ERROR(impl_->Usable("Stats"));
   return impl_->backend->Stats();
 }
 
 Result<std::vector<NodeReport>> Client::StatsPerNode() {
-  if (impl_->backend == nullptr) return NotReady("StatsPerNode");
+  KVPORT_RETURN_IF_ERROR(impl_->Usable("StatsPerNode"));
   return impl_->backend->StatsPerNode();
 }
 
 Result<KeyPage> Client::List(std::string_view ns, uint64_t cursor, uint32_t max_keys) {
-  if (impl_->backend == nullptr) return NotReady("List");
+  KVPORT_RETURN_IF_ERROR(impl_->Usable("List"));
   return impl_->backend->List(ns, cursor, max_keys);
 }
 

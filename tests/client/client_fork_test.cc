@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+// A client used in a child process after fork() (vLLM's multiprocess executor, Python's fork
+// start method): every call there fails naming the fork, without a byte written into the
+// parent's connections; destroying it there returns (no join of reader threads the child does
+// not have); the parent's client goes on; a client created in the child works. A binary of its
+// own: ThreadSanitizer does not support threads started after a multi-threaded fork.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "kvport/client.h"
+#include "test_node.h"
+
+namespace kvport {
+namespace {
+
+using testing::SmallNodeOptions;
+using testing::StartNode;
+
+// The child's findings, one bit each (its exit code).
+enum ChildFailure : int {
+  kSetWorked = 1,
+  kGetWorked = 2,
+  kPingWorked = 4,
+  kNoForkInMessage = 8,
+  kFreshInitFailed = 16,
+  kFreshGetFailed = 32,
+};
+
+std::string GetValue(Client& client, const std::string& key) {
+  std::string out(64, '\0');
+  IOBuffers buffers;
+  buffers.Append(out.data(), out.size());
+  Result<GetResult> got = client.MGet({key}, GetOptions{}, buffers);
+  if (!got.ok() || got->codes[0] != KeyCode::kSuccess) return "(miss)";
+  out.resize(got->value_sizes[0]);
+  return out;
+}
+
+bool PutValue(Client& client, const std::string& key, const std::string& value) {
+  IOBuffers buffers;
+  buffers.Append(value.data(), value.size());
+  Result<BatchResult> put = client.MSet({key}, buffers);
+  return put.ok() && put->status == BatchCode::kSuccess;
+}
+
+int InChild(std::unique_ptr<Client> inherited, const std::string& address) {
+  int failures = 0;
+  const std::string value = "child bytes";
+  IOBuffers buffers;
+  buffers.Append(value.data(), value.size());
+  Result<BatchResult> put = inherited->MSet({"child"}, buffers);
+  if (put.ok()) failures |= kSetWorked;
+  if (!put.ok() && (put.status().code() != StatusCode::kNotSupported ||
+                    put.status().message().find("after fork") == std::string::npos)) {
+    failures |= kNoForkInMessage;
+  }
+  std::string out(64, '\0');
+  IOBuffers into;
+  into.Append(out.data(), out.size());
+  if (inherited->MGet({"k"}, GetOptions{}, into).ok()) failures |= kGetWorked;
+  if (inherited->Ping().ok()) failures |= kPingWorked;
+  inherited.reset();  // must return: the parent's reader threads are not here
+
+  Client fresh;
+  if (!fresh.Init("fork-child", address).ok()) return failures | kFreshInitFailed;
+  if (GetValue(fresh, "k") != "parent bytes") failures |= kFreshGetFailed;
+  return failures;
+}
+
+// The child's exit code, or -1 when it did not exit within the bound (a hang).
+int WaitForChild(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+TEST(ClientForkTest, AClientUsedAfterForkFailsThereAndTheParentsGoesOn) {
+  std::unique_ptr<Server> server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  auto client = std::make_unique<Client>();
+  ASSERT_TRUE(client->Init("fork-parent", server->address()).ok());
+  ASSERT_TRUE(PutValue(*client, "k", "parent bytes"));
+
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(InChild(std::move(client), server->address()));
+  EXPECT_EQ(WaitForChild(pid), 0) << "bits: 1 set, 2 get, 4 ping worked in the child; 8 no "
+                                     "fork in the message; 16/32 a new client failed; -1 hung";
+
+  // The parent's connections carry nothing of the child's: its calls go on.
+  EXPECT_EQ(GetValue(*client, "k"), "parent bytes");
+  ASSERT_TRUE(PutValue(*client, "after", "still fine"));
+  EXPECT_EQ(GetValue(*client, "after"), "still fine");
+  EXPECT_EQ(GetValue(*client, "child"), "(miss)");
+  EXPECT_TRUE(client->Ping().ok());
+}
+
+}  // namespace
+}  // namespace kvport
