@@ -145,6 +145,38 @@ void BM_LookupHit(benchmark::State& state) {
 }
 BENCHMARK(BM_LookupHit)->Threads(1)->Threads(2)->Threads(4)->Threads(8)->Threads(16)->UseRealTime();
 
+// An any-namespace probe of 1024 keys (LMCache's batched contains: every key stored in
+// namespace "lmcache", half of them also in "other"), with `namespaces` namespaces holding
+// objects on the node. A tenant that creates many namespaces must not slow it (issue 22).
+void BM_ExistsInAnyNamespace(benchmark::State& state) {
+  const auto namespaces = static_cast<uint64_t>(state.range(0));
+  constexpr uint64_t kKeys = 1024;
+  auto store = MakeBenchStore(64 * kMiB);
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    for (const char* ns : {"lmcache", "other"}) {
+      if (ns[0] == 'o' && k % 2 == 1) continue;
+      auto w = store->Reserve(ns, KeyOf(k), 16, "", kNoExpiry);
+      if (w.ok()) (void)store->Commit(std::move(*w));
+    }
+  }
+  for (uint64_t n = 2; n < namespaces; ++n) {
+    auto w = store->Reserve("tenant-" + std::to_string(n), "x", 0, "", kNoExpiry);
+    if (w.ok()) (void)store->Commit(std::move(*w));
+  }
+  std::vector<std::string> keys;
+  for (uint64_t k = 0; k < kKeys; ++k)
+    keys.push_back(KeyOf(k));
+  for (auto _ : state) {
+    uint64_t found = 0;
+    for (const std::string& key : keys)
+      found += store->ExistsInAnyNamespace(key).ok() ? 1 : 0;
+    benchmark::DoNotOptimize(found);
+  }
+  state.counters["namespaces"] = static_cast<double>(store->NamespaceUsages().size());
+  state.SetItemsProcessed(state.iterations() * kKeys);
+}
+BENCHMARK(BM_ExistsInAnyNamespace)->Arg(1)->Arg(10000);
+
 // Lookup hits of distinct keys, and for each hit an overwrite (Reserve + Commit, no copy) every
 // 8th time, from 1..N threads on a shared store: each thread has its own keys, so with per-shard
 // LRU and namespace counters the threads share no lock except the allocator's (which only the

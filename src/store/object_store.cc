@@ -18,14 +18,13 @@
 #include "store/extent_allocator.h"
 
 // Locks. Each of the 64 shards has one mutex guarding everything about the objects whose key
-// hashes to it: its part of the index, its LRU list and its namespace counters. A hit or a
-// commit takes that one mutex and nothing else, so uses of keys in different shards never
-// wait for each other. Besides the shard mutexes there are two inner locks: the namespace
-// directory mutex (taken, inside a shard mutex, only when a namespace gains its first object
-// in a shard or loses its last one, and by the any-namespace searches to read the list) and the
-// allocator's mutex (inside ExtentAllocator; taken by Reserve and by the last Unref, never with
-// a shard mutex held). Order (outer first): shard mutex -> directory mutex -> allocator mutex;
-// no path holds two shard mutexes at once.
+// hashes to it (the key alone, whatever its namespace: so every namespace's version of a key is
+// in one shard, and an any-namespace search is one lock and one probe of that shard's by_key
+// chains): its part of the index, its LRU list and its namespace counters. A hit or a commit
+// takes that one mutex and nothing else, so uses of keys in different shards never wait for
+// each other. Besides the shard mutexes there is one inner lock: the allocator's mutex (inside
+// ExtentAllocator; taken by Reserve, Grow and the last Unref, never with a shard mutex held).
+// Order (outer first): shard mutex -> allocator mutex; no path holds two shard mutexes at once.
 //
 // LRU across shards: every use (commit or hit) takes a stamp from one global counter (a relaxed
 // fetch_add, no lock) and moves the object to the head of its shard's list, so each shard's
@@ -90,6 +89,8 @@ struct StoredObject {
   // The shard's LRU list runs from the most (head) to the least (tail) recently used.
   StoredObject* lru_prev = nullptr;
   StoredObject* lru_next = nullptr;
+  // The next visible object with the same key in another namespace (Shard::by_key's chain).
+  StoredObject* same_key_next = nullptr;
 };
 
 namespace {
@@ -131,8 +132,16 @@ bool IsExpired(const StoredObject& o, uint64_t now_ms) {
   return now_ms >= o.expires_at_ms;
 }
 
+// A key's shard, whatever its namespace (the index key less its namespace): every namespace's
+// version of a key is in one shard, so an any-namespace search takes one lock and one probe.
+size_t ShardIndexOfKey(std::string_view key) {
+  return std::hash<std::string_view>{}(key) % kShardCount;
+}
 size_t ShardIndexOf(const std::string& index_key) {
-  return std::hash<std::string>{}(index_key) % kShardCount;
+  uint32_t ns_length = 0;
+  for (int i = 0; i < 4; ++i)
+    ns_length |= uint32_t{static_cast<uint8_t>(index_key[i])} << (8 * i);
+  return ShardIndexOfKey(std::string_view(index_key).substr(4 + ns_length));
 }
 
 // A namespace's visible objects within one shard.
@@ -151,6 +160,9 @@ struct ObjectStore::Impl {
     size_t number = 0;  // its index in `shards`
     Mutex mu;
     std::unordered_map<std::string, StoredObject*> index GUARDED_BY(mu);
+    // Every visible object of a key, whatever its namespace: a chain through
+    // StoredObject::same_key_next. The map's key views the key of an object of its chain.
+    std::unordered_map<std::string_view, StoredObject*> by_key GUARDED_BY(mu);
     StoredObject* lru_head GUARDED_BY(mu) = nullptr;
     StoredObject* lru_tail GUARDED_BY(mu) = nullptr;
     std::map<std::string, NsCounts, std::less<>> ns_counts GUARDED_BY(mu);
@@ -222,15 +234,6 @@ struct ObjectStore::Impl {
   alignas(64) std::atomic<uint64_t> use_counter{0};
   alignas(64) std::array<std::atomic<uint64_t>, kShardCount> tail_use;
 
-  // The namespace directory: every namespace with a visible object, and in how many shards it
-  // has one. Changes only when a namespace gains its first object in a shard or loses its last.
-  // `search_order` is the directory's names, rebuilt on every change, so that the any-namespace
-  // searches copy one pointer under the mutex instead of every name.
-  alignas(64) mutable Mutex dir_mu;
-  std::map<std::string, uint64_t, std::less<>> dir_shards GUARDED_BY(dir_mu);
-  std::shared_ptr<const std::vector<std::string>> search_order GUARDED_BY(dir_mu) =
-      std::make_shared<const std::vector<std::string>>();
-
   Impl() {
     for (size_t i = 0; i < kShardCount; ++i) {
       shards[i].number = i;
@@ -280,42 +283,17 @@ struct ObjectStore::Impl {
     if (use_hook) use_hook(o->ns, o->key);
   }
 
-  // --- the namespace directory (dir_mu) ---
-  void DirChangedLocked() REQUIRES(dir_mu) {
-    auto names = std::make_shared<std::vector<std::string>>();
-    names->reserve(dir_shards.size());
-    for (const auto& [name, count] : dir_shards)
-      names->push_back(name);
-    search_order = std::move(names);
-  }
-  void DirAdd(const std::string& ns) EXCLUDES(dir_mu) {
-    MutexLock lock(dir_mu);
-    auto [it, inserted] = dir_shards.try_emplace(ns, 0);
-    ++it->second;
-    if (inserted) DirChangedLocked();
-  }
-  void DirRemove(std::string_view ns) EXCLUDES(dir_mu) {
-    MutexLock lock(dir_mu);
-    auto it = dir_shards.find(ns);
-    if (it == dir_shards.end()) return;
-    if (--it->second == 0) {
-      dir_shards.erase(it);
-      DirChangedLocked();
-    }
-  }
-
   // --- a shard's namespace counters (shard mutex held) ---
-  void NsAddLocked(Shard& shard, const StoredObject& o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
+  void NsAddLocked(Shard& shard, const StoredObject& o) REQUIRES(shard.mu) {
     auto it = shard.ns_counts.find(o.ns);
     if (it == shard.ns_counts.end()) {
       it = shard.ns_counts.emplace(o.ns, NsCounts{}).first;
-      DirAdd(o.ns);
     }
     it->second.objects += 1;
     it->second.value_bytes += o.value_len;
     it->second.meta_bytes += o.meta.size();
   }
-  void NsSubLocked(Shard& shard, const StoredObject& o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
+  void NsSubLocked(Shard& shard, const StoredObject& o) REQUIRES(shard.mu) {
     auto it = shard.ns_counts.find(o.ns);
     if (it == shard.ns_counts.end()) return;
     it->second.objects -= 1;
@@ -323,15 +301,39 @@ struct ObjectStore::Impl {
     it->second.meta_bytes -= o.meta.size();
     if (it->second.objects == 0) {
       shard.ns_counts.erase(it);
-      DirRemove(o.ns);
+    }
+  }
+
+  // --- a key's chain of namespaces (shard mutex held) ---
+  void ChainAddLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
+    auto [it, inserted] = shard.by_key.try_emplace(std::string_view(o->key), o);
+    o->same_key_next = inserted ? nullptr : std::exchange(it->second, o);
+  }
+  void ChainRemoveLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
+    auto it = shard.by_key.find(std::string_view(o->key));
+    if (it == shard.by_key.end()) return;
+    StoredObject** link = &it->second;
+    while (*link != nullptr && *link != o)
+      link = &(*link)->same_key_next;
+    if (*link == nullptr) return;
+    *link = o->same_key_next;
+    o->same_key_next = nullptr;
+    if (it->second == nullptr) {
+      shard.by_key.erase(it);
+    } else if (it->first.data() == o->key.data()) {
+      // The map's key viewed o's key: view the new head's instead (no allocation).
+      auto node = shard.by_key.extract(it);
+      node.key() = std::string_view(node.mapped()->key);
+      shard.by_key.insert(std::move(node));
     }
   }
 
   // Puts a just-committed object into view, except for the index entry (the caller has made
-  // it): head of the LRU list, namespace and store counters.
-  void ShowLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
+  // it): head of the LRU list, its key's chain, namespace and store counters.
+  void ShowLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
     o->state = ObjectState::kVisible;
     LruPushFrontLocked(shard, o);
+    ChainAddLocked(shard, o);
     NsAddLocked(shard, *o);
     shard.objects.fetch_add(1, std::memory_order_relaxed);
     shard.value_bytes.fetch_add(o->value_len, std::memory_order_relaxed);
@@ -340,16 +342,17 @@ struct ObjectStore::Impl {
   // Takes a visible object out of view, except for the index entry (the caller has removed or
   // replaced it). The index's reference is not dropped here: the caller Unrefs after unlocking,
   // so no free happens under a shard lock.
-  void HideLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
+  void HideLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
     o->state = ObjectState::kRetired;
     LruUnlinkLocked(shard, o);
+    ChainRemoveLocked(shard, o);
     NsSubLocked(shard, *o);
     shard.objects.fetch_sub(1, std::memory_order_relaxed);
     shard.value_bytes.fetch_sub(o->value_len, std::memory_order_relaxed);
     shard.visible_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
   }
   // Removes a visible object from the index and from view.
-  void RetireLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) EXCLUDES(dir_mu) {
+  void RetireLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
     shard.index.erase(o->index_key);
     HideLocked(shard, o);
   }
@@ -394,14 +397,6 @@ struct ObjectStore::Impl {
     return o;
   }
 
-  // The namespaces an any-namespace search visits, in its order: every namespace with a visible
-  // object, by name ascending (std::string compares bytewise, so "" comes first). A snapshot:
-  // later changes make a new list and leave this one alone.
-  std::shared_ptr<const std::vector<std::string>> SearchOrder() const EXCLUDES(dir_mu) {
-    MutexLock lock(dir_mu);
-    return search_order;
-  }
-
   // The live version of `index_key` (in `shard`), pinned and made most recently used; null if
   // there is none, or (*over_cap set) when pinning it would take pinned_bytes over its cap.
   // Counts no hit or miss (callers count one per search).
@@ -412,23 +407,85 @@ struct ObjectStore::Impl {
     {
       MutexLock lock(shard.mu);
       found = FindLiveLocked(shard, index_key, now_ms, &expired);
-      if (found) {
-        // Unpinned now, and it cannot become pinned meanwhile (a first pin needs this mutex):
-        // this pin is the one that adds its extent, if the cap lets it.
-        const bool first = found->pins.load(std::memory_order_relaxed) == 0;
-        if (first && !TryAdmit(pinned_bytes, found->extent.length, max_pinned_bytes)) {
-          pin_cap_refusals.fetch_add(1, std::memory_order_relaxed);
-          *over_cap = true;
-          found = nullptr;
-        } else {
-          found->refs.fetch_add(1, std::memory_order_relaxed);
-          AddPin(found, first);
-          LruTouchLocked(shard, found);
-        }
-      }
+      if (found) found = PinFoundLocked(shard, found, over_cap);
     }
     if (expired) Unref(expired);
     return found;
+  }
+
+  // Pins a live object found under its shard's mutex and makes it most recently used; null
+  // (*over_cap set) when pinning it would take pinned_bytes over its cap.
+  StoredObject* PinFoundLocked(Shard& shard, StoredObject* found, bool* over_cap)
+      REQUIRES(shard.mu) {
+    // Unpinned now, and it cannot become pinned meanwhile (a first pin needs this mutex): this
+    // pin is the one that adds its extent, if the cap lets it.
+    const bool first = found->pins.load(std::memory_order_relaxed) == 0;
+    if (first && !TryAdmit(pinned_bytes, found->extent.length, max_pinned_bytes)) {
+      pin_cap_refusals.fetch_add(1, std::memory_order_relaxed);
+      *over_cap = true;
+      return nullptr;
+    }
+    found->refs.fetch_add(1, std::memory_order_relaxed);
+    AddPin(found, first);
+    LruTouchLocked(shard, found);
+    return found;
+  }
+
+  // Objects retired under a shard's mutex, Unref'd after it (rarely more than one: no
+  // allocation for up to four).
+  struct Retired {
+    std::array<StoredObject*, 4> first{};
+    size_t count = 0;
+    std::vector<StoredObject*> more;
+    void Add(StoredObject* o) {
+      if (count < first.size()) {
+        first[count++] = o;
+      } else {
+        more.push_back(o);
+      }
+    }
+  };
+  void UnrefAll(const Retired& retired) {
+    for (size_t i = 0; i < retired.count; ++i)
+      Unref(retired.first[i]);
+    for (StoredObject* o : retired.more)
+      Unref(o);
+  }
+
+  // Visits the visible objects of `key` in the namespaces `allowed` admits (its shard's mutex
+  // held: the chain is one snapshot), retiring into *retired the stale and expired ones met
+  // (expired ones counted) and calling visit(o) for each live one.
+  template <typename Visit>
+  void ForEachLiveOfKeyLocked(Shard& shard, std::string_view key, uint64_t now_ms,
+                              const ObjectStore::NamespaceFilter& allowed, Retired* retired,
+                              Visit visit) REQUIRES(shard.mu) {
+    auto it = shard.by_key.find(key);
+    if (it == shard.by_key.end()) return;
+    StoredObject* next = nullptr;
+    for (StoredObject* o = it->second; o != nullptr; o = next) {
+      next = o->same_key_next;  // o may leave the chain below
+      if (allowed && !allowed(o->ns)) continue;
+      const bool stale = StaleLocked(*o);
+      if (stale || IsExpired(*o, now_ms)) {
+        RetireLocked(shard, o);
+        if (!stale) shard.expirations.fetch_add(1, std::memory_order_relaxed);
+        retired->Add(o);
+        continue;
+      }
+      visit(o);
+    }
+  }
+
+  // The first live object of `key` in the any-namespace search order ("" first, then by name)
+  // among the namespaces `allowed` admits; null if none.
+  StoredObject* FirstLiveOfKeyLocked(Shard& shard, std::string_view key, uint64_t now_ms,
+                                     const ObjectStore::NamespaceFilter& allowed, Retired* retired)
+      REQUIRES(shard.mu) {
+    StoredObject* first = nullptr;
+    ForEachLiveOfKeyLocked(shard, key, now_ms, allowed, retired, [&](StoredObject* o) {
+      if (first == nullptr || o->ns < first->ns) first = o;
+    });
+    return first;
   }
 
   // True if `index_key` is live, with its value length in *value_length (when not null).
@@ -839,7 +896,7 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
         old = std::exchange(it->second, o);
       }
       // The new version is counted before the old one is taken away, so a replacement never
-      // makes its namespace look empty (and the namespace directory is not touched).
+      // makes its namespace look empty.
       impl_->ShowLocked(shard, o);
       if (old) impl_->HideLocked(shard, old);
       impl_->EndReservation(*o);
@@ -887,48 +944,59 @@ Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key,
                                                      const NamespaceFilter& allowed) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
-  // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
-  const auto names = impl_->SearchOrder();
-  for (const std::string& ns : *names) {
-    if (allowed && !allowed(ns)) continue;
-    const std::string& index_key = LookupKey(ns, key);
-    Impl::Shard& shard = impl_->ShardFor(index_key);
-    bool over_cap = false;
-    if (StoredObject* found = impl_->PinLive(shard, index_key, now, &over_cap)) {
-      shard.hits.fetch_add(1, std::memory_order_relaxed);
-      return ReadHandle(found);
-    }
-    if (over_cap) return PinCapStatus(impl_->max_pinned_bytes);
+  Impl::Shard& shard = impl_->shards[ShardIndexOfKey(key)];
+  Impl::Retired retired;
+  StoredObject* found = nullptr;
+  bool over_cap = false;
+  {
+    MutexLock lock(shard.mu);
+    found = impl_->FirstLiveOfKeyLocked(shard, key, now, allowed, &retired);
+    if (found) found = impl_->PinFoundLocked(shard, found, &over_cap);
   }
-  // One miss for the whole search, counted in the shard of the key in the default namespace.
-  impl_->ShardFor(LookupKey("", key)).misses.fetch_add(1, std::memory_order_relaxed);
-  return Miss();
+  impl_->UnrefAll(retired);
+  if (over_cap) return PinCapStatus(impl_->max_pinned_bytes);
+  // One hit or miss for the whole search.
+  (found ? shard.hits : shard.misses).fetch_add(1, std::memory_order_relaxed);
+  if (!found) return Miss();
+  return ReadHandle(found);
 }
 
 Status ObjectStore::ExistsInAnyNamespace(std::string_view key, uint64_t* value_length,
                                          const NamespaceFilter& allowed) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
-  // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
-  const auto names = impl_->SearchOrder();
-  for (const std::string& ns : *names) {
-    if (allowed && !allowed(ns)) continue;
-    if (impl_->ProbeLive(LookupKey(ns, key), now, value_length)) return Status::Ok();
+  Impl::Shard& shard = impl_->shards[ShardIndexOfKey(key)];
+  Impl::Retired retired;
+  bool live = false;
+  {
+    MutexLock lock(shard.mu);
+    const StoredObject* found = impl_->FirstLiveOfKeyLocked(shard, key, now, allowed, &retired);
+    live = found != nullptr;
+    if (live && value_length) *value_length = found->value_len;
   }
-  return Miss();
+  impl_->UnrefAll(retired);
+  return live ? Status::Ok() : Miss();
 }
 
 Status ObjectStore::DeleteInEveryNamespace(std::string_view key, uint64_t* deleted,
                                            const NamespaceFilter& allowed) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, "", key));
   const uint64_t now = impl_->clock->NowMillis();
+  Impl::Shard& shard = impl_->shards[ShardIndexOfKey(key)];
+  Impl::Retired retired;  // the expired met, then the live ones removed
   uint64_t removed = 0;
-  // Held in a local: a range-for over *SearchOrder() would let the list go before the loop.
-  const auto names = impl_->SearchOrder();
-  for (const std::string& ns : *names) {
-    if (allowed && !allowed(ns)) continue;
-    removed += impl_->RemoveLive(LookupKey(ns, key), now) ? 1 : 0;
+  {
+    MutexLock lock(shard.mu);
+    std::vector<StoredObject*> live;
+    impl_->ForEachLiveOfKeyLocked(shard, key, now, allowed, &retired,
+                                  [&](StoredObject* o) { live.push_back(o); });
+    for (StoredObject* o : live) {
+      impl_->RetireLocked(shard, o);
+      retired.Add(o);
+    }
+    removed = live.size();
   }
+  impl_->UnrefAll(retired);
   if (deleted) *deleted = removed;
   return removed > 0 ? Status::Ok() : Miss();
 }

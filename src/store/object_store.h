@@ -44,9 +44,8 @@
 // Thread safety: every method may be called concurrently from many threads. Internals: 64
 // index shards, each with its own mutex guarding its part of the index, its own LRU list and
 // its own namespace counters, so uses of keys in different shards share no lock (a hit or a
-// commit takes one shard mutex; freeing or allocating space takes the allocator's mutex; a
-// namespace appearing in or disappearing from a shard takes a small directory mutex). All are
-// held for short, bounded work, never while the caller copies value bytes. Handles are not
+// commit takes one shard mutex; freeing or allocating space takes the allocator's mutex). All
+// are held for short, bounded work, never while the caller copies value bytes. Handles are not
 // themselves synchronized: one handle object is used by one thread at a time (copies of a
 // ReadHandle are independent). Every handle must be destroyed before the ObjectStore.
 #pragma once
@@ -270,17 +269,15 @@ class ObjectStore {
   Status Delete(std::string_view ns, std::string_view key);
 
   // --- Any namespace: `key` matched in every namespace that holds it ------------------------
-  // What the protocol's any-namespace MGET, MEXIST and MDEL do. The namespaces searched are
-  // those with at least one visible object when the call starts (as NamespaceUsages() lists
-  // them), in this order: the default namespace "" first, then the others ascending by name
-  // (bytewise). Each namespace's probe is exactly the single-namespace call, atomic under that
-  // key's shard lock; the search as a whole is not one snapshot: a version of the key written
-  // to or removed from another namespace while the search runs may or may not be seen.
-  // Cost: one index probe per live namespace (plus a copy of their names), which is fine while
-  // namespaces are few, as they are in practice. `allowed`, when set, limits the search to
-  // the namespaces it returns true for (the node's access control: those a client's token may
-  // read, or write for deletes); unset, every namespace is searched. Errors: InvalidArgument
-  // for an empty or too long key.
+  // What the protocol's any-namespace MGET, MEXIST and MDEL do. The order of the search: the
+  // default namespace "" first, then the others ascending by name (bytewise). Every version of
+  // a key, whatever its namespace, lives in one index shard, chained by key, so a search takes
+  // that shard's lock once and sees one snapshot of the key's namespaces. Cost: one probe plus
+  // one step per namespace that holds this key, whatever the number of namespaces on the node
+  // (a tenant creating many namespaces slows no one's probes). `allowed`, when set, limits the
+  // search to the namespaces it returns true for (the node's access control: those a client's
+  // token may read, or write for deletes), called under the shard's lock; unset, every
+  // namespace is searched. Errors: InvalidArgument for an empty or too long key.
   using NamespaceFilter = std::function<bool(std::string_view ns)>;
 
   // Lookup of the first namespace in search order that holds a live (ns, key): pins it (its

@@ -659,6 +659,37 @@ TEST(ObjectStoreTest, AnyNamespaceSearchesTheDefaultFirstThenByName) {
   EXPECT_EQ(store->DeleteInEveryNamespace("").code(), StatusCode::kInvalidArgument);
 }
 
+// A key's namespaces are one chain in its shard, whose map entry views a chained object's key:
+// replacing and removing the object it views (its first member) must leave the chain whole
+// (ASan would report a view of a freed key).
+TEST(ObjectStoreTest, AnyNamespaceFollowsReplacementsAndRemovalsOfEveryCopy) {
+  auto store = MakeStore(64);
+  for (const char* ns : {"b", "a", ""})
+    ASSERT_TRUE(Put(*store, ns, "k", std::string("v-") + ns).ok());
+  auto first_ns = [&] {
+    Result<ReadHandle> r = store->LookupInAnyNamespace("k");
+    return r.ok() ? std::string(r->ns()) + "=" + std::string(AsView(*r)) : std::string("miss");
+  };
+  EXPECT_EQ(first_ns(), "=v-");
+  ASSERT_TRUE(store->Delete("b", "k").ok());  // the copy the entry viewed first
+  EXPECT_EQ(first_ns(), "=v-");
+  ASSERT_TRUE(Put(*store, "", "k", "new default").ok());  // replaced in place in the chain
+  EXPECT_EQ(first_ns(), "=new default");
+  ASSERT_TRUE(store->Delete("", "k").ok());
+  EXPECT_EQ(first_ns(), "a=v-a");
+  ASSERT_TRUE(Put(*store, "a", "k", "new a").ok());
+  ASSERT_TRUE(Put(*store, "c", "k", "c").ok());
+  EXPECT_EQ(first_ns(), "a=new a");
+  uint64_t deleted = 0;
+  ASSERT_TRUE(store->DeleteInEveryNamespace("k", &deleted).ok());
+  EXPECT_EQ(deleted, 2u);
+  EXPECT_EQ(first_ns(), "miss");
+  ASSERT_TRUE(Put(*store, "z", "k", "back").ok());
+  EXPECT_EQ(first_ns(), "z=back");
+  EXPECT_EQ(store->DropAll(), 1u);
+  EXPECT_EQ(first_ns(), "miss");
+}
+
 TEST(ObjectStoreTest, AnyNamespaceOrdersNamesBytewiseUnsigned) {
   auto store = MakeStore(8);
   ASSERT_TRUE(Put(*store, "\x80", "k", "high").ok());
