@@ -48,6 +48,12 @@ struct Server::Impl {
   std::unique_ptr<server::CacheService> service;
   // Connections that have not completed HELLO; outlives the workers and acceptors that use it.
   std::unique_ptr<server::UnauthenticatedConnections> unauthenticated;
+  // Only the condition-variable handshake of StopGracefully (it guards no data: the count it
+  // waits for is an atomic), so a plain std::mutex, invisible to the thread-safety analysis.
+  // Declared before the workers, so it outlives them: a worker's destructor runs the tasks its
+  // loop still holds, and a closed session's task calls OnConnectionClosed, which locks it.
+  std::mutex closed_mu;
+  std::condition_variable closed_cv;
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<std::unique_ptr<Acceptor>> acceptors;  // TCP first, then the Unix socket if any
   net::HostPort address;
@@ -59,11 +65,6 @@ struct Server::Impl {
   Mutex stop_mu;
   bool stopped GUARDED_BY(stop_mu) = false;
   std::atomic<ServerState> state{ServerState::kServing};
-
-  // Only the condition-variable handshake of StopGracefully (it guards no data: the count it
-  // waits for is an atomic), so a plain std::mutex, invisible to the thread-safety analysis.
-  std::mutex closed_mu;
-  std::condition_variable closed_cv;
 
   void OnConnectionClosed() {
     // Locking before notifying: the waiter checks the count under closed_mu, so the wakeup

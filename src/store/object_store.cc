@@ -91,6 +91,8 @@ struct StoredObject {
   StoredObject* lru_next = nullptr;
   // The next visible object with the same key in another namespace (Shard::by_key's chain).
   StoredObject* same_key_next = nullptr;
+  // Its place in its shard's expiry heap while visible with a TTL; kNotInHeap otherwise.
+  size_t expiry_slot = SIZE_MAX;
 };
 
 namespace {
@@ -163,6 +165,9 @@ struct ObjectStore::Impl {
     // Every visible object of a key, whatever its namespace: a chain through
     // StoredObject::same_key_next. The map's key views the key of an object of its chain.
     std::unordered_map<std::string_view, StoredObject*> by_key GUARDED_BY(mu);
+    // The visible objects with a TTL, a min-heap by expires_at_ms (each knows its slot), so
+    // that Sweep visits what expired, not the whole index.
+    std::vector<StoredObject*> expiry GUARDED_BY(mu);
     StoredObject* lru_head GUARDED_BY(mu) = nullptr;
     StoredObject* lru_tail GUARDED_BY(mu) = nullptr;
     std::map<std::string, NsCounts, std::less<>> ns_counts GUARDED_BY(mu);
@@ -328,12 +333,56 @@ struct ObjectStore::Impl {
     }
   }
 
+  // --- a shard's expiry heap (shard mutex held) ---
+  static bool ExpiresBefore(const StoredObject* a, const StoredObject* b) {
+    return a->expires_at_ms < b->expires_at_ms;
+  }
+  void HeapPlaceLocked(Shard& shard, size_t slot, StoredObject* o) REQUIRES(shard.mu) {
+    shard.expiry[slot] = o;
+    o->expiry_slot = slot;
+  }
+  // Moves the object at `slot` up or down to where the heap order wants it.
+  void HeapFixLocked(Shard& shard, size_t slot) REQUIRES(shard.mu) {
+    std::vector<StoredObject*>& heap = shard.expiry;
+    StoredObject* o = heap[slot];
+    while (slot > 0 && ExpiresBefore(o, heap[(slot - 1) / 2])) {
+      HeapPlaceLocked(shard, slot, heap[(slot - 1) / 2]);
+      slot = (slot - 1) / 2;
+    }
+    while (true) {
+      size_t child = 2 * slot + 1;
+      if (child >= heap.size()) break;
+      if (child + 1 < heap.size() && ExpiresBefore(heap[child + 1], heap[child])) ++child;
+      if (!ExpiresBefore(heap[child], o)) break;
+      HeapPlaceLocked(shard, slot, heap[child]);
+      slot = child;
+    }
+    HeapPlaceLocked(shard, slot, o);
+  }
+  void HeapAddLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
+    shard.expiry.push_back(o);
+    o->expiry_slot = shard.expiry.size() - 1;
+    HeapFixLocked(shard, o->expiry_slot);
+  }
+  void HeapRemoveLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
+    const size_t slot = o->expiry_slot;
+    if (slot == SIZE_MAX) return;
+    o->expiry_slot = SIZE_MAX;
+    StoredObject* last = shard.expiry.back();
+    shard.expiry.pop_back();
+    if (last == o) return;
+    HeapPlaceLocked(shard, slot, last);
+    HeapFixLocked(shard, slot);
+  }
+
   // Puts a just-committed object into view, except for the index entry (the caller has made
-  // it): head of the LRU list, its key's chain, namespace and store counters.
+  // it): head of the LRU list, its key's chain, the expiry heap (with a TTL), namespace and
+  // store counters.
   void ShowLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
     o->state = ObjectState::kVisible;
     LruPushFrontLocked(shard, o);
     ChainAddLocked(shard, o);
+    if (o->expires_at_ms != kNeverExpires) HeapAddLocked(shard, o);
     NsAddLocked(shard, *o);
     shard.objects.fetch_add(1, std::memory_order_relaxed);
     shard.value_bytes.fetch_add(o->value_len, std::memory_order_relaxed);
@@ -346,6 +395,7 @@ struct ObjectStore::Impl {
     o->state = ObjectState::kRetired;
     LruUnlinkLocked(shard, o);
     ChainRemoveLocked(shard, o);
+    HeapRemoveLocked(shard, o);
     NsSubLocked(shard, *o);
     shard.objects.fetch_sub(1, std::memory_order_relaxed);
     shard.value_bytes.fetch_sub(o->value_len, std::memory_order_relaxed);
@@ -1041,10 +1091,9 @@ uint64_t ObjectStore::Sweep() {
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
     const size_t before = expired.size();
-    for (auto it = shard.index.begin(); it != shard.index.end();) {
-      StoredObject* o = it->second;
-      ++it;  // RetireLocked erases o's entry
-      if (!IsExpired(*o, now)) continue;
+    // The heap's top expires first: only what expired is visited (RetireLocked takes it out).
+    while (!shard.expiry.empty() && IsExpired(*shard.expiry.front(), now)) {
+      StoredObject* o = shard.expiry.front();
       impl_->RetireLocked(shard, o);
       expired.push_back(o);
     }

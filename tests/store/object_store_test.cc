@@ -735,6 +735,38 @@ TEST(ObjectStoreTest, DeleteInEveryNamespaceRemovesEachCopyAndEmptiedNamespacesD
   EXPECT_EQ(store->Stats().retired_bytes, 0u);
 }
 
+// Sweep removes exactly what expired, in any order of TTLs, and follows overwrites: a key
+// rewritten without a TTL, or with a longer one, is not removed by its old expiry (Sweep walks
+// each shard's expiry heap, not its index).
+TEST(ObjectStoreTest, SweepRemovesWhatExpiredAndFollowsOverwrites) {
+  ManualTtlClock clock;
+  auto store = MakeStore(1024, &clock);
+  for (int i = 0; i < 100; ++i) {
+    const int ttl = 1 + (i * 37) % 100;  // 1..100 s, shuffled
+    ASSERT_TRUE(Put(*store, "t", "k" + std::to_string(i), "v", "", ttl).ok());
+    ASSERT_TRUE(Put(*store, "t", "forever" + std::to_string(i), "v").ok());
+  }
+  // k0 (ttl 1) rewritten without a TTL; k1 (ttl 38) rewritten with 1000 s.
+  ASSERT_TRUE(Put(*store, "t", "k0", "kept").ok());
+  ASSERT_TRUE(Put(*store, "t", "k1", "later", "", 1000).ok());
+  clock.AdvanceSeconds(50);
+  uint64_t expected = 0;
+  for (int i = 2; i < 100; ++i)
+    expected += 1 + (i * 37) % 100 <= 50 ? 1 : 0;
+  EXPECT_EQ(store->Sweep(), expected);
+  EXPECT_EQ(store->Sweep(), 0u);
+  for (int i = 2; i < 100; ++i) {
+    const bool live = 1 + (i * 37) % 100 > 50;
+    EXPECT_EQ(store->Exists("t", "k" + std::to_string(i)).ok(), live) << i;
+  }
+  EXPECT_EQ(Get(*store, "t", "k0"), "kept");
+  EXPECT_EQ(Get(*store, "t", "k1"), "later");
+  clock.AdvanceSeconds(100);
+  EXPECT_EQ(store->Sweep(), 100 - 2 - expected);
+  EXPECT_EQ(store->Stats().objects, 100u + 2);  // the 100 without TTL, k0 and k1
+  EXPECT_EQ(store->Stats().expirations, 98u);
+}
+
 TEST(ObjectStoreTest, AnyNamespaceSkipsExpiredCopies) {
   ManualTtlClock clock;
   auto store = MakeStore(8, &clock);
