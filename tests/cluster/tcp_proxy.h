@@ -86,7 +86,6 @@ class TcpProxy {
         fds.push_back({b, POLLIN, 0});
       }
       if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
-      if (fds[0].revents & POLLIN) Accept();
       std::vector<std::pair<int, int>> kept;
       for (size_t i = 0; i < pairs_.size(); ++i) {
         auto [a, b] = pairs_[i];
@@ -101,6 +100,7 @@ class TcpProxy {
         }
       }
       pairs_ = std::move(kept);
+      if (fds[0].revents & POLLIN) Accept();  // after the pairs `fds` describes
     }
   }
 

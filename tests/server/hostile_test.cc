@@ -351,7 +351,8 @@ TEST(HostileClientTest, OneTokensStalledWritesLeaveRoomForAnotherToken) {
     protocol::MsetRequest m;
     m.ns = "tenA";
     const std::string value(32 << 20, 'a');
-    m.items = {{"k" + std::to_string(i), "", value.size(), value.data()}};
+    const std::string key = "k" + std::to_string(i);  // the item views it
+    m.items = {{key, "", value.size(), value.data()}};
     protocol::EncodedFrame frame;
     ASSERT_TRUE(protocol::EncodeRequest(5, m, c->limits(), &frame, c->version()).ok());
     ASSERT_TRUE(c->SendRaw(frame.head + "a").ok());
