@@ -80,8 +80,12 @@ Status CacheService::Grow(store::WriteHandle& handle, uint64_t capacity) {
 
 uint64_t CacheService::unwritten_per_grant() const {
   if (!access_.required()) return 0;
-  const uint64_t node = store_->options().max_reserved_bytes;
+  const uint64_t node = max_reserved_bytes();
   return std::max<uint64_t>((node != 0 ? node : store_->arena().size()) / 4, 1);
+}
+
+uint64_t CacheService::max_reserved_bytes() const {
+  return store_->options().max_reserved_bytes;
 }
 
 Status CacheService::Commit(store::WriteHandle&& handle) {
@@ -242,6 +246,14 @@ bool WriteBatch::Grow(size_t i, uint64_t capacity) {
   SetHeld(i, Unwritten(i));
   if (!grown.ok()) statuses_[i] = grown.code();
   return grown.ok();
+}
+
+uint64_t WriteBatch::StepBytes(uint64_t wanted) const {
+  uint64_t step = wanted;
+  const uint64_t node = service_->max_reserved_bytes();
+  if (node != 0) step = std::min(step, node / 2);
+  if (grant_cap_ != 0) step = std::min(step, grant_cap_ / 2);
+  return std::max<uint64_t>(step, store::Arena::kBlockBytes);
 }
 
 void WriteBatch::MarkWritten(size_t i, uint64_t bytes) {

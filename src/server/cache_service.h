@@ -110,6 +110,8 @@ class CacheService {
   // take every write's room from the others; 0 (no per-grant bound) on an open node, whose
   // sessions are one party.
   uint64_t unwritten_per_grant() const;
+  // The store's cap on reserved, unwritten bytes (0: none).
+  uint64_t max_reserved_bytes() const;
 
   // --- listing and statistics -----------------------------------------------------------------
   struct ListPage {
@@ -183,6 +185,10 @@ class WriteBatch {
   bool Grow(size_t i, uint64_t capacity);
   // Item i's first `bytes` are written (stepwise batches: they stop counting as unwritten).
   void MarkWritten(size_t i, uint64_t bytes);
+  // The largest step a stepwise batch should reserve ahead of its written bytes: `wanted`, or
+  // less on a node whose caps on unwritten bytes (max_reserved_bytes, the grant's share) are
+  // small, so that one step never takes a whole cap alone.
+  uint64_t StepBytes(uint64_t wanted) const;
 
   size_t size() const { return statuses_.size(); }
   StatusCode status(size_t i) const { return statuses_[i]; }

@@ -22,8 +22,8 @@ constexpr uint64_t kReserveAhead = 4 << 20;
 //
 // Items are reserved as their bytes arrive, not when the header does: Prepare() reserves the
 // next item once its first payload byte is in the socket (an empty item once the bytes before
-// it are): all of it when all its bytes are there, else kReserveAhead of it; it grows the item
-// (Grow) to kReserveAhead past what has been read as more arrives. So a client that announces a
+// it are), kReserveAhead of it (all of a smaller one); it grows the item (Grow) to kReserveAhead
+// past what has been read as more arrives. So a client that announces a
 // large value and sends a few bytes of it, or stalls between items, makes the store evict for what
 // it sent plus one step, and hold no more (issue 22: a 64 MiB MSET stalled after 10 bytes used to
 // empty a 64 MiB node). What the items hold reserved and not yet written counts against the node's
@@ -41,7 +41,8 @@ class MsetReceiver final : public PayloadReceiver {
         request_id_(ctx.header.request_id),
         version_(ctx.header.version),
         mset_(mset),
-        batch_(&ctx.service, ctx.session.access.shared_grant(), /*stepwise=*/true) {
+        batch_(&ctx.service, ctx.session.access.shared_grant(), /*stepwise=*/true),
+        step_(batch_.StepBytes(kReserveAhead)) {
     for (const protocol::MsetItem& item : mset.items)
       total_ += item.value_length;
     remaining_ = total_;
@@ -56,9 +57,8 @@ class MsetReceiver final : public PayloadReceiver {
     while (!growing_ && next_ < mset_.items.size()) {
       const protocol::MsetItem& item = mset_.items[next_];
       if (item.value_length == 0 ? added_ > known : added_ >= known) break;
-      // Whole when all its bytes are here (and maybe later items'); else a step.
-      const uint64_t here = known - added_;
-      const uint64_t first = here >= item.value_length ? item.value_length : kReserveAhead;
+      // A step of it (all of a small one), however much of it is here already.
+      const uint64_t first = std::min(item.value_length, step_);
       batch_.Reserve(mset_.ns, item.key, item.value_length, item.meta, mset_.ttl_seconds, first);
       const size_t i = batch_.size() - 1;
       if (uint8_t* destination = batch_.destination(i); destination != nullptr) {
@@ -121,7 +121,7 @@ class MsetReceiver final : public PayloadReceiver {
     const uint64_t length = mset_.items[i].value_length;
     const uint64_t capacity = batch_.capacity(i);
     if (std::min(length, known - current_start_) <= capacity) return;
-    if (batch_.Grow(i, std::min(length, read - current_start_ + kReserveAhead))) {
+    if (batch_.Grow(i, std::min(length, read - current_start_ + step_))) {
       const uint64_t grown = batch_.capacity(i);
       reader_.ReplaceLast(batch_.destination(i), grown);
       added_ += grown - capacity;
@@ -138,6 +138,7 @@ class MsetReceiver final : public PayloadReceiver {
   uint8_t version_;  // the request's, which the response carries
   const protocol::MsetRequest& mset_;
   WriteBatch batch_;
+  const uint64_t step_;  // kReserveAhead, or less under small caps (WriteBatch::StepBytes)
   net::ScatterReader reader_;
   size_t next_ = 0;             // first item not reserved yet
   bool growing_ = false;        // item next_ - 1 is reserved in part (stepwise)

@@ -372,6 +372,27 @@ TEST(HostileClientTest, OneTokensStalledWritesLeaveRoomForAnotherToken) {
   }
 }
 
+// The steps shrink to the caps: on a small node with tokens (a token's share of unwritten bytes
+// 1 MiB), a token still writes a value several times its share, step by step.
+TEST(HostileClientTest, ATokenWritesAValueLargerThanItsShareOnASmallNode) {
+  ServerOptions options = SmallNodeOptions();
+  options.capacity_bytes = 16 << 20;
+  options.max_reserved_bytes = 4 << 20;  // a token's share: 1 MiB
+  options.tokens = {{"tenA", "tenant-a-secret-0123456789", {"tenA"}, {"tenA"}, false, "tenA"}};
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  auto a = TestClient::Connect(server->port(), /*hello=*/false);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(a->Hello(protocol::kMaxProtocolVersion, "tenant-a-secret-0123456789").ok());
+  const std::string value = ValueFor("six", 6 << 20);
+  auto stored = a->Mset("tenA", {{"six", value, ""}});
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ((*stored)[0], StatusCode::kOk);
+  auto got = a->Mget("tenA", {"six"});
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE((*got)[0].value == value);
+}
+
 // Item 8. The node-wide cap on queued answers follows the capacity when not set.
 TEST(HostileClientTest, TheQueuedAnswerCapScalesWithCapacity) {
   ServerOptions options = SmallNodeOptions();
