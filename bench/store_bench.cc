@@ -145,14 +145,15 @@ void BM_LookupHit(benchmark::State& state) {
 }
 BENCHMARK(BM_LookupHit)->Threads(1)->Threads(2)->Threads(4)->Threads(8)->Threads(16)->UseRealTime();
 
-// An any-namespace probe of 1024 keys (LMCache's batched contains: every key stored in
-// namespace "lmcache", half of them also in "other"), with `namespaces` namespaces holding
-// objects on the node. A tenant that creates many namespaces must not slow it (issue 22).
+// An any-namespace probe of 1024 keys, LMCache's batched contains: the first half stored (in
+// namespace "lmcache", a quarter of them also in "other"), the rest misses (a new prompt's
+// chunks), with `namespaces` namespaces holding objects on the node. A tenant that creates many
+// namespaces must not slow it (issue 22): a miss used to probe every namespace.
 void BM_ExistsInAnyNamespace(benchmark::State& state) {
   const auto namespaces = static_cast<uint64_t>(state.range(0));
   constexpr uint64_t kKeys = 1024;
   auto store = MakeBenchStore(64 * kMiB);
-  for (uint64_t k = 0; k < kKeys; ++k) {
+  for (uint64_t k = 0; k < kKeys / 2; ++k) {
     for (const char* ns : {"lmcache", "other"}) {
       if (ns[0] == 'o' && k % 2 == 1) continue;
       auto w = store->Reserve(ns, KeyOf(k), 16, "", kNoExpiry);
