@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Builds kvport's wheel from a build tree, with the standard library only (no network, no
-build backend): the kvport and eic packages from --tree, the kvport CLI as kvport/bin/kvport,
-debug info stripped from the binaries. The tag names the interpreter and platform the extension
-was built for (cp311-cp311-linux_x86_64)."""
+build backend): the kvport and eic packages from --tree (sources, type stubs and their py.typed
+markers), the kvport CLI as kvport/bin/kvport, debug info stripped from the binaries. The tag
+names the interpreter and platform the extension was built for (cp311-cp311-linux_x86_64)."""
 
 import argparse
 import base64
@@ -61,7 +61,7 @@ def main() -> None:
             root = os.path.join(args.tree, package)
             for folder, _, names in sorted(os.walk(root)):
                 for name in sorted(names):
-                    if not (name.endswith(".py") or name.endswith(".so")):
+                    if not name.endswith((".py", ".pyi", ".so")) and name != "py.typed":
                         continue
                     path = os.path.join(folder, name)
                     arcname = os.path.relpath(path, args.tree).replace(os.sep, "/")

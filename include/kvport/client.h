@@ -382,6 +382,11 @@ class KVPORT_API Client {
   // Forgets ranges registered with exactly these (data, size) pairs; NotFound for one that was
   // not registered.
   Status UnregisterMemory(const IOBuffers& buffers);
+  // Where [data, data+size) lies as this client's registrations say: the kind and device of the
+  // registered range holding it, host memory when no registered range touches it;
+  // InvalidArgument for a buffer that runs across a registered range's edge. (The Python
+  // bindings ask it to refuse device buffers that were never registered.)
+  Result<MemoryInfo> RegisteredMemoryOf(const void* data, size_t size) const;
 
   // One round trip to the node.
   Status Ping();

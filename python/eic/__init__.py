@@ -38,7 +38,9 @@ Where the vendor's behaviour is unknown kvport chose, and docs/python.md says wh
   - mdel of absent keys: overall SUCCESS, per-key KEY_NOT_EXIST (deleting nothing is no error).
   - register_memory is bookkeeping: it never touches, pins or copies the region and does not
     trust MemoryInfo.type (callers declare pinned host memory as MEMORY_CUDA); every buffer is
-    read and written as host memory.
+    read and written as host memory. A buffer object that says it is device memory (a CUDA
+    tensor: is_cuda / device, __cuda_array_interface__, __dlpack_device__) is never read or
+    written as host memory: the call fails (FAILED, the reason in outcome.error and logged).
 """
 
 from __future__ import annotations
@@ -330,6 +332,12 @@ def _raw(item: Any) -> Optional[Tuple[int, int]]:
     return None
 
 
+def _host(item: Any) -> bool:
+    """Whether the object's memory is host memory (a device tensor's is not: never read or
+    written here; the bindings refuse it)."""
+    return _core.device_of(item) is None
+
+
 def _read_bytes(item: Any) -> bytes:
     raw = _raw(item)
     if raw is None:
@@ -453,7 +461,7 @@ class Client:
         for i, key in enumerate(keys):
             base = _meta_base(key)
             j = position.get(base) if base is not None else None
-            if j is not None and _capacity(vals[i]) <= _META_FOLD_MAX:
+            if j is not None and _host(vals[i]) and _capacity(vals[i]) <= _META_FOLD_MAX:
                 folded[i] = j
         sent = [i for i in range(len(keys)) if i not in folded]
         metas = None
@@ -521,6 +529,8 @@ class Client:
         codes: List[Optional[StatusCode]] = [None] * len(keys)
         sizes = [0] * len(keys)
         for i, meta in self._folded_metas(core, keys, ns, anywhere).items():
+            if not _host(buffers[i]):
+                continue  # left to the bindings, which refuse device memory they cannot stage
             sizes[i] = len(meta)
             if len(meta) > _capacity(buffers[i]):
                 codes[i] = StatusCode.BUFFER_TOO_SMALL

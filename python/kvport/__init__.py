@@ -10,8 +10,10 @@
 
 `Client` is the whole C++ client (include/kvport/client.h); `eic` (a sibling package) is the
 drop-in for the vendor's `import eic`. Buffers are never copied: see `Client.mset`. Every call
-releases the GIL while it waits, and a Client may be shared by any number of threads.
-docs/python.md is the reference.
+releases the GIL while it waits, and a Client may be shared by any number of threads; a call
+keeps its buffers (and the list of them) referenced until it returns. Device tensors are staged
+when registered (`Client.register_memory`) and refused otherwise. docs/python.md is the
+reference.
 """
 
 from __future__ import annotations
@@ -144,6 +146,9 @@ class Client:
     requires one) or token_file (a file whose first line is it; neither: the KVPORT_TOKEN
     environment variable, if set), busy_poll_us (0: how long a call polls for its answer
     before it sleeps); and instance_id ("").
+
+    close() (or the end of a `with` block) closes the connections; collecting the object does
+    the same. Every call after close() raises Error ("... the client is closed").
     """
 
     def __init__(self, endpoint: str, *, instance_id: str = "", **options: Any):
@@ -159,19 +164,22 @@ class Client:
              timeout: float = 0) -> BatchResult:
         """Stores values[i] under keys[i], each replacing any previous value atomically.
         A value is bytes, bytearray, memoryview (any C-contiguous buffer), a tensor (data_ptr()
-        and nbytes), or a (pointer, size) tuple; it is sent from where it lies, never copied.
-        ttl: seconds the objects live, -1 (or 0) for no expiry. metas: one small blob per key
-        stored atomically with its value (b"" = none)."""
+        and nbytes), or a (pointer, size) tuple; it is sent from where it lies, never copied,
+        and the call keeps it referenced until it returns. A CUDA or Ascend tensor must lie in
+        memory passed to register_memory (it is then staged through pinned host memory); any
+        other device buffer fails the call with Error. ttl: seconds the objects live, -1 (or 0)
+        for no expiry. metas: one small blob per key stored atomically with its value (b"" =
+        none)."""
         metas_list = None if metas is None else [bytes(m) for m in metas]
         return _batch(self._core.mset(_keys(keys), values, ns, ttl, metas_list, timeout))
 
     def mget(self, keys: Iterable[str], buffers: Sequence[Any], *, ns: Optional[str] = "",
              timeout: float = 0) -> GetResult:
         """Reads value i straight into buffers[i] (writable: bytearray, writable memoryview,
-        tensor, (pointer, size)). A value larger than its buffer is BUFFER_TOO_SMALL for that
-        key, with the true size in value_sizes, and the buffer is not written; a smaller value
-        fills its first value_sizes[i] bytes. ns=None matches the key in any namespace (the
-        default namespace first, then the others by name)."""
+        tensor, (pointer, size); device tensors as for mset). A value larger than its buffer is
+        BUFFER_TOO_SMALL for that key, with the true size in value_sizes, and the buffer is not
+        written; a smaller value fills its first value_sizes[i] bytes. ns=None matches the key
+        in any namespace (the default namespace first, then the others by name)."""
         name, anywhere = _ns(ns)
         return _get(self._core.mget(_keys(keys), buffers, name, anywhere, timeout))
 
@@ -231,11 +239,31 @@ class Client:
                         device_id: int = 0) -> None:
         """Declares device memory (kind CUDA or ASCEND) so mset/mget stage it through pinned
         host memory with that runtime; raises Error NotSupported when the runtime is not usable
-        here. Host memory needs no registration."""
+        here. A buffer may be a whole pool: any tensor lying inside it is then staged. A device
+        tensor must be registered with its own kind and device_id (Error InvalidArgument
+        otherwise). The memory must stay allocated until unregister_memory. Host memory needs
+        no registration."""
         self._core.register_memory(buffers, int(kind), device_id)
 
     def unregister_memory(self, buffers: Sequence[Any]) -> None:
+        """Forgets buffers registered with exactly these (address, size); Error NotFound for
+        one that was not."""
         self._core.unregister_memory(buffers)
+
+    def close(self) -> None:
+        """Closes the connections. Idempotent. A call that another thread has inside finishes
+        first (each is bounded by its timeout); every call after it raises Error."""
+        self._core.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     @property
     def transport(self) -> str:
@@ -377,7 +405,8 @@ class Server:
         return self._core.stats()
 
     def stop(self) -> None:
-        """Graceful; idempotent."""
+        """Graceful; idempotent. A stats() or reload_tokens() that another thread has inside
+        finishes first; every call after it (or arriving while it waits) raises Error."""
         self._core.stop()
 
     def __enter__(self) -> "Server":

@@ -5,12 +5,17 @@
 // objects, and eic/ builds the vendor-compatible facade on top. Rules kept everywhere here:
 //   - the GIL is released around every call that may block (network, node start/stop, runtime
 //     loading); Python objects are only touched with it held;
-//   - buffers are the caller's memory (call_buffers.h), never copied;
+//   - buffers are the caller's memory (call_buffers.h), never copied, and referenced until the
+//     call returns; device memory is staged when registered and refused otherwise;
+//   - a client or node that close()/stop() ends while other threads call it is guarded by a
+//     CallGate (call_gate.h): the object is destroyed only after the calls inside returned;
+//   - the GIL is released and taken back through WithoutGil only, destructors included;
 //   - a non-OK Status becomes the Python exception class kvport registers with _set_error_class,
 //     raised as cls(code_name, message, code_number).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <fmt/core.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -25,6 +30,7 @@
 #include <vector>
 
 #include "call_buffers.h"
+#include "call_gate.h"
 #include "device/doctor_report.h"
 #include "kvport/client.h"
 #include "kvport/config.h"
@@ -40,26 +46,25 @@ namespace py = pybind11;
 namespace kvport::python {
 namespace {
 
-// A non-OK Status on its way to Python.
-struct StatusError {
-  Status status;
-};
-
 // Set by an atexit hook (kvport/__init__.py) before the interpreter finalizes, on the thread that
 // finalizes it.
 std::atomic<bool> interpreter_exiting{false};
 std::atomic<std::thread::id> finalizing_thread;
+std::atomic<int> parked_threads{0};  // how many threads parked below (for tests)
 
-// Runs `call` with the GIL released and takes it back in normal control flow, never from a
-// destructor: once the interpreter finalizes, a daemon thread that asks for the GIL is ended
-// with pthread_exit, whose unwinding through a noexcept destructor (pybind11's
-// gil_scoped_release) would abort the process. A thread whose call returns after the atexit
-// hook ran parks instead, until the process exits.
+// Runs `call` with the GIL released and takes it back in normal control flow, never through
+// pybind11's gil_scoped_release (whose destructor takes the GIL back): once the interpreter
+// finalizes, a daemon thread that asks for the GIL is ended with pthread_exit, whose unwinding
+// through a noexcept destructor aborts the process. A thread whose call returns after the atexit
+// hook ran parks instead, until the process exits. The destructors below that release the GIL
+// (a client's, a node's, a lease's: each closes connections or joins threads) use it too: a
+// daemon thread that drops the last reference to one of them at exit parks there as well.
 template <typename Call>
 auto WithoutGil(Call&& call) {
   PyThreadState* state = PyEval_SaveThread();
   auto reacquire = [state] {
     if (interpreter_exiting.load() && std::this_thread::get_id() != finalizing_thread.load()) {
+      parked_threads.fetch_add(1);
       for (;;)
         pause();
     }
@@ -180,8 +185,7 @@ py::dict StatsDict(const std::vector<std::pair<std::string, uint64_t>>& counters
 struct Lease {
   LentValues lent;
   ~Lease() {
-    py::gil_scoped_release unlocked;  // tells the node (SHM_RELEASE)
-    lent.Release();
+    WithoutGil([&] { lent.Release(); });  // tells the node (SHM_RELEASE)
   }
 };
 
@@ -221,13 +225,30 @@ class PyLent {
   size_t size_ = 0;
 };
 
+// Where a Python object says its memory lives: None for host memory, else (kind, device index or
+// -1, name, whether kvport can stage it). The eic facade asks before it reads a buffer itself.
+py::object DeviceOf(py::handle item) {
+  const Placement placement = PlacementOf(item);
+  if (!placement.device) return py::none();
+  return py::make_tuple(static_cast<int>(placement.kind), placement.index, placement.name,
+                        placement.supported);
+}
+
 class PyClient {
  public:
   PyClient() : client_(std::make_unique<Client>()) {}
   ~PyClient() {
-    py::gil_scoped_release unlocked;  // closes connections and joins the client's threads
-    client_.reset();
+    // No call is inside: each holds a reference to this object. Closing joins the client's
+    // threads, without the GIL.
+    if (gate_.open()) WithoutGil([&] { gate_.Close([&] { client_.reset(); }); });
   }
+
+  // Idempotent. Waits for the calls other threads have inside (each bounded by its timeout),
+  // then closes the connections; every later call raises Error (Unavailable, "closed").
+  void Close() {
+    WithoutGil([&] { gate_.Close([&] { client_.reset(); }); });
+  }
+  bool closed() const { return !gate_.open(); }
 
   void Init(const std::string& instance_id, const std::string& endpoint, int transport_type,
             const std::string& log_dir, int log_level, const std::string& flag_file,
@@ -235,6 +256,7 @@ class PyClient {
             const std::string& cuda_runtime_library, const std::string& ascend_runtime_library,
             const std::string& token, const std::string& token_file, int replicas, int write_quorum,
             int64_t busy_poll_us) {
+    CallGate::Pass pass = Enter("init");
     InitOptions options;
     options.busy_poll = std::chrono::microseconds(busy_poll_us);
     options.token = token;
@@ -257,8 +279,9 @@ class PyClient {
 
   py::tuple MSet(py::handle keys, py::handle values, const std::string& ns, int64_t ttl_seconds,
                  std::optional<std::vector<std::string>> metas, double timeout) {
+    CallGate::Pass pass = Enter("mset");
     std::vector<std::string> key_list = Keys(keys);
-    CallBuffers buffers(values, Access::kRead);
+    CallBuffers buffers(values, Access::kRead, client_.get());
     SetOptions options;
     options.ns = ns;
     options.ttl_seconds = ttl_seconds;
@@ -271,8 +294,9 @@ class PyClient {
 
   py::tuple MGet(py::handle keys, py::handle buffers_in, const std::string& ns, bool any_namespace,
                  double timeout) {
+    CallGate::Pass pass = Enter("mget");
     std::vector<std::string> key_list = Keys(keys);
-    CallBuffers buffers(buffers_in, Access::kWrite);
+    CallBuffers buffers(buffers_in, Access::kWrite, client_.get());
     const auto options = KeyOptions<GetOptions>(ns, any_namespace, timeout);
     Result<GetResult> result =
         WithoutGil([&] { return client_->MGet(key_list, options, buffers.io()); });
@@ -280,6 +304,7 @@ class PyClient {
   }
 
   PyLent MGetInPlace(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
+    CallGate::Pass pass = Enter("mget_in_place");
     std::vector<std::string> key_list = Keys(keys);
     const auto options = KeyOptions<GetOptions>(ns, any_namespace, timeout);
     Result<LentValues> result = WithoutGil([&] { return client_->MGetInPlace(key_list, options); });
@@ -287,6 +312,7 @@ class PyClient {
   }
 
   py::tuple MGetMeta(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
+    CallGate::Pass pass = Enter("mget_meta");
     std::vector<std::string> key_list = Keys(keys);
     const auto options = KeyOptions<GetOptions>(ns, any_namespace, timeout);
     Result<GetResult> result = WithoutGil([&] { return client_->MGetMeta(key_list, options); });
@@ -294,6 +320,7 @@ class PyClient {
   }
 
   py::tuple MExist(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
+    CallGate::Pass pass = Enter("mexist");
     std::vector<std::string> key_list = Keys(keys);
     const auto options = KeyOptions<ExistOptions>(ns, any_namespace, timeout);
     Result<BatchResult> result = WithoutGil([&] { return client_->MExist(key_list, options); });
@@ -301,6 +328,7 @@ class PyClient {
   }
 
   py::tuple MDel(py::handle keys, const std::string& ns, bool any_namespace, double timeout) {
+    CallGate::Pass pass = Enter("mdel");
     std::vector<std::string> key_list = Keys(keys);
     const auto options = KeyOptions<DelOptions>(ns, any_namespace, timeout);
     Result<BatchResult> result = WithoutGil([&] { return client_->MDel(key_list, options); });
@@ -309,6 +337,7 @@ class PyClient {
 
   // (keys, next_cursor)
   py::tuple List(const std::string& ns, uint64_t cursor, uint32_t max_keys) {
+    CallGate::Pass pass = Enter("list");
     Result<KeyPage> result = WithoutGil([&] { return client_->List(ns, cursor, max_keys); });
     KeyPage page = ValueOrThrow(std::move(result));
     py::list keys(page.keys.size());
@@ -330,12 +359,14 @@ class PyClient {
   }
 
   py::dict Stats() {
+    CallGate::Pass pass = Enter("stats");
     Result<NodeStats> result = WithoutGil([&] { return client_->Stats(); });
     return StatsOf(ValueOrThrow(std::move(result)));
   }
 
   // One dict per node: id, address, epoch, error ("" when it answered) and its stats dict.
   py::list StatsPerNode() {
+    CallGate::Pass pass = Enter("stats_per_node");
     Result<std::vector<NodeReport>> result = WithoutGil([&] { return client_->StatsPerNode(); });
     py::list nodes;
     for (const NodeReport& report : ValueOrThrow(std::move(result))) {
@@ -351,33 +382,75 @@ class PyClient {
   }
 
   void Ping() {
+    CallGate::Pass pass = Enter("ping");
     Status status = WithoutGil([&] { return client_->Ping(); });
     ThrowIfError(status);
   }
 
+  // A device buffer must be registered with its own kind and device (what the object says of
+  // itself is checked first: the client knows only addresses).
   void RegisterMemory(py::handle buffers_in, int kind, int device_id) {
     if (kind < 0 || kind > static_cast<int>(RuntimeKind::kAscend)) {
       throw py::value_error("memory kind must be 0 (host), 1 (cuda) or 2 (ascend)");
     }
-    CallBuffers buffers(buffers_in, Access::kRead);
-    MemoryInfo info{static_cast<RuntimeKind>(kind), device_id};
-    Status status = WithoutGil([&] { return client_->RegisterMemory(buffers.io(), info); });
-    ThrowIfError(status);
+    CallGate::Pass pass = Enter("register_memory");
+    CallBuffers buffers(buffers_in, Access::kRead, nullptr);
+    const MemoryInfo info{static_cast<RuntimeKind>(kind), device_id};
+    for (size_t i = 0; i < buffers.placements().size(); ++i) {
+      const Placement& placement = buffers.placements()[i];
+      if (!placement.device) continue;
+      if (placement.kind != info.kind) {
+        ThrowIfError(Status::InvalidArgument(fmt::format(
+            "register_memory: buffer {} is in {} memory: register it with kind=MemoryKind.{}", i,
+            placement.name, placement.kind == RuntimeKind::kAscend ? "ASCEND" : "CUDA")));
+      }
+      if (placement.index >= 0 && placement.index != device_id) {
+        ThrowIfError(Status::InvalidArgument(
+            fmt::format("register_memory: buffer {} is on {}: register it with device_id={}", i,
+                        placement.name, placement.index)));
+      }
+    }
+    ThrowIfError(WithoutGil([&] { return client_->RegisterMemory(buffers.io(), info); }));
   }
 
   void UnregisterMemory(py::handle buffers_in) {
-    CallBuffers buffers(buffers_in, Access::kRead);
+    CallGate::Pass pass = Enter("unregister_memory");
+    CallBuffers buffers(buffers_in, Access::kRead, nullptr);
     ThrowIfError(client_->UnregisterMemory(buffers.io()));
   }
 
-  std::string transport() const { return std::string(client_->transport()); }
-  std::string transport_reason() const { return client_->transport_reason(); }
-  std::string endpoint() const { return client_->endpoint(); }
-  std::optional<std::string> default_namespace() const { return client_->default_namespace(); }
-  bool is_cluster() const { return client_->is_cluster(); }
+  std::string transport() {
+    CallGate::Pass pass = Enter("transport");
+    return std::string(client_->transport());
+  }
+  std::string transport_reason() {
+    CallGate::Pass pass = Enter("transport_reason");
+    return client_->transport_reason();
+  }
+  std::string endpoint() {
+    CallGate::Pass pass = Enter("endpoint");
+    return client_->endpoint();
+  }
+  std::optional<std::string> default_namespace() {
+    CallGate::Pass pass = Enter("default_namespace");
+    return client_->default_namespace();
+  }
+  bool is_cluster() {
+    CallGate::Pass pass = Enter("is_cluster");
+    return client_->is_cluster();
+  }
 
  private:
-  std::unique_ptr<Client> client_;
+  // The client for one call (hold the Pass while using client_), or Error once closed.
+  CallGate::Pass Enter(const char* what) {
+    std::optional<CallGate::Pass> pass = gate_.TryEnter();
+    if (!pass)
+      throw StatusError{Status::Unavailable(fmt::format("{}: the client is closed", what))};
+    return std::move(*pass);
+  }
+
+  std::unique_ptr<Client> client_;  // reset by Close(), once no call is inside
+  CallGate gate_;
 };
 
 class PyServer {
@@ -414,26 +487,42 @@ class PyServer {
   }
 
   ~PyServer() {
-    py::gil_scoped_release unlocked;  // Stop joins the I/O threads
-    server_.reset();
+    // No call is inside: each holds a reference to this object. Stopping joins the I/O
+    // threads, without the GIL.
+    if (gate_.open()) WithoutGil([&] { gate_.Close([&] { server_.reset(); }); });
   }
 
-  std::string address() const { return Running().address(); }
-  uint16_t port() const { return Running().port(); }
-  std::string unix_socket_path() const { return Running().unix_socket_path(); }
-  uint64_t epoch() const { return Running().epoch(); }
+  std::string address() {
+    CallGate::Pass pass = Enter();
+    return server_->address();
+  }
+  uint16_t port() {
+    CallGate::Pass pass = Enter();
+    return server_->port();
+  }
+  std::string unix_socket_path() {
+    CallGate::Pass pass = Enter();
+    return server_->unix_socket_path();
+  }
+  uint64_t epoch() {
+    CallGate::Pass pass = Enter();
+    return server_->epoch();
+  }
   void ReloadTokens() {
-    if (server_ == nullptr) ThrowIfError(Status::Unavailable("the node was stopped"));
+    CallGate::Pass pass = Enter();
     ThrowIfError(WithoutGil([&] { return server_->ReloadTokens(); }));
   }
-  bool running() const { return server_ != nullptr; }
+  bool running() const { return gate_.open(); }
 
+  // Graceful: lets requests in flight finish. Idempotent; a stats() or reload_tokens() that
+  // another thread has inside finishes first, and every call after it raises Error.
   void Stop() {
-    WithoutGil([&] { server_.reset(); });  // graceful: lets requests in flight finish
+    WithoutGil([&] { gate_.Close([&] { server_.reset(); }); });
   }
 
-  py::dict Stats() const {
-    ServerStats stats = Running().Stats();
+  py::dict Stats() {
+    CallGate::Pass pass = Enter();
+    ServerStats stats = WithoutGil([&] { return server_->Stats(); });
     py::list namespaces;
     for (const auto& ns : stats.namespaces) {
       namespaces.append(py::make_tuple(KeyText(ns.ns), ns.objects, ns.bytes));
@@ -445,12 +534,15 @@ class PyServer {
   }
 
  private:
-  const Server& Running() const {
-    if (server_ == nullptr) ThrowIfError(Status::Unavailable("the node was stopped"));
-    return *server_;
+  // The node for one call (hold the Pass while using server_), or Error once stopped.
+  CallGate::Pass Enter() {
+    std::optional<CallGate::Pass> pass = gate_.TryEnter();
+    if (!pass) throw StatusError{Status::Unavailable("the node was stopped")};
+    return std::move(*pass);
   }
 
-  std::unique_ptr<Server> server_;
+  std::unique_ptr<Server> server_;  // reset by Stop(), once no call is inside
+  CallGate gate_;
 };
 
 uint64_t ParseBytes(const std::string& text) {
@@ -517,6 +609,8 @@ PYBIND11_MODULE(_core, m) {
     finalizing_thread.store(std::this_thread::get_id());
     interpreter_exiting.store(true);
   });
+  m.def("_parked_threads", [] { return parked_threads.load(); });
+  m.def("device_of", &DeviceOf, py::arg("buffer"));
 
   py::class_<PyClient>(m, "Client")
       .def(py::init<>())
@@ -558,7 +652,9 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("transport_reason", &PyClient::transport_reason)
       .def_property_readonly("endpoint", &PyClient::endpoint)
       .def_property_readonly("default_namespace", &PyClient::default_namespace)
-      .def_property_readonly("is_cluster", &PyClient::is_cluster);
+      .def_property_readonly("is_cluster", &PyClient::is_cluster)
+      .def_property_readonly("closed", &PyClient::closed)
+      .def("close", &PyClient::Close);
 
   py::class_<PyLentValue>(m, "LentValue", py::buffer_protocol())
       .def_buffer([](PyLentValue& v) {

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import kvport
-from conftest import FakeTensor, needs_exec, pointer_of, unique
+from conftest import FakeTensor, needs_exec, needs_threaded_fork, pointer_of, unique
 
 MiB = 1 << 20
 
@@ -330,6 +330,7 @@ def test_busy_poll_option(node):
         kvport.Client(node.address, busy_poll_us=2_000_000)
 
 
+@needs_threaded_fork
 def test_a_client_used_after_fork_fails_in_the_child_and_the_parent_goes_on(node):
     """vLLM's multiprocess executor and multiprocessing's fork start method copy a live client
     into the child. There, every call raises naming the fork (it would otherwise write into the

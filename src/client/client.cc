@@ -380,6 +380,10 @@ Status Client::UnregisterMemory(const IOBuffers& buffers) {
   return Status::Ok();
 }
 
+Result<MemoryInfo> Client::RegisteredMemoryOf(const void* data, size_t size) const {
+  return impl_->devices.registry().Lookup(data, size);
+}
+
 Status Client::Ping() {
   KVPORT_RETURN_IF_ERROR(impl_->Usable("Ping"));
   return impl_->backend->Ping();
