@@ -21,10 +21,11 @@
 // library, once opened, is never unloaded (CUDA and ACL register exit-time handlers that must
 // stay mapped).
 //
-// Thread safety: a DeviceRuntime never changes after it is opened; all its methods may be called
-// from any thread. The device a copy or allocation targets is the calling thread's current
-// device (SetDevice); CUDA defaults to device 0, Ascend requires SetDevice on each thread first
-// (ACL has no default context).
+// Thread safety: a DeviceRuntime never changes after it is opened (but for the copy streams it
+// makes on first use, under its own lock); all its methods may be called from any thread. The
+// device a copy or allocation targets is the calling thread's current device (SetDevice); CUDA
+// defaults to device 0, Ascend requires SetDevice on each thread first (ACL has no default
+// context).
 #pragma once
 
 #include <cstddef>
@@ -110,8 +111,18 @@ class KVPORT_API DeviceRuntime {
 
   // Makes `device` (0 <= device < device_count()) the calling thread's current device.
   virtual Status SetDevice(int device) const = 0;
-  // Copies `bytes` from src to dst in the given direction; synchronous. 0 bytes is a no-op.
+  // Copies `bytes` from src to dst in the given direction on the current device, on the
+  // runtime's default stream; synchronous. 0 bytes is a no-op.
   virtual Status Memcpy(void* dst, const void* src, size_t bytes, MemcpyKind kind) const = 0;
+  // Copies as the client's staging does, without touching the caller's device state: on
+  // `device`, on a stream kvport owns there (made at the first copy, kept while the runtime is;
+  // CUDA: one that does not synchronize with the default stream), waiting for that stream only.
+  // Work the caller queued on its own streams is neither waited for nor delayed, so device work
+  // that produced a put's bytes must be complete before the call, as for any stream of its own.
+  // The calling thread's current device is the same afterwards (Ascend: where the thread had
+  // one; ACL cannot leave a thread without a device once it has one). 0 bytes is a no-op.
+  virtual Status CopyOnDevice(int device, void* dst, const void* src, size_t bytes,
+                              MemcpyKind kind) const = 0;
   // Device memory on the current device (the host runtime returns ordinary heap memory).
   virtual Result<void*> AllocDevice(size_t bytes) const = 0;
   virtual Status FreeDevice(void* ptr) const = 0;

@@ -125,9 +125,11 @@ Status DeviceStaging::CopyStaged(const IOBuffer& buffer, const MemoryInfo& memor
                                  bool to_host) {
   KVPORT_ASSIGN_OR_RETURN(const DeviceRuntime* runtime,
                           RuntimeFor(memory.kind, "staging device buffers"));
-  KVPORT_RETURN_IF_ERROR(runtime->SetDevice(memory.device_id));
-  return to_host ? runtime->CopyToHost(host, buffer.data, buffer.size)
-                 : runtime->CopyToDevice(buffer.data, host, buffer.size);
+  // On kvport's own stream: the caller's current device and streams are left as they were.
+  return to_host ? runtime->CopyOnDevice(memory.device_id, host, buffer.data, buffer.size,
+                                         MemcpyKind::kDeviceToHost)
+                 : runtime->CopyOnDevice(memory.device_id, buffer.data, host, buffer.size,
+                                         MemcpyKind::kHostToDevice);
 }
 
 }  // namespace kvport::client

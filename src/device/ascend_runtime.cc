@@ -23,6 +23,7 @@ using device_internal::CheckCopyArguments;
 using device_internal::DescribeCopy;
 using device_internal::DescribeLibrary;
 using device_internal::DescribeSized;
+using device_internal::DeviceStreams;
 using device_internal::JoinNames;
 using device_internal::OpenedLibrary;
 using device_internal::ResolveSymbol;
@@ -36,8 +37,12 @@ constexpr int kAclHostRegisterMapped = 0;  // aclrtHostRegisterType
 struct AclApi {
   aclError (*init)(const char*) = nullptr;
   aclError (*get_device_count)(uint32_t*) = nullptr;
+  aclError (*get_device)(int32_t*) = nullptr;
   aclError (*set_device)(int32_t) = nullptr;
   aclError (*memcpy)(void*, size_t, const void*, size_t, int) = nullptr;
+  aclError (*create_stream)(void**) = nullptr;
+  aclError (*memcpy_async)(void*, size_t, const void*, size_t, int, void*) = nullptr;
+  aclError (*synchronize_stream)(void*) = nullptr;
   aclError (*malloc)(void**, size_t, int) = nullptr;
   aclError (*free)(void*) = nullptr;
   aclError (*malloc_host)(void**, size_t) = nullptr;
@@ -91,6 +96,40 @@ class AscendDeviceRuntime final : public DeviceRuntime {
     if (bytes == 0) return Status::Ok();
     return Check(DescribeCopy("aclrtMemcpy", kind, bytes),
                  api_.memcpy(dst, bytes, src, bytes, static_cast<int>(kind)));
+  }
+
+  Status CopyOnDevice(int device, void* dst, const void* src, size_t bytes,
+                      MemcpyKind kind) const override {
+    KVPORT_RETURN_IF_ERROR(RequireUsable("aclrtMemcpyAsync"));
+    KVPORT_RETURN_IF_ERROR(CheckCopyArguments(dst, src, bytes, kind));
+    if (bytes == 0) return Status::Ok();
+    if (device < 0 || device >= info_.device_count) {
+      return Status::InvalidArgument(fmt::format(
+          "copy on Ascend device {}: this host has {} Ascend devices", device, info_.device_count));
+    }
+    // A thread that never set a device has none (aclrtGetDevice fails): it keeps `device`.
+    int32_t caller_device = -1;
+    if (api_.get_device(&caller_device) != kAclSuccess) caller_device = -1;
+    if (caller_device != device) {
+      KVPORT_RETURN_IF_ERROR(
+          Check(fmt::format("aclrtSetDevice({})", device), api_.set_device(device)));
+    }
+    Status copied = [&]() -> Status {
+      KVPORT_ASSIGN_OR_RETURN(void* stream, streams_.Get(device, [&](void** made) {
+        return Check("aclrtCreateStream", api_.create_stream(made));
+      }));
+      KVPORT_RETURN_IF_ERROR(
+          Check(DescribeCopy("aclrtMemcpyAsync", kind, bytes),
+                api_.memcpy_async(dst, bytes, src, bytes, static_cast<int>(kind), stream)));
+      return Check("aclrtSynchronizeStream", api_.synchronize_stream(stream));
+    }();
+    if (caller_device >= 0 && caller_device != device) {
+      Status restored =
+          Check(fmt::format("aclrtSetDevice({}) (the caller's device, restored)", caller_device),
+                api_.set_device(caller_device));
+      if (copied.ok()) copied = restored;
+    }
+    return copied;
   }
 
   Result<void*> AllocDevice(size_t bytes) const override {
@@ -162,8 +201,12 @@ class AscendDeviceRuntime final : public DeviceRuntime {
     void* h = lib.handle;
     ResolveSymbol(h, "aclInit", api_.init, &missing);
     ResolveSymbol(h, "aclrtGetDeviceCount", api_.get_device_count, &missing);
+    ResolveSymbol(h, "aclrtGetDevice", api_.get_device, &missing);
     ResolveSymbol(h, "aclrtSetDevice", api_.set_device, &missing);
     ResolveSymbol(h, "aclrtMemcpy", api_.memcpy, &missing);
+    ResolveSymbol(h, "aclrtCreateStream", api_.create_stream, &missing);
+    ResolveSymbol(h, "aclrtMemcpyAsync", api_.memcpy_async, &missing);
+    ResolveSymbol(h, "aclrtSynchronizeStream", api_.synchronize_stream, &missing);
     ResolveSymbol(h, "aclrtMalloc", api_.malloc, &missing);
     ResolveSymbol(h, "aclrtFree", api_.free, &missing);
     ResolveSymbol(h, "aclrtMallocHost", api_.malloc_host, &missing);
@@ -238,6 +281,7 @@ class AscendDeviceRuntime final : public DeviceRuntime {
   RuntimeInfo info_;
   AclApi api_;
   std::string described_;
+  mutable DeviceStreams streams_;
 };
 
 }  // namespace

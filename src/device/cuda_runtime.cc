@@ -18,6 +18,7 @@ using device_internal::CheckCopyArguments;
 using device_internal::DescribeCopy;
 using device_internal::DescribeLibrary;
 using device_internal::DescribeSized;
+using device_internal::DeviceStreams;
 using device_internal::JoinNames;
 using device_internal::OpenedLibrary;
 using device_internal::ResolveSymbol;
@@ -25,12 +26,17 @@ using device_internal::ResolveSymbol;
 using cudaError_t = int;  // an enum in the CUDA headers; int-sized, 0 = cudaSuccess
 constexpr cudaError_t kCudaSuccess = 0;
 constexpr unsigned kCudaHostRegisterDefault = 0;
+constexpr unsigned kCudaStreamNonBlocking = 1;  // no implicit sync with the default stream
 
 struct CudaApi {
   cudaError_t (*get_device_count)(int*) = nullptr;
   const char* (*get_error_string)(cudaError_t) = nullptr;
+  cudaError_t (*get_device)(int*) = nullptr;
   cudaError_t (*set_device)(int) = nullptr;
   cudaError_t (*memcpy)(void*, const void*, size_t, int) = nullptr;
+  cudaError_t (*stream_create_with_flags)(void**, unsigned) = nullptr;
+  cudaError_t (*memcpy_async)(void*, const void*, size_t, int, void*) = nullptr;
+  cudaError_t (*stream_synchronize)(void*) = nullptr;
   cudaError_t (*malloc)(void**, size_t) = nullptr;
   cudaError_t (*free)(void*) = nullptr;
   cudaError_t (*malloc_host)(void**, size_t) = nullptr;
@@ -71,6 +77,40 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     if (bytes == 0) return Status::Ok();
     return Check(DescribeCopy("cudaMemcpy", kind, bytes),
                  api_.memcpy(dst, src, bytes, static_cast<int>(kind)));
+  }
+
+  Status CopyOnDevice(int device, void* dst, const void* src, size_t bytes,
+                      MemcpyKind kind) const override {
+    KVPORT_RETURN_IF_ERROR(RequireUsable("cudaMemcpyAsync"));
+    KVPORT_RETURN_IF_ERROR(CheckCopyArguments(dst, src, bytes, kind));
+    if (bytes == 0) return Status::Ok();
+    if (device < 0 || device >= info_.device_count) {
+      return Status::InvalidArgument(fmt::format(
+          "copy on CUDA device {}: this host has {} CUDA devices", device, info_.device_count));
+    }
+    int caller_device = 0;
+    KVPORT_RETURN_IF_ERROR(Check("cudaGetDevice", api_.get_device(&caller_device)));
+    if (caller_device != device) {
+      KVPORT_RETURN_IF_ERROR(
+          Check(fmt::format("cudaSetDevice({})", device), api_.set_device(device)));
+    }
+    Status copied = [&]() -> Status {
+      KVPORT_ASSIGN_OR_RETURN(void* stream, streams_.Get(device, [&](void** made) {
+        return Check("cudaStreamCreateWithFlags",
+                     api_.stream_create_with_flags(made, kCudaStreamNonBlocking));
+      }));
+      KVPORT_RETURN_IF_ERROR(
+          Check(DescribeCopy("cudaMemcpyAsync", kind, bytes),
+                api_.memcpy_async(dst, src, bytes, static_cast<int>(kind), stream)));
+      return Check("cudaStreamSynchronize", api_.stream_synchronize(stream));
+    }();
+    if (caller_device != device) {
+      Status restored =
+          Check(fmt::format("cudaSetDevice({}) (the caller's device, restored)", caller_device),
+                api_.set_device(caller_device));
+      if (copied.ok()) copied = restored;
+    }
+    return copied;
   }
 
   Result<void*> AllocDevice(size_t bytes) const override {
@@ -119,8 +159,12 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     void* h = lib.handle;
     ResolveSymbol(h, "cudaGetDeviceCount", api_.get_device_count, &missing);
     ResolveSymbol(h, "cudaGetErrorString", api_.get_error_string, &missing);
+    ResolveSymbol(h, "cudaGetDevice", api_.get_device, &missing);
     ResolveSymbol(h, "cudaSetDevice", api_.set_device, &missing);
     ResolveSymbol(h, "cudaMemcpy", api_.memcpy, &missing);
+    ResolveSymbol(h, "cudaStreamCreateWithFlags", api_.stream_create_with_flags, &missing);
+    ResolveSymbol(h, "cudaMemcpyAsync", api_.memcpy_async, &missing);
+    ResolveSymbol(h, "cudaStreamSynchronize", api_.stream_synchronize, &missing);
     ResolveSymbol(h, "cudaMalloc", api_.malloc, &missing);
     ResolveSymbol(h, "cudaFree", api_.free, &missing);
     ResolveSymbol(h, "cudaMallocHost", api_.malloc_host, &missing);
@@ -195,6 +239,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
 
   RuntimeInfo info_;
   CudaApi api_;
+  mutable DeviceStreams streams_;
 };
 
 }  // namespace

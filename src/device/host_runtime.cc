@@ -34,6 +34,12 @@ class HostDeviceRuntime final : public DeviceRuntime {
     return Status::Ok();
   }
 
+  Status CopyOnDevice(int device, void* dst, const void* src, size_t bytes,
+                      MemcpyKind kind) const override {
+    KVPORT_RETURN_IF_ERROR(SetDevice(device));
+    return Memcpy(dst, src, bytes, kind);
+  }
+
   Result<void*> AllocDevice(size_t bytes) const override { return Allocate("host malloc", bytes); }
   Status FreeDevice(void* ptr) const override {
     std::free(ptr);

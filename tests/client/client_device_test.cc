@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Transport selection at Init and device buffers staged through pinned host memory, with the
 // fake CUDA runtime built in tests/fakes (its path comes as KVPORT_FAKE_CUDART).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -170,6 +171,59 @@ TEST_F(DeviceStagingTest, MsetFromAndMgetIntoDeviceMemory) {
   EXPECT_EQ(too_small->value_sizes[0], a.size());
 }
 
+// A function of the fake CUDA runtime the client loaded (the same copy, so the same state).
+template <typename Function>
+Function FakeCudartFunction(const char* name) {
+  void* handle = ::dlopen(KVPORT_FAKE_CUDART, RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  void* symbol = ::dlsym(handle, name);
+  ::dlclose(handle);
+  return reinterpret_cast<Function>(symbol);
+}
+
+// Staging must not disturb the caller's CUDA state: a vLLM or SGLang worker has its own current
+// device and streams. The copies run on kvport's stream on the buffer's device; the caller's
+// current device is the same after the call, and nothing ran on the default stream.
+TEST_F(DeviceStagingTest, StagingLeavesTheCallersDeviceAndDefaultStreamAlone) {
+  ScopedEnv two("FAKE_CUDA_DEVICE_COUNT", "2");  // before the client opens its runtime
+  auto caller = OpenCudaRuntime(KVPORT_FAKE_CUDART);
+  ASSERT_EQ(caller->device_count(), 2) << caller->reason();
+  const auto copies = FakeCudartFunction<long (*)(int)>("fake_cuda_copies");
+  const auto get_device = FakeCudartFunction<int (*)(int*)>("cudaGetDevice");
+  ASSERT_NE(copies, nullptr);
+  ASSERT_NE(get_device, nullptr);
+
+  const std::vector<char> v = Pattern(5, 65536);
+  char* dev = DeviceAlloc(v.size());
+  ASSERT_TRUE(cuda_->CopyToDevice(dev, v.data(), v.size()).ok());
+  IOBuffers buffer;
+  buffer.Append(dev, v.size(), true);
+  ASSERT_TRUE(client_.RegisterMemory(buffer, MemoryInfo{RuntimeKind::kCuda, 0}).ok());
+
+  ASSERT_TRUE(caller->SetDevice(1).ok());  // the caller's thread works on device 1
+  const long on_default = copies(0);
+  const long on_own = copies(1);
+  Result<BatchResult> stored = client_.MSet({"stream-put"}, buffer);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_EQ(stored->status, BatchCode::kSuccess) << stored->error.ToString();
+  std::vector<char> zeros(v.size(), 0);
+  IOBuffers wipe;
+  wipe.Append(zeros.data(), zeros.size());
+  ASSERT_TRUE(client_.MSet({"zeros"}, wipe)->status == BatchCode::kSuccess);
+  ASSERT_TRUE(client_.MGet({"zeros"}, GetOptions{}, buffer)->status == BatchCode::kSuccess);
+  Result<GetResult> got = client_.MGet({"stream-put"}, GetOptions{}, buffer);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->status, BatchCode::kSuccess) << got->error.ToString();
+
+  int device = -1;
+  ASSERT_EQ(get_device(&device), 0);
+  EXPECT_EQ(device, 1);
+  EXPECT_EQ(copies(0), on_default);
+  EXPECT_EQ(copies(1), on_own + 3);  // one put and two gets, each on kvport's stream
+  ASSERT_TRUE(caller->SetDevice(0).ok());
+  EXPECT_EQ(ReadDevice(dev, v.size()), v);  // the zeros were read back over, then v
+}
+
 TEST_F(DeviceStagingTest, AFailingDeviceCopyIsThatKeysDeviceError) {
   const std::vector<char> v = Pattern(3, 1024);
   char* dev = DeviceAlloc(v.size());
@@ -182,13 +236,13 @@ TEST_F(DeviceStagingTest, AFailingDeviceCopyIsThatKeysDeviceError) {
   put.Append(dev, v.size(), true);
   put.Append(v.data(), v.size());
   Result<BatchResult> stored = [&] {
-    ScopedEnv fail("FAKE_CUDA_FAIL", "cudaMemcpy");
+    ScopedEnv fail("FAKE_CUDA_FAIL", "cudaMemcpyAsync");
     return client_.MSet({"from-device", "from-host"}, put);
   }();
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   EXPECT_EQ(stored->codes, (std::vector<KeyCode>{KeyCode::kDeviceError, KeyCode::kSuccess}));
   EXPECT_EQ(stored->error.code(), StatusCode::kDeviceError);
-  EXPECT_NE(stored->error.message().find("cudaMemcpy"), std::string::npos)
+  EXPECT_NE(stored->error.message().find("cudaMemcpyAsync"), std::string::npos)
       << stored->error.message();
   // Nothing was stored for the key whose bytes could not be read.
   EXPECT_EQ(client_.MExist({"from-device"})->codes[0], KeyCode::kKeyNotExist);

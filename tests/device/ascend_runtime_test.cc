@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@ namespace {
 
 using testing::FakeAscendcl;
 using testing::FakeAscendclNoHostRegister;
+using testing::FakeFunction;
 using ::testing::HasSubstr;
 using testing::ScopedEnv;
 
@@ -132,6 +134,56 @@ TEST(AscendRuntime, CopiesRoundTripAndErrorsCarryTheCode) {
     EXPECT_EQ(rt->SetDevice(1).code(), StatusCode::kInvalidArgument);
   });
   worker.join();
+}
+
+// Staging copies (CopyOnDevice) run on a stream kvport owns on the buffer's device and leave the
+// calling thread's current device as it was; a thread with none is left on the copy's device
+// (ACL cannot take a thread's device away).
+TEST(AscendRuntime, CopyOnDeviceUsesItsOwnStreamAndLeavesTheCallersDevice) {
+  ScopedEnv count("FAKE_ACL_DEVICE_COUNT", "2");
+  auto rt = OpenAscendRuntime(FakeAscendcl());
+  ASSERT_TRUE(rt->usable()) << rt->reason();
+  const auto copies = FakeFunction<long (*)(int)>(FakeAscendcl(), "fake_acl_copies");
+  const auto get_device = FakeFunction<int (*)(int32_t*)>(FakeAscendcl(), "aclrtGetDevice");
+  ASSERT_NE(copies, nullptr);
+  ASSERT_NE(get_device, nullptr);
+  std::thread worker([&] {
+    ASSERT_TRUE(rt->SetDevice(0).ok());
+    Result<void*> dev = rt->AllocDevice(4096);
+    ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+    std::vector<unsigned char> in(4096, 0x3c), out(4096, 0);
+    ASSERT_TRUE(rt->SetDevice(1).ok());  // the caller works on device 1
+    const long on_default = copies(0);
+    const long on_streams = copies(1);
+    ASSERT_TRUE(rt->CopyOnDevice(0, *dev, in.data(), in.size(), MemcpyKind::kHostToDevice).ok());
+    ASSERT_TRUE(rt->CopyOnDevice(0, out.data(), *dev, out.size(), MemcpyKind::kDeviceToHost).ok());
+    EXPECT_EQ(in, out);
+    EXPECT_EQ(copies(0), on_default);
+    EXPECT_EQ(copies(1), on_streams + 2);
+    int32_t device = -1;
+    ASSERT_EQ(get_device(&device), 0);
+    EXPECT_EQ(device, 1);
+    {
+      ScopedEnv fail("FAKE_ACL_FAIL", "aclrtMemcpyAsync");
+      Status s = rt->CopyOnDevice(0, *dev, in.data(), in.size(), MemcpyKind::kHostToDevice);
+      EXPECT_EQ(s.code(), StatusCode::kDeviceError);
+      EXPECT_THAT(s.message(), HasSubstr("aclrtMemcpyAsync(H2D, 4096 bytes) failed"));
+    }
+    ASSERT_EQ(get_device(&device), 0);
+    EXPECT_EQ(device, 1);
+    ASSERT_TRUE(rt->SetDevice(0).ok());
+    EXPECT_TRUE(rt->FreeDevice(*dev).ok());
+  });
+  worker.join();
+  std::thread fresh([&] {  // never set a device: the copy works, and leaves device 1 set
+    std::vector<unsigned char> a(64, 1), b(64, 0);
+    EXPECT_TRUE(rt->CopyOnDevice(1, b.data(), a.data(), 64, MemcpyKind::kHostToHost).ok());
+    EXPECT_EQ(a, b);
+    int32_t device = -1;
+    EXPECT_EQ(get_device(&device), 0);
+    EXPECT_EQ(device, 1);
+  });
+  fresh.join();
 }
 
 TEST(AscendRuntime, PinnedHostMemoryAndRegistration) {

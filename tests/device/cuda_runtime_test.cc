@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "kvport/device.h"
@@ -17,6 +18,7 @@ namespace {
 
 using testing::FakeCudart;
 using testing::FakeCudartNoMemcpy;
+using testing::FakeFunction;
 using ::testing::HasSubstr;
 using testing::ScopedEnv;
 
@@ -148,6 +150,65 @@ TEST(CudaRuntime, CopyErrorCarriesTheRuntimesCodeAndString) {
     EXPECT_EQ(s.message(), "cudaMemcpy(H2D, 4096 bytes) failed: error 2 (out of memory)");
   }
   EXPECT_TRUE(rt->CopyToDevice(*dev, host.data(), 4096).ok());
+  EXPECT_TRUE(rt->FreeDevice(*dev).ok());
+}
+
+// Staging copies (CopyOnDevice) run on a non-blocking stream kvport owns on the buffer's device
+// and leave the calling thread's current device as it was, also when they fail.
+TEST(CudaRuntime, CopyOnDeviceUsesItsOwnStreamAndLeavesTheCallersDevice) {
+  ScopedEnv count("FAKE_CUDA_DEVICE_COUNT", "2");
+  auto rt = OpenCudaRuntime(FakeCudart());
+  ASSERT_TRUE(rt->usable()) << rt->reason();
+  const auto copies = FakeFunction<long (*)(int)>(FakeCudart(), "fake_cuda_copies");
+  const auto get_device = FakeFunction<int (*)(int*)>(FakeCudart(), "cudaGetDevice");
+  ASSERT_NE(copies, nullptr);
+  ASSERT_NE(get_device, nullptr);
+  const auto current_device = [&] {
+    int device = -1;
+    EXPECT_EQ(get_device(&device), 0);
+    return device;
+  };
+  constexpr size_t kBytes = 4096;
+  Result<void*> dev = rt->AllocDevice(kBytes);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  std::vector<unsigned char> in(kBytes), out(kBytes, 0);
+  for (size_t i = 0; i < kBytes; ++i)
+    in[i] = static_cast<unsigned char>(i * 13 + 1);
+
+  ASSERT_TRUE(rt->SetDevice(1).ok());  // the caller works on device 1
+  const long on_default = copies(0);
+  const long on_own = copies(1);
+  ASSERT_TRUE(rt->CopyOnDevice(0, *dev, in.data(), kBytes, MemcpyKind::kHostToDevice).ok());
+  ASSERT_TRUE(rt->CopyOnDevice(0, out.data(), *dev, kBytes, MemcpyKind::kDeviceToHost).ok());
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(current_device(), 1);
+  EXPECT_EQ(copies(0), on_default);  // nothing queued on (or waiting for) the default stream
+  EXPECT_EQ(copies(1), on_own + 2);
+
+  // Each device has its own stream (the fake refuses a stream of another device).
+  ASSERT_TRUE(rt->CopyOnDevice(1, *dev, in.data(), kBytes, MemcpyKind::kHostToDevice).ok());
+  EXPECT_EQ(copies(1), on_own + 3);
+
+  // A failed copy names the call and its code, and the caller's device is still restored.
+  {
+    ScopedEnv fail("FAKE_CUDA_FAIL", "cudaMemcpyAsync");
+    Status s = rt->CopyOnDevice(0, *dev, in.data(), kBytes, MemcpyKind::kHostToDevice);
+    EXPECT_EQ(s.code(), StatusCode::kDeviceError);
+    EXPECT_EQ(s.message(), "cudaMemcpyAsync(H2D, 4096 bytes) failed: error 1 (invalid argument)");
+  }
+  EXPECT_EQ(current_device(), 1);
+  EXPECT_EQ(rt->CopyOnDevice(2, *dev, in.data(), kBytes, MemcpyKind::kHostToDevice).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(rt->CopyOnDevice(0, out.data(), *dev, 0, MemcpyKind::kDeviceToHost).ok());
+
+  // Another thread starts on device 0 (CUDA's default) and stays there.
+  std::thread other([&] {
+    EXPECT_TRUE(rt->CopyOnDevice(1, out.data(), *dev, kBytes, MemcpyKind::kDeviceToHost).ok());
+    EXPECT_EQ(current_device(), 0);
+  });
+  other.join();
+
+  ASSERT_TRUE(rt->SetDevice(0).ok());
   EXPECT_TRUE(rt->FreeDevice(*dev).ok());
 }
 

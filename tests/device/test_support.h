@@ -2,6 +2,8 @@
 // Helpers for device tests: environment knobs for the fake runtimes, and the fakes' paths.
 #pragma once
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -46,6 +48,17 @@ inline const char* FakeAscendcl() {
 }
 inline const char* FakeAscendclNoHostRegister() {
   return KVPORT_FAKE_ASCENDCL_NO_HOST_REGISTER;
+}
+
+// A function of a fake runtime that a DeviceRuntime opened from `library` already loaded (the
+// same copy, so the same state: a thread's current device, the copy counters), or null.
+template <typename Function>
+Function FakeFunction(const char* library, const char* name) {
+  void* handle = ::dlopen(library, RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  void* symbol = ::dlsym(handle, name);
+  ::dlclose(handle);  // the runtime keeps it loaded
+  return reinterpret_cast<Function>(symbol);
 }
 
 }  // namespace kvport::testing

@@ -9,6 +9,10 @@
 //   FAKE_ACL_FAIL_CODE     the error such a call returns (default 100000, invalid param)
 // Built a second time with FAKE_OMIT_HOST_REGISTER defined, it lacks aclrtHostRegister and
 // aclrtHostUnregister (an older CANN release).
+//
+// A stream belongs to the device current when it was made, and a copy on a stream of another
+// device fails. Tests read what copies ran where: fake_acl_copies(0) counts aclrtMemcpy copies
+// (the default stream's), fake_acl_copies(1) those on streams.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -64,6 +68,54 @@ aclError RequireContext() {
   return kSuccess;
 }
 
+std::atomic<long> g_default_stream_copies{0};
+std::atomic<long> g_stream_copies{0};
+
+struct Stream {
+  int device;
+};
+fake::Ranges& Streams() {
+  static fake::Ranges r;
+  return r;
+}
+
+// kind: 0 H2H, 1 H2D, 2 D2H, 3 D2D.
+aclError Copy(void* dst, size_t dest_max, const void* src, size_t count, int kind) {
+  if (dst == nullptr || src == nullptr) return Error(kInvalidParam, "null pointer");
+  if (count > dest_max) return Error(kInvalidParam, "count exceeds destMax");
+  const bool dst_device = DeviceMemory().Covers(dst, count);
+  const bool src_device = DeviceMemory().Covers(src, count);
+  bool ok = false;
+  switch (kind) {
+    case 0:
+      ok = !dst_device && !src_device;
+      break;
+    case 1:
+      ok = dst_device && !src_device;
+      break;
+    case 2:
+      ok = !dst_device && src_device;
+      break;
+    case 3:
+      ok = dst_device && src_device;
+      break;
+    default:
+      ok = false;
+  }
+  if (!ok) return Error(kInvalidParam, "pointers do not match the copy kind");
+  std::memmove(dst, src, count);
+  return kSuccess;
+}
+
+// kSuccess when `stream` was made here on the calling thread's current device.
+aclError CheckStream(void* stream) {
+  if (stream == nullptr || !Streams().Touches(stream))
+    return Error(kInvalidParam, "not a stream made by aclrtCreateStream");
+  if (static_cast<const Stream*>(stream)->device != t_current_device)
+    return Error(kInvalidParam, "the stream belongs to another device");
+  return kSuccess;
+}
+
 uint32_t DeviceCount() {
   const long n = fake::EnvInt("FAKE_ACL_DEVICE_COUNT", 1);
   return n > 0 ? static_cast<uint32_t>(n) : 0;
@@ -106,35 +158,52 @@ FAKE_EXPORT aclError aclrtSetDevice(int32_t device) {
   return kSuccess;
 }
 
-// kind: 0 H2H, 1 H2D, 2 D2H, 3 D2D.
+FAKE_EXPORT aclError aclrtGetDevice(int32_t* device) {
+  if (device == nullptr) return Error(kInvalidParam, "null device");
+  if (aclError e = Injected("aclrtGetDevice")) return e;
+  if (aclError e = RequireContext()) return e;
+  *device = t_current_device;
+  return kSuccess;
+}
+
 FAKE_EXPORT aclError aclrtMemcpy(void* dst, size_t dest_max, const void* src, size_t count,
                                  int kind) {
   if (aclError e = Injected("aclrtMemcpy")) return e;
   if (aclError e = RequireContext()) return e;
-  if (dst == nullptr || src == nullptr) return Error(kInvalidParam, "null pointer");
-  if (count > dest_max) return Error(kInvalidParam, "count exceeds destMax");
-  const bool dst_device = DeviceMemory().Covers(dst, count);
-  const bool src_device = DeviceMemory().Covers(src, count);
-  bool ok = false;
-  switch (kind) {
-    case 0:
-      ok = !dst_device && !src_device;
-      break;
-    case 1:
-      ok = dst_device && !src_device;
-      break;
-    case 2:
-      ok = !dst_device && src_device;
-      break;
-    case 3:
-      ok = dst_device && src_device;
-      break;
-    default:
-      ok = false;
-  }
-  if (!ok) return Error(kInvalidParam, "pointers do not match the copy kind");
-  std::memmove(dst, src, count);
+  const aclError err = Copy(dst, dest_max, src, count, kind);
+  if (err == kSuccess) g_default_stream_copies.fetch_add(1);
+  return err;
+}
+
+FAKE_EXPORT aclError aclrtCreateStream(void** stream) {
+  if (stream == nullptr) return Error(kInvalidParam, "null stream");
+  if (aclError e = Injected("aclrtCreateStream")) return e;
+  if (aclError e = RequireContext()) return e;
+  Stream* s = new Stream{t_current_device};
+  Streams().Add(s, sizeof(Stream));
+  *stream = s;
   return kSuccess;
+}
+
+FAKE_EXPORT aclError aclrtMemcpyAsync(void* dst, size_t dest_max, const void* src, size_t count,
+                                      int kind, void* stream) {
+  if (aclError e = Injected("aclrtMemcpyAsync")) return e;
+  if (aclError e = RequireContext()) return e;
+  if (aclError e = CheckStream(stream)) return e;
+  const aclError err = Copy(dst, dest_max, src, count, kind);
+  if (err == kSuccess) g_stream_copies.fetch_add(1);
+  return err;
+}
+
+FAKE_EXPORT aclError aclrtSynchronizeStream(void* stream) {
+  if (aclError e = Injected("aclrtSynchronizeStream")) return e;
+  if (aclError e = RequireContext()) return e;
+  return CheckStream(stream);  // every copy here completed when it was queued
+}
+
+// For tests: aclrtMemcpy copies (0) or copies on streams (1) so far.
+FAKE_EXPORT long fake_acl_copies(int on_streams) {
+  return on_streams != 0 ? g_stream_copies.load() : g_default_stream_copies.load();
 }
 
 FAKE_EXPORT aclError aclrtMalloc(void** ptr, size_t size, int /*policy*/) {
