@@ -194,6 +194,29 @@ void BM_SweepNothingExpired(benchmark::State& state) {
 }
 BENCHMARK(BM_SweepNothingExpired)->Arg(1000)->Arg(1000000);
 
+// One LIST page (100 keys) of a namespace of 1,000 objects in a store that holds `objects` more
+// in another namespace: what an operator's or a connector's listing costs beside a full cache.
+// Until issue 23 each page was a pass over the whole index.
+void BM_ListPage(benchmark::State& state) {
+  const auto objects = static_cast<uint64_t>(state.range(0));
+  auto store = MakeBenchStore(256 * kMiB);
+  for (uint64_t k = 0; k < objects; ++k) {
+    auto w = store->Reserve("cache", KeyOf(k), 0, "", kNoExpiry);
+    if (w.ok()) (void)store->Commit(std::move(*w));
+  }
+  for (uint64_t k = 0; k < 1000; ++k) {
+    auto w = store->Reserve("listed", KeyOf(k), 0, "", kNoExpiry);
+    if (w.ok()) (void)store->Commit(std::move(*w));
+  }
+  const std::string cursor = KeyOf(500);
+  for (auto _ : state) {
+    Result<KeyListing> page = store->ListKeys("listed", cursor, 100);
+    benchmark::DoNotOptimize(page);
+  }
+  state.counters["objects"] = static_cast<double>(store->Stats().objects);
+}
+BENCHMARK(BM_ListPage)->Arg(1000)->Arg(1000000);
+
 // Lookup hits of distinct keys, and for each hit an overwrite (Reserve + Commit, no copy) every
 // 8th time, from 1..N threads on a shared store: each thread has its own keys, so with per-shard
 // LRU and namespace counters the threads share no lock except the allocator's (which only the

@@ -146,11 +146,21 @@ size_t ShardIndexOf(const std::string& index_key) {
   return ShardIndexOfKey(std::string_view(index_key).substr(4 + ns_length));
 }
 
-// A namespace's visible objects within one shard.
-struct NsCounts {
+// Orders objects by key; transparent, so that a set of them is searched by a key.
+struct KeyOrder {
+  using is_transparent = void;
+  bool operator()(const StoredObject* a, const StoredObject* b) const { return a->key < b->key; }
+  bool operator()(const StoredObject* a, std::string_view key) const { return a->key < key; }
+  bool operator()(std::string_view key, const StoredObject* b) const { return key < b->key; }
+};
+
+// A namespace's visible objects within one shard: their counts, and the objects in key order,
+// so that LIST resumes from its cursor instead of scanning the shard.
+struct ShardNamespace {
   uint64_t objects = 0;
   uint64_t value_bytes = 0;
   uint64_t meta_bytes = 0;
+  std::set<StoredObject*, KeyOrder> in_key_order;
 };
 
 }  // namespace
@@ -170,7 +180,7 @@ struct ObjectStore::Impl {
     std::vector<StoredObject*> expiry GUARDED_BY(mu);
     StoredObject* lru_head GUARDED_BY(mu) = nullptr;
     StoredObject* lru_tail GUARDED_BY(mu) = nullptr;
-    std::map<std::string, NsCounts, std::less<>> ns_counts GUARDED_BY(mu);
+    std::map<std::string, ShardNamespace, std::less<>> namespaces GUARDED_BY(mu);
     // This shard's part of StoreStats: written under mu where they describe visible objects,
     // atomically elsewhere; Stats() sums them without taking any lock.
     std::atomic<uint64_t> objects{0}, value_bytes{0}, visible_alloc_bytes{0};
@@ -288,24 +298,35 @@ struct ObjectStore::Impl {
     if (use_hook) use_hook(o->ns, o->key);
   }
 
-  // --- a shard's namespace counters (shard mutex held) ---
-  void NsAddLocked(Shard& shard, const StoredObject& o) REQUIRES(shard.mu) {
-    auto it = shard.ns_counts.find(o.ns);
-    if (it == shard.ns_counts.end()) {
-      it = shard.ns_counts.emplace(o.ns, NsCounts{}).first;
+  // --- a shard's namespaces (shard mutex held) ---
+  void NsAddLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
+    auto it = shard.namespaces.find(o->ns);
+    if (it == shard.namespaces.end()) {
+      it = shard.namespaces.emplace(o->ns, ShardNamespace{}).first;
     }
-    it->second.objects += 1;
-    it->second.value_bytes += o.value_len;
-    it->second.meta_bytes += o.meta.size();
+    ShardNamespace& part = it->second;
+    part.objects += 1;
+    part.value_bytes += o->value_len;
+    part.meta_bytes += o->meta.size();
+    // A replacement is shown before its predecessor is hidden: it takes the predecessor's place.
+    auto [place, inserted] = part.in_key_order.insert(o);
+    if (!inserted) {
+      auto node = part.in_key_order.extract(place);
+      node.value() = o;
+      part.in_key_order.insert(std::move(node));
+    }
   }
-  void NsSubLocked(Shard& shard, const StoredObject& o) REQUIRES(shard.mu) {
-    auto it = shard.ns_counts.find(o.ns);
-    if (it == shard.ns_counts.end()) return;
-    it->second.objects -= 1;
-    it->second.value_bytes -= o.value_len;
-    it->second.meta_bytes -= o.meta.size();
-    if (it->second.objects == 0) {
-      shard.ns_counts.erase(it);
+  void NsSubLocked(Shard& shard, const StoredObject* o) REQUIRES(shard.mu) {
+    auto it = shard.namespaces.find(o->ns);
+    if (it == shard.namespaces.end()) return;
+    ShardNamespace& part = it->second;
+    part.objects -= 1;
+    part.value_bytes -= o->value_len;
+    part.meta_bytes -= o->meta.size();
+    auto place = part.in_key_order.find(std::string_view(o->key));
+    if (place != part.in_key_order.end() && *place == o) part.in_key_order.erase(place);
+    if (part.objects == 0) {
+      shard.namespaces.erase(it);
     }
   }
 
@@ -383,7 +404,7 @@ struct ObjectStore::Impl {
     LruPushFrontLocked(shard, o);
     ChainAddLocked(shard, o);
     if (o->expires_at_ms != kNeverExpires) HeapAddLocked(shard, o);
-    NsAddLocked(shard, *o);
+    NsAddLocked(shard, o);
     shard.objects.fetch_add(1, std::memory_order_relaxed);
     shard.value_bytes.fetch_add(o->value_len, std::memory_order_relaxed);
     shard.visible_alloc_bytes.fetch_add(o->extent.length, std::memory_order_relaxed);
@@ -396,7 +417,7 @@ struct ObjectStore::Impl {
     LruUnlinkLocked(shard, o);
     ChainRemoveLocked(shard, o);
     HeapRemoveLocked(shard, o);
-    NsSubLocked(shard, *o);
+    NsSubLocked(shard, o);
     shard.objects.fetch_sub(1, std::memory_order_relaxed);
     shard.value_bytes.fetch_sub(o->value_len, std::memory_order_relaxed);
     shard.visible_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
@@ -1060,20 +1081,20 @@ Result<KeyListing> ObjectStore::ListKeys(std::string_view ns, std::string_view c
                                    std::to_string(options_.max_namespace_bytes));
   }
   const uint64_t now = impl_->clock->NowMillis();
-  // The limit + 1 smallest keys after the cursor: one more than a page tells whether the page
-  // is the last.
+  // The limit + 1 smallest keys after the cursor (one more than a page tells whether the page
+  // is the last): each shard is read in key order from the cursor, and only until its keys are
+  // larger than the limit + 1 smallest found so far.
   std::set<std::string, std::less<>> smallest;
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
-    for (const auto& [index_key, o] : shard.index) {
-      if (o->ns != ns || o->key <= cursor || IsExpired(*o, now) || impl_->StaleLocked(*o)) {
-        continue;
-      }
-      if (smallest.size() > limit) {
-        auto largest = std::prev(smallest.end());
-        if (o->key >= *largest) continue;
-        smallest.erase(largest);
-      }
+    auto part = shard.namespaces.find(ns);
+    if (part == shard.namespaces.end()) continue;
+    const auto& in_key_order = part->second.in_key_order;
+    for (auto it = in_key_order.upper_bound(cursor); it != in_key_order.end(); ++it) {
+      const StoredObject* o = *it;
+      if (smallest.size() > limit && o->key >= *std::prev(smallest.end())) break;
+      if (IsExpired(*o, now) || impl_->StaleLocked(*o)) continue;
+      if (smallest.size() > limit) smallest.erase(std::prev(smallest.end()));
       smallest.insert(o->key);
     }
   }
@@ -1162,7 +1183,7 @@ std::vector<NamespaceUsage> ObjectStore::NamespaceUsages() const {
   std::map<std::string, NamespaceUsage, std::less<>> total;
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
-    for (const auto& [name, counts] : shard.ns_counts) {
+    for (const auto& [name, counts] : shard.namespaces) {
       auto it = total.find(name);
       if (it == total.end()) it = total.emplace(name, NamespaceUsage{name, 0, 0, 0}).first;
       it->second.objects += counts.objects;
@@ -1181,8 +1202,8 @@ NamespaceUsage ObjectStore::UsageOf(std::string_view ns) const {
   NamespaceUsage usage{std::string(ns), 0, 0, 0};
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
-    auto it = shard.ns_counts.find(ns);
-    if (it == shard.ns_counts.end()) continue;
+    auto it = shard.namespaces.find(ns);
+    if (it == shard.namespaces.end()) continue;
     usage.objects += it->second.objects;
     usage.value_bytes += it->second.value_bytes;
     usage.meta_bytes += it->second.meta_bytes;
