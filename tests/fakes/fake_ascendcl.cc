@@ -83,26 +83,11 @@ fake::Ranges& Streams() {
 aclError Copy(void* dst, size_t dest_max, const void* src, size_t count, int kind) {
   if (dst == nullptr || src == nullptr) return Error(kInvalidParam, "null pointer");
   if (count > dest_max) return Error(kInvalidParam, "count exceeds destMax");
-  const bool dst_device = DeviceMemory().Covers(dst, count);
-  const bool src_device = DeviceMemory().Covers(src, count);
-  bool ok = false;
-  switch (kind) {
-    case 0:
-      ok = !dst_device && !src_device;
-      break;
-    case 1:
-      ok = dst_device && !src_device;
-      break;
-    case 2:
-      ok = !dst_device && src_device;
-      break;
-    case 3:
-      ok = dst_device && src_device;
-      break;
-    default:
-      ok = false;
+  if (!fake::CopyKindFits(kind, DeviceMemory().Covers(dst, count),
+                          DeviceMemory().Covers(src, count),
+                          /*default_allowed=*/false)) {
+    return Error(kInvalidParam, "pointers do not match the copy kind");
   }
-  if (!ok) return Error(kInvalidParam, "pointers do not match the copy kind");
   std::memmove(dst, src, count);
   return kSuccess;
 }

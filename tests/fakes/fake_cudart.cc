@@ -140,29 +140,11 @@ namespace {
 cudaError_t Copy(void* dst, const void* src, size_t count, int kind) {
   if (count == 0) return kSuccess;
   if (dst == nullptr || src == nullptr) return kInvalidValue;
-  const bool dst_device = DeviceMemory().Covers(dst, count);
-  const bool src_device = DeviceMemory().Covers(src, count);
-  bool ok = false;
-  switch (kind) {
-    case 0:
-      ok = !dst_device && !src_device;
-      break;
-    case 1:
-      ok = dst_device && !src_device;
-      break;
-    case 2:
-      ok = !dst_device && src_device;
-      break;
-    case 3:
-      ok = dst_device && src_device;
-      break;
-    case 4:
-      ok = true;
-      break;
-    default:
-      ok = false;
+  if (!fake::CopyKindFits(kind, DeviceMemory().Covers(dst, count),
+                          DeviceMemory().Covers(src, count),
+                          /*default_allowed=*/true)) {
+    return kInvalidValue;
   }
-  if (!ok) return kInvalidValue;
   std::memmove(dst, src, count);
   return kSuccess;
 }

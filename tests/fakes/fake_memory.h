@@ -38,6 +38,26 @@ inline bool ShouldFail(const char* fail_var, const char* symbol) {
   return false;
 }
 
+// Whether a copy of `kind` fits where its ends lie: 0 H2H, 1 H2D, 2 D2H, 3 D2D (the values of
+// cudaMemcpyKind and aclrtMemcpyKind); 4 is CUDA's cudaMemcpyDefault (inferred: anything goes)
+// where `default_allowed`.
+inline bool CopyKindFits(int kind, bool dst_device, bool src_device, bool default_allowed) {
+  switch (kind) {
+    case 0:
+      return !dst_device && !src_device;
+    case 1:
+      return dst_device && !src_device;
+    case 2:
+      return !dst_device && src_device;
+    case 3:
+      return dst_device && src_device;
+    case 4:
+      return default_allowed;
+    default:
+      return false;
+  }
+}
+
 // A set of [start, start + size) ranges.
 class Ranges {
  public:
