@@ -202,7 +202,7 @@ std::chrono::milliseconds Left(Clock::time_point deadline) {
 class GatewayClient final : public EtcdClient {
  public:
   GatewayClient(std::vector<net::HostPort> endpoints, std::chrono::milliseconds timeout)
-      : endpoints_(std::move(endpoints)), timeout_(timeout) {}
+      : endpoints_(std::move(endpoints)), timeout_(timeout), kept_(endpoints_.size()) {}
 
   Result<int64_t> GrantLease(std::chrono::seconds ttl) override {
     KVPORT_ASSIGN_OR_RETURN(
@@ -311,6 +311,7 @@ class GatewayClient final : public EtcdClient {
     std::string failure;     // why it was not reached
     bool silent = false;     // connected, but nothing came back before the read timeout
     bool too_large = false;  // the answer passed kMaxAnswerBytes (and was cut off)
+    bool clean = false;      // the exchange ended as HTTP says: the connection can be reused
   };
 
   static std::string Describe(httplib::Error error) {
@@ -364,8 +365,8 @@ class GatewayClient final : public EtcdClient {
       // would use up the whole timeout: each remaining endpoint gets a fair share to connect.
       const auto connect_budget = Left(deadline) / int64_t(endpoints_.size() - attempt);
       Exchange exchange =
-          Send(endpoint, path, payload, std::max(connect_budget, std::chrono::milliseconds(1)),
-               Left(deadline), nullptr);
+          SendUnary(index, path, payload, std::max(connect_budget, std::chrono::milliseconds(1)),
+                    Left(deadline));
       if (!exchange.reached) {
         failures +=
             (failures.empty() ? "" : "; ") + FormatEndpoint(endpoint) + ": " + exchange.failure;
@@ -405,24 +406,62 @@ class GatewayClient final : public EtcdClient {
                                std::to_string(timeout_.count()) + " ms (" + failures + ")");
   }
 
-  // POSTs `payload` to `path` on `endpoint`. With `receiver`, the body is streamed to it as it
-  // arrives (returning false aborts) instead of collected.
-  Exchange Send(const net::HostPort& endpoint, const char* path, const std::string& payload,
+  // A unary call's exchange on the connection kept to endpoint `index`: opened at the first call
+  // and kept alive for the next ones (lease renewals every few seconds, the registration's and
+  // the clients' reads), one call at a time. Any exchange that did not end cleanly drops it, so
+  // the next call starts on a fresh connection.
+  Exchange SendUnary(size_t index, const char* path, const std::string& payload,
+                     std::chrono::milliseconds connect_timeout,
+                     std::chrono::milliseconds read_timeout) {
+    KeptConnection& kept = kept_[index];
+    std::lock_guard<std::mutex> lock(kept.mu);
+    if (kept.client == nullptr) {
+      const net::HostPort& endpoint = endpoints_[index];
+      kept.client = std::make_unique<httplib::Client>(endpoint.host, endpoint.port);
+      kept.client->set_keep_alive(true);
+      // A request is written as headers, then body: with Nagle's algorithm on, the body of every
+      // call after the first waits for the delayed ACK of the headers (40 ms).
+      kept.client->set_tcp_nodelay(true);
+    }
+    Exchange out = Send(*kept.client, path, payload, connect_timeout, read_timeout, nullptr);
+    if (!out.clean) kept.client.reset();
+    return out;
+  }
+
+  // A watch stream's exchange, on a connection of its own that CancelWatch can close: the body
+  // is streamed to `receiver` as it arrives (returning false aborts).
+  Exchange SendStream(const net::HostPort& endpoint, const char* path, const std::string& payload,
+                      std::chrono::milliseconds connect_timeout,
+                      std::chrono::milliseconds read_timeout,
+                      const std::function<bool(const char*, size_t)>& receiver) {
+    try {
+      httplib::Client client(endpoint.host, endpoint.port);
+      WatchRegistration registration(this, &client);
+      if (registration.canceled()) {
+        Exchange out;
+        out.failure = "the watch was canceled";
+        return out;
+      }
+      client.set_keep_alive(false);
+      client.set_tcp_nodelay(true);  // the create request leaves at once (see SendUnary)
+      return Send(client, path, payload, connect_timeout, read_timeout, &receiver);
+    } catch (const std::exception& e) {
+      Exchange out;
+      out.failure = e.what();
+      return out;
+    }
+  }
+
+  // POSTs `payload` to `path` on `client`'s endpoint. With `receiver`, the body is streamed to it
+  // as it arrives (returning false aborts) instead of collected.
+  Exchange Send(httplib::Client& client, const char* path, const std::string& payload,
                 std::chrono::milliseconds connect_timeout, std::chrono::milliseconds read_timeout,
                 const std::function<bool(const char*, size_t)>* receiver) {
     Exchange out;
     try {
-      httplib::Client client(endpoint.host, endpoint.port);
-      // A watch stream (the one call with a receiver) can be closed by CancelWatch.
-      WatchRegistration registration(receiver != nullptr ? this : nullptr, &client);
-      if (registration.canceled()) {
-        out.failure = "the watch was canceled";
-        return out;
-      }
       client.set_connection_timeout(connect_timeout);
       client.set_read_timeout(read_timeout);
       client.set_write_timeout(read_timeout);
-      client.set_keep_alive(false);
       httplib::Request request;
       request.method = "POST";
       request.path = path;
@@ -441,6 +480,7 @@ class GatewayClient final : public EtcdClient {
       httplib::Error error = httplib::Error::Success;
       if (client.send(request, response, error)) {
         out.reached = true;
+        out.clean = true;
         out.status = response.status;
       } else {
         out.failure = Describe(error);
@@ -455,6 +495,7 @@ class GatewayClient final : public EtcdClient {
       }
       if (out.too_large) {
         out.reached = false;
+        out.clean = false;
         out.failure =
             "answered more than " + std::to_string(kMaxAnswerBytes >> 20) + " MiB (refused)";
       }
@@ -486,8 +527,16 @@ class GatewayClient final : public EtcdClient {
     bool canceled_ = false;
   };
 
+  // The connection kept to one endpoint for unary calls (a plain std::mutex: httplib's client
+  // is not annotated data of ours).
+  struct KeptConnection {
+    std::mutex mu;
+    std::unique_ptr<httplib::Client> client;  // null until the first call, or after a failure
+  };
+
   const std::vector<net::HostPort> endpoints_;
   const std::chrono::milliseconds timeout_;
+  std::vector<KeptConnection> kept_;  // one per endpoint
   std::atomic<size_t> preferred_{0};  // the endpoint that answered last
   // The watch stream open now, for CancelWatch (a plain std::mutex: httplib's client is not
   // annotated data of ours).
@@ -624,9 +673,9 @@ Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
       created = false;
       pending.clear();
       const auto connect_budget = Left(deadline) / int64_t(endpoints_.size() - attempt);
-      Exchange exchange =
-          Send(endpoint, "/v3/watch", payload,
-               std::max(connect_budget, std::chrono::milliseconds(1)), poll_interval, &receiver);
+      Exchange exchange = SendStream(endpoint, "/v3/watch", payload,
+                                     std::max(connect_budget, std::chrono::milliseconds(1)),
+                                     poll_interval, receiver);
       if (outcome) break;  // etcd said something final on this stream
       if (created) {
         // The stream was open and ended (read timeout while quiet, or the stop flag): reopen.

@@ -12,12 +12,14 @@
 
 #include "etcd_process.h"
 #include "etcd_test_util.h"
+#include "tcp_proxy.h"
 
 namespace kvport::cluster {
 namespace {
 
 using kvport::testing::DeadEndpoint;
 using kvport::testing::EtcdProcess;
+using kvport::testing::TcpProxy;
 using kvport::testing::WaitFor;
 using namespace std::chrono_literals;
 
@@ -365,6 +367,34 @@ TEST_F(EtcdClientTest, FailsOverFromADeadEndpoint) {
   ASSERT_TRUE(client.Put("t/failover/k2", "v").ok());
   ASSERT_TRUE(WaitFor([&] { return watch.count() >= 1; }));
   EXPECT_TRUE(watch.Stop().ok());
+}
+
+// Unary calls (lease renewals every few seconds above all) share one kept-alive connection per
+// endpoint instead of opening one each; a connection that breaks is replaced at the next call.
+TEST_F(EtcdClientTest, UnaryCallsShareOneKeptAliveConnection) {
+  TcpProxy proxy(etcd_->port());
+  auto opened = EtcdClient::Open({proxy.endpoint()}, kRequestTimeout);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EtcdClient& client = **opened;
+  Result<int64_t> lease = client.GrantLease(30s);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  for (int i = 0; i < 20; ++i) {
+    const std::string key = "kept/" + std::to_string(i);
+    ASSERT_TRUE(client.Put(key, "v", *lease).ok());
+    ASSERT_TRUE(client.KeepAlive(*lease).ok());
+    Result<cluster::EtcdRange> range = client.RangePrefix("kept/");
+    ASSERT_TRUE(range.ok()) << range.status().ToString();
+    EXPECT_EQ(range->kvs.size(), static_cast<size_t>(i + 1));
+  }
+  EXPECT_EQ(client.KeepAlive(0x7eadbeef).status().code(), StatusCode::kNotFound);  // an error
+  EXPECT_EQ(proxy.relayed(), 1u);  // 62 calls, one connection
+
+  proxy.Cut();  // the kept connection is closed under the client
+  EXPECT_EQ(client.KeepAlive(*lease).status().code(), StatusCode::kUnavailable);
+  proxy.Heal();
+  EXPECT_TRUE(client.KeepAlive(*lease).ok());
+  EXPECT_TRUE(client.RevokeLease(*lease).ok());
+  EXPECT_EQ(proxy.relayed(), 2u);
 }
 
 TEST_F(EtcdClientTest, ErrorsAreTypedNotUnavailable) {

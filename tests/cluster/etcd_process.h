@@ -4,6 +4,7 @@
 // tests. It runs with short heartbeat and election intervals so 1-second leases work.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,10 @@ class EtcdProcess {
 
   // "127.0.0.1:PORT": what --etcd and etcd: endpoints take.
   const std::string& endpoint() const { return endpoint_; }
+  // Its client port (the PORT of endpoint()).
+  uint16_t port() const {
+    return static_cast<uint16_t>(std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1)));
+  }
 
   // Stops etcd (SIGTERM, then SIGKILL if it lingers) and waits for it; its data stays.
   Status Stop();
