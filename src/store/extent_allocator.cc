@@ -34,7 +34,7 @@ void ExtentAllocator::EraseFreeLocked(std::map<uint64_t, uint64_t>::iterator it)
   free_by_offset_.erase(it);
 }
 
-std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes, uint64_t room) {
+std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes, uint64_t room, bool room_required) {
   if (bytes == 0) return Extent{0, 0};
   if (bytes > capacity_bytes_) return std::nullopt;  // also keeps RoundUp from overflowing
   const uint64_t need = RoundUp(bytes);
@@ -42,18 +42,29 @@ std::optional<Extent> ExtentAllocator::Allocate(uint64_t bytes, uint64_t room) {
   // Best fit: the smallest hole that is large enough (for the room wanted, when there is such a
   // hole); among equals, the lowest offset.
   auto fit = free_by_size_.end();
-  if (room > bytes && room <= capacity_bytes_) fit = free_by_size_.lower_bound({RoundUp(room), 0});
-  if (fit == free_by_size_.end()) fit = free_by_size_.lower_bound({need, 0});
+  const uint64_t room_need = room > bytes && room <= capacity_bytes_ ? RoundUp(room) : 0;
+  if (room_need > need) fit = free_by_size_.lower_bound({room_need, 0});
+  if (fit == free_by_size_.end() && room_required && room_need > need) return std::nullopt;
+  const bool with_room = fit != free_by_size_.end();
+  if (!with_room) fit = free_by_size_.lower_bound({need, 0});
   if (fit == free_by_size_.end()) return std::nullopt;
   const uint64_t hole_length = fit->first;
   const uint64_t hole_offset = fit->second;
   free_by_size_.erase(fit);
   free_by_offset_.erase(hole_offset);
-  // Take the front of the hole; the rest stays free where it is.
-  if (hole_length > need) InsertFreeLocked(hole_offset + need, hole_length - need);
+  // A whole extent: the front of the hole, the rest stays free where it is. One meant to grow:
+  // the last `room` bytes of the hole (so that it grows in place to the hole's end), or where no
+  // hole has that room, the hole's last blocks; either way the blocks before it stay free for
+  // what precedes the hole (another reservation growing into it).
+  const uint64_t offset = with_room          ? hole_offset + hole_length - room_need
+                          : room_need > need ? hole_offset + hole_length - need
+                                             : hole_offset;
+  if (offset > hole_offset) InsertFreeLocked(hole_offset, offset - hole_offset);
+  const uint64_t end = hole_offset + hole_length;
+  if (end > offset + need) InsertFreeLocked(offset + need, end - offset - need);
   used_bytes_ += need;
   ++live_extents_;
-  return Extent{hole_offset, need};
+  return Extent{offset, need};
 }
 
 bool ExtentAllocator::Extend(Extent* extent, uint64_t bytes) {

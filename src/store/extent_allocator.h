@@ -58,10 +58,14 @@ class ExtentAllocator {
 
   // Returns an extent of at least `bytes` (rounded up to the block size), or nullopt when no
   // free extent is large enough right now. Zero bytes gives the empty extent {0, 0}, always.
-  // `room` > bytes asks for the front of a free extent of at least `room` bytes when there is
-  // one (best fit for `room`), so that Extend can later grow the extent in place up to `room`;
-  // otherwise the best fit for `bytes`.
-  std::optional<Extent> Allocate(uint64_t bytes, uint64_t room = 0) EXCLUDES(mu_);
+  // `room` > bytes asks for the last `room` bytes of a free extent of at least `room` bytes when
+  // there is one (best fit for `room`), so that Extend can later grow the extent in place up to
+  // `room` while the blocks before it stay free for what precedes the hole (a reservation
+  // growing into it); otherwise the last blocks of the best fit for `bytes` (so as not to block
+  // such a reservation either), unless `room_required` (then nullopt). Without `room`: the
+  // front of the best fit for `bytes`.
+  std::optional<Extent> Allocate(uint64_t bytes, uint64_t room = 0, bool room_required = false)
+      EXCLUDES(mu_);
 
   // Grows `*extent` (obtained from Allocate) in place to at least `bytes` (rounded up), taking
   // the free blocks right after it: true when they were free and large enough, false (nothing

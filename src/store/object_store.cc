@@ -825,6 +825,47 @@ Status PinCapStatus(uint64_t cap) {
 
 }  // namespace
 
+// A reservation is placed so that it can grow in place: at the front of a hole with room for
+// the whole value. Concurrent writers otherwise interleave their steps in the same hole, each
+// blocking the other's growth, and a reservation that cannot grow in place moves (its written
+// bytes copied). The order of preference:
+//   1. extend `*grown` in place, or a hole with room for the whole value;
+//   2. where the free space can hold the rest of the value (this write need not evict), any
+//      hole: a move now beats evicting what need not be evicted;
+//   3. else (a full cache: this write evicts whatever happens) evict in LRU order until 1.
+//      holds, or until a step's worth (`bytes` for a new reservation, the growth for a grown
+//      one) is evicted, after which any hole will do.
+// So eviction still follows the bytes that arrived, a step at a time.
+std::optional<Extent> ObjectStore::PlaceStep(uint64_t bytes, uint64_t value_len, Extent* grown,
+                                             bool* in_place) {
+  const uint64_t have = grown != nullptr ? grown->length : 0;
+  const uint64_t step = allocator_->RoundUp(bytes) - have;
+  const uint64_t rest = allocator_->RoundUp(value_len) - have;
+  std::optional<Extent> placed;
+  bool extended = false;
+  auto with_room = [&] {
+    extended = grown != nullptr && allocator_->Extend(grown, bytes);
+    if (!extended) placed = allocator_->Allocate(bytes, value_len, /*room_required=*/true);
+    return extended || placed.has_value();
+  };
+  auto anywhere = [&] {
+    if (with_room()) return true;
+    placed = allocator_->Allocate(bytes, value_len);
+    return placed.has_value();
+  };
+  const uint64_t used_before = allocator_->used_bytes();
+  const bool must_evict = allocator_->capacity_bytes() - used_before < rest;
+  if (!(must_evict ? with_room() : anywhere())) {
+    impl_->EvictUntil([&] {
+      const bool stepped = allocator_->used_bytes() + step <= used_before;
+      return stepped || !must_evict ? anywhere() : with_room();
+    });
+    if (!extended && !placed) anywhere();  // nothing (more) evictable: any hole left will do
+  }
+  if (in_place != nullptr) *in_place = extended;
+  return placed;
+}
+
 Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view key,
                                          uint64_t value_len, std::string_view meta,
                                          uint32_t ttl_seconds, uint64_t first_bytes) {
@@ -858,13 +899,7 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
                            std::to_string(impl_->max_index_bytes) +
                            "): every object left is pinned by a reader or being written");
   }
-  std::optional<Extent> extent = allocator_->Allocate(extent_bytes, value_len);
-  if (!extent) {
-    impl_->EvictUntil([&] {
-      extent = allocator_->Allocate(extent_bytes, value_len);
-      return extent.has_value();
-    });
-  }
+  std::optional<Extent> extent = PlaceStep(extent_bytes, value_len, nullptr, nullptr);
   if (!extent) {
     impl_->unwritten_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
     impl_->index_bytes.fetch_sub(charge, std::memory_order_relaxed);
@@ -906,17 +941,9 @@ Status ObjectStore::Grow(WriteHandle& handle, uint64_t capacity) {
                            std::to_string(impl_->max_reserved_bytes) +
                            " bytes not yet written, the node's max_reserved_bytes");
   }
-  // In place when the blocks after the reservation are free (or become free as LRU objects are
-  // evicted: what was written together tends to lie together): nothing moves. Else elsewhere.
   const Extent before = o->extent;
   bool in_place = false;
-  std::optional<Extent> moved;
-  auto fits = [&] {
-    in_place = allocator_->Extend(&o->extent, target);
-    if (!in_place) moved = allocator_->Allocate(target, o->value_len);
-    return in_place || moved.has_value();
-  };
-  if (!fits()) impl_->EvictUntil(fits);
+  std::optional<Extent> moved = PlaceStep(target, o->value_len, &o->extent, &in_place);
   if (in_place) {
     impl_->reserved_bytes.fetch_add(o->extent.length - before.length, std::memory_order_relaxed);
     return Status::Ok();

@@ -53,18 +53,19 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kvport/status.h"
 #include "store/arena.h"
+#include "store/extent_allocator.h"
 #include "store/ttl_clock.h"
 
 namespace kvport::store {
 
 class ObjectStore;
-class ExtentAllocator;
 struct StoredObject;  // one version of one object; defined in object_store.cc
 
 // Never expires.
@@ -341,6 +342,12 @@ class ObjectStore {
 
   ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,
               std::unique_ptr<ExtentAllocator> allocator);
+
+  // Space for `bytes` of a value of `value_len` bytes (a reservation, or a step of one),
+  // evicting if it must: by extending `*grown` in place when given (true), else a new extent.
+  // See the .cc for the order of preference.
+  std::optional<Extent> PlaceStep(uint64_t bytes, uint64_t value_len, Extent* grown,
+                                  bool* in_place);
 
   StoreOptions options_;
   std::unique_ptr<Arena> arena_;
