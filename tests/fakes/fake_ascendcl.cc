@@ -81,14 +81,6 @@ fake::Ranges& Streams() {
   static fake::Ranges r;
   return r;
 }
-// Streams live as long as the process, as a runtime's do; kept here, they stay reachable (no
-// leak reported by LeakSanitizer).
-Stream* KeepStream(const Stream& made) {
-  static std::mutex mu;
-  static std::vector<std::unique_ptr<Stream>> streams;
-  std::lock_guard<std::mutex> lock(mu);
-  return streams.emplace_back(std::make_unique<Stream>(made)).get();
-}
 
 // kind: 0 H2H, 1 H2D, 2 D2H, 3 D2D.
 aclError Copy(void* dst, size_t dest_max, const void* src, size_t count, int kind) {
@@ -175,7 +167,7 @@ FAKE_EXPORT aclError aclrtCreateStream(void** stream) {
   if (stream == nullptr) return Error(kInvalidParam, "null stream");
   if (aclError e = Injected("aclrtCreateStream")) return e;
   if (aclError e = RequireContext()) return e;
-  Stream* s = KeepStream(Stream{t_current_device});
+  Stream* s = fake::KeepForever(Stream{t_current_device});
   Streams().Add(s, sizeof(Stream));
   *stream = s;
   return kSuccess;

@@ -63,14 +63,6 @@ fake::Ranges& Streams() {
   static fake::Ranges r;
   return r;
 }
-// Streams live as long as the process, as a runtime's do; kept here, they stay reachable (no
-// leak reported by LeakSanitizer).
-Stream* KeepStream(const Stream& made) {
-  static std::mutex mu;
-  static std::vector<std::unique_ptr<Stream>> streams;
-  std::lock_guard<std::mutex> lock(mu);
-  return streams.emplace_back(std::make_unique<Stream>(made)).get();
-}
 
 bool Fails(const char* symbol) {
   return fake::ShouldFail("FAKE_CUDA_FAIL", symbol);
@@ -181,7 +173,7 @@ FAKE_EXPORT cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, int
 FAKE_EXPORT cudaError_t cudaStreamCreateWithFlags(void** stream, unsigned flags) {
   if (stream == nullptr) return kInvalidValue;
   if (Fails("cudaStreamCreateWithFlags")) return FailCode();
-  Stream* s = KeepStream(Stream{t_current_device, flags});
+  Stream* s = fake::KeepForever(Stream{t_current_device, flags});
   Streams().Add(s, sizeof(Stream));
   *stream = s;
   return kSuccess;

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 namespace fake {
 
@@ -56,6 +58,16 @@ inline bool CopyKindFits(int kind, bool dst_device, bool src_device, bool defaul
     default:
       return false;
   }
+}
+
+// A copy of `made` that lives as long as the process (as a runtime's streams do), reachable so
+// that LeakSanitizer reports no leak. Thread-safe.
+template <typename T>
+T* KeepForever(const T& made) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<T>> kept;
+  std::lock_guard<std::mutex> lock(mu);
+  return kept.emplace_back(std::make_unique<T>(made)).get();
 }
 
 // A set of [start, start + size) ranges.
