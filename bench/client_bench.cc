@@ -8,12 +8,15 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <string>
 #include <vector>
 
 #include "kvport/client.h"
 #include "kvport/log.h"
 #include "kvport/server.h"
+#include "net/tls.h"
 #include "support/allocation_counter.h"
 
 namespace kvport {
@@ -175,6 +178,70 @@ void BM_MGetInFlight(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * depth * (64 << 10));
 }
 BENCHMARK(BM_MGetInFlight)->Arg(1)->Arg(4)->Arg(16)->UseRealTime();
+
+// Two nodes alike but for TLS on one (throwaway certificates), each with a client of 4
+// connections over TCP: TLS's cost is the ratio of the two rows of one run.
+struct TlsAndPlainNodes {
+  TlsAndPlainNodes() {
+    log::SetLevel(log::Level::kWarn);
+    char tmpl[] = "/tmp/kvport-bench-tls-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) std::abort();
+    dir = tmpl;
+    if (!net::WriteTestCertificates(dir, {}).ok()) std::abort();
+    for (bool tls : {false, true}) {
+      ServerOptions options;
+      options.listen = "127.0.0.1:0";
+      options.capacity_bytes = uint64_t{256} << 20;
+      options.threads = 2;
+      options.unix_socket = "";
+      if (tls) {
+        options.tls_cert_file = dir + "/node.pem";
+        options.tls_key_file = dir + "/node.key";
+      }
+      servers[tls] = std::move(Server::Start(options)).value();
+      InitOptions init;
+      init.transport_type = 1;  // TCP
+      init.connections = 4;
+      if (tls) init.tls_ca_file = dir + "/ca.pem";
+      if (!clients[tls]
+               .Init("tls-bench", "localhost:" + std::to_string(servers[tls]->port()), init)
+               .ok()) {
+        std::abort();
+      }
+    }
+  }
+  ~TlsAndPlainNodes() { std::filesystem::remove_all(dir); }
+  std::string dir;
+  std::unique_ptr<Server> servers[2];
+  Client clients[2];
+};
+
+// One 4 MiB value per call (MSet when range(1) is 1, else MGet) from each of 4 threads, over
+// plain TCP (range(0) 0) or TLS (1): docs/performance.md, "TLS".
+void BM_Value4MiB(benchmark::State& state) {
+  static TlsAndPlainNodes* nodes = new TlsAndPlainNodes();
+  constexpr size_t kBytes = 4 << 20;
+  Client& client = nodes->clients[state.range(0)];
+  const bool put = state.range(1) == 1;
+  const std::vector<std::string> keys = {"v4-" + std::to_string(state.thread_index())};
+  std::vector<char> value(kBytes, 'v'), read(kBytes);
+  IOBuffers out, in;
+  out.Append(value.data(), value.size());
+  in.Append(read.data(), read.size());
+  if (!client.MSet(keys, out).ok()) std::abort();
+  for (auto _ : state) {
+    if (put) {
+      Result<BatchResult> r = client.MSet(keys, out);
+      if (!r.ok() || r->status != BatchCode::kSuccess) state.SkipWithError("MSet failed");
+    } else {
+      Result<GetResult> r = client.MGet(keys, {}, in);
+      if (!r.ok() || r->status != BatchCode::kSuccess) state.SkipWithError("MGet failed");
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * kBytes);
+  state.SetLabel(std::string(state.range(0) == 1 ? "tls " : "tcp ") + (put ? "put" : "get"));
+}
+BENCHMARK(BM_Value4MiB)->ArgsProduct({{0, 1}, {1, 0}})->Threads(4)->UseRealTime();
 
 }  // namespace
 }  // namespace kvport

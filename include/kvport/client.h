@@ -156,6 +156,17 @@ struct KVPORT_API InitOptions {
   // with PermissionDenied).
   std::string token;
   std::string token_file;
+  // TLS to the node's TCP port (docs/security.md, "TLS"): with tls_ca_file (PEM), every TCP
+  // connection is TLS 1.3 and the node's certificate must chain to that CA and name the host
+  // connected to (a DNS name or an IP address in its subjectAltName). tls_cert_file and
+  // tls_key_file: a client certificate, for a node that requires one. Each empty field is taken
+  // from its environment variable (KVPORT_TLS_CA_FILE, KVPORT_TLS_CERT_FILE,
+  // KVPORT_TLS_KEY_FILE). No CA file: plain TCP. Shared memory (the node's Unix socket) never
+  // uses TLS. Init fails with InvalidArgument naming a missing or unreadable file, and with
+  // PermissionDenied when the node's certificate fails verification.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // A cluster (docs/cluster.md): each key is written to its first `replicas` nodes (1..16) and
   // a write succeeds when `write_quorum` of them (1..replicas) stored it. An endpoint's
   // ?replicas=N and ?write_quorum=M win over these. Ignored for a single node.

@@ -70,6 +70,16 @@ struct KVPORT_API NodeSettings {
   // registers under this cluster's name at the etcd endpoints ("HOST:PORT,HOST:PORT").
   std::string cluster;
   std::string etcd;
+  // TLS to etcd (docs/security.md, "etcd"): the CA file etcd's certificate must chain to (set:
+  // every etcd endpoint is reached over https), and an optional client certificate and key for
+  // an etcd run with --client-cert-auth.
+  std::string etcd_tls_ca_file;
+  std::string etcd_tls_cert_file;
+  std::string etcd_tls_key_file;
+  // etcd authentication: the user, and a file whose first line is its password (never the
+  // password itself in the config).
+  std::string etcd_user;
+  std::string etcd_password_file;
   std::string advertise;  // HOST:PORT clients connect to; "" = the listen address (not 0.0.0.0)
   std::string node_id;    // the node's name in the cluster; "" = the advertised address
   uint32_t lease_ttl_secs = 10;        // a node that stops renewing its lease is gone after this
@@ -120,6 +130,15 @@ struct KVPORT_API Config {
   int64_t eic_kv_ttl = -1;  // seconds an object lives; -1 = no expiry
   std::string eic_kv_ns;    // namespace of every key; "" = the default namespace
   std::string eic_flag_file;
+
+  // --- TLS (docs/security.md, "TLS"), node and client alike --------------------------------
+  // This process's certificate chain and key (PEM): a node's server certificate (required for
+  // TLS), a client's certificate for a node that asks for one. tls_ca_file: the CA the peer's
+  // certificate must chain to: on a client it turns TLS on (the node is verified, name
+  // included); on a node it makes client certificates required (mutual TLS).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
 
   // --- kvport client -----------------------------------------------------------------------
   // A file holding the token this client presents to a node that requires one (its first

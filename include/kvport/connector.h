@@ -97,7 +97,10 @@ struct KVPORT_API ConnectorOptions {
   int transport_type = 0;      // eic_trans_type; 0 = automatic (InitOptions::transport_type)
   uint32_t timeout_secs = 10;  // blocking_timeout_secs: per remote call
   std::string token_file;      // token_file: the node's token (InitOptions::token_file)
-  int replicas = 1;            // replicas, write_quorum: a cluster's (InitOptions::replicas)
+  std::string tls_ca_file;     // tls_ca_file, tls_cert_file, tls_key_file: InitOptions' TLS
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  int replicas = 1;  // replicas, write_quorum: a cluster's (InitOptions::replicas)
   int write_quorum = 1;
   int busy_poll_us = 0;  // InitOptions::busy_poll
   // Payload bytes of a full chunk when the caller knows it (model shape x chunk_size): gets then
@@ -117,7 +120,8 @@ struct KVPORT_API ConnectorOptions {
 KVPORT_API Result<std::unique_ptr<RemoteConnector>> CreateConnector(
     std::string_view url, const ConnectorOptions& options);
 // Same, with options from LMCache-style config (remote_url, eic_kv_ns, eic_kv_ttl,
-// eic_trans_type, blocking_timeout_secs, token_file, replicas, write_quorum, busy_poll_us).
+// eic_trans_type, blocking_timeout_secs, token_file, tls_*_file, replicas, write_quorum,
+// busy_poll_us).
 // InvalidArgument when remote_url is empty.
 KVPORT_API Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config);
 

@@ -144,6 +144,17 @@ struct KVPORT_API ServerOptions {
   std::string tokens_file;
   bool insecure = false;
 
+  // TLS for the TCP listener (docs/security.md, "TLS"): with tls_cert_file and tls_key_file
+  // (PEM) the node speaks TLS 1.3 only on its TCP port; a client speaking the protocol in the
+  // clear is answered that TLS is required and closed. With tls_ca_file as well, a client must
+  // present a certificate that chains to it (mutual TLS), and the node then counts as access
+  // controlled: it may listen beyond loopback without tokens. The Unix socket (same host,
+  // shared memory) stays plain. Start fails (InvalidArgument, naming the file) on a missing or
+  // unreadable file, a key that does not match its certificate, or only one of cert and key.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+
   // Cluster membership in etcd (docs/cluster.md). With `cluster` empty (the default) the node
   // is standalone and everything below is ignored. Otherwise, once its listeners are bound,
   // Start registers the node under the cluster's prefix in etcd with a lease of lease_ttl_secs
@@ -154,6 +165,14 @@ struct KVPORT_API ServerOptions {
   // new epoch (once per lapse), keeping or dropping what it stores as on_lease_loss says.
   std::string cluster;
   std::vector<std::string> etcd;  // etcd client endpoints, "HOST:PORT" each; required
+  // TLS and authentication to etcd (docs/security.md, "etcd"): the CA etcd's certificate must
+  // chain to (set: https to every endpoint), an optional client certificate and key, and an
+  // etcd user with a file whose first line is its password.
+  std::string etcd_tls_ca_file;
+  std::string etcd_tls_cert_file;
+  std::string etcd_tls_key_file;
+  std::string etcd_user;
+  std::string etcd_password_file;
   // HOST:PORT clients should connect to. Empty: the bound TCP address, unless that is a
   // wildcard (0.0.0.0, ::), which Start refuses: clients could not connect to it.
   std::string advertise;

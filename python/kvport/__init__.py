@@ -145,7 +145,10 @@ class Client:
     ascend_runtime_library, log_dir, log_level, flag_file, token (the secret for a node that
     requires one) or token_file (a file whose first line is it; neither: the KVPORT_TOKEN
     environment variable, if set), busy_poll_us (0: how long a call polls for its answer
-    before it sleeps); and instance_id ("").
+    before it sleeps), tls_ca_file (TLS to the node, verified against this CA; with
+    tls_cert_file and tls_key_file for a node that requires a client certificate; each empty
+    one from KVPORT_TLS_CA_FILE, KVPORT_TLS_CERT_FILE, KVPORT_TLS_KEY_FILE: docs/security.md);
+    and instance_id ("").
 
     close() (or the end of a `with` block) closes the connections; collecting the object does
     the same. Every call after close() raises Error ("... the client is closed").
@@ -353,7 +356,8 @@ class Server:
     non-loopback listen address without tokens), and cluster membership (docs/cluster.md):
     cluster (a name; "" standalone), etcd ("HOST:PORT,HOST:PORT" or a list), advertise
     (HOST:PORT clients connect to; default the bound address), node_id (default the advertised
-    address), lease_ttl_secs (10). The node stops when the `with` block ends, on stop(), or
+    address), lease_ttl_secs (10), tls_cert_file + tls_key_file (TLS 1.3 on the TCP port) and
+    tls_ca_file (clients must then present a certificate: docs/security.md). The node stops when the `with` block ends, on stop(), or
     when the object is collected; stopping lets requests in flight finish (a cluster node
     deregisters first)."""
 

@@ -83,6 +83,9 @@ class Client:
         replicas: int = ...,
         write_quorum: int = ...,
         busy_poll_us: int = ...,
+        tls_ca_file: str = ...,
+        tls_cert_file: str = ...,
+        tls_key_file: str = ...,
     ) -> None: ...
     def mset(
         self,
@@ -185,6 +188,9 @@ class Server:
         advertise: str = ...,
         node_id: str = ...,
         lease_ttl_secs: int = ...,
+        tls_cert_file: str = ...,
+        tls_key_file: str = ...,
+        tls_ca_file: str = ...,
     ) -> None: ...
     def reload_tokens(self) -> None: ...
     @property

@@ -255,12 +255,16 @@ class PyClient {
             int connections, double timeout, double connect_timeout, uint64_t staging_cache_bytes,
             const std::string& cuda_runtime_library, const std::string& ascend_runtime_library,
             const std::string& token, const std::string& token_file, int replicas, int write_quorum,
-            int64_t busy_poll_us) {
+            int64_t busy_poll_us, const std::string& tls_ca_file, const std::string& tls_cert_file,
+            const std::string& tls_key_file) {
     CallGate::Pass pass = Enter("init");
     InitOptions options;
     options.busy_poll = std::chrono::microseconds(busy_poll_us);
     options.token = token;
     options.token_file = token_file;
+    options.tls_ca_file = tls_ca_file;
+    options.tls_cert_file = tls_cert_file;
+    options.tls_key_file = tls_key_file;
     options.replicas = replicas;
     options.write_quorum = write_quorum;
     options.transport_type = transport_type;
@@ -461,8 +465,12 @@ class PyServer {
            uint64_t max_key_bytes, uint64_t max_meta_bytes, uint64_t max_batch_keys,
            const std::string& tokens_file, bool insecure, const std::string& cluster,
            const std::vector<std::string>& etcd, const std::string& advertise,
-           const std::string& node_id, uint32_t lease_ttl_secs) {
+           const std::string& node_id, uint32_t lease_ttl_secs, const std::string& tls_cert_file,
+           const std::string& tls_key_file, const std::string& tls_ca_file) {
     ServerOptions options;
+    options.tls_cert_file = tls_cert_file;
+    options.tls_key_file = tls_key_file;
+    options.tls_ca_file = tls_ca_file;
     options.cluster = cluster;
     options.etcd = etcd;
     options.advertise = advertise;
@@ -628,7 +636,10 @@ PYBIND11_MODULE(_core, m) {
            py::arg("token") = kDefaults.token, py::arg("token_file") = kDefaults.token_file,
            py::arg("replicas") = kDefaults.replicas,
            py::arg("write_quorum") = kDefaults.write_quorum,
-           py::arg("busy_poll_us") = kDefaults.busy_poll.count())
+           py::arg("busy_poll_us") = kDefaults.busy_poll.count(),
+           py::arg("tls_ca_file") = kDefaults.tls_ca_file,
+           py::arg("tls_cert_file") = kDefaults.tls_cert_file,
+           py::arg("tls_key_file") = kDefaults.tls_key_file)
       .def("mset", &PyClient::MSet, py::arg("keys"), py::arg("values"), py::arg("ns"),
            py::arg("ttl_seconds"), py::arg("metas"), py::arg("timeout"))
       .def("mget", &PyClient::MGet, py::arg("keys"), py::arg("buffers"), py::arg("ns"),
@@ -679,7 +690,8 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<const std::string&, const std::string&, bool, uint32_t, uint32_t, uint64_t,
                     unsigned, uint64_t, uint64_t, uint64_t, uint64_t, const std::string&, bool,
                     const std::string&, const std::vector<std::string>&, const std::string&,
-                    const std::string&, uint32_t>(),
+                    const std::string&, uint32_t, const std::string&, const std::string&,
+                    const std::string&>(),
            py::kw_only(), py::arg("listen") = kServerDefaults.listen,
            py::arg("unix_socket") = kServerDefaults.unix_socket,
            py::arg("shared_memory") = kServerDefaults.shared_memory,
@@ -696,7 +708,10 @@ PYBIND11_MODULE(_core, m) {
            py::arg("cluster") = kServerDefaults.cluster, py::arg("etcd") = kServerDefaults.etcd,
            py::arg("advertise") = kServerDefaults.advertise,
            py::arg("node_id") = kServerDefaults.node_id,
-           py::arg("lease_ttl_secs") = kServerDefaults.lease_ttl_secs)
+           py::arg("lease_ttl_secs") = kServerDefaults.lease_ttl_secs,
+           py::arg("tls_cert_file") = kServerDefaults.tls_cert_file,
+           py::arg("tls_key_file") = kServerDefaults.tls_key_file,
+           py::arg("tls_ca_file") = kServerDefaults.tls_ca_file)
       .def("reload_tokens", &PyServer::ReloadTokens)
       .def_property_readonly("address", &PyServer::address)
       .def_property_readonly("port", &PyServer::port)

@@ -21,6 +21,7 @@
 #include "common/small_file.h"
 #include "kvport/log.h"
 #include "kvport/transport.h"
+#include "net/tls.h"
 
 namespace kvport {
 namespace {
@@ -40,6 +41,52 @@ Result<std::string> TokenOf(const InitOptions& options) {
   }
   const char* from_env = std::getenv("KVPORT_TOKEN");
   return std::string(from_env != nullptr ? from_env : "");
+}
+
+// The TLS InitOptions ask for, each file from its field or else its environment variable
+// (KVPORT_TLS_CA_FILE, ...): null when no CA file is named (plain TCP).
+Result<std::shared_ptr<const net::TlsContext>> TlsOf(const InitOptions& options) {
+  auto pick = [](const std::string& field, const char* env) {
+    if (!field.empty()) return field;
+    const char* value = std::getenv(env);
+    return std::string(value != nullptr ? value : "");
+  };
+  net::TlsFiles files;
+  files.ca_file = pick(options.tls_ca_file, "KVPORT_TLS_CA_FILE");
+  files.cert_file = pick(options.tls_cert_file, "KVPORT_TLS_CERT_FILE");
+  files.key_file = pick(options.tls_key_file, "KVPORT_TLS_KEY_FILE");
+  if (files.ca_file.empty()) {
+    if (!files.cert_file.empty() || !files.key_file.empty()) {
+      return Status::InvalidArgument(
+          "tls_cert_file / tls_key_file are set but tls_ca_file is not: TLS needs the CA that "
+          "signed the node's certificate");
+    }
+    return std::shared_ptr<const net::TlsContext>();
+  }
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<net::TlsContext> context,
+                          net::TlsContext::Create(net::TlsRole::kClient, files));
+  return std::shared_ptr<const net::TlsContext>(std::move(context));
+}
+
+// How a cluster client reaches etcd: its endpoints, and TLS and authentication from the
+// environment variables a node's config takes them from too (KVPORT_ETCD_TLS_CA_FILE,
+// KVPORT_ETCD_TLS_CERT_FILE, KVPORT_ETCD_TLS_KEY_FILE, KVPORT_ETCD_USER,
+// KVPORT_ETCD_PASSWORD_FILE: docs/cluster.md).
+cluster::EtcdOptions EtcdOptionsOf(const std::vector<std::string>& endpoints,
+                                   const InitOptions& options) {
+  auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value != nullptr ? value : "");
+  };
+  cluster::EtcdOptions etcd;
+  etcd.endpoints = endpoints;
+  etcd.request_timeout = options.connect_timeout;
+  etcd.tls_ca_file = env("KVPORT_ETCD_TLS_CA_FILE");
+  etcd.tls_cert_file = env("KVPORT_ETCD_TLS_CERT_FILE");
+  etcd.tls_key_file = env("KVPORT_ETCD_TLS_KEY_FILE");
+  etcd.user = env("KVPORT_ETCD_USER");
+  etcd.password_file = env("KVPORT_ETCD_PASSWORD_FILE");
+  return etcd;
 }
 
 Status NotReady(std::string_view op) {
@@ -156,19 +203,21 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
               instance_id, options.log_dir);
   }
 
-  KVPORT_ASSIGN_OR_RETURN(const std::string token, TokenOf(options));
+  client::NodeCredentials credentials;
+  KVPORT_ASSIGN_OR_RETURN(credentials.token, TokenOf(options));
+  KVPORT_ASSIGN_OR_RETURN(credentials.tls, TlsOf(options));
 
   std::unique_ptr<client::Backend> backend;
   if (!parsed.is_cluster()) {
     Result<std::unique_ptr<client::NodeClient>> node = client::NodeClient::Open(
-        instance_id, parsed.nodes[0], options, *choice, token, &impl_->devices);
+        instance_id, parsed.nodes[0], options, *choice, credentials, &impl_->devices);
     if (!node.ok()) return node.status().WithContext("client init");
     backend = std::move(node).value();
   } else {
     std::unique_ptr<cluster::Membership> membership;
     if (!parsed.etcd.empty()) {
       Result<std::unique_ptr<cluster::EtcdMembership>> etcd =
-          cluster::EtcdMembership::Open(parsed.etcd, parsed.cluster, options.connect_timeout);
+          cluster::EtcdMembership::Open(EtcdOptionsOf(parsed.etcd, options), parsed.cluster);
       if (!etcd.ok()) return etcd.status().WithContext("client init");
       membership = std::move(etcd).value();
     } else {
@@ -182,9 +231,9 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
     cluster_options.write_quorum = parsed.write_quorum > 0
                                        ? parsed.write_quorum
                                        : std::min(options.write_quorum, cluster_options.replicas);
-    auto cluster = std::make_unique<client::ClusterClient>(std::string(instance_id),
-                                                           std::move(membership), options, *choice,
-                                                           token, &impl_->devices, cluster_options);
+    auto cluster = std::make_unique<client::ClusterClient>(
+        std::string(instance_id), std::move(membership), options, *choice, credentials,
+        &impl_->devices, cluster_options);
     KVPORT_RETURN_IF_ERROR(cluster->Connect().WithContext("client init"));
     backend = std::move(cluster);
   }

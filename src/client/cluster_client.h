@@ -52,8 +52,8 @@ class ClusterClient final : public Backend {
   };
   // `devices` must outlive the client.
   ClusterClient(std::string instance_id, std::unique_ptr<cluster::Membership> membership,
-                const InitOptions& init_options, TransportChoice choice, std::string token,
-                DeviceStaging* devices, Options options);
+                const InitOptions& init_options, TransportChoice choice,
+                NodeCredentials credentials, DeviceStaging* devices, Options options);
   ~ClusterClient() override;
 
   // Connects to every member now, at once. Unavailable when there are members and none
@@ -163,7 +163,7 @@ class ClusterClient final : public Backend {
   const std::unique_ptr<cluster::Membership> membership_;
   const InitOptions init_options_;
   const TransportChoice choice_;
-  const std::string token_;
+  const NodeCredentials credentials_;
   DeviceStaging* const devices_;
   const Options options_;
   std::string transport_;         // the data path of the nodes reached at Connect

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "kvport/log.h"
+#include "net/connect.h"
 #include "net/unix_listener.h"
 #include "protocol/messages.h"
 
@@ -153,8 +154,8 @@ bool ErrorEndsConnection(const protocol::FrameHeader& header, const Status& erro
 
 }  // namespace
 
-Connection::Connection(net::Socket socket, std::string peer, const ConnectionOptions& options)
-    : socket_(std::move(socket)),
+Connection::Connection(net::Stream stream, std::string peer, const ConnectionOptions& options)
+    : stream_(std::move(stream)),
       peer_(std::move(peer)),
       options_(options),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
@@ -176,11 +177,16 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
     return Status::InvalidArgument("shared memory needs the node's Unix socket, not " +
                                    address.ToString());
   }
-  Result<net::Socket> socket =
-      address.is_unix() ? net::ConnectUnix(address.unix_path) : ConnectTcp(address.tcp, deadline);
+  Result<net::Socket> socket = address.is_unix() ? net::ConnectUnix(address.unix_path)
+                                                 : net::ConnectTcp(address.tcp, deadline);
   if (!socket.ok()) return socket.status();
-  std::shared_ptr<Connection> conn(
-      new Connection(std::move(socket).value(), address.ToString(), options));
+  net::Stream stream(std::move(socket).value());
+  if (options.tls != nullptr && !address.is_unix()) {
+    KVPORT_RETURN_IF_ERROR(stream.StartTls(*options.tls, address.tcp.host));
+    Status secured = CompleteTlsHandshake(stream, deadline);
+    if (!secured.ok()) return secured.WithContext("TLS handshake with " + address.ToString());
+  }
+  std::shared_ptr<Connection> conn(new Connection(std::move(stream), address.ToString(), options));
   Status hello = conn->Handshake(client_name, options.token, deadline);
   if (!hello.ok()) {
     conn->alive_ = false;
@@ -206,8 +212,8 @@ Status Connection::ReadControlResponse(uint64_t id, protocol::Opcode opcode, uin
   const protocol::Limits defaults;
   char head[protocol::kFrameHeaderSize];
   Status read = passed != nullptr
-                    ? ReadFullyWithDescriptor(socket_.fd(), head, sizeof(head), deadline, passed)
-                    : ReadFully(socket_.fd(), head, sizeof(head), deadline);
+                    ? ReadFullyWithDescriptor(stream_.fd(), head, sizeof(head), deadline, passed)
+                    : ReadFully(stream_, head, sizeof(head), deadline);
   KVPORT_RETURN_IF_ERROR(read);
   Status decoded =
       protocol::DecodeFrameHeader(std::string_view(head, sizeof(head)), defaults, header);
@@ -224,7 +230,7 @@ Status Connection::ReadControlResponse(uint64_t id, protocol::Opcode opcode, uin
                     header->descriptor_length, limit));
   }
   descriptor->assign(header->descriptor_length, '\0');
-  KVPORT_RETURN_IF_ERROR(ReadFully(socket_.fd(), descriptor->data(), descriptor->size(), deadline));
+  KVPORT_RETURN_IF_ERROR(ReadFully(stream_, descriptor->data(), descriptor->size(), deadline));
   if (header->opcode == protocol::Opcode::kError) {
     return NodeError(*header, *descriptor, defaults, peer_);
   }
@@ -247,7 +253,7 @@ Status Connection::AttachArena(ArenaMapper* mapper, Deadline deadline) {
   KVPORT_RETURN_IF_ERROR(
       protocol::EncodeRequest(id, protocol::ShmAttachRequest{}, limits_, &frame, version_));
   iovec iov{frame.head.data(), frame.head.size()};
-  KVPORT_RETURN_IF_ERROR(WriteFully(socket_.fd(), std::span<iovec>(&iov, 1), deadline));
+  KVPORT_RETURN_IF_ERROR(WriteFully(stream_, std::span<iovec>(&iov, 1), deadline));
   protocol::FrameHeader header;
   std::string descriptor;
   net::Socket memfd;
@@ -279,7 +285,7 @@ Status Connection::Handshake(std::string_view client_name, std::string_view toke
   const uint64_t id = NextRequestId();
   KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(id, request, defaults, &frame));
   iovec iov{frame.head.data(), frame.head.size()};
-  KVPORT_RETURN_IF_ERROR(WriteFully(socket_.fd(), std::span<iovec>(&iov, 1), deadline));
+  KVPORT_RETURN_IF_ERROR(WriteFully(stream_, std::span<iovec>(&iov, 1), deadline));
 
   protocol::FrameHeader header;
   std::string descriptor;
@@ -346,7 +352,7 @@ Result<Connection::Ticket> Connection::SendCall(Ticket call, const protocol::Enc
   for (const protocol::PayloadSpan& span : frame.payloads) {
     iov.push_back({const_cast<void*>(span.data), span.size});
   }
-  Status written = WriteFully(socket_.fd(), iov, deadline);
+  Status written = WriteFully(stream_, iov, deadline);
   write_lock.unlock();
   if (!written.ok()) {
     // The stream may hold part of a frame: nothing more can be sent on it.
@@ -566,7 +572,7 @@ void Connection::Close(const Status& reason) {
   }
   // Wakes the reader (its read returns end-of-file) and fails any write in progress. The
   // descriptor itself stays open until the destructor, so it cannot be reused under a reader.
-  ::shutdown(socket_.fd(), SHUT_RDWR);
+  ::shutdown(stream_.fd(), SHUT_RDWR);
 }
 
 Status Connection::close_reason() const {
@@ -595,8 +601,11 @@ void Connection::ReadLoop() {
         // Between responses: wait for the next one, where a caller may take the role over.
         thread_idle_ = true;
         lock.unlock();
-        pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {wake_fd_.fd(), POLLIN, 0}};
-        int ready = ::poll(fds, 2, -1);
+        pollfd fds[2] = {{stream_.fd(), POLLIN, 0}, {wake_fd_.fd(), POLLIN, 0}};
+        // Bytes TLS already decrypted wake no poll: they are read at once.
+        const bool held = stream_.buffered() > 0;
+        int ready = held ? 1 : ::poll(fds, 2, -1);
+        if (held) fds[0].revents = POLLIN;
         if (ready > 0 && (fds[1].revents & POLLIN) != 0) {
           uint64_t kicks;
           [[maybe_unused]] ssize_t got = ::read(wake_fd_.fd(), &kicks, sizeof(kicks));
@@ -689,7 +698,6 @@ Status Connection::Advance(Deadline give_up, bool* paused, bool spin) {
 
 Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
   Frame& f = *frame_;
-  const int fd = socket_.fd();
   while (f.left > 0) {
     while (f.iov[f.next].iov_len == 0)
       ++f.next;
@@ -698,7 +706,7 @@ Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
     size_t end = first;
     if (f.iov[first].iov_base == nullptr) {
       iovec sink{f.sink, std::min(f.iov[first].iov_len, sizeof(f.sink))};
-      read = net::ReadV(fd, &sink, 1);
+      read = stream_.ReadV(&sink, 1);
       end = first + 1;
     } else {
       // A run of real destinations: one readv per run (per wake-up), not one read per value.
@@ -709,10 +717,10 @@ Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
         if (f.call->abandoned) {
           f.abandoned = true;
         } else {
-          read = net::ReadV(fd, &f.iov[first], static_cast<int>(end - first));
+          read = stream_.ReadV(&f.iov[first], static_cast<int>(end - first));
         }
       } else {
-        read = net::ReadV(fd, &f.iov[first], static_cast<int>(end - first));
+        read = stream_.ReadV(&f.iov[first], static_cast<int>(end - first));
       }
       if (f.abandoned && f.to_caller) {
         // Its call gave up: the caller's buffers are off limits, the rest is discarded.
@@ -753,7 +761,7 @@ Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
     // in, the node is sending and a spinning reader would only take CPU from it.
     const bool awaiting = f.phase == Frame::Phase::kHeader && !f.open();
     Status waited =
-        WaitReadable(fd, stall_first ? f.until : give_up,
+        WaitReadable(stream_, stall_first ? f.until : give_up,
                      spin && awaiting ? options_.busy_poll : std::chrono::microseconds(0));
     if (waited.code() == StatusCode::kTimeout) {
       if (!stall_first) {

@@ -78,6 +78,10 @@ struct ConnectionOptions {
   // InitOptions::busy_poll: how long a caller reading its own answer polls without sleeping,
   // before the answer's first byte, until it blocks (the reader thread never spins).
   std::chrono::microseconds busy_poll{0};
+  // TLS for TCP connections (InitOptions::tls_ca_file...), or null: plain TCP. The node's
+  // certificate is verified against the CA and the host name connected to. A Unix-socket
+  // connection never uses it (it stays on the host).
+  std::shared_ptr<const net::TlsContext> tls;
 };
 
 // Decodes the response to one request. Runs on the thread holding the connection's reader role
@@ -110,9 +114,10 @@ class Connection {
   // Connects, sends HELLO (offering protocol versions kMinProtocolVersion..kMaxProtocolVersion)
   // and waits for the node's answer (version and limits), all before `deadline`. With `mapper`
   // (Unix sockets only), then asks for the arena and maps it through `mapper`. Errors:
-  // Unavailable (refused, reset, no such host), Timeout, NotSupported (no common protocol
-  // version; or the node declined shared memory, with its reason), Corruption (the peer is not
-  // a kvport node).
+  // Unavailable (refused, reset, no such host; a failed TLS handshake), Timeout, NotSupported
+  // (no common protocol version; or the node declined shared memory, with its reason),
+  // Corruption (the peer is not a kvport node), PermissionDenied (the node's certificate failed
+  // verification; a TLS node refused a client in the clear).
   static Result<std::shared_ptr<Connection>> Open(const NodeAddress& address,
                                                   std::string_view client_name, Deadline deadline,
                                                   const ConnectionOptions& options = {},
@@ -189,7 +194,7 @@ class Connection {
   uint64_t drained_responses() const { return drained_.load(std::memory_order_relaxed); }
 
  private:
-  Connection(net::Socket socket, std::string peer, const ConnectionOptions& options);
+  Connection(net::Stream stream, std::string peer, const ConnectionOptions& options);
   Result<Ticket> SendCall(Ticket call, const protocol::EncodedFrame& frame, Deadline deadline);
   Status Handshake(std::string_view client_name, std::string_view token, Deadline deadline);
   Status AttachArena(ArenaMapper* mapper, Deadline deadline);
@@ -243,7 +248,7 @@ class Connection {
   // Makes `call` final with `result` and takes it off pending_.
   void Finish(Call& call, Status result);
 
-  net::Socket socket_;
+  net::Stream stream_;
   const std::string peer_;
   const ConnectionOptions options_;
   protocol::Limits limits_;

@@ -92,7 +92,7 @@ Status WholeCallFailure(std::span<const FrameResult> frames, size_t rejected_loc
 
 Result<std::unique_ptr<NodeClient>> NodeClient::Open(
     std::string_view instance_id, const NodeAddress& address, const InitOptions& options,
-    const TransportChoice& choice, const std::string& token, DeviceStaging* devices) {
+    const TransportChoice& choice, const NodeCredentials& credentials, DeviceStaging* devices) {
   PoolOptions pool_options;
   pool_options.connections = options.connections;
   pool_options.connect_timeout = options.connect_timeout;
@@ -101,7 +101,8 @@ Result<std::unique_ptr<NodeClient>> NodeClient::Open(
   pool_options.client_name = "kvport-client " + std::string(instance_id);
   pool_options.connection.drain_timeout = options.drain_timeout;
   pool_options.connection.drain_max_bytes = options.drain_max_bytes;
-  pool_options.connection.token = token;
+  pool_options.connection.token = credentials.token;
+  pool_options.connection.tls = credentials.tls;
   pool_options.connection.busy_poll = options.busy_poll;
   KVPORT_ASSIGN_OR_RETURN(ChosenTransport chosen,
                           OpenTransport(address, choice, pool_options, options.connect_timeout));
@@ -116,9 +117,10 @@ Result<std::unique_ptr<NodeClient>> NodeClient::Open(
       chosen.transport->pool().ConnectFirst(MonotonicClock::now() + options.connect_timeout));
   std::unique_ptr<NodeClient> node(new NodeClient(address.ToString(), options, devices,
                                                   std::move(chosen), first->default_namespace()));
-  log::Info("client {}: connected to kvport node {} over {} ({} connections, timeout {} ms)",
-            instance_id, node->address_, node->transport(), options.connections,
-            options.timeout.count());
+  log::Info("client {}: connected to kvport node {} over {}{} ({} connections, timeout {} ms)",
+            instance_id, node->address_, node->transport(),
+            credentials.tls != nullptr && !address.is_unix() ? " with TLS" : "",
+            options.connections, options.timeout.count());
   return node;
 }
 

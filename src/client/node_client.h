@@ -18,20 +18,26 @@
 #include "client/transport_choice.h"
 #include "kvport/client.h"
 #include "kvport/transport.h"
+#include "net/tls.h"
 #include "protocol/messages.h"
 
 namespace kvport::client {
+
+// What a client presents to every node: its token (docs/security.md), and TLS for TCP (null:
+// plain TCP), made once at Init from InitOptions.
+struct NodeCredentials {
+  std::string token;
+  std::shared_ptr<const net::TlsContext> tls;
+};
 
 class NodeClient final : public Backend {
  public:
   // Opens the transport `choice` resolves to for `address`, connecting its first connection:
   // Unavailable when the node does not answer. `devices` (shared by every node of a client)
   // must outlive the NodeClient. Logs which data path it chose and why.
-  static Result<std::unique_ptr<NodeClient>> Open(std::string_view instance_id,
-                                                  const NodeAddress& address,
-                                                  const InitOptions& options,
-                                                  const TransportChoice& choice,
-                                                  const std::string& token, DeviceStaging* devices);
+  static Result<std::unique_ptr<NodeClient>> Open(
+      std::string_view instance_id, const NodeAddress& address, const InitOptions& options,
+      const TransportChoice& choice, const NodeCredentials& credentials, DeviceStaging* devices);
   ~NodeClient() override;
 
   PendingCallPtr<BatchResult> StartMSet(std::span<const std::string> keys, const IOBuffers& values,

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client/socket_io.h"
 
-#include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,56 +44,16 @@ Status Gone(const char* what, const Status& cause) {
 
 }  // namespace
 
-Result<net::Socket> ConnectTcp(const net::HostPort& address, Deadline deadline) {
-  const std::string where = address.ToString();
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(address.port);
-  int rc = ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found);
-  if (rc != 0) {
-    return Status::Unavailable("connect to " + where + ": cannot resolve host '" + address.host +
-                               "': " + ::gai_strerror(rc));
+Status CompleteTlsHandshake(net::Stream& stream, Deadline deadline) {
+  while (true) {
+    KVPORT_ASSIGN_OR_RETURN(net::TlsWait wait, stream.Handshake());
+    if (wait == net::TlsWait::kNone) return Status::Ok();
+    KVPORT_RETURN_IF_ERROR(WaitFor(stream.fd(), wait == net::TlsWait::kRead ? POLLIN : POLLOUT,
+                                   deadline, "complete the TLS handshake"));
   }
-  Status last = Status::Unavailable("connect to " + where + ": no address");
-  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    net::Socket sock(
-        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
-    if (!sock.valid()) {
-      last = Status::FromErrno("socket", errno);
-      continue;
-    }
-    if (::connect(sock.fd(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        last = Status::Unavailable("connect to " + where + ": " + std::strerror(errno));
-        continue;
-      }
-      Status waited = WaitFor(sock.fd(), POLLOUT, deadline, "connect");
-      if (!waited.ok()) {
-        last = waited.code() == StatusCode::kTimeout
-                   ? Status::Timeout("connect to " + where + ": no answer before the deadline")
-                   : waited;
-        continue;
-      }
-      int err = 0;
-      socklen_t len = sizeof(err);
-      ::getsockopt(sock.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0) {
-        last = Status::Unavailable("connect to " + where + ": " + std::strerror(err));
-        continue;
-      }
-    }
-    KVPORT_RETURN_IF_ERROR(net::SetNoDelay(sock.fd()));
-    ::freeaddrinfo(found);
-    return sock;
-  }
-  ::freeaddrinfo(found);
-  return last;
 }
 
-Status WriteFully(int fd, std::span<iovec> iov, Deadline deadline) {
+Status WriteFully(net::Stream& stream, std::span<iovec> iov, Deadline deadline) {
   size_t first = 0;
   while (first < iov.size()) {
     if (iov[first].iov_len == 0) {
@@ -103,7 +61,7 @@ Status WriteFully(int fd, std::span<iovec> iov, Deadline deadline) {
       continue;
     }
     int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
-    Result<net::IoProgress> progress = net::WriteV(fd, &iov[first], count);
+    Result<net::IoProgress> progress = stream.WriteV(&iov[first], count);
     if (!progress.ok()) return Gone("writing a request", progress.status());
     size_t moved = progress->bytes;
     while (moved > 0 && first < iov.size()) {
@@ -114,7 +72,7 @@ Status WriteFully(int fd, std::span<iovec> iov, Deadline deadline) {
       if (iov[first].iov_len == 0) ++first;
     }
     if (progress->would_block) {
-      KVPORT_RETURN_IF_ERROR(WaitFor(fd, POLLOUT, deadline, "write a request"));
+      KVPORT_RETURN_IF_ERROR(WaitFor(stream.fd(), POLLOUT, deadline, "write a request"));
     }
   }
   return Status::Ok();
@@ -160,24 +118,26 @@ Status ReadFullyWithDescriptor(int fd, void* dst, size_t n, Deadline deadline,
   return Status::Ok();
 }
 
-Status ReadFully(int fd, void* dst, size_t n, Deadline deadline) {
+Status ReadFully(net::Stream& stream, void* dst, size_t n, Deadline deadline) {
   char* p = static_cast<char*>(dst);
   while (n > 0) {
     iovec iov{p, n};
-    Result<net::IoProgress> progress = net::ReadV(fd, &iov, 1);
+    Result<net::IoProgress> progress = stream.ReadV(&iov, 1);
     if (!progress.ok()) return Gone("reading a response", progress.status());
     p += progress->bytes;
     n -= progress->bytes;
     if (n == 0) break;
     if (progress->eof) return Status::Unavailable("the node closed the connection");
     if (progress->would_block || progress->bytes == 0) {
-      KVPORT_RETURN_IF_ERROR(WaitFor(fd, POLLIN, deadline, "read a response"));
+      KVPORT_RETURN_IF_ERROR(WaitFor(stream.fd(), POLLIN, deadline, "read a response"));
     }
   }
   return Status::Ok();
 }
 
-Status WaitReadable(int fd, Deadline deadline, std::chrono::microseconds spin) {
+Status WaitReadable(net::Stream& stream, Deadline deadline, std::chrono::microseconds spin) {
+  if (stream.buffered() > 0) return Status::Ok();
+  const int fd = stream.fd();
   if (spin.count() > 0) {
     const Deadline until = std::min(deadline, MonotonicClock::now() + spin);
     do {
@@ -188,16 +148,6 @@ Status WaitReadable(int fd, Deadline deadline, std::chrono::microseconds spin) {
     } while (MonotonicClock::now() < until);
   }
   return WaitFor(fd, POLLIN, deadline, "read a response");
-}
-
-Status DiscardFully(int fd, size_t n, Deadline deadline) {
-  char sink[16 * 1024];
-  while (n > 0) {
-    size_t step = std::min(n, sizeof(sink));
-    KVPORT_RETURN_IF_ERROR(ReadFully(fd, sink, step, deadline));
-    n -= step;
-  }
-  return Status::Ok();
 }
 
 }  // namespace kvport::client

@@ -2,21 +2,28 @@
 // EtcdClient over etcd's v3 JSON gateway (see etcd_client.h for why the gateway).
 //
 // Gateway conventions this file relies on (etcd 3.4+): every call is POST /v3/<service>/<method>
-// with a JSON body; bytes (keys, values) are base64; int64 fields are JSON strings and fields
-// equal to their default (0, false, "") are left out; a failed call answers a non-2xx status with
-// {"error"|"message": ..., "code": <gRPC code>}; streaming calls (watch, lease keepalive) answer
-// one JSON object per line, each {"result": {...}} or {"error": {...}}.
+// with a JSON body (encoded as etcd_codec.h says); a failed call answers a non-2xx status with
+// an error object; streaming calls (watch, lease keepalive) answer one JSON object per line,
+// each {"result": {...}} or {"error": {...}}; authentication is a token from
+// /v3/auth/authenticate sent as the Authorization header.
 #include "cluster/etcd_client.h"
 
-#include <httplib.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <charconv>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cluster/etcd_codec.h"
+#include "cluster/etcd_http.h"
 #include "net/host_port.h"
+#include "net/tls.h"
 
 namespace kvport::cluster {
 namespace {
@@ -24,185 +31,27 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// gRPC status codes the gateway reports in "code".
-// The most bytes kept of one answer or one watch message. etcd's own request limit is 1.5 MiB
-// and a cluster's node records are a few hundred bytes each, so this holds the records of tens of
-// thousands of nodes; an etcd (or something posing as one) that sends more cannot make a node or
-// a client grow without bound.
-constexpr size_t kMaxAnswerBytes = size_t{64} << 20;
-
-constexpr int kGrpcInvalidArgument = 3;
-constexpr int kGrpcDeadlineExceeded = 4;
-constexpr int kGrpcNotFound = 5;
-constexpr int kGrpcUnavailable = 14;
-
-constexpr char kBase64Alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string Base64Encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= in.size(); i += 3) {
-    uint32_t n = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) |
-                 uint32_t(uint8_t(in[i + 2]));
-    out += kBase64Alphabet[(n >> 18) & 63];
-    out += kBase64Alphabet[(n >> 12) & 63];
-    out += kBase64Alphabet[(n >> 6) & 63];
-    out += kBase64Alphabet[n & 63];
-  }
-  size_t rest = in.size() - i;
-  if (rest > 0) {
-    uint32_t n = uint32_t(uint8_t(in[i])) << 16;
-    if (rest == 2) n |= uint32_t(uint8_t(in[i + 1])) << 8;
-    out += kBase64Alphabet[(n >> 18) & 63];
-    out += kBase64Alphabet[(n >> 12) & 63];
-    out += rest == 2 ? kBase64Alphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-// Standard alphabet, padding optional (etcd always pads; being lenient costs nothing).
-std::optional<std::string> Base64Decode(std::string_view in) {
-  static const std::array<int8_t, 256> kValues = [] {
-    std::array<int8_t, 256> values{};
-    values.fill(-1);
-    for (int i = 0; i < 64; ++i)
-      values[uint8_t(kBase64Alphabet[i])] = int8_t(i);
-    return values;
-  }();
-  while (!in.empty() && in.back() == '=')
-    in.remove_suffix(1);
-  if (in.size() % 4 == 1) return std::nullopt;
-  std::string out;
-  out.reserve(in.size() * 3 / 4);
-  uint32_t bits = 0;
-  int count = 0;
-  for (char c : in) {
-    int8_t v = kValues[uint8_t(c)];
-    if (v < 0) return std::nullopt;
-    bits = (bits << 6) | uint32_t(v);
-    if (++count == 4) {
-      out += char((bits >> 16) & 0xff);
-      out += char((bits >> 8) & 0xff);
-      out += char(bits & 0xff);
-      bits = 0;
-      count = 0;
-    }
-  }
-  if (count == 2) out += char((bits >> 4) & 0xff);
-  if (count == 3) {
-    out += char((bits >> 10) & 0xff);
-    out += char((bits >> 2) & 0xff);
-  }
-  return out;
-}
-
-// The first key after every key starting with `prefix`: etcd's range_end for a prefix. An
-// all-0xff (or empty) prefix has none: "\0" means "to the end of the keyspace".
-std::string PrefixEnd(std::string_view prefix) {
-  std::string end(prefix);
-  while (!end.empty()) {
-    if (uint8_t(end.back()) < 0xff) {
-      end.back() = char(uint8_t(end.back()) + 1);
-      return end;
-    }
-    end.pop_back();
-  }
-  return std::string(1, '\0');
-}
-
-// An int64 field: a JSON string in the gateway's encoding, a number from other encoders, absent
-// when 0.
-Result<int64_t> Int64Field(const json& object, const char* field) {
-  auto it = object.find(field);
-  if (it == object.end() || it->is_null()) return int64_t{0};
-  if (it->is_number_integer()) return it->get<int64_t>();
-  if (it->is_string()) {
-    const std::string& text = it->get_ref<const std::string&>();
-    int64_t value = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (!text.empty() && ec == std::errc() && end == text.data() + text.size()) return value;
-  }
-  return Status::Corruption(std::string("etcd answered a non-integer '") + field + "'");
-}
-
-Result<std::string> BytesField(const json& object, const char* field) {
-  auto it = object.find(field);
-  if (it == object.end() || it->is_null()) return std::string();
-  if (!it->is_string())
-    return Status::Corruption(std::string("etcd's '") + field + "' not a string");
-  auto decoded = Base64Decode(it->get_ref<const std::string&>());
-  if (!decoded) return Status::Corruption(std::string("etcd's '") + field + "' is not base64");
-  return std::move(*decoded);
-}
-
-Result<EtcdKeyValue> ParseKeyValue(const json& kv) {
-  if (!kv.is_object()) return Status::Corruption("etcd answered a key-value that is not an object");
-  EtcdKeyValue out;
-  KVPORT_ASSIGN_OR_RETURN(out.key, BytesField(kv, "key"));
-  KVPORT_ASSIGN_OR_RETURN(out.value, BytesField(kv, "value"));
-  KVPORT_ASSIGN_OR_RETURN(out.lease, Int64Field(kv, "lease"));
-  KVPORT_ASSIGN_OR_RETURN(out.mod_revision, Int64Field(kv, "mod_revision"));
-  return out;
-}
-
-// The revision in a response's header.
-Result<int64_t> HeaderRevision(const json& response) {
-  auto it = response.find("header");
-  if (it == response.end() || !it->is_object()) return int64_t{0};
-  return Int64Field(*it, "revision");
-}
-
-// An etcd error answer ({"error": "...", "message": "...", "code": N}, or streaming's
-// {"error": {"grpc_code": N, "message": "..."}}) as a Status. `retry_elsewhere` says whether
-// another endpoint might do better (this member has no leader, or timed out).
-Status ErrorStatus(const json& error_body, std::string_view what, bool* retry_elsewhere) {
-  const json* body = &error_body;
-  if (auto it = error_body.find("error"); it != error_body.end() && it->is_object()) body = &*it;
-  int code = -1;
-  for (const char* field : {"code", "grpc_code"}) {
-    if (auto it = body->find(field); it != body->end() && it->is_number_integer()) {
-      code = it->get<int>();
-    }
-  }
-  std::string message;
-  for (const char* field : {"message", "error"}) {
-    if (auto it = body->find(field); it != body->end() && it->is_string()) {
-      message = it->get<std::string>();
-      break;
-    }
-  }
-  if (message.empty()) message = body->dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string text = std::string(what) + ": " + message;
-  if (retry_elsewhere) *retry_elsewhere = code == kGrpcUnavailable || code == kGrpcDeadlineExceeded;
-  switch (code) {
-    case kGrpcNotFound:
-      return Status::NotFound(std::move(text));
-    case kGrpcInvalidArgument:
-      return Status::InvalidArgument(std::move(text));
-    case kGrpcDeadlineExceeded:
-      return Status::Timeout(std::move(text));
-    default:
-      return Status::Unavailable(std::move(text));
-  }
-}
-
 std::string FormatEndpoint(const net::HostPort& endpoint) {
   return endpoint.ToString();
 }
 
-// Milliseconds left until `deadline`, at least 1 (httplib treats 0 as "no wait at all").
-std::chrono::milliseconds Left(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return std::max(left, std::chrono::milliseconds(1));
-}
+// How often a watch waiting for etcd looks at its stop flag.
+constexpr std::chrono::milliseconds kStopCheck{200};
 
 class GatewayClient final : public EtcdClient {
  public:
-  GatewayClient(std::vector<net::HostPort> endpoints, std::chrono::milliseconds timeout)
-      : endpoints_(std::move(endpoints)), timeout_(timeout), kept_(endpoints_.size()) {}
+  GatewayClient(std::vector<net::HostPort> endpoints, std::chrono::milliseconds timeout,
+                std::shared_ptr<net::TlsContext> tls, std::string user, std::string password)
+      : endpoints_(std::move(endpoints)),
+        timeout_(timeout),
+        tls_(std::move(tls)),
+        user_(std::move(user)),
+        password_(std::move(password)),
+        kept_(endpoints_.size()),
+        cancel_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~GatewayClient() override {
+    if (cancel_fd_ >= 0) ::close(cancel_fd_);
+  }
 
   Result<int64_t> GrantLease(std::chrono::seconds ttl) override {
     KVPORT_ASSIGN_OR_RETURN(
@@ -281,22 +130,29 @@ class GatewayClient final : public EtcdClient {
 
   Status Watch(std::string_view prefix, int64_t start_revision,
                const std::function<void(const std::vector<EtcdEvent>&)>& on_events,
-               const std::atomic<bool>& stop, std::chrono::milliseconds poll_interval) override;
+               const std::atomic<bool>& stop, std::chrono::milliseconds max_silence) override;
 
   void CancelWatch() override {
-    std::lock_guard<std::mutex> lock(watch_mu_);
-    watch_canceled_ = true;
-    if (watching_ != nullptr) watching_->stop();  // httplib: may be called from another thread
+    watch_canceled_.store(true);
+    const uint64_t one = 1;
+    // Every watch connection polls this descriptor too: they all wake now, and later ones
+    // find it readable at once.
+    if (cancel_fd_ >= 0) (void)!::write(cancel_fd_, &one, sizeof(one));
   }
-  bool watch_canceled() {
-    std::lock_guard<std::mutex> lock(watch_mu_);
-    return watch_canceled_;
+
+  EtcdWatchStats watch_stats() const override {
+    EtcdWatchStats out;
+    out.streams_opened = streams_opened_.load();
+    out.progress_notifications = progress_notifications_.load();
+    out.silent_reopens = silent_reopens_.load();
+    return out;
   }
 
   std::string Describe() const override {
     std::string out;
     for (const auto& endpoint : endpoints_) {
       if (!out.empty()) out += ',';
+      if (tls_) out += "https://";
       out += FormatEndpoint(endpoint);
     }
     return out;
@@ -305,45 +161,59 @@ class GatewayClient final : public EtcdClient {
  private:
   // One HTTP exchange with one endpoint: the outcome as the failover loop needs it.
   struct Exchange {
-    bool reached = false;    // an HTTP answer came back (else: connect/read/write failed)
-    int status = 0;          // its HTTP status
-    std::string body;        // its body
-    std::string failure;     // why it was not reached
-    bool silent = false;     // connected, but nothing came back before the read timeout
-    bool too_large = false;  // the answer passed kMaxAnswerBytes (and was cut off)
-    bool clean = false;      // the exchange ended as HTTP says: the connection can be reused
+    bool reached = false;  // an HTTP answer came back (else: connect/read/write failed)
+    bool denied = false;   // etcd's certificate (or ours) was refused in the TLS handshake
+    int status = 0;        // its HTTP status
+    std::string body;      // its body
+    std::string failure;   // why it was not reached
   };
 
-  static std::string Describe(httplib::Error error) {
-    switch (error) {
-      case httplib::Error::Connection:
-        return "cannot connect";
-      case httplib::Error::ConnectionTimeout:
-        return "connect timed out";
-      case httplib::Error::Read:
-        return "no answer (read failed or timed out)";
-      case httplib::Error::Write:
-        return "sending the request failed";
-      default:
-        return httplib::to_string(error);
-    }
-  }
-
-  static std::string Printable(std::string_view key) {
-    std::string out;
-    for (char c : key) {
-      if (uint8_t(c) >= 0x20 && uint8_t(c) < 0x7f) {
-        out += c;
-      } else {
-        out += '?';
+  // The token to send ("" without authentication, or while etcd has auth off), authenticating
+  // first when there is none; `generation` identifies it for InvalidateToken.
+  Result<std::string> Token(uint64_t* generation) {
+    std::lock_guard<std::mutex> lock(auth_mu_);
+    *generation = token_generation_;
+    if (user_.empty() || have_token_) return token_;
+    json body = {{"name", user_}, {"password", password_}};
+    const std::string what = "etcd authentication as user '" + user_ + "'";
+    Result<json> answer = CallOnce("/v3/auth/authenticate", body.dump(), what, "");
+    if (!answer.ok()) {
+      const std::string& m = answer.status().message();
+      if (m.find("authentication is not enabled") != std::string::npos) {
+        // etcd runs without auth: calls go without a token until it asks for one.
+        token_.clear();
+        have_token_ = true;
+        return token_;
       }
+      if (m.find("authentication failed") != std::string::npos ||
+          answer.status().code() == StatusCode::kPermissionDenied ||
+          answer.status().code() == StatusCode::kInvalidArgument) {
+        return Status::PermissionDenied(m + " (check etcd_user and etcd_password_file)");
+      }
+      return answer.status();
     }
-    return out;
+    auto it = answer->find("token");
+    if (it == answer->end() || !it->is_string() || it->get_ref<const std::string&>().empty()) {
+      return Status::Unavailable(what + ": etcd answered no token");
+    }
+    token_ = it->get<std::string>();
+    have_token_ = true;
+    ++token_generation_;
+    *generation = token_generation_;
+    return token_;
   }
 
-  // A unary call with failover: the endpoint that answered last first, then the others in
-  // order, all within one request timeout. The answer's JSON on a 2xx; the etcd error as a Status
-  // otherwise; Unavailable naming every endpoint and its failure when none answered.
+  // Forgets the token etcd refused, unless another thread already replaced it.
+  void InvalidateToken(uint64_t generation) {
+    std::lock_guard<std::mutex> lock(auth_mu_);
+    if (generation == token_generation_) {
+      have_token_ = false;
+      token_.clear();
+    }
+  }
+
+  // A unary call with authentication: when etcd refuses the token (it expired, or etcd
+  // restarted and forgot it), authenticates again once and retries.
   Result<json> Call(const char* path, const json& body, const std::string& what) {
     std::string payload;
     try {
@@ -351,27 +221,53 @@ class GatewayClient final : public EtcdClient {
     } catch (const std::exception& e) {
       return Status::Internal(what + ": " + e.what());
     }
+    for (int round = 0;; ++round) {
+      uint64_t generation = 0;
+      KVPORT_ASSIGN_OR_RETURN(std::string token, Token(&generation));
+      Result<json> answer = CallOnce(path, payload, what, token);
+      if (!answer.ok() && round == 0 && !user_.empty() && TokenRejected(answer.status())) {
+        InvalidateToken(generation);
+        continue;
+      }
+      if (!answer.ok() && user_.empty() &&
+          answer.status().message().find("user name is empty") != std::string::npos) {
+        return Status::PermissionDenied(answer.status().message() +
+                                        " (etcd has authentication on: set etcd_user and "
+                                        "etcd_password_file)");
+      }
+      return answer;
+    }
+  }
+
+  // A unary call with failover: the endpoint that answered last first, then the others in
+  // order, all within one request timeout. The answer's JSON on a 2xx; the etcd error as a Status
+  // otherwise; Unavailable naming every endpoint and its failure when none answered.
+  Result<json> CallOnce(const char* path, const std::string& payload, const std::string& what,
+                        const std::string& token) {
     const Clock::time_point deadline = Clock::now() + timeout_;
     const size_t first = preferred_.load(std::memory_order_relaxed);
     std::string failures;
+    bool all_denied = true;
     for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
       const size_t index = (first + attempt) % endpoints_.size();
       const net::HostPort& endpoint = endpoints_[index];
       if (attempt > 0 && Clock::now() >= deadline) {
         failures += "; " + FormatEndpoint(endpoint) + ": not tried (request timeout spent)";
+        all_denied = false;
         continue;
       }
       // A dead endpoint that refuses connections costs nothing, but one that swallows them
       // would use up the whole timeout: each remaining endpoint gets a fair share to connect.
-      const auto connect_budget = Left(deadline) / int64_t(endpoints_.size() - attempt);
-      Exchange exchange =
-          SendUnary(index, path, payload, std::max(connect_budget, std::chrono::milliseconds(1)),
-                    Left(deadline));
+      const Clock::time_point connect_deadline =
+          Clock::now() + (deadline - Clock::now()) / int64_t(endpoints_.size() - attempt);
+      Exchange exchange = SendUnary(index, path, payload, token, connect_deadline, deadline);
       if (!exchange.reached) {
+        all_denied = all_denied && exchange.denied;
         failures +=
             (failures.empty() ? "" : "; ") + FormatEndpoint(endpoint) + ": " + exchange.failure;
         continue;
       }
+      all_denied = false;
       json answer = json::parse(exchange.body, nullptr, /*allow_exceptions=*/false);
       if (exchange.status / 100 != 2) {
         bool retry_elsewhere = false;
@@ -402,6 +298,10 @@ class GatewayClient final : public EtcdClient {
       preferred_.store(index, std::memory_order_relaxed);
       return answer;
     }
+    if (all_denied) {
+      return Status::PermissionDenied(what + ": TLS refused by every etcd endpoint (" + failures +
+                                      ")");
+    }
     return Status::Unavailable(what + ": no etcd endpoint answered within " +
                                std::to_string(timeout_.count()) + " ms (" + failures + ")");
   }
@@ -409,171 +309,237 @@ class GatewayClient final : public EtcdClient {
   // A unary call's exchange on the connection kept to endpoint `index`: opened at the first call
   // and kept alive for the next ones (lease renewals every few seconds, the registration's and
   // the clients' reads), one call at a time. Any exchange that did not end cleanly drops it, so
-  // the next call starts on a fresh connection.
+  // the next call starts on a fresh connection; so does one etcd closed while it was idle.
   Exchange SendUnary(size_t index, const char* path, const std::string& payload,
-                     std::chrono::milliseconds connect_timeout,
-                     std::chrono::milliseconds read_timeout) {
+                     const std::string& token, Clock::time_point connect_deadline,
+                     Clock::time_point deadline) {
     KeptConnection& kept = kept_[index];
     std::lock_guard<std::mutex> lock(kept.mu);
-    if (kept.client == nullptr) {
-      const net::HostPort& endpoint = endpoints_[index];
-      kept.client = std::make_unique<httplib::Client>(endpoint.host, endpoint.port);
-      kept.client->set_keep_alive(true);
-      // A request is written as headers, then body: with Nagle's algorithm on, the body of every
-      // call after the first waits for the delayed ACK of the headers (40 ms).
-      kept.client->set_tcp_nodelay(true);
+    Exchange out;
+    if (kept.connection != nullptr) {
+      // An idle connection has nothing to read: readable means etcd closed it (or sent what no
+      // request asked for).
+      pollfd p{kept.connection->fd(), POLLIN, 0};
+      if (::poll(&p, 1, 0) != 0) kept.connection.reset();
     }
-    Exchange out = Send(*kept.client, path, payload, connect_timeout, read_timeout, nullptr);
-    if (!out.clean) kept.client.reset();
-    return out;
-  }
-
-  // A watch stream's exchange, on a connection of its own that CancelWatch can close: the body
-  // is streamed to `receiver` as it arrives (returning false aborts).
-  Exchange SendStream(const net::HostPort& endpoint, const char* path, const std::string& payload,
-                      std::chrono::milliseconds connect_timeout,
-                      std::chrono::milliseconds read_timeout,
-                      const std::function<bool(const char*, size_t)>& receiver) {
-    try {
-      httplib::Client client(endpoint.host, endpoint.port);
-      WatchRegistration registration(this, &client);
-      if (registration.canceled()) {
-        Exchange out;
-        out.failure = "the watch was canceled";
+    if (kept.connection == nullptr) {
+      auto connected = EtcdHttpConnection::Connect(endpoints_[index], tls_.get(), connect_deadline,
+                                                   -1, /*keepalive=*/false);
+      if (!connected.ok()) {
+        out.failure = connected.status().message();
+        out.denied = connected.status().code() == StatusCode::kPermissionDenied;
         return out;
       }
-      client.set_keep_alive(false);
-      client.set_tcp_nodelay(true);  // the create request leaves at once (see SendUnary)
-      return Send(client, path, payload, connect_timeout, read_timeout, &receiver);
-    } catch (const std::exception& e) {
-      Exchange out;
-      out.failure = e.what();
+      kept.connection = std::move(connected).value();
+    }
+    EtcdHttpConnection& connection = *kept.connection;
+    Status sent = connection.SendPost(path, payload, token, deadline);
+    Result<EtcdHttpHead> head =
+        sent.ok() ? connection.ReadHead(deadline) : Result<EtcdHttpHead>(sent);
+    if (!head.ok()) {
+      out.failure = head.status().code() == StatusCode::kTimeout
+                        ? "no answer within the request timeout"
+                        : head.status().message();
+      // TLS 1.3 checks the client's certificate after the handshake: etcd's refusal (etcd
+      // --client-cert-auth, and no or a wrong client certificate) arrives as an alert at the
+      // first read.
+      if (tls_ && (out.failure.find("bad certificate") != std::string::npos ||
+                   out.failure.find("certificate required") != std::string::npos ||
+                   out.failure.find("unknown ca") != std::string::npos)) {
+        out.denied = true;
+        out.failure += " (etcd refused the client certificate: etcd_tls_cert_file)";
+      }
+      kept.connection.reset();
       return out;
     }
-  }
-
-  // POSTs `payload` to `path` on `client`'s endpoint. With `receiver`, the body is streamed to it
-  // as it arrives (returning false aborts) instead of collected.
-  Exchange Send(httplib::Client& client, const char* path, const std::string& payload,
-                std::chrono::milliseconds connect_timeout, std::chrono::milliseconds read_timeout,
-                const std::function<bool(const char*, size_t)>* receiver) {
-    Exchange out;
-    try {
-      client.set_connection_timeout(connect_timeout);
-      client.set_read_timeout(read_timeout);
-      client.set_write_timeout(read_timeout);
-      httplib::Request request;
-      request.method = "POST";
-      request.path = path;
-      request.body = payload;
-      request.set_header("Content-Type", "application/json");
-      request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
-        if (receiver) return (*receiver)(data, length);
-        if (out.body.size() + length > kMaxAnswerBytes) {
-          out.too_large = true;
-          return false;
-        }
-        out.body.append(data, length);
-        return true;
-      };
-      httplib::Response response;
-      httplib::Error error = httplib::Error::Success;
-      if (client.send(request, response, error)) {
-        out.reached = true;
-        out.clean = true;
-        out.status = response.status;
-      } else {
-        out.failure = Describe(error);
-        out.status = response.status;
-        out.silent = error == httplib::Error::Read && response.status <= 0;
-        // The gateway sends its error answers chunked with an HTTP trailer, which cpp-httplib
-        // 0.11 cannot parse: it reports a read error after the whole body has arrived. A status
-        // line and a body mean etcd answered; a body cut short fails to parse as JSON later.
-        if (error == httplib::Error::Read && response.status > 0 && !out.body.empty()) {
-          out.reached = true;
-        }
-      }
-      if (out.too_large) {
-        out.reached = false;
-        out.clean = false;
-        out.failure =
-            "answered more than " + std::to_string(kMaxAnswerBytes >> 20) + " MiB (refused)";
-      }
-    } catch (const std::exception& e) {
-      out.reached = false;
-      out.failure = e.what();
+    bool too_large = false;
+    Status read = connection.ReadBody(
+        [&](const char* data, size_t size) {
+          if (out.body.size() + size > kMaxAnswerBytes) {
+            too_large = true;
+            return false;
+          }
+          out.body.append(data, size);
+          return true;
+        },
+        deadline, timeout_);
+    if (too_large) {
+      out.failure =
+          "answered more than " + std::to_string(kMaxAnswerBytes >> 20) + " MiB (refused)";
+      kept.connection.reset();
+      return out;
     }
+    if (!read.ok()) {
+      out.failure = "the answer was cut short: " + read.message();
+      kept.connection.reset();
+      return out;
+    }
+    out.reached = true;
+    out.status = head->status;
+    if (!connection.reusable()) kept.connection.reset();
     return out;
   }
 
-  // Makes the watch stream's client known to CancelWatch for the scope of one Send.
-  class WatchRegistration {
-   public:
-    WatchRegistration(GatewayClient* owner, httplib::Client* client) : owner_(owner) {
-      if (owner_ == nullptr) return;
-      std::lock_guard<std::mutex> lock(owner_->watch_mu_);
-      canceled_ = owner_->watch_canceled_;
-      if (!canceled_) owner_->watching_ = client;
-    }
-    ~WatchRegistration() {
-      if (owner_ == nullptr) return;
-      std::lock_guard<std::mutex> lock(owner_->watch_mu_);
-      owner_->watching_ = nullptr;
-    }
-    bool canceled() const { return canceled_; }
-
-   private:
-    GatewayClient* const owner_;
-    bool canceled_ = false;
+  // How one watch stream went.
+  struct StreamRun {
+    bool created = false;   // etcd created the watch on it
+    bool silent = false;    // connected, but no answer (or no message) within the bound
+    bool canceled = false;  // CancelWatch
+    int http_status = 0;    // a non-2xx answer's status
+    std::string failure;    // why it did not get created, or how it ended
   };
 
-  // The connection kept to one endpoint for unary calls (a plain std::mutex: httplib's client
-  // is not annotated data of ours).
+  StreamRun RunStream(size_t index, const std::string& payload, const std::string& token,
+                      Clock::time_point connect_deadline, Clock::time_point create_deadline,
+                      std::chrono::milliseconds max_silence, const EtcdBodySink& sink,
+                      const std::atomic<bool>& stop, const bool& created);
+
+  // The connection kept to one endpoint for unary calls.
   struct KeptConnection {
     std::mutex mu;
-    std::unique_ptr<httplib::Client> client;  // null until the first call, or after a failure
+    std::unique_ptr<EtcdHttpConnection> connection;  // null until the first call, or after one
+                                                     // that failed
   };
 
   const std::vector<net::HostPort> endpoints_;
   const std::chrono::milliseconds timeout_;
+  const std::shared_ptr<net::TlsContext> tls_;  // null: plain HTTP
+  const std::string user_;                      // "": no authentication
+  const std::string password_;
   std::vector<KeptConnection> kept_;  // one per endpoint
   std::atomic<size_t> preferred_{0};  // the endpoint that answered last
-  // The watch stream open now, for CancelWatch (a plain std::mutex: httplib's client is not
-  // annotated data of ours).
-  std::mutex watch_mu_;
-  httplib::Client* watching_ = nullptr;
-  bool watch_canceled_ = false;
+
+  std::mutex auth_mu_;  // guards the token (and serializes authenticating)
+  std::string token_;
+  bool have_token_ = false;
+  uint64_t token_generation_ = 0;
+
+  const int cancel_fd_;  // an eventfd: readable once CancelWatch was called
+  std::atomic<bool> watch_canceled_{false};
+  std::atomic<uint64_t> streams_opened_{0};
+  std::atomic<uint64_t> progress_notifications_{0};
+  std::atomic<uint64_t> silent_reopens_{0};
 };
 
-// One watch stream at a time, on one endpoint, reopened (from the revision after the last event
-// seen) whenever it ends without an answer to act on: that is how `stop` is noticed when etcd
-// is quiet (the stream is read with `poll_interval` as its timeout), and how a member that
-// restarted is picked up again.
+GatewayClient::StreamRun GatewayClient::RunStream(
+    size_t index, const std::string& payload, const std::string& token,
+    Clock::time_point connect_deadline, Clock::time_point create_deadline,
+    std::chrono::milliseconds max_silence, const EtcdBodySink& sink, const std::atomic<bool>& stop,
+    const bool& created) {
+  StreamRun run;
+  auto connected = EtcdHttpConnection::Connect(endpoints_[index], tls_.get(), connect_deadline,
+                                               cancel_fd_, /*keepalive=*/true);
+  if (!connected.ok()) {
+    run.canceled = connected.status().code() == StatusCode::kAborted;
+    run.silent = connected.status().code() == StatusCode::kTimeout;
+    run.failure = connected.status().message();
+    return run;
+  }
+  EtcdHttpConnection& connection = **connected;
+  // etcd's "require leader" (clientv3.WithRequireLeader, passed through the gateway as gRPC
+  // metadata): a member that loses its leader cancels the watch instead of keeping it open
+  // and silent while the rest of the cluster moves on.
+  Status sent = connection.SendPost("/v3/watch", payload, token, create_deadline,
+                                    "Grpc-Metadata-Hasleader: true\r\n");
+  Result<EtcdHttpHead> head =
+      sent.ok() ? connection.ReadHead(create_deadline) : Result<EtcdHttpHead>(sent);
+  if (!head.ok()) {
+    run.canceled = head.status().code() == StatusCode::kAborted;
+    run.silent = head.status().code() == StatusCode::kTimeout;
+    run.failure = run.silent ? "no answer" : head.status().message();
+    return run;
+  }
+  if (head->status / 100 != 2) {
+    run.http_status = head->status;
+    std::string body;
+    (void)connection.ReadBody(
+        [&](const char* data, size_t size) {
+          body.append(data, std::min(size, size_t{4096} - std::min(body.size(), size_t{4096})));
+          return body.size() < 4096;
+        },
+        create_deadline, timeout_);
+    json error = json::parse(body, nullptr, false);
+    run.failure = "HTTP " + std::to_string(head->status);
+    if (!error.is_discarded() && error.is_object()) {
+      run.failure += ": " + ErrorStatus(error, "etcd", nullptr).message();
+    }
+    return run;
+  }
+  // Read in slices, so the stop flag is looked at while etcd is quiet; the silence bound runs
+  // from the last byte etcd sent.
+  Clock::time_point last_heard = Clock::now();
+  while (true) {
+    const Clock::time_point silent_at =
+        created ? last_heard + max_silence : std::max(create_deadline, last_heard);
+    const Clock::time_point slice_end = std::min(silent_at, Clock::now() + kStopCheck);
+    bool heard = false;
+    Status read = connection.ReadBody(
+        [&](const char* data, size_t size) {
+          heard = true;
+          return sink(data, size);
+        },
+        Clock::time_point::max(),
+        std::chrono::ceil<std::chrono::milliseconds>(
+            std::max(slice_end - Clock::now(), Clock::duration(0))));
+    if (read.code() == StatusCode::kTimeout) {
+      // ReadBody gives up a slice only when nothing came in it: a partial chunk stays buffered
+      // in the connection, and the framing resumes where it stopped.
+      if (heard) last_heard = Clock::now();
+      if (stop.load()) return run;
+      if (Clock::now() < silent_at) continue;
+      run.created = created;
+      run.silent = true;
+      run.failure = created ? "etcd sent nothing for " + std::to_string(max_silence.count()) +
+                                  " ms (no event, no progress notification)"
+                            : "the watch was not created in time";
+      return run;
+    }
+    run.created = created;
+    if (read.code() == StatusCode::kAborted) {
+      run.canceled = read.message() == "canceled";
+      return run;  // the sink stopped it (an outcome, the stop flag) or CancelWatch
+    }
+    run.failure = read.ok() ? "etcd ended the stream" : read.message();
+    return run;
+  }
+}
+
+// One watch stream at a time, on one endpoint, kept open as long as etcd keeps it: events and
+// progress notifications come on it as etcd sends them. It is reopened (from the revision after
+// the last one seen) when etcd ends it, when the connection breaks, or when it has been silent
+// for `max_silence`: what finds an etcd that stopped answering without closing the connection
+// when TCP keepalive cannot (the peer's kernel still answers the probes).
 Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
                             const std::function<void(const std::vector<EtcdEvent>&)>& on_events,
-                            const std::atomic<bool>& stop,
-                            std::chrono::milliseconds poll_interval) {
+                            const std::atomic<bool>& stop, std::chrono::milliseconds max_silence) {
   const std::string what = "etcd watch of '" + Printable(prefix) + "'";
   const std::string key = Base64Encode(prefix);
   const std::string range_end = Base64Encode(PrefixEnd(prefix));
   int64_t next_revision = std::max<int64_t>(start_revision, 0);
-  // Until when an endpoint that takes the connection but sends nothing within the poll interval
+  max_silence = std::max(max_silence, std::chrono::milliseconds(1));
+  // Until when an endpoint that takes the connection but does not create the watch in time
   // counts as slow rather than gone: one request timeout after the last stream etcd created.
   Clock::time_point slow_ok_until = Clock::now() + timeout_;
+  bool reauthenticated = false;
 
-  while (!stop.load()) {
+  while (!stop.load() && !watch_canceled_.load()) {
     json create = {{"create_request",
                     {{"key", key},
                      {"range_end", range_end},
-                     {"start_revision", std::to_string(next_revision)}}}};
+                     {"start_revision", std::to_string(next_revision)},
+                     {"progress_notify", true}}}};
     const std::string payload = create.dump();
+    uint64_t token_generation = 0;
+    Result<std::string> token = Token(&token_generation);
+    if (!token.ok()) return token.status().WithContext(what);
 
     // What this stream ended with, when it is not simply to be reopened.
     std::optional<Status> outcome;
     bool created = false;
+    bool token_refused = false;
     std::string pending;  // bytes of a message not yet ended by '\n'
     // Every message is type-checked before use, but a JSON access that still throws must end
-    // this stream as Corruption, never escape through httplib.
+    // this stream as Corruption, never escape.
     auto handle = [&](const char* data, size_t length) -> bool {
       if (pending.size() + length > kMaxAnswerBytes) {
         outcome = Status::TooLarge(what + ": etcd sent a message of more than " +
@@ -597,7 +563,8 @@ Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
         }
         if (message.contains("error")) {
           outcome = ErrorStatus(message, what, nullptr);
-          if (outcome->code() != StatusCode::kNotFound) {
+          if (outcome->code() != StatusCode::kNotFound &&
+              outcome->code() != StatusCode::kPermissionDenied) {
             outcome = Status::Unavailable(outcome->message());
           }
           return false;
@@ -614,13 +581,28 @@ Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
         }
         if (result.value("canceled", false)) {
           std::string reason = result.value("cancel_reason", std::string("no reason given"));
-          outcome = Status::Unavailable(what + ": etcd canceled the watch: " + reason);
+          Status canceled = Status::Unavailable(what + ": etcd canceled the watch: " + reason);
+          if (TokenRejected(canceled) && !user_.empty() && !reauthenticated) {
+            token_refused = true;  // authenticate again and reopen, once
+          } else if (reason.find("permission denied") != std::string::npos ||
+                     reason.find("Unauthenticated") != std::string::npos ||
+                     reason.find("user name is empty") != std::string::npos) {
+            outcome = Status::PermissionDenied(what + ": etcd canceled the watch: " + reason +
+                                               (user_.empty() ? " (set etcd_user and "
+                                                                "etcd_password_file)"
+                                                              : ""));
+          } else {
+            outcome = canceled;
+          }
           return false;
         }
-        if (result.value("created", false)) {
+        const bool is_created = result.value("created", false);
+        if (is_created) {
           created = true;
+          reauthenticated = false;
+          streams_opened_.fetch_add(1, std::memory_order_relaxed);
           // A watch "from now" (revision 0) is pinned to the revision it was created at, so a
-          // reopen after a quiet poll misses nothing made in between.
+          // reopen misses nothing made in between.
           if (next_revision == 0) {
             auto revision = HeaderRevision(result);
             if (revision.ok() && *revision > 0) next_revision = *revision + 1;
@@ -646,12 +628,18 @@ Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
             events.push_back(std::move(parsed));
           }
           if (!events.empty()) on_events(events);
+        } else if (!is_created && created) {
+          // A progress notification: etcd has sent every change up to its header's revision,
+          // so a reopen can start after it (and is less likely to meet a compaction).
+          progress_notifications_.fetch_add(1, std::memory_order_relaxed);
+          auto revision = HeaderRevision(result);
+          if (revision.ok() && *revision >= next_revision) next_revision = *revision + 1;
         }
         if (stop.load()) return false;
       }
       return !stop.load();
     };
-    std::function<bool(const char*, size_t)> receiver = [&](const char* data, size_t length) {
+    EtcdBodySink receiver = [&](const char* data, size_t length) {
       try {
         return handle(data, length);
       } catch (const std::exception& e) {
@@ -660,8 +648,8 @@ Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
       }
     };
 
-    // Find an endpoint that takes the watch. Connecting is bounded by the request timeout, each
-    // endpoint in turn; reading by the poll interval.
+    // Find an endpoint that takes the watch. Connecting and creating are bounded by the request
+    // timeout, each endpoint in turn; the open stream by `max_silence`.
     const Clock::time_point deadline = Clock::now() + timeout_;
     const size_t first = preferred_.load(std::memory_order_relaxed);
     std::string failures;
@@ -672,32 +660,35 @@ Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
       const net::HostPort& endpoint = endpoints_[index];
       created = false;
       pending.clear();
-      const auto connect_budget = Left(deadline) / int64_t(endpoints_.size() - attempt);
-      Exchange exchange = SendStream(endpoint, "/v3/watch", payload,
-                                     std::max(connect_budget, std::chrono::milliseconds(1)),
-                                     poll_interval, receiver);
-      if (outcome) break;  // etcd said something final on this stream
+      const Clock::time_point connect_deadline =
+          Clock::now() + (deadline - Clock::now()) / int64_t(endpoints_.size() - attempt);
+      StreamRun run = RunStream(index, payload, *token, connect_deadline, deadline, max_silence,
+                                receiver, stop, created);
+      if (run.canceled) break;
+      if (outcome || token_refused) break;  // etcd said something final on this stream
       if (created) {
-        // The stream was open and ended (read timeout while quiet, or the stop flag): reopen.
+        // The stream was open and ended (etcd ended it, it broke, it went silent, or the stop
+        // flag): reopen.
+        if (run.silent) silent_reopens_.fetch_add(1, std::memory_order_relaxed);
         preferred_.store(index, std::memory_order_relaxed);
         streamed = true;
         slow_ok_until = Clock::now() + timeout_;
         break;
       }
-      only_slow = only_slow && exchange.silent;
-      if (exchange.status > 0 && exchange.status / 100 != 2) {
-        failures += (failures.empty() ? "" : "; ") + FormatEndpoint(endpoint) + ": HTTP " +
-                    std::to_string(exchange.status);
-      } else {
-        failures += (failures.empty() ? "" : "; ") + FormatEndpoint(endpoint) + ": " +
-                    (exchange.failure.empty() ? "the stream ended before the watch was created"
-                                              : exchange.failure);
-      }
+      only_slow = only_slow && run.silent;
+      failures +=
+          (failures.empty() ? "" : "; ") + FormatEndpoint(endpoint) + ": " +
+          (run.failure.empty() ? "the stream ended before the watch was created" : run.failure);
     }
-    if (stop.load() || watch_canceled()) break;  // a canceled stream ends like a stopped one
+    if (stop.load() || watch_canceled_.load()) break;  // a canceled stream ends like a stopped one
+    if (token_refused) {
+      InvalidateToken(token_generation);
+      reauthenticated = true;
+      continue;
+    }
     if (outcome) return *outcome;
-    // Every endpoint connected but none created the watch within the poll interval (a loaded
-    // etcd): ask again, for up to one request timeout.
+    // Every endpoint connected but none created the watch in time (a loaded etcd): ask again,
+    // for up to one request timeout.
     if (!streamed && only_slow && Clock::now() < slow_ok_until) continue;
     if (!streamed) {
       return Status::Unavailable(what + ": no etcd endpoint took the watch (" + failures + ")");
@@ -706,19 +697,51 @@ Status GatewayClient::Watch(std::string_view prefix, int64_t start_revision,
   return Status::Ok();
 }
 
+// The first line of `path`, the password: never quoted in an error.
+Result<std::string> ReadPasswordFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return Status::InvalidArgument("etcd_password_file '" + path +
+                                   "': cannot read it: " + std::strerror(errno));
+  }
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty()) {
+    return Status::InvalidArgument("etcd_password_file '" + path +
+                                   "': its first line (the password) is empty");
+  }
+  return line;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<EtcdClient>> EtcdClient::Open(const std::vector<std::string>& endpoints,
                                                      std::chrono::milliseconds request_timeout) {
-  if (endpoints.empty()) return Status::InvalidArgument("etcd: no endpoints given");
-  if (request_timeout.count() <= 0) {
+  EtcdOptions options;
+  options.endpoints = endpoints;
+  options.request_timeout = request_timeout;
+  return Open(options);
+}
+
+Result<std::unique_ptr<EtcdClient>> EtcdClient::Open(const EtcdOptions& options) {
+  if (options.endpoints.empty()) return Status::InvalidArgument("etcd: no endpoints given");
+  if (options.request_timeout.count() <= 0) {
     return Status::InvalidArgument("etcd: the request timeout must be positive");
   }
   std::vector<net::HostPort> parsed;
-  for (const std::string& text : endpoints) {
+  bool any_http = false;
+  bool any_https = false;
+  for (const std::string& text : options.endpoints) {
     std::string_view view = text;
-    // Accept etcd's own URL spelling of a client endpoint, http only (no TLS here).
-    if (view.starts_with("http://")) view.remove_prefix(7);
+    // Accept etcd's own URL spelling of a client endpoint.
+    if (view.starts_with("http://")) {
+      view.remove_prefix(7);
+      any_http = true;
+    } else if (view.starts_with("https://")) {
+      view.remove_prefix(8);
+      any_https = true;
+    }
     if (view.ends_with("/")) view.remove_suffix(1);
     auto endpoint = net::ParseHostPort(view, "");
     if (!endpoint.ok()) {
@@ -731,7 +754,45 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::Open(const std::vector<std::stri
     }
     parsed.push_back(std::move(endpoint).value());
   }
-  return std::unique_ptr<EtcdClient>(new GatewayClient(std::move(parsed), request_timeout));
+  const bool tls = any_https || !options.tls_ca_file.empty();
+  if (tls && any_http) {
+    return Status::InvalidArgument(
+        "etcd: http:// endpoints mixed with TLS (an https:// endpoint or etcd_tls_ca_file): one "
+        "etcd cluster serves one or the other");
+  }
+  if (tls && options.tls_ca_file.empty()) {
+    return Status::InvalidArgument(
+        "etcd: https endpoints need etcd_tls_ca_file, the CA that signed etcd's certificate");
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return Status::InvalidArgument(
+        "etcd: etcd_tls_cert_file and etcd_tls_key_file go together (the client certificate "
+        "and its key)");
+  }
+  if (!tls && !options.tls_cert_file.empty()) {
+    return Status::InvalidArgument(
+        "etcd: a client certificate (etcd_tls_cert_file) needs TLS: set etcd_tls_ca_file");
+  }
+  std::shared_ptr<net::TlsContext> context;
+  if (tls) {
+    auto created = net::TlsContext::Create(
+        net::TlsRole::kClient, {options.tls_cert_file, options.tls_key_file, options.tls_ca_file});
+    if (!created.ok()) return created.status().WithContext("etcd TLS");
+    context = std::move(created).value();
+  }
+  std::string password;
+  if (!options.user.empty()) {
+    if (options.password_file.empty()) {
+      return Status::InvalidArgument("etcd: etcd_user '" + options.user +
+                                     "' needs etcd_password_file (a file holding the password)");
+    }
+    KVPORT_ASSIGN_OR_RETURN(password, ReadPasswordFile(options.password_file));
+  } else if (!options.password_file.empty()) {
+    return Status::InvalidArgument("etcd: etcd_password_file is set but etcd_user is not");
+  }
+  return std::unique_ptr<EtcdClient>(new GatewayClient(std::move(parsed), options.request_timeout,
+                                                       std::move(context), options.user,
+                                                       std::move(password)));
 }
 
 std::string EtcdNodesPrefix(std::string_view cluster) {

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // EtcdClient: the few etcd v3 calls a cluster needs (leases, put, range and watch of a prefix),
-// over etcd's JSON gateway (HTTP/1.1 POST /v3/..., keys and values base64).
+// over etcd's JSON gateway (HTTP/1.1 POST /v3/..., keys and values base64), plain or TLS, with
+// etcd's user/password authentication when asked for.
 //
-// Why the gateway and cpp-httplib: etcd serves it on its client port with no extra process, it
-// is stable across etcd 3.4+, and cpp-httplib is the HTTP library kvport already ships (Debian's
-// libcpp-httplib-dev, on every architecture we build), so clusters add no dependency. gRPC
-// would add protobuf, grpc++ and generated code for five calls.
+// Why the gateway: etcd serves it on its client port with no extra process and it is stable
+// across etcd 3.4+; gRPC would add protobuf, grpc++ and generated code for five calls. The HTTP
+// is a small codec of ours over net::Stream (etcd_http.h), so TLS to etcd is the project's one
+// TLS implementation (net/tls.h).
 //
 // Several endpoints (one etcd cluster): each call starts with the endpoint that answered last
 // and tries the others in order; Unavailable, naming every endpoint and why it failed, when none
@@ -43,6 +44,32 @@ struct EtcdEvent {
   EtcdKeyValue kv;  // for kDelete: the key and mod_revision only
 };
 
+// How to reach etcd.
+struct EtcdOptions {
+  // etcd's client URLs: "host:port", "http://host:port" or "https://host:port". TLS is used for
+  // every endpoint when one is https or tls_ca_file is set (mixing http and https is refused).
+  std::vector<std::string> endpoints;
+  std::chrono::milliseconds request_timeout{3000};
+  // TLS (etcd's --cert-file/--key-file): the CA file etcd's certificate must chain to (required
+  // for TLS; the certificate must also name the endpoint's host), and optionally a client
+  // certificate and key, both or neither, for an etcd run with --client-cert-auth.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // etcd authentication (etcdctl auth enable): the user, and a file whose first line is its
+  // password. The password is read once at Open and never logged; the token etcd gives for it
+  // is sent with every call, and asked for again once when etcd says it expired.
+  std::string user;
+  std::string password_file;
+};
+
+// What the watches of one client did, for status output and tests.
+struct EtcdWatchStats {
+  uint64_t streams_opened = 0;          // watch streams etcd created (reopens included)
+  uint64_t progress_notifications = 0;  // progress notifications received
+  uint64_t silent_reopens = 0;          // streams given up as dead after max_silence
+};
+
 struct EtcdLeaseTtl {
   int64_t ttl_seconds = -1;  // left; -1 when the lease is gone
   int64_t granted_ttl_seconds = 0;
@@ -50,8 +77,12 @@ struct EtcdLeaseTtl {
 
 class EtcdClient {
  public:
-  // `endpoints`: "host:port" of etcd's client URLs (http only). No I/O; InvalidArgument for an
-  // empty list or a malformed entry, quoting it.
+  // No network I/O. InvalidArgument for an empty list, a malformed entry (quoting it), http
+  // mixed with https, https without a CA file, a certificate without its key, an unreadable
+  // TLS or password file (naming the file, never its content), or a user without a password
+  // file. TLS files are loaded here (net::TlsContext::Create's errors).
+  static Result<std::unique_ptr<EtcdClient>> Open(const EtcdOptions& options);
+  // Plain HTTP, no authentication.
   static Result<std::unique_ptr<EtcdClient>> Open(const std::vector<std::string>& endpoints,
                                                   std::chrono::milliseconds request_timeout);
   virtual ~EtcdClient() = default;
@@ -71,19 +102,31 @@ class EtcdClient {
   virtual Result<EtcdRange> RangePrefix(std::string_view prefix) = 0;
 
   // Streams the changes of keys under `prefix` from `start_revision` on, calling `on_events`
-  // (on this thread) for each batch etcd sends, until `stop` is set (noticed at the next
-  // message, or within `poll_interval`, the read timeout after which a quiet stream is reopened
-  // from the last revision seen; CancelWatch ends it at once) or the stream fails. Returns Ok when
-  // stopped; Unavailable when etcd went away; NotFound when `start_revision` was compacted (re-read
-  // the range and watch again).
+  // (on this thread) for each batch etcd sends, until `stop` is set or the stream fails.
+  //
+  // One long-lived stream (POST /v3/watch with progress_notify): a change arrives as soon as
+  // etcd sends it, and a quiet stream is not reopened. A stream that etcd ends, or that stays
+  // silent (no event, no progress notification) for `max_silence`, is reopened from the
+  // revision after the last one seen (a progress notification counts as seen up to its
+  // revision), on any endpoint; TCP keepalive finds a vanished peer sooner (about 16 s). etcd
+  // sends a progress notification to a quiet watch every 10 minutes by default
+  // (--experimental-watch-progress-notify-interval), and only after an interval without events,
+  // so `max_silence` should exceed twice etcd's interval.
+  //
+  // `stop` is noticed at the next message or within 200 ms; CancelWatch ends it at once.
+  // Returns Ok when stopped; Unavailable when no endpoint takes the stream again; NotFound when
+  // `start_revision` was compacted (re-read the range and watch again); PermissionDenied when
+  // etcd refuses the credentials.
   virtual Status Watch(std::string_view prefix, int64_t start_revision,
                        const std::function<void(const std::vector<EtcdEvent>&)>& on_events,
-                       const std::atomic<bool>& stop, std::chrono::milliseconds poll_interval) = 0;
+                       const std::atomic<bool>& stop, std::chrono::milliseconds max_silence) = 0;
 
   // Ends a Watch running on another thread at once (it returns as if `stop` were set: set the
-  // flag first), by closing its stream; without it a quiet watch notices `stop` only when its
-  // read times out. A Watch that starts after this stops at once too. For shutdown only.
+  // flag first). A Watch that starts after this stops at once too. For shutdown only.
   virtual void CancelWatch() = 0;
+
+  // Counters of this client's watches (zero for a client that does not count them).
+  virtual EtcdWatchStats watch_stats() const { return {}; }
 
   // "127.0.0.1:2379,127.0.0.1:22379", for logs.
   virtual std::string Describe() const = 0;

@@ -23,6 +23,12 @@ Result<std::unique_ptr<EtcdMembership>> EtcdMembership::Open(
   return Open(std::move(client), std::move(cluster));
 }
 
+Result<std::unique_ptr<EtcdMembership>> EtcdMembership::Open(const EtcdOptions& etcd,
+                                                             std::string cluster) {
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> client, EtcdClient::Open(etcd));
+  return Open(std::move(client), std::move(cluster));
+}
+
 Result<std::unique_ptr<EtcdMembership>> EtcdMembership::Open(std::unique_ptr<EtcdClient> client,
                                                              std::string cluster) {
   if (!client) return Status::InvalidArgument("etcd membership: no etcd client");
@@ -54,7 +60,7 @@ EtcdMembership::~EtcdMembership() {
     stop_.store(true);
   }
   stop_cv_.notify_all();
-  client_->CancelWatch();  // a quiet watch would otherwise wait out its poll interval
+  client_->CancelWatch();  // ends the open watch stream at once
   if (thread_.joinable()) thread_.join();
 }
 
@@ -148,7 +154,7 @@ void EtcdMembership::Run(int64_t watch_from) {
   std::chrono::milliseconds watch_backoff = kFirstBackoff;
   while (!stop_.load()) {
     const auto started = std::chrono::steady_clock::now();
-    Status watched = client_->Watch(prefix_, watch_from, on_events, stop_, kPollInterval);
+    Status watched = client_->Watch(prefix_, watch_from, on_events, stop_, kMaxSilence);
     if (stop_.load()) break;
     if (std::chrono::steady_clock::now() - started < kMaxBackoff) {
       if (!SleepUnlessStopped(watch_backoff)) return;

@@ -12,8 +12,9 @@
 // backoff from 100 ms doubling to 2 s; once etcd answers again it re-reads the prefix (members
 // may have come and gone meanwhile), logs that it is back, and resumes watching. A watch whose
 // revision was compacted re-reads the prefix the same way. So a change made in etcd reaches
-// Members() within about one watch round trip while etcd is up, and within the backoff (at most
-// 2 s) plus one read after etcd returns.
+// Members() within about one watch round trip while etcd is up (the watch is one long-lived
+// stream, never reopened while it works), and within the backoff (at most 2 s) plus one read
+// after etcd returns.
 #pragma once
 
 #include <atomic>
@@ -42,6 +43,8 @@ class EtcdMembership final : public Membership {
   static Result<std::unique_ptr<EtcdMembership>> Open(
       const std::vector<std::string>& etcd_endpoints, std::string cluster,
       std::chrono::milliseconds request_timeout);
+  // The same with TLS and authentication (EtcdOptions; its request timeout applies).
+  static Result<std::unique_ptr<EtcdMembership>> Open(const EtcdOptions& etcd, std::string cluster);
   // The same over a client the caller opened (its endpoints and request timeout apply).
   static Result<std::unique_ptr<EtcdMembership>> Open(std::unique_ptr<EtcdClient> client,
                                                       std::string cluster);
@@ -59,10 +62,15 @@ class EtcdMembership final : public Membership {
   // re-read again). For status output and tests; Members() is served either way.
   bool connected() const { return connected_.load(std::memory_order_acquire); }
 
-  // How long a quiet watch stream is read before it is reopened (from the last revision seen):
-  // what bounds noticing an etcd that vanished without closing the connection. The destructor
-  // does not wait for it (EtcdClient::CancelWatch).
-  static constexpr std::chrono::milliseconds kPollInterval{10'000};
+  // How long the watch stream may stay silent (no event, no progress notification) before it
+  // is taken as dead and reopened from the last revision seen. etcd sends a quiet watch a
+  // progress notification every 10 minutes by default, and only after a whole interval without
+  // events, so up to about 22 minutes (with its 10% jitter) can pass between two messages on a
+  // healthy stream. This bound is the backstop for an etcd member that stopped answering but
+  // keeps the connection; a vanished peer or path is found sooner by TCP keepalive (about 16 s,
+  // etcd_http.cc), and a closed or reset connection at once. The destructor does not wait for it
+  // (EtcdClient::CancelWatch).
+  static constexpr std::chrono::milliseconds kMaxSilence{25 * 60 * 1000};
 
  private:
   EtcdMembership(std::unique_ptr<EtcdClient> client, std::string cluster);

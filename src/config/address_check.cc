@@ -185,7 +185,13 @@ Status CheckEtcdEndpoints(std::string_view list) {
         fmt::format("'{}': {}", std::string(list), entries.status().message()));
   }
   for (const std::string& entry : *entries) {
-    if (Status s = CheckHostPort(entry, /*min_port=*/1); !s.ok()) {
+    // etcd's own URL spelling is accepted too; https:// needs etcd_tls_ca_file (EtcdClient).
+    std::string_view address = entry;
+    for (std::string_view scheme : {"http://", "https://"}) {
+      if (address.starts_with(scheme)) address.remove_prefix(scheme.size());
+    }
+    if (address.ends_with('/')) address.remove_suffix(1);
+    if (Status s = CheckHostPort(address, /*min_port=*/1); !s.ok()) {
       return Status::InvalidArgument(fmt::format("etcd endpoint '{}': {}", entry, s.message()));
     }
   }

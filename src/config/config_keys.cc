@@ -266,11 +266,19 @@ std::vector<KeySpec> MakeKeys() {
       IntKey("max_unauthenticated_per_address", "KVPORT_MAX_UNAUTHENTICATED_PER_ADDRESS",
              FIELD(node.max_unauthenticated_per_address), 1, kU32, "connections"),
       StringKey("tokens_file", "KVPORT_TOKENS_FILE", FIELD(node.tokens_file)),
+      StringKey("tls_cert_file", "KVPORT_TLS_CERT_FILE", FIELD(tls_cert_file)),
+      StringKey("tls_key_file", "KVPORT_TLS_KEY_FILE", FIELD(tls_key_file)),
+      StringKey("tls_ca_file", "KVPORT_TLS_CA_FILE", FIELD(tls_ca_file)),
       BoolKey("insecure", "KVPORT_INSECURE", FIELD(node.insecure)),
       StringKey("http_listen", "KVPORT_HTTP_LISTEN", FIELD(node.http_listen), CheckHttpListen),
       // Cluster membership (docs/cluster.md).
       StringKey("cluster", "KVPORT_CLUSTER", FIELD(node.cluster), CheckClusterName),
       StringKey("etcd", "KVPORT_ETCD", FIELD(node.etcd), CheckEtcdEndpoints),
+      StringKey("etcd_tls_ca_file", "KVPORT_ETCD_TLS_CA_FILE", FIELD(node.etcd_tls_ca_file)),
+      StringKey("etcd_tls_cert_file", "KVPORT_ETCD_TLS_CERT_FILE", FIELD(node.etcd_tls_cert_file)),
+      StringKey("etcd_tls_key_file", "KVPORT_ETCD_TLS_KEY_FILE", FIELD(node.etcd_tls_key_file)),
+      StringKey("etcd_user", "KVPORT_ETCD_USER", FIELD(node.etcd_user)),
+      StringKey("etcd_password_file", "KVPORT_ETCD_PASSWORD_FILE", FIELD(node.etcd_password_file)),
       StringKey("advertise", "KVPORT_ADVERTISE", FIELD(node.advertise), CheckAdvertiseAddress),
       StringKey("node_id", "KVPORT_NODE_ID", FIELD(node.node_id), CheckNodeId),
       StringKey("on_lease_loss", "KVPORT_ON_LEASE_LOSS", FIELD(node.on_lease_loss), CheckLeaseLoss),
@@ -324,6 +332,20 @@ std::vector<std::string> CheckCrossKeyRules(const Config& c) {
         fmt::format("cluster '{}' needs etcd: the etcd endpoints the node registers at "
                     "(HOST:PORT[,HOST:PORT...])",
                     n.cluster));
+  }
+  if (n.etcd_tls_cert_file.empty() != n.etcd_tls_key_file.empty()) {
+    errors.push_back(
+        "etcd_tls_cert_file and etcd_tls_key_file go together: the client certificate etcd "
+        "asks for (--client-cert-auth) and its key");
+  }
+  if (!n.etcd_tls_cert_file.empty() && n.etcd_tls_ca_file.empty()) {
+    errors.push_back(
+        "etcd_tls_cert_file needs etcd_tls_ca_file: the CA that signed etcd's certificate");
+  }
+  if (n.etcd_user.empty() != n.etcd_password_file.empty()) {
+    errors.push_back(
+        "etcd_user and etcd_password_file go together (the password is read from the file, "
+        "never written in the config)");
   }
   const uint64_t one_key = uint64_t{n.max_key_bytes} + n.max_namespace_bytes + n.max_meta_bytes;
   if (n.max_frame_bytes < one_key) {

@@ -63,6 +63,9 @@ Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config) {
   options.transport_type = static_cast<int>(config.eic_trans_type);
   options.timeout_secs = config.blocking_timeout_secs;
   options.token_file = config.token_file;
+  options.tls_ca_file = config.tls_ca_file;
+  options.tls_cert_file = config.tls_cert_file;
+  options.tls_key_file = config.tls_key_file;
   options.replicas = static_cast<int>(config.replicas);
   options.write_quorum = static_cast<int>(config.write_quorum);
   options.busy_poll_us = static_cast<int>(config.busy_poll_us);

@@ -320,6 +320,9 @@ Result<std::unique_ptr<RemoteConnector>> OpenEicConnector(const std::string& end
   init.transport_type = options.transport_type;
   init.timeout = std::chrono::milliseconds(uint64_t{options.timeout_secs} * 1000);
   init.token_file = options.token_file;
+  init.tls_ca_file = options.tls_ca_file;
+  init.tls_cert_file = options.tls_cert_file;
+  init.tls_key_file = options.tls_key_file;
   init.replicas = options.replicas;
   init.write_quorum = options.write_quorum;
   init.busy_poll = std::chrono::microseconds(options.busy_poll_us);

@@ -4,28 +4,43 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <cstdint>
 #include <utility>
+
+#include "kvport/log.h"
 
 namespace kvport::http {
 
-HttpConnection::HttpConnection(net::EventLoop* loop, net::Socket socket, HttpConnectionOwner* owner,
-                               HttpConnectionLimits limits)
-    : loop_(loop), socket_(std::move(socket)), owner_(owner), limits_(limits) {}
+HttpConnection::HttpConnection(net::EventLoop* loop, net::Socket socket, const net::TlsContext* tls,
+                               HttpConnectionOwner* owner, HttpConnectionLimits limits)
+    : loop_(loop), stream_(std::move(socket)), tls_(tls), owner_(owner), limits_(limits) {}
 
 HttpConnection::~HttpConnection() {
   CancelDeadline();
-  if (socket_.valid() && watched_ != 0) loop_->Unwatch(socket_.fd());
+  if (buffered_read_ != 0) loop_->CancelTimer(buffered_read_);
+  if (stream_.valid() && watched_ != 0) loop_->Unwatch(stream_.fd());
 }
 
 Status HttpConnection::Start() {
-  KVPORT_RETURN_IF_ERROR(loop_->Watch(socket_.fd(), EPOLLIN, this));
+  if (tls_ != nullptr) KVPORT_RETURN_IF_ERROR(stream_.StartTls(*tls_, ""));
+  KVPORT_RETURN_IF_ERROR(loop_->Watch(stream_.fd(), EPOLLIN, this));
   watched_ = EPOLLIN;
-  EnterReading();
+  if (tls_ == nullptr) {
+    EnterReading();
+    return Status::Ok();
+  }
+  // The handshake and then the whole first head: within request_timeout of the accept.
+  state_ = State::kHandshake;
+  idle_since_ = MonotonicClock::now();
+  SetDeadline(limits_.request_timeout);
   return Status::Ok();
 }
 
 void HttpConnection::OnEvents(uint32_t events) {
   switch (state_) {
+    case State::kHandshake:
+      AdvanceHandshake();
+      break;
     case State::kReading:
       if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
         ReadInput();
@@ -48,9 +63,11 @@ void HttpConnection::Close() {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
   CancelDeadline();
-  if (watched_ != 0) loop_->Unwatch(socket_.fd());
+  if (buffered_read_ != 0) loop_->CancelTimer(buffered_read_);
+  buffered_read_ = 0;
+  if (watched_ != 0) loop_->Unwatch(stream_.fd());
   watched_ = 0;
-  socket_.Close();
+  stream_.Close();
   input_ = std::string();
   output_ = std::string();
   owner_->Closed(this);
@@ -64,6 +81,52 @@ void HttpConnection::Evict() {
   }
 }
 
+void HttpConnection::AdvanceHandshake() {
+  if (!first_byte_checked_) {
+    Result<std::optional<bool>> opens_tls = net::FirstByteOpensTls(stream_.fd());
+    if (!opens_tls.ok()) {
+      Close();  // the peer left (or reset) before its first byte
+      return;
+    }
+    if (!opens_tls->has_value()) return;  // nothing yet
+    first_byte_checked_ = true;
+    if (!**opens_tls) {
+      RefuseCleartext();
+      return;
+    }
+  }
+  Result<net::TlsWait> step = stream_.Handshake();
+  if (!step.ok()) {
+    log::Debug("HTTP endpoint: TLS handshake with {} failed: {}", net::PeerName(stream_.fd()),
+               step.status().ToString());
+    Close();
+    return;
+  }
+  switch (*step) {
+    case net::TlsWait::kRead:
+      WatchFor(EPOLLIN);
+      return;
+    case net::TlsWait::kWrite:
+      WatchFor(EPOLLOUT);
+      return;
+    case net::TlsWait::kNone:
+      break;
+  }
+  // The deadline set at Start runs on: the head must arrive within request_timeout of the
+  // accept. It may already be in, behind the client's last handshake record.
+  state_ = State::kReading;
+  WatchFor(EPOLLIN);
+  if (state_ == State::kReading) ReadInput();
+}
+
+void HttpConnection::RefuseCleartext() {
+  // The answer goes in the clear, where the peer can read it (curl http://... to an HTTPS port).
+  net::Socket socket = std::move(stream_.socket());
+  stream_ = net::Stream(std::move(socket));
+  state_ = State::kReading;
+  Refuse(400, "this endpoint requires HTTPS: the node has TLS (tls_cert_file)");
+}
+
 void HttpConnection::ReadInput() {
   const size_t old_size = input_.size();
   const size_t room = kMaxRequestHeadBytes - old_size;
@@ -75,13 +138,15 @@ void HttpConnection::ReadInput() {
   }
   input_.resize(old_size + room);
   iovec iov{input_.data() + old_size, room};
-  Result<net::IoProgress> read = net::ReadV(socket_.fd(), &iov, 1);
+  Result<net::IoProgress> read = stream_.ReadV(&iov, 1);
   input_.resize(old_size + (read.ok() ? read->bytes : 0));
-  if (!read.ok() || read->eof) {
+  // TLS reads on past a request to the end of the stream in one call: the bytes read are
+  // answered first, and the end shows again at the next read (the socket stays readable).
+  if (!read.ok() || (read->eof && read->bytes == 0)) {
     Close();  // the peer left (a head cut short cannot be answered)
     return;
   }
-  if (read->would_block) return;
+  if (read->bytes == 0) return;  // would_block (TLS: a record not yet whole)
   ServeBuffered();
 }
 
@@ -92,7 +157,7 @@ void HttpConnection::ServeBuffered() {
       if (input_.size() >= kMaxRequestHeadBytes) {
         Refuse(431, "request head larger than 8 KiB");
       } else {
-        WatchFor(EPOLLIN);
+        WaitForInput();
       }
       return;
     }
@@ -132,7 +197,7 @@ void HttpConnection::Send(std::string bytes, bool keep_alive) {
 bool HttpConnection::Flush() {
   while (sent_ < output_.size()) {
     iovec iov{output_.data() + sent_, output_.size() - sent_};
-    Result<net::IoProgress> wrote = net::WriteV(socket_.fd(), &iov, 1);
+    Result<net::IoProgress> wrote = stream_.WriteV(&iov, 1);
     if (!wrote.ok()) {
       Close();
       return false;
@@ -159,7 +224,7 @@ void HttpConnection::EnterReading() {
   state_ = State::kReading;
   idle_since_ = MonotonicClock::now();
   SetDeadline(limits_.request_timeout);
-  WatchFor(EPOLLIN);
+  WaitForInput();
 }
 
 void HttpConnection::StartLingering() {
@@ -168,7 +233,7 @@ void HttpConnection::StartLingering() {
   input_ = std::string();
   scanned_ = 0;
   discarded_ = 0;
-  ::shutdown(socket_.fd(), SHUT_WR);
+  stream_.ShutdownWrite();  // TLS: close_notify first
   SetDeadline(kLingerTimeout);
   WatchFor(EPOLLIN);
 }
@@ -176,17 +241,24 @@ void HttpConnection::StartLingering() {
 void HttpConnection::Discard() {
   char scratch[16 * 1024];
   iovec iov{scratch, sizeof(scratch)};
-  Result<net::IoProgress> read = net::ReadV(socket_.fd(), &iov, 1);
-  if (!read.ok() || read->eof) {
+  Result<net::IoProgress> read = stream_.ReadV(&iov, 1);
+  if (!read.ok() || (read->eof && read->bytes == 0)) {
     Close();
     return;
   }
   discarded_ += read->bytes;
-  if (discarded_ > kLingerBytes) Close();
+  if (discarded_ > kLingerBytes) {
+    Close();
+    return;
+  }
+  if (stream_.buffered() > 0) ScheduleBufferedRead();
 }
 
 void HttpConnection::OnDeadline() {
   switch (state_) {
+    case State::kHandshake:
+      Close();  // no request was made: nothing to answer
+      break;
     case State::kReading:
       if (input_.empty()) {
         Close();  // idle: nothing to answer
@@ -208,7 +280,7 @@ void HttpConnection::OnDeadline() {
 void HttpConnection::Abort() {
   if (state_ == State::kClosed) return;
   const linger reset{1, 0};
-  ::setsockopt(socket_.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+  ::setsockopt(stream_.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
   Close();
 }
 
@@ -228,11 +300,25 @@ void HttpConnection::CancelDeadline() {
 
 void HttpConnection::WatchFor(uint32_t events) {
   if (events == watched_ || state_ == State::kClosed) return;
-  if (!loop_->Modify(socket_.fd(), events, this).ok()) {
+  if (!loop_->Modify(stream_.fd(), events, this).ok()) {
     Close();
     return;
   }
   watched_ = events;
+}
+
+void HttpConnection::WaitForInput() {
+  WatchFor(EPOLLIN);
+  if (state_ != State::kClosed && stream_.buffered() > 0) ScheduleBufferedRead();
+}
+
+void HttpConnection::ScheduleBufferedRead() {
+  if (buffered_read_ != 0) return;
+  buffered_read_ = loop_->RunAfter(std::chrono::milliseconds(0), [this] {
+    buffered_read_ = 0;
+    // As if epoll had reported the bytes TLS holds (kWriting: Flush, which finds its state).
+    OnEvents(EPOLLIN);
+  });
 }
 
 }  // namespace kvport::http

@@ -3,8 +3,15 @@
 // reads a request head, has its owner answer it, writes the answer without blocking, and then
 // waits for the next request (keep-alive) or closes.
 //
+// Over HTTPS (the endpoint has a TlsContext) it first completes a TLS handshake (TLS 1.3, the
+// node's certificate) and then does the same over TLS; a peer whose first byte is not a TLS
+// handshake record (0x16: plain HTTP sent to the HTTPS endpoint) is answered, in the clear,
+// 400 "this endpoint requires HTTPS" and closed.
+//
 // Every wait is bounded, so that a peer holds one of the endpoint's capped descriptors for a
 // bounded time and a bounded amount of memory, whatever it sends or fails to send:
+//   - the TLS handshake counts against the reading deadline below: a peer that does not finish
+//     it, and send a whole request head, within `request_timeout` of being accepted is closed.
 //   - reading: the whole head of a request must arrive within `request_timeout` of the
 //     connection being accepted or its previous response being sent (this is the keep-alive idle
 //     timeout and the slow-head deadline in one); at most kMaxRequestHeadBytes are buffered.
@@ -32,6 +39,8 @@
 #include "kvport/status.h"
 #include "net/event_loop.h"
 #include "net/socket.h"
+#include "net/stream.h"
+#include "net/tls.h"
 
 namespace kvport::http {
 
@@ -59,14 +68,15 @@ class HttpConnection final : public net::EventHandler {
   static constexpr size_t kLingerBytes = 64 * 1024;
   static constexpr std::chrono::milliseconds kLingerTimeout{1000};
 
-  // `socket` is connected and non-blocking; `loop` and `owner` outlive the connection.
-  HttpConnection(net::EventLoop* loop, net::Socket socket, HttpConnectionOwner* owner,
-                 HttpConnectionLimits limits);
+  // `socket` is connected and non-blocking; `loop`, `owner` and `tls` (nullptr: plain HTTP)
+  // outlive the connection.
+  HttpConnection(net::EventLoop* loop, net::Socket socket, const net::TlsContext* tls,
+                 HttpConnectionOwner* owner, HttpConnectionLimits limits);
   ~HttpConnection() override;
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
 
-  // Watches the socket and starts the wait for the first request.
+  // Watches the socket and starts the TLS handshake, or the wait for the first request.
   Status Start();
   void OnEvents(uint32_t events) override;
   // Closes the descriptor now and tells the owner (Closed). Idempotent.
@@ -75,18 +85,24 @@ class HttpConnection final : public net::EventHandler {
   // is cut short, and the kernel drops what was queued for it).
   void Evict();
 
-  // Waiting for a request (none is buffered whole), or lingering after its last response:
-  // closing it loses no answer.
+  // In its TLS handshake, waiting for a request (none is buffered whole), or lingering after its
+  // last response: closing it loses no answer.
   bool idle() const {
-    return state_ == State::kLingering || (state_ == State::kReading && watched_ == EPOLLIN);
+    return state_ == State::kHandshake || state_ == State::kLingering ||
+           (state_ == State::kReading && watched_ == EPOLLIN);
   }
   // When it became idle (meaningful while idle()).
   MonotonicClock::time_point idle_since() const { return idle_since_; }
   MonotonicClock::time_point accepted_at() const { return accepted_at_; }
 
  private:
-  enum class State { kReading, kWriting, kLingering, kClosed };
+  enum class State { kHandshake, kReading, kWriting, kLingering, kClosed };
 
+  // One step of the TLS handshake (the first byte checked first); on completion, reads the
+  // request that may already have arrived behind it.
+  void AdvanceHandshake();
+  // Plain HTTP sent to the HTTPS endpoint: 400 in the clear, then lingering.
+  void RefuseCleartext();
   void ReadInput();
   void ServeBuffered();
   void Refuse(int status, std::string_view reason);
@@ -104,14 +120,21 @@ class HttpConnection final : public net::EventHandler {
   void SetDeadline(std::chrono::milliseconds delay);
   void CancelDeadline();
   void WatchFor(uint32_t events);
+  // Waits for the peer's next bytes: EPOLLIN, and, when TLS holds decrypted bytes the socket
+  // (and so epoll) will not report, a read from a timer of 0 ms (after the loop's other events).
+  void WaitForInput();
+  void ScheduleBufferedRead();
 
   net::EventLoop* const loop_;
-  net::Socket socket_;
+  net::Stream stream_;  // the socket, through TLS once Start() has started it
+  const net::TlsContext* const tls_;
   HttpConnectionOwner* const owner_;
   const HttpConnectionLimits limits_;
   State state_ = State::kReading;
   uint32_t watched_ = 0;  // the events asked of the loop; 0 before Start
   net::TimerId deadline_ = 0;
+  net::TimerId buffered_read_ = 0;   // ScheduleBufferedRead's timer
+  bool first_byte_checked_ = false;  // kHandshake: the peer's first byte is 0x16
   const MonotonicClock::time_point accepted_at_ = MonotonicClock::now();
   MonotonicClock::time_point idle_since_;
 

@@ -16,6 +16,7 @@
 #include "net/event_loop.h"
 #include "net/host_port.h"
 #include "net/tcp_listener.h"
+#include "net/tls.h"
 
 namespace kvport::http {
 
@@ -54,7 +55,8 @@ struct RateLimitedWarning {
 
 struct HttpServer::Impl final : public HttpConnectionOwner, public net::EventHandler {
   HttpOptions options;
-  std::string address;  // as bound, "127.0.0.1:9470"
+  std::shared_ptr<const net::TlsContext> tls;  // HTTPS; null: plain HTTP
+  std::string address;                         // as bound, "127.0.0.1:9470"
   uint16_t port = 0;
 
   // Declared first, destroyed last: the listener and the connections unwatch themselves in it.
@@ -127,7 +129,7 @@ struct HttpServer::Impl final : public HttpConnectionOwner, public net::EventHan
       victim->Evict();  // Closed() takes it out of the table
     }
     auto connection = std::make_unique<HttpConnection>(
-        loop.get(), std::move(socket), this,
+        loop.get(), std::move(socket), tls.get(), this,
         HttpConnectionLimits{options.request_timeout, options.write_timeout});
     if (!connection->Start().ok()) return;  // its socket closes with it
     HttpConnection* raw = connection.get();
@@ -279,6 +281,13 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& options
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+    // The server role without a CA file: no client certificate is asked for (see HttpOptions).
+    Result<std::shared_ptr<net::TlsContext>> tls = net::TlsContext::Create(
+        net::TlsRole::kServer, {options.tls_cert_file, options.tls_key_file, ""});
+    if (!tls.ok()) return tls.status().WithContext("HTTPS");
+    impl->tls = std::move(tls).value();
+  }
   Result<net::HostPort> address = net::ParseHostPort(HttpListenAddress(options.listen));
   if (!address.ok()) return address.status().WithContext("HTTP listen address");
 
@@ -298,8 +307,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& options
 
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->loop->Run(); });
-  log::Info("HTTP endpoint on http://{}/ (/metrics, /health, /stats; at most {} connections)",
-            impl->address, options.max_connections);
+  log::Info("HTTP endpoint on {}://{}/ (/metrics, /health, /stats; at most {} connections{})",
+            raw->tls != nullptr ? "https" : "http", impl->address, options.max_connections,
+            raw->tls != nullptr ? "; no client certificate asked for" : "");
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -316,6 +326,10 @@ void HttpServer::Attach(const Server* node) {
 
 std::string HttpServer::address() const {
   return impl_->address;
+}
+
+std::string_view HttpServer::scheme() const {
+  return impl_->tls != nullptr ? "https" : "http";
 }
 
 uint16_t HttpServer::port() const {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // HttpServer: a node's operations endpoint (`kvport serve --http HOST:PORT`, config key
-// http_listen): GET /metrics (Prometheus), /health and /stats (docs/operations.md).
+// http_listen): GET /metrics (Prometheus), /health and /stats (docs/operations.md), over HTTPS
+// when given a TLS context (HttpOptions::tls: `kvport serve` on a node with TLS).
 //
 //   auto http = http::HttpServer::Start(options);   // binds; /health says "starting"
 //   auto node = Server::Start(...);
@@ -58,6 +59,13 @@ struct HttpOptions {
   std::chrono::milliseconds request_timeout{2000};
   // A response must be sent whole within this of the first write the peer did not take at once.
   std::chrono::milliseconds write_timeout{5000};
+  // HTTPS with the node's certificate and key (PEM; both or neither): every connection starts
+  // with a TLS handshake, and a request in the clear is answered 400 and closed. No client
+  // certificate is asked for, even on a node with tls_ca_file: a Kubernetes HTTPS probe presents
+  // none (docs/security.md, "The HTTP endpoint over TLS"). Start fails with InvalidArgument
+  // naming a file that cannot be used. Both empty: plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // What /metrics reports beside the node's counters (version, runtimes, transports, the
   // namespace label cap); state, auth_mode and resident_bytes are filled in per scrape.
   MetricsContext context;
@@ -78,6 +86,8 @@ class HttpServer {
 
   // The bound address as HOST:PORT ("127.0.0.1:9470").
   std::string address() const;
+  // "https" with HttpOptions::tls, else "http".
+  std::string_view scheme() const;
   uint16_t port() const;
 
   // Stops accepting, closes every connection (a request is answered within one turn of the

@@ -69,7 +69,7 @@ void OutputQueue::Push(Segment seg) {
   segments_.push_back(std::move(seg));
 }
 
-Result<IoProgress> OutputQueue::WriteTo(int fd, size_t budget) {
+Result<IoProgress> OutputQueue::WriteTo(Stream& stream, size_t budget) {
   IoProgress total;
   while (front_ < segments_.size() && total.bytes < budget) {
     iovec iov[kMaxIovecsPerWrite];
@@ -91,8 +91,9 @@ Result<IoProgress> OutputQueue::WriteTo(int fd, size_t budget) {
         }
       }
     }
-    Result<IoProgress> r = front.pass_fd >= 0 ? WriteVWithDescriptor(fd, iov, count, front.pass_fd)
-                                              : WriteV(fd, iov, count);
+    Result<IoProgress> r = front.pass_fd >= 0
+                               ? WriteVWithDescriptor(stream.fd(), iov, count, front.pass_fd)
+                               : stream.WriteV(iov, count);
     if (!r.ok()) return r.status();
     if (r->bytes > 0) front.pass_fd = -1;
     Consume(r->bytes);

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kvport/status.h"
-#include "net/socket.h"
+#include "net/stream.h"
 
 namespace kvport::net {
 
@@ -30,7 +30,7 @@ class OutputQueue {
   // Queues owned bytes. Empty strings are ignored.
   void Append(std::string bytes);
   // Queues owned bytes whose first byte carries a copy of descriptor `pass_fd` (SCM_RIGHTS:
-  // Unix sockets only). `pass_fd` is borrowed: it must stay open until the bytes are written.
+  // plain Unix streams only). `pass_fd` is borrowed: it must stay open until the bytes are written.
   void AppendPassingDescriptor(std::string bytes, int pass_fd);
   // Queues [data, data + size) without copying. The range must stay valid while `keep_alive`
   // is referenced; the queue releases its reference right after the range is fully written, or
@@ -53,12 +53,12 @@ class OutputQueue {
   static constexpr size_t kSegmentOverhead = 96;
   static constexpr size_t kKeepAliveOverhead = 64;
 
-  // Writes as much as `fd` accepts right now, several segments per system call, stopping once
+  // Writes as much as `stream` accepts right now, several segments per system call, stopping once
   // `budget` bytes or more are written (so one connection's large answer cannot hold its I/O
   // loop while others wait). Returns the progress (would_block when the socket buffer filled
   // before the queue emptied; neither would_block nor empty when the budget ran out), or an
   // IoError if the peer is gone.
-  Result<IoProgress> WriteTo(int fd, size_t budget = SIZE_MAX);
+  Result<IoProgress> WriteTo(Stream& stream, size_t budget = SIZE_MAX);
 
   // Drops everything queued, releasing every keep_alive (e.g. when the connection closes).
   void Clear();

@@ -11,7 +11,7 @@ constexpr size_t kScratchBytes = 64 * 1024;
 constexpr size_t kFirstGrowth = ReadBuffer::kMinAllocation;
 }  // namespace
 
-Result<IoProgress> ReadBuffer::FillTo(int fd, size_t target, size_t max_allocation) {
+Result<IoProgress> ReadBuffer::FillTo(Stream& stream, size_t target, size_t max_allocation) {
   IoProgress total;
   while (size_ < target) {
     if (size_ == bytes_.size()) {
@@ -24,7 +24,7 @@ Result<IoProgress> ReadBuffer::FillTo(int fd, size_t target, size_t max_allocati
       bytes_.resize(grown);
     }
     iovec iov{bytes_.data() + size_, std::min(target, bytes_.size()) - size_};
-    Result<IoProgress> r = ReadV(fd, &iov, 1);
+    Result<IoProgress> r = stream.ReadV(&iov, 1);
     if (!r.ok()) return r.status();
     size_ += r->bytes;
     total.bytes += r->bytes;
@@ -73,7 +73,7 @@ void ScatterReader::Clear() {
   remaining_ = 0;
 }
 
-Result<IoProgress> ScatterReader::ReadFrom(int fd) {
+Result<IoProgress> ScatterReader::ReadFrom(Stream& stream) {
   IoProgress total;
   while (remaining_ > 0) {
     iovec iov[kMaxIovecsPerRead];
@@ -94,7 +94,7 @@ Result<IoProgress> ScatterReader::ReadFrom(int fd) {
       // there so the next range's bytes are not read into the wrong place.
       if (range.data == nullptr && left > scratch_.size()) break;
     }
-    Result<IoProgress> r = ReadV(fd, iov, count);
+    Result<IoProgress> r = stream.ReadV(iov, count);
     if (!r.ok()) return r.status();
     size_t n = r->bytes;
     total.bytes += n;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kvport/status.h"
-#include "net/socket.h"
+#include "net/stream.h"
 
 namespace kvport::net {
 
@@ -26,11 +26,11 @@ class ReadBuffer {
   // small descriptor.
   static constexpr size_t kMinAllocation = 4096;
 
-  // Reads from `fd` until size() == target, or the socket has nothing more (would_block), or the
-  // peer closed (eof), or the buffer is full and growing it would take its allocation past
+  // Reads from `stream` until size() == target, or the socket has nothing more (would_block), or
+  // the peer closed (eof), or the buffer is full and growing it would take its allocation past
   // `max_allocation` (then neither flag is set and full() is true; the first 4 KiB are always
   // allowed). Never reads beyond `target`. target < size() is a no-op.
-  Result<IoProgress> FillTo(int fd, size_t target, size_t max_allocation = SIZE_MAX);
+  Result<IoProgress> FillTo(Stream& stream, size_t target, size_t max_allocation = SIZE_MAX);
 
   const uint8_t* data() const { return bytes_.data(); }
   size_t size() const { return size_; }
@@ -62,7 +62,7 @@ class ScatterReader {
   void Clear();
 
   // Reads as much as is available into the remaining ranges.
-  Result<IoProgress> ReadFrom(int fd);
+  Result<IoProgress> ReadFrom(Stream& stream);
 
   bool done() const { return remaining_ == 0; }
   size_t remaining() const { return remaining_; }

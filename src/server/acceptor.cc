@@ -106,8 +106,11 @@ void Acceptor::Admit(net::Socket socket) {
 
 void Acceptor::Refuse(net::Socket socket, const std::string& why) {
   log::Warn("refusing a connection on {}: {}", name_, why);
-  SendPartingError(socket.fd(), Status::Unavailable(why));
-  // `socket` closes here.
+  // In the clear even on a TLS listener (no handshake is worth its cost for a refusal): a TLS
+  // client sees a failed handshake, a plain one reads why.
+  net::Stream stream(std::move(socket));
+  SendPartingError(stream, Status::Unavailable(why));
+  // `stream` closes here.
 }
 
 void Acceptor::PauseAfterError() {

@@ -8,18 +8,19 @@
 
 namespace kvport::server {
 
-void SendPartingError(int fd, const Status& status) {
+void SendPartingError(net::Stream& stream, const Status& status) {
+  if (stream.tls() != nullptr && !stream.tls()->handshake_done()) return;
   protocol::ErrorResponse error;
   error.code = status.code();
   error.message = status.message();
   protocol::EncodedFrame frame;
   if (!protocol::EncodeResponse(0, error, protocol::Limits{}, &frame).ok()) return;
   iovec iov{frame.head.data(), frame.head.size()};
-  (void)net::WriteV(fd, &iov, 1);
-  ::shutdown(fd, SHUT_WR);
+  (void)stream.WriteV(&iov, 1);
+  stream.ShutdownWrite();
   char scratch[1024];
   iovec in{scratch, sizeof(scratch)};
-  (void)net::ReadV(fd, &in, 1);
+  (void)stream.ReadV(&in, 1);
 }
 
 }  // namespace kvport::server

@@ -4,13 +4,15 @@
 #pragma once
 
 #include "kvport/status.h"
+#include "net/stream.h"
 
 namespace kvport::server {
 
-// Writes one ERROR frame (request id 0) carrying `status` and half-closes the socket `fd`, best
+// Writes one ERROR frame (request id 0) carrying `status` and half-closes `stream`, best
 // effort: the few bytes fit a socket that has sent nothing yet, so nothing waits on them. Unread
 // input is read first, so that the caller's close is not a reset that could destroy the ERROR
-// before the peer reads it. The caller then closes `fd`.
-void SendPartingError(int fd, const Status& status);
+// before the peer reads it. The caller then closes the stream. A TLS stream whose handshake is
+// not complete gets nothing (there is no channel to say it on).
+void SendPartingError(net::Stream& stream, const Status& status);
 
 }  // namespace kvport::server

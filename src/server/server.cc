@@ -23,6 +23,7 @@
 #include "kvport/size.h"
 #include "net/host_port.h"
 #include "net/tcp_listener.h"
+#include "net/tls.h"
 #include "net/unix_listener.h"
 #include "protocol/frame.h"
 #include "protocol/limits.h"
@@ -236,12 +237,23 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   Result<std::vector<AccessToken>> tokens = GatherTokens(options);
   if (!tokens.ok()) return tokens.status().WithContext("access tokens");
   const bool access_required = !options.tokens.empty() || !options.tokens_file.empty();
+  std::shared_ptr<const net::TlsContext> tls;
+  if (!options.tls_cert_file.empty() || !options.tls_key_file.empty() ||
+      !options.tls_ca_file.empty()) {
+    Result<std::shared_ptr<net::TlsContext>> context = net::TlsContext::Create(
+        net::TlsRole::kServer, {options.tls_cert_file, options.tls_key_file, options.tls_ca_file});
+    if (!context.ok()) return context.status().WithContext("TLS");
+    tls = std::move(context).value();
+  }
+  const bool mutual_tls = tls != nullptr && tls->requires_peer_certificate();
 
   Result<std::unique_ptr<net::TcpListener>> listener = net::TcpListener::Listen(address);
   if (!listener.ok()) return listener.status().WithContext("cannot listen on " + options.listen);
   impl->address = (*listener)->address();
   // Open (no tokens) and reachable beyond this host: refused unless the options say so.
-  const bool open_beyond_loopback = !access_required && !(*listener)->loopback_only();
+  // Mutual TLS is access control too: only holders of a certificate the CA signed get in.
+  const bool open_beyond_loopback =
+      !access_required && !mutual_tls && !(*listener)->loopback_only();
   if (open_beyond_loopback && !options.insecure) {
     return Status::InvalidArgument(fmt::format(
         "refusing to listen on {} without access tokens: anyone who can reach that address "
@@ -289,6 +301,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
       std::make_unique<server::UnauthenticatedConnections>(options.max_unauthenticated_per_address);
   worker_options.session.hello_timeout = options.hello_timeout;
   worker_options.session.unauthenticated = impl->unauthenticated.get();
+  worker_options.session.tls = tls;
   const unsigned threads = options.threads > 0 ? options.threads : HostCpuCount();
   Impl* raw = impl.get();
   for (unsigned i = 0; i < threads; ++i) {
@@ -321,6 +334,13 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     w->StartThread();
   log::Info("kvport node access: {} ({} tokens accepted)", impl->service->access_mode(),
             tokens->size());
+  if (tls != nullptr) {
+    log::Info("kvport node TLS on {}: TLS 1.3{}; kernel TLS offload {}", impl->address.ToString(),
+              mutual_tls ? ", client certificates required (tls_ca_file)" : "",
+              net::KernelTlsAvailable() ? "available"
+                                        : "not available (the kernel's tls module is not "
+                                          "loaded: OpenSSL encrypts in userspace)");
+  }
   log::Info(
       "kvport node listening on {}{} (capacity {}, {} I/O threads){}", impl->address.ToString(),
       impl->unix_path.empty() ? std::string()
@@ -371,9 +391,16 @@ Status Server::Impl::Register() {
   record.transports = {"tcp"};
   if (!unix_path.empty() && service->offers_shared_memory()) record.transports.push_back("shm");
 
-  KVPORT_ASSIGN_OR_RETURN(
-      std::unique_ptr<cluster::EtcdClient> etcd,
-      cluster::EtcdClient::Open(options.etcd, EtcdRequestTimeout(options.lease_ttl_secs)));
+  cluster::EtcdOptions etcd_options;
+  etcd_options.endpoints = options.etcd;
+  etcd_options.request_timeout = EtcdRequestTimeout(options.lease_ttl_secs);
+  etcd_options.tls_ca_file = options.etcd_tls_ca_file;
+  etcd_options.tls_cert_file = options.etcd_tls_cert_file;
+  etcd_options.tls_key_file = options.etcd_tls_key_file;
+  etcd_options.user = options.etcd_user;
+  etcd_options.password_file = options.etcd_password_file;
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<cluster::EtcdClient> etcd,
+                          cluster::EtcdClient::Open(etcd_options));
   cluster::RegistrationOptions registration_options;
   registration_options.cluster = options.cluster;
   registration_options.lease_ttl = std::chrono::seconds(options.lease_ttl_secs);

@@ -112,6 +112,9 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   out->emplace_back("connections_refused_per_address", get(connections_refused_per_address_));
   out->emplace_back("hello_timeouts", get(hello_timeouts_));
   out->emplace_back("unauthenticated_evictions", get(unauthenticated_evictions_));
+  out->emplace_back("tls_handshakes", get(tls_handshakes_));
+  out->emplace_back("tls_handshake_failures", get(tls_handshake_failures_));
+  out->emplace_back("tls_kernel_offloads", get(tls_kernel_offloads_));
   out->emplace_back("error_responses", get(error_responses_));
   out->emplace_back("idle_timeouts", get(idle_timeouts_));
   out->emplace_back("aborted_msets", get(aborted_msets_));

@@ -45,6 +45,15 @@ class ServerCounters {
   void CountUnauthenticatedEvicted() {
     unauthenticated_evictions_.fetch_add(1, std::memory_order_relaxed);
   }
+  // TLS sessions: handshakes completed (and of them, those whose records the kernel encrypts:
+  // kTLS), handshakes failed (a bad or missing certificate, a peer not speaking TLS).
+  void CountTlsHandshake(bool kernel_send) {
+    tls_handshakes_.fetch_add(1, std::memory_order_relaxed);
+    if (kernel_send) tls_kernel_offloads_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void CountTlsHandshakeFailure() {
+    tls_handshake_failures_.fetch_add(1, std::memory_order_relaxed);
+  }
   void CountErrorResponse() { error_responses_.fetch_add(1, std::memory_order_relaxed); }
   // An ERROR answered a decoded request of `op` (STATS errors_<op>; also CountErrorResponse).
   void CountRequestError(protocol::Opcode op);
@@ -108,7 +117,8 @@ class ServerCounters {
 
   // Appends ("name", value) pairs: connections, connections_accepted, connections_refused
   // (over max_connections), unauthenticated_connections, connections_refused_per_address,
-  // hello_timeouts, unauthenticated_evictions, error_responses,
+  // hello_timeouts, unauthenticated_evictions, tls_handshakes, tls_handshake_failures,
+  // tls_kernel_offloads, error_responses,
   // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures, leases
   // (live shared-memory leases), leased_bytes (value bytes they pin), queued_response_bytes,
   // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes, backpressure_pauses,
@@ -133,6 +143,9 @@ class ServerCounters {
   std::atomic<uint64_t> connections_refused_per_address_{0};
   std::atomic<uint64_t> hello_timeouts_{0};
   std::atomic<uint64_t> unauthenticated_evictions_{0};
+  std::atomic<uint64_t> tls_handshakes_{0};
+  std::atomic<uint64_t> tls_handshake_failures_{0};
+  std::atomic<uint64_t> tls_kernel_offloads_{0};
   std::atomic<uint64_t> error_responses_{0};
   std::atomic<uint64_t> idle_timeouts_{0};
   std::atomic<uint64_t> aborted_msets_{0};

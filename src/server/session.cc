@@ -64,18 +64,18 @@ Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind,
                  CacheService& service, const SessionOptions& options,
                  std::function<void(Session*)> on_closed)
     : loop_(loop),
-      socket_(std::move(socket)),
+      stream_(std::move(socket)),
       service_(service),
       options_(options),
       on_closed_(std::move(on_closed)),
-      peer_(net::PeerName(socket_.fd())),
+      peer_(net::PeerName(stream_.fd())),
       last_activity_(loop->Now()),
       accepted_at_(loop->Now()) {
   state_.id = id;
   state_.kind = kind;
   state_.shm.set_counters(&service_.counters());
   if (kind == net::StreamKind::kUnix) {
-    Result<net::PeerCredentials> cred = net::PeerCredentialsOf(socket_.fd());
+    Result<net::PeerCredentials> cred = net::PeerCredentialsOf(stream_.fd());
     if (cred.ok()) state_.peer_uid = cred->uid;
   }
 }
@@ -89,16 +89,84 @@ Session::~Session() {
 }
 
 Status Session::Start() {
+  if (options_.tls != nullptr && state_.kind == net::StreamKind::kTcp) {
+    Status started = stream_.StartTls(*options_.tls, "");
+    if (!started.ok()) {
+      Close("cannot start TLS: " + started.ToString());
+      return started;
+    }
+    phase_ = Phase::kTlsHandshake;
+  }
   interest_ = EPOLLIN;
-  Status watched = loop_->Watch(socket_.fd(), interest_, this);
+  Status watched = loop_->Watch(stream_.fd(), interest_, this);
   if (!watched.ok()) Close("cannot watch the socket: " + watched.ToString());
   return watched;
+}
+
+void Session::AdvanceTlsHandshake() {
+  if (!first_byte_checked_) {
+    // A kvport frame in the clear opens with its magic, not a TLS record: tell that client what
+    // is wrong, in words it can read.
+    Result<std::optional<bool>> opens_tls = net::FirstByteOpensTls(stream_.fd());
+    if (!opens_tls.ok()) {
+      Close(opens_tls.status().message());
+      return;
+    }
+    if (!opens_tls->has_value()) return;  // nothing yet
+    first_byte_checked_ = true;
+    if (!**opens_tls) {
+      service_.counters().CountTlsHandshakeFailure();
+      net::Socket socket = std::move(stream_.socket());
+      stream_ = net::Stream(std::move(socket));  // no TLS: the answer goes in the clear
+      SendPartingError(
+          stream_, Status::PermissionDenied("this node requires TLS: connect with tls_ca_file set "
+                                            "(docs/security.md)"));
+      Close("peer does not speak TLS");
+      return;
+    }
+  }
+  Result<net::TlsWait> step = stream_.Handshake();
+  if (!step.ok()) {
+    service_.counters().CountTlsHandshakeFailure();
+    log::Debug("session {} from {}: {}", state_.id, peer_, step.status().ToString());
+    // OpenSSL has queued its alert (a missing or refused client certificate...). In TLS 1.3
+    // the client may already be sending its HELLO: closing with that unread would be a reset,
+    // which can destroy the alert before the client reads it. Half-close and drain instead.
+    net::Socket socket = std::move(stream_.socket());
+    stream_ = net::Stream(std::move(socket));
+    HalfCloseAndLinger();
+    return;
+  }
+  tls_wait_ = *step;
+  if (tls_wait_ != net::TlsWait::kNone) {
+    UpdateInterest();
+    return;
+  }
+  service_.counters().CountTlsHandshake(stream_.tls()->kernel_send());
+  log::Debug("session {} from {}: {}{}", state_.id, peer_, stream_.tls()->Describe(),
+             stream_.tls()->kernel_send() ? " (kernel TLS)" : "");
+  phase_ = Phase::kHeader;
+  Touch();
+  // The HELLO may already be in, behind the client's last handshake record.
+  OnReadable();
+}
+
+void Session::ScheduleBufferedRead() {
+  if (buffered_read_timer_ != 0) return;
+  buffered_read_timer_ = loop_->RunAfter(std::chrono::milliseconds(0), [this] {
+    buffered_read_timer_ = 0;
+    if (!closed()) OnReadable();
+  });
 }
 
 void Session::OnEvents(uint32_t events) {
   if (closed()) return;  // an event fetched in the same batch as our close
   if (events & EPOLLERR) {
     Close("socket error");
+    return;
+  }
+  if (phase_ == Phase::kTlsHandshake) {
+    AdvanceTlsHandshake();
     return;
   }
   if (events & EPOLLOUT) Flush();
@@ -143,7 +211,7 @@ bool Session::ReadStep() {
 
 std::optional<net::IoProgress> Session::FillInput(size_t target, size_t max_allocation) {
   const bool first_bytes = phase_ == Phase::kHeader && in_.size() == 0;
-  Result<net::IoProgress> r = in_.FillTo(socket_.fd(), target, max_allocation);
+  Result<net::IoProgress> r = in_.FillTo(stream_, target, max_allocation);
   if (!r.ok()) {
     Close(r.status().message());
     return std::nullopt;
@@ -179,6 +247,12 @@ bool Session::ReadHeader() {
   std::string_view bytes(reinterpret_cast<const char*>(in_.data()), in_.size());
   Status decoded = protocol::DecodeFrameHeader(bytes, service_.limits(), &header_);
   if (!decoded.ok()) {
+    if (state_.version == 0 && bytes[0] == 0x16 && bytes[1] == 0x03) {
+      // A TLS record (a ClientHello) where a HELLO frame belongs: say what is wrong.
+      decoded = Status::Corruption(
+          "the peer speaks TLS, but this node has no TLS on its TCP port (tls_cert_file, "
+          "tls_key_file: docs/security.md)");
+    }
     Fail(decoded, RequestIdOfBadHeader(in_));
     return false;
   }
@@ -281,11 +355,12 @@ void Session::Dispatch() {
 
 void Session::WakeWhenReadable(size_t bytes) {
   if (state_.kind != net::StreamKind::kTcp) return;  // Unix sockets ignore SO_RCVLOWAT in poll
-  const int low = static_cast<int>(std::clamp<size_t>(bytes, 1, kMaxReceiveLowWater));
+  const int low =
+      static_cast<int>(std::clamp<size_t>(stream_.LowWaterFor(bytes), 1, kMaxReceiveLowWater));
   if (low == receive_low_water_) return;
   // The kernel caps it at half the receive buffer, so a wake-up always comes; failing to set
   // it costs wake-ups, not correctness.
-  if (net::SetReceiveLowWater(socket_.fd(), low).ok()) receive_low_water_ = low;
+  if (net::SetReceiveLowWater(stream_.fd(), low).ok()) receive_low_water_ = low;
 }
 
 bool Session::ReadPayload() {
@@ -294,7 +369,7 @@ bool Session::ReadPayload() {
   if (receiver_->remaining() > 0) {
     // Destinations only for bytes that are here (an MSET item is reserved once its first byte
     // has arrived), so a payload that never comes evicts nothing.
-    Result<net::IoProgress> available = net::Readable(socket_.fd());
+    Result<net::IoProgress> available = stream_.Readable();
     if (!available.ok()) {
       Close(available.status().message());
       return false;
@@ -302,7 +377,7 @@ bool Session::ReadPayload() {
     receiver_->Prepare(available->bytes);
     net::ScatterReader& reader = receiver_->reader();
     if (!reader.done()) {
-      Result<net::IoProgress> r = reader.ReadFrom(socket_.fd());
+      Result<net::IoProgress> r = reader.ReadFrom(stream_);
       if (!r.ok()) {
         Close(r.status().message());
         return false;
@@ -416,7 +491,7 @@ void Session::Flush() {
   // Before writing too: once the answer is out, its client may look at the node's gauges.
   SyncMemory();
   if (!out_.empty()) {
-    Result<net::IoProgress> r = out_.WriteTo(socket_.fd(), kMaxBytesPerEvent);
+    Result<net::IoProgress> r = out_.WriteTo(stream_, kMaxBytesPerEvent);
     if (!r.ok()) {
       Close(r.status().message());
       return;
@@ -443,7 +518,7 @@ void Session::AfterOutputDrained() {
 void Session::HalfCloseAndLinger() {
   // Our FIN follows the last response; closing outright could turn it into a reset (if unread
   // input is pending) that destroys the response before the peer reads it.
-  ::shutdown(socket_.fd(), SHUT_WR);
+  stream_.ShutdownWrite();
   phase_ = Phase::kLinger;
   linger_timer_ = loop_->RunAfter(options_.linger, [this] {
     linger_timer_ = 0;
@@ -456,7 +531,7 @@ void Session::DiscardInput() {
   char scratch[4096];
   for (int i = 0; i < 64; ++i) {
     iovec iov{scratch, sizeof(scratch)};
-    Result<net::IoProgress> r = net::ReadV(socket_.fd(), &iov, 1);
+    Result<net::IoProgress> r = stream_.ReadV(&iov, 1);
     if (!r.ok() || r->eof) {
       Close("closed after half-close");
       return;
@@ -468,7 +543,7 @@ void Session::DiscardInput() {
 void Session::BeginShutdown() {
   if (closed() || shutting_down_) return;
   shutting_down_ = true;
-  if (AtRequestBoundary() && out_.empty()) {
+  if ((AtRequestBoundary() || phase_ == Phase::kTlsHandshake) && out_.empty()) {
     Close("server stopping");  // idle: nothing in flight to finish
     return;
   }
@@ -521,6 +596,7 @@ bool Session::WantsToRead() const {
     case Phase::kPayload:
     case Phase::kLinger:
       return true;
+    case Phase::kTlsHandshake:  // reads only handshake records (AdvanceTlsHandshake)
     case Phase::kFailing:
     case Phase::kClosed:
       return false;
@@ -531,11 +607,19 @@ bool Session::WantsToRead() const {
 void Session::UpdateInterest() {
   if (closed()) return;
   uint32_t want = 0;
-  if (WantsToRead()) want |= EPOLLIN;
-  if (!out_.empty()) want |= EPOLLOUT;
-  WatchThrottle();
+  if (phase_ == Phase::kTlsHandshake) {
+    want = tls_wait_ == net::TlsWait::kWrite ? EPOLLOUT : EPOLLIN;
+  } else {
+    if (WantsToRead()) {
+      want |= EPOLLIN;
+      // Decrypted bytes already taken from the socket: epoll will not report them.
+      if (stream_.buffered() > 0) ScheduleBufferedRead();
+    }
+    if (!out_.empty()) want |= EPOLLOUT;
+    WatchThrottle();
+  }
   if (want == interest_) return;
-  Status modified = loop_->Modify(socket_.fd(), want, this);
+  Status modified = loop_->Modify(stream_.fd(), want, this);
   if (!modified.ok()) {
     Close("cannot update epoll interest: " + modified.ToString());
     return;
@@ -554,8 +638,12 @@ void Session::Close(std::string_view reason) {
     loop_->CancelTimer(resume_timer_);
     resume_timer_ = 0;
   }
-  loop_->Unwatch(socket_.fd());
-  socket_.Close();
+  if (buffered_read_timer_ != 0) {
+    loop_->CancelTimer(buffered_read_timer_);
+    buffered_read_timer_ = 0;
+  }
+  loop_->Unwatch(stream_.fd());
+  stream_.Close();
   receiver_.reset();  // an MSET in progress: every reservation is aborted
   out_.Clear();       // pins of unsent MGET values are released
   in_.Clear(0);
@@ -622,7 +710,7 @@ bool Session::HelloOverdue(MonotonicClock::time_point now) const {
 
 void Session::CloseWithError(const Status& status) {
   if (closed()) return;
-  if (out_.empty()) SendPartingError(socket_.fd(), status);
+  if (out_.empty()) SendPartingError(stream_, status);
   Close(status.message());
 }
 

@@ -46,8 +46,14 @@
 // once SHM_ATTACH has been granted to the peer; the leases and reservations they create belong
 // to the session (SessionState) and end with it, however it ends.
 //
+// TLS (options.tls, TCP sessions only): the session starts in kTlsHandshake. Its first byte
+// must open a TLS record; a peer that speaks the kvport protocol in the clear instead gets a
+// plain ERROR saying the node requires TLS, and is closed. The handshake counts against
+// hello_timeout like the HELLO it precedes. Afterwards every byte goes through the stream's TLS
+// session; decrypted bytes TLS holds are not seen by epoll, so a session that stops reading
+// with such bytes held schedules its own next read (buffered_read_timer_).
+//
 // All members are called on the loop thread.
-#pragma once
 
 #include <chrono>
 #include <functional>
@@ -60,6 +66,8 @@
 #include "net/output_queue.h"
 #include "net/read_buffer.h"
 #include "net/socket.h"
+#include "net/stream.h"
+#include "net/tls.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "server/request_context.h"
@@ -82,6 +90,9 @@ struct SessionOptions {
   // The node's table of connections that have not completed HELLO, or null (owned by the
   // server; sessions leave it at HELLO or at close).
   UnauthenticatedConnections* unauthenticated = nullptr;
+  // TLS for TCP sessions (the node's tls_cert_file...), or null: plain TCP. Unix-socket
+  // sessions are never TLS (they stay on the host).
+  std::shared_ptr<const net::TlsContext> tls;
 };
 
 class Session final : public net::EventHandler {
@@ -132,15 +143,20 @@ class Session final : public net::EventHandler {
 
  private:
   enum class Phase {
-    kHeader,      // reading a frame header (or waiting for one)
-    kDescriptor,  // reading the descriptor section
-    kPayload,     // reading an MSET payload into the store's reservations
-    kFailing,     // writing an ERROR frame; then half-close and linger
-    kLinger,      // half-closed: discarding input until the peer closes
+    kTlsHandshake,  // TLS sessions: before the first frame
+    kHeader,        // reading a frame header (or waiting for one)
+    kDescriptor,    // reading the descriptor section
+    kPayload,       // reading an MSET payload into the store's reservations
+    kFailing,       // writing an ERROR frame; then half-close and linger
+    kLinger,        // half-closed: discarding input until the peer closes
     kClosed,
   };
 
   void OnReadable();
+  // kTlsHandshake: one handshake step (after checking the first byte opens a TLS record).
+  void AdvanceTlsHandshake();
+  // Runs OnReadable from the loop soon: bytes TLS holds wake no epoll event.
+  void ScheduleBufferedRead();
   // Advances the request state machine by one read; false when it cannot progress now.
   bool ReadStep();
   // Reads into in_ up to `target` bytes (counting them); nullopt when the session closed.
@@ -183,7 +199,7 @@ class Session final : public net::EventHandler {
   void Touch() { last_activity_ = loop_->Now(); }
 
   net::EventLoop* const loop_;
-  net::Socket socket_;
+  net::Stream stream_;
   CacheService& service_;
   const SessionOptions options_;
   std::function<void(Session*)> on_closed_;
@@ -195,6 +211,9 @@ class Session final : public net::EventHandler {
   int receive_low_water_ = 1;  // the socket's SO_RCVLOWAT
   net::TimerId linger_timer_ = 0;
   net::TimerId resume_timer_ = 0;
+  net::TimerId buffered_read_timer_ = 0;
+  net::TlsWait tls_wait_ = net::TlsWait::kRead;  // kTlsHandshake: what the handshake waits for
+  bool first_byte_checked_ = false;              // kTlsHandshake: it opens a TLS record
   bool paused_ = false;
   int64_t accounted_queued_ = 0;  // this session's share of the node's gauges
   int64_t accounted_input_ = 0;

@@ -407,7 +407,7 @@ TEST_F(ClusterClientTest, JoinsLeavesAndNewEpochsTakeEffectAtTheNextCall) {
   ASSERT_TRUE(tcp.ok());
   InitOptions init;
   init.connect_timeout = std::chrono::milliseconds(500);
-  client::ClusterClient cluster("t", std::move(owned), init, *tcp, "", &devices, {});
+  client::ClusterClient cluster("t", std::move(owned), init, *tcp, {}, &devices, {});
   ASSERT_TRUE(cluster.Connect().ok());
   auto put = [&](int from, int n) {
     std::vector<std::string> keys;

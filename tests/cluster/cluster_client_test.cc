@@ -4,8 +4,11 @@
 // go, restart and come back from a partition, and rides out an etcd restart.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "etcd_test_util.h"
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "net/tls.h"
 
 namespace kvport {
 namespace {
@@ -270,6 +274,54 @@ TEST_F(ClusterClientEtcdTest, InitWithEtcdDownOrAnEmptyCluster) {
   Status s = Connect(down, "nobody");
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find(etcd_->endpoint()), std::string::npos) << s.ToString();
+}
+
+// A client that follows an etcd serving TLS with client certificates (as its nodes do) takes the
+// etcd TLS settings from the environment variables a node's config takes them from.
+TEST(ClusterClientEtcdTlsTest, AClientFollowsATlsEtcdWithSettingsFromTheEnvironment) {
+  char tmpl[] = "/tmp/kvport-etcd-tls-client-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ASSERT_TRUE(net::WriteTestCertificates(dir, {}).ok());
+  testing::EtcdProcessOptions etcd_options;
+  etcd_options.tls_dir = dir;
+  etcd_options.client_cert_auth = true;
+  auto etcd = EtcdProcess::Start(etcd_options);
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  ServerOptions member = MemberOptions("tls", (*etcd)->url(), "a");
+  member.etcd_tls_ca_file = dir + "/ca.pem";
+  member.etcd_tls_cert_file = dir + "/client.pem";
+  member.etcd_tls_key_file = dir + "/client.key";
+  std::unique_ptr<Server> node = StartMember(member);
+  ASSERT_NE(node, nullptr);
+
+  InitOptions init;
+  init.transport_type = 1;
+  init.connect_timeout = 2s;
+  const std::string endpoint = "eic://etcd:" + (*etcd)->endpoint() + "/tls";
+  Client plain;
+  EXPECT_FALSE(plain.Init("etcd-plain", endpoint, init).ok());
+
+  ::setenv("KVPORT_ETCD_TLS_CA_FILE", (dir + "/ca.pem").c_str(), 1);
+  ::setenv("KVPORT_ETCD_TLS_CERT_FILE", (dir + "/client.pem").c_str(), 1);
+  ::setenv("KVPORT_ETCD_TLS_KEY_FILE", (dir + "/client.key").c_str(), 1);
+  Client client;
+  Status connected = client.Init("etcd-tls", endpoint, init);
+  ::unsetenv("KVPORT_ETCD_TLS_CA_FILE");
+  ::unsetenv("KVPORT_ETCD_TLS_CERT_FILE");
+  ::unsetenv("KVPORT_ETCD_TLS_KEY_FILE");
+  ASSERT_TRUE(connected.ok()) << connected.ToString();
+  EXPECT_TRUE(WaitFor([&] { return NodesSeen(client) == 1; }));
+  PutAll(client, "tls", 8);
+  std::vector<char> back(64);
+  IOBuffers get;
+  get.Append(back.data(), back.size());
+  Result<GetResult> got = client.MGet({"tls3"}, GetOptions{}, get);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->status, BatchCode::kSuccess);
+  EXPECT_EQ(std::string(back.data(), 4), "tls3");
+  node.reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

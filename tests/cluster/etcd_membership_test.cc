@@ -6,12 +6,14 @@
 
 #include "etcd_process.h"
 #include "etcd_test_util.h"
+#include "tcp_proxy.h"
 
 namespace kvport::cluster {
 namespace {
 
 using kvport::testing::DeadEndpoint;
 using kvport::testing::EtcdProcess;
+using kvport::testing::TcpProxy;
 using kvport::testing::WaitFor;
 using namespace std::chrono_literals;
 
@@ -135,6 +137,31 @@ TEST_F(EtcdMembershipTest, SeesMembersJoinLeaveAndLapse) {
   ASSERT_TRUE(writer_->Delete(EtcdNodeKey("c2", "a")).ok());
   ASSERT_TRUE(WaitFor([&] { return membership.Members().empty(); }));
   EXPECT_GT(membership.generation(), generation);
+}
+
+// The membership follows etcd over one watch stream: 30 joins and leaves arrive as they happen,
+// each seen before the next is made, over the watch's one connection (the other one relayed is
+// the kept-alive connection of the first read), and the stream is not reopened in between.
+TEST_F(EtcdMembershipTest, FollowsEveryChangeOverOneWatchStream) {
+  TcpProxy proxy(etcd_->port());
+  auto client = EtcdClient::Open({proxy.endpoint()}, kRequestTimeout);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EtcdClient* watcher = client->get();
+  auto opened = EtcdMembership::Open(std::move(client).value(), "stream");
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EtcdMembership& membership = **opened;
+  for (int i = 0; i < 15; ++i) {
+    const std::string id = "n" + std::to_string(100 + i);
+    ASSERT_TRUE(Register("stream", MakeMember(id, uint16_t(7100 + i), uint64_t(i + 1))).ok());
+    ASSERT_TRUE(WaitFor([&] { return membership.Members().size() == size_t(i + 1); })) << id;
+  }
+  for (int i = 0; i < 15; ++i) {
+    ASSERT_TRUE(writer_->Delete(EtcdNodeKey("stream", "n" + std::to_string(100 + i))).ok());
+    ASSERT_TRUE(WaitFor([&] { return membership.Members().size() == size_t(14 - i); })) << i;
+  }
+  EXPECT_EQ(watcher->watch_stats().streams_opened, 1u);
+  EXPECT_EQ(proxy.relayed(), 2u);
+  EXPECT_TRUE(membership.connected());
 }
 
 TEST_F(EtcdMembershipTest, KeepsTheListWhileEtcdIsDownAndCatchesUpAfter) {

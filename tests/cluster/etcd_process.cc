@@ -48,11 +48,11 @@ Result<int> FreePort() {
   return int(ntohs(addr.sin_port));
 }
 
-// Whether something accepts TCP connections on 127.0.0.1:`port` and answers GET /health with
-// {"health":"true"}: a plain socket, so the fixture needs no HTTP library.
-bool Healthy(int port) {
+// Sends one HTTP/1.0 request to 127.0.0.1:`port` over a plain socket (so the fixture needs no
+// HTTP library) and returns the whole answer, or "" when there was none.
+std::string PlainRequest(int port, const std::string& request) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return "";
   timeval tv{0, 500 * 1000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -60,20 +60,33 @@ bool Healthy(int port) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(uint16_t(port));
-  bool ok = false;
+  std::string answer;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const char request[] = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL) == ssize_t(sizeof(request) - 1)) {
-      std::string answer;
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == ssize_t(request.size())) {
       char buffer[512];
       ssize_t n;
       while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0)
         answer.append(buffer, size_t(n));
-      ok = answer.find("\"health\":\"true\"") != std::string::npos;
     }
   }
   ::close(fd);
-  return ok;
+  return answer;
+}
+
+// Whether something accepts TCP connections on 127.0.0.1:`port` and answers GET /health with
+// {"health":"true"}.
+bool Healthy(int port) {
+  return PlainRequest(port, "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+             .find("\"health\":\"true\"") != std::string::npos;
+}
+
+// POSTs `body` to etcd's gateway at `path`; Ok on a 200 answer.
+Status Post(int port, const std::string& path, const std::string& body) {
+  const std::string answer = PlainRequest(
+      port, "POST " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  if (answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")) return Status::Ok();
+  return Status::Unavailable("etcd " + path + " answered: " + answer.substr(0, 400));
 }
 
 std::string Tail(const std::string& path, size_t max_bytes = 3000) {
@@ -92,7 +105,7 @@ int PortOf(const std::string& url) {
 
 }  // namespace
 
-Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start() {
+Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const EtcdProcessOptions& options) {
   const char* env = std::getenv("KVPORT_ETCD_BINARY");
   const std::string binary = env && *env ? env : "/usr/bin/etcd";
   if (::access(binary.c_str(), X_OK) != 0) {
@@ -109,6 +122,7 @@ Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start() {
   if (::mkdtemp(dir) == nullptr) return Status::FromErrno("mkdtemp", errno);
 
   std::unique_ptr<EtcdProcess> process(new EtcdProcess());
+  process->options_ = options;
   process->data_dir_ = std::string(dir) + "/data";
   process->log_path_ = std::string(dir) + "/etcd.log";
   Status last;
@@ -117,6 +131,12 @@ Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start() {
     KVPORT_ASSIGN_OR_RETURN(int client_port, FreePort());
     KVPORT_ASSIGN_OR_RETURN(int peer_port, FreePort());
     if (client_port == peer_port) continue;
+    process->health_port_ = client_port;
+    if (!options.tls_dir.empty()) {
+      // etcd's /health over TLS would need a TLS client here: ask the plain metrics listener.
+      KVPORT_ASSIGN_OR_RETURN(process->health_port_, FreePort());
+      if (process->health_port_ == client_port || process->health_port_ == peer_port) continue;
+    }
     process->endpoint_ = "127.0.0.1:" + std::to_string(client_port);
     process->peer_url_ = "http://127.0.0.1:" + std::to_string(peer_port);
     last = process->Launch();
@@ -131,7 +151,7 @@ Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start() {
 Status EtcdProcess::Launch() {
   const char* env = std::getenv("KVPORT_ETCD_BINARY");
   const std::string binary = env && *env ? env : "/usr/bin/etcd";
-  const std::string client_url = "http://" + endpoint_;
+  const std::string client_url = url();
   std::vector<std::string> args = {
       binary,
       "--name",
@@ -155,6 +175,22 @@ Status EtcdProcess::Launch() {
       "--election-timeout",
       "50",
   };
+  if (!options_.tls_dir.empty()) {
+    for (const std::string& arg :
+         {"--cert-file=" + options_.tls_dir + "/node.pem",
+          "--key-file=" + options_.tls_dir + "/node.key",
+          "--listen-metrics-urls=http://127.0.0.1:" + std::to_string(health_port_)}) {
+      args.push_back(arg);
+    }
+    if (options_.client_cert_auth) {
+      args.push_back("--client-cert-auth");
+      args.push_back("--trusted-ca-file=" + options_.tls_dir + "/ca.pem");
+    }
+  }
+  if (!options_.progress_notify_interval.empty()) {
+    args.push_back("--experimental-watch-progress-notify-interval=" +
+                   options_.progress_notify_interval);
+  }
   std::vector<char*> argv;
   for (auto& arg : args)
     argv.push_back(arg.data());
@@ -180,7 +216,7 @@ Status EtcdProcess::Launch() {
   ::close(log_fd);
   pid_ = pid;
 
-  const int port = PortOf(endpoint_);
+  const int port = health_port_;
   const auto deadline = Clock::now() + kStartTimeout;
   auto wait = std::chrono::milliseconds(5);
   while (Clock::now() < deadline) {
@@ -218,6 +254,17 @@ Status EtcdProcess::Stop() {
   }
   pid_ = -1;
   return Status::Ok();
+}
+
+Status EtcdProcess::EnableAuth(const std::string& root_password) {
+  if (!options_.tls_dir.empty()) return Status::NotSupported("EnableAuth: a plain-http etcd only");
+  const int port = PortOf(endpoint_);
+  KVPORT_RETURN_IF_ERROR(Post(port, "/v3/auth/user/add",
+                              "{\"name\":\"root\",\"password\":\"" + root_password + "\"}"));
+  KVPORT_RETURN_IF_ERROR(Post(port, "/v3/auth/role/add", "{\"name\":\"root\"}"));
+  KVPORT_RETURN_IF_ERROR(
+      Post(port, "/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}"));
+  return Post(port, "/v3/auth/enable", "{}");
 }
 
 Status EtcdProcess::Restart() {

@@ -2,7 +2,9 @@
 // TcpProxy: a loopback TCP relay to one port that a test can cut and heal, to put a network
 // partition between a node and etcd while both keep running. Cut closes every relayed
 // connection and closes new ones as soon as they are accepted (the peer sees its connection
-// end, as after a reset); Heal relays again. One thread, poll(), small blocking writes: for
+// end, as after a reset); Heal relays again. Freeze stops relaying the connections open now while
+// keeping them open (a peer that hangs without closing: TCP keepalive still gets answered); new
+// connections relay as usual. One thread, poll(), small blocking writes: for
 // etcd's few small requests, not for bulk data.
 #pragma once
 
@@ -47,6 +49,12 @@ class TcpProxy {
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
   void Cut() { cut_ = true; }
   void Heal() { cut_ = false; }
+  // Stops relaying the connections open now, keeping them open; returns once they are frozen.
+  void Freeze() {
+    freeze_ = true;
+    while (freeze_)
+      std::this_thread::yield();
+  }
   // Connections relayed so far (those accepted while cut are not counted).
   size_t relayed() const { return relayed_.load(); }
 
@@ -60,11 +68,13 @@ class TcpProxy {
   }
 
   void CloseAll() {
-    for (auto [a, b] : pairs_) {
-      ::close(a);
-      ::close(b);
+    for (auto* list : {&pairs_, &frozen_}) {
+      for (auto [a, b] : *list) {
+        ::close(a);
+        ::close(b);
+      }
+      list->clear();
     }
-    pairs_.clear();
   }
 
   // Copies what `from` has to `to`; false when either side is done.
@@ -83,6 +93,11 @@ class TcpProxy {
   void Run() {
     while (!stop_) {
       if (cut_) CloseAll();
+      if (freeze_) {
+        frozen_.insert(frozen_.end(), pairs_.begin(), pairs_.end());
+        pairs_.clear();
+        freeze_ = false;
+      }
       std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
       for (auto [a, b] : pairs_) {
         fds.push_back({a, POLLIN, 0});
@@ -134,8 +149,10 @@ class TcpProxy {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> cut_{false};
+  std::atomic<bool> freeze_{false};
   std::atomic<size_t> relayed_{0};
-  std::vector<std::pair<int, int>> pairs_;  // (accepted, upstream); the thread's alone
+  std::vector<std::pair<int, int>> pairs_;   // (accepted, upstream); the thread's alone
+  std::vector<std::pair<int, int>> frozen_;  // open, not relayed; the thread's alone
   std::thread thread_;
 };
 

@@ -462,6 +462,38 @@ TEST_F(ConfigTest, ClusterKeysAreTypedAndChecked) {
   EXPECT_THAT(LoadError("lease_ttl_secs: 3601\n"), HasSubstr("lease_ttl_secs"));
 }
 
+TEST_F(ConfigTest, EtcdTlsAndAuthKeys) {
+  Result<Config> r = Load(
+      "cluster: prod\n"
+      "etcd: https://10.0.0.1:2379,https://10.0.0.2:2379/\n"
+      "etcd_tls_ca_file: /etc/kvport/etcd-ca.pem\n"
+      "etcd_tls_cert_file: /etc/kvport/etcd-client.pem\n"
+      "etcd_tls_key_file: /etc/kvport/etcd-client.key\n"
+      "etcd_user: kvport\n"
+      "etcd_password_file: /etc/kvport/etcd-password\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.etcd_tls_ca_file, "/etc/kvport/etcd-ca.pem");
+  EXPECT_EQ(r->node.etcd_tls_cert_file, "/etc/kvport/etcd-client.pem");
+  EXPECT_EQ(r->node.etcd_tls_key_file, "/etc/kvport/etcd-client.key");
+  EXPECT_EQ(r->node.etcd_user, "kvport");
+  EXPECT_EQ(r->node.etcd_password_file, "/etc/kvport/etcd-password");
+
+  r = Load("", {{"KVPORT_ETCD_TLS_CA_FILE", "/ca.pem"},
+                {"KVPORT_ETCD_USER", "u"},
+                {"KVPORT_ETCD_PASSWORD_FILE", "/pw"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.etcd_tls_ca_file, "/ca.pem");
+  EXPECT_EQ(OriginOf(*r, "etcd_user"), "env:KVPORT_ETCD_USER");
+
+  EXPECT_THAT(LoadError("etcd_tls_ca_file: /ca.pem\netcd_tls_cert_file: /c.pem\n"),
+              HasSubstr("etcd_tls_cert_file and etcd_tls_key_file go together"));
+  EXPECT_THAT(LoadError("etcd_tls_cert_file: /c.pem\netcd_tls_key_file: /c.key\n"),
+              HasSubstr("etcd_tls_cert_file needs etcd_tls_ca_file"));
+  EXPECT_THAT(LoadError("etcd_user: u\n"),
+              HasSubstr("etcd_user and etcd_password_file go together"));
+  EXPECT_THAT(LoadError("etcd: 'https://h:0'\n"), HasSubstr("etcd endpoint 'https://h:0'"));
+}
+
 TEST_F(ConfigTest, EicTransTypeZeroIsAutomatic) {
   Result<Config> r = Load("eic_trans_type: 0\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A connected pair of loopback TCP sockets for net tests: `server` from TcpListener::Accept
-// (non-blocking), `client` a plain blocking socket.
+// (non-blocking, as a Stream), `client` a plain blocking socket.
 #pragma once
 
 #include <arpa/inet.h>
@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "net/stream.h"
 #include "net/tcp_listener.h"
 
 namespace kvport::net {
@@ -23,7 +24,7 @@ inline Socket ConnectBlocking(uint16_t port) {
 }
 
 struct LoopbackPair {
-  Socket server;
+  Stream server;
   Socket client;
 };
 
@@ -37,7 +38,7 @@ inline LoopbackPair MakeLoopbackPair(TcpListener& listener) {
     auto accepted = listener.Accept();
     EXPECT_TRUE(accepted.ok()) << accepted.status().ToString();
     if (!accepted.ok()) break;
-    pair.server = std::move(accepted).value();
+    pair.server = Stream(std::move(accepted).value());
   }
   EXPECT_TRUE(pair.server.valid());
   return pair;

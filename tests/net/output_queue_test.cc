@@ -63,7 +63,7 @@ TEST(OutputQueueTest, TinySocketBufferForcesPartialWritesThatResumeInOrder) {
   EXPECT_EQ(queue.bytes(), expected.size());
 
   // First write, nobody reading: the socket fills and the queue keeps the rest and its pins.
-  auto first = queue.WriteTo(pair.server.fd());
+  auto first = queue.WriteTo(pair.server);
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(first->would_block);
   EXPECT_GT(queue.bytes(), 0u);
@@ -76,7 +76,7 @@ TEST(OutputQueueTest, TinySocketBufferForcesPartialWritesThatResumeInOrder) {
   while (!queue.empty()) {
     pollfd p{pair.server.fd(), POLLOUT, 0};
     ASSERT_GE(::poll(&p, 1, -1), 0);
-    auto r = queue.WriteTo(pair.server.fd());
+    auto r = queue.WriteTo(pair.server);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ++partial_writes;
     // A pin is released once its range is sent, and not before.
@@ -106,7 +106,7 @@ TEST(OutputQueueTest, WriteToAClosedPeerIsAnErrorAndClearReleasesPins) {
   // The first write may succeed into the buffer; a later one sees the reset. Bounded loop.
   bool failed = false;
   for (int i = 0; i < 1000 && !failed; ++i) {
-    auto r = queue.WriteTo(pair.server.fd());
+    auto r = queue.WriteTo(pair.server);
     failed = !r.ok();
     if (!failed && queue.empty()) break;
     if (!failed) {
@@ -146,7 +146,7 @@ TEST(OutputQueueTest, MemoryCountsBookkeepingAllocationAndPinnedBytes) {
   auto listener = TcpListener::Listen(HostPort{"127.0.0.1", 0});
   ASSERT_TRUE(listener.ok());
   LoopbackPair pair = MakeLoopbackPair(**listener);
-  auto r = queue.WriteTo(pair.server.fd());
+  auto r = queue.WriteTo(pair.server);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(queue.empty());
   EXPECT_EQ(queue.memory_bytes(), 0u);
@@ -177,13 +177,13 @@ TEST(OutputQueueTest, AWriteBudgetStopsTheWriteWhileTheSocketHasRoom) {
   OutputQueue queue;
   for (size_t i = 0; i < 200; ++i)
     queue.AppendBorrowed(value.data() + i * 1024, 1024, pin);
-  auto r = queue.WriteTo(pair.server.fd(), /*budget=*/1);
+  auto r = queue.WriteTo(pair.server, /*budget=*/1);
   ASSERT_TRUE(r.ok());
   EXPECT_GE(r->bytes, 1u);
   EXPECT_FALSE(r->would_block);
   EXPECT_FALSE(queue.empty());
   EXPECT_EQ(queue.bytes(), value.size() - r->bytes);
-  r = queue.WriteTo(pair.server.fd());
+  r = queue.WriteTo(pair.server);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(queue.empty());
   EXPECT_EQ(ReadAll(pair.client.fd(), value.size()), value);
@@ -194,15 +194,15 @@ TEST(OutputQueueTest, AWriteBudgetStopsTheWriteWhileTheSocketHasRoom) {
 // rest can only go out on later wakeups, however the threads are scheduled.
 class QueueWriter : public EventHandler {
  public:
-  QueueWriter(EventLoop* loop, int fd, OutputQueue* queue, std::function<void()> first_full)
-      : loop_(loop), fd_(fd), queue_(queue), first_full_(std::move(first_full)) {}
+  QueueWriter(EventLoop* loop, Stream* stream, OutputQueue* queue, std::function<void()> first_full)
+      : loop_(loop), stream_(stream), queue_(queue), first_full_(std::move(first_full)) {}
   void OnEvents(uint32_t events) override {
     EXPECT_TRUE(events & EPOLLOUT);
     ++wakeups;
-    auto r = queue_->WriteTo(fd_);
+    auto r = queue_->WriteTo(*stream_);
     ASSERT_TRUE(r.ok());
     if (queue_->empty()) {
-      loop_->Unwatch(fd_);
+      loop_->Unwatch(stream_->fd());
       loop_->Stop();
     } else if (first_full_) {
       std::exchange(first_full_, nullptr)();
@@ -212,7 +212,7 @@ class QueueWriter : public EventHandler {
 
  private:
   EventLoop* loop_;
-  int fd_;
+  Stream* stream_;
   OutputQueue* queue_;
   std::function<void()> first_full_;
 };
@@ -231,7 +231,7 @@ TEST(OutputQueueTest, EventLoopDrivesAWriteThatNeedsManyWakeups) {
   ASSERT_TRUE(loop.ok());
   std::string received;
   std::thread reader;
-  QueueWriter writer(loop->get(), pair.server.fd(), &queue, [&] {
+  QueueWriter writer(loop->get(), &pair.server, &queue, [&] {
     reader = std::thread([&] { received = ReadAll(pair.client.fd(), value.size()); });
   });
   ASSERT_TRUE((*loop)->Watch(pair.server.fd(), EPOLLOUT, &writer).ok());

@@ -13,14 +13,14 @@ namespace kvport::net {
 namespace {
 
 struct Pipe {
-  Socket reader;  // non-blocking
+  Stream reader;  // non-blocking
   Socket writer;  // blocking
 };
 
 Pipe MakePipe() {
   int fds[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  Pipe p{Socket(fds[0]), Socket(fds[1])};
+  Pipe p{Stream(Socket(fds[0])), Socket(fds[1])};
   EXPECT_TRUE(SetNonBlocking(p.reader.fd()).ok());
   return p;
 }
@@ -38,7 +38,7 @@ TEST(ReadBufferTest, FillToNeverReadsPastTheTarget) {
   Pipe p = MakePipe();
   WriteAll(p.writer.fd(), "HEADERpayload");
   ReadBuffer buf;
-  auto r = buf.FillTo(p.reader.fd(), 6);
+  auto r = buf.FillTo(p.reader, 6);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->bytes, 6u);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(buf.data()), buf.size()), "HEADER");
@@ -57,7 +57,7 @@ TEST(ReadBufferTest, MemoryGrowsWithTheBytesThatArriveNotWithTheTarget) {
   ReadBuffer buf;
   constexpr size_t kClaim = size_t{16} << 20;
   WriteAll(p.writer.fd(), std::string(100, 'h'));
-  auto r = buf.FillTo(p.reader.fd(), kClaim);
+  auto r = buf.FillTo(p.reader, kClaim);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->would_block);
   EXPECT_EQ(buf.size(), 100u);
@@ -65,7 +65,7 @@ TEST(ReadBufferTest, MemoryGrowsWithTheBytesThatArriveNotWithTheTarget) {
   const std::string more(50000, 'd');
   std::thread writer([&] { WriteAll(p.writer.fd(), more); });
   while (buf.size() < 100 + more.size()) {
-    ASSERT_TRUE(buf.FillTo(p.reader.fd(), kClaim).ok());
+    ASSERT_TRUE(buf.FillTo(p.reader, kClaim).ok());
     ASSERT_LE(buf.allocated_bytes(), std::max<size_t>(4096, 2 * buf.size()));
   }
   writer.join();
@@ -73,7 +73,7 @@ TEST(ReadBufferTest, MemoryGrowsWithTheBytesThatArriveNotWithTheTarget) {
   // A small target is never over-allocated either.
   ReadBuffer header;
   WriteAll(p.writer.fd(), std::string(32, 'x'));
-  ASSERT_TRUE(header.FillTo(p.reader.fd(), 32).ok());
+  ASSERT_TRUE(header.FillTo(p.reader, 32).ok());
   EXPECT_EQ(header.size(), 32u);
   EXPECT_EQ(header.allocated_bytes(), 32u);
 }
@@ -82,17 +82,17 @@ TEST(ReadBufferTest, FillToResumesAcrossWouldBlockAndReportsEof) {
   Pipe p = MakePipe();
   ReadBuffer buf;
   WriteAll(p.writer.fd(), "abc");
-  auto r1 = buf.FillTo(p.reader.fd(), 8);
+  auto r1 = buf.FillTo(p.reader, 8);
   ASSERT_TRUE(r1.ok());
   EXPECT_TRUE(r1->would_block);
   EXPECT_EQ(buf.size(), 3u);
   WriteAll(p.writer.fd(), "defgh");
-  auto r2 = buf.FillTo(p.reader.fd(), 8);
+  auto r2 = buf.FillTo(p.reader, 8);
   ASSERT_TRUE(r2.ok());
   EXPECT_EQ(buf.size(), 8u);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(buf.data()), 8), "abcdefgh");
   p.writer.Close();
-  auto r3 = buf.FillTo(p.reader.fd(), 9);
+  auto r3 = buf.FillTo(p.reader, 9);
   ASSERT_TRUE(r3.ok());
   EXPECT_TRUE(r3->eof);
   buf.Clear();
@@ -115,7 +115,7 @@ TEST(ScatterReaderTest, FillsRangesInOrderAndDiscardsLongRuns) {
   EXPECT_EQ(reader.remaining(), stream.size());
   size_t last_completed = 0;
   for (int i = 0; i < 10000000 && !reader.done(); ++i) {
-    auto r = reader.ReadFrom(p.reader.fd());
+    auto r = reader.ReadFrom(p.reader);
     ASSERT_TRUE(r.ok());
     ASSERT_FALSE(r->eof);
     EXPECT_GE(reader.completed_ranges(), last_completed);
@@ -143,7 +143,7 @@ TEST(ScatterReaderTest, ReportsEofWithRangesUnfilled) {
   char dst[4];
   ScatterReader reader;
   reader.Add(dst, sizeof(dst));
-  auto r = reader.ReadFrom(p.reader.fd());
+  auto r = reader.ReadFrom(p.reader);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->eof);
   EXPECT_EQ(reader.remaining(), 2u);

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The operator's view of a node, through the CLI run as a child process: `kvport top` in its
 // plain (non-terminal) form against an in-process node after a workload, and `kvport serve
-// --http` with its /health and /metrics, its start line, and log settings from the config.
+// --http` with its /health and /metrics, its start line, and log settings from the config;
+// `kvport serve --http` on a node with TLS: HTTPS, with no client certificate asked for.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -24,6 +27,8 @@
 
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "net/stream.h"
+#include "net/tls.h"
 #include "support/cli_run.h"
 #include "support/serve_process.h"
 
@@ -151,6 +156,72 @@ TEST(CliServe, HttpEndpointStartLineAndJsonLogsFromTheConfig) {
     }
   }
   EXPECT_TRUE(start_line) << Slurp(dir / "err");
+  fs::remove_all(dir);
+}
+
+// `request` sent over HTTPS to 127.0.0.1:port, verifying the node's certificate against
+// `ca_file` and presenting no client certificate; the whole answer (the request should close the
+// connection), or "" when the handshake failed. Blocking, each read bounded by SO_RCVTIMEO.
+std::string HttpsExchange(int port, const std::string& ca_file, const std::string& request) {
+  auto context = net::TlsContext::Create(net::TlsRole::kClient, {"", "", ca_file});
+  EXPECT_TRUE(context.ok()) << context.status().ToString();
+  if (!context.ok()) return "";
+  net::Stream stream{net::Socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0))};
+  const timeval timeout{10, 0};
+  ::setsockopt(stream.fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  ::setsockopt(stream.fd(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(stream.fd(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    return "";
+  }
+  if (!stream.StartTls(**context, "127.0.0.1").ok()) return "";
+  Result<net::TlsWait> handshake = stream.Handshake();  // blocking: done or failed
+  if (!handshake.ok() || *handshake != net::TlsWait::kNone) return "";
+  iovec out{const_cast<char*>(request.data()), request.size()};
+  Result<net::IoProgress> wrote = stream.WriteV(&out, 1);
+  if (!wrote.ok() || wrote->bytes != request.size()) return "";
+  std::string answer;
+  for (int i = 0; i < 100; ++i) {
+    char chunk[4096];
+    iovec in{chunk, sizeof(chunk)};
+    Result<net::IoProgress> read = stream.ReadV(&in, 1);
+    if (!read.ok()) break;
+    answer.append(chunk, read->bytes);
+    if (read->eof || read->would_block) break;  // closed, or the 10 s passed
+  }
+  return answer;
+}
+
+// With TLS the endpoint is HTTPS with the node's certificate; with tls_ca_file (mutual TLS on
+// the data port) it still asks no client certificate, so that a Kubernetes HTTPS probe passes.
+TEST(CliServe, HttpsOnANodeWithTlsAndNoClientCertificateForHealth) {
+  const fs::path dir = TempDir("https");
+  ASSERT_TRUE(net::WriteTestCertificates((dir / "certs").string(), {}).ok());
+  {
+    std::ofstream config(dir / "node.yaml");
+    config << "capacity: 8MiB\nmax_value_bytes: 1MiB\n"
+           << "tls_cert_file: " << (dir / "certs" / "node.pem").string() << "\n"
+           << "tls_key_file: " << (dir / "certs" / "node.key").string() << "\n"
+           << "tls_ca_file: " << (dir / "certs" / "ca.pem").string() << "\n";
+  }
+  ServeProcess serve(KVPORT_BINARY,
+                     {"serve", "--config", (dir / "node.yaml").string(), "--listen", "127.0.0.1:0",
+                      "--unix-socket", "", "--threads", "1", "--http", "0"},
+                     dir / "err");
+  const std::string https = serve.WaitForLine("kvport: https on ");
+  ASSERT_FALSE(https.empty()) << Slurp(dir / "err");
+  const int port = std::stoi(https.substr(https.find(':') + 1));
+  const std::string answer =
+      HttpsExchange(port, (dir / "certs" / "ca.pem").string(),
+                    "GET /health HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 ", 0), 0u) << answer;
+  EXPECT_NE(answer.find("\"serving\""), std::string::npos) << answer;
+  EXPECT_EQ(serve.Terminate(), 0);
+  const std::string err = Slurp(dir / "err");
+  EXPECT_NE(err.find(", https " + https), std::string::npos) << "the start line: " << err;
   fs::remove_all(dir);
 }
 

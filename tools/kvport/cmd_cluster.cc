@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kvport cluster status --etcd HOST:PORT[,HOST:PORT] --cluster NAME [--token-file F]
-// [--timeout S] [--json]`: every node registered in the cluster (from etcd), with its address,
-// epoch, capacity, used bytes, objects (asked of the node itself with STATS) and when it last
-// renewed its lease (docs/operations.md, "Cluster status").
+// [--timeout S] [--json] [--etcd-ca-file F [--etcd-cert-file F --etcd-key-file F]]
+// [--etcd-user U --etcd-password-file F]`: every node registered in the cluster (from etcd), with
+// its address, epoch, capacity, used bytes, objects (asked of the node itself with STATS) and when
+// it last renewed its lease (docs/operations.md, "Cluster status").
 //
 // etcd unreachable: one line on stderr, exit 1. A node that does not answer STATS is listed as
 // unreachable with the reason; the command still exits 0 (etcd's view of the cluster is what
@@ -33,6 +34,7 @@ namespace {
 
 struct ClusterOptions {
   std::string etcd;
+  cluster::EtcdOptions etcd_security;  // TLS and authentication (endpoints and timeout unset)
   std::string cluster;
   std::string token_file;
   double timeout_secs = 3;
@@ -82,9 +84,11 @@ Result<std::vector<NodeReport>> Gather(const ClusterOptions& o) {
   if (o.etcd.empty()) return Status::InvalidArgument("--etcd HOST:PORT[,HOST:PORT] is required");
   if (!(o.timeout_secs > 0)) return Status::InvalidArgument("--timeout must be a positive number");
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_secs * 1000));
-  KVPORT_ASSIGN_OR_RETURN(std::vector<std::string> endpoints, SplitEtcdEndpoints(o.etcd));
+  cluster::EtcdOptions etcd_options = o.etcd_security;
+  KVPORT_ASSIGN_OR_RETURN(etcd_options.endpoints, SplitEtcdEndpoints(o.etcd));
+  etcd_options.request_timeout = timeout;
   KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<cluster::EtcdClient> etcd,
-                          cluster::EtcdClient::Open(endpoints, timeout));
+                          cluster::EtcdClient::Open(etcd_options));
   Result<cluster::EtcdRange> range = etcd->RangePrefix(cluster::EtcdNodesPrefix(o.cluster));
   if (!range.ok()) {
     return range.status().WithContext(
@@ -210,6 +214,15 @@ void AddClusterCommand(CLI::App& app, int* exit_code) {
       "List every node of a cluster from etcd: id, address, epoch, capacity, used, objects "
       "(asked of each node) and its last heartbeat");
   status->add_option("--etcd", o->etcd, "etcd endpoints: HOST:PORT[,HOST:PORT]")->required();
+  status->add_option("--etcd-ca-file", o->etcd_security.tls_ca_file,
+                     "TLS to etcd: the CA its certificate must chain to (etcd_tls_ca_file)");
+  status->add_option("--etcd-cert-file", o->etcd_security.tls_cert_file,
+                     "TLS to etcd: a client certificate, for etcd --client-cert-auth");
+  status->add_option("--etcd-key-file", o->etcd_security.tls_key_file,
+                     "TLS to etcd: the client certificate's key");
+  status->add_option("--etcd-user", o->etcd_security.user, "etcd authentication: the user");
+  status->add_option("--etcd-password-file", o->etcd_security.password_file,
+                     "etcd authentication: a file whose first line is the password");
   status->add_option("--cluster", o->cluster, "The cluster's name")->required();
   status->add_option("--token-file", o->token_file,
                      "File whose first line is a token the nodes accept (admin: STATS of every "

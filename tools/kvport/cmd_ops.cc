@@ -91,6 +91,9 @@ Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
     init.cuda_runtime_library = config.cuda_runtime_library;
     init.ascend_runtime_library = config.ascend_runtime_library;
     init.token_file = config.token_file;
+    init.tls_ca_file = config.tls_ca_file;
+    init.tls_cert_file = config.tls_cert_file;
+    init.tls_key_file = config.tls_key_file;
     init.replicas = static_cast<int>(config.replicas);
     init.write_quorum = static_cast<int>(config.write_quorum);
     init.busy_poll = std::chrono::microseconds(config.busy_poll_us);

@@ -103,10 +103,18 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   options.max_unauthenticated_per_address = node.max_unauthenticated_per_address;
   options.tokens_file = node.tokens_file;
   options.insecure = flags.insecure || node.insecure;
+  options.tls_cert_file = config.tls_cert_file;
+  options.tls_key_file = config.tls_key_file;
+  options.tls_ca_file = config.tls_ca_file;
   options.server_name = std::string("kvport ") + KVPORT_VERSION;
 
   options.cluster = flags.cluster.value_or(node.cluster);
   KVPORT_ASSIGN_OR_RETURN(options.etcd, SplitEtcdEndpoints(flags.etcd.value_or(node.etcd)));
+  options.etcd_tls_ca_file = node.etcd_tls_ca_file;
+  options.etcd_tls_cert_file = node.etcd_tls_cert_file;
+  options.etcd_tls_key_file = node.etcd_tls_key_file;
+  options.etcd_user = node.etcd_user;
+  options.etcd_password_file = node.etcd_password_file;
   options.advertise = flags.advertise.value_or(node.advertise);
   options.node_id = flags.node_id.value_or(node.node_id);
   options.lease_ttl_secs = flags.lease_ttl.value_or(node.lease_ttl_secs);
@@ -189,7 +197,10 @@ int Serve(const ServeFlags& flags) {
   }
   log::Info("{}", StartupLine(**server, *options, config, given, http.get()));
   std::printf("kvport: serving on %s\n", (*server)->address().c_str());
-  if (http != nullptr) std::printf("kvport: http on %s\n", http->address().c_str());
+  if (http != nullptr) {
+    // "kvport: http on ..." or, with TLS, "kvport: https on ...".
+    std::printf("kvport: %s on %s\n", std::string(http->scheme()).c_str(), http->address().c_str());
+  }
   std::fflush(stdout);
 
   int signal_number = 0;

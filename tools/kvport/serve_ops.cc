@@ -32,7 +32,7 @@ std::string StartupLine(const Server& node, const ServerOptions& options, const 
     listen += ", unix " + EscapeText(node.unix_socket_path());
     transports += options.shared_memory ? ", unix, shm" : ", unix";
   }
-  if (http != nullptr) listen += ", http " + http->address();
+  if (http != nullptr) listen += fmt::format(", {} {}", http->scheme(), http->address());
 
   std::string settings;
   auto add = [&settings](std::string_view text) {
@@ -71,6 +71,9 @@ Result<std::unique_ptr<http::HttpServer>> StartHttpEndpoint(std::string_view lis
   options.context.version = KVPORT_VERSION;
   // HttpOptions::authorize stays unset: the attached node's admin tokens guard every page
   // but /health (Server::GrantsAdmin).
+  // HTTPS with the node's certificate, never with its tls_ca_file (HttpOptions says why).
+  options.tls_cert_file = config.tls_cert_file;
+  options.tls_key_file = config.tls_key_file;
 
   RuntimeOptions runtime_options;
   runtime_options.cuda_runtime_library = config.cuda_runtime_library;

@@ -24,7 +24,7 @@ struct FlagValue {
 // Applies log_format, and log_level unless --log-level was given (the flag wins).
 Status ApplyLogSettings(const Config& config);
 
-// "kvport 0.1.0 serving: tcp 127.0.0.1:7470, unix /tmp/kvport-7470.sock, http
+// "kvport 0.1.0 serving: tcp 127.0.0.1:7470, unix /tmp/kvport-7470.sock, http (https with TLS)
 // 127.0.0.1:9470; capacity 1 GiB; transports tcp, shm; auth none; standalone (or: cluster c1
 // (epoch 3f2a...)); 4 I/O threads; non-default settings:
 // capacity=8 GiB (flag --capacity), log_level="debug" (env:KVPORT_LOG_LEVEL)".
@@ -33,6 +33,8 @@ std::string StartupLine(const Server& node, const ServerOptions& options, const 
 
 // Starts the HTTP endpoint on `listen` (HOST:PORT or a bare port); /metrics reports this
 // host's runtimes and transports as `kvport doctor` finds them with the config's library paths.
+// HTTPS when the node has TLS (tls_cert_file, tls_key_file), never asking for a client
+// certificate (tls_ca_file is not used: docs/security.md).
 Result<std::unique_ptr<http::HttpServer>> StartHttpEndpoint(std::string_view listen,
                                                             const Config& config);
 
