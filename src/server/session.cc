@@ -643,7 +643,6 @@ void Session::Close(std::string_view reason) {
     buffered_read_timer_ = 0;
   }
   loop_->Unwatch(stream_.fd());
-  stream_.Close();
   receiver_.reset();  // an MSET in progress: every reservation is aborted
   out_.Clear();       // pins of unsent MGET values are released
   in_.Clear(0);
@@ -656,6 +655,8 @@ void Session::Close(std::string_view reason) {
   state_.shm.Clear();                // leases and shared-memory reservations end with the session
   service_.SessionEnded(state_.id);  // and so do its LIST cursors
   service_.counters().ConnectionClosed();
+  // Last: a peer that sees the connection end finds the node's counters already settled.
+  stream_.Close();
   log::Debug("session {} closed: {}", peer_, reason);
   if (on_closed_) on_closed_(this);
 }
