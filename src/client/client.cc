@@ -117,9 +117,9 @@ Client::Client() : impl_(std::make_unique<Impl>()) {}
 
 Client::~Client() {
   if (impl_->backend != nullptr && impl_->process.forked()) {
-    // A forked child's copy: its reader threads do not exist here (joining them would hang)
-    // and its sockets are the parent's (shutting them down would cut the parent off). Abandon
-    // it: the memory and descriptors go with this process.
+    // A forked child's copy: its socket watcher's thread does not exist here (joining it would
+    // hang) and its sockets are the parent's (shutting them down would cut the parent off).
+    // Abandon it: the memory and descriptors go with this process.
     (void)impl_.release();
     return;
   }

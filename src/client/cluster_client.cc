@@ -119,11 +119,7 @@ ClusterClient::~ClusterClient() {
 }
 
 void ClusterClient::CloseAll() {
-  std::shared_ptr<const View> view;
-  {
-    MutexLock lock(view_mu_);
-    view = view_;
-  }
+  const std::shared_ptr<const View> view = view_.load(std::memory_order_acquire);
   if (view == nullptr) return;
   for (const auto& slot : view->slots) {
     MutexLock lock(slot->mu);
@@ -133,16 +129,20 @@ void ClusterClient::CloseAll() {
 
 std::shared_ptr<const ClusterClient::View> ClusterClient::CurrentView() {
   const uint64_t generation = membership_->generation();
-  MutexLock lock(view_mu_);
-  if (view_ != nullptr && view_->generation == generation) return view_;
+  std::shared_ptr<const View> current = view_.load(std::memory_order_acquire);
+  if (current != nullptr && current->generation == generation) return current;
   // Rebuilt under the lock: membership changes are rare, and one rebuild serves every caller.
+  MutexLock lock(view_mu_);
+  current = view_.load(std::memory_order_acquire);
+  if (current != nullptr && current->generation == generation) return current;
+  const std::shared_ptr<const View> before = std::move(current);
   std::vector<cluster::Member> members = membership_->Members();
   auto view = std::make_shared<View>();
   view->generation = generation;
   for (const cluster::Member& member : members) {
     std::shared_ptr<Slot> reused;
-    if (view_ != nullptr) {
-      for (const auto& old : view_->slots) {
+    if (before != nullptr) {
+      for (const auto& old : before->slots) {
         if (old->member.id != member.id) continue;
         if (old->member.address == member.address && old->member.epoch == member.epoch) {
           reused = old;
@@ -153,7 +153,7 @@ std::shared_ptr<const ClusterClient::View> ClusterClient::CurrentView() {
         }
       }
       if (reused == nullptr &&
-          std::none_of(view_->slots.begin(), view_->slots.end(),
+          std::none_of(before->slots.begin(), before->slots.end(),
                        [&](const auto& s) { return s->member.id == member.id; })) {
         log::Info("client {}: {}: node {} joined", instance_id_, membership_->Describe(),
                   NodeName(member));
@@ -165,8 +165,8 @@ std::shared_ptr<const ClusterClient::View> ClusterClient::CurrentView() {
     }
     view->slots.push_back(std::move(reused));
   }
-  if (view_ != nullptr) {
-    for (const auto& old : view_->slots) {
+  if (before != nullptr) {
+    for (const auto& old : before->slots) {
       if (std::none_of(members.begin(), members.end(),
                        [&](const cluster::Member& m) { return m.id == old->member.id; })) {
         log::Info("client {}: {}: node {} left", instance_id_, membership_->Describe(),
@@ -175,8 +175,8 @@ std::shared_ptr<const ClusterClient::View> ClusterClient::CurrentView() {
     }
   }
   view->placement = cluster::Placement(members);
-  view_ = std::move(view);
-  return view_;
+  view_.store(view, std::memory_order_release);
+  return view;
 }
 
 Result<std::shared_ptr<NodeClient>> ClusterClient::Open(Slot& slot) {
@@ -243,40 +243,39 @@ ClusterClient::Routing ClusterClient::Route(std::span<const std::string> keys) {
   const auto& slots = routing.view->slots;
   routing.stride = slots.size();
   const int64_t now = NowNs();
-  std::vector<bool> live(slots.size());
+  routing.is_live.resize(slots.size());
   for (size_t s = 0; s < slots.size(); ++s) {
-    live[s] = slots[s]->down_until_ns.load(std::memory_order_relaxed) <= now;
-    routing.live += live[s] ? 1 : 0;
+    routing.is_live[s] = slots[s]->down_until_ns.load(std::memory_order_relaxed) <= now ? 1 : 0;
+    routing.live += routing.is_live[s];
   }
   if (routing.live == 0) {  // everyone is down: try them all rather than none
-    live.assign(slots.size(), true);
+    routing.is_live.assign(slots.size(), 1);
     routing.live = slots.size();
   }
-  routing.candidates.resize(keys.size() * routing.stride);
-  const bool all_live = routing.live == slots.size();
-  std::vector<uint32_t> down;
+  // The replicas and one node more for a failover: all a call without failures looks at.
+  routing.depth = std::min<size_t>(routing.live, options_.replicas + 1);
+  routing.key_hashes.resize(keys.size());
+  routing.candidates.resize(keys.size() * routing.depth);
   for (size_t i = 0; i < keys.size(); ++i) {
-    const std::span<uint32_t> order(routing.candidates.data() + i * routing.stride, routing.stride);
-    routing.view->placement.Rank(keys[i], order);
-    if (all_live) continue;
-    // Live ones first, each part in rendezvous order.
-    down.clear();
-    size_t kept = 0;
-    for (uint32_t s : order) {
-      if (live[s]) {
-        order[kept++] = s;
-      } else {
-        down.push_back(s);
-      }
-    }
-    std::copy(down.begin(), down.end(), order.begin() + kept);
+    routing.key_hashes[i] = cluster::Placement::KeyHash(keys[i]);
+    routing.view->placement.RankFirst(
+        routing.key_hashes[i], routing.is_live,
+        std::span<uint32_t>(routing.candidates.data() + i * routing.depth, routing.depth));
   }
   return routing;
 }
 
+uint32_t ClusterClient::Routing::RankInFull(size_t key, size_t rank) const {
+  std::vector<uint32_t> order(stride);
+  view->placement.RankHashed(key_hashes[key], order);
+  // Live ones first, each part in rendezvous order.
+  std::stable_partition(order.begin(), order.end(), [&](uint32_t s) { return is_live[s] != 0; });
+  return order[rank];
+}
+
 void ClusterClient::Routing::FirstReplicas(size_t replicas, std::vector<uint32_t>* keys,
                                            std::vector<uint32_t>* slots) const {
-  const size_t n = stride == 0 ? 0 : candidates.size() / stride;
+  const size_t n = key_hashes.size();
   for (size_t i = 0; i < n; ++i) {
     for (size_t r = 0; r < replicas; ++r) {
       keys->push_back(static_cast<uint32_t>(i));

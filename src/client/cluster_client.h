@@ -107,13 +107,22 @@ class ClusterClient final : public Backend {
     cluster::Placement placement{std::span<const cluster::Member>()};
   };
   // A call's routing: per key, its candidate slots (indexes into view->slots), live first in
-  // rendezvous order, then the down ones.
+  // rendezvous order, then the down ones. Only the first `depth` of each key's are worked out
+  // when the call starts (its replicas and one more: what a call without failures uses); a
+  // rank past them, needed only when nodes fail during the call, ranks that key in full.
   struct Routing {
     std::shared_ptr<const View> view;
     size_t live = 0;                   // slots not down; when 0, every slot counts as live
     size_t stride = 0;                 // candidates per key (== view->slots.size())
-    std::vector<uint32_t> candidates;  // key i's are [i * stride, (i + 1) * stride)
-    uint32_t candidate(size_t key, size_t rank) const { return candidates[key * stride + rank]; }
+    size_t depth = 0;                  // candidates worked out per key at the start
+    std::vector<uint8_t> is_live;      // per slot, as of the start
+    std::vector<uint64_t> key_hashes;  // Placement::KeyHash of each key
+    std::vector<uint32_t> candidates;  // key i's first depth are [i * depth, (i + 1) * depth)
+    uint32_t candidate(size_t key, size_t rank) const {
+      return rank < depth ? candidates[key * depth + rank] : RankInFull(key, rank);
+    }
+    // candidate() past depth.
+    uint32_t RankInFull(size_t key, size_t rank) const;
     // Every key with each of its first `replicas` candidates: (key, slot) pairs.
     void FirstReplicas(size_t replicas, std::vector<uint32_t>* keys,
                        std::vector<uint32_t>* slots) const;
@@ -170,8 +179,10 @@ class ClusterClient final : public Backend {
   std::string transport_reason_;  // "cluster ...: N nodes, ..."
   std::optional<std::string> default_namespace_;
 
-  Mutex view_mu_;
-  std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);
+  // The view calls route by: read without a lock (an atomic shared_ptr), replaced under
+  // view_mu_ when the membership's generation moves on.
+  std::atomic<std::shared_ptr<const View>> view_;
+  Mutex view_mu_;  // one rebuild at a time
 
   struct ListPosition {
     std::string member_id;

@@ -2,8 +2,6 @@
 #include "client/connection.h"
 
 #include <fmt/core.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -110,11 +108,15 @@ constexpr uint32_t kMaxAttachDescriptorBytes = 1 + 8 + 2 + 1024;
 constexpr uint32_t kMaxErrorDescriptorBytes = 1 + 2 + 1024;
 // A descriptor buffer starts at most this large and doubles as its bytes arrive.
 constexpr size_t kDescriptorFirstBytes = 64 * 1024;
-// How long the socket may go unread, between responses, before the reader thread takes the
-// reader role back from the callers. Callers that keep calling keep the role among themselves
-// (the thread wakes once per this period to look, not once per call); when they stop, the
-// thread watches the socket again for late responses and for the node going away.
+// How long the socket may go unread, between responses, before the watcher takes the reader
+// role back from the callers. Callers that keep calling keep the role among themselves (the
+// watcher wakes once per this period to look, not once per call, and its socket stays out of
+// epoll meanwhile); when they stop, the watcher watches the socket again for late responses and
+// for the node going away.
 constexpr std::chrono::milliseconds kReaderGrace{50};
+// Responses the watcher reads from one connection in one callback before it lets the others'
+// callbacks run (it comes back at once).
+constexpr int kResponsesPerVisit = 16;
 
 // `base + d`, saturating at kNoDeadline.
 Deadline After(Deadline base, std::chrono::milliseconds d) {
@@ -158,14 +160,13 @@ Connection::Connection(net::Stream stream, std::string peer, const ConnectionOpt
     : stream_(std::move(stream)),
       peer_(std::move(peer)),
       options_(options),
-      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       frame_(std::make_unique<Frame>()) {
   frame_->Reset();
 }
 
 Connection::~Connection() {
   Close(Status::Aborted("the client closed the connection"));
-  if (reader_thread_.joinable()) reader_thread_.join();
+  if (watcher_ != nullptr) watcher_->Remove(this);
 }
 
 Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
@@ -199,10 +200,15 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
       return attached;
     }
   }
-  if (!conn->wake_fd_.valid()) {
-    return Status::Unavailable(fmt::format("eventfd: {}", std::strerror(errno)));
+  KVPORT_ASSIGN_OR_RETURN(conn->watcher_, SocketWatcher::Shared());
+  KVPORT_RETURN_IF_ERROR(conn->watcher_->Add(conn.get(), conn->stream_.fd()));
+  {
+    // Watched from the start: an idle connection sees the node go away.
+    std::lock_guard lock(conn->mu_);
+    conn->reader_ = Reader::kWatcher;
+    conn->watcher_idle_ = true;
+    conn->watcher_->Watch(conn.get(), /*readable=*/true, kNoDeadline);
   }
-  conn->reader_thread_ = std::thread([raw = conn.get()] { raw->ReadLoop(); });
   return conn;
 }
 
@@ -385,13 +391,11 @@ Status Connection::Wait(const Ticket& call, Deadline deadline) {
     if (reader_ == Reader::kNone) HandOff();
   };
   while (call->state != Call::State::kDone) {
-    bool kick = false;
-    if (TakeReaderRole(&kick)) {
+    if (TakeReaderRole()) {
       // Nobody is in the middle of reading: this thread reads its own response (and whatever
       // comes before it), so no other thread has to be woken to hand it over.
       unlist();
       lock.unlock();
-      if (kick) Kick();
       return ReadFor(call, deadline);
     }
     if (!listed) {
@@ -422,24 +426,23 @@ Status Connection::Wait(const Ticket& call, Deadline deadline) {
   return call->result;
 }
 
-bool Connection::TakeReaderRole(bool* kick) {
-  const bool thread_idle = reader_ == Reader::kThread && thread_idle_;
-  if (!alive_.load(std::memory_order_relaxed) || !(reader_ == Reader::kNone || thread_idle)) {
+bool Connection::TakeReaderRole() {
+  const bool watcher_idle = reader_ == Reader::kWatcher && watcher_idle_;
+  if (!alive_.load(std::memory_order_relaxed) || !(reader_ == Reader::kNone || watcher_idle)) {
     return false;
   }
+  // From an idle watcher, without telling it: its socket may stay armed, and the callback the
+  // response's arrival causes finds the role taken.
   reader_ = Reader::kCaller;
-  thread_idle_ = false;
-  *kick = thread_idle;
+  watcher_idle_ = false;
   return true;
 }
 
 bool Connection::Poll(const Ticket& call) {
   std::unique_lock lock(mu_);
   if (call->state == Call::State::kDone) return true;
-  bool kick = false;
-  if (!TakeReaderRole(&kick)) return false;  // someone else reads: they hand the response over
+  if (!TakeReaderRole()) return false;  // someone else reads: they hand the response over
   lock.unlock();
-  if (kick) Kick();
   // Reads what the socket holds now: a give-up time already passed pauses at the first wait.
   ReadUntilDone(call, MonotonicClock::now(), /*spin=*/false);
   lock.lock();
@@ -497,12 +500,11 @@ Status Connection::ReadFor(const Ticket& call, Deadline deadline) {
 
 void Connection::ReleaseReader() {
   reader_ = Reader::kNone;
-  thread_idle_ = false;
+  watcher_idle_ = false;
   frame_open_ = frame_->open();
   free_since_ = MonotonicClock::now();
   if (!alive_.load(std::memory_order_relaxed)) {
     FailAllPending(close_reason_);
-    reader_cv_.notify_all();
     return;
   }
   HandOff();
@@ -512,17 +514,13 @@ void Connection::HandOff() {
   if (!waiters_.empty()) {
     // The oldest waiter's response is likely the next on the stream.
     waiters_.front()->done.notify_all();
-  } else if (frame_open_) {
-    // A response is half read and nobody waits to go on with it: the reader thread finishes
-    // (or drains) it now. Otherwise it takes the role back only after kReaderGrace.
-    reader_cv_.notify_all();
+  } else {
+    // A response is half read and nobody waits to go on with it: the watcher finishes (or
+    // drains) it now. Otherwise it takes the role back after kReaderGrace, unless a call takes
+    // it first (the time asked for then moves on: no system call per call).
+    watcher_->Watch(this, /*readable=*/false,
+                    frame_open_ ? MonotonicClock::now() : free_since_ + kReaderGrace);
   }
-}
-
-void Connection::Kick() {
-  const uint64_t one = 1;
-  // A full counter (never, in practice) still leaves it readable: the kick is not lost.
-  [[maybe_unused]] ssize_t written = ::write(wake_fd_.fd(), &one, sizeof(one));
 }
 
 Connection::Abandoned Connection::Abandon(const Ticket& call) {
@@ -565,10 +563,14 @@ void Connection::Close(const Status& reason) {
     if (!alive_.load(std::memory_order_relaxed)) return;
     alive_.store(false, std::memory_order_release);
     close_reason_ = Status::Unavailable("connection to " + peer_ + " lost: " + reason.message());
-    // With nobody reading, nobody would see the end: the pending calls fail here. A holder of
-    // the role sees the socket shut down and fails them when it gives the role up.
-    if (reader_ == Reader::kNone) FailAllPending(close_reason_);
-    reader_cv_.notify_all();
+    // With nobody reading (or only an idle watcher), nobody would see the end: the pending calls
+    // fail here. A holder of the role sees the socket shut down and fails them when it gives the
+    // role up.
+    if (reader_ == Reader::kNone || (reader_ == Reader::kWatcher && watcher_idle_)) {
+      reader_ = Reader::kNone;
+      watcher_idle_ = false;
+      FailAllPending(close_reason_);
+    }
   }
   // Wakes the reader (its read returns end-of-file) and fails any write in progress. The
   // descriptor itself stays open until the destructor, so it cannot be reused under a reader.
@@ -580,67 +582,63 @@ Status Connection::close_reason() const {
   return close_reason_;
 }
 
-void Connection::ReadLoop() {
+void Connection::OnWatch() {
   std::unique_lock lock(mu_);
-  // Taken at once: an idle connection is watched from the start.
-  free_since_ = MonotonicClock::now() - kReaderGrace;
-  while (alive_.load(std::memory_order_relaxed)) {
-    if (reader_ != Reader::kNone || !waiters_.empty()) {
-      // A caller reads (or is about to): look again later, not at every call.
-      reader_cv_.wait_for(lock, kReaderGrace);
-      continue;
-    }
+  if (!alive_.load(std::memory_order_relaxed)) {
+    if (reader_ == Reader::kWatcher) ReleaseReader();  // fails what is pending
+    return;
+  }
+  if (reader_ == Reader::kCaller) return;  // it asks for a callback when it lets the role go
+  if (reader_ == Reader::kNone) {
+    if (!waiters_.empty()) return;  // woken to take the role: a caller reads its own response
     const Deadline take_at = free_since_ + kReaderGrace;
     if (!frame_open_ && MonotonicClock::now() < take_at) {
-      reader_cv_.wait_until(lock, take_at);
-      continue;
+      watcher_->Watch(this, /*readable=*/false, take_at);  // calls kept coming: look again then
+      return;
     }
-    reader_ = Reader::kThread;
-    while (reader_ == Reader::kThread && alive_.load(std::memory_order_relaxed)) {
-      if (!frame_->open()) {
-        // Between responses: wait for the next one, where a caller may take the role over.
-        thread_idle_ = true;
-        lock.unlock();
-        pollfd fds[2] = {{stream_.fd(), POLLIN, 0}, {wake_fd_.fd(), POLLIN, 0}};
-        // Bytes TLS already decrypted wake no poll: they are read at once.
-        const bool held = stream_.buffered() > 0;
-        int ready = held ? 1 : ::poll(fds, 2, -1);
-        if (held) fds[0].revents = POLLIN;
-        if (ready > 0 && (fds[1].revents & POLLIN) != 0) {
-          uint64_t kicks;
-          [[maybe_unused]] ssize_t got = ::read(wake_fd_.fd(), &kicks, sizeof(kicks));
-        }
-        lock.lock();
-        if (reader_ != Reader::kThread) break;  // a caller took it
-        thread_idle_ = false;
-        if (!waiters_.empty()) {
-          ReleaseReader();
-          break;
-        }
-        if (ready <= 0 || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      }
-      lock.unlock();
-      Status status;
-      bool paused = false;
-      try {
-        status = Advance(kNoDeadline, &paused);
-      } catch (const std::bad_alloc&) {
-        // Decoding a response allocates (per-key tables, bounded by the bytes received);
-        // running out of memory ends this connection, never the process.
-        status = Status::NoSpace("out of memory while reading a response");
-      }
-      if (!status.ok()) {
-        if (alive()) log::Debug("connection to {} ends: {}", peer_, status.ToString());
-        Close(status);
-      }
-      lock.lock();
-      if (!status.ok() || !waiters_.empty()) {
-        // A caller waits: it reads its own response from here on.
-        ReleaseReader();
-        break;
-      }
+    reader_ = Reader::kWatcher;
+  }
+  watcher_idle_ = false;
+  lock.unlock();
+  // What the socket holds now, response after response, never waiting for more.
+  Status status;
+  bool paused = false;
+  bool yield = false;
+  for (int responses = 0; status.ok() && !paused; ++responses) {
+    if (responses == kResponsesPerVisit) {
+      yield = true;  // the other connections' callbacks first
+      break;
     }
-    if (reader_ == Reader::kThread) ReleaseReader();  // closed while holding it
+    try {
+      status = Advance(MonotonicClock::now(), &paused);
+    } catch (const std::bad_alloc&) {
+      // Decoding a response allocates (per-key tables, bounded by the bytes received); running
+      // out of memory ends this connection, never the process.
+      status = Status::NoSpace("out of memory while reading a response");
+    }
+    if (status.ok() && !paused) {
+      std::lock_guard check(mu_);
+      if (!waiters_.empty()) break;  // a response ended and a caller waits: it goes on
+    }
+  }
+  if (!status.ok()) {
+    if (alive()) log::Debug("connection to {} ends: {}", peer_, status.ToString());
+    Close(status);
+  }
+  lock.lock();
+  if (!status.ok() || !alive_.load(std::memory_order_relaxed) || !waiters_.empty()) {
+    // A caller waits: it reads its own response from here on (also the rest of a half-read
+    // one).
+    ReleaseReader();
+    return;
+  }
+  watcher_idle_ = !frame_->open();
+  if (yield || stream_.buffered() > 0) {
+    // Bytes TLS already decrypted wake no epoll: they are read at the next callback.
+    watcher_->Watch(this, /*readable=*/false, MonotonicClock::now());
+  } else {
+    // A response half read gives the node until its stall bound, and is failed there.
+    watcher_->Watch(this, /*readable=*/true, frame_->open() ? frame_->until : kNoDeadline);
   }
 }
 

@@ -6,14 +6,15 @@
 // hold up the calls behind it. Writing is serialised (one frame at a time, by the calling
 // thread, from the caller's buffers). Reading is done by whoever holds the connection's reader
 // role, which hands each response to the ResponseHandler of the call it answers: a caller
-// waiting in Wait takes the role when nobody reads the socket (or only the connection's own
-// reader thread, idle between frames), so its response is read by the thread that waits for it
-// and no second thread has to be woken; responses to other calls it reads on the way are handed
-// to them (their waiters woken). When its own call is over it passes the role to another
-// waiting caller, or, once the socket has gone unread for a while (or a response is half read),
-// to the reader thread, which keeps the socket watched (late responses, the node going away)
-// while no caller waits. A handler reads the payload straight into the caller's buffers: the
-// reader places the payload where the handler says, and no call touches those buffers after it
+// waiting in Wait takes the role when nobody reads the socket (or only the process's socket
+// watcher, idle between frames), so its response is read by the thread that waits for it and
+// no second thread has to be woken; responses to other calls it reads on the way are handed to
+// them (their waiters woken). When its own call is over it passes the role to another waiting
+// caller, or, once the socket has gone unread for a while (or a response is half read), to the
+// SocketWatcher: the one thread of the process that keeps every idle connection's socket
+// watched (late responses, answers nobody waits for, the node going away), never blocking on
+// any one of them. A handler reads the payload straight into the caller's buffers: the reader
+// places the payload where the handler says, and no call touches those buffers after it
 // returns.
 //
 // Nothing a node reports is trusted for allocation: a response's descriptor is checked against
@@ -47,12 +48,12 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "client/arena_mapping.h"
 #include "client/endpoint.h"
 #include "client/socket_io.h"
+#include "client/socket_watcher.h"
 #include "kvport/byte_vector.h"
 #include "kvport/status.h"
 #include "net/host_port.h"
@@ -85,7 +86,7 @@ struct ConnectionOptions {
 };
 
 // Decodes the response to one request. Runs on the thread holding the connection's reader role
-// (a waiting caller, or the connection's reader thread).
+// (a waiting caller, or the socket watcher's thread).
 class ResponseHandler {
  public:
   virtual ~ResponseHandler() = default;
@@ -109,7 +110,7 @@ class ResponseHandler {
   DescriptorBytes descriptor;
 };
 
-class Connection {
+class Connection : private SocketWatcher::Watched {
  public:
   // Connects, sends HELLO (offering protocol versions kMinProtocolVersion..kMaxProtocolVersion)
   // and waits for the node's answer (version and limits), all before `deadline`. With `mapper`
@@ -122,7 +123,7 @@ class Connection {
                                                   std::string_view client_name, Deadline deadline,
                                                   const ConnectionOptions& options = {},
                                                   ArenaMapper* mapper = nullptr);
-  ~Connection();
+  ~Connection() override;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -183,8 +184,8 @@ class Connection {
 
   // True until the connection is closed.
   bool alive() const { return alive_.load(std::memory_order_acquire); }
-  // Closes the connection (idempotent): pending calls fail with `reason` (made Unavailable),
-  // the reader thread stops. The descriptor is closed by the destructor only.
+  // Closes the connection (idempotent): pending calls fail with `reason` (made Unavailable).
+  // The descriptor is closed by the destructor only.
   void Close(const Status& reason);
   // Why the connection closed; OK while alive.
   Status close_reason() const;
@@ -204,11 +205,12 @@ class Connection {
   Status ReadControlResponse(uint64_t id, protocol::Opcode opcode, uint32_t most, Deadline deadline,
                              protocol::FrameHeader* header, std::string* descriptor,
                              net::Socket* passed);
-  // The reader thread: holds the reader role while no caller does (see the file comment).
-  void ReadLoop();
+  // The socket watcher's callback: takes the reader role while no caller holds it (see the file
+  // comment), reads what the socket holds without waiting, and asks to be called again.
+  void OnWatch() override;
   // Takes the reader role for the calling thread (mu_ held) when nobody reads, or only the
-  // reader thread, idle between frames: *kick then says it must be kicked out of its poll.
-  bool TakeReaderRole(bool* kick);
+  // watcher, idle between frames.
+  bool TakeReaderRole();
   // Holding the reader role: reads responses until `call` is done or `deadline` passes, then
   // gives the role up. Returns Wait's result.
   Status ReadFor(const Ticket& call, Deadline deadline);
@@ -229,11 +231,11 @@ class Connection {
   // Switches frame_ to discarding `n` bytes (the drain), within drain_max_bytes.
   Status DiscardRest(uint64_t n, std::string_view what);
   // Gives the reader role up (mu_ held), and wakes who should take it next: a waiting caller,
-  // or the reader thread when a response is half read; once closed, fails what is pending.
+  // or the watcher (at once when a response is half read, after kReaderGrace otherwise); once
+  // closed, fails what is pending.
   void ReleaseReader();
   // Wakes whoever should take a free reader role (mu_ held).
   void HandOff();
-  void Kick();
   void FailAllPending(const Status& reason);  // mu_ held
   // Settles a call whose response will not be used (Send failure, Wait timeout): kCompleted
   // when it completed first (its result stands), otherwise whether it was given up before its
@@ -271,24 +273,24 @@ class Connection {
   std::vector<Ticket> pending_;
   Status close_reason_;
 
-  // Who reads the socket now (guarded by mu_): nobody, the reader thread, or a caller in Wait.
-  enum class Reader { kNone, kThread, kCaller };
+  // Who reads the socket now (guarded by mu_): nobody, the watcher, or a caller in Wait.
+  enum class Reader { kNone, kWatcher, kCaller };
   Reader reader_ = Reader::kNone;
-  // The reader thread holds the role but waits for the first byte of a response: a caller may
-  // take the role from it (and kicks it out of its poll through wake_fd_).
-  bool thread_idle_ = false;
+  // The watcher holds the role but waits (armed in epoll, not in a callback) for the first byte
+  // of a response: a caller may take the role from it without telling it; its next callback
+  // finds the role taken and does nothing.
+  bool watcher_idle_ = false;
   // A response is partly read (frame_): whoever takes the role next must finish it.
   bool frame_open_ = false;
   MonotonicClock::time_point free_since_{};  // when the role last became free
   std::vector<Call*> waiters_;               // callers in Wait not holding the role
-  std::condition_variable reader_cv_;        // wakes the reader thread
-  net::Socket wake_fd_;                      // an eventfd: kicks the reader thread out of poll
 
   // The response being read; touched only by the reader role's holder (handed over under mu_).
   struct Frame;
   std::unique_ptr<Frame> frame_;
 
-  std::thread reader_thread_;
+  // The process's watcher; this connection is registered with it from Open to the destructor.
+  std::shared_ptr<SocketWatcher> watcher_;
 };
 
 }  // namespace kvport::client

@@ -3,7 +3,7 @@
 //
 // fork() copies a client's sockets, request ids, pending calls and reader state into the child,
 // but not its threads. Used there, the client would write into connections the parent uses
-// (interleaving two processes' frames on one stream), wait for answers that no reader thread
+// (interleaving two processes' frames on one stream), wait for answers that no socket watcher
 // will ever deliver, and, when destroyed, join threads that do not exist (a hang) and shut down
 // sockets the parent still reads. vLLM's multiprocess executor and Python's multiprocessing
 // with the fork start method do exactly this. So a client records the fork generation when it

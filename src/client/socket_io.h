@@ -21,7 +21,7 @@
 namespace kvport::client {
 
 using Deadline = MonotonicClock::time_point;
-// A deadline that never passes (the reader thread waits on it; Close wakes it).
+// A deadline that never passes.
 inline constexpr Deadline kNoDeadline = Deadline::max();
 
 // Completes the TLS handshake `stream` started (Stream::StartTls). Errors: PermissionDenied

@@ -37,7 +37,21 @@ Placement::Placement(std::span<const Member> members) {
   }
 }
 
+uint64_t Placement::KeyHash(std::string_view key) {
+  return XXH3_64bits(key.data(), key.size());
+}
+
+double Placement::Score(uint64_t key_hash, size_t i) const {
+  const double u = Unit(Mix(key_hash, nodes_[i].id_hash));
+  // Equal weights: w / -ln(u) orders the nodes as u does, so the log can be skipped.
+  return weighted_ ? nodes_[i].weight / -std::log(u) : u;
+}
+
 void Placement::Rank(std::string_view key, std::span<uint32_t> order) const {
+  RankHashed(KeyHash(key), order);
+}
+
+void Placement::RankHashed(uint64_t key_hash, std::span<uint32_t> order) const {
   const size_t n = nodes_.size();
   // Clusters are small: scores live on the stack up to 32 nodes.
   constexpr size_t kOnStack = 32;
@@ -48,12 +62,8 @@ void Placement::Rank(std::string_view key, std::span<uint32_t> order) const {
     heap_scores.resize(n);
     scores = heap_scores.data();
   }
-  const uint64_t key_hash = XXH3_64bits(key.data(), key.size());
-  for (size_t i = 0; i < n; ++i) {
-    const double u = Unit(Mix(key_hash, nodes_[i].id_hash));
-    // Equal weights: w / -ln(u) orders the nodes as u does, so the log can be skipped.
-    scores[i] = weighted_ ? nodes_[i].weight / -std::log(u) : u;
-  }
+  for (size_t i = 0; i < n; ++i)
+    scores[i] = Score(key_hash, i);
   // Ties (equal scores: practically never) break by index, i.e. by member id.
   auto before = [&](uint32_t a, uint32_t b) {
     return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
@@ -69,6 +79,38 @@ void Placement::Rank(std::string_view key, std::span<uint32_t> order) const {
     }
   } else {
     std::sort(order.begin(), order.end(), before);
+  }
+}
+
+void Placement::RankFirst(uint64_t key_hash, std::span<const uint8_t> eligible,
+                          std::span<uint32_t> first) const {
+  // The best first.size() so far, best first, with their scores: an insertion into a short
+  // sorted list per eligible member.
+  constexpr size_t kOnStack = 8;
+  double stack_scores[kOnStack];
+  std::vector<double> heap_scores;
+  double* kept_scores = stack_scores;
+  if (first.size() > kOnStack) {
+    heap_scores.resize(first.size());
+    kept_scores = heap_scores.data();
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (eligible[i] == 0) continue;
+    const double score = Score(key_hash, i);
+    // Members come in index order, so a tie keeps the earlier one first (as Rank does).
+    size_t at = kept;
+    while (at > 0 && score > kept_scores[at - 1])
+      --at;
+    if (at == first.size()) continue;
+    const size_t last = std::min(kept, first.size() - 1);
+    for (size_t j = last; j > at; --j) {
+      first[j] = first[j - 1];
+      kept_scores[j] = kept_scores[j - 1];
+    }
+    first[at] = static_cast<uint32_t>(i);
+    kept_scores[at] = score;
+    kept = std::min(kept + 1, first.size());
   }
 }
 

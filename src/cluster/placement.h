@@ -44,11 +44,24 @@ class Placement {
     Rank(key, std::span<uint32_t>(*order));
   }
 
+  // What ranking a key starts from: the key's hash (XXH3), computed once per key.
+  static uint64_t KeyHash(std::string_view key);
+  // Rank, from the key's hash.
+  void RankHashed(uint64_t key_hash, std::span<uint32_t> order) const;
+  // The first `first.size()` members in Rank's order among those `eligible` admits (indexed
+  // like the members; at least first.size() of them true), without ordering the rest: a call
+  // needs a key's first one or two nodes, not all of them (O(size() * first.size())).
+  void RankFirst(uint64_t key_hash, std::span<const uint8_t> eligible,
+                 std::span<uint32_t> first) const;
+
  private:
   struct Node {
     uint64_t id_hash;  // XXH3 of the member's id
     double weight;
   };
+  // The score of member i for a key with hash `key_hash`: higher ranks first.
+  double Score(uint64_t key_hash, size_t i) const;
+
   std::vector<Node> nodes_;
   bool weighted_ = false;  // false: every weight is 1
 };

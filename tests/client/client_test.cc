@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -503,6 +504,71 @@ TEST_F(ClientTest, EightThreadsShareOneClient) {
     th.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(server_->Stats().Get("objects"), uint64_t{kThreads * kRounds * 4});
+}
+
+// Threads of this process now: the entries of /proc/self/task.
+size_t ThreadsOfThisProcess() {
+  size_t threads = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+    ++threads;
+  return threads;
+}
+
+// Every connection of the process is watched by one thread (the socket watcher), however many
+// clients, nodes and connections there are: three clients of eight connections each, to two
+// nodes, add at most that one thread (a thread per connection added 24), and calls from many
+// threads still answer on all of them.
+TEST(ClientThreadsTest, EveryConnectionOfTheProcessIsWatchedByOneThread) {
+  std::unique_ptr<Server> node_a = StartNode(SmallNodeOptions());
+  std::unique_ptr<Server> node_b = StartNode(SmallNodeOptions());
+  ASSERT_NE(node_a, nullptr);
+  ASSERT_NE(node_b, nullptr);
+  const size_t before = ThreadsOfThisProcess();
+
+  constexpr int kClients = 3;
+  constexpr int kConnections = 8;
+  InitOptions options;
+  options.connections = kConnections;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(std::make_unique<Client>());
+    Server& node = c % 2 == 0 ? *node_a : *node_b;
+    ASSERT_TRUE(clients.back()->Init("threads-" + std::to_string(c), node.address(), options).ok());
+    // Round robin over the pool: every slot connects.
+    for (int i = 0; i < 2 * kConnections; ++i)
+      ASSERT_TRUE(clients.back()->MExist({"nothing"}).ok());
+  }
+  EXPECT_EQ(node_a->Stats().Get("connections") + node_b->Stats().Get("connections"),
+            uint64_t{kClients * kConnections});
+  EXPECT_LE(ThreadsOfThisProcess(), before + 1);
+
+  // Calls from many threads on every client: each takes its connection's reader role from the
+  // watcher or from another caller, and gives it back.
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      Client& client = *clients[t % kClients];
+      const std::vector<char> value = Pattern(t, 3000 + t);
+      for (int r = 0; r < 20; ++r) {
+        const std::string key = "w" + std::to_string(t) + "-" + std::to_string(r);
+        IOBuffers put;
+        put.Append(value.data(), value.size());
+        Result<BatchResult> stored = client.MSet({key}, put);
+        std::vector<char> out(value.size());
+        IOBuffers get;
+        get.Append(out.data(), out.size());
+        Result<GetResult> got = client.MGet({key}, GetOptions{}, get);
+        if (!stored.ok() || !got.ok() || got->status != BatchCode::kSuccess || out != value) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads)
+    th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LE(ThreadsOfThisProcess(), before + 1);
 }
 
 TEST_F(ClientTest, NodeRestartMidRunFailsUnavailableThenRecoversOnTheSameClient) {

@@ -53,6 +53,44 @@ std::vector<uint32_t> FirstChoices(const std::vector<cluster::Member>& members, 
   return first;
 }
 
+// RankFirst (a call's first candidates, among the live nodes) is Rank's order with the
+// ineligible members left out, cut after the first few: for equal and unequal weights, clusters
+// below and above the 32 scores Rank keeps on the stack, and every mask shape.
+TEST(PlacementTest, RankFirstIsRanksOrderAmongTheEligible) {
+  for (const size_t nodes : {1u, 2u, 3u, 7u, 32u, 45u}) {
+    for (const bool weighted : {false, true}) {
+      std::vector<cluster::Member> members;
+      for (size_t n = 0; n < nodes; ++n)
+        members.push_back(MemberOf("node-" + std::to_string(n), weighted ? (n % 4 + 1) << 30 : 0));
+      cluster::Placement placement(members);
+      std::vector<uint32_t> order;
+      for (int k = 0; k < 300; ++k) {
+        const std::string key = KeyName(k);
+        placement.Rank(key, &order);
+        // Eligible: all, then a pattern that drops some (never all) members.
+        for (int pattern = 0; pattern < 3; ++pattern) {
+          std::vector<uint8_t> eligible(nodes, 1);
+          if (pattern > 0) {
+            for (size_t n = 0; n < nodes; ++n)
+              eligible[n] = (n + k + pattern) % (pattern + 1) == 0 ? 1 : 0;
+            eligible[k % nodes] = 1;
+          }
+          std::vector<uint32_t> expected;
+          for (uint32_t n : order)
+            if (eligible[n] != 0) expected.push_back(n);
+          for (size_t want = 1; want <= std::min<size_t>(expected.size(), 3); ++want) {
+            std::vector<uint32_t> first(want);
+            placement.RankFirst(cluster::Placement::KeyHash(key), eligible, first);
+            ASSERT_EQ(first, std::vector<uint32_t>(expected.begin(), expected.begin() + want))
+                << nodes << " nodes, weighted " << weighted << ", key " << key << ", pattern "
+                << pattern;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(PlacementTest, SharesFollowCapacityWeights) {
   const std::vector<cluster::Member> members = {MemberOf("a", 1 << 30), MemberOf("b", 2u << 30),
                                                 MemberOf("c", 1 << 30)};
@@ -121,8 +159,8 @@ class ClusterClientTest : public ::testing::Test {
       list += (list.empty() ? "" : ";") + node->address();
     return list;
   }
-  // Index (into nodes_) of key i's first choice.
-  size_t FirstNodeOf(const std::string& key) const {
+  // Indexes (into nodes_) of the key's nodes, first choice first.
+  std::vector<size_t> NodesOf(const std::string& key) const {
     std::vector<std::string> addresses;
     for (const auto& node : nodes_)
       addresses.push_back(node->address());
@@ -131,12 +169,15 @@ class ClusterClientTest : public ::testing::Test {
     cluster::Placement placement(members);
     std::vector<uint32_t> order;
     placement.Rank(key, &order);
-    const std::string& address = members[order[0]].address;
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i]->address() == address) return i;
+    std::vector<size_t> nodes;
+    for (uint32_t member : order) {
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (nodes_[i]->address() == members[member].address) nodes.push_back(i);
+      }
     }
-    return nodes_.size();
+    return nodes;
   }
+  size_t FirstNodeOf(const std::string& key) const { return NodesOf(key)[0]; }
   uint64_t ObjectsOn(size_t node) {
     Client one;
     EXPECT_TRUE(one.Init("count", nodes_[node]->address()).ok());
@@ -262,6 +303,36 @@ TEST_F(ClusterClientTest, ADeadNodesKeysAreMissesAndWritesGoOn) {
   Status ping = client.Ping();
   EXPECT_EQ(ping.code(), StatusCode::kUnavailable);
   EXPECT_NE(ping.message().find(nodes_[dead]->address()), std::string::npos) << ping.ToString();
+}
+
+// Two of four nodes die unseen: the first write after it still places every key, the keys
+// whose first two choices were both dead on their third (a rank past what the call worked out
+// at its start), and each key lands on its first live node in rendezvous order.
+TEST_F(ClusterClientTest, AWriteFailsOverPastEveryDeadChoiceInRendezvousOrder) {
+  StartNodes(4);
+  Client client;
+  InitOptions options;
+  options.connect_timeout = std::chrono::milliseconds(500);
+  ASSERT_TRUE(client.Init("t", List(), options).ok());
+  Write(client, 0, 40);  // every node connected and answering
+  const size_t objects_before[] = {ObjectsOn(2), ObjectsOn(3)};
+  nodes_[0]->Stop();
+  nodes_[1]->Stop();
+
+  Write(client, 1000, 150);
+  int third_choice = 0;
+  std::vector<int> expected(4, 0);
+  for (int i = 1000; i < 1150; ++i) {
+    const std::vector<size_t> order = NodesOf(KeyName(i));
+    const size_t first_live = order[0] > 1 ? order[0] : order[1] > 1 ? order[1] : order[2];
+    third_choice += order[0] <= 1 && order[1] <= 1 ? 1 : 0;
+    ++expected[first_live];
+  }
+  EXPECT_GT(third_choice, 0);  // the path this test is for was taken
+  EXPECT_EQ(ObjectsOn(2) - objects_before[0], static_cast<uint64_t>(expected[2]));
+  EXPECT_EQ(ObjectsOn(3) - objects_before[1], static_cast<uint64_t>(expected[3]));
+  const std::vector<bool> hits = Read(client, 1000, 150);
+  EXPECT_EQ(std::count(hits.begin(), hits.end(), true), 150);
 }
 
 TEST_F(ClusterClientTest, WithTwoReplicasEveryKeyOutlivesOneNode) {
