@@ -51,26 +51,40 @@ void Placement::Rank(std::string_view key, std::span<uint32_t> order) const {
   RankHashed(KeyHash(key), order);
 }
 
-void Placement::RankHashed(uint64_t key_hash, std::span<uint32_t> order) const {
-  const size_t n = nodes_.size();
-  // Clusters are small: scores live on the stack up to 32 nodes.
-  constexpr size_t kOnStack = 32;
-  double stack_scores[kOnStack];
-  thread_local std::vector<double> heap_scores;
-  double* scores = stack_scores;
-  if (n > kOnStack) {
-    heap_scores.resize(n);
-    scores = heap_scores.data();
+// Every member's score for a key, on the stack up to 32 members (clusters are small), in a
+// thread's own heap buffer beyond: computed in one loop, so the logarithms overlap.
+class Placement::Scores {
+ public:
+  Scores(const Placement& placement, uint64_t key_hash) {
+    const size_t n = placement.nodes_.size();
+    if (n > kOnStack) {
+      thread_local std::vector<double> heap;
+      heap.resize(n);
+      scores_ = heap.data();
+    }
+    for (size_t i = 0; i < n; ++i)
+      scores_[i] = placement.Score(key_hash, i);
   }
-  for (size_t i = 0; i < n; ++i)
-    scores[i] = Score(key_hash, i);
+  Scores(const Scores&) = delete;  // scores_ may point into this object
+  Scores& operator=(const Scores&) = delete;
+  double operator[](size_t i) const { return scores_[i]; }
   // Ties (equal scores: practically never) break by index, i.e. by member id.
-  auto before = [&](uint32_t a, uint32_t b) {
-    return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
-  };
+  bool Before(uint32_t a, uint32_t b) const {
+    return scores_[a] != scores_[b] ? scores_[a] > scores_[b] : a < b;
+  }
+
+ private:
+  static constexpr size_t kOnStack = 32;
+  double stack_[kOnStack];
+  double* scores_ = stack_;
+};
+
+void Placement::RankHashed(uint64_t key_hash, std::span<uint32_t> order) const {
+  const Scores scores(*this, key_hash);
+  auto before = [&](uint32_t a, uint32_t b) { return scores.Before(a, b); };
   std::iota(order.begin(), order.end(), 0u);
-  if (n <= kOnStack) {  // insertion sort: no calls, a handful of compares for a few nodes
-    for (size_t i = 1; i < n; ++i) {
+  if (order.size() <= 32) {  // insertion sort: no calls, a handful of compares for a few nodes
+    for (size_t i = 1; i < order.size(); ++i) {
       const uint32_t node = order[i];
       size_t j = i;
       for (; j > 0 && before(node, order[j - 1]); --j)
@@ -84,32 +98,19 @@ void Placement::RankHashed(uint64_t key_hash, std::span<uint32_t> order) const {
 
 void Placement::RankFirst(uint64_t key_hash, std::span<const uint8_t> eligible,
                           std::span<uint32_t> first) const {
-  // The best first.size() so far, best first, with their scores: an insertion into a short
-  // sorted list per eligible member.
-  constexpr size_t kOnStack = 8;
-  double stack_scores[kOnStack];
-  std::vector<double> heap_scores;
-  double* kept_scores = stack_scores;
-  if (first.size() > kOnStack) {
-    heap_scores.resize(first.size());
-    kept_scores = heap_scores.data();
-  }
+  const Scores scores(*this, key_hash);
+  // The best first.size() so far, best first: an insertion into a short sorted list per
+  // eligible member. Members come in index order, so a tie keeps the earlier one first.
   size_t kept = 0;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
     if (eligible[i] == 0) continue;
-    const double score = Score(key_hash, i);
-    // Members come in index order, so a tie keeps the earlier one first (as Rank does).
     size_t at = kept;
-    while (at > 0 && score > kept_scores[at - 1])
+    while (at > 0 && scores[i] > scores[first[at - 1]])
       --at;
     if (at == first.size()) continue;
-    const size_t last = std::min(kept, first.size() - 1);
-    for (size_t j = last; j > at; --j) {
+    for (size_t j = std::min(kept, first.size() - 1); j > at; --j)
       first[j] = first[j - 1];
-      kept_scores[j] = kept_scores[j - 1];
-    }
-    first[at] = static_cast<uint32_t>(i);
-    kept_scores[at] = score;
+    first[at] = i;
     kept = std::min(kept + 1, first.size());
   }
 }

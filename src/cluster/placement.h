@@ -59,6 +59,7 @@ class Placement {
     uint64_t id_hash;  // XXH3 of the member's id
     double weight;
   };
+  class Scores;
   // The score of member i for a key with hash `key_hash`: higher ranks first.
   double Score(uint64_t key_hash, size_t i) const;
 

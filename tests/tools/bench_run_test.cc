@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_report.h"
+#include "bench/round_trip_baseline.h"
 #include "bench/socket_baseline.h"
 #include "kvport/server.h"
 
@@ -408,6 +409,16 @@ TEST(BenchMatrixTest, EveryRowHasItsPhasesAndItsLimit) {
     }
     EXPECT_TRUE(row.RatioToLimit(Op::kPut).has_value());
     EXPECT_TRUE(row.RatioToLimit(Op::kGet).has_value());
+    // The round-trip limit of the row's shape: a call's value bytes, measured or composed.
+    EXPECT_EQ(row.round_trip_put.system, "round trip");
+    EXPECT_EQ(row.round_trip_get.system, "round trip");
+    EXPECT_TRUE(row.RatioToRoundTrip(Op::kPut).has_value()) << row.round_trip_put.error;
+    EXPECT_TRUE(row.RatioToRoundTrip(Op::kGet).has_value()) << row.round_trip_get.error;
+    if (row.transport == Transport::kTcp) {
+      EXPECT_EQ(row.round_trip_get.bytes, row.round_trip_get.calls * row.batch * row.value_bytes);
+    } else {
+      EXPECT_NE(row.round_trip_put.variant.find("unix"), std::string::npos);
+    }
   }
   EXPECT_TRUE(r->AllPassed());
   // Two connection counts x one write size (calls of 16-256 KiB all write 1 MiB): 2 x 3 modes.
@@ -417,6 +428,8 @@ TEST(BenchMatrixTest, EveryRowHasItsPhasesAndItsLimit) {
   const nlohmann::json json = nlohmann::json::parse(FormatMatrixJson(*r));
   EXPECT_EQ(json["rows"].size(), r->rows.size());
   EXPECT_TRUE(json["rows"][0]["put_vs_limit"].is_number());
+  EXPECT_TRUE(json["rows"][0]["get_vs_round_trip"].is_number());
+  EXPECT_NE(text.find("put/rt"), std::string::npos) << text;
   EXPECT_EQ(json["passed"], true);
 }
 
@@ -437,6 +450,52 @@ TEST(SocketBaselineTest, EveryModeMovesExactlyTheVolume) {
     EXPECT_GT(p.calls, 0u);
     EXPECT_GT(p.seconds, 0);
   }
+}
+
+// Each mode makes exactly the calls asked for, each a whole request and a whole response (a
+// response larger than the 8 MiB pieces the ends move included), over TCP and a Unix socket.
+TEST(RoundTripBaselineTest, EveryModeCompletesEveryCallWithItsWholeMessages) {
+  for (const RoundTripSocket socket : {RoundTripSocket::kTcp, RoundTripSocket::kUnix}) {
+    RoundTripOptions rt;
+    rt.socket = socket;
+    rt.connections = 2;
+    rt.request_bytes = 100;
+    rt.response_bytes = (9 << 20) + 3;
+    rt.value_bytes = 9 << 20;
+    rt.calls = 6;
+    rt.max_seconds = 120;
+    Result<std::vector<PhaseResult>> r = MeasureRoundTripLimit(rt);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->size(), 2u);
+    for (const PhaseResult& p : *r) {
+      EXPECT_EQ(p.system, "round trip");
+      EXPECT_EQ(p.calls, 6u) << p.variant;
+      EXPECT_EQ(p.bytes, 6u * rt.value_bytes) << p.variant;
+      EXPECT_EQ(p.latency.count(), 6u) << p.variant;
+    }
+    // The faster mode comes first.
+    EXPECT_GE((*r)[0].calls / (*r)[0].seconds, (*r)[1].calls / (*r)[1].seconds);
+  }
+}
+
+// A shared-memory call's limit adds a connection's share of the control round trips' time to
+// its copy: 2 connections doing 1000 round trips in 0.01 s (20 us each) and copying at 10 GB/s
+// together (5 each), 1 MB values: per call 20 us + 200 us, so 2 MB per 220 us.
+TEST(RoundTripBaselineTest, AShmCallIsAControlRoundTripPlusACopy) {
+  PhaseResult control;
+  control.variant = "busy-poll";
+  control.calls = 1000;
+  control.seconds = 0.01;
+  PhaseResult copy;
+  copy.variant = "pool";
+  copy.bytes = 10'000'000'000;
+  copy.seconds = 1;
+  const PhaseResult limit = ShmCallLimit(control, copy, 1'000'000, 2);
+  EXPECT_TRUE(limit.error.empty());
+  EXPECT_NEAR(limit.gb_per_second(), 2e6 / 220e-6 / 1e9, 1e-9);
+  EXPECT_EQ(limit.variant, "unix busy-poll + memcpy pool");
+  PhaseResult none;
+  EXPECT_FALSE(ShmCallLimit(none, copy, 1, 1).error.empty());
 }
 
 }  // namespace

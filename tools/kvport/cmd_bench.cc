@@ -4,7 +4,8 @@
 // shared memory) and redis-server. With no arguments: put and get of 8 MiB values in batches of
 // 16 over 2 connections, mexist of 1024 keys per call, on an embedded node, over TCP and (when
 // the node offers it) shared memory, every baseline; bounded by --count and --seconds per phase.
-// `kvport bench --matrix` runs value sizes x batches x connections x transports instead;
+// `kvport bench --matrix` runs value sizes x batches x connections x transports instead, each row
+// also against the round trip of one call of its shape on a bare socket;
 // `kvport bench --nodes N` measures N embedded nodes as one cluster against one of them alone.
 #include <CLI/CLI.hpp>
 
@@ -256,8 +257,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                           tokens,     batch,  connections, threads};
   cmd->add_flag("--matrix", flags->matrix,
                 "Run put and get for every value size x batch x connections x transport (below), "
-                "each row against its own limit; --count (default: about 1 GiB per phase) and "
-                "--seconds apply per phase");
+                "each row against its own limits (streaming, and the round trip of one call of "
+                "its shape); --count (default: about 1 GiB per phase) and --seconds apply per "
+                "phase");
   cmd->add_option("--matrix-sizes", flags->matrix_sizes, "--matrix: value sizes")
       ->capture_default_str();
   cmd->add_option("--matrix-batches", flags->matrix_batches, "--matrix: keys per call")
@@ -274,7 +276,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--warmup", flags->warmup,
                   "Untimed puts of this many bytes first, on kvport and redis alike (default: the "
                   "embedded node's capacity; 0: none)");
-  cmd->add_flag("--no-socket", flags->no_socket, "Skip the raw socket baseline");
+  cmd->add_flag("--no-socket", flags->no_socket,
+                "Skip the raw socket baselines (streaming, and --matrix's round trips)");
   cmd->add_flag("--no-redis", flags->no_redis, "Skip the redis-server baseline");
   cmd->add_option("--redis-server", o.redis_server,
                   "redis-server executable (a path, or a name looked up in PATH)")

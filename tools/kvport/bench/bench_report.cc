@@ -336,19 +336,28 @@ std::string FormatMatrixText(const MatrixReport& report) {
       "limits: tcp = the fastest loopback socket mode with the row's connections as streams "
       "and writes of one call's bytes (1-8 MiB); shm = one memcpy of value x batch per thread "
       "through a 256 MiB pool (into the read buffers when larger); 'buffers' = the same copy "
-      "into the same buffers every call, cache-warm, for information\n\n";
-  out += fmt::format("  {:>8} {:>5} {:>5} {:<4} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n",
-                     "value", "batch", "conns", "via", "put GB/s", "get GB/s", "limit", "put/limit",
-                     "get/limit", "put p50ms", "get p50ms", "limit mode");
+      "into the same buffers every call, cache-warm, for information\n"
+      "round trip (rt): one call of the row's shape at a time per connection on a bare socket, "
+      "the faster of blocking and busy-poll: tcp = the put's request (values) and answer, the "
+      "get's; shm = a small control round trip on a Unix socket plus the row's memcpy\n\n";
+  out += fmt::format(
+      "  {:>8} {:>5} {:>5} {:<4} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9} "
+      "{:>9}  {}\n",
+      "value", "batch", "conns", "via", "put GB/s", "get GB/s", "limit", "put/limit", "get/limit",
+      "rt put", "rt get", "put/rt", "get/rt", "put p50ms", "get p50ms", "limit mode");
+  auto gb = [](const PhaseResult& p) {
+    return p.system.empty() || !p.error.empty() ? std::string("-")
+                                                : fmt::format("{:.2f}", p.gb_per_second());
+  };
   for (const MatrixRow& row : report.rows) {
-    const bool has_limit = !row.limit.system.empty();
-    out +=
-        fmt::format("  {:>8} {:>5} {:>5} {:<4} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n",
-                    FormatSize(row.value_bytes), row.batch, row.connections,
-                    TransportName(row.transport), GbText(row.put), GbText(row.get),
-                    has_limit ? fmt::format("{:.2f}", row.limit.gb_per_second()) : std::string("-"),
-                    RatioText(row.RatioToLimit(Op::kPut)), RatioText(row.RatioToLimit(Op::kGet)),
-                    P50(row.put), P50(row.get), LimitMode(row));
+    out += fmt::format(
+        "  {:>8} {:>5} {:>5} {:<4} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9} "
+        "{:>9}  {}\n",
+        FormatSize(row.value_bytes), row.batch, row.connections, TransportName(row.transport),
+        GbText(row.put), GbText(row.get), gb(row.limit), RatioText(row.RatioToLimit(Op::kPut)),
+        RatioText(row.RatioToLimit(Op::kGet)), gb(row.round_trip_put), gb(row.round_trip_get),
+        RatioText(row.RatioToRoundTrip(Op::kPut)), RatioText(row.RatioToRoundTrip(Op::kGet)),
+        P50(row.put), P50(row.get), LimitMode(row));
   }
   for (const MatrixRow& row : report.rows) {
     for (const PhaseResult* p : {&row.put, &row.get}) {
@@ -389,11 +398,20 @@ std::string FormatMatrixJson(const MatrixReport& report) {
          {"memcpy_buffers",
           row.memcpy_buffers.system.empty() ? Json(nullptr) : PhaseJson(row.memcpy_buffers)},
          {"put_vs_limit", Ratio(row.RatioToLimit(Op::kPut))},
-         {"get_vs_limit", Ratio(row.RatioToLimit(Op::kGet))}});
+         {"get_vs_limit", Ratio(row.RatioToLimit(Op::kGet))},
+         {"round_trip_put",
+          row.round_trip_put.system.empty() ? Json(nullptr) : PhaseJson(row.round_trip_put)},
+         {"round_trip_get",
+          row.round_trip_get.system.empty() ? Json(nullptr) : PhaseJson(row.round_trip_get)},
+         {"put_vs_round_trip", Ratio(row.RatioToRoundTrip(Op::kPut))},
+         {"get_vs_round_trip", Ratio(row.RatioToRoundTrip(Op::kGet))}});
   }
   Json socket = Json::array();
   for (const PhaseResult& p : report.socket)
     socket.push_back(PhaseJson(p));
+  Json round_trips = Json::array();
+  for (const PhaseResult& p : report.round_trips)
+    round_trips.push_back(PhaseJson(p));
   const Json out = {
       {"options",
        {{"value_sizes", o.value_sizes},
@@ -407,6 +425,7 @@ std::string FormatMatrixJson(const MatrixReport& report) {
       {"transport_note", report.transport_note},
       {"rows", std::move(rows)},
       {"socket", std::move(socket)},
+      {"round_trips", std::move(round_trips)},
       {"socket_skipped", report.socket_skipped},
       {"seconds", report.seconds},
       {"passed", report.AllPassed()},

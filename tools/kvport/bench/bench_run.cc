@@ -16,6 +16,7 @@
 #include "bench/kvport_phases.h"
 #include "bench/redis_phases.h"
 #include "bench/redis_server.h"
+#include "bench/round_trip_baseline.h"
 #include "bench/socket_baseline.h"
 #include "kvport/client.h"
 #include "kvport/server.h"
@@ -594,6 +595,12 @@ std::optional<double> MatrixRow::RatioToLimit(Op op) const {
   return Ratio(op == Op::kGet ? &get : &put, &limit);
 }
 
+std::optional<double> MatrixRow::RatioToRoundTrip(Op op) const {
+  const PhaseResult& round_trip = op == Op::kGet ? round_trip_get : round_trip_put;
+  if (round_trip.system.empty()) return std::nullopt;
+  return Ratio(op == Op::kGet ? &get : &put, &round_trip);
+}
+
 bool MatrixRow::Passed() const {
   return !Failed(put) && !Failed(get);
 }
@@ -604,6 +611,66 @@ bool MatrixReport::AllPassed() const {
   }
   return true;
 }
+
+namespace {
+
+// Bytes of a call's frame besides its values: header and descriptor, about (the round trip's
+// cost hardly depends on them).
+constexpr uint64_t kFrameOverhead = 64;
+
+// Fills every row's round-trip limits (see MatrixRow), each shape measured once.
+void MeasureRoundTrips(const MatrixOptions& options, const BenchLog& log, MatrixReport* report) {
+  using Key = std::tuple<RoundTripSocket, int, uint64_t, uint64_t>;
+  std::map<Key, PhaseResult> fastest;
+  auto measure = [&](RoundTripSocket socket, int connections, uint64_t request, uint64_t response,
+                     uint64_t value_bytes, uint64_t calls) -> PhaseResult {
+    const Key key{socket, connections, request, response};
+    if (auto it = fastest.find(key); it != fastest.end()) return it->second;
+    RoundTripOptions rt;
+    rt.socket = socket;
+    rt.connections = connections;
+    rt.request_bytes = request;
+    rt.response_bytes = response;
+    rt.value_bytes = value_bytes;
+    rt.calls = calls;
+    rt.max_seconds = options.max_seconds;
+    const std::string shape = fmt::format("{} x{} conn, {} request, {} response",
+                                          socket == RoundTripSocket::kTcp ? "tcp" : "unix",
+                                          connections, FormatSize(request), FormatSize(response));
+    Note(log, "matrix: round trip, " + shape);
+    Result<std::vector<PhaseResult>> r = MeasureRoundTripLimit(rt);
+    PhaseResult best;
+    if (!r.ok()) {
+      best.system = "round trip";
+      best.error = r.status().ToString();
+    } else {
+      for (PhaseResult& p : *r) {
+        p.variant = fmt::format("{}, {}", p.variant, shape);
+        report->round_trips.push_back(p);
+      }
+      best = r->front();  // the faster mode
+    }
+    fastest[key] = best;
+    return best;
+  };
+  for (MatrixRow& row : report->rows) {
+    const uint64_t values = row.batch * row.value_bytes;
+    const uint64_t calls = options.calls_for(row.value_bytes, row.batch);
+    if (row.transport == Transport::kTcp) {
+      row.round_trip_put = measure(RoundTripSocket::kTcp, row.connections, values + kFrameOverhead,
+                                   kFrameOverhead, values, calls);
+      row.round_trip_get = measure(RoundTripSocket::kTcp, row.connections, kFrameOverhead,
+                                   values + kFrameOverhead, values, calls);
+    } else if (!row.limit.system.empty()) {
+      const PhaseResult control = measure(RoundTripSocket::kUnix, row.connections, kFrameOverhead,
+                                          kFrameOverhead, 0, calls);
+      row.round_trip_put = ShmCallLimit(control, row.limit, values, row.connections);
+      row.round_trip_get = row.round_trip_put;
+    }
+  }
+}
+
+}  // namespace
 
 Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log) {
   KVPORT_RETURN_IF_ERROR(options.Validate());
@@ -762,6 +829,9 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
         if (auto it = blocking.find(key); it != blocking.end()) row.socket_blocking = it->second;
       }
     }
+  }
+  if (options.socket_baseline && report.socket_skipped.empty()) {
+    MeasureRoundTrips(options, log, &report);
   }
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

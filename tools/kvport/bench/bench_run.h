@@ -6,7 +6,8 @@
 // with the same keys and values, in redis's best pattern for the value size.
 //
 // RunMatrix: the same measurement over a grid of shapes (value size x batch x connections x
-// transport), each row with its limit from the same run, bounded in time per row.
+// transport), each row with its limits from the same run (the streaming limit, and the round
+// trip of a call of its shape), bounded in time per row.
 #pragma once
 
 #include <functional>
@@ -115,8 +116,16 @@ struct MatrixRow {
   PhaseResult memcpy_buffers;
   // tcp rows: the blocking socket mode (for information when a busy-polling mode is the limit).
   PhaseResult socket_blocking;
+  // The row's round-trip limits (round_trip_baseline.h), what a call of its shape costs when,
+  // like a kvport call, it is a request and a response one at a time per connection: tcp rows,
+  // a put's request (its values) and answer, and a get's, on bare loopback sockets, the faster
+  // of blocking and busy-poll; shm rows, a small control round trip on a Unix socket plus one
+  // copy of the batch at the row's memcpy limit. Empty system when not measured.
+  PhaseResult round_trip_put;
+  PhaseResult round_trip_get;
 
   std::optional<double> RatioToLimit(Op op) const;
+  std::optional<double> RatioToRoundTrip(Op op) const;
   bool Passed() const;
 };
 
@@ -125,8 +134,9 @@ struct MatrixReport {
   std::string node;
   std::vector<Transport> transports;
   std::string transport_note;
-  std::vector<MatrixRow> rows;      // in the order run: largest values first
-  std::vector<PhaseResult> socket;  // every socket measurement (variant: "mode, N streams, W")
+  std::vector<MatrixRow> rows;           // in the order run: largest values first
+  std::vector<PhaseResult> socket;       // every socket measurement (variant: "mode, N streams, W")
+  std::vector<PhaseResult> round_trips;  // every round-trip measurement (variant: its shape)
   std::string socket_skipped;
   double seconds = 0;  // the whole matrix, wall time
 

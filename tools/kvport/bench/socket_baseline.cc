@@ -24,70 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  ~Fd() { Reset(); }
-  int get() const { return fd_; }
-
- private:
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  int fd_ = -1;
-};
-
-struct StreamPair {
-  Fd writer;
-  Fd reader;
-};
-
-// A connected TCP pair over 127.0.0.1, both ends with TCP_NODELAY like kvport's sockets.
-Result<StreamPair> ConnectLoopbackPair(bool non_blocking) {
-  Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (listener.get() < 0) return Status::FromErrno("socket", errno);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
-    return Status::FromErrno("bind 127.0.0.1:0", errno);
-  }
-  if (::listen(listener.get(), 1) < 0) return Status::FromErrno("listen", errno);
-  socklen_t len = sizeof(addr);
-  if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) < 0) {
-    return Status::FromErrno("getsockname", errno);
-  }
-  StreamPair pair;
-  pair.writer = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (pair.writer.get() < 0) return Status::FromErrno("socket", errno);
-  if (::connect(pair.writer.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
-    return Status::FromErrno("connect to the loopback listener", errno);
-  }
-  pair.reader = Fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  if (pair.reader.get() < 0) return Status::FromErrno("accept", errno);
-  const int one = 1;
-  for (int fd : {pair.writer.get(), pair.reader.get()}) {
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (non_blocking && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
-      return Status::FromErrno("fcntl(O_NONBLOCK)", errno);
-    }
-  }
-  return pair;
-}
-
 // Per-stream progress, shared between the ends of one stream.
 struct StreamState {
   uint64_t target = 0;  // bytes this stream sends
@@ -174,6 +110,44 @@ void PumpStream(int wfd, int rfd, StreamState* s, std::vector<char>* wbuf, std::
 }
 
 }  // namespace
+
+void Fd::Reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Result<StreamPair> ConnectLoopbackPair(bool non_blocking) {
+  Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (listener.get() < 0) return Status::FromErrno("socket", errno);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
+    return Status::FromErrno("bind 127.0.0.1:0", errno);
+  }
+  if (::listen(listener.get(), 1) < 0) return Status::FromErrno("listen", errno);
+  socklen_t len = sizeof(addr);
+  if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) < 0) {
+    return Status::FromErrno("getsockname", errno);
+  }
+  StreamPair pair;
+  pair.writer = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (pair.writer.get() < 0) return Status::FromErrno("socket", errno);
+  if (::connect(pair.writer.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
+    return Status::FromErrno("connect to the loopback listener", errno);
+  }
+  pair.reader = Fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (pair.reader.get() < 0) return Status::FromErrno("accept", errno);
+  const int one = 1;
+  for (int fd : {pair.writer.get(), pair.reader.get()}) {
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (non_blocking && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
+      return Status::FromErrno("fcntl(O_NONBLOCK)", errno);
+    }
+  }
+  return pair;
+}
 
 std::string_view SocketModeName(SocketMode mode) {
   switch (mode) {

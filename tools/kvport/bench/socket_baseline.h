@@ -27,6 +27,36 @@
 
 namespace kvport::bench {
 
+// An owned file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = o.fd_;
+      o.fd_ = -1;
+    }
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+
+ private:
+  void Reset();
+  int fd_ = -1;
+};
+
+struct StreamPair {
+  Fd writer;
+  Fd reader;
+};
+
+// A connected TCP pair over 127.0.0.1, both ends with TCP_NODELAY like kvport's sockets.
+Result<StreamPair> ConnectLoopbackPair(bool non_blocking);
+
 enum class SocketMode { kBlocking, kBusyPoll, kBusyPollOneThread };
 
 std::string_view SocketModeName(SocketMode mode);
