@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client/socket_watcher.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -31,16 +34,43 @@ int TimeoutMs(Deadline at) {
 
 }  // namespace
 
+namespace {
+
+// Which watcher Shared() hands out. Never destroyed (asked for while static objects are being
+// destroyed), and replaced in a forked child: a thread of the parent may have been inside
+// Shared(), holding `mu`, at the fork, and that thread does not exist in the child. The
+// parent's watcher stays with the parent's connections copied into the child (which abandon
+// it, like the rest of a client used after fork); the child's first connection makes its own.
+struct SharedWatcher {
+  std::mutex mu;
+  std::weak_ptr<SocketWatcher> current;
+  std::function<void()> create_hook;  // SetCreateHookForTesting
+};
+
+std::atomic<SharedWatcher*> shared_watcher{nullptr};
+
+SharedWatcher& TheSharedWatcher() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    shared_watcher.store(new SharedWatcher);
+    ::pthread_atfork(nullptr, nullptr, [] { shared_watcher.store(new SharedWatcher); });
+  });
+  return *shared_watcher.load();
+}
+
+}  // namespace
+
+void SocketWatcher::SetCreateHookForTesting(std::function<void()> hook) {
+  SharedWatcher& shared = TheSharedWatcher();
+  std::lock_guard lock(shared.mu);
+  shared.create_hook = std::move(hook);
+}
+
 Result<std::shared_ptr<SocketWatcher>> SocketWatcher::Shared() {
-  // Never destroyed: the pointer may be asked for while static objects are being destroyed.
-  static std::mutex& mu = *new std::mutex;
-  static std::weak_ptr<SocketWatcher>& current = *new std::weak_ptr<SocketWatcher>;
-  std::lock_guard lock(mu);
-  if (std::shared_ptr<SocketWatcher> live = current.lock(); live != nullptr) {
-    if (!live->process_.forked()) return live;
-    // Forked: its thread stayed in the parent. The parent's connections copied here still hold
-    // it (and abandon it, like the rest of a client used after fork); this process gets its own.
-  }
+  SharedWatcher& shared = TheSharedWatcher();
+  std::lock_guard lock(shared.mu);
+  if (shared.create_hook) shared.create_hook();
+  if (std::shared_ptr<SocketWatcher> live = shared.current.lock(); live != nullptr) return live;
   net::Socket epoll(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid()) {
     return Status::Unavailable(fmt::format("epoll_create1: {}", std::strerror(errno)));
@@ -55,7 +85,7 @@ Result<std::shared_ptr<SocketWatcher>> SocketWatcher::Shared() {
   }
   std::shared_ptr<SocketWatcher> watcher(new SocketWatcher(std::move(epoll), std::move(wake)));
   watcher->thread_ = std::thread([raw = watcher.get()] { raw->Run(); });
-  current = watcher;
+  shared.current = watcher;
   return watcher;
 }
 

@@ -17,17 +17,18 @@
 // meanwhile): it must check its state and may do nothing.
 //
 // One watcher per process (Shared): every client of the process shares it, and it lives while
-// any connection does. A child process after fork() gets a watcher of its own.
+// any connection does. A child process after fork() gets a watcher of its own, even when the
+// fork came while another thread was getting one.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
-#include "client/fork_guard.h"
 #include "client/socket_io.h"
 #include "kvport/status.h"
 #include "net/socket.h"
@@ -45,9 +46,12 @@ class SocketWatcher {
     virtual ~Watched() = default;
   };
 
-  // The process's watcher, started on first use. Unavailable when the thread's epoll or eventfd
-  // cannot be made.
+  // The process's watcher, started on first use (and again in a forked child). Unavailable
+  // when the thread's epoll or eventfd cannot be made.
   static Result<std::shared_ptr<SocketWatcher>> Shared();
+  // Tests: runs `hook` inside Shared(), under its lock, before it looks for a watcher (null:
+  // none).
+  static void SetCreateHookForTesting(std::function<void()> hook);
 
   ~SocketWatcher();  // stops and joins the thread: every registration is removed by then
   SocketWatcher(const SocketWatcher&) = delete;
@@ -81,7 +85,6 @@ class SocketWatcher {
 
   const net::Socket epoll_;
   const net::Socket wake_;  // an eventfd in epoll: a Watch for an earlier time, or the stop
-  const ForkGuard process_;
 
   mutable std::mutex mu_;
   std::condition_variable visited_;  // a callback ended (Remove waits for its own)

@@ -9,10 +9,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
+#include "client/socket_watcher.h"
 #include "kvport/client.h"
 #include "test_node.h"
 
@@ -106,6 +109,41 @@ TEST(ClientForkTest, AClientUsedAfterForkFailsThereAndTheParentsGoesOn) {
   EXPECT_EQ(GetValue(*client, "after"), "still fine");
   EXPECT_EQ(GetValue(*client, "child"), "(miss)");
   EXPECT_TRUE(client->Ping().ok());
+}
+
+// A fork while another thread is getting the process's socket watcher (opening a connection:
+// it holds the watcher's lock): the child's first connection still gets a watcher of its own.
+// Before, the child waited forever for a lock whose holder does not exist in the child.
+TEST(ClientForkTest, AForkWhileAnotherThreadOpensAConnectionLeavesTheChildAWatcher) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inside = false;
+  bool release = false;
+  client::SocketWatcher::SetCreateHookForTesting([&] {
+    std::unique_lock lock(mu);
+    inside = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  std::thread opener([] { EXPECT_TRUE(client::SocketWatcher::Shared().ok()); });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return inside; }));
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Result<std::shared_ptr<client::SocketWatcher>> watcher = client::SocketWatcher::Shared();
+    ::_exit(watcher.ok() && *watcher != nullptr ? 0 : 1);
+  }
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  opener.join();
+  client::SocketWatcher::SetCreateHookForTesting(nullptr);
+  EXPECT_EQ(WaitForChild(pid), 0) << "-1: the child hung on the parent's lock";
 }
 
 }  // namespace
