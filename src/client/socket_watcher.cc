@@ -85,6 +85,13 @@ Result<std::shared_ptr<SocketWatcher>> SocketWatcher::Shared() {
   }
   std::shared_ptr<SocketWatcher> watcher(new SocketWatcher(std::move(epoll), std::move(wake)));
   watcher->thread_ = std::thread([raw = watcher.get()] { raw->Run(); });
+  {
+    // Returns once the thread runs: a thread still starting holds the runtime's locks (the
+    // dynamic loader's, a sanitizer's), and a fork() then would leave them held in the child,
+    // whose first thread would wait for them forever.
+    std::unique_lock started(watcher->mu_);
+    watcher->visited_.wait(started, [&] { return watcher->running_; });
+  }
   shared.current = watcher;
   return watcher;
 }
@@ -159,6 +166,8 @@ void SocketWatcher::Run() {
   epoll_event events[kMaxEvents];
   std::vector<Watched*> due;
   std::unique_lock lock(mu_);
+  running_ = true;
+  visited_.notify_all();
   while (!stopping_) {
     Deadline next = kNoDeadline;
     for (const auto& [watched, entry] : entries_)

@@ -87,10 +87,12 @@ class SocketWatcher {
   const net::Socket wake_;  // an eventfd in epoll: a Watch for an earlier time, or the stop
 
   mutable std::mutex mu_;
-  std::condition_variable visited_;  // a callback ended (Remove waits for its own)
+  // A callback ended (Remove waits for its own), or the thread started (Shared waits for it).
+  std::condition_variable visited_;
   std::unordered_map<Watched*, Entry> entries_;
   Watched* visiting_ = nullptr;            // whose callback runs now
   Deadline sleeping_until_ = kNoDeadline;  // the time the thread's epoll_wait ends at
+  bool running_ = false;                   // the thread has entered Run
   bool stopping_ = false;
   std::thread thread_;
 };
