@@ -204,9 +204,14 @@ struct KVPORT_API InitOptions {
 // Values a same-host node lends in place (Client::MGetInPlace): views into the node's arena
 // through this process's read-only mapping of it, no copy made. The node keeps the objects
 // pinned (a lease) until this object is destroyed or Release() is called: eviction, overwrites
-// and deletes never reuse their bytes meanwhile. If the connection that took the lease is lost
-// (the node restarted), the node has ended the lease: valid() turns false and the views must
-// not be trusted any more. Movable; not thread-safe.
+// and deletes never reuse their bytes meanwhile. If the session that took the lease ends (the
+// connection is lost, the node stopped or restarted), the node has ended the lease and may reuse
+// the bytes: valid() turns false and the views must not be trusted any more.
+//
+// That can happen while the caller is reading a view, so check after reading, not before: copy
+// the bytes out (or hash them, or send them on), then call valid(); true means every byte read
+// before the call was the lent value (the node moves a word valid() reads before it frees a
+// leased byte: docs/client.md, "Values in place"). Movable; not thread-safe.
 class KVPORT_API LentValues {
  public:
   LentValues();
@@ -218,7 +223,8 @@ class KVPORT_API LentValues {
   const GetResult& result() const { return result_; }
   // Key i's value (empty unless result().codes[i] is kSuccess).
   std::span<const uint8_t> value(size_t i) const;
-  // False once released, or once the lease's connection is gone.
+  // False once released, or once the node ended the lease. Call it after reading the views: true
+  // then says the bytes read were the lent values.
   bool valid() const;
   // Gives the values back now (the destructor does it otherwise).
   void Release();

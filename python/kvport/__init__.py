@@ -298,10 +298,13 @@ class Lent:
             if lent.result.codes[0] == kvport.KeyCode.SUCCESS:
                 view = lent.value(0)        # read-only memoryview, no copy
                 data = bytes(view)          # a copy, if one is wanted
+                if not lent.valid:          # checked after the read
+                    data = None             # the node ended the lease meanwhile
 
     result: a GetResult (codes, value_sizes, metas). The lease ends when this object and every
-    view taken from it are gone; `valid` turns False once released or once the connection that
-    took the lease was lost (the node restarted): then do not trust the views."""
+    view taken from it are gone, or when the node ends it (the connection was lost, the node
+    stopped), which can happen while a view is being read: check `valid` after reading. True
+    then means every byte read before was the lent value (docs/client.md, "Values in place")."""
 
     def __init__(self, core: Any):
         self._core = core

@@ -358,7 +358,7 @@ bool LentValues::valid() const {
   if (loan_ == nullptr) return false;
   for (const auto& loan : loan_->loans.loans) {
     for (const auto& session : loan->sessions) {
-      if (!session->alive()) return false;
+      if (!session->alive() || !session->leases_held()) return false;
     }
   }
   return true;

@@ -102,8 +102,9 @@ namespace {
 
 // A HELLO response: version, six u64 limits, server name (u8 length, at most 255 bytes).
 constexpr uint32_t kMaxHelloDescriptorBytes = 1 + 6 * 8 + 1 + 255;
-// An SHM_ATTACH response: status, u64 arena size, u16 reason length, at most 1024 reason bytes.
-constexpr uint32_t kMaxAttachDescriptorBytes = 1 + 8 + 2 + 1024;
+// An SHM_ATTACH response: status, u64 arena size, (version 6) u64 lease word offset and
+// generation, u16 reason length, at most 1024 reason bytes.
+constexpr uint32_t kMaxAttachDescriptorBytes = 1 + 3 * 8 + 2 + 1024;
 // An ERROR response: code, u16 message length, at most 1024 message bytes.
 constexpr uint32_t kMaxErrorDescriptorBytes = 1 + 2 + 1024;
 // A descriptor buffer starts at most this large and doubles as its bytes arrive.
@@ -214,11 +215,11 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
 
 Status Connection::ReadControlResponse(uint64_t id, protocol::Opcode opcode, uint32_t most,
                                        Deadline deadline, protocol::FrameHeader* header,
-                                       std::string* descriptor, net::Socket* passed) {
+                                       std::string* descriptor, std::vector<net::Socket>* passed) {
   const protocol::Limits defaults;
   char head[protocol::kFrameHeaderSize];
   Status read = passed != nullptr
-                    ? ReadFullyWithDescriptor(stream_.fd(), head, sizeof(head), deadline, passed)
+                    ? ReadFullyWithDescriptors(stream_.fd(), head, sizeof(head), deadline, passed)
                     : ReadFully(stream_, head, sizeof(head), deadline);
   KVPORT_RETURN_IF_ERROR(read);
   Status decoded =
@@ -262,10 +263,10 @@ Status Connection::AttachArena(ArenaMapper* mapper, Deadline deadline) {
   KVPORT_RETURN_IF_ERROR(WriteFully(stream_, std::span<iovec>(&iov, 1), deadline));
   protocol::FrameHeader header;
   std::string descriptor;
-  net::Socket memfd;
+  std::vector<net::Socket> memfds;  // the arena's; from version 6 on, the lease words' after it
   KVPORT_RETURN_IF_ERROR(ReadControlResponse(id, protocol::Opcode::kShmAttach,
                                              kMaxAttachDescriptorBytes, deadline, &header,
-                                             &descriptor, &memfd));
+                                             &descriptor, &memfds));
   protocol::ShmAttachResponse response;
   Status decoded = protocol::DecodeResponse(header, descriptor, limits_, &response);
   if (!decoded.ok())
@@ -274,10 +275,20 @@ Status Connection::AttachArena(ArenaMapper* mapper, Deadline deadline) {
     return Status(response.status, "the node at " + peer_ +
                                        " declined shared memory: " + std::string(response.reason));
   }
-  if (!memfd.valid()) {
-    return Status::Corruption("the node granted shared memory but passed no descriptor");
+  const bool lease_word = version_ >= protocol::kLeaseWordVersion;
+  const size_t expected = lease_word ? 2 : 1;
+  if (memfds.size() != expected) {
+    return Status::Corruption(fmt::format(
+        "the node granted shared memory with {} descriptor(s); protocol version {} passes {}",
+        memfds.size(), version_, expected));
   }
-  KVPORT_ASSIGN_OR_RETURN(arena_, mapper->Map(std::move(memfd), response.arena_bytes));
+  net::Socket words = lease_word ? std::move(memfds[1]) : net::Socket();
+  KVPORT_ASSIGN_OR_RETURN(
+      arena_, mapper->Map(std::move(memfds[0]), response.arena_bytes, std::move(words)));
+  if (lease_word) {
+    KVPORT_ASSIGN_OR_RETURN(lease_word_, arena_->LeaseWord(response.lease_word_offset));
+    lease_generation_ = response.lease_generation;
+  }
   return Status::Ok();
 }
 

@@ -184,6 +184,12 @@ class Connection : private SocketWatcher::Watched {
 
   // True until the connection is closed.
   bool alive() const { return alive_.load(std::memory_order_acquire); }
+  // Whether the node still holds this session's leases, checked after reading leased bytes
+  // (ArenaMapping::LeaseWordHeld): false once the node has ended them (it may reuse their bytes).
+  // True for a node too old to say (protocol below 6: alive() is all there is).
+  bool leases_held() const {
+    return lease_word_ == nullptr || ArenaMapping::LeaseWordHeld(lease_word_, lease_generation_);
+  }
   // Closes the connection (idempotent): pending calls fail with `reason` (made Unavailable).
   // The descriptor is closed by the destructor only.
   void Close(const Status& reason);
@@ -201,10 +207,10 @@ class Connection : private SocketWatcher::Watched {
   Status AttachArena(ArenaMapper* mapper, Deadline deadline);
   // Reads one small control response to `id` (HELLO, SHM_ATTACH) before the reader thread
   // runs: its header and a descriptor of at most `most` bytes; an ERROR is returned as the
-  // node's Status. A descriptor passed with the bytes lands in *passed when not null.
+  // node's Status. Descriptors passed with the bytes land in *passed when not null.
   Status ReadControlResponse(uint64_t id, protocol::Opcode opcode, uint32_t most, Deadline deadline,
                              protocol::FrameHeader* header, std::string* descriptor,
-                             net::Socket* passed);
+                             std::vector<net::Socket>* passed);
   // The socket watcher's callback: takes the reader role while no caller holds it (see the file
   // comment), reads what the socket holds without waiting, and asks to be called again.
   void OnWatch() override;
@@ -262,6 +268,8 @@ class Connection : private SocketWatcher::Watched {
   std::atomic<uint64_t> drained_{0};
 
   std::shared_ptr<ArenaMapping> arena_;
+  const uint64_t* lease_word_ = nullptr;  // in arena_'s lease words; null: none (version < 6)
+  uint64_t lease_generation_ = 0;
   std::shared_mutex arena_writers_;  // see BeginArenaWrite
 
   std::timed_mutex write_mu_;     // one frame at a time

@@ -193,6 +193,12 @@ class GetCall final : public TransportCall {
           loan_->views[i] = *from;
         }
       }
+      // Copied under the lease: trusted only if the node had not ended it (the session closed
+      // meanwhile, and the bytes may have been reused) by the time the copy was done.
+      if (loan_ == nullptr && r.status.ok() && !call->conn->leases_held()) {
+        r.status = Status::Unavailable("the node at " + call->conn->peer() +
+                                       " ended the session while its values were being copied");
+      }
     }
     if (loan_ != nullptr) loan_->lease = std::move(held);  // otherwise released here
     ReleaseConnections(gets_);                             // the leases keep what they need

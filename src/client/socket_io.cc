@@ -78,12 +78,12 @@ Status WriteFully(net::Stream& stream, std::span<iovec> iov, Deadline deadline) 
   return Status::Ok();
 }
 
-Status ReadFullyWithDescriptor(int fd, void* dst, size_t n, Deadline deadline,
-                               net::Socket* received) {
+Status ReadFullyWithDescriptors(int fd, void* dst, size_t n, Deadline deadline,
+                                std::vector<net::Socket>* received) {
   char* p = static_cast<char*>(dst);
   while (n > 0) {
     iovec iov{p, n};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * net::kMaxPassedDescriptors)];
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -104,8 +104,8 @@ Status ReadFullyWithDescriptor(int fd, void* dst, size_t n, Deadline deadline,
       for (size_t i = 0; i < count; ++i) {
         int passed = -1;
         std::memcpy(&passed, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-        if (!received->valid()) {
-          *received = net::Socket(passed);
+        if (received->size() < net::kMaxPassedDescriptors) {
+          received->emplace_back(passed);
         } else {
           ::close(passed);
         }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "common/monotonic_clock.h"
 #include "kvport/status.h"
@@ -39,10 +40,11 @@ Status WriteFully(net::Stream& stream, std::span<iovec> iov, Deadline deadline);
 // (or it was shut down), Timeout when the deadline passes.
 Status ReadFully(net::Stream& stream, void* dst, size_t n, Deadline deadline);
 
-// ReadFully for a (plain) Unix socket whose bytes may carry a descriptor (SCM_RIGHTS): the
-// first one that arrives with them is stored in *received; any other is closed.
-Status ReadFullyWithDescriptor(int fd, void* dst, size_t n, Deadline deadline,
-                               net::Socket* received);
+// ReadFully for a (plain) Unix socket whose bytes may carry descriptors (SCM_RIGHTS): those that
+// arrive with them are appended to *received, in order (at most net::kMaxPassedDescriptors; any
+// beyond are closed).
+Status ReadFullyWithDescriptors(int fd, void* dst, size_t n, Deadline deadline,
+                                std::vector<net::Socket>* received);
 
 // Waits until `stream` has bytes to read (or end-of-file): bytes TLS already decrypted count
 // without a wait. Timeout when the deadline passes first. With `spin`, polls without sleeping

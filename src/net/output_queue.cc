@@ -41,10 +41,10 @@ void OutputQueue::Append(std::string bytes) {
   Push(std::move(seg));
 }
 
-void OutputQueue::AppendPassingDescriptor(std::string bytes, int pass_fd) {
+void OutputQueue::AppendPassingDescriptors(std::string bytes, std::vector<int> pass_fds) {
   if (bytes.empty()) return;  // a descriptor needs a byte to ride on
   Append(std::move(bytes));
-  segments_.back().pass_fd = pass_fd;
+  segments_.back().pass_fds = std::move(pass_fds);
 }
 
 void OutputQueue::AppendBorrowed(const void* data, size_t size,
@@ -83,19 +83,19 @@ Result<IoProgress> OutputQueue::WriteTo(Stream& stream, size_t budget) {
     // A segment carrying a descriptor starts its own sendmsg, so the descriptor lands on its
     // first byte (the receiver reads the frame it belongs to with recvmsg).
     Segment& front = segments_[front_];
-    if (front.pass_fd < 0) {
+    if (front.pass_fds.empty()) {
       for (int i = 1; i < count; ++i) {
-        if (segments_[front_ + static_cast<size_t>(i)].pass_fd >= 0) {
+        if (!segments_[front_ + static_cast<size_t>(i)].pass_fds.empty()) {
           count = i;
           break;
         }
       }
     }
-    Result<IoProgress> r = front.pass_fd >= 0
-                               ? WriteVWithDescriptor(stream.fd(), iov, count, front.pass_fd)
+    Result<IoProgress> r = !front.pass_fds.empty()
+                               ? WriteVWithDescriptors(stream.fd(), iov, count, front.pass_fds)
                                : stream.WriteV(iov, count);
     if (!r.ok()) return r.status();
-    if (r->bytes > 0) front.pass_fd = -1;
+    if (r->bytes > 0) front.pass_fds.clear();
     Consume(r->bytes);
     total.bytes += r->bytes;
     if (r->would_block) {

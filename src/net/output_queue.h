@@ -29,9 +29,10 @@ class OutputQueue {
 
   // Queues owned bytes. Empty strings are ignored.
   void Append(std::string bytes);
-  // Queues owned bytes whose first byte carries a copy of descriptor `pass_fd` (SCM_RIGHTS:
-  // plain Unix streams only). `pass_fd` is borrowed: it must stay open until the bytes are written.
-  void AppendPassingDescriptor(std::string bytes, int pass_fd);
+  // Queues owned bytes whose first byte carries copies of the descriptors `pass_fds` (SCM_RIGHTS:
+  // plain Unix streams only; at most kMaxPassedDescriptors). They are borrowed: each must stay
+  // open until the bytes are written.
+  void AppendPassingDescriptors(std::string bytes, std::vector<int> pass_fds);
   // Queues [data, data + size) without copying. The range must stay valid while `keep_alive`
   // is referenced; the queue releases its reference right after the range is fully written, or
   // on Clear()/destruction. Several ranges may share one keep_alive.
@@ -74,7 +75,7 @@ class OutputQueue {
     const uint8_t* borrowed = nullptr;
     size_t size = 0;
     size_t written = 0;
-    int pass_fd = -1;  // sent with the segment's first byte, then -1
+    std::vector<int> pass_fds;  // sent with the segment's first byte, then cleared
     std::shared_ptr<const void> keep_alive;
 
     const uint8_t* data() const {

@@ -4,9 +4,10 @@
 // ReadBuffer collects a known number of bytes (a frame header, then its descriptor section) in
 // memory the connection owns. It never reads past the amount asked for, because the bytes after
 // belong to payloads that ScatterReader reads straight into their final destination (the
-// store's arena): no staging copy of a value ever exists. Its memory grows with the bytes that
-// actually arrived (doubling, from 4 KiB), never with the amount asked for: a header that
-// announces a 16 MiB descriptor costs nothing until those bytes come.
+// store's arena). (A stream with read-ahead, net/stream.h, takes up to its read-ahead size more
+// per readv; only those bytes of a value, 16 KiB at most on the node, are copied once more.) Its
+// memory grows with the bytes that actually arrived (doubling, from 4 KiB), never with the amount
+// asked for: a header that announces a 16 MiB descriptor costs nothing until those bytes come.
 #pragma once
 
 #include <sys/uio.h>

@@ -114,18 +114,24 @@ Result<IoProgress> WriteV(int fd, const iovec* iov, int count) {
   return SendMessage(fd, msg, "write to socket");
 }
 
-Result<IoProgress> WriteVWithDescriptor(int fd, const iovec* iov, int count, int pass_fd) {
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+Result<IoProgress> WriteVWithDescriptors(int fd, const iovec* iov, int count,
+                                         std::span<const int> pass_fds) {
+  if (pass_fds.empty() || pass_fds.size() > kMaxPassedDescriptors) {
+    return Status::InvalidArgument("sendmsg: " + std::to_string(pass_fds.size()) +
+                                   " descriptors to pass (1 to " +
+                                   std::to_string(kMaxPassedDescriptors) + " allowed)");
+  }
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedDescriptors)] = {};
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(count);
   msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * pass_fds.size());
   cmsghdr* cm = CMSG_FIRSTHDR(&msg);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+  cm->cmsg_len = CMSG_LEN(sizeof(int) * pass_fds.size());
+  std::memcpy(CMSG_DATA(cm), pass_fds.data(), sizeof(int) * pass_fds.size());
   return SendMessage(fd, msg, "sendmsg with a descriptor");
 }
 

@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <span>
 #include <string>
 
 #include "kvport/status.h"
@@ -62,10 +63,14 @@ Status SetReceiveLowWater(int fd, int bytes);
 Status SetSendBufferSize(int fd, int bytes);
 Status SetReceiveBufferSize(int fd, int bytes);
 
-// writev() that attaches `pass_fd` to the first byte sent (SCM_RIGHTS; Unix sockets only): the
-// receiver gets its own descriptor of the same open file with that byte. When the result moved
-// 0 bytes (would_block), nothing was passed and the call must be repeated.
-Result<IoProgress> WriteVWithDescriptor(int fd, const iovec* iov, int count, int pass_fd);
+// The most descriptors WriteVWithDescriptors passes at once.
+inline constexpr size_t kMaxPassedDescriptors = 4;
+// writev() that attaches `pass_fds` (1..kMaxPassedDescriptors of them, in order) to the first
+// byte sent (SCM_RIGHTS; Unix sockets only): the receiver gets its own descriptors of the same
+// open files with that byte. When the result moved 0 bytes (would_block), nothing was passed and
+// the call must be repeated.
+Result<IoProgress> WriteVWithDescriptors(int fd, const iovec* iov, int count,
+                                         std::span<const int> pass_fds);
 
 // accept4() of one pending connection as a non-blocking, close-on-exec socket; an invalid Socket
 // when none is pending. `where` names the listener in errors.

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace kvport::net {
 
@@ -25,9 +26,52 @@ Result<TlsWait> Stream::Handshake() {
   return tls_->Handshake();
 }
 
+void Stream::EnableReadAhead(size_t bytes) {
+  if (tls_ || bytes == 0) return;
+  ahead_ = std::make_unique<uint8_t[]>(bytes);
+  ahead_capacity_ = bytes;
+  ahead_begin_ = ahead_end_ = 0;
+}
+
 Result<IoProgress> Stream::ReadV(const iovec* iov, int count) {
-  if (!tls_) return net::ReadV(socket_.fd(), iov, count);
-  return tls_->Read(iov, count);
+  if (tls_) return tls_->Read(iov, count);
+  if (ahead_ == nullptr) return net::ReadV(socket_.fd(), iov, count);
+  return ReadAhead(iov, count);
+}
+
+Result<IoProgress> Stream::ReadAhead(const iovec* iov, int count) {
+  IoProgress progress;
+  if (ahead_end_ > ahead_begin_) {  // what was read ahead, and nothing more
+    for (int i = 0; i < count && ahead_end_ > ahead_begin_; ++i) {
+      const size_t n = std::min(iov[i].iov_len, ahead_end_ - ahead_begin_);
+      std::memcpy(iov[i].iov_base, ahead_.get() + ahead_begin_, n);
+      ahead_begin_ += n;
+      progress.bytes += n;
+    }
+    if (ahead_begin_ == ahead_end_) ahead_begin_ = ahead_end_ = 0;
+    return progress;
+  }
+  if (drained_) {
+    progress.would_block = true;
+    return progress;
+  }
+  constexpr int kMaxIovecs = 64;
+  if (count >= kMaxIovecs) return net::ReadV(socket_.fd(), iov, count);
+  iovec with_ahead[kMaxIovecs + 1];
+  size_t asked = 0;
+  for (int i = 0; i < count; ++i) {
+    with_ahead[i] = iov[i];
+    asked += iov[i].iov_len;
+  }
+  with_ahead[count] = iovec{ahead_.get(), ahead_capacity_};
+  KVPORT_ASSIGN_OR_RETURN(progress, net::ReadV(socket_.fd(), with_ahead, count + 1));
+  // Short (or nothing, or the end): the socket held no more than this.
+  if (progress.bytes < asked + ahead_capacity_) drained_ = true;
+  if (progress.bytes > asked) {
+    ahead_end_ = progress.bytes - asked;
+    progress.bytes = asked;
+  }
+  return progress;
 }
 
 Result<IoProgress> Stream::WriteV(const iovec* iov, int count) {
@@ -36,6 +80,15 @@ Result<IoProgress> Stream::WriteV(const iovec* iov, int count) {
 }
 
 Result<IoProgress> Stream::Readable() {
+  if (ahead_ != nullptr) {
+    IoProgress progress;
+    progress.bytes = ahead_end_ - ahead_begin_;
+    if (progress.bytes > 0) return progress;
+    if (drained_) {
+      progress.would_block = true;
+      return progress;
+    }
+  }
   Result<IoProgress> in_socket = net::Readable(socket_.fd());
   if (!tls_ || !in_socket.ok()) return in_socket;
   const size_t held = tls_->buffered();
@@ -60,6 +113,7 @@ void Stream::ShutdownWrite() {
 void Stream::Close() {
   tls_.reset();
   socket_.Close();
+  ahead_begin_ = ahead_end_ = 0;
 }
 
 }  // namespace kvport::net

@@ -4,11 +4,20 @@
 // Everything that reads or writes a connection (the node's sessions, its HTTP connections, the
 // client's connections, the etcd client) goes through a Stream, so TLS is one branch here and
 // nowhere else. A plain stream is the system calls of net/socket.h on its descriptor.
+//
+// Read-ahead (plain streams, EnableReadAhead; the node's sessions use it): a small call is a
+// frame header, a descriptor and maybe a small value, and reading each into its own buffer was a
+// system call each (and FIONREAD before the value, and a last readv that found nothing). With
+// read-ahead every readv from the socket also offers a buffer of its own after the caller's, so
+// one readv brings what the socket holds: the next reads are copies out of that buffer. A readv
+// that came back short emptied the socket: reads then answer would_block without a system call
+// until SocketReadable() says epoll reported it readable again.
 #pragma once
 
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "kvport/status.h"
@@ -38,15 +47,25 @@ class Stream {
   // A plain stream: kNone. TLS: TlsSession::Handshake.
   Result<TlsWait> Handshake();
 
-  // readv/writev with net/socket.h's meaning (ReadV, WriteV).
+  // From now on each read from the socket asks for up to `bytes` more than the caller's buffers
+  // take, kept for the next reads (see the file comment). The caller must call SocketReadable()
+  // whenever epoll reports the socket readable. A TLS stream ignores it (TLS keeps its own).
+  void EnableReadAhead(size_t bytes);
+  // epoll reported the socket readable (or hung up): reads ask the socket again.
+  void SocketReadable() { drained_ = false; }
+
+  // readv/writev with net/socket.h's meaning (ReadV, WriteV). With read-ahead, a read served
+  // from the bytes kept returns only those (never also reading the socket).
   Result<IoProgress> ReadV(const iovec* iov, int count);
   Result<IoProgress> WriteV(const iovec* iov, int count);
   // What a read would find now (net::Readable): for TLS, the decrypted bytes held plus what the
-  // socket holds (record framing included: at most a little more than a read will give).
+  // socket holds (record framing included: at most a little more than a read will give). With
+  // read-ahead: the bytes kept when there are some (at least that much is there), would_block
+  // when the socket was drained; neither asks the socket.
   Result<IoProgress> Readable();
   // Bytes a read will return that the socket (poll, epoll) does not report: decrypted bytes
-  // TLS holds. A reader waiting in poll must look here first.
-  size_t buffered() const { return tls_ ? tls_->buffered() : 0; }
+  // TLS holds, or bytes read ahead. A reader waiting in poll must look here first.
+  size_t buffered() const { return tls_ ? tls_->buffered() : ahead_end_ - ahead_begin_; }
   // The SO_RCVLOWAT that wakes a reader needing `bytes` more: for TLS, less the most a record
   // already taken from the socket may hold (the bytes still to come can be fewer than
   // `bytes`), at least 1.
@@ -57,9 +76,16 @@ class Stream {
   void Close();
 
  private:
+  Result<IoProgress> ReadAhead(const iovec* iov, int count);
+
   // Declared first: destroyed after tls_, which borrows the descriptor.
   Socket socket_;
   std::unique_ptr<TlsSession> tls_;
+  std::unique_ptr<uint8_t[]> ahead_;  // read-ahead: the bytes kept are [ahead_begin_, ahead_end_)
+  size_t ahead_capacity_ = 0;
+  size_t ahead_begin_ = 0;
+  size_t ahead_end_ = 0;
+  bool drained_ = false;  // the last read from the socket came back short
 };
 
 }  // namespace kvport::net

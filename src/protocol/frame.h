@@ -54,8 +54,11 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //      other byte layout is unchanged.
 //   5: a HELLO response ends with the namespace the session's token names for calls that name
 //      none (docs/protocol.md, "Version 5"). Every other byte layout is unchanged.
+//   6: an OK SHM_ATTACH response carries the session's lease word (its offset and generation)
+//      after arena_bytes, and two descriptors: the arena's memfd, then the lease words' memfd
+//      (docs/protocol.md, "Version 6"). Every other byte layout is unchanged.
 inline constexpr uint8_t kMinProtocolVersion = 1;
-inline constexpr uint8_t kMaxProtocolVersion = 5;
+inline constexpr uint8_t kMaxProtocolVersion = 6;
 inline constexpr uint8_t kHelloVersion = 1;
 // The first version in which kFlagAnyNamespace is valid.
 inline constexpr uint8_t kAnyNamespaceVersion = 2;
@@ -65,6 +68,8 @@ inline constexpr uint8_t kShmVersion = 3;
 inline constexpr uint8_t kAccessVersion = 4;
 // The first version whose HELLO response carries the token's default namespace.
 inline constexpr uint8_t kDefaultNamespaceVersion = 5;
+// The first version whose shared-memory sessions have a lease word.
+inline constexpr uint8_t kLeaseWordVersion = 6;
 
 enum class Opcode : uint8_t {
   kHello = 1,   // version negotiation; must be the first request on a connection

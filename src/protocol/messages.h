@@ -273,12 +273,19 @@ struct NodeInfoResponse {
 // ---- SHM_ATTACH (version 3, Unix-socket sessions) -- asks for the arena.
 struct ShmAttachRequest {};
 struct ShmAttachResponse {
-  // kOk: the arena's memfd rides with this frame (SCM_RIGHTS); otherwise why not
-  // (kNotSupported: not a Unix-socket session or no shared memory on this node, ...).
+  // kOk: the arena's memfd rides with this frame (SCM_RIGHTS; from version 6 on, followed by the
+  // lease words' memfd); otherwise why not (kNotSupported: not a Unix-socket session or no
+  // shared memory on this node, ...).
   StatusCode status = StatusCode::kOk;
   uint64_t arena_bytes = 0;  // kOk: > 0, the arena's size; otherwise 0
   // Empty when kOk; otherwise 1..kMaxErrorMessageBytes bytes (encoders truncate longer ones).
   std::string_view reason;
+  // Version 6 (on the wire before reason_length), kOk: the session's lease word, at this byte
+  // offset (a multiple of 8) of the lease words' memfd, holds lease_generation until the node ends
+  // the session's leases (then it holds another value, before any leased byte is reused). Otherwise
+  // 0.
+  uint64_t lease_word_offset = 0;
+  uint64_t lease_generation = 0;
 };
 
 // ---- SHM_RESERVE -- MSET without a payload: the node reserves space and says where.

@@ -165,10 +165,19 @@ Status EncodeResponse(uint64_t request_id, const ShmAttachResponse& m, const Lim
         fmt::format("{}: status {} with arena_bytes {} and a reason of {} bytes; it needs "
                     "arena_bytes 0 and a reason",
                     kContext, StatusCodeName(m.status), m.arena_bytes, reason.size()));
+  if (m.status != StatusCode::kOk && (m.lease_word_offset != 0 || m.lease_generation != 0))
+    return Status::InvalidArgument(fmt::format("{}: a lease word without OK", kContext));
+  if (m.lease_word_offset % 8 != 0)
+    return Status::InvalidArgument(fmt::format("{}: lease_word_offset {} is not 8-byte aligned",
+                                               kContext, m.lease_word_offset));
   BeginFrame(out);
   WireWriter w(&out->head);
   w.PutU8(code);
   w.PutU64(m.arena_bytes);
+  if (version >= kLeaseWordVersion) {
+    w.PutU64(m.lease_word_offset);
+    w.PutU64(m.lease_generation);
+  }
   w.PutU16(static_cast<uint16_t>(reason.size()));
   w.PutBytes(reason);
   return FinishFrame(Opcode::kShmAttach, kFlagResponse, request_id, l, version, out);
@@ -185,6 +194,19 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
     return r.Error(StatusCode::kCorruption, fmt::format("unknown status code {}", code));
   out->status = static_cast<StatusCode>(code);
   KVPORT_RETURN_IF_ERROR(r.ReadU64("arena_bytes", &out->arena_bytes));
+  out->lease_word_offset = 0;
+  out->lease_generation = 0;
+  if (h.version >= kLeaseWordVersion) {
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_word_offset", &out->lease_word_offset));
+    KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_generation", &out->lease_generation));
+    if (out->lease_word_offset % 8 != 0)
+      return r.Error(
+          StatusCode::kCorruption,
+          fmt::format("lease_word_offset {} is not 8-byte aligned", out->lease_word_offset));
+    if (code != static_cast<uint8_t>(StatusCode::kOk) &&
+        (out->lease_word_offset != 0 || out->lease_generation != 0))
+      return r.Error(StatusCode::kCorruption, "a lease word without OK");
+  }
   KVPORT_RETURN_IF_ERROR(r.ReadU16("reason_length", &length));
   if (length > kMaxErrorMessageBytes)
     return r.Error(StatusCode::kTooLarge,

@@ -15,7 +15,18 @@ CacheService::CacheService(store::ObjectStore* store, ServerCounters* counters,
     : store_(store),
       counters_(counters),
       options_(std::move(options)),
-      access_(options_.access_required, options_.tokens) {}
+      access_(options_.access_required, options_.tokens) {
+  if (options_.offer_shared_memory && store_->arena().shareable()) {
+    Result<std::unique_ptr<LeaseWords>> words = LeaseWords::Create(options_.max_connections);
+    if (words.ok()) {
+      lease_words_ = std::move(words).value();
+    } else {
+      lease_words_error_ = words.status().message();
+      log::Warn("shared memory is off: the sessions' lease words could not be made: {}",
+                lease_words_error_);
+    }
+  }
+}
 
 namespace {
 
@@ -140,8 +151,7 @@ ServerStats CacheService::Stats() const {
 }
 
 bool CacheService::offers_shared_memory() const {
-  return options_.offer_shared_memory && store_->arena().shareable() &&
-         !options_.identity.unix_path.empty();
+  return lease_words_ != nullptr && !options_.identity.unix_path.empty();
 }
 
 Status CacheService::MayMapArena(uid_t uid) const {
@@ -153,6 +163,10 @@ Status CacheService::MayMapArena(uid_t uid) const {
     return Status::NotSupported(
         "this node's arena is anonymous memory (memfd_create was unavailable), which cannot be "
         "shared");
+  }
+  if (lease_words_ == nullptr) {
+    return Status::NotSupported("the sessions' lease words could not be made: " +
+                                lease_words_error_);
   }
   const uid_t node_uid = ::geteuid();
   if (uid != node_uid && uid != 0) {

@@ -27,6 +27,7 @@
 #include "kvport/status.h"
 #include "protocol/limits.h"
 #include "server/access_policy.h"
+#include "server/lease_words.h"
 #include "server/list_cursors.h"
 #include "server/server_stats.h"
 #include "store/object_store.h"
@@ -50,6 +51,8 @@ struct ServiceOptions {
   // answers not yet committed) it may hold at once. Beyond them the items are NoSpace.
   uint32_t max_leases_per_session = 4096;
   uint32_t max_reservations_per_session = 256;
+  // Sessions served at once: each shared-memory session has a lease word (server/lease_words.h).
+  uint32_t max_connections = 4096;
   // Access control: whether clients must present a token, and the tokens accepted.
   bool access_required = false;
   std::vector<AccessToken> tokens;
@@ -142,6 +145,9 @@ class CacheService {
   Status MayMapArena(uid_t uid) const;
   // The arena's memfd (owned by the store; valid while the node runs) and its size.
   int arena_fd() const;
+  // The sessions' lease words (a memfd handed out with the arena's), or null when shared memory
+  // is not offered.
+  LeaseWords* lease_words() const { return lease_words_.get(); }
   uint64_t arena_bytes() const;
   // Arena offset of a pinned or reserved range (what shared-memory clients are told).
   uint64_t OffsetOf(const uint8_t* data) const;
@@ -152,6 +158,8 @@ class CacheService {
   const ServiceOptions options_;
   AccessPolicy access_;
   ListCursorTable list_cursors_;
+  std::unique_ptr<LeaseWords> lease_words_;  // null: shared memory is not offered
+  std::string lease_words_error_;            // why lease_words_ could not be made
   std::atomic<uint64_t> next_session_id_{1};
 };
 

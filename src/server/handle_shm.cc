@@ -38,6 +38,18 @@ Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyR
   } else {
     may = ctx.service.MayMapArena(static_cast<uid_t>(ctx.session.peer_uid));
   }
+  // Version 6: the session's lease word, which moves on before the node frees any of its leased
+  // bytes (server/lease_words.h). An older client cannot check one, and gets none.
+  const bool lease_word = ctx.session.version >= protocol::kLeaseWordVersion;
+  if (may.ok() && lease_word) {
+    Result<LeaseWords::Word> word = ctx.session.shm.TakeLeaseWord(ctx.service.lease_words());
+    if (word.ok()) {
+      reply.lease_word_offset = word->offset;
+      reply.lease_generation = word->generation;
+    } else {
+      may = Status::NotSupported(word.status().message());
+    }
+  }
   std::string reason;  // outlives the encoding
   if (may.ok()) {
     reply.status = StatusCode::kOk;
@@ -51,7 +63,10 @@ Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyR
     log::Info("SHM_ATTACH refused: {}", reason);
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
-  if (may.ok()) response.pass_fd = ctx.service.arena_fd();
+  if (may.ok()) {
+    response.pass_fds.push_back(ctx.service.arena_fd());
+    if (lease_word) response.pass_fds.push_back(ctx.service.lease_words()->fd());
+  }
   return HandlerOutcome{std::move(response), nullptr};
 }
 

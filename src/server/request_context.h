@@ -36,9 +36,9 @@ struct Response {
   };
   std::string head;
   std::vector<Span> payloads;
-  // A descriptor sent with the head's first byte (SHM_ATTACH's arena memfd), or -1. Borrowed:
-  // it stays open while the node runs.
-  int pass_fd = -1;
+  // Descriptors sent with the head's first byte (SHM_ATTACH's memfds), or none. Borrowed: they
+  // stay open while the node runs.
+  std::vector<int> pass_fds;
 };
 
 // What a session's handlers reuse from one request to the next (cleared, capacity kept), so

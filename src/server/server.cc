@@ -282,6 +282,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   service_options.offer_shared_memory = options.shared_memory;
   service_options.max_leases_per_session = options.max_leases_per_session;
   service_options.max_reservations_per_session = options.max_reservations_per_session;
+  service_options.max_connections = options.max_connections;
   service_options.access_required = access_required;
   service_options.tokens = *tokens;
   service_options.insecure = open_beyond_loopback;

@@ -43,6 +43,10 @@ void ForgetRequest(protocol::AnyRequest* request) {
 // level-triggered, so what is left is taken up at its next turn.
 constexpr int kMaxReadStepsPerEvent = 64;
 constexpr size_t kMaxBytesPerEvent = 4 << 20;
+// Read ahead of what a step asks for (net/stream.h): a header, a descriptor and a value of a few
+// KiB, or a few hundred pipelined small requests, per readv. Part of each connection's fixed
+// memory (docs/store.md, "Bounds on node memory").
+constexpr size_t kReadAheadBytes = 16 << 10;
 
 // While an MSET payload arrives over TCP, the loop is woken only once this much of it (or all
 // that is left) is in the socket: a 4 MiB value then costs a few readv calls instead of one
@@ -96,6 +100,10 @@ Status Session::Start() {
       return started;
     }
     phase_ = Phase::kTlsHandshake;
+  } else {
+    // One readv brings a small call whole (its header, descriptor and value), or several
+    // pipelined ones (net/stream.h, "Read-ahead").
+    stream_.EnableReadAhead(kReadAheadBytes);
   }
   interest_ = EPOLLIN;
   Status watched = loop_->Watch(stream_.fd(), interest_, this);
@@ -165,6 +173,7 @@ void Session::OnEvents(uint32_t events) {
     Close("socket error");
     return;
   }
+  if (events & (EPOLLIN | EPOLLHUP)) stream_.SocketReadable();
   if (phase_ == Phase::kTlsHandshake) {
     AdvanceTlsHandshake();
     return;
@@ -423,8 +432,8 @@ void Session::CompleteRequest(Response response) {
   service_.counters().RecordLatency(
       header_.opcode,
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
-  if (response.pass_fd >= 0) {
-    out_.AppendPassingDescriptor(std::move(response.head), response.pass_fd);
+  if (!response.pass_fds.empty()) {
+    out_.AppendPassingDescriptors(std::move(response.head), std::move(response.pass_fds));
   } else {
     out_.Append(std::move(response.head));
   }

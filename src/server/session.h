@@ -6,7 +6,10 @@
 // frames, looks the opcode up in the command table, and moves bytes between the socket and the
 // arena ranges the handlers give it. A session reads one request at a time in three stages: the
 // fixed frame header, the descriptor section (both into a ReadBuffer that never reads past them),
-// and for MSET the payload, straight into the arena reservations (PayloadReceiver). It then queues
+// and for MSET the payload, straight into the arena reservations (PayloadReceiver). Its stream
+// reads ahead (16 KiB, plain sockets: net/stream.h), so a small call's three stages, or several
+// pipelined calls, usually come from one readv; what was read ahead of a value is copied into
+// its reservation from there. It then queues
 // the response (owned head + borrowed, pinned arena ranges) and writes it with writev, resuming
 // across EPOLLOUT events. Requests are answered in order.
 //

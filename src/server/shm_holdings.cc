@@ -3,6 +3,13 @@
 
 namespace kvport::server {
 
+Result<LeaseWords::Word> ShmHoldings::TakeLeaseWord(LeaseWords* words) {
+  if (lease_words_ != nullptr) return lease_word_;
+  KVPORT_ASSIGN_OR_RETURN(lease_word_, words->Take());
+  lease_words_ = words;
+  return lease_word_;
+}
+
 uint64_t ShmHoldings::AddLease(std::vector<store::ReadHandle> pins) {
   Lease lease;
   for (const store::ReadHandle& pin : pins)
@@ -55,6 +62,10 @@ Result<WriteBatch> ShmHoldings::TakeReservation(uint64_t id) {
 }
 
 void ShmHoldings::Clear() {
+  if (lease_words_ != nullptr) {
+    lease_words_->End(lease_word_);  // before a leased byte is freed below
+    lease_words_ = nullptr;
+  }
   if (counters_ != nullptr) {
     for (const auto& [id, lease] : leases_)
       counters_->LeaseReleased(lease.bytes);

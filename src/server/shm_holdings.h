@@ -8,6 +8,10 @@
 // ends it (a clean close, a protocol error, the client killed: the kernel closes its socket),
 // so a dead client never leaks a pin or a reservation.
 //
+// The session's lease word (server/lease_words.h), once attached, moves to its next generation
+// before any of this session's leased bytes are freed other than by the client's own release:
+// how a client that copied a value finds out afterwards whether the copy can be trusted.
+//
 // Eviction never frees leased bytes: a lease is a store pin, and the store frees an object's
 // extent only with its last pin (an evicted or overwritten object just stops being visible).
 //
@@ -22,6 +26,7 @@
 
 #include "common/monotonic_clock.h"
 #include "server/cache_service.h"
+#include "server/lease_words.h"
 #include "store/object_store.h"
 
 namespace kvport::server {
@@ -34,6 +39,10 @@ class ShmHoldings {
   ShmHoldings& operator=(const ShmHoldings&) = delete;
 
   void set_counters(ServerCounters* counters) { counters_ = counters; }
+
+  // The session's lease word, taken from `words` at SHM_ATTACH (a second attach keeps the first
+  // word). `words` must outlive this object.
+  Result<LeaseWords::Word> TakeLeaseWord(LeaseWords* words);
 
   size_t leases() const { return leases_.size(); }
   size_t reservations() const { return reservations_.size(); }
@@ -55,7 +64,7 @@ class ShmHoldings {
       MonotonicClock::time_point now,
       const std::function<std::chrono::microseconds(uint64_t bytes)>& allowed);
 
-  // Ends every lease and aborts every reservation.
+  // Ends every lease and aborts every reservation, the lease word's generation moved on first.
   void Clear();
 
  private:
@@ -64,6 +73,8 @@ class ShmHoldings {
     uint64_t bytes = 0;
   };
   ServerCounters* counters_;
+  LeaseWords* lease_words_ = nullptr;  // set with lease_word_
+  LeaseWords::Word lease_word_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Lease> leases_;
   struct Reservation {

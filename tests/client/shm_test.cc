@@ -3,16 +3,21 @@
 // the mapped arena (and not the socket), lending values in place, leases against eviction.
 #include <gtest/gtest.h>
 
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/arena_mapping.h"
 #include "client/endpoint.h"
+#include "client/socket_watcher.h"
 #include "kvport/client.h"
 #include "kvport/server.h"
 #include "test_node.h"
@@ -232,6 +237,98 @@ TEST(ShmTransportTest, LentValuesAreReadInPlaceAndSurviveEvictionUntilReleased) 
   EXPECT_EQ(server->Stats().Get("leased_bytes"), 0u);
 }
 
+// Keeps the process's socket watcher busy in a callback of its own until Release: meanwhile no
+// connection of the process reads its socket between calls, so a client cannot see its node
+// close a connection, and alive() stays true.
+class WatcherHold final : public client::SocketWatcher::Watched {
+ public:
+  WatcherHold() {
+    Result<std::shared_ptr<client::SocketWatcher>> shared = client::SocketWatcher::Shared();
+    EXPECT_TRUE(shared.ok());
+    watcher_ = *shared;
+    EXPECT_TRUE(watcher_->Add(this, event_.fd()).ok());
+    watcher_->Watch(this, /*readable=*/true, client::kNoDeadline);  // the eventfd is readable
+    entered_.get_future().wait();
+  }
+  ~WatcherHold() override {
+    Release();
+    watcher_->Remove(this);
+  }
+  void OnWatch() override {
+    if (visited_) return;
+    visited_ = true;
+    entered_.set_value();
+    released_.get_future().wait();
+  }
+  void Release() {
+    if (!released_set_) released_.set_value();
+    released_set_ = true;
+  }
+
+ private:
+  net::Socket event_{::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK)};
+  std::shared_ptr<client::SocketWatcher> watcher_;
+  bool visited_ = false;  // the watcher's thread only
+  std::promise<void> entered_;
+  std::promise<void> released_;
+  bool released_set_ = false;
+};
+
+// A lent value read while the node ended its lease (the session's end: here the node stopping)
+// is not vouched for: valid(), called after the read, says so, even though the client has not
+// yet noticed the connection close (its watcher is held), so only the lease word can tell.
+TEST(ShmTransportTest, ValidAfterAReadSaysWhetherTheNodeEndedTheLeaseMeanwhile) {
+  auto server = StartNode(ShmNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-word", "unix:" + server->unix_socket_path()).ok());
+  ASSERT_EQ(client.transport(), "shared memory") << client.transport_reason();
+  std::vector<std::vector<char>> values = {Pattern(3, 64 << 10)};
+  ASSERT_TRUE(client.MSet({"k"}, Buffers(values)).ok());
+
+  Result<LentValues> lent = client.MGetInPlace({"k"});
+  ASSERT_TRUE(lent.ok()) << lent.status().ToString();
+  std::vector<char> copy(lent->value(0).begin(), lent->value(0).end());
+  EXPECT_TRUE(lent->valid());  // read, then checked: the copy is the value
+  EXPECT_EQ(copy, values[0]);
+
+  WatcherHold hold;
+  server->Stop();  // every session ends: their words move before any leased byte is freed
+  copy.assign(lent->value(0).begin(), lent->value(0).end());
+  EXPECT_FALSE(lent->valid());
+  hold.Release();
+}
+
+// The shared-memory MGet copies out of the arena under a lease: a copy finished after the node
+// ended the lease is a failed frame, never bytes returned as a hit.
+TEST(ShmTransportTest, AGetWhoseLeaseEndedBeforeItsCopyIsNotAHit) {
+  auto server = StartNode(ShmNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-copy", "unix:" + server->unix_socket_path()).ok());
+  ASSERT_EQ(client.transport(), "shared memory") << client.transport_reason();
+  std::vector<std::vector<char>> values = {Pattern(4, 64 << 10)};
+  ASSERT_TRUE(client.MSet({"k"}, Buffers(values)).ok());
+
+  std::vector<char> out(64 << 10);
+  const std::vector<std::string> keys = {"k"};  // a started call's keys outlive it
+  Pending<GetResult> pending = client.MGetAsync(keys, {}, One(out));
+  // The node's answer (an offset under a lease) is in before the node stops; the copy is not
+  // made until Wait.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!pending.Ready()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "the SHM_GET answer never came";
+    std::this_thread::yield();
+  }
+  server->Stop();
+  Result<GetResult> got = pending.Wait();  // its only frame failed: the call failed
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(got.status().message().find("ended the session while its values were being copied"),
+            std::string::npos)
+      << got.status().ToString();
+}
+
 TEST(ShmTransportTest, ANodeWithoutSharedMemoryServesTheUnixSocketWithBytes) {
   ServerOptions options = ShmNodeOptions();
   options.shared_memory = false;
@@ -286,15 +383,35 @@ TEST(ShmTransportTest, AMappingRefusesRangesOutsideTheArena) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::ftruncate(fd, 65536), 0);
   Result<std::shared_ptr<client::ArenaMapping>> wrong_size =
-      client::ArenaMapping::Map(net::Socket(::dup(fd)), 131072);
+      client::ArenaMapping::Map(net::Socket(::dup(fd)), 131072, net::Socket());
   EXPECT_EQ(wrong_size.status().code(), StatusCode::kCorruption);
   Result<std::shared_ptr<client::ArenaMapping>> mapping =
-      client::ArenaMapping::Map(net::Socket(fd), 65536);
+      client::ArenaMapping::Map(net::Socket(fd), 65536, net::Socket());
   ASSERT_TRUE(mapping.ok()) << mapping.status().ToString();
   EXPECT_TRUE((*mapping)->ReadRange(0, 65536).ok());
   EXPECT_EQ((*mapping)->ReadRange(65536, 1).status().code(), StatusCode::kCorruption);
   EXPECT_EQ((*mapping)->WriteRange(uint64_t{1} << 63, uint64_t{1} << 63).status().code(),
             StatusCode::kCorruption);
+}
+
+// Lease words the node names are checked like arena offsets: inside the memfd, 8-byte aligned.
+TEST(ShmTransportTest, AMappingRefusesLeaseWordsOutsideItsLeaseWords) {
+  int arena = ::memfd_create("test-arena", MFD_CLOEXEC);
+  int words = ::memfd_create("test-words", MFD_CLOEXEC);
+  ASSERT_GE(arena, 0);
+  ASSERT_GE(words, 0);
+  ASSERT_EQ(::ftruncate(arena, 65536), 0);
+  ASSERT_EQ(::ftruncate(words, 4096), 0);
+  Result<std::shared_ptr<client::ArenaMapping>> without =
+      client::ArenaMapping::Map(net::Socket(::dup(arena)), 65536, net::Socket());
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ((*without)->LeaseWord(0).status().code(), StatusCode::kNotSupported);
+  Result<std::shared_ptr<client::ArenaMapping>> mapping =
+      client::ArenaMapping::Map(net::Socket(arena), 65536, net::Socket(words));
+  ASSERT_TRUE(mapping.ok()) << mapping.status().ToString();
+  EXPECT_TRUE((*mapping)->LeaseWord(4088).ok());
+  EXPECT_EQ((*mapping)->LeaseWord(4096).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ((*mapping)->LeaseWord(12).status().code(), StatusCode::kCorruption);
 }
 
 }  // namespace

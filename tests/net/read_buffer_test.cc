@@ -34,6 +34,95 @@ void WriteAll(int fd, const std::string& s) {
   }
 }
 
+// Bytes the kernel still holds for the reader.
+size_t InSocket(int fd) {
+  Result<IoProgress> r = Readable(fd);
+  EXPECT_TRUE(r.ok());
+  return r.ok() ? r->bytes : 0;
+}
+
+// Read-ahead (net/stream.h): one readv takes what the socket holds; the reads after it are
+// served from what was kept, and the bytes come out in order, whatever the reads ask for.
+TEST(StreamReadAheadTest, OneReadTakesTheSocketsBytesAndLaterReadsAreServedFromThem) {
+  Pipe p = MakePipe();
+  p.reader.EnableReadAhead(64);
+  WriteAll(p.writer.fd(), "HEAD" + std::string("descriptor") + std::string(20, 'v'));
+  char head[4];
+  iovec iov{head, sizeof(head)};
+  Result<IoProgress> r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 4u);
+  EXPECT_EQ(std::string(head, 4), "HEAD");
+  EXPECT_EQ(InSocket(p.reader.fd()), 0u);  // everything came in that one readv
+  EXPECT_EQ(p.reader.buffered(), 30u);
+  EXPECT_EQ(p.reader.Readable()->bytes, 30u);
+
+  // A scatter read across two buffers, then the rest.
+  char a[6], b[6];
+  iovec two[2] = {{a, sizeof(a)}, {b, sizeof(b)}};
+  r = p.reader.ReadV(two, 2);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 12u);
+  EXPECT_EQ(std::string(a, 6) + std::string(b, 6), "descriptorvv");
+  char rest[64];
+  iov = {rest, sizeof(rest)};
+  r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 18u);  // what was kept, and no more: the socket is not asked as well
+  EXPECT_EQ(std::string(rest, 18), std::string(18, 'v'));
+  EXPECT_EQ(p.reader.buffered(), 0u);
+}
+
+// A short readv emptied the socket: until epoll says it is readable again (SocketReadable),
+// reads answer would_block without asking it; then they take what came meanwhile.
+TEST(StreamReadAheadTest, AfterAShortReadTheSocketIsAskedAgainOnlyOnceReportedReadable) {
+  Pipe p = MakePipe();
+  p.reader.EnableReadAhead(64);
+  WriteAll(p.writer.fd(), "abc");
+  char buf[8];
+  iovec iov{buf, sizeof(buf)};
+  Result<IoProgress> r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 3u);
+  WriteAll(p.writer.fd(), "defg");
+  r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 0u);
+  EXPECT_TRUE(r->would_block);
+  EXPECT_TRUE(p.reader.Readable()->would_block);
+  EXPECT_EQ(InSocket(p.reader.fd()), 4u);  // still in the kernel
+  p.reader.SocketReadable();
+  r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 4u);
+  EXPECT_EQ(std::string(buf, 4), "defg");
+  // The peer closes: once reported, the end is read as the end.
+  p.writer.Close();
+  p.reader.SocketReadable();
+  r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->eof);
+}
+
+// A read that filled the caller's buffers and all of the read-ahead did not empty the socket:
+// the next read asks it again at once.
+TEST(StreamReadAheadTest, AFullReadLeavesTheSocketToBeAskedAgain) {
+  Pipe p = MakePipe();
+  p.reader.EnableReadAhead(8);
+  WriteAll(p.writer.fd(), std::string(4, 'h') + std::string(8, 'k') + std::string(5, 'n'));
+  char buf[4];
+  iovec iov{buf, sizeof(buf)};
+  ASSERT_EQ(p.reader.ReadV(&iov, 1)->bytes, 4u);
+  EXPECT_EQ(p.reader.buffered(), 8u);
+  char big[32];
+  iov = {big, sizeof(big)};
+  ASSERT_EQ(p.reader.ReadV(&iov, 1)->bytes, 8u);
+  Result<IoProgress> r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 5u);
+  EXPECT_EQ(std::string(big, 5), std::string(5, 'n'));
+}
+
 TEST(ReadBufferTest, FillToNeverReadsPastTheTarget) {
   Pipe p = MakePipe();
   WriteAll(p.writer.fd(), "HEADERpayload");

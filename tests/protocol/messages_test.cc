@@ -51,8 +51,8 @@ TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   Result<uint8_t> v = NegotiateVersion(req_out);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, kMaxProtocolVersion);
-  EXPECT_EQ(*v, 5);
-  EXPECT_EQ(NegotiateVersion(HelloRequest{6, 7, "", ""}).status().code(),
+  EXPECT_EQ(*v, 6);
+  EXPECT_EQ(NegotiateVersion(HelloRequest{7, 8, "", ""}).status().code(),
             StatusCode::kNotSupported);
   // A version 2 client gets version 2.
   Result<uint8_t> v2 = NegotiateVersion(HelloRequest{1, 2, "", ""});
@@ -649,6 +649,51 @@ TEST(ShmMessagesTest, ShmAttachRoundTrip) {
   ResponseRoundTrip(44, ShmAttachResponse{StatusCode::kUnavailable, 0, long_reason}, &out, &frame,
                     &view);
   EXPECT_EQ(out.reason.size(), kMaxErrorMessageBytes);
+}
+
+TEST(ShmMessagesTest, ShmAttachResponseNamesTheLeaseWordFromVersion6On) {
+  ShmAttachResponse granted{StatusCode::kOk, 1ull << 30, ""};
+  granted.lease_word_offset = 8 * 77;
+  granted.lease_generation = 12345;
+  std::string frame;
+  FrameView view;
+  ShmAttachResponse out;
+  EncodedFrame v6;
+  ASSERT_TRUE(EncodeResponse(7, granted, Limits{}, &v6, kLeaseWordVersion).ok());
+  frame = v6.Flatten();
+  ASSERT_TRUE(SplitFrame(frame, Limits{}, &view).ok());
+  EXPECT_EQ(view.header.version, kLeaseWordVersion);
+  ASSERT_TRUE(DecodeResponse(view.header, view.descriptor, Limits{}, &out).ok());
+  EXPECT_EQ(out.lease_word_offset, 8u * 77);
+  EXPECT_EQ(out.lease_generation, 12345u);
+  EXPECT_EQ(view.descriptor.size(), 1u + 3 * 8 + 2);
+
+  // Version 5 is byte for byte as before: no lease word on the wire, none decoded.
+  EncodedFrame v5;
+  ASSERT_TRUE(EncodeResponse(7, granted, Limits{}, &v5, kDefaultNamespaceVersion).ok());
+  frame = v5.Flatten();
+  ASSERT_TRUE(SplitFrame(frame, Limits{}, &view).ok());
+  EXPECT_EQ(view.descriptor.size(), 1u + 8 + 2);
+  ASSERT_TRUE(DecodeResponse(view.header, view.descriptor, Limits{}, &out).ok());
+  EXPECT_EQ(out.lease_word_offset, 0u);
+  EXPECT_EQ(out.lease_generation, 0u);
+
+  // A word that is not 8-byte aligned, or one with a refusal, is refused both ways.
+  EncodedFrame bad;
+  granted.lease_word_offset = 12;
+  EXPECT_EQ(EncodeResponse(7, granted, Limits{}, &bad, kLeaseWordVersion).code(),
+            StatusCode::kInvalidArgument);
+  ShmAttachResponse refused{StatusCode::kNotSupported, 0, "no"};
+  refused.lease_generation = 1;
+  EXPECT_EQ(EncodeResponse(7, refused, Limits{}, &bad, kLeaseWordVersion).code(),
+            StatusCode::kInvalidArgument);
+  granted.lease_word_offset = 16;
+  ASSERT_TRUE(EncodeResponse(7, granted, Limits{}, &bad, kLeaseWordVersion).ok());
+  frame = bad.Flatten();
+  frame[kFrameHeaderSize + 1 + 8] = 13;  // the offset's low byte: 16 -> 13
+  ASSERT_TRUE(SplitFrame(frame, Limits{}, &view).ok());
+  EXPECT_EQ(DecodeResponse(view.header, view.descriptor, Limits{}, &out).code(),
+            StatusCode::kCorruption);
 }
 
 TEST(ShmMessagesTest, ShmReserveRoundTripHasNoPayload) {
