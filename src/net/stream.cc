@@ -35,7 +35,10 @@ void Stream::EnableReadAhead(size_t bytes) {
 
 Result<IoProgress> Stream::ReadV(const iovec* iov, int count) {
   if (tls_) return tls_->Read(iov, count);
-  if (ahead_ == nullptr) return net::ReadV(socket_.fd(), iov, count);
+  if (ahead_ == nullptr) {
+    ++socket_reads_;
+    return net::ReadV(socket_.fd(), iov, count);
+  }
   return ReadAhead(iov, count);
 }
 
@@ -56,6 +59,7 @@ Result<IoProgress> Stream::ReadAhead(const iovec* iov, int count) {
     return progress;
   }
   constexpr int kMaxIovecs = 64;
+  ++socket_reads_;
   if (count >= kMaxIovecs) return net::ReadV(socket_.fd(), iov, count);
   iovec with_ahead[kMaxIovecs + 1];
   size_t asked = 0;

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "kvport/status.h"
 #include "net/socket.h"
@@ -53,6 +54,9 @@ class Stream {
   void EnableReadAhead(size_t bytes);
   // epoll reported the socket readable (or hung up): reads ask the socket again.
   void SocketReadable() { drained_ = false; }
+  // Read system calls this plain stream made since the last call (TLS reads are OpenSSL's and
+  // not counted).
+  uint64_t TakeSocketReads() { return std::exchange(socket_reads_, 0); }
 
   // readv/writev with net/socket.h's meaning (ReadV, WriteV). With read-ahead, a read served
   // from the bytes kept returns only those (never also reading the socket).
@@ -86,6 +90,7 @@ class Stream {
   size_t ahead_begin_ = 0;
   size_t ahead_end_ = 0;
   bool drained_ = false;  // the last read from the socket came back short
+  uint64_t socket_reads_ = 0;
 };
 
 }  // namespace kvport::net

@@ -202,6 +202,7 @@ void Session::OnReadable() {
   // What is left may be less than the payload's SO_RCVLOWAT (set when it last ran dry): the loop
   // must still be woken for it.
   if (yielded && phase_ == Phase::kPayload) WakeWhenReadable(1);
+  service_.counters().AddSocketReads(stream_.TakeSocketReads());
   UpdateInterest();
 }
 
