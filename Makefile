@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all bootstrap build build-asan python engines engine-table install package run test test-unit test-engines test-asan test-tsan test-fuzz test-aarch64 bench format clean
+.PHONY: all bootstrap build build-asan python engines peers engine-table install package run test test-unit test-engines test-asan test-tsan test-fuzz test-aarch64 bench format clean
 
 all: build
 
@@ -30,6 +30,12 @@ python: bootstrap
 engines: python
 	@scripts/engines-venv
 
+# The peers `kvport bench --peers` measures beside redis-server (python/peers/requirements.txt,
+# every version and hash pinned: Mooncake Store), in the venv build/peers/venv
+# (scripts/peers-venv; the wheels are kept with the engines').
+peers:
+	@scripts/peers-venv
+
 # Installs what `make build` built (nothing is rebuilt by the install itself): the kvport binary,
 # libkvport.so, the headers, the CMake and pkg-config packages, the systemd unit and the default
 # node config (docs/operations.md, "Installing"). DESTDIR stages it, as packagers do.
@@ -48,7 +54,8 @@ run: bootstrap
 	@cmake --build build -j $(JOBS) --target kvport
 	@build/bin/kvport demo
 
-# Every test on the normal build, then the released engines against kvport serve (test-engines),
+# Every test on the normal build, then the released engines against kvport serve and a short
+# run of the Mooncake peer of `kvport bench` (test-engines),
 # then every test again under ASan + UBSan, then the threaded
 # layers' tests under ThreadSanitizer, then short libFuzzer runs of the frame decoder and of the
 # server's sessions and a clang build of the annotated libraries (build-fuzz/). One lane after
@@ -67,13 +74,16 @@ test-unit: build
 
 # The engines' own EIC code, unmodified, against `kvport serve` processes through `import eic`
 # (python/engines/tests, docs/python.md "Engines"); then the engine table in docs/python.md is
-# checked against this run (python/engines/table.py writes it: make engine-table).
+# checked against this run (python/engines/table.py writes it: make engine-table); then
+# `kvport bench --peers mooncake` runs a small shape and every Mooncake phase must have run with
+# no failed key (scripts/peers-check).
 ENGINE_RESULTS = build/engines/results.json
 ENGINE_TESTS = KVPORT_ENGINE_RESULTS=$(CURDIR)/$(ENGINE_RESULTS) \
   build/engines/venv/bin/python -m pytest -q -p no:cacheprovider python/engines/tests
-test-engines: engines
+test-engines: engines peers
 	@$(ENGINE_TESTS)
 	@build/engines/venv/bin/python python/engines/table.py --check $(ENGINE_RESULTS) docs/python.md
+	@scripts/peers-check
 
 engine-table: engines
 	@$(ENGINE_TESTS)
@@ -137,12 +147,12 @@ test-aarch64:
 	  ctest --test-dir build-aarch64 -N -L needs-threaded-fork | sed -n 's/^ *Test *#[0-9]*: */  /p' | grep . || echo "  (none)"
 	@ctest --test-dir build-aarch64 --output-on-failure -j $(JOBS) --timeout 900 -LE 'needs-exec|needs-threaded-fork'
 
-# kvport against the raw loopback socket limit and redis-server, in one run (docs/performance.md).
-# BENCH_ARGS passes options, e.g. make bench BENCH_ARGS="--json".
+# kvport against the raw loopback socket limit, redis-server and (when `make peers` installed it)
+# Mooncake Store, in one run (docs/performance.md). BENCH_ARGS passes options, e.g. make bench BENCH_ARGS="--json".
 BENCH_ARGS ?=
 bench: build
 	@scripts/bootstrap redis-server
-	@build/bin/kvport bench $(BENCH_ARGS)
+	@build/bin/kvport bench --peers all $(BENCH_ARGS)
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

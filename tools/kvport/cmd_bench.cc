@@ -33,6 +33,7 @@ struct BenchFlags {
   std::optional<std::string> warmup;
   bool no_socket = false;
   bool no_redis = false;
+  std::string peers = "redis";
   bool json = false;
   std::string transport = "auto";
   std::string redis_pipeline = "auto";
@@ -157,7 +158,22 @@ int RunBenchCommand(BenchFlags& f) {
     o.warmup_bytes = *warmup;
   }
   o.socket_baseline = !f.no_socket;
-  o.redis_baseline = !f.no_redis;
+  o.redis_baseline = false;
+  o.mooncake_baseline = false;
+  for (std::string_view rest = f.peers; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    const std::string_view peer = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (peer == "redis" || peer == "all") o.redis_baseline = true;
+    if (peer == "mooncake" || peer == "all") o.mooncake_baseline = true;
+    if (peer != "redis" && peer != "mooncake" && peer != "all" && peer != "none") {
+      return Fail(
+          Status::InvalidArgument("--peers: expected a list of redis, mooncake, all or "
+                                  "none, got '" +
+                                  std::string(peer) + "'"));
+    }
+  }
+  if (f.no_redis) o.redis_baseline = false;
   Result<bench::TransportChoice> transport = bench::ParseTransportChoice(f.transport);
   if (!transport.ok()) return Fail(transport.status());
   o.transport = *transport;
@@ -279,6 +295,14 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-socket", flags->no_socket,
                 "Skip the raw socket baselines (streaming, and --matrix's round trips)");
   cmd->add_flag("--no-redis", flags->no_redis, "Skip the redis-server baseline");
+  cmd->add_option("--peers", flags->peers,
+                  "Peers measured in the same run, each in its own best pattern: a list of redis, "
+                  "mooncake (Mooncake Store, from `make peers`), all, or none; a peer that "
+                  "cannot run is skipped with the reason")
+      ->capture_default_str();
+  cmd->add_option("--peers-dir", o.peers_dir,
+                  "Where `make peers` installed the peers (default: build/peers beside this "
+                  "executable's bin/)");
   cmd->add_option("--redis-server", o.redis_server,
                   "redis-server executable (a path, or a name looked up in PATH)")
       ->capture_default_str();

@@ -146,8 +146,8 @@ std::string FormatBenchText(const BenchReport& report) {
              : std::string("warm-up: none\n\n");
   out += fmt::format("  {:<7} {:<7} {:<13} {:>7} {:>9} {:>7} {:>8} {:>8} {:>8}\n", "system", "op",
                      "mode", "GB/s", "keys/s", "calls", "p50 ms", "p99 ms", "p999 ms");
-  for (const auto* list :
-       {&report.kvport, &report.cluster, &report.socket, &report.memcpy, &report.redis}) {
+  for (const auto* list : {&report.kvport, &report.cluster, &report.socket, &report.memcpy,
+                           &report.redis, &report.mooncake}) {
     for (const PhaseResult& p : *list)
       out += Row(p);
   }
@@ -166,6 +166,14 @@ std::string FormatBenchText(const BenchReport& report) {
   } else {
     out += "redis pattern: " + RedisPattern(o) + "\n";
   }
+  if (!report.mooncake_skipped.empty()) {
+    out += "mooncake baseline skipped: " + report.mooncake_skipped + "\n";
+  } else {
+    out +=
+        "mooncake pattern: Mooncake Store over its TCP transport, a client per thread with "
+        "registered buffers, one batch_upsert_from / batch_get_into / batch_is_exist per "
+        "call, the store's memory in another process\n";
+  }
 
   const PhaseResult* limit = report.Limit();
   const PhaseResult* memcpy_limit = report.MemcpyLimit();
@@ -183,11 +191,16 @@ std::string FormatBenchText(const BenchReport& report) {
     for (Transport t : report.transports) {
       if (report.FindKvport(op, t) == nullptr) continue;
       const bool tcp = t == Transport::kTcp;
+      const std::string mooncake =
+          report.mooncake.empty() ? std::string()
+                                  : fmt::format("   kvport/mooncake {:>7}",
+                                                RatioText(report.RatioToPeer("mooncake", op, t)));
       out += fmt::format(
-          "  {:<7} {:<4} kvport/{:<7} {:>7}   kvport/redis {:>7}{}\n", OpName(op), TransportName(t),
-          tcp ? "limit" : "memcpy",
+          "  {:<7} {:<4} kvport/{:<7} {:>7}   kvport/redis {:>7}{}{}\n", OpName(op),
+          TransportName(t), tcp ? "limit" : "memcpy",
           op == Op::kExists ? std::string("n/a") : RatioText(report.RatioToLimit(op, t)),
-          RatioText(report.RatioToRedis(op, t)), op == Op::kExists ? "  (keys/s)" : "  (GB/s)");
+          RatioText(report.RatioToRedis(op, t)), mooncake,
+          op == Op::kExists ? "  (keys/s)" : "  (GB/s)");
     }
   }
   if (!report.cluster.empty()) {
@@ -238,8 +251,8 @@ std::string FormatBenchJson(const BenchReport& report) {
                         {"tokens_per_chunk", o.shape->tokens_per_chunk}};
   }
   Json phases = Json::array();
-  for (const auto* list :
-       {&report.kvport, &report.cluster, &report.socket, &report.memcpy, &report.redis}) {
+  for (const auto* list : {&report.kvport, &report.cluster, &report.socket, &report.memcpy,
+                           &report.redis, &report.mooncake}) {
     for (const PhaseResult& p : *list)
       phases.push_back(PhaseJson(p));
   }
@@ -249,10 +262,12 @@ std::string FormatBenchJson(const BenchReport& report) {
   Json ratios_shm = Json::object();
   for (Op op : o.ops) {
     ratios[std::string(OpName(op))] = {{"vs_limit", Ratio(report.RatioToLimit(op))},
-                                       {"vs_redis", Ratio(report.RatioToRedis(op))}};
+                                       {"vs_redis", Ratio(report.RatioToRedis(op))},
+                                       {"vs_mooncake", Ratio(report.RatioToPeer("mooncake", op))}};
     ratios_shm[std::string(OpName(op))] = {
         {"vs_memcpy", Ratio(report.RatioToLimit(op, Transport::kShm))},
-        {"vs_redis", Ratio(report.RatioToRedis(op, Transport::kShm))}};
+        {"vs_redis", Ratio(report.RatioToRedis(op, Transport::kShm))},
+        {"vs_mooncake", Ratio(report.RatioToPeer("mooncake", op, Transport::kShm))}};
   }
   const bool shm = std::find(report.transports.begin(), report.transports.end(), Transport::kShm) !=
                    report.transports.end();
@@ -287,6 +302,7 @@ std::string FormatBenchJson(const BenchReport& report) {
       {"transport_note", report.transport_note},
       {"socket_skipped", report.socket_skipped},
       {"redis_skipped", report.redis_skipped},
+      {"mooncake_skipped", report.mooncake_skipped},
       {"passed", report.AllPassed()},
   };
   return Dump(out);

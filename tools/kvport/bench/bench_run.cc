@@ -14,6 +14,7 @@
 
 #include "bench/bench_data.h"
 #include "bench/kvport_phases.h"
+#include "bench/mooncake_peer.h"
 #include "bench/redis_phases.h"
 #include "bench/redis_server.h"
 #include "bench/round_trip_baseline.h"
@@ -429,6 +430,23 @@ void RunRedis(const BenchOptions& options, BenchData& data, BenchReport* report,
   }
 }
 
+void RunMooncake(const BenchOptions& options, BenchReport* report, const BenchLog& log) {
+  Result<MooncakePeer> peer = FindMooncakePeer(options.peers_dir);
+  if (!peer.ok()) {
+    report->mooncake_skipped = peer.status().message();
+    return;
+  }
+  // The store gets the memory an embedded kvport node would (twice the working set and more).
+  Note(log, fmt::format("mooncake: {} with mooncake_master and a store of {} on loopback",
+                        peer->driver, FormatSize(EmbeddedCapacity(options))));
+  Result<std::vector<PhaseResult>> r = RunMooncakePhases(*peer, options, EmbeddedCapacity(options));
+  if (r.ok()) {
+    report->mooncake = std::move(*r);
+  } else {
+    report->mooncake_skipped = r.status().message();
+  }
+}
+
 }  // namespace
 
 bool EmbeddedNodeOffersShm() {
@@ -478,8 +496,10 @@ const PhaseResult* BenchReport::FindKvport(Op op, Transport transport) const {
 
 const PhaseResult* BenchReport::Find(std::string_view system, Op op) const {
   if (system == "kvport") return FindKvport(op, Transport::kTcp);
-  for (const PhaseResult& p : redis) {
-    if (p.system == system && p.op == op) return &p;
+  for (const auto* list : {&redis, &mooncake}) {
+    for (const PhaseResult& p : *list) {
+      if (p.system == system && p.op == op) return &p;
+    }
   }
   return nullptr;
 }
@@ -508,8 +528,13 @@ std::optional<double> BenchReport::RatioClusterToNode(Op op, Transport transport
 }
 
 std::optional<double> BenchReport::RatioToRedis(Op op, Transport transport) const {
+  return RatioToPeer("redis", op, transport);
+}
+
+std::optional<double> BenchReport::RatioToPeer(std::string_view peer, Op op,
+                                               Transport transport) const {
   const PhaseResult* k = FindKvport(op, transport);
-  const PhaseResult* r = Find("redis", op);
+  const PhaseResult* r = Find(peer, op);
   if (k == nullptr || r == nullptr || Failed(*k) || Failed(*r)) return std::nullopt;
   if (op == Op::kExists) {
     if (r->keys_per_second() <= 0) return std::nullopt;
@@ -519,7 +544,7 @@ std::optional<double> BenchReport::RatioToRedis(Op op, Transport transport) cons
 }
 
 bool BenchReport::AllPassed() const {
-  for (const auto* list : {&kvport, &cluster, &socket, &memcpy, &redis}) {
+  for (const auto* list : {&kvport, &cluster, &socket, &memcpy, &redis, &mooncake}) {
     for (const PhaseResult& p : *list) {
       if (Failed(p)) return false;
     }
@@ -559,7 +584,12 @@ Result<BenchReport> RunBench(BenchOptions options, const BenchLog& log) {
   if (options.redis_baseline) {
     RunRedis(options, data, &report, log);
   } else {
-    report.redis_skipped = "not asked for (--no-redis)";
+    report.redis_skipped = "not asked for (--peers, --no-redis)";
+  }
+  if (options.mooncake_baseline) {
+    RunMooncake(options, &report, log);
+  } else {
+    report.mooncake_skipped = "not asked for (--peers)";
   }
   return report;
 }

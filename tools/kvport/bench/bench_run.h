@@ -35,8 +35,10 @@ struct BenchReport {
   std::vector<PhaseResult> socket;    // every socket mode measured
   std::vector<PhaseResult> memcpy;    // the memcpy baseline's ways (when shm was measured)
   std::vector<PhaseResult> redis;     // variant: the pattern ("pipeline 16", "no pipeline")
+  std::vector<PhaseResult> mooncake;  // variant: Mooncake's release
   std::string socket_skipped;         // why there is no socket baseline, when there is none
   std::string redis_skipped;          // why there is no redis baseline, when there is none
+  std::string mooncake_skipped;       // why there is no Mooncake baseline, when there is none
   // --nodes N (N >= 2): `kvport` holds the phases against the first node alone, `cluster` the
   // same phases against the N nodes as one static cluster (system "cluster", variant the
   // transport), measured in the same run; cluster_endpoint is the endpoint that cluster's
@@ -53,12 +55,15 @@ struct BenchReport {
   const PhaseResult* LimitFor(Transport transport) const;
   // The kvport phase of `op` over `transport`, or null.
   const PhaseResult* FindKvport(Op op, Transport transport = Transport::kTcp) const;
-  // The phase of `system` ("kvport": over TCP; "redis") for `op`, or null.
+  // The phase of `system` ("kvport": over TCP; "redis", "mooncake") for `op`, or null.
   const PhaseResult* Find(std::string_view system, Op op) const;
   // kvport GB/s over its transport's limit (put and get), and kvport over redis (GB/s for put
   // and get, keys/s for exists); nullopt when either side is missing or failed.
   std::optional<double> RatioToLimit(Op op, Transport transport = Transport::kTcp) const;
   std::optional<double> RatioToRedis(Op op, Transport transport = Transport::kTcp) const;
+  // The same against any peer ("redis", "mooncake").
+  std::optional<double> RatioToPeer(std::string_view peer, Op op,
+                                    Transport transport = Transport::kTcp) const;
   // --nodes: the cluster's phase of `op` over `transport`, or null; and the cluster over the
   // one node (GB/s for put and get, keys/s for exists), nullopt when either is missing or failed.
   const PhaseResult* FindCluster(Op op, Transport transport = Transport::kTcp) const;

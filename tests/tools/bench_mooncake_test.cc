@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Mooncake peer's C++ side (bench/mooncake_peer.h): finding `make peers`' venv and reading
+// what the driver reports. The driver here is a stand-in (a shell script in place of the venv's
+// Python, printing a result the test wrote), so the parsing and every failure path run without
+// Mooncake; the real driver against the released Mooncake runs in make test-engines
+// (scripts/peers-check). Execs a child, so labelled needs-exec.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "bench/mooncake_peer.h"
+
+namespace kvport::bench {
+namespace {
+
+// A peers directory whose "python" prints `result` and exits with `exit_code`.
+class FakePeers {
+ public:
+  FakePeers(const std::string& result, int exit_code = 0) {
+    char dir_template[] = "/tmp/kvport-peers-XXXXXX";
+    dir_ = ::mkdtemp(dir_template);
+    ::mkdir((dir_ + "/venv").c_str(), 0700);
+    ::mkdir((dir_ + "/venv/bin").c_str(), 0700);
+    std::ofstream(dir_ + "/result.json") << result;
+    std::ofstream(dir_ + "/mooncake_bench.py") << "# stand-in\n";
+    const std::string python = dir_ + "/venv/bin/python";
+    std::ofstream(python) << "#!/bin/sh\ncat \"$(dirname \"$0\")/../../result.json\"\nexit "
+                          << exit_code << "\n";
+    ::chmod(python.c_str(), 0700);
+  }
+  ~FakePeers() { std::system(("rm -rf " + dir_).c_str()); }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+BenchOptions SmallShape() {
+  BenchOptions o;
+  o.value_bytes = 4096;
+  o.batch = 2;
+  o.count = 4;
+  return o;
+}
+
+TEST(MooncakePeerTest, WithoutMakePeersItIsNotFoundSayingHowToInstall) {
+  Result<MooncakePeer> peer = FindMooncakePeer("/nonexistent/peers");
+  ASSERT_FALSE(peer.ok());
+  EXPECT_EQ(peer.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(peer.status().message().find("make peers"), std::string::npos);
+}
+
+TEST(MooncakePeerTest, TheDriversPhasesBecomePhaseResults) {
+  FakePeers peers(R"({"system": "mooncake", "version": "0.3.13.post1", "phases": [
+      {"op": "put", "calls": 4, "keys": 8, "bytes": 32768, "failed_keys": 0, "seconds": 0.5,
+       "latency_ns": [1000, 2000, 3000, 4000]},
+      {"op": "get", "calls": 4, "keys": 8, "bytes": 32768, "failed_keys": 1, "seconds": 0.25,
+       "latency_ns": [500, 600, 700, 800]}], "note": "n"})");
+  Result<MooncakePeer> peer = FindMooncakePeer(peers.dir());
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  Result<std::vector<PhaseResult>> phases = RunMooncakePhases(*peer, SmallShape(), 1 << 20);
+  ASSERT_TRUE(phases.ok()) << phases.status().ToString();
+  ASSERT_EQ(phases->size(), 2u);
+  const PhaseResult& put = (*phases)[0];
+  EXPECT_EQ(put.system, "mooncake");
+  EXPECT_EQ(put.variant, "0.3.13.post1");
+  EXPECT_EQ(put.op, Op::kPut);
+  EXPECT_EQ(put.calls, 4u);
+  EXPECT_EQ(put.bytes, 32768u);
+  EXPECT_EQ(put.latency.count(), 4u);
+  EXPECT_DOUBLE_EQ(put.gb_per_second(), 32768 / 0.5 / 1e9);
+  EXPECT_EQ((*phases)[1].op, Op::kGet);
+  EXPECT_EQ((*phases)[1].failed_keys, 1u);
+}
+
+TEST(MooncakePeerTest, TheDriversReasonForNotRunningIsTheError) {
+  FakePeers peers(R"({"error": "RuntimeError: mooncake_master did not start listening"})", 1);
+  Result<std::vector<PhaseResult>> phases =
+      RunMooncakePhases(*FindMooncakePeer(peers.dir()), SmallShape(), 1 << 20);
+  ASSERT_FALSE(phases.ok());
+  EXPECT_EQ(phases.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(phases.status().message().find("mooncake_master did not start"), std::string::npos);
+}
+
+TEST(MooncakePeerTest, NoResultOrAMalformedOneIsAnError) {
+  {
+    FakePeers peers("Traceback (most recent call last): ...", 1);
+    Result<std::vector<PhaseResult>> phases =
+        RunMooncakePhases(*FindMooncakePeer(peers.dir()), SmallShape(), 1 << 20);
+    ASSERT_FALSE(phases.ok());
+    EXPECT_NE(phases.status().message().find("printed no result (exit status 1)"),
+              std::string::npos)
+        << phases.status().ToString();
+  }
+  {
+    FakePeers peers(R"({"phases": [{"op": "scan", "calls": 1}]})");
+    EXPECT_EQ(
+        RunMooncakePhases(*FindMooncakePeer(peers.dir()), SmallShape(), 1 << 20).status().code(),
+        StatusCode::kCorruption);
+  }
+  {
+    FakePeers peers(R"({"phases": [{"op": "put", "calls": "four"}]})");
+    EXPECT_EQ(
+        RunMooncakePhases(*FindMooncakePeer(peers.dir()), SmallShape(), 1 << 20).status().code(),
+        StatusCode::kCorruption);
+  }
+}
+
+}  // namespace
+}  // namespace kvport::bench

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "bench/mooncake_peer.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+extern char** environ;
+
+namespace kvport::bench {
+
+namespace {
+
+bool IsFile(const std::string& path, int mode) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), mode) == 0;
+}
+
+// build/peers as seen from this executable: BIN/../peers.
+std::string DefaultPeersDir() {
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "build/peers";
+  std::string dir(self, static_cast<size_t>(n));
+  dir.resize(dir.rfind('/'));                       // .../build/bin
+  return dir.substr(0, dir.rfind('/')) + "/peers";  // .../build/peers
+}
+
+// Runs `argv` with stdout into a pipe (returned whole) and stderr discarded (Mooncake logs
+// there); the exit status into *status.
+Result<std::string> RunCapturingStdout(const std::vector<std::string>& args, int* status) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+  std::vector<char*> argv;
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    return Status::FromErrno("start " + args[0], rc);
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(out[0], buf, sizeof(buf));
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(out[0]);
+  while (::waitpid(pid, status, 0) < 0 && errno == EINTR) {
+  }
+  return text;
+}
+
+Result<Op> OpFromName(std::string_view name) {
+  for (Op op : {Op::kPut, Op::kGet, Op::kExists}) {
+    if (OpName(op) == name) return op;
+  }
+  return Status::Corruption(
+      fmt::format("the Mooncake driver reported an unknown phase '{}'", name));
+}
+
+std::string OpList(const std::vector<Op>& ops) {
+  std::string list;
+  for (Op op : ops)
+    list += (list.empty() ? "" : ",") + std::string(OpName(op));
+  return list;
+}
+
+}  // namespace
+
+Result<MooncakePeer> FindMooncakePeer(const std::string& peers_dir) {
+  const std::string dir = peers_dir.empty() ? DefaultPeersDir() : peers_dir;
+  MooncakePeer peer{dir + "/venv/bin/python", dir + "/mooncake_bench.py"};
+  if (!IsFile(peer.python, X_OK) || !IsFile(peer.driver, R_OK)) {
+    return Status::NotFound(fmt::format(
+        "Mooncake is not installed in {} (`make peers` installs the pinned release there)", dir));
+  }
+  return peer;
+}
+
+Result<std::vector<PhaseResult>> RunMooncakePhases(const MooncakePeer& peer,
+                                                   const BenchOptions& options,
+                                                   uint64_t segment_bytes) {
+  const std::vector<std::string> args = {
+      peer.python,
+      peer.driver,
+      fmt::format("--value-bytes={}", options.value_bytes),
+      fmt::format("--batch={}", options.batch),
+      fmt::format("--threads={}", options.worker_threads()),
+      fmt::format("--count={}", options.count),
+      fmt::format("--seconds={}", options.max_seconds),
+      fmt::format("--ops={}", OpList(options.ops)),
+      fmt::format("--exists-batch={}", options.exists_batch),
+      fmt::format("--exists-count={}", options.exists_count),
+      fmt::format("--warmup-bytes={}", options.warmup ? options.warmup_bytes : 0),
+      fmt::format("--segment-bytes={}", segment_bytes)};
+  int status = 0;
+  KVPORT_ASSIGN_OR_RETURN(std::string text, RunCapturingStdout(args, &status));
+  const nlohmann::json out = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!out.is_object()) {
+    return Status::Unavailable(fmt::format("the Mooncake driver printed no result (exit status {})",
+                                           WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  }
+  std::vector<PhaseResult> phases;
+  try {
+    if (out.contains("error")) {
+      return Status::Unavailable("Mooncake: " + out["error"].get<std::string>());
+    }
+    const std::string version = out.value("version", "");
+    for (const nlohmann::json& p : out.at("phases")) {
+      PhaseResult r;
+      r.system = "mooncake";
+      r.variant = version;
+      KVPORT_ASSIGN_OR_RETURN(r.op, OpFromName(p.at("op").get<std::string>()));
+      r.calls = p.at("calls").get<uint64_t>();
+      r.keys = p.at("keys").get<uint64_t>();
+      r.bytes = p.at("bytes").get<uint64_t>();
+      r.failed_keys = p.at("failed_keys").get<uint64_t>();
+      r.seconds = p.at("seconds").get<double>();
+      for (const nlohmann::json& ns : p.at("latency_ns"))
+        r.latency.Record(ns.get<uint64_t>());
+      phases.push_back(std::move(r));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(
+        fmt::format("the Mooncake driver's result is malformed: {}", e.what()));
+  }
+  return phases;
+}
+
+}  // namespace kvport::bench
