@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "bench/bench_report.h"
+#include "bench/bench_run.h"
 #include "bench/mooncake_peer.h"
 
 namespace kvport::bench {
@@ -108,6 +110,42 @@ TEST(MooncakePeerTest, NoResultOrAMalformedOneIsAnError) {
         RunMooncakePhases(*FindMooncakePeer(peers.dir()), SmallShape(), 1 << 20).status().code(),
         StatusCode::kCorruption);
   }
+}
+
+// The matrix puts the peer's phases beside each shape's TCP row, with kvport's ratio to them.
+TEST(MooncakePeerTest, TheMatrixHasAMooncakeColumnBesideEachTcpRow) {
+  FakePeers peers(R"({"version": "v", "phases": [
+      {"op": "put", "calls": 2, "keys": 4, "bytes": 16384, "failed_keys": 0, "seconds": 1.0,
+       "latency_ns": [1000, 2000]},
+      {"op": "get", "calls": 2, "keys": 4, "bytes": 16384, "failed_keys": 0, "seconds": 2.0,
+       "latency_ns": [1000, 2000]}]})");
+  MatrixOptions options;
+  options.value_sizes = {4096};
+  options.batches = {2};
+  options.connections = {1};
+  options.transport = TransportChoice::kTcp;
+  options.count = 4;
+  options.max_seconds = 5;
+  options.socket_baseline = false;
+  options.mooncake = true;
+  options.peers_dir = peers.dir();
+  Result<MatrixReport> report = RunMatrix(options, nullptr);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->rows.size(), 1u);
+  const MatrixRow& row = report->rows[0];
+  EXPECT_EQ(row.mooncake_put.system, "mooncake");
+  EXPECT_DOUBLE_EQ(row.mooncake_get.gb_per_second(), 16384 / 2.0 / 1e9);
+  ASSERT_TRUE(row.RatioToMooncake(Op::kGet).has_value());
+  EXPECT_DOUBLE_EQ(*row.RatioToMooncake(Op::kGet),
+                   row.get.gb_per_second() / row.mooncake_get.gb_per_second());
+  EXPECT_TRUE(report->mooncake_skipped.empty());
+  EXPECT_NE(FormatMatrixText(*report).find("Mooncake Store at the same shapes"), std::string::npos);
+
+  options.peers_dir = "/nonexistent/peers";
+  report = RunMatrix(options, nullptr);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->rows[0].mooncake_put.system.empty());
+  EXPECT_NE(report->mooncake_skipped.find("make peers"), std::string::npos);
 }
 
 }  // namespace

@@ -82,6 +82,26 @@ Result<std::vector<uint64_t>> ParseList(std::string_view list, std::string_view 
   return out;
 }
 
+// --peers: a list of redis, mooncake, all or none.
+Status ParsePeers(std::string_view list, bool* redis, bool* mooncake) {
+  *redis = false;
+  *mooncake = false;
+  for (std::string_view rest = list; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    const std::string_view peer = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (peer == "redis" || peer == "all") *redis = true;
+    if (peer == "mooncake" || peer == "all") *mooncake = true;
+    if (peer != "redis" && peer != "mooncake" && peer != "all" && peer != "none") {
+      return Status::InvalidArgument(
+          "--peers: expected a list of redis, mooncake, all or none, "
+          "got '" +
+          std::string(peer) + "'");
+    }
+  }
+  return Status::Ok();
+}
+
 int RunMatrixCommand(BenchFlags& f) {
   for (CLI::Option* option : f.shape_options) {
     if (option->count() > 0) {
@@ -105,6 +125,7 @@ int RunMatrixCommand(BenchFlags& f) {
   Result<std::vector<uint64_t>> conns =
       ParseList(f.matrix_connections, "--matrix-connections", false);
   if (!conns.ok()) return Fail(conns.status());
+  m.connections.clear();  // the list given replaces the default
   for (uint64_t c : *conns) {
     if (c > 1024) return Fail(Status::InvalidArgument("--matrix-connections: at most 1024"));
     m.connections.push_back(static_cast<int>(c));
@@ -117,6 +138,10 @@ int RunMatrixCommand(BenchFlags& f) {
   m.node_threads = f.options.node_threads;
   m.socket_baseline = !f.no_socket;
   m.ns = f.options.ns;
+  bool redis = false;  // the matrix has no redis column
+  Status peers = ParsePeers(f.peers, &redis, &m.mooncake);
+  if (!peers.ok()) return Fail(peers);
+  m.peers_dir = f.options.peers_dir;
   Result<bench::MatrixReport> report = bench::RunMatrix(m, [](std::string_view note) {
     std::fprintf(stderr, "bench: %.*s\n", static_cast<int>(note.size()), note.data());
   });
@@ -158,21 +183,8 @@ int RunBenchCommand(BenchFlags& f) {
     o.warmup_bytes = *warmup;
   }
   o.socket_baseline = !f.no_socket;
-  o.redis_baseline = false;
-  o.mooncake_baseline = false;
-  for (std::string_view rest = f.peers; !rest.empty();) {
-    const size_t comma = rest.find(',');
-    const std::string_view peer = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (peer == "redis" || peer == "all") o.redis_baseline = true;
-    if (peer == "mooncake" || peer == "all") o.mooncake_baseline = true;
-    if (peer != "redis" && peer != "mooncake" && peer != "all" && peer != "none") {
-      return Fail(
-          Status::InvalidArgument("--peers: expected a list of redis, mooncake, all or "
-                                  "none, got '" +
-                                  std::string(peer) + "'"));
-    }
-  }
+  Status peers = ParsePeers(f.peers, &o.redis_baseline, &o.mooncake_baseline);
+  if (!peers.ok()) return Fail(peers);
   if (f.no_redis) o.redis_baseline = false;
   Result<bench::TransportChoice> transport = bench::ParseTransportChoice(f.transport);
   if (!transport.ok()) return Fail(transport.status());

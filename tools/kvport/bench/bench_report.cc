@@ -389,6 +389,31 @@ std::string FormatMatrixText(const MatrixReport& report) {
   if (!report.socket_skipped.empty()) {
     out += "socket limits skipped: " + report.socket_skipped + "\n";
   }
+  if (!report.mooncake_skipped.empty()) {
+    out += "mooncake skipped: " + report.mooncake_skipped + "\n";
+  } else {
+    out += fmt::format(
+        "\nMooncake Store at the same shapes (its TCP transport, a client per connection, "
+        "registered buffers, one batch call each):\n  {:>8} {:>5} {:>5} {:>8} {:>8} {:>12} {:>12} "
+        "{:>9} {:>9}\n",
+        "value", "batch", "conns", "put GB/s", "get GB/s", "put/mooncake", "get/mooncake",
+        "put p50ms", "get p50ms");
+    for (const MatrixRow& row : report.rows) {
+      if (row.mooncake_put.system.empty()) continue;
+      out += fmt::format(
+          "  {:>8} {:>5} {:>5} {:>8} {:>8} {:>12} {:>12} {:>9} {:>9}\n",
+          FormatSize(row.value_bytes), row.batch, row.connections, GbText(row.mooncake_put),
+          GbText(row.mooncake_get), RatioText(row.RatioToMooncake(Op::kPut)),
+          RatioText(row.RatioToMooncake(Op::kGet)), P50(row.mooncake_put), P50(row.mooncake_get));
+      for (const PhaseResult* p : {&row.mooncake_put, &row.mooncake_get}) {
+        if (!p->error.empty() || p->failed_keys > 0) {
+          out += fmt::format(
+              "    mooncake {}: {}\n", OpName(p->op),
+              !p->error.empty() ? p->error : fmt::format("{} failed keys", p->failed_keys));
+        }
+      }
+    }
+  }
   out += fmt::format("matrix: {} rows in {:.0f} s\n", report.rows.size(), report.seconds);
   if (!report.AllPassed()) out += "\nFAILED: some keys failed or did not verify (see above)\n";
   return out;
@@ -420,7 +445,13 @@ std::string FormatMatrixJson(const MatrixReport& report) {
          {"round_trip_get",
           row.round_trip_get.system.empty() ? Json(nullptr) : PhaseJson(row.round_trip_get)},
          {"put_vs_round_trip", Ratio(row.RatioToRoundTrip(Op::kPut))},
-         {"get_vs_round_trip", Ratio(row.RatioToRoundTrip(Op::kGet))}});
+         {"get_vs_round_trip", Ratio(row.RatioToRoundTrip(Op::kGet))},
+         {"mooncake_put",
+          row.mooncake_put.system.empty() ? Json(nullptr) : PhaseJson(row.mooncake_put)},
+         {"mooncake_get",
+          row.mooncake_get.system.empty() ? Json(nullptr) : PhaseJson(row.mooncake_get)},
+         {"put_vs_mooncake", Ratio(row.RatioToMooncake(Op::kPut))},
+         {"get_vs_mooncake", Ratio(row.RatioToMooncake(Op::kGet))}});
   }
   Json socket = Json::array();
   for (const PhaseResult& p : report.socket)
@@ -443,6 +474,7 @@ std::string FormatMatrixJson(const MatrixReport& report) {
       {"socket", std::move(socket)},
       {"round_trips", std::move(round_trips)},
       {"socket_skipped", report.socket_skipped},
+      {"mooncake_skipped", report.mooncake_skipped},
       {"seconds", report.seconds},
       {"passed", report.AllPassed()},
   };

@@ -625,6 +625,13 @@ std::optional<double> MatrixRow::RatioToLimit(Op op) const {
   return Ratio(op == Op::kGet ? &get : &put, &limit);
 }
 
+std::optional<double> MatrixRow::RatioToMooncake(Op op) const {
+  const PhaseResult& peer = op == Op::kGet ? mooncake_get : mooncake_put;
+  const PhaseResult& own = op == Op::kGet ? get : put;
+  if (peer.system.empty() || Failed(peer) || Failed(own)) return std::nullopt;
+  return Ratio(&own, &peer);
+}
+
 std::optional<double> MatrixRow::RatioToRoundTrip(Op op) const {
   const PhaseResult& round_trip = op == Op::kGet ? round_trip_get : round_trip_put;
   if (round_trip.system.empty()) return std::nullopt;
@@ -756,6 +763,15 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
     return o;
   };
 
+  std::optional<MooncakePeer> mooncake;
+  if (!options.mooncake) {
+    report.mooncake_skipped = "not asked for (--peers)";
+  } else if (Result<MooncakePeer> peer = FindMooncakePeer(options.peers_dir); peer.ok()) {
+    mooncake = *peer;
+  } else {
+    report.mooncake_skipped = peer.status().message();
+  }
+
   BenchData data(row_options(shapes.front()));
   CopyPool pool;
   std::map<std::pair<Transport, int>, std::unique_ptr<Client>> clients;
@@ -815,6 +831,29 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
         }
         row.limit = memcpy_limit;
         row.memcpy_buffers = memcpy_buffers;
+      }
+      if (mooncake && transport == Transport::kTcp) {
+        // The store gets what the node's shape needs (one batch per thread stored, one being
+        // written), and the same warm-up bytes as its segment.
+        BenchOptions peer = o;
+        const uint64_t segment =
+            2 * static_cast<uint64_t>(o.connections) * o.batch * o.value_bytes +
+            (uint64_t{64} << 20);
+        peer.warmup = true;
+        peer.warmup_bytes = segment;
+        Note(log, fmt::format("matrix: {} x{} x{} conn, mooncake", FormatSize(o.value_bytes),
+                              o.batch, o.connections));
+        Result<std::vector<PhaseResult>> peer_phases = RunMooncakePhases(*mooncake, peer, segment);
+        if (peer_phases.ok()) {
+          for (PhaseResult& p : *peer_phases)
+            (p.op == Op::kPut ? row.mooncake_put : row.mooncake_get) = std::move(p);
+        } else {
+          for (PhaseResult* p : {&row.mooncake_put, &row.mooncake_get}) {
+            p->system = "mooncake";
+            p->error = peer_phases.status().message();
+          }
+          row.mooncake_get.op = Op::kGet;
+        }
       }
       report.rows.push_back(std::move(row));
     }

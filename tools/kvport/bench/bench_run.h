@@ -99,6 +99,9 @@ struct MatrixOptions {
   unsigned node_threads = 0;  // embedded node I/O threads (0: one per CPU)
   bool socket_baseline = true;
   std::string ns = "bench";
+  // Mooncake Store at every shape (bench/mooncake_peer.h), beside the shape's TCP row.
+  bool mooncake = false;
+  std::string peers_dir;
 
   // The calls of a row's phases.
   uint64_t calls_for(uint64_t value_bytes, size_t batch) const;
@@ -128,9 +131,15 @@ struct MatrixRow {
   // copy of the batch at the row's memcpy limit. Empty system when not measured.
   PhaseResult round_trip_put;
   PhaseResult round_trip_get;
+  // tcp rows, with MatrixOptions::mooncake: Mooncake Store at the same shape. Empty system when
+  // not measured.
+  PhaseResult mooncake_put;
+  PhaseResult mooncake_get;
 
   std::optional<double> RatioToLimit(Op op) const;
   std::optional<double> RatioToRoundTrip(Op op) const;
+  // kvport over Mooncake (GB/s).
+  std::optional<double> RatioToMooncake(Op op) const;
   bool Passed() const;
 };
 
@@ -143,7 +152,8 @@ struct MatrixReport {
   std::vector<PhaseResult> socket;       // every socket measurement (variant: "mode, N streams, W")
   std::vector<PhaseResult> round_trips;  // every round-trip measurement (variant: its shape)
   std::string socket_skipped;
-  double seconds = 0;  // the whole matrix, wall time
+  std::string mooncake_skipped;  // why there is no Mooncake column (empty: there is one)
+  double seconds = 0;            // the whole matrix, wall time
 
   bool AllPassed() const;
 };
