@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`eic` from Python against the C++ client, same node, same workload, one run.
+"""`eic` and `kvport.Client` from Python against the C++ client, same node, same workload, one run.
 
     make python && PYTHONPATH=build/python python3 python/bench/eic_bench.py
 
 Starts `kvport serve` (build/bin/kvport, or $KVPORT_BIN), then alternates rounds of
-  - Python: eic.Client mset / mget of --batch values of --value-size each, per call;
+  - Python: eic.Client mset / mget of --batch values of --value-size each, per call, and the
+            same through kvport.Client (its own connections, the same count);
   - C++:    `kvport bench --url ... --ops put,get` with the same batch, value size, calls,
             connections (2, eic's default) and one calling thread;
 and prints GB/s of each and the ratio Python / C++ per op (the target is >= 0.95x: Python must
@@ -69,6 +70,22 @@ def python_round(client, size: int, batch: int, count: int, values, outs):
     return total / put_s / 1e9, total / get_s / 1e9
 
 
+def kvport_round(client, size: int, batch: int, count: int, values, outs):
+    keys = [f"kv-{i}" for i in range(batch)]
+    put = [(ctypes.addressof(v), size) for v in values]
+    get = [(ctypes.addressof(o), size) for o in outs]
+    start = time.perf_counter()
+    for _ in range(count):
+        assert client.mset(keys, put, ns="pybench").status == kvport.BatchCode.SUCCESS
+    put_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(count):
+        assert client.mget(keys, get, ns="pybench").status == kvport.BatchCode.SUCCESS
+    get_s = time.perf_counter() - start
+    total = size * batch * count
+    return total / put_s / 1e9, total / get_s / 1e9
+
+
 def lmcache_warmup(client, ns: str) -> float:
     import random
     keys = [ns.join(random.choices("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", k=30))
@@ -117,13 +134,19 @@ def main():
         outs = [(ctypes.c_char * size)() for _ in range(args.batch)]
         for v in values + outs:
             ctypes.memset(v, 0x5A, size)  # commit the pages before timing
+        native = kvport.Client(address, transport_type=1)
         python_round(client, size, args.batch, 2, values, outs)  # warm-up, untimed
+        kvport_round(native, size, args.batch, 2, values, outs)
         warmup_seconds = lmcache_warmup(client, "kvport_ns")
-        results = {"python_put": [], "python_get": [], "cpp_put": [], "cpp_get": []}
+        results = {"python_put": [], "python_get": [], "kvport_put": [], "kvport_get": [],
+                   "cpp_put": [], "cpp_get": []}
         for _ in range(args.rounds):
             put, get = python_round(client, size, args.batch, args.count, values, outs)
             results["python_put"].append(put)
             results["python_get"].append(get)
+            put, get = kvport_round(native, size, args.batch, args.count, values, outs)
+            results["kvport_put"].append(put)
+            results["kvport_get"].append(get)
             put, get = cpp_round(binary, "eic://" + address, args.value_size, args.batch,
                                  args.count, 2 * size * args.batch)
             results["cpp_put"].append(put)
@@ -138,6 +161,8 @@ def main():
         "rounds": results, "median": median,
         "ratio_put": median["python_put"] / median["cpp_put"],
         "ratio_get": median["python_get"] / median["cpp_get"],
+        "kvport_ratio_put": median["kvport_put"] / median["cpp_put"],
+        "kvport_ratio_get": median["kvport_get"] / median["cpp_get"],
         "lmcache_warmup_seconds": warmup_seconds,
     }
     if args.json:
@@ -146,9 +171,11 @@ def main():
     print(summary["workload"])
     for op in ("put", "get"):
         py = ", ".join(f"{x:.2f}" for x in results[f"python_{op}"])
+        kv = ", ".join(f"{x:.2f}" for x in results[f"kvport_{op}"])
         cpp = ", ".join(f"{x:.2f}" for x in results[f"cpp_{op}"])
-        print(f"{op}: python eic {py} GB/s | C++ client {cpp} GB/s | "
-              f"median ratio {summary['ratio_' + op]:.2f}x")
+        print(f"{op}: python eic {py} GB/s | python kvport.Client {kv} GB/s | C++ client {cpp} "
+              f"GB/s | median ratios eic {summary['ratio_' + op]:.2f}x, kvport.Client "
+              f"{summary['kvport_ratio_' + op]:.2f}x")
     print(f"LMCache warm-up (2048 single-key mexists, ns unassigned): {warmup_seconds:.3f} s")
 
 
