@@ -55,7 +55,7 @@ run: bootstrap
 	@build/bin/kvport demo
 
 # Every test on the normal build, then the released engines against kvport serve and a short
-# run of the Mooncake peer of `kvport bench` (test-engines),
+# run of the Mooncake and LMCache-server peers of `kvport bench` (test-engines),
 # then every test again under ASan + UBSan, then the threaded
 # layers' tests under ThreadSanitizer, then short libFuzzer runs of the frame decoder and of the
 # server's sessions and a clang build of the annotated libraries (build-fuzz/). One lane after
@@ -75,8 +75,8 @@ test-unit: build
 # The engines' own EIC code, unmodified, against `kvport serve` processes through `import eic`
 # (python/engines/tests, docs/python.md "Engines"); then the engine table in docs/python.md is
 # checked against this run (python/engines/table.py writes it: make engine-table); then
-# `kvport bench --peers mooncake` runs a small shape and every Mooncake phase must have run with
-# no failed key (scripts/peers-check).
+# `kvport bench --peers mooncake,lmcache-server` runs a small shape and every phase of both peers
+# must have run with no failed key (scripts/peers-check).
 ENGINE_RESULTS = build/engines/results.json
 ENGINE_TESTS = KVPORT_ENGINE_RESULTS=$(CURDIR)/$(ENGINE_RESULTS) \
   build/engines/venv/bin/python -m pytest -q -p no:cacheprovider python/engines/tests
@@ -147,8 +147,9 @@ test-aarch64:
 	  ctest --test-dir build-aarch64 -N -L needs-threaded-fork | sed -n 's/^ *Test *#[0-9]*: */  /p' | grep . || echo "  (none)"
 	@ctest --test-dir build-aarch64 --output-on-failure -j $(JOBS) --timeout 900 -LE 'needs-exec|needs-threaded-fork'
 
-# kvport against the raw loopback socket limit, redis-server and (when `make peers` installed it)
-# Mooncake Store, in one run (docs/performance.md). BENCH_ARGS passes options, e.g. make bench BENCH_ARGS="--json".
+# kvport against the raw loopback socket limit, redis-server and (when `make peers` and
+# `make engines` installed them) Mooncake Store and LMCache's server, in one run
+# (docs/performance.md). BENCH_ARGS passes options, e.g. make bench BENCH_ARGS="--json".
 BENCH_ARGS ?=
 bench: build
 	@scripts/bootstrap redis-server

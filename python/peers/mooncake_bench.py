@@ -28,28 +28,11 @@ import argparse
 import ctypes
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
-import threading
-import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.05)
-    return False
+import peer_phases
 
 
 def setup(store, http_port, rpc_port, segment_bytes, buffer_bytes):
@@ -114,59 +97,18 @@ class Worker:
         return bad
 
 
-def run_phase(op, workers, args, calls_per_worker):
-    latencies = [[] for _ in workers]
-    failed = [0] * len(workers)
-    done = [0] * len(workers)
-    barrier = threading.Barrier(len(workers) + 1)
-    stop_at = [0.0]
-
-    def body(w):
-        barrier.wait()
-        for call in range(calls_per_worker):
-            if time.monotonic() > stop_at[0]:
-                break
-            if op == "put":
-                # The same keys every call: an overwrite, which batch_put_from refuses for a key
-                # that exists, hence upsert (kvport's MSET overwrites the same way).
-                t = time.perf_counter_ns()
-                codes = w.store.batch_upsert_from(w.keys, w.sources, w.sizes)
-                latencies[w.index].append(time.perf_counter_ns() - t)
-                failed[w.index] += sum(1 for c in codes if c != 0)
-            elif op == "get":
-                t = time.perf_counter_ns()
-                got = w.store.batch_get_into(w.keys, w.sinks, w.sizes)
-                latencies[w.index].append(time.perf_counter_ns() - t)
-                failed[w.index] += sum(1 for g in got if g != args.value_bytes)
-                failed[w.index] += w.check()
-            else:
-                keys = w.exists_keys(call)
-                t = time.perf_counter_ns()
-                found = w.store.batch_is_exist(keys)
-                latencies[w.index].append(time.perf_counter_ns() - t)
-                failed[w.index] += sum(1 for f in found if f != 1)
-            done[w.index] += 1
-
-    threads = [threading.Thread(target=body, args=(w,)) for w in workers]
-    for t in threads:
-        t.start()
-    stop_at[0] = time.monotonic() + args.seconds
-    start = time.perf_counter()
-    barrier.wait()
-    for t in threads:
-        t.join()
-    seconds = time.perf_counter() - start
-    calls = sum(done)
-    keys = calls * (args.exists_batch if op == "exists" else args.batch)
-    return {
-        "op": op,
-        "calls": calls,
-        "keys": keys,
-        "bytes": keys * args.value_bytes if op != "exists" else 0,
-        "failed_keys": sum(failed),
-        "seconds": seconds,
-        "latency_ns": sorted(x for per in latencies for x in per),
-    }
+def call(w, op, n):
+    """One batched call of `op` by worker w; returns its failed keys."""
+    if op == "put":
+        # The same keys every call: an overwrite, which batch_put_from refuses for a key that
+        # exists, hence upsert (kvport's MSET overwrites the same way).
+        codes = w.store.batch_upsert_from(w.keys, w.sources, w.sizes)
+        return sum(1 for c in codes if c != 0)
+    if op == "get":
+        got = w.store.batch_get_into(w.keys, w.sinks, w.sizes)
+        return sum(1 for g in got if g != w.args.value_bytes) + w.check()
+    found = w.store.batch_is_exist(w.exists_keys(n))
+    return sum(1 for f in found if f != 1)
 
 
 def warm(workers, args):
@@ -186,14 +128,14 @@ def bench(args):
     master = os.path.join(bin_dir, "mooncake_master")
     if not os.access(master, os.X_OK):
         raise RuntimeError(f"{master} is missing: make peers installs Mooncake")
-    rpc_port, http_port = free_port(), free_port()
+    rpc_port, http_port = peer_phases.free_port(), peer_phases.free_port()
     children = []
     try:
         children.append(subprocess.Popen(
             [master, f"--rpc_port={rpc_port}", "--enable_http_metadata_server=true",
              f"--http_metadata_server_port={http_port}", "--http_metadata_server_host=127.0.0.1"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        if not (wait_for_port(rpc_port, 20) and wait_for_port(http_port, 20)):
+        if not (peer_phases.wait_for_port(rpc_port, 20) and peer_phases.wait_for_port(http_port, 20)):
             raise RuntimeError("mooncake_master did not start listening")
         holder = subprocess.Popen(
             [sys.executable, __file__, "--hold", f"--rpc-port={rpc_port}",
@@ -211,7 +153,7 @@ def bench(args):
                 w.store.batch_upsert_from(w.keys, w.sources, w.sizes)
         for op in ops:
             count = args.exists_count if op == "exists" else args.count
-            phases.append(run_phase(op, workers, args, max(1, count // args.threads)))
+            phases.append(peer_phases.run_phase(op, workers, args, max(1, count // args.threads), call))
         for w in workers:
             w.store.close()
         return {

@@ -9,6 +9,7 @@
 // `kvport bench --nodes N` measures N embedded nodes as one cluster against one of them alone.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <optional>
@@ -17,6 +18,7 @@
 
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
+#include "bench/peer_driver.h"
 #include "commands.h"
 #include "kvport/size.h"
 
@@ -82,20 +84,30 @@ Result<std::vector<uint64_t>> ParseList(std::string_view list, std::string_view 
   return out;
 }
 
-// --peers: a list of redis, mooncake, all or none.
-Status ParsePeers(std::string_view list, bool* redis, bool* mooncake) {
+// --peers: a list of redis, mooncake, lmcache-server, all or none; the Python-driven ones go to
+// *python_peers, in the order given.
+Status ParsePeers(std::string_view list, bool* redis, std::vector<std::string>* python_peers) {
   *redis = false;
-  *mooncake = false;
+  python_peers->clear();
+  auto add = [&](std::string_view peer) {
+    if (std::find(python_peers->begin(), python_peers->end(), peer) == python_peers->end())
+      python_peers->emplace_back(peer);
+  };
   for (std::string_view rest = list; !rest.empty();) {
     const size_t comma = rest.find(',');
     const std::string_view peer = rest.substr(0, comma);
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const bool python = std::find(std::begin(bench::kPythonPeers), std::end(bench::kPythonPeers),
+                                  peer) != std::end(bench::kPythonPeers);
     if (peer == "redis" || peer == "all") *redis = true;
-    if (peer == "mooncake" || peer == "all") *mooncake = true;
-    if (peer != "redis" && peer != "mooncake" && peer != "all" && peer != "none") {
+    if (python) add(peer);
+    if (peer == "all") {
+      for (std::string_view p : bench::kPythonPeers)
+        add(p);
+    }
+    if (peer != "redis" && !python && peer != "all" && peer != "none") {
       return Status::InvalidArgument(
-          "--peers: expected a list of redis, mooncake, all or none, "
-          "got '" +
+          "--peers: expected a list of redis, mooncake, lmcache-server, all or none, got '" +
           std::string(peer) + "'");
     }
   }
@@ -139,7 +151,7 @@ int RunMatrixCommand(BenchFlags& f) {
   m.socket_baseline = !f.no_socket;
   m.ns = f.options.ns;
   bool redis = false;  // the matrix has no redis column
-  Status peers = ParsePeers(f.peers, &redis, &m.mooncake);
+  Status peers = ParsePeers(f.peers, &redis, &m.python_peers);
   if (!peers.ok()) return Fail(peers);
   m.peers_dir = f.options.peers_dir;
   Result<bench::MatrixReport> report = bench::RunMatrix(m, [](std::string_view note) {
@@ -183,7 +195,7 @@ int RunBenchCommand(BenchFlags& f) {
     o.warmup_bytes = *warmup;
   }
   o.socket_baseline = !f.no_socket;
-  Status peers = ParsePeers(f.peers, &o.redis_baseline, &o.mooncake_baseline);
+  Status peers = ParsePeers(f.peers, &o.redis_baseline, &o.python_peers);
   if (!peers.ok()) return Fail(peers);
   if (f.no_redis) o.redis_baseline = false;
   Result<bench::TransportChoice> transport = bench::ParseTransportChoice(f.transport);
@@ -309,8 +321,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-redis", flags->no_redis, "Skip the redis-server baseline");
   cmd->add_option("--peers", flags->peers,
                   "Peers measured in the same run, each in its own best pattern: a list of redis, "
-                  "mooncake (Mooncake Store, from `make peers`), all, or none; a peer that "
-                  "cannot run is skipped with the reason")
+                  "mooncake (Mooncake Store, from `make peers`), lmcache-server (LMCache's own "
+                  "server, from `make engines peers`), all, or none; a peer that cannot run is "
+                  "skipped with the reason")
       ->capture_default_str();
   cmd->add_option("--peers-dir", o.peers_dir,
                   "Where `make peers` installed the peers (default: build/peers beside this "

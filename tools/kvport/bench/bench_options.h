@@ -97,9 +97,9 @@ struct BenchOptions {
   // Redis commands in flight per connection (one connection per thread): 0 = redis's best for
   // the value size (RedisPipelineDepth), 1 = one command at a time, N = pipelines of N.
   size_t redis_pipeline = 0;
-  // Mooncake Store (bench/mooncake_peer.h), from the venv `make peers` made in peers_dir (empty:
-  // build/peers beside this executable's bin/).
-  bool mooncake_baseline = false;
+  // Peers driven from Python (bench/peer_driver.h: "mooncake", "lmcache-server"), run in this
+  // order after redis, from the venvs the make targets made (peers_dir: see FindPeerDriver).
+  std::vector<std::string> python_peers;
   std::string peers_dir;
 
   int worker_threads() const { return threads > 0 ? threads : connections; }

@@ -60,6 +60,20 @@ std::string Row(const PhaseResult& p) {
   return row + "\n";
 }
 
+// How a Python-driven peer is driven (python/peers/*_bench.py).
+std::string_view PeerPattern(std::string_view system) {
+  if (system == "mooncake") {
+    return "Mooncake Store over its TCP transport, a client per thread with registered buffers, "
+           "one batch_upsert_from / batch_get_into / batch_is_exist per call, the store's memory "
+           "in another process";
+  }
+  if (system == "lmcache-server") {
+    return "LMCache's server (lm://) through LMCache's own connector, a worker per thread, one "
+           "put / get / exists per chunk (LMCache's puts are not acknowledged)";
+  }
+  return "";
+}
+
 std::string RatioText(const std::optional<double>& r) {
   return r ? fmt::format("{:.2f}x", *r) : std::string("-");
 }
@@ -146,9 +160,13 @@ std::string FormatBenchText(const BenchReport& report) {
              : std::string("warm-up: none\n\n");
   out += fmt::format("  {:<7} {:<7} {:<13} {:>7} {:>9} {:>7} {:>8} {:>8} {:>8}\n", "system", "op",
                      "mode", "GB/s", "keys/s", "calls", "p50 ms", "p99 ms", "p999 ms");
-  for (const auto* list : {&report.kvport, &report.cluster, &report.socket, &report.memcpy,
-                           &report.redis, &report.mooncake}) {
+  for (const auto* list :
+       {&report.kvport, &report.cluster, &report.socket, &report.memcpy, &report.redis}) {
     for (const PhaseResult& p : *list)
+      out += Row(p);
+  }
+  for (const BenchReport::Peer& peer : report.peers) {
+    for (const PhaseResult& p : peer.phases)
       out += Row(p);
   }
   out += o.inflight > 1
@@ -166,13 +184,12 @@ std::string FormatBenchText(const BenchReport& report) {
   } else {
     out += "redis pattern: " + RedisPattern(o) + "\n";
   }
-  if (!report.mooncake_skipped.empty()) {
-    out += "mooncake baseline skipped: " + report.mooncake_skipped + "\n";
-  } else {
-    out +=
-        "mooncake pattern: Mooncake Store over its TCP transport, a client per thread with "
-        "registered buffers, one batch_upsert_from / batch_get_into / batch_is_exist per "
-        "call, the store's memory in another process\n";
+  for (const BenchReport::Peer& peer : report.peers) {
+    if (!peer.skipped.empty()) {
+      out += fmt::format("{} baseline skipped: {}\n", peer.system, peer.skipped);
+    } else {
+      out += fmt::format("{} pattern: {}\n", peer.system, PeerPattern(peer.system));
+    }
   }
 
   const PhaseResult* limit = report.Limit();
@@ -191,15 +208,17 @@ std::string FormatBenchText(const BenchReport& report) {
     for (Transport t : report.transports) {
       if (report.FindKvport(op, t) == nullptr) continue;
       const bool tcp = t == Transport::kTcp;
-      const std::string mooncake =
-          report.mooncake.empty() ? std::string()
-                                  : fmt::format("   kvport/mooncake {:>7}",
-                                                RatioText(report.RatioToPeer("mooncake", op, t)));
+      std::string peers;
+      for (const BenchReport::Peer& peer : report.peers) {
+        if (peer.phases.empty()) continue;
+        peers += fmt::format("   kvport/{} {:>7}", peer.system,
+                             RatioText(report.RatioToPeer(peer.system, op, t)));
+      }
       out += fmt::format(
           "  {:<7} {:<4} kvport/{:<7} {:>7}   kvport/redis {:>7}{}{}\n", OpName(op),
           TransportName(t), tcp ? "limit" : "memcpy",
           op == Op::kExists ? std::string("n/a") : RatioText(report.RatioToLimit(op, t)),
-          RatioText(report.RatioToRedis(op, t)), mooncake,
+          RatioText(report.RatioToRedis(op, t)), peers,
           op == Op::kExists ? "  (keys/s)" : "  (GB/s)");
     }
   }
@@ -251,23 +270,32 @@ std::string FormatBenchJson(const BenchReport& report) {
                         {"tokens_per_chunk", o.shape->tokens_per_chunk}};
   }
   Json phases = Json::array();
-  for (const auto* list : {&report.kvport, &report.cluster, &report.socket, &report.memcpy,
-                           &report.redis, &report.mooncake}) {
+  for (const auto* list :
+       {&report.kvport, &report.cluster, &report.socket, &report.memcpy, &report.redis}) {
     for (const PhaseResult& p : *list)
       phases.push_back(PhaseJson(p));
+  }
+  Json peers_skipped = Json::object();
+  for (const BenchReport::Peer& peer : report.peers) {
+    for (const PhaseResult& p : peer.phases)
+      phases.push_back(PhaseJson(p));
+    if (!peer.skipped.empty()) peers_skipped[peer.system] = peer.skipped;
   }
   const PhaseResult* limit = report.Limit();
   const PhaseResult* memcpy_limit = report.MemcpyLimit();
   Json ratios = Json::object();
   Json ratios_shm = Json::object();
   for (Op op : o.ops) {
-    ratios[std::string(OpName(op))] = {{"vs_limit", Ratio(report.RatioToLimit(op))},
-                                       {"vs_redis", Ratio(report.RatioToRedis(op))},
-                                       {"vs_mooncake", Ratio(report.RatioToPeer("mooncake", op))}};
-    ratios_shm[std::string(OpName(op))] = {
-        {"vs_memcpy", Ratio(report.RatioToLimit(op, Transport::kShm))},
-        {"vs_redis", Ratio(report.RatioToRedis(op, Transport::kShm))},
-        {"vs_mooncake", Ratio(report.RatioToPeer("mooncake", op, Transport::kShm))}};
+    Json tcp = {{"vs_limit", Ratio(report.RatioToLimit(op))},
+                {"vs_redis", Ratio(report.RatioToRedis(op))}};
+    Json shm_ratios = {{"vs_memcpy", Ratio(report.RatioToLimit(op, Transport::kShm))},
+                       {"vs_redis", Ratio(report.RatioToRedis(op, Transport::kShm))}};
+    for (const BenchReport::Peer& peer : report.peers) {
+      tcp["vs_" + peer.system] = Ratio(report.RatioToPeer(peer.system, op));
+      shm_ratios["vs_" + peer.system] = Ratio(report.RatioToPeer(peer.system, op, Transport::kShm));
+    }
+    ratios[std::string(OpName(op))] = std::move(tcp);
+    ratios_shm[std::string(OpName(op))] = std::move(shm_ratios);
   }
   const bool shm = std::find(report.transports.begin(), report.transports.end(), Transport::kShm) !=
                    report.transports.end();
@@ -302,7 +330,7 @@ std::string FormatBenchJson(const BenchReport& report) {
       {"transport_note", report.transport_note},
       {"socket_skipped", report.socket_skipped},
       {"redis_skipped", report.redis_skipped},
-      {"mooncake_skipped", report.mooncake_skipped},
+      {"peers_skipped", std::move(peers_skipped)},
       {"passed", report.AllPassed()},
   };
   return Dump(out);
@@ -389,27 +417,32 @@ std::string FormatMatrixText(const MatrixReport& report) {
   if (!report.socket_skipped.empty()) {
     out += "socket limits skipped: " + report.socket_skipped + "\n";
   }
-  if (!report.mooncake_skipped.empty()) {
-    out += "mooncake skipped: " + report.mooncake_skipped + "\n";
-  } else {
-    out += fmt::format(
-        "\nMooncake Store at the same shapes (its TCP transport, a client per connection, "
-        "registered buffers, one batch call each):\n  {:>8} {:>5} {:>5} {:>8} {:>8} {:>12} {:>12} "
-        "{:>9} {:>9}\n",
-        "value", "batch", "conns", "put GB/s", "get GB/s", "put/mooncake", "get/mooncake",
-        "put p50ms", "get p50ms");
+  for (const auto& [system, why] : report.peers_skipped)
+    out += fmt::format("{} skipped: {}\n", system, why);
+  for (const std::string& system : o.python_peers) {
+    bool any = false;
     for (const MatrixRow& row : report.rows) {
-      if (row.mooncake_put.system.empty()) continue;
-      out += fmt::format(
-          "  {:>8} {:>5} {:>5} {:>8} {:>8} {:>12} {:>12} {:>9} {:>9}\n",
-          FormatSize(row.value_bytes), row.batch, row.connections, GbText(row.mooncake_put),
-          GbText(row.mooncake_get), RatioText(row.RatioToMooncake(Op::kPut)),
-          RatioText(row.RatioToMooncake(Op::kGet)), P50(row.mooncake_put), P50(row.mooncake_get));
-      for (const PhaseResult* p : {&row.mooncake_put, &row.mooncake_get}) {
-        if (!p->error.empty() || p->failed_keys > 0) {
+      for (const MatrixRow::Peer& peer : row.peers) {
+        if (peer.system != system) continue;
+        if (!any) {
           out += fmt::format(
-              "    mooncake {}: {}\n", OpName(p->op),
-              !p->error.empty() ? p->error : fmt::format("{} failed keys", p->failed_keys));
+              "\n{} at the same shapes ({}):\n  {:>8} {:>5} {:>5} {:>8} {:>8} {:>14} {:>14} {:>9} "
+              "{:>9}\n",
+              system, PeerPattern(system), "value", "batch", "conns", "put GB/s", "get GB/s",
+              "put/" + system, "get/" + system, "put p50ms", "get p50ms");
+          any = true;
+        }
+        out +=
+            fmt::format("  {:>8} {:>5} {:>5} {:>8} {:>8} {:>14} {:>14} {:>9} {:>9}\n",
+                        FormatSize(row.value_bytes), row.batch, row.connections, GbText(peer.put),
+                        GbText(peer.get), RatioText(row.RatioToPeer(system, Op::kPut)),
+                        RatioText(row.RatioToPeer(system, Op::kGet)), P50(peer.put), P50(peer.get));
+        for (const PhaseResult* p : {&peer.put, &peer.get}) {
+          if (!p->error.empty() || p->failed_keys > 0) {
+            out += fmt::format(
+                "    {} {}: {}\n", system, OpName(p->op),
+                !p->error.empty() ? p->error : fmt::format("{} failed keys", p->failed_keys));
+          }
         }
       }
     }
@@ -418,6 +451,28 @@ std::string FormatMatrixText(const MatrixReport& report) {
   if (!report.AllPassed()) out += "\nFAILED: some keys failed or did not verify (see above)\n";
   return out;
 }
+
+namespace {
+
+Json RowPeersJson(const MatrixRow& row) {
+  Json peers = Json::object();
+  for (const MatrixRow::Peer& peer : row.peers) {
+    peers[peer.system] = {{"put", PhaseJson(peer.put)},
+                          {"get", PhaseJson(peer.get)},
+                          {"put_vs_peer", Ratio(row.RatioToPeer(peer.system, Op::kPut))},
+                          {"get_vs_peer", Ratio(row.RatioToPeer(peer.system, Op::kGet))}};
+  }
+  return peers;
+}
+
+Json PeersSkippedJson(const std::vector<std::pair<std::string, std::string>>& skipped) {
+  Json out = Json::object();
+  for (const auto& [system, why] : skipped)
+    out[system] = why;
+  return out;
+}
+
+}  // namespace
 
 std::string FormatMatrixJson(const MatrixReport& report) {
   const MatrixOptions& o = report.options;
@@ -446,12 +501,7 @@ std::string FormatMatrixJson(const MatrixReport& report) {
           row.round_trip_get.system.empty() ? Json(nullptr) : PhaseJson(row.round_trip_get)},
          {"put_vs_round_trip", Ratio(row.RatioToRoundTrip(Op::kPut))},
          {"get_vs_round_trip", Ratio(row.RatioToRoundTrip(Op::kGet))},
-         {"mooncake_put",
-          row.mooncake_put.system.empty() ? Json(nullptr) : PhaseJson(row.mooncake_put)},
-         {"mooncake_get",
-          row.mooncake_get.system.empty() ? Json(nullptr) : PhaseJson(row.mooncake_get)},
-         {"put_vs_mooncake", Ratio(row.RatioToMooncake(Op::kPut))},
-         {"get_vs_mooncake", Ratio(row.RatioToMooncake(Op::kGet))}});
+         {"peers", RowPeersJson(row)}});
   }
   Json socket = Json::array();
   for (const PhaseResult& p : report.socket)
@@ -474,7 +524,7 @@ std::string FormatMatrixJson(const MatrixReport& report) {
       {"socket", std::move(socket)},
       {"round_trips", std::move(round_trips)},
       {"socket_skipped", report.socket_skipped},
-      {"mooncake_skipped", report.mooncake_skipped},
+      {"peers_skipped", PeersSkippedJson(report.peers_skipped)},
       {"seconds", report.seconds},
       {"passed", report.AllPassed()},
   };

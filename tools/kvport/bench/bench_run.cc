@@ -14,7 +14,7 @@
 
 #include "bench/bench_data.h"
 #include "bench/kvport_phases.h"
-#include "bench/mooncake_peer.h"
+#include "bench/peer_driver.h"
 #include "bench/redis_phases.h"
 #include "bench/redis_server.h"
 #include "bench/round_trip_baseline.h"
@@ -430,20 +430,23 @@ void RunRedis(const BenchOptions& options, BenchData& data, BenchReport* report,
   }
 }
 
-void RunMooncake(const BenchOptions& options, BenchReport* report, const BenchLog& log) {
-  Result<MooncakePeer> peer = FindMooncakePeer(options.peers_dir);
-  if (!peer.ok()) {
-    report->mooncake_skipped = peer.status().message();
+void RunPythonPeer(const std::string& system, const BenchOptions& options, BenchReport* report,
+                   const BenchLog& log) {
+  BenchReport::Peer& peer = report->peers.emplace_back();
+  peer.system = system;
+  Result<PeerDriver> driver = FindPeerDriver(system, options.peers_dir);
+  if (!driver.ok()) {
+    peer.skipped = driver.status().message();
     return;
   }
-  // The store gets the memory an embedded kvport node would (twice the working set and more).
-  Note(log, fmt::format("mooncake: {} with mooncake_master and a store of {} on loopback",
-                        peer->driver, FormatSize(EmbeddedCapacity(options))));
-  Result<std::vector<PhaseResult>> r = RunMooncakePhases(*peer, options, EmbeddedCapacity(options));
+  // A store gets the memory an embedded kvport node would (twice the working set and more).
+  Note(log, fmt::format("{}: {}, store of {} on loopback", system, driver->driver,
+                        FormatSize(EmbeddedCapacity(options))));
+  Result<std::vector<PhaseResult>> r = RunPeerDriver(*driver, options, EmbeddedCapacity(options));
   if (r.ok()) {
-    report->mooncake = std::move(*r);
+    peer.phases = std::move(*r);
   } else {
-    report->mooncake_skipped = r.status().message();
+    peer.skipped = r.status().message();
   }
 }
 
@@ -496,8 +499,11 @@ const PhaseResult* BenchReport::FindKvport(Op op, Transport transport) const {
 
 const PhaseResult* BenchReport::Find(std::string_view system, Op op) const {
   if (system == "kvport") return FindKvport(op, Transport::kTcp);
-  for (const auto* list : {&redis, &mooncake}) {
-    for (const PhaseResult& p : *list) {
+  for (const PhaseResult& p : redis) {
+    if (p.system == system && p.op == op) return &p;
+  }
+  for (const Peer& peer : peers) {
+    for (const PhaseResult& p : peer.phases) {
       if (p.system == system && p.op == op) return &p;
     }
   }
@@ -544,8 +550,13 @@ std::optional<double> BenchReport::RatioToPeer(std::string_view peer, Op op,
 }
 
 bool BenchReport::AllPassed() const {
-  for (const auto* list : {&kvport, &cluster, &socket, &memcpy, &redis, &mooncake}) {
+  for (const auto* list : {&kvport, &cluster, &socket, &memcpy, &redis}) {
     for (const PhaseResult& p : *list) {
+      if (Failed(p)) return false;
+    }
+  }
+  for (const Peer& peer : peers) {
+    for (const PhaseResult& p : peer.phases) {
       if (Failed(p)) return false;
     }
   }
@@ -586,11 +597,8 @@ Result<BenchReport> RunBench(BenchOptions options, const BenchLog& log) {
   } else {
     report.redis_skipped = "not asked for (--peers, --no-redis)";
   }
-  if (options.mooncake_baseline) {
-    RunMooncake(options, &report, log);
-  } else {
-    report.mooncake_skipped = "not asked for (--peers)";
-  }
+  for (const std::string& system : options.python_peers)
+    RunPythonPeer(system, options, &report, log);
   return report;
 }
 
@@ -625,11 +633,15 @@ std::optional<double> MatrixRow::RatioToLimit(Op op) const {
   return Ratio(op == Op::kGet ? &get : &put, &limit);
 }
 
-std::optional<double> MatrixRow::RatioToMooncake(Op op) const {
-  const PhaseResult& peer = op == Op::kGet ? mooncake_get : mooncake_put;
-  const PhaseResult& own = op == Op::kGet ? get : put;
-  if (peer.system.empty() || Failed(peer) || Failed(own)) return std::nullopt;
-  return Ratio(&own, &peer);
+std::optional<double> MatrixRow::RatioToPeer(std::string_view system, Op op) const {
+  for (const Peer& peer : peers) {
+    if (peer.system != system) continue;
+    const PhaseResult& theirs = op == Op::kGet ? peer.get : peer.put;
+    const PhaseResult& own = op == Op::kGet ? get : put;
+    if (Failed(theirs) || Failed(own)) return std::nullopt;
+    return Ratio(&own, &theirs);
+  }
+  return std::nullopt;
 }
 
 std::optional<double> MatrixRow::RatioToRoundTrip(Op op) const {
@@ -763,13 +775,13 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
     return o;
   };
 
-  std::optional<MooncakePeer> mooncake;
-  if (!options.mooncake) {
-    report.mooncake_skipped = "not asked for (--peers)";
-  } else if (Result<MooncakePeer> peer = FindMooncakePeer(options.peers_dir); peer.ok()) {
-    mooncake = *peer;
-  } else {
-    report.mooncake_skipped = peer.status().message();
+  std::vector<PeerDriver> drivers;
+  for (const std::string& system : options.python_peers) {
+    if (Result<PeerDriver> driver = FindPeerDriver(system, options.peers_dir); driver.ok()) {
+      drivers.push_back(*driver);
+    } else {
+      report.peers_skipped.emplace_back(system, driver.status().message());
+    }
   }
 
   BenchData data(row_options(shapes.front()));
@@ -832,27 +844,30 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
         row.limit = memcpy_limit;
         row.memcpy_buffers = memcpy_buffers;
       }
-      if (mooncake && transport == Transport::kTcp) {
-        // The store gets what the node's shape needs (one batch per thread stored, one being
-        // written), and the same warm-up bytes as its segment.
+      for (const PeerDriver& driver :
+           transport == Transport::kTcp ? drivers : std::vector<PeerDriver>()) {
+        // A store of what the node's shape needs (one batch per thread stored, one being
+        // written), its pages written once first.
         BenchOptions peer = o;
         const uint64_t segment =
             2 * static_cast<uint64_t>(o.connections) * o.batch * o.value_bytes +
             (uint64_t{64} << 20);
         peer.warmup = true;
         peer.warmup_bytes = segment;
-        Note(log, fmt::format("matrix: {} x{} x{} conn, mooncake", FormatSize(o.value_bytes),
-                              o.batch, o.connections));
-        Result<std::vector<PhaseResult>> peer_phases = RunMooncakePhases(*mooncake, peer, segment);
+        Note(log, fmt::format("matrix: {} x{} x{} conn, {}", FormatSize(o.value_bytes), o.batch,
+                              o.connections, driver.system));
+        MatrixRow::Peer& theirs = row.peers.emplace_back();
+        theirs.system = driver.system;
+        Result<std::vector<PhaseResult>> peer_phases = RunPeerDriver(driver, peer, segment);
         if (peer_phases.ok()) {
           for (PhaseResult& p : *peer_phases)
-            (p.op == Op::kPut ? row.mooncake_put : row.mooncake_get) = std::move(p);
+            (p.op == Op::kPut ? theirs.put : theirs.get) = std::move(p);
         } else {
-          for (PhaseResult* p : {&row.mooncake_put, &row.mooncake_get}) {
-            p->system = "mooncake";
+          for (PhaseResult* p : {&theirs.put, &theirs.get}) {
+            p->system = driver.system;
             p->error = peer_phases.status().message();
           }
-          row.mooncake_get.op = Op::kGet;
+          theirs.get.op = Op::kGet;
         }
       }
       report.rows.push_back(std::move(row));

@@ -35,10 +35,16 @@ struct BenchReport {
   std::vector<PhaseResult> socket;    // every socket mode measured
   std::vector<PhaseResult> memcpy;    // the memcpy baseline's ways (when shm was measured)
   std::vector<PhaseResult> redis;     // variant: the pattern ("pipeline 16", "no pipeline")
-  std::vector<PhaseResult> mooncake;  // variant: Mooncake's release
   std::string socket_skipped;         // why there is no socket baseline, when there is none
   std::string redis_skipped;          // why there is no redis baseline, when there is none
-  std::string mooncake_skipped;       // why there is no Mooncake baseline, when there is none
+  // The Python-driven peers asked for (BenchOptions::python_peers), in order: each one's
+  // phases (variant: its release), or why it has none.
+  struct Peer {
+    std::string system;
+    std::vector<PhaseResult> phases;
+    std::string skipped;
+  };
+  std::vector<Peer> peers;
   // --nodes N (N >= 2): `kvport` holds the phases against the first node alone, `cluster` the
   // same phases against the N nodes as one static cluster (system "cluster", variant the
   // transport), measured in the same run; cluster_endpoint is the endpoint that cluster's
@@ -55,13 +61,14 @@ struct BenchReport {
   const PhaseResult* LimitFor(Transport transport) const;
   // The kvport phase of `op` over `transport`, or null.
   const PhaseResult* FindKvport(Op op, Transport transport = Transport::kTcp) const;
-  // The phase of `system` ("kvport": over TCP; "redis", "mooncake") for `op`, or null.
+  // The phase of `system` ("kvport": over TCP; "redis", or a Python-driven peer) for `op`, or
+  // null.
   const PhaseResult* Find(std::string_view system, Op op) const;
   // kvport GB/s over its transport's limit (put and get), and kvport over redis (GB/s for put
   // and get, keys/s for exists); nullopt when either side is missing or failed.
   std::optional<double> RatioToLimit(Op op, Transport transport = Transport::kTcp) const;
   std::optional<double> RatioToRedis(Op op, Transport transport = Transport::kTcp) const;
-  // The same against any peer ("redis", "mooncake").
+  // The same against any peer ("redis", "mooncake", "lmcache-server").
   std::optional<double> RatioToPeer(std::string_view peer, Op op,
                                     Transport transport = Transport::kTcp) const;
   // --nodes: the cluster's phase of `op` over `transport`, or null; and the cluster over the
@@ -99,8 +106,8 @@ struct MatrixOptions {
   unsigned node_threads = 0;  // embedded node I/O threads (0: one per CPU)
   bool socket_baseline = true;
   std::string ns = "bench";
-  // Mooncake Store at every shape (bench/mooncake_peer.h), beside the shape's TCP row.
-  bool mooncake = false;
+  // Python-driven peers (bench/peer_driver.h) at every shape, beside the shape's TCP row.
+  std::vector<std::string> python_peers;
   std::string peers_dir;
 
   // The calls of a row's phases.
@@ -131,15 +138,18 @@ struct MatrixRow {
   // copy of the batch at the row's memcpy limit. Empty system when not measured.
   PhaseResult round_trip_put;
   PhaseResult round_trip_get;
-  // tcp rows, with MatrixOptions::mooncake: Mooncake Store at the same shape. Empty system when
-  // not measured.
-  PhaseResult mooncake_put;
-  PhaseResult mooncake_get;
+  // tcp rows, with MatrixOptions::python_peers: each peer at the same shape, in that order.
+  struct Peer {
+    std::string system;
+    PhaseResult put;
+    PhaseResult get;
+  };
+  std::vector<Peer> peers;
 
   std::optional<double> RatioToLimit(Op op) const;
   std::optional<double> RatioToRoundTrip(Op op) const;
-  // kvport over Mooncake (GB/s).
-  std::optional<double> RatioToMooncake(Op op) const;
+  // kvport over peer `system` (GB/s); nullopt when it was not measured or failed.
+  std::optional<double> RatioToPeer(std::string_view system, Op op) const;
   bool Passed() const;
 };
 
@@ -152,8 +162,9 @@ struct MatrixReport {
   std::vector<PhaseResult> socket;       // every socket measurement (variant: "mode, N streams, W")
   std::vector<PhaseResult> round_trips;  // every round-trip measurement (variant: its shape)
   std::string socket_skipped;
-  std::string mooncake_skipped;  // why there is no Mooncake column (empty: there is one)
-  double seconds = 0;            // the whole matrix, wall time
+  // Python-driven peers asked for that could not run at all: (system, why).
+  std::vector<std::pair<std::string, std::string>> peers_skipped;
+  double seconds = 0;  // the whole matrix, wall time
 
   bool AllPassed() const;
 };

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "bench/mooncake_peer.h"
+#include "bench/peer_driver.h"
 
 #include <fcntl.h>
 #include <fmt/core.h>
@@ -34,7 +34,7 @@ std::string DefaultPeersDir() {
   return dir.substr(0, dir.rfind('/')) + "/peers";  // .../build/peers
 }
 
-// Runs `argv` with stdout into a pipe (returned whole) and stderr discarded (Mooncake logs
+// Runs `argv` with stdout into a pipe (returned whole) and stderr discarded (the peers log
 // there); the exit status into *status.
 Result<std::string> RunCapturingStdout(const std::vector<std::string>& args, int* status) {
   int out[2];
@@ -76,8 +76,7 @@ Result<Op> OpFromName(std::string_view name) {
   for (Op op : {Op::kPut, Op::kGet, Op::kExists}) {
     if (OpName(op) == name) return op;
   }
-  return Status::Corruption(
-      fmt::format("the Mooncake driver reported an unknown phase '{}'", name));
+  return Status::Corruption(fmt::format("a peer driver reported an unknown phase '{}'", name));
 }
 
 std::string OpList(const std::vector<Op>& ops) {
@@ -89,19 +88,31 @@ std::string OpList(const std::vector<Op>& ops) {
 
 }  // namespace
 
-Result<MooncakePeer> FindMooncakePeer(const std::string& peers_dir) {
+Result<PeerDriver> FindPeerDriver(std::string_view system, const std::string& peers_dir) {
   const std::string dir = peers_dir.empty() ? DefaultPeersDir() : peers_dir;
-  MooncakePeer peer{dir + "/venv/bin/python", dir + "/mooncake_bench.py"};
+  PeerDriver peer;
+  peer.system = std::string(system);
+  std::string make;
+  if (system == "mooncake") {
+    peer.python = dir + "/venv/bin/python";
+    peer.driver = dir + "/mooncake_bench.py";
+    make = "`make peers` installs the pinned Mooncake release";
+  } else if (system == "lmcache-server") {
+    peer.python = dir + "/../engines/venv/bin/python";
+    peer.driver = dir + "/lmcache_server_bench.py";
+    make = "`make engines peers` installs the pinned LMCache release and the driver";
+  } else {
+    return Status::InvalidArgument(fmt::format("'{}' is not a peer driven from Python", system));
+  }
   if (!IsFile(peer.python, X_OK) || !IsFile(peer.driver, R_OK)) {
-    return Status::NotFound(fmt::format(
-        "Mooncake is not installed in {} (`make peers` installs the pinned release there)", dir));
+    return Status::NotFound(fmt::format("{} is not installed ({} or {} is missing; {})", system,
+                                        peer.python, peer.driver, make));
   }
   return peer;
 }
 
-Result<std::vector<PhaseResult>> RunMooncakePhases(const MooncakePeer& peer,
-                                                   const BenchOptions& options,
-                                                   uint64_t segment_bytes) {
+Result<std::vector<PhaseResult>> RunPeerDriver(const PeerDriver& peer, const BenchOptions& options,
+                                               uint64_t segment_bytes) {
   const std::vector<std::string> args = {
       peer.python,
       peer.driver,
@@ -119,18 +130,19 @@ Result<std::vector<PhaseResult>> RunMooncakePhases(const MooncakePeer& peer,
   KVPORT_ASSIGN_OR_RETURN(std::string text, RunCapturingStdout(args, &status));
   const nlohmann::json out = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!out.is_object()) {
-    return Status::Unavailable(fmt::format("the Mooncake driver printed no result (exit status {})",
+    return Status::Unavailable(fmt::format("the {} driver printed no result (exit status {})",
+                                           peer.system,
                                            WIFEXITED(status) ? WEXITSTATUS(status) : -1));
   }
   std::vector<PhaseResult> phases;
   try {
     if (out.contains("error")) {
-      return Status::Unavailable("Mooncake: " + out["error"].get<std::string>());
+      return Status::Unavailable(peer.system + ": " + out["error"].get<std::string>());
     }
     const std::string version = out.value("version", "");
     for (const nlohmann::json& p : out.at("phases")) {
       PhaseResult r;
-      r.system = "mooncake";
+      r.system = peer.system;
       r.variant = version;
       KVPORT_ASSIGN_OR_RETURN(r.op, OpFromName(p.at("op").get<std::string>()));
       r.calls = p.at("calls").get<uint64_t>();
@@ -144,7 +156,7 @@ Result<std::vector<PhaseResult>> RunMooncakePhases(const MooncakePeer& peer,
     }
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(
-        fmt::format("the Mooncake driver's result is malformed: {}", e.what()));
+        fmt::format("the {} driver's result is malformed: {}", peer.system, e.what()));
   }
   return phases;
 }

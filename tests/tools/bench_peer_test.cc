@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The Mooncake peer's C++ side (bench/mooncake_peer.h): finding `make peers`' venv and reading
-// what the driver reports. The driver here is a stand-in (a shell script in place of the venv's
-// Python, printing a result the test wrote), so the parsing and every failure path run without
-// Mooncake; the real driver against the released Mooncake runs in make test-engines
-// (scripts/peers-check). Execs a child, so labelled needs-exec.
+// The Python-driven peers' C++ side (bench/peer_driver.h): finding the make targets' venvs and
+// reading what a driver reports. The driver here is a stand-in (a shell script in place of the
+// venv's Python, printing a result the test wrote), so the parsing and every failure path run
+// without Mooncake or LMCache; the real drivers against the released ones run in
+// make test-engines (scripts/peers-check). Execs a child, so labelled needs-exec.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
-#include "bench/mooncake_peer.h"
+#include "bench/peer_driver.h"
 
 namespace kvport::bench {
 namespace {
@@ -49,22 +49,27 @@ BenchOptions SmallShape() {
   return o;
 }
 
-TEST(MooncakePeerTest, WithoutMakePeersItIsNotFoundSayingHowToInstall) {
-  Result<MooncakePeer> peer = FindMooncakePeer("/nonexistent/peers");
+TEST(PeerDriverTest, WithoutTheMakeTargetsAPeerIsNotFoundSayingHowToInstall) {
+  Result<PeerDriver> peer = FindPeerDriver("mooncake", "/nonexistent/peers");
   ASSERT_FALSE(peer.ok());
   EXPECT_EQ(peer.status().code(), StatusCode::kNotFound);
   EXPECT_NE(peer.status().message().find("make peers"), std::string::npos);
+  peer = FindPeerDriver("lmcache-server", "/nonexistent/peers");
+  ASSERT_FALSE(peer.ok());
+  EXPECT_NE(peer.status().message().find("make engines peers"), std::string::npos);
+  EXPECT_EQ(FindPeerDriver("redis", "/nonexistent/peers").status().code(),
+            StatusCode::kInvalidArgument);
 }
 
-TEST(MooncakePeerTest, TheDriversPhasesBecomePhaseResults) {
+TEST(PeerDriverTest, TheDriversPhasesBecomePhaseResults) {
   FakePeers peers(R"({"system": "mooncake", "version": "0.3.13.post1", "phases": [
       {"op": "put", "calls": 4, "keys": 8, "bytes": 32768, "failed_keys": 0, "seconds": 0.5,
        "latency_ns": [1000, 2000, 3000, 4000]},
       {"op": "get", "calls": 4, "keys": 8, "bytes": 32768, "failed_keys": 1, "seconds": 0.25,
        "latency_ns": [500, 600, 700, 800]}], "note": "n"})");
-  Result<MooncakePeer> peer = FindMooncakePeer(peers.dir());
+  Result<PeerDriver> peer = FindPeerDriver("mooncake", peers.dir());
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  Result<std::vector<PhaseResult>> phases = RunMooncakePhases(*peer, SmallShape(), 1 << 20);
+  Result<std::vector<PhaseResult>> phases = RunPeerDriver(*peer, SmallShape(), 1 << 20);
   ASSERT_TRUE(phases.ok()) << phases.status().ToString();
   ASSERT_EQ(phases->size(), 2u);
   const PhaseResult& put = (*phases)[0];
@@ -79,20 +84,20 @@ TEST(MooncakePeerTest, TheDriversPhasesBecomePhaseResults) {
   EXPECT_EQ((*phases)[1].failed_keys, 1u);
 }
 
-TEST(MooncakePeerTest, TheDriversReasonForNotRunningIsTheError) {
+TEST(PeerDriverTest, TheDriversReasonForNotRunningIsTheError) {
   FakePeers peers(R"({"error": "RuntimeError: mooncake_master did not start listening"})", 1);
   Result<std::vector<PhaseResult>> phases =
-      RunMooncakePhases(*FindMooncakePeer(peers.dir()), SmallShape(), 1 << 20);
+      RunPeerDriver(*FindPeerDriver("mooncake", peers.dir()), SmallShape(), 1 << 20);
   ASSERT_FALSE(phases.ok());
   EXPECT_EQ(phases.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(phases.status().message().find("mooncake_master did not start"), std::string::npos);
 }
 
-TEST(MooncakePeerTest, NoResultOrAMalformedOneIsAnError) {
+TEST(PeerDriverTest, NoResultOrAMalformedOneIsAnError) {
   {
     FakePeers peers("Traceback (most recent call last): ...", 1);
     Result<std::vector<PhaseResult>> phases =
-        RunMooncakePhases(*FindMooncakePeer(peers.dir()), SmallShape(), 1 << 20);
+        RunPeerDriver(*FindPeerDriver("mooncake", peers.dir()), SmallShape(), 1 << 20);
     ASSERT_FALSE(phases.ok());
     EXPECT_NE(phases.status().message().find("printed no result (exit status 1)"),
               std::string::npos)
@@ -100,20 +105,22 @@ TEST(MooncakePeerTest, NoResultOrAMalformedOneIsAnError) {
   }
   {
     FakePeers peers(R"({"phases": [{"op": "scan", "calls": 1}]})");
-    EXPECT_EQ(
-        RunMooncakePhases(*FindMooncakePeer(peers.dir()), SmallShape(), 1 << 20).status().code(),
-        StatusCode::kCorruption);
+    EXPECT_EQ(RunPeerDriver(*FindPeerDriver("mooncake", peers.dir()), SmallShape(), 1 << 20)
+                  .status()
+                  .code(),
+              StatusCode::kCorruption);
   }
   {
     FakePeers peers(R"({"phases": [{"op": "put", "calls": "four"}]})");
-    EXPECT_EQ(
-        RunMooncakePhases(*FindMooncakePeer(peers.dir()), SmallShape(), 1 << 20).status().code(),
-        StatusCode::kCorruption);
+    EXPECT_EQ(RunPeerDriver(*FindPeerDriver("mooncake", peers.dir()), SmallShape(), 1 << 20)
+                  .status()
+                  .code(),
+              StatusCode::kCorruption);
   }
 }
 
 // The matrix puts the peer's phases beside each shape's TCP row, with kvport's ratio to them.
-TEST(MooncakePeerTest, TheMatrixHasAMooncakeColumnBesideEachTcpRow) {
+TEST(PeerDriverTest, TheMatrixHasAPeerTableBesideItsTcpRows) {
   FakePeers peers(R"({"version": "v", "phases": [
       {"op": "put", "calls": 2, "keys": 4, "bytes": 16384, "failed_keys": 0, "seconds": 1.0,
        "latency_ns": [1000, 2000]},
@@ -127,25 +134,29 @@ TEST(MooncakePeerTest, TheMatrixHasAMooncakeColumnBesideEachTcpRow) {
   options.count = 4;
   options.max_seconds = 5;
   options.socket_baseline = false;
-  options.mooncake = true;
+  options.python_peers = {"mooncake"};
   options.peers_dir = peers.dir();
   Result<MatrixReport> report = RunMatrix(options, nullptr);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_EQ(report->rows.size(), 1u);
   const MatrixRow& row = report->rows[0];
-  EXPECT_EQ(row.mooncake_put.system, "mooncake");
-  EXPECT_DOUBLE_EQ(row.mooncake_get.gb_per_second(), 16384 / 2.0 / 1e9);
-  ASSERT_TRUE(row.RatioToMooncake(Op::kGet).has_value());
-  EXPECT_DOUBLE_EQ(*row.RatioToMooncake(Op::kGet),
-                   row.get.gb_per_second() / row.mooncake_get.gb_per_second());
-  EXPECT_TRUE(report->mooncake_skipped.empty());
-  EXPECT_NE(FormatMatrixText(*report).find("Mooncake Store at the same shapes"), std::string::npos);
+  ASSERT_EQ(row.peers.size(), 1u);
+  EXPECT_EQ(row.peers[0].system, "mooncake");
+  EXPECT_EQ(row.peers[0].put.system, "mooncake");
+  EXPECT_DOUBLE_EQ(row.peers[0].get.gb_per_second(), 16384 / 2.0 / 1e9);
+  ASSERT_TRUE(row.RatioToPeer("mooncake", Op::kGet).has_value());
+  EXPECT_DOUBLE_EQ(*row.RatioToPeer("mooncake", Op::kGet),
+                   row.get.gb_per_second() / row.peers[0].get.gb_per_second());
+  EXPECT_FALSE(row.RatioToPeer("lmcache-server", Op::kGet).has_value());
+  EXPECT_TRUE(report->peers_skipped.empty());
+  EXPECT_NE(FormatMatrixText(*report).find("mooncake at the same shapes"), std::string::npos);
 
   options.peers_dir = "/nonexistent/peers";
   report = RunMatrix(options, nullptr);
   ASSERT_TRUE(report.ok());
-  EXPECT_TRUE(report->rows[0].mooncake_put.system.empty());
-  EXPECT_NE(report->mooncake_skipped.find("make peers"), std::string::npos);
+  EXPECT_TRUE(report->rows[0].peers.empty());
+  ASSERT_EQ(report->peers_skipped.size(), 1u);
+  EXPECT_NE(report->peers_skipped[0].second.find("make peers"), std::string::npos);
 }
 
 }  // namespace
