@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -22,7 +25,8 @@ namespace {
 // A peers directory whose "python" prints `result` and exits with `exit_code`.
 class FakePeers {
  public:
-  FakePeers(const std::string& result, int exit_code = 0) {
+  // `before`: shell commands the stand-in runs before printing the result.
+  FakePeers(const std::string& result, int exit_code = 0, const std::string& before = "") {
     char dir_template[] = "/tmp/kvport-peers-XXXXXX";
     dir_ = ::mkdtemp(dir_template);
     ::mkdir((dir_ + "/venv").c_str(), 0700);
@@ -30,7 +34,8 @@ class FakePeers {
     std::ofstream(dir_ + "/result.json") << result;
     std::ofstream(dir_ + "/mooncake_bench.py") << "# stand-in\n";
     const std::string python = dir_ + "/venv/bin/python";
-    std::ofstream(python) << "#!/bin/sh\ncat \"$(dirname \"$0\")/../../result.json\"\nexit "
+    std::ofstream(python) << "#!/bin/sh\n"
+                          << before << "\ncat \"$(dirname \"$0\")/../../result.json\"\nexit "
                           << exit_code << "\n";
     ::chmod(python.c_str(), 0700);
   }
@@ -157,6 +162,36 @@ TEST(PeerDriverTest, TheMatrixHasAPeerTableBesideItsTcpRows) {
   EXPECT_TRUE(report->rows[0].peers.empty());
   ASSERT_EQ(report->peers_skipped.size(), 1u);
   EXPECT_NE(report->peers_skipped[0].second.find("make peers"), std::string::npos);
+}
+
+// A driver that hangs is killed at its deadline, with what it started (its process group).
+TEST(PeerDriverTest, ADriverThatHangsIsKilledWithItsChildrenAtItsDeadline) {
+  char pid_file_template[] = "/tmp/kvport-peer-child-XXXXXX";
+  const int fd = ::mkstemp(pid_file_template);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string pid_file = pid_file_template;
+  FakePeers peers("{}", 0, "sleep 300 & echo $! > " + pid_file + "\nsleep 300");
+  BenchOptions shape = SmallShape();
+  shape.max_seconds = 0.1;
+  shape.ops = {Op::kPut};
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::vector<PhaseResult>> phases = RunPeerDriver(*FindPeerDriver("mooncake", peers.dir()),
+                                                          shape, 1 << 20, std::chrono::seconds(1));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  ASSERT_FALSE(phases.ok());
+  EXPECT_EQ(phases.status().code(), StatusCode::kTimeout) << phases.status().ToString();
+  pid_t child = 0;
+  std::ifstream(pid_file) >> child;
+  ASSERT_GT(child, 0);
+  // Killed with the group; reaped by init once orphaned, so wait until it is gone.
+  bool gone = false;
+  for (int i = 0; i < 2000 && !gone; ++i) {
+    gone = ::kill(child, 0) != 0 && errno == ESRCH;
+    if (!gone) ::usleep(5000);
+  }
+  EXPECT_TRUE(gone) << "the driver's child " << child << " outlived it";
+  ::unlink(pid_file.c_str());
 }
 
 }  // namespace

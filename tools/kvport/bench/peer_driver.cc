@@ -3,12 +3,15 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -34,9 +37,11 @@ std::string DefaultPeersDir() {
   return dir.substr(0, dir.rfind('/')) + "/peers";  // .../build/peers
 }
 
-// Runs `argv` with stdout into a pipe (returned whole) and stderr discarded (the peers log
-// there); the exit status into *status.
-Result<std::string> RunCapturingStdout(const std::vector<std::string>& args, int* status) {
+// Runs `args` in a process group of its own with stdout into a pipe (returned whole) and stderr
+// discarded (the peers log there); the exit status into *status. A driver that has not finished
+// by `deadline` is killed with everything it started (its group: the peer's server processes).
+Result<std::string> RunCapturingStdout(const std::vector<std::string>& args,
+                                       std::chrono::seconds deadline, int* status) {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
   std::vector<char*> argv;
@@ -48,8 +53,13 @@ Result<std::string> RunCapturingStdout(const std::vector<std::string>& args, int
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
   if (rc != 0) {
@@ -58,7 +68,18 @@ Result<std::string> RunCapturingStdout(const std::vector<std::string>& args, int
   }
   std::string text;
   char buf[65536];
+  const auto give_up = std::chrono::steady_clock::now() + deadline;
+  bool timed_out = false;
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        give_up - std::chrono::steady_clock::now());
+    pollfd p{out[0], POLLIN, 0};
+    const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      timed_out = true;
+      break;
+    }
     const ssize_t n = ::read(out[0], buf, sizeof(buf));
     if (n > 0) {
       text.append(buf, static_cast<size_t>(n));
@@ -67,7 +88,13 @@ Result<std::string> RunCapturingStdout(const std::vector<std::string>& args, int
     }
   }
   ::close(out[0]);
+  // The group goes in any case: a driver killed before its own clean-up leaves its servers.
+  ::kill(-pid, SIGKILL);
   while (::waitpid(pid, status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return Status::Timeout(
+        fmt::format("{} did not finish within {} s; it was killed", args[1], deadline.count()));
   }
   return text;
 }
@@ -112,7 +139,8 @@ Result<PeerDriver> FindPeerDriver(std::string_view system, const std::string& pe
 }
 
 Result<std::vector<PhaseResult>> RunPeerDriver(const PeerDriver& peer, const BenchOptions& options,
-                                               uint64_t segment_bytes) {
+                                               uint64_t segment_bytes,
+                                               std::chrono::seconds start_allowance) {
   const std::vector<std::string> args = {
       peer.python,
       peer.driver,
@@ -126,8 +154,12 @@ Result<std::vector<PhaseResult>> RunPeerDriver(const PeerDriver& peer, const Ben
       fmt::format("--exists-count={}", options.exists_count),
       fmt::format("--warmup-bytes={}", options.warmup ? options.warmup_bytes : 0),
       fmt::format("--segment-bytes={}", segment_bytes)};
+  // Starting the peer, and each phase bounded by max_seconds (with room for a slow machine).
+  const auto deadline =
+      start_allowance + std::chrono::seconds(static_cast<int64_t>(
+                            3 * options.max_seconds * static_cast<double>(options.ops.size())));
   int status = 0;
-  KVPORT_ASSIGN_OR_RETURN(std::string text, RunCapturingStdout(args, &status));
+  KVPORT_ASSIGN_OR_RETURN(std::string text, RunCapturingStdout(args, deadline, &status));
   const nlohmann::json out = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!out.is_object()) {
     return Status::Unavailable(fmt::format("the {} driver printed no result (exit status {})",

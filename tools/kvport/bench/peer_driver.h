@@ -11,6 +11,7 @@
 // turns into PhaseResults of system `peer.system`. docs/performance.md has each one's pattern.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +39,11 @@ Result<PeerDriver> FindPeerDriver(std::string_view system, const std::string& pe
 
 // Runs the driver with `options`' shape and a store of `segment_bytes` (the memory the peer's
 // server may use, where it has such a bound). Unavailable with the driver's reason when it could
-// not start its system; Corruption for a result that does not parse.
-Result<std::vector<PhaseResult>> RunPeerDriver(const PeerDriver& peer, const BenchOptions& options,
-                                               uint64_t segment_bytes);
+// not start its system; Corruption for a result that does not parse; Timeout when it has not
+// finished `start_allowance` plus three times max_seconds per phase after it started (it is then
+// killed with every process it started).
+Result<std::vector<PhaseResult>> RunPeerDriver(
+    const PeerDriver& peer, const BenchOptions& options, uint64_t segment_bytes,
+    std::chrono::seconds start_allowance = std::chrono::seconds(120));
 
 }  // namespace kvport::bench
