@@ -50,7 +50,8 @@ class Worker:
         metadata = LMCacheMetadata(model_name="kvport-bench", world_size=1, local_world_size=1,
                                    worker_id=index, local_worker_id=index,
                                    kv_dtype=torch.bfloat16,
-                                   kv_shape=(1, 2, args.value_bytes // 512, 1, 128))
+                                   kv_shape=(1, 2, args.value_bytes // 512, 1, 128),
+                                   chunk_size=args.value_bytes // 512)
         self.local = LocalCPUBackend(config, metadata)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -64,6 +65,9 @@ class Worker:
                                         MemoryFormat.KV_2LTD)
             if chunk is None:
                 raise RuntimeError("LMCache's CPU pool is too small for one batch")
+            if chunk.get_size() != args.value_bytes:  # what the phases count is what moves
+                raise RuntimeError(f"LMCache made a chunk of {chunk.get_size()} bytes, not "
+                                   f"{args.value_bytes}")
             data = chunk.raw_data[:chunk.get_size()]
             data.fill_(0)
             data[:8] = self.mark(i)
