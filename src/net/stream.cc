@@ -69,8 +69,11 @@ Result<IoProgress> Stream::ReadAhead(const iovec* iov, int count) {
   }
   with_ahead[count] = iovec{ahead_.get(), ahead_capacity_};
   KVPORT_ASSIGN_OR_RETURN(progress, net::ReadV(socket_.fd(), with_ahead, count + 1));
-  // Short (or nothing, or the end): the socket held no more than this.
-  if (progress.bytes < asked + ahead_capacity_) drained_ = true;
+  // The caller's buffers filled and the read-ahead not: the socket held no more than this.
+  // (Short of the caller's own buffers is a large payload still streaming in: the next read asks
+  // the socket again, as a plain stream's would; waiting for epoll there cost a quarter of a
+  // 4 MiB x16 MSET's rate.)
+  if (progress.bytes >= asked && progress.bytes < asked + ahead_capacity_) drained_ = true;
   if (progress.bytes > asked) {
     ahead_end_ = progress.bytes - asked;
     progress.bytes = asked;
@@ -83,15 +86,20 @@ Result<IoProgress> Stream::WriteV(const iovec* iov, int count) {
   return tls_->Write(iov, count);
 }
 
-Result<IoProgress> Stream::Readable() {
+Result<IoProgress> Stream::Readable(size_t wanted) {
   if (ahead_ != nullptr) {
-    IoProgress progress;
-    progress.bytes = ahead_end_ - ahead_begin_;
-    if (progress.bytes > 0) return progress;
-    if (drained_) {
-      progress.would_block = true;
+    const size_t kept = ahead_end_ - ahead_begin_;
+    if (kept >= wanted || drained_) {
+      IoProgress progress;
+      progress.bytes = kept;
+      progress.would_block = kept == 0;
       return progress;
     }
+    Result<IoProgress> in_socket = net::Readable(socket_.fd());
+    if (!in_socket.ok() || kept == 0) return in_socket;
+    IoProgress progress;
+    progress.bytes = kept + in_socket->bytes;
+    return progress;
   }
   Result<IoProgress> in_socket = net::Readable(socket_.fd());
   if (!tls_ || !in_socket.ok()) return in_socket;

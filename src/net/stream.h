@@ -10,8 +10,10 @@
 // system call each (and FIONREAD before the value, and a last readv that found nothing). With
 // read-ahead every readv from the socket also offers a buffer of its own after the caller's, so
 // one readv brings what the socket holds: the next reads are copies out of that buffer. A readv
-// that came back short emptied the socket: reads then answer would_block without a system call
-// until SocketReadable() says epoll reported it readable again.
+// that filled the caller's buffers but not the read-ahead emptied the socket: reads then answer
+// would_block without a system call until SocketReadable() says epoll reported it readable
+// again. (One that did not fill the caller's buffers, a large value still streaming in, leaves
+// the next read to ask the socket.)
 #pragma once
 
 #include <sys/uio.h>
@@ -64,9 +66,11 @@ class Stream {
   Result<IoProgress> WriteV(const iovec* iov, int count);
   // What a read would find now (net::Readable): for TLS, the decrypted bytes held plus what the
   // socket holds (record framing included: at most a little more than a read will give). With
-  // read-ahead: the bytes kept when there are some (at least that much is there), would_block
-  // when the socket was drained; neither asks the socket.
-  Result<IoProgress> Readable();
+  // read-ahead: the bytes kept plus what the socket holds, except that when the bytes kept are
+  // `wanted` or more, or the socket was drained, it answers from what is kept without asking the
+  // socket (a small call's value is then known to be here with no FIONREAD; a large one's
+  // reservation still grows by all that has arrived).
+  Result<IoProgress> Readable(size_t wanted = SIZE_MAX);
   // Bytes a read will return that the socket (poll, epoll) does not report: decrypted bytes
   // TLS holds, or bytes read ahead. A reader waiting in poll must look here first.
   size_t buffered() const { return tls_ ? tls_->buffered() : ahead_end_ - ahead_begin_; }

@@ -379,7 +379,7 @@ bool Session::ReadPayload() {
   if (receiver_->remaining() > 0) {
     // Destinations only for bytes that are here (an MSET item is reserved once its first byte
     // has arrived), so a payload that never comes evicts nothing.
-    Result<net::IoProgress> available = stream_.Readable();
+    Result<net::IoProgress> available = stream_.Readable(receiver_->remaining());
     if (!available.ok()) {
       Close(available.status().message());
       return false;

@@ -73,18 +73,24 @@ TEST(StreamReadAheadTest, OneReadTakesTheSocketsBytesAndLaterReadsAreServedFromT
   EXPECT_EQ(p.reader.buffered(), 0u);
 }
 
-// A short readv emptied the socket: until epoll says it is readable again (SocketReadable),
-// reads answer would_block without asking it; then they take what came meanwhile.
-TEST(StreamReadAheadTest, AfterAShortReadTheSocketIsAskedAgainOnlyOnceReportedReadable) {
+// A readv that filled the caller's buffer but not the read-ahead emptied the socket: until epoll
+// says it is readable again (SocketReadable), reads answer would_block without asking it (once
+// what was read ahead is taken); then they take what came meanwhile.
+TEST(StreamReadAheadTest, AfterTheSocketRanDryItIsAskedAgainOnlyOnceReportedReadable) {
   Pipe p = MakePipe();
   p.reader.EnableReadAhead(64);
   WriteAll(p.writer.fd(), "abc");
   char buf[8];
-  iovec iov{buf, sizeof(buf)};
-  Result<IoProgress> r = p.reader.ReadV(&iov, 1);
+  iovec two{buf, 2};
+  Result<IoProgress> r = p.reader.ReadV(&two, 1);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->bytes, 3u);
+  EXPECT_EQ(r->bytes, 2u);
   WriteAll(p.writer.fd(), "defg");
+  iovec iov{buf, sizeof(buf)};
+  r = p.reader.ReadV(&iov, 1);  // what was read ahead
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 1u);
+  EXPECT_EQ(buf[0], 'c');
   r = p.reader.ReadV(&iov, 1);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->bytes, 0u);
@@ -104,6 +110,22 @@ TEST(StreamReadAheadTest, AfterAShortReadTheSocketIsAskedAgainOnlyOnceReportedRe
   EXPECT_TRUE(r->eof);
 }
 
+// A readv short of the caller's own buffers (a large value still streaming in) leaves the next
+// read to ask the socket at once, as a plain stream's would.
+TEST(StreamReadAheadTest, AReadShortOfTheCallersBuffersLeavesTheSocketToBeAskedAgain) {
+  Pipe p = MakePipe();
+  p.reader.EnableReadAhead(64);
+  WriteAll(p.writer.fd(), "abc");
+  char buf[8];
+  iovec iov{buf, sizeof(buf)};
+  ASSERT_EQ(p.reader.ReadV(&iov, 1)->bytes, 3u);
+  WriteAll(p.writer.fd(), "defg");
+  Result<IoProgress> r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 4u);
+  EXPECT_EQ(std::string(buf, 4), "defg");
+}
+
 // A read that filled the caller's buffers and all of the read-ahead did not empty the socket:
 // the next read asks it again at once.
 TEST(StreamReadAheadTest, AFullReadLeavesTheSocketToBeAskedAgain) {
@@ -114,6 +136,10 @@ TEST(StreamReadAheadTest, AFullReadLeavesTheSocketToBeAskedAgain) {
   iovec iov{buf, sizeof(buf)};
   ASSERT_EQ(p.reader.ReadV(&iov, 1)->bytes, 4u);
   EXPECT_EQ(p.reader.buffered(), 8u);
+  // What a read would find: answered from what is kept when that covers what is wanted, else
+  // with the socket's too (a large value's reservation grows by all that has arrived).
+  EXPECT_EQ(p.reader.Readable(4)->bytes, 8u);
+  EXPECT_EQ(p.reader.Readable(100)->bytes, 13u);
   char big[32];
   iov = {big, sizeof(big)};
   ASSERT_EQ(p.reader.ReadV(&iov, 1)->bytes, 8u);
