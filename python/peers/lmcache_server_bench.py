@@ -19,7 +19,6 @@ Prints one JSON object, as mooncake_bench.py does: {"system": "lmcache-server", 
 "phases": [...], "note"}, or {"error": ...} and exit status 1.
 """
 
-import argparse
 import asyncio
 import json
 import os
@@ -141,14 +140,7 @@ def bench(args):
                                 "remote_serde": "naive"}, f)
             workers = [Worker(i, args, f"lm://127.0.0.1:{port}", config_file)
                        for i in range(args.threads)]
-        ops = args.ops.split(",")
-        if "put" not in ops:  # get and exists read what put wrote
-            for w in workers:
-                w.run(w.put_batch())
-        phases = []
-        for op in ops:
-            count = args.exists_count if op == "exists" else args.count
-            phases.append(peer_phases.run_phase(op, workers, args, max(1, count // args.threads), call))
+        phases = peer_phases.run_phases(workers, args, call)
         return {"system": "lmcache-server", "version": importlib.metadata.version("lmcache"),
                 "phases": phases,
                 "note": "LMCache's server (lm://) driven by LMCache's own connector, a worker "
@@ -162,19 +154,9 @@ def bench(args):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--value-bytes", type=int, default=1 << 20)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--count", type=int, default=64)
-    p.add_argument("--seconds", type=float, default=8)
-    p.add_argument("--ops", default="put,get,exists")
-    p.add_argument("--exists-batch", type=int, default=1024)
-    p.add_argument("--exists-count", type=int, default=1000)
-    p.add_argument("--warmup-bytes", type=int, default=0, help="unused: LMCache's server keeps "
-                   "each chunk in a Python object of its own, there are no pages to warm")
-    p.add_argument("--segment-bytes", type=int, default=0, help="unused: the server is unbounded")
-    args = p.parse_args()
+    # --warmup-bytes and --segment-bytes are unused: LMCache's server keeps each chunk in a Python
+    # object of its own (no pages to warm) and has no bound on its memory.
+    args = peer_phases.shape_parser(__doc__.splitlines()[0]).parse_args()
     try:
         result = bench(args)
         print(json.dumps(result), flush=True)

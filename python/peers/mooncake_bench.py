@@ -146,14 +146,7 @@ def bench(args):
             raise RuntimeError("the holder process could not mount its segment")
         workers = [Worker(i, args, http_port, rpc_port) for i in range(args.threads)]
         warm(workers, args)
-        phases = []
-        ops = args.ops.split(",")
-        if "put" not in ops:  # get and exists read what put wrote
-            for w in workers:
-                w.store.batch_upsert_from(w.keys, w.sources, w.sizes)
-        for op in ops:
-            count = args.exists_count if op == "exists" else args.count
-            phases.append(peer_phases.run_phase(op, workers, args, max(1, count // args.threads), call))
+        phases = peer_phases.run_phases(workers, args, call)
         for w in workers:
             w.store.close()
         return {
@@ -176,18 +169,7 @@ def bench(args):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--value-bytes", type=int, default=1 << 20)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--count", type=int, default=64, help="batched calls per phase, all threads")
-    p.add_argument("--seconds", type=float, default=8, help="at most this long per phase")
-    p.add_argument("--ops", default="put,get,exists")
-    p.add_argument("--exists-batch", type=int, default=1024)
-    p.add_argument("--exists-count", type=int, default=1000)
-    p.add_argument("--warmup-bytes", type=int, default=0)
-    p.add_argument("--segment-bytes", type=int, default=1 << 30,
-                   help="the store's memory, mounted by the holder process")
+    p = peer_phases.shape_parser(__doc__.splitlines()[0])
     p.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--rpc-port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--http-port", type=int, help=argparse.SUPPRESS)

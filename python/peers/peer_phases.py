@@ -1,10 +1,30 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the peer drivers of `kvport bench` share (mooncake_bench.py, lmcache_server_bench.py):
-loopback ports, and timing a phase of calls on several threads the way kvport bench does."""
+the shape options kvport bench passes, loopback ports, and timing phases of calls on several
+threads the way kvport bench does."""
 
+import argparse
 import socket
 import threading
 import time
+
+
+def shape_parser(description):
+    """An argument parser with the shape options bench/peer_driver.cc passes every driver."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--value-bytes", type=int, default=1 << 20)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--count", type=int, default=64, help="batched calls per phase, all threads")
+    p.add_argument("--seconds", type=float, default=8, help="at most this long per phase")
+    p.add_argument("--ops", default="put,get,exists")
+    p.add_argument("--exists-batch", type=int, default=1024)
+    p.add_argument("--exists-count", type=int, default=1000)
+    p.add_argument("--warmup-bytes", type=int, default=0,
+                   help="untimed puts first, where the peer has memory pages to warm")
+    p.add_argument("--segment-bytes", type=int, default=1 << 30,
+                   help="the store's memory, where the peer's server takes such a bound")
+    return p
 
 
 def free_port():
@@ -59,3 +79,16 @@ def run_phase(op, workers, args, calls_per_worker, call):
             "bytes": keys * args.value_bytes if op != "exists" else 0,
             "failed_keys": sum(failed), "seconds": seconds,
             "latency_ns": sorted(x for per in latencies for x in per)}
+
+
+def run_phases(workers, args, call):
+    """Every phase of args.ops in order (call as for run_phase). Get and exists read what put
+    wrote: without a put phase, each worker puts its batch once first, untimed."""
+    ops = args.ops.split(",")
+    if "put" not in ops:
+        for w in workers:
+            call(w, "put", 0)
+    return [run_phase(op, workers, args,
+                      max(1, (args.exists_count if op == "exists" else args.count) // args.threads),
+                      call)
+            for op in ops]

@@ -202,7 +202,9 @@ void Session::OnReadable() {
   // What is left may be less than the payload's SO_RCVLOWAT (set when it last ran dry): the loop
   // must still be woken for it.
   if (yielded && phase_ == Phase::kPayload) WakeWhenReadable(1);
-  service_.counters().AddSocketReads(stream_.TakeSocketReads());
+  // One shared counter update per readiness event, none for an event that read nothing.
+  if (const uint64_t reads = stream_.TakeSocketReads(); reads > 0)
+    service_.counters().AddSocketReads(reads);
   UpdateInterest();
 }
 

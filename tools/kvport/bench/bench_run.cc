@@ -721,6 +721,16 @@ void MeasureRoundTrips(const MatrixOptions& options, const BenchLog& log, Matrix
 
 }  // namespace
 
+namespace {
+
+// The memory a matrix shape needs stored: one batch per thread, and one more being written (old
+// and new coexist), plus room to spare.
+uint64_t ShapeStoreBytes(uint64_t value_bytes, size_t batch, int connections) {
+  return 2 * static_cast<uint64_t>(connections) * batch * value_bytes + (uint64_t{64} << 20);
+}
+
+}  // namespace
+
 Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log) {
   KVPORT_RETURN_IF_ERROR(options.Validate());
   KVPORT_ASSIGN_OR_RETURN(Transports transports, ResolveTransports(options.transport, ""));
@@ -743,12 +753,10 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
     for (size_t b : batches) {
       for (int c : conns) {
         shapes.emplace_back(v, b, c);
-        // One batch per thread stored, and one more being written (old and new coexist).
-        capacity = std::max(capacity, 2 * static_cast<uint64_t>(c) * b * v);
+        capacity = std::max(capacity, ShapeStoreBytes(v, b, c));
       }
     }
   }
-  capacity += uint64_t{64} << 20;
 
   const bool want_shm = Has(report.transports, Transport::kShm);
   KVPORT_ASSIGN_OR_RETURN(Node node,
@@ -846,12 +854,9 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
       }
       for (const PeerDriver& driver :
            transport == Transport::kTcp ? drivers : std::vector<PeerDriver>()) {
-        // A store of what the node's shape needs (one batch per thread stored, one being
-        // written), its pages written once first.
+        // A store of what the shape needs, its pages written once first.
         BenchOptions peer = o;
-        const uint64_t segment =
-            2 * static_cast<uint64_t>(o.connections) * o.batch * o.value_bytes +
-            (uint64_t{64} << 20);
+        const uint64_t segment = ShapeStoreBytes(o.value_bytes, o.batch, o.connections);
         peer.warmup = true;
         peer.warmup_bytes = segment;
         Note(log, fmt::format("matrix: {} x{} x{} conn, {}", FormatSize(o.value_bytes), o.batch,
