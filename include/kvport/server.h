@@ -118,6 +118,13 @@ struct KVPORT_API ServerOptions {
   // A connection with no byte read or written for this long is closed (aborting a half-received
   // MSET). Zero: never.
   std::chrono::milliseconds idle_timeout = std::chrono::seconds(300);
+  // Busy polling (config key busy_poll_us, the client's key for the same idea): after serving
+  // events an I/O thread keeps asking for the next ones without sleeping for this long before
+  // it blocks. A client calling one request at a time then finds its answer without waiting
+  // for the node's thread to wake (on a VM most of a small call's round trip; docs/
+  // performance.md), at the cost of a core per busy I/O thread while traffic lasts. 0 (the
+  // default): sleep at once. At most 1 s.
+  std::chrono::microseconds busy_poll{0};
   // Request deadline: a request (header, descriptor and payload) must arrive whole within
   // request_timeout plus one second per min_request_bytes_per_sec bytes of it received so far
   // (so a large value on a slow link may take longer; a trickle may not). Past it the node

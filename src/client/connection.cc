@@ -115,6 +115,9 @@ constexpr size_t kDescriptorFirstBytes = 64 * 1024;
 // epoll meanwhile); when they stop, the watcher watches the socket again for late responses and
 // for the node going away.
 constexpr std::chrono::milliseconds kReaderGrace{50};
+// Bytes each read from the socket asks for beyond the step's own (net::Stream::EnableReadAhead):
+// a small response whole.
+constexpr size_t kReadAheadBytes = 16 * 1024;
 // Responses the watcher reads from one connection in one callback before it lets the others'
 // callbacks run (it comes back at once).
 constexpr int kResponsesPerVisit = 16;
@@ -201,6 +204,10 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
       return attached;
     }
   }
+  // From here on every response is read through the stream: a small one (header, descriptor,
+  // value) in one system call (net/stream.h). The handshake's answers, passed descriptors
+  // among them, were read one at a time before.
+  conn->stream_.EnableReadAhead(kReadAheadBytes);
   KVPORT_ASSIGN_OR_RETURN(conn->watcher_, SocketWatcher::Shared());
   KVPORT_RETURN_IF_ERROR(conn->watcher_->Add(conn.get(), conn->stream_.fd()));
   {
@@ -611,7 +618,10 @@ void Connection::OnWatch() {
   }
   watcher_idle_ = false;
   lock.unlock();
-  // What the socket holds now, response after response, never waiting for more.
+  // What the socket holds now, response after response, never waiting for more. A callback is
+  // the watcher's epoll finding the socket readable, or a time asked for: either way the
+  // socket is asked again, whatever the last read of it found.
+  stream_.SocketReadable();
   Status status;
   bool paused = false;
   bool yield = false;
@@ -706,6 +716,12 @@ Status Connection::Advance(Deadline give_up, bool* paused, bool spin) {
 }
 
 Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
+  struct CountReads {
+    Connection* conn;
+    ~CountReads() {
+      conn->socket_reads_.fetch_add(conn->stream_.TakeSocketReads(), std::memory_order_relaxed);
+    }
+  } count_reads{this};
   Frame& f = *frame_;
   while (f.left > 0) {
     while (f.iov[f.next].iov_len == 0)
@@ -760,12 +776,10 @@ Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
       // its header gets drain_timeout.
       f.until = After(MonotonicClock::now(), options_.drain_timeout);
     }
+    // A give-up time already passed (a look at what has arrived: Poll, the watcher) ends at the
+    // wait below, which then only asks whether the socket has more (a read-ahead stream that
+    // found the socket drained did not ask it).
     const bool stall_first = f.until <= give_up;
-    if (!stall_first && give_up <= MonotonicClock::now()) {
-      // A look at what has arrived (Poll): nothing more is there now.
-      *paused = true;
-      return Status::Ok();
-    }
     // Busy polling is for the round trip, before a response's first byte: once bytes stream
     // in, the node is sending and a spinning reader would only take CPU from it.
     const bool awaiting = f.phase == Frame::Phase::kHeader && !f.open();

@@ -199,6 +199,8 @@ class Connection : private SocketWatcher::Watched {
   // Responses (or their rest) the reader discarded because their call had given up, with the
   // connection kept: for tests and diagnostics.
   uint64_t drained_responses() const { return drained_.load(std::memory_order_relaxed); }
+  // Read system calls made on the socket so far (read-ahead makes a small response one).
+  uint64_t socket_reads() const { return socket_reads_.load(std::memory_order_relaxed); }
 
  private:
   Connection(net::Stream stream, std::string peer, const ConnectionOptions& options);
@@ -266,6 +268,7 @@ class Connection : private SocketWatcher::Watched {
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<bool> alive_{true};
   std::atomic<uint64_t> drained_{0};
+  std::atomic<uint64_t> socket_reads_{0};
 
   std::shared_ptr<ArenaMapping> arena_;
   const uint64_t* lease_word_ = nullptr;  // in arena_'s lease words; null: none (version < 6)

@@ -143,11 +143,16 @@ Status WaitReadable(net::Stream& stream, Deadline deadline, std::chrono::microse
     do {
       pollfd p{fd, POLLIN, 0};
       const int n = ::poll(&p, 1, 0);
-      if (n > 0) return Status::Ok();
+      if (n > 0) {
+        stream.SocketReadable();
+        return Status::Ok();
+      }
       if (n < 0 && errno != EINTR) return Status::FromErrno("poll", errno);
     } while (MonotonicClock::now() < until);
   }
-  return WaitFor(fd, POLLIN, deadline, "read a response");
+  Status ready = WaitFor(fd, POLLIN, deadline, "read a response");
+  if (ready.ok()) stream.SocketReadable();
+  return ready;
 }
 
 }  // namespace kvport::client

@@ -46,10 +46,11 @@ Status ReadFully(net::Stream& stream, void* dst, size_t n, Deadline deadline);
 Status ReadFullyWithDescriptors(int fd, void* dst, size_t n, Deadline deadline,
                                 std::vector<net::Socket>* received);
 
-// Waits until `stream` has bytes to read (or end-of-file): bytes TLS already decrypted count
-// without a wait. Timeout when the deadline passes first. With `spin`, polls without sleeping
-// for up to that long (never past `deadline`) before it blocks: a thread that is about to be
-// answered keeps its CPU instead of being woken for it.
+// Waits until `stream` has bytes to read (or end-of-file): bytes TLS already decrypted or read
+// ahead count without a wait, and a socket found readable is marked so (Stream::SocketReadable).
+// Timeout when the deadline passes first. With `spin`, polls without sleeping for up to that long
+// (never past `deadline`) before it blocks: a thread that is about to be answered keeps its CPU
+// instead of being woken for it.
 Status WaitReadable(net::Stream& stream, Deadline deadline,
                     std::chrono::microseconds spin = std::chrono::microseconds(0));
 

@@ -42,13 +42,22 @@ EventLoop::~EventLoop() {
 void EventLoop::Run() {
   loop_thread_.store(std::this_thread::get_id());
   epoll_event events[kMaxEventsPerWait];
+  MonotonicClock::time_point spin_until = now_;  // busy polling: no sleep before this
   while (!stop_requested_.load(std::memory_order_acquire)) {
-    int n = ::epoll_wait(epoll_.fd(), events, kMaxEventsPerWait, NextTimeoutMs());
+    const int timeout = NextTimeoutMs();
+    const bool spinning = timeout != 0 && now_ < spin_until;
+    int n = ::epoll_wait(epoll_.fd(), events, kMaxEventsPerWait, spinning ? 0 : timeout);
     now_ = MonotonicClock::now();
     if (n < 0 && errno != EINTR) {
       log::Error("epoll_wait failed: {}", Status::FromErrno("epoll_wait", errno).message());
       break;
     }
+    if (n > 0 && busy_poll_.count() > 0) {
+      if (spinning && on_busy_poll_hit_) on_busy_poll_hit_();
+      spin_until = now_ + busy_poll_;
+    }
+    // Nothing yet, and no timer or task due (those make the timeout 0): ask again.
+    if (n == 0 && spinning) continue;
     for (int i = 0; i < n; ++i) {
       auto* handler = static_cast<EventHandler*>(events[i].data.ptr);
       if (handler == nullptr) {
@@ -62,6 +71,11 @@ void EventLoop::Run() {
   }
   RunPostedTasks();
   loop_thread_.store(std::thread::id());
+}
+
+void EventLoop::SetBusyPoll(std::chrono::microseconds spin, std::function<void()> on_hit) {
+  busy_poll_ = spin;
+  on_busy_poll_hit_ = std::move(on_hit);
 }
 
 void EventLoop::Stop() {

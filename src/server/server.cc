@@ -208,6 +208,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     return Status::InvalidArgument(
         "max_unauthenticated_per_address must be at least 1 (0 would refuse every connection)");
   }
+  if (options.busy_poll.count() < 0 || options.busy_poll > std::chrono::seconds(1)) {
+    return Status::InvalidArgument(
+        fmt::format("busy_poll must be 0 to 1 s, got {} us", options.busy_poll.count()));
+  }
   if (options.max_connections == 0) {
     return Status::InvalidArgument(
         "max_connections must be at least 1 (0 would refuse every "
@@ -298,6 +302,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   worker_options.session.max_node_input_bytes = options.max_input_buffer_bytes;
   impl->counters.SetMaxInputBufferBytes(options.max_input_buffer_bytes);
   worker_options.idle_timeout = options.idle_timeout;
+  worker_options.busy_poll = options.busy_poll;
   impl->unauthenticated =
       std::make_unique<server::UnauthenticatedConnections>(options.max_unauthenticated_per_address);
   worker_options.session.hello_timeout = options.hello_timeout;

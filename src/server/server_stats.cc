@@ -120,6 +120,7 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   out->emplace_back("aborted_msets", get(aborted_msets_));
   out->emplace_back("bytes_received", get(bytes_received_));
   out->emplace_back("socket_reads", get(socket_reads_));
+  out->emplace_back("busy_poll_hits", get(busy_poll_hits_));
   out->emplace_back("bytes_sent", get(bytes_sent_));
   out->emplace_back("shm_attaches", get(shm_attaches_));
   out->emplace_back("auth_failures", get(auth_failures_));

@@ -67,6 +67,8 @@ class ServerCounters {
   void AddBytesSent(uint64_t n) { bytes_sent_.fetch_add(n, std::memory_order_relaxed); }
   // Read system calls made on plain client sockets (net::Stream::TakeSocketReads).
   void AddSocketReads(uint64_t n) { socket_reads_.fetch_add(n, std::memory_order_relaxed); }
+  // An I/O thread busy polling (ServerOptions::busy_poll) found events instead of sleeping.
+  void CountBusyPollHit() { busy_poll_hits_.fetch_add(1, std::memory_order_relaxed); }
   void CountShmAttach() { shm_attaches_.fetch_add(1, std::memory_order_relaxed); }
   // A HELLO refused for its token (none, unknown, or a client too old to present one).
   void CountAuthFailure() { auth_failures_.fetch_add(1, std::memory_order_relaxed); }
@@ -153,6 +155,7 @@ class ServerCounters {
   std::atomic<uint64_t> aborted_msets_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> socket_reads_{0};
+  std::atomic<uint64_t> busy_poll_hits_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> shm_attaches_{0};
   std::atomic<uint64_t> auth_failures_{0};

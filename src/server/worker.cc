@@ -13,6 +13,10 @@ namespace kvport::server {
 Result<std::unique_ptr<Worker>> Worker::Create(CacheService& service, const WorkerOptions& options,
                                                std::function<void()> on_connection_closed) {
   KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<net::EventLoop> loop, net::EventLoop::Create());
+  if (options.busy_poll.count() > 0) {
+    ServerCounters* counters = &service.counters();
+    loop->SetBusyPoll(options.busy_poll, [counters] { counters->CountBusyPollHit(); });
+  }
   return std::unique_ptr<Worker>(
       new Worker(service, options, std::move(loop), std::move(on_connection_closed)));
 }

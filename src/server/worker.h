@@ -28,6 +28,7 @@ namespace kvport::server {
 struct WorkerOptions {
   SessionOptions session;
   std::chrono::milliseconds idle_timeout{0};  // 0: never
+  std::chrono::microseconds busy_poll{0};     // ServerOptions::busy_poll
 };
 
 class Worker {

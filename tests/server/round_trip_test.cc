@@ -44,13 +44,18 @@ TEST(ServerRoundTripTest, MsetThenMgetReturnsEveryByteAndMeta) {
 // The node reads ahead of each step (net/stream.h): a small call, written by the client in one
 // writev, is read in one system call, not one each for its header, descriptor and value (and
 // another that finds nothing). Counted by the node itself (socket_reads).
+// A client of `server` over TCP (a same-host client would otherwise choose shared memory).
+void InitTcpClient(const Server& server, Client* client) {
+  InitOptions tcp;
+  tcp.transport_type = 1;
+  ASSERT_TRUE(client->Init("round-trip-test", server.address(), tcp).ok());
+}
+
 TEST(ServerRoundTripTest, ASmallCallIsReadInOneSystemCall) {
   auto server = StartNode(SmallNodeOptions());
   ASSERT_NE(server, nullptr);
   Client client;
-  InitOptions tcp;
-  tcp.transport_type = 1;
-  ASSERT_TRUE(client.Init("reads", server->address(), tcp).ok());
+  InitTcpClient(*server, &client);
   std::vector<char> value(4096, 'v');
   std::vector<char> out(4096);
   IOBuffers in, back;
@@ -73,6 +78,48 @@ TEST(ServerRoundTripTest, ASmallCallIsReadInOneSystemCall) {
   // read-ahead: 4 per MSET and 3 per MGET.
   EXPECT_LE(reads, 2 * kCalls * 3 / 2) << reads << " reads for " << 2 * kCalls << " calls";
   EXPECT_GE(reads, 2u * kCalls);
+}
+
+// Busy polling (ServerOptions::busy_poll): after answering a call the node's I/O thread keeps
+// asking epoll instead of sleeping, so the next call of a client calling back to back is found
+// while it polls (busy_poll_hits), never by a thread woken from sleep. With the maximum spin a
+// client's next call comes well within it on any machine; without busy polling nothing counts.
+TEST(ServerRoundTripTest, ABusyPollingNodeFindsTheNextCallWithoutSleeping) {
+  for (const auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(1'000'000)}) {
+    ServerOptions options = SmallNodeOptions();
+    options.threads = 1;
+    options.busy_poll = spin;
+    auto server = StartNode(options);
+    ASSERT_NE(server, nullptr);
+    Client client;
+    InitTcpClient(*server, &client);
+    std::vector<char> value(4096, 'v');
+    IOBuffers in;
+    in.Append(value.data(), value.size());
+    constexpr int kCalls = 40;
+    const uint64_t before = server->Stats().Get("busy_poll_hits");
+    for (int i = 0; i < kCalls; ++i) {
+      Result<BatchResult> put = client.MSet({"k" + std::to_string(i)}, in);
+      ASSERT_TRUE(put.ok() && put->status == BatchCode::kSuccess);
+    }
+    const uint64_t hits = server->Stats().Get("busy_poll_hits") - before;
+    if (spin.count() == 0) {
+      EXPECT_EQ(hits, 0u);
+    } else {
+      // Each call after the first (and the STATS call) arrives while the thread polls; a
+      // preempted client may miss a spin now and then.
+      EXPECT_GE(hits, kCalls / 2) << hits << " of " << kCalls << " calls";
+    }
+  }
+}
+
+TEST(ServerRoundTripTest, ABusyPollOverOneSecondIsRefused) {
+  ServerOptions options = SmallNodeOptions();
+  options.busy_poll = std::chrono::microseconds(1'000'001);
+  Result<std::unique_ptr<Server>> server = Server::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(server.status().message().find("busy_poll"), std::string::npos);
 }
 
 TEST(ServerRoundTripTest, MetaOnlyAndTooSmallBuffersReportLengthsWithoutBytes) {

@@ -148,6 +148,7 @@ int RunMatrixCommand(BenchFlags& f) {
   if (f.count_option->count() > 0) m.count = f.options.count;
   if (f.seconds_option->count() > 0) m.max_seconds = f.options.max_seconds;
   m.node_threads = f.options.node_threads;
+  m.busy_poll_us = f.options.busy_poll_us;
   m.socket_baseline = !f.no_socket;
   m.ns = f.options.ns;
   bool redis = false;  // the matrix has no redis column
@@ -278,8 +279,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "MExistAsync, then Wait): a phase's call is then a group of that many")
       ->capture_default_str();
   cmd->add_option("--busy-poll-us", o.busy_poll_us,
-                  "kvport client: how long a call polls for its answer before it sleeps "
-                  "(InitOptions::busy_poll; 0: at once)")
+                  "kvport client and embedded node: how long a call polls for its answer, and "
+                  "an I/O thread for the next request, before it sleeps (InitOptions::busy_poll, "
+                  "ServerOptions::busy_poll; 0: at once; --matrix too)")
       ->capture_default_str();
   cmd->add_option("--ops", flags->ops, "Phases, in order: a list of put, get, exists")
       ->capture_default_str();

@@ -39,6 +39,7 @@ struct ServeFlags {
   std::optional<std::string> unix_socket;
   std::optional<std::string> capacity;
   std::optional<unsigned> threads;
+  std::optional<uint32_t> busy_poll_us;
   bool insecure = false;
   std::optional<std::string> http;  // --http HOST:PORT or PORT
   std::optional<std::string> cluster;
@@ -96,6 +97,7 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   options.max_reserved_bytes = node.max_reserved_bytes;
   options.max_pinned_bytes = node.max_pinned_bytes;
   options.idle_timeout = std::chrono::seconds(node.idle_timeout_secs);
+  options.busy_poll = std::chrono::microseconds(flags.busy_poll_us.value_or(config.busy_poll_us));
   options.request_timeout = std::chrono::seconds(node.request_timeout_secs);
   options.min_request_bytes_per_sec = node.min_request_bytes_per_sec;
   options.max_connections = node.max_connections;
@@ -187,6 +189,9 @@ int Serve(const ServeFlags& flags) {
   if (flags.unix_socket) given.push_back({"unix_socket", *flags.unix_socket, "--unix-socket"});
   if (flags.capacity) given.push_back({"capacity", *flags.capacity, "--capacity"});
   if (flags.threads) given.push_back({"threads", std::to_string(*flags.threads), "--threads"});
+  if (flags.busy_poll_us) {
+    given.push_back({"busy_poll_us", std::to_string(*flags.busy_poll_us), "--busy-poll-us"});
+  }
   if (flags.http) given.push_back({"http_listen", *flags.http, "--http"});
   if (flags.cluster) given.push_back({"cluster", *flags.cluster, "--cluster"});
   if (flags.etcd) given.push_back({"etcd", *flags.etcd, "--etcd"});
@@ -238,6 +243,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   serve->add_option("--capacity", flags->capacity,
                     "arena size, e.g. 1GiB, 512MiB or a number of bytes (default 1GiB)");
   serve->add_option("--threads", flags->threads, "I/O threads (default 0 = one per core)");
+  serve
+      ->add_option("--busy-poll-us", flags->busy_poll_us,
+                   "how long an I/O thread polls for more requests before it sleeps, in "
+                   "microseconds (default: busy_poll_us, 0 = at once; docs/performance.md)")
+      ->check(CLI::Range(0, 1000000));
   serve->add_flag("--insecure", flags->insecure,
                   "allow a non-loopback --listen address without access tokens (a trusted "
                   "network only; docs/security.md). Tokens come from the config (tokens_file), "

@@ -211,11 +211,14 @@ uint64_t EmbeddedCapacity(const BenchOptions& o) {
   return 2 * o.working_set_bytes() + o.worker_threads() * batch_bytes + (uint64_t{64} << 20);
 }
 
-ServerOptions EmbeddedServerOptions(uint64_t capacity, unsigned threads, uint64_t max_value,
-                                    uint64_t max_batch) {
+// The embedded node busy polls as long as the bench's client does (--busy-poll-us): a round
+// trip spins on both ends or on neither, as the round-trip limit's busy-poll mode does.
+ServerOptions EmbeddedServerOptions(uint64_t capacity, unsigned threads, int64_t busy_poll_us,
+                                    uint64_t max_value, uint64_t max_batch) {
   ServerOptions so;
   so.capacity_bytes = capacity;
   so.threads = threads;
+  so.busy_poll = std::chrono::microseconds(busy_poll_us);
   so.max_value_bytes = std::max(so.max_value_bytes, max_value);
   so.max_batch_keys = std::max<uint64_t>(so.max_batch_keys, max_batch);
   so.idle_timeout = std::chrono::milliseconds(0);
@@ -294,9 +297,9 @@ Status RunKvport(const BenchOptions& options, BenchData& data, BenchReport* repo
   const bool want_shm = Has(report->transports, Transport::kShm);
   std::vector<Node> nodes;
   if (options.url.empty()) {
-    const ServerOptions so =
-        EmbeddedServerOptions(EmbeddedCapacity(options), options.node_threads, options.value_bytes,
-                              std::max<uint64_t>(options.batch, options.exists_batch));
+    const ServerOptions so = EmbeddedServerOptions(
+        EmbeddedCapacity(options), options.node_threads, options.busy_poll_us, options.value_bytes,
+        std::max<uint64_t>(options.batch, options.exists_batch));
     for (int i = 0; i < options.nodes; ++i) {
       Result<Node> started = StartEmbeddedNode(so, want_shm);
       if (!started.ok()) {
@@ -759,10 +762,11 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
   }
 
   const bool want_shm = Has(report.transports, Transport::kShm);
-  KVPORT_ASSIGN_OR_RETURN(Node node,
-                          StartEmbeddedNode(EmbeddedServerOptions(capacity, options.node_threads,
-                                                                  *sizes.begin(), *batches.begin()),
-                                            want_shm));
+  KVPORT_ASSIGN_OR_RETURN(
+      Node node,
+      StartEmbeddedNode(EmbeddedServerOptions(capacity, options.node_threads, options.busy_poll_us,
+                                              *sizes.begin(), *batches.begin()),
+                        want_shm));
   report.node = node.description;
   Note(log, fmt::format("matrix: {} rows on node {}", shapes.size() * report.transports.size(),
                         report.node));
@@ -780,6 +784,7 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
     o.exists_batch = 1;
     o.ns = options.ns;
     o.warmup = false;
+    o.busy_poll_us = options.busy_poll_us;
     return o;
   };
 

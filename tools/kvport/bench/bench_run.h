@@ -104,6 +104,9 @@ struct MatrixOptions {
   uint64_t phase_bytes = uint64_t{1} << 30;
   double max_seconds = 2;
   unsigned node_threads = 0;  // embedded node I/O threads (0: one per CPU)
+  // Client and embedded node busy poll this long (BenchOptions::busy_poll_us); the round-trip
+  // limit is the faster of its blocking and busy-poll modes either way.
+  int64_t busy_poll_us = 0;
   bool socket_baseline = true;
   std::string ns = "bench";
   // Python-driven peers (bench/peer_driver.h) at every shape, beside the shape's TCP row.
