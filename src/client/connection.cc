@@ -364,9 +364,22 @@ Result<Connection::Ticket> Connection::SendCall(Ticket call, const protocol::Enc
     if (!alive_.load(std::memory_order_relaxed)) return close_reason_;
     pending_.push_back(call);
   }
+  Status written = WriteFrame(frame, deadline);
+  if (!written.ok()) {
+    Abandon(call);
+    return written;
+  }
+  return call;
+}
+
+Status Connection::SendUnanswered(const protocol::EncodedFrame& frame, Deadline deadline) {
+  if (!alive()) return close_reason();
+  return WriteFrame(frame, deadline);
+}
+
+Status Connection::WriteFrame(const protocol::EncodedFrame& frame, Deadline deadline) {
   std::unique_lock write_lock(write_mu_, std::defer_lock);
   if (!write_lock.try_lock_until(deadline)) {
-    Abandon(call);
     return Status::Timeout("deadline passed while waiting to write on the connection to " + peer_ +
                            " (busy with other requests)");
   }
@@ -378,16 +391,13 @@ Result<Connection::Ticket> Connection::SendCall(Ticket call, const protocol::Enc
   }
   Status written = WriteFully(stream_, iov, deadline);
   write_lock.unlock();
-  if (!written.ok()) {
-    // The stream may hold part of a frame: nothing more can be sent on it.
-    Close(written);
-    Abandon(call);
-    if (written.code() == StatusCode::kTimeout) {
-      return Status::Timeout("deadline passed while writing a request to " + peer_);
-    }
-    return close_reason();
+  if (written.ok()) return written;
+  // The stream may hold part of a frame: nothing more can be sent on it.
+  Close(written);
+  if (written.code() == StatusCode::kTimeout) {
+    return Status::Timeout("deadline passed while writing a request to " + peer_);
   }
-  return call;
+  return close_reason();
 }
 
 Status Connection::Post(uint64_t request_id, const protocol::EncodedFrame& frame,

@@ -154,10 +154,14 @@ class Connection : private SocketWatcher::Watched {
   Result<Ticket> Send(uint64_t request_id, const protocol::EncodedFrame& frame,
                       ResponseHandler* handler, Deadline deadline, Ticket reuse = nullptr);
 
-  // Send for a request whose answer nobody waits for (SHM_RELEASE): the connection keeps
-  // `handler` until the answer arrives or the connection closes, then drops it.
+  // Send for a request whose answer nobody waits for (SHM_RELEASE before protocol version 7):
+  // the connection keeps `handler` until the answer arrives or the connection closes, then
+  // drops it.
   Status Post(uint64_t request_id, const protocol::EncodedFrame& frame,
               std::unique_ptr<ResponseHandler> handler, Deadline deadline);
+  // Writes a request the node does not answer (SHM_RELEASE from version 7; an ERROR the node
+  // sends for it finds no call and is dropped, or closes the connection as any fatal one).
+  Status SendUnanswered(const protocol::EncodedFrame& frame, Deadline deadline);
 
   // Waits for the response to a sent request. OK when the handler accepted it; otherwise the
   // handler's error, the node's ERROR response, Unavailable when the connection was lost, or
@@ -205,6 +209,8 @@ class Connection : private SocketWatcher::Watched {
  private:
   Connection(net::Stream stream, std::string peer, const ConnectionOptions& options);
   Result<Ticket> SendCall(Ticket call, const protocol::EncodedFrame& frame, Deadline deadline);
+  // Writes one frame whole (write_mu_ held for it); a failure closes the connection.
+  Status WriteFrame(const protocol::EncodedFrame& frame, Deadline deadline);
   Status Handshake(std::string_view client_name, std::string_view token, Deadline deadline);
   Status AttachArena(ArenaMapper* mapper, Deadline deadline);
   // Reads one small control response to `id` (HELLO, SHM_ATTACH) before the reader thread

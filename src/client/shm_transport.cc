@@ -30,11 +30,14 @@ class LeaseSet {
       handler->limits = conn->limits();
       protocol::EncodedFrame frame;
       const uint64_t request_id = conn->NextRequestId();
+      const Deadline deadline = MonotonicClock::now() + std::chrono::seconds(5);
       Status s = protocol::EncodeRequest(request_id, handler->request, conn->limits(), &frame,
                                          conn->version());
       if (s.ok()) {
-        s = conn->Post(request_id, frame, std::move(handler),
-                       MonotonicClock::now() + std::chrono::seconds(5));
+        // From version 7 the node does not answer a release (the handler is not needed).
+        s = conn->version() >= protocol::kUnansweredReleaseVersion
+                ? conn->SendUnanswered(frame, deadline)
+                : conn->Post(request_id, frame, std::move(handler), deadline);
       }
       // Not fatal: a lease the node never hears about ends with the session.
       if (!s.ok()) log::Debug("SHM_RELEASE of lease {} on {}: {}", id, conn->peer(), s.ToString());

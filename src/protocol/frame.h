@@ -57,8 +57,11 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //   6: an OK SHM_ATTACH response carries the session's lease word (its offset and generation)
 //      after arena_bytes, and two descriptors: the arena's memfd, then the lease words' memfd
 //      (docs/protocol.md, "Version 6"). Every other byte layout is unchanged.
+//   7: SHM_RELEASE has no response: the node releases the leases and answers nothing (an ERROR
+//      only for a request it cannot serve), so a shared-memory get is one exchange and a
+//      message the client sends (docs/protocol.md, "Version 7"). No byte layout changes.
 inline constexpr uint8_t kMinProtocolVersion = 1;
-inline constexpr uint8_t kMaxProtocolVersion = 6;
+inline constexpr uint8_t kMaxProtocolVersion = 7;
 inline constexpr uint8_t kHelloVersion = 1;
 // The first version in which kFlagAnyNamespace is valid.
 inline constexpr uint8_t kAnyNamespaceVersion = 2;
@@ -70,6 +73,8 @@ inline constexpr uint8_t kAccessVersion = 4;
 inline constexpr uint8_t kDefaultNamespaceVersion = 5;
 // The first version whose shared-memory sessions have a lease word.
 inline constexpr uint8_t kLeaseWordVersion = 6;
+// The first version in which SHM_RELEASE is not answered.
+inline constexpr uint8_t kUnansweredReleaseVersion = 7;
 
 enum class Opcode : uint8_t {
   kHello = 1,   // version negotiation; must be the first request on a connection

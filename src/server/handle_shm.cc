@@ -163,6 +163,9 @@ Result<HandlerOutcome> HandleShmRelease(const RequestContext& ctx, protocol::Any
   for (uint64_t id : release.lease_ids) {
     if (ctx.session.shm.ReleaseLease(id)) ++reply.released;
   }
+  // From version 7 nobody waits for the count: answering would cost both ends a system call
+  // per shared-memory get.
+  if (ctx.header.version >= protocol::kUnansweredReleaseVersion) return HandlerOutcome{};
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }

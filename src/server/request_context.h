@@ -34,7 +34,7 @@ struct Response {
     size_t size = 0;
     std::shared_ptr<const void> keep_alive;
   };
-  std::string head;
+  std::string head;  // empty: the request has no answer (SHM_RELEASE from version 7)
   std::vector<Span> payloads;
   // Descriptors sent with the head's first byte (SHM_ATTACH's memfds), or none. Borrowed: they
   // stay open while the node runs.

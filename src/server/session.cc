@@ -437,7 +437,7 @@ void Session::CompleteRequest(Response response) {
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
   if (!response.pass_fds.empty()) {
     out_.AppendPassingDescriptors(std::move(response.head), std::move(response.pass_fds));
-  } else {
+  } else if (!response.head.empty()) {  // empty: a request with no answer
     out_.Append(std::move(response.head));
   }
   for (Response::Span& span : response.payloads) {

@@ -20,6 +20,7 @@
 #include "client/socket_watcher.h"
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "protocol/messages.h"
 #include "test_node.h"
 
 namespace kvport {
@@ -130,6 +131,58 @@ TEST(ShmTransportTest, PutAndGetMoveValuesThroughTheArenaNotTheSocket) {
   const uint64_t before_tcp_put = server->Stats().Get("bytes_received");
   ASSERT_TRUE(tcp.MSet({"big-tcp"}, One(via_tcp)).ok());
   EXPECT_GT(server->Stats().Get("bytes_received") - before_tcp_put, uint64_t{4} << 20);
+}
+
+// From protocol version 7 the node does not answer SHM_RELEASE: a shared-memory get is one
+// exchange (and a release the client sends), so over gets the node sends exactly their answers.
+TEST(ShmTransportTest, AGetsReleaseIsNotAnswered) {
+  auto server = StartNode(ShmNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-release", "unix:" + server->unix_socket_path()).ok());
+  ASSERT_EQ(client.transport(), "shared memory") << client.transport_reason();
+  std::vector<char> value = Pattern(4, 4096);
+  ASSERT_TRUE(client.MSet({"k"}, One(value)).ok());
+
+  // What the node sends for each: a one-key SHM_GET answer (a hit, no meta), and a PING's.
+  protocol::EncodedFrame get_answer, ping_answer;
+  protocol::ShmGetResponse hit;
+  hit.lease_id = 1;
+  hit.results.push_back(protocol::ShmGetResult{StatusCode::kOk, "", value.size(), 4096});
+  ASSERT_TRUE(protocol::EncodeResponse(1, hit, protocol::Limits{}, &get_answer,
+                                       protocol::kMaxProtocolVersion)
+                  .ok());
+  ASSERT_TRUE(protocol::EncodeResponse(1, protocol::PingResponse{}, protocol::Limits{},
+                                       &ping_answer, protocol::kMaxProtocolVersion)
+                  .ok());
+
+  constexpr int kGets = 20, kPings = 4;
+  std::vector<char> out(value.size());
+  // Every connection of the client opened (their HELLO and SHM_ATTACH answers are not counted).
+  for (int i = 0; i < kGets; ++i) {
+    ASSERT_TRUE(client.MGet({"k"}, {}, One(out)).ok());
+    ASSERT_TRUE(client.Ping().ok());
+  }
+  const uint64_t connections = server->Stats().Get("connections_accepted");
+  const uint64_t before = server->Stats().Get("bytes_sent");
+  for (int i = 0; i < kGets; ++i) {
+    Result<GetResult> got = client.MGet({"k"}, {}, One(out));
+    ASSERT_TRUE(got.ok() && got->status == BatchCode::kSuccess);
+    ASSERT_EQ(out, value);
+  }
+  // The releases are not waited for; a PING behind them on every session is answered after.
+  for (int i = 0; i < kPings; ++i)
+    ASSERT_TRUE(client.Ping().ok());
+  EXPECT_EQ(server->Stats().Get("leases"), 0u);
+  ASSERT_EQ(server->Stats().Get("connections_accepted"), connections);
+  // The node counts a write once it is made, so the last answer may be in before it is counted.
+  const uint64_t expected = kGets * get_answer.head.size() + kPings * ping_answer.head.size();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server->Stats().Get("bytes_sent") - before < expected &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(server->Stats().Get("bytes_sent") - before, expected);
 }
 
 TEST(ShmTransportTest, PerKeyOutcomesMatchTcp) {

@@ -141,7 +141,7 @@ TEST(FrameHeaderTest, RejectsEachMalformedField) {
   const HeaderCase cases[] = {
       {"magic", 0, "KVPX", StatusCode::kCorruption, "magic"},
       {"version 0", 4, std::string(1, '\0'), StatusCode::kNotSupported, "version"},
-      {"version 7", 4, "\x07", StatusCode::kNotSupported, "version"},
+      {"version 8", 4, "\x08", StatusCode::kNotSupported, "version"},
       {"opcode 0", 5, std::string(1, '\0'), StatusCode::kCorruption, "opcode"},
       {"opcode 16", 5, "\x10", StatusCode::kCorruption, "opcode"},
       {"version 3 opcode in a version 1 frame", 5, "\x0D", StatusCode::kCorruption,
@@ -249,7 +249,7 @@ TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
     return DecodeFrameHeader(bytes, Limits{}, &h);
   };
   EXPECT_EQ(kShmVersion, 3);
-  EXPECT_EQ(kMaxProtocolVersion, 6);
+  EXPECT_EQ(kMaxProtocolVersion, 7);
   EXPECT_EQ(KnownFlags(3), KnownFlags(2));
   for (Opcode op : {Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kShmReserve, Opcode::kShmCommit,
                     Opcode::kShmGet, Opcode::kShmRelease}) {

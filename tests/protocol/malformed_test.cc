@@ -223,7 +223,7 @@ TEST(MalformedTest, HelloListErrorStatsFields) {
   ASSERT_TRUE(EncodeResponse(1, HelloResponse{1, Limits{}, "s", std::nullopt}, Limits{}, &f).ok());
   ExpectFieldCases(
       f.Flatten(),
-      {{"version 7", 32, std::string(1, '\x07'), StatusCode::kNotSupported, "version 7"},
+      {{"version 8", 32, std::string(1, '\x08'), StatusCode::kNotSupported, "version 8"},
        {"key limit 0", 33, U64(0), StatusCode::kCorruption, "unusable limits: max_key_bytes"}});
   ASSERT_TRUE(EncodeRequest(1, ListRequest{"ns", 5, 10}, Limits{}, &f).ok());
   ExpectFieldCases(f.Flatten(),
@@ -347,7 +347,7 @@ TEST(EncoderLimitsTest, AnyNamespaceRequests) {
   EXPECT_TRUE(EncodeRequest(1, get_any, Limits{}, &f, 2).ok());
 
   // Versions this build does not speak are refused for every frame but HELLO and ERROR.
-  for (uint8_t version : {0, 7, 255}) {
+  for (uint8_t version : {0, kMaxProtocolVersion + 1, 255}) {
     EXPECT_EQ(EncodeRequest(1, any, Limits{}, &f, version).code(), StatusCode::kInvalidArgument)
         << int{version};
     EXPECT_EQ(EncodeRequest(1, PingRequest{}, Limits{}, &f, version).code(),
@@ -681,7 +681,7 @@ TEST(EncoderShmTest, RefusedBelowVersion3AndAboveThisBuild) {
                 std::string::npos)
           << s.ToString();
     }
-    for (uint8_t version : {0, 7}) {
+    for (uint8_t version : {0, kMaxProtocolVersion + 1}) {
       EXPECT_EQ(encode(&f, version).code(), StatusCode::kInvalidArgument)
           << what << " v" << int{version};
     }

@@ -42,17 +42,17 @@ void ResponseRoundTrip(uint64_t id, const Message& in, Message* out, std::string
 TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   std::string frame;
   FrameView view;
-  HelloRequest req{1, 7, "client", ""}, req_out;
+  HelloRequest req{1, 9, "client", ""}, req_out;
   RequestRoundTrip(1, req, &req_out, &frame, &view);
   EXPECT_EQ(req_out.min_version, 1);
-  EXPECT_EQ(req_out.max_version, 7);
+  EXPECT_EQ(req_out.max_version, 9);
   EXPECT_EQ(req_out.client_name, "client");
   EXPECT_EQ(view.header.version, kHelloVersion);
   Result<uint8_t> v = NegotiateVersion(req_out);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, kMaxProtocolVersion);
-  EXPECT_EQ(*v, 6);
-  EXPECT_EQ(NegotiateVersion(HelloRequest{7, 8, "", ""}).status().code(),
+  EXPECT_EQ(*v, 7);
+  EXPECT_EQ(NegotiateVersion(HelloRequest{8, 9, "", ""}).status().code(),
             StatusCode::kNotSupported);
   // A version 2 client gets version 2.
   Result<uint8_t> v2 = NegotiateVersion(HelloRequest{1, 2, "", ""});
