@@ -118,6 +118,10 @@ constexpr std::chrono::milliseconds kReaderGrace{50};
 // Bytes each read from the socket asks for beyond the step's own (net::Stream::EnableReadAhead):
 // a small response whole.
 constexpr size_t kReadAheadBytes = 16 * 1024;
+// Lease releases that wait for the next request (ReleaseLease) before they are sent by
+// themselves, and how long such a write may wait for the connection.
+constexpr size_t kMaxDeferredReleases = 64;
+constexpr std::chrono::seconds kReleaseWriteTimeout{5};
 // Responses the watcher reads from one connection in one callback before it lets the others'
 // callbacks run (it comes back at once).
 constexpr int kResponsesPerVisit = 16;
@@ -364,7 +368,7 @@ Result<Connection::Ticket> Connection::SendCall(Ticket call, const protocol::Enc
     if (!alive_.load(std::memory_order_relaxed)) return close_reason_;
     pending_.push_back(call);
   }
-  Status written = WriteFrame(frame, deadline);
+  Status written = WriteFrame(&frame, deadline);
   if (!written.ok()) {
     Abandon(call);
     return written;
@@ -372,22 +376,67 @@ Result<Connection::Ticket> Connection::SendCall(Ticket call, const protocol::Enc
   return call;
 }
 
-Status Connection::SendUnanswered(const protocol::EncodedFrame& frame, Deadline deadline) {
-  if (!alive()) return close_reason();
-  return WriteFrame(frame, deadline);
+void Connection::ReleaseLease(uint64_t lease_id) {
+  bool send_now = true;
+  {
+    std::lock_guard lock(mu_);
+    if (!alive_.load(std::memory_order_relaxed)) return;  // the session's leases went with it
+    std::lock_guard deferred(deferred_mu_);
+    deferred_releases_.push_back(lease_id);
+    // While a caller reads, or between calls, a callback of the watcher is still to come (the
+    // one asked for when the reader role is let go) and sends what no request carried. Once
+    // the watcher holds the role it asks only for the socket: the release goes now.
+    send_now = reader_ == Reader::kWatcher || deferred_releases_.size() >= kMaxDeferredReleases;
+  }
+  if (!send_now) return;
+  Status s = WriteFrame(nullptr, MonotonicClock::now() + kReleaseWriteTimeout);
+  if (!s.ok()) log::Debug("SHM_RELEASE on {}: {}", peer_, s.ToString());
 }
 
-Status Connection::WriteFrame(const protocol::EncodedFrame& frame, Deadline deadline) {
+void Connection::SendDeferredReleases() {
+  {
+    std::lock_guard lock(deferred_mu_);
+    if (deferred_releases_.empty()) return;
+  }
+  // Never wait for a writer on the watcher's thread: a writer takes what is deferred with its
+  // frame. (One that took the list just before these were added leaves them for the next
+  // request or callback; at most kMaxDeferredReleases wait so.)
+  Status s = WriteFrame(nullptr, MonotonicClock::now() + kReleaseWriteTimeout, /*if_free=*/true);
+  if (!s.ok()) log::Debug("SHM_RELEASE on {}: {}", peer_, s.ToString());
+}
+
+Status Connection::WriteFrame(const protocol::EncodedFrame* frame, Deadline deadline,
+                              bool if_free) {
   std::unique_lock write_lock(write_mu_, std::defer_lock);
-  if (!write_lock.try_lock_until(deadline)) {
+  if (if_free && !write_lock.try_lock()) return Status::Ok();
+  if (!write_lock.owns_lock() && !write_lock.try_lock_until(deadline)) {
     return Status::Timeout("deadline passed while waiting to write on the connection to " + peer_ +
                            " (busy with other requests)");
   }
   std::vector<iovec>& iov = write_iov_;
   iov.clear();
-  iov.push_back({const_cast<char*>(frame.head.data()), frame.head.size()});
-  for (const protocol::PayloadSpan& span : frame.payloads) {
-    iov.push_back({const_cast<void*>(span.data), span.size});
+  {
+    std::lock_guard lock(deferred_mu_);
+    sending_releases_.swap(deferred_releases_);
+  }
+  if (!sending_releases_.empty()) {
+    protocol::ShmReleaseRequest release;
+    release.lease_ids.swap(sending_releases_);
+    Status encoded =
+        protocol::EncodeRequest(NextRequestId(), release, limits_, &release_frame_, version_);
+    release.lease_ids.swap(sending_releases_);
+    sending_releases_.clear();
+    if (encoded.ok()) {
+      iov.push_back({release_frame_.head.data(), release_frame_.head.size()});
+    } else {
+      log::Debug("SHM_RELEASE on {}: {}", peer_, encoded.ToString());
+    }
+  }
+  if (frame != nullptr) {
+    iov.push_back({const_cast<char*>(frame->head.data()), frame->head.size()});
+    for (const protocol::PayloadSpan& span : frame->payloads) {
+      iov.push_back({const_cast<void*>(span.data), span.size});
+    }
   }
   Status written = WriteFully(stream_, iov, deadline);
   write_lock.unlock();
@@ -628,6 +677,8 @@ void Connection::OnWatch() {
   }
   watcher_idle_ = false;
   lock.unlock();
+  // The watcher reads from here on: releases deferred until now go (later ones go at once).
+  SendDeferredReleases();
   // What the socket holds now, response after response, never waiting for more. A callback is
   // the watcher's epoll finding the socket readable, or a time asked for: either way the
   // socket is asked again, whatever the last read of it found.

@@ -159,9 +159,13 @@ class Connection : private SocketWatcher::Watched {
   // drops it.
   Status Post(uint64_t request_id, const protocol::EncodedFrame& frame,
               std::unique_ptr<ResponseHandler> handler, Deadline deadline);
-  // Writes a request the node does not answer (SHM_RELEASE from version 7; an ERROR the node
-  // sends for it finds no call and is dropped, or closes the connection as any fatal one).
-  Status SendUnanswered(const protocol::EncodedFrame& frame, Deadline deadline);
+  // Releases a lease of this connection's session (protocol version 7 or later: the node does
+  // not answer SHM_RELEASE). The release goes out in the same write as the next request on the
+  // connection, so a get costs its caller no write of its own; when no request follows, the
+  // socket watcher's next callback (within kReaderGrace) sends it. At most kMaxDeferredReleases
+  // wait: the one that fills the list is sent at once. Not fatal when it cannot be sent: a lease
+  // the node never hears about ends with the session.
+  void ReleaseLease(uint64_t lease_id);
 
   // Waits for the response to a sent request. OK when the handler accepted it; otherwise the
   // handler's error, the node's ERROR response, Unavailable when the connection was lost, or
@@ -209,8 +213,14 @@ class Connection : private SocketWatcher::Watched {
  private:
   Connection(net::Stream stream, std::string peer, const ConnectionOptions& options);
   Result<Ticket> SendCall(Ticket call, const protocol::EncodedFrame& frame, Deadline deadline);
-  // Writes one frame whole (write_mu_ held for it); a failure closes the connection.
-  Status WriteFrame(const protocol::EncodedFrame& frame, Deadline deadline);
+  // Writes one frame whole (write_mu_ held for it), after an SHM_RELEASE of the deferred
+  // releases when there are any (`frame` may be null: only them); a failure closes the
+  // connection. `if_free`: only if no other writer holds the connection (OK, nothing written,
+  // otherwise).
+  Status WriteFrame(const protocol::EncodedFrame* frame, Deadline deadline, bool if_free = false);
+  // The socket watcher's callback: sends the deferred releases no request carried (unless a
+  // writer holds the connection: its frame carries them).
+  void SendDeferredReleases();
   Status Handshake(std::string_view client_name, std::string_view token, Deadline deadline);
   Status AttachArena(ArenaMapper* mapper, Deadline deadline);
   // Reads one small control response to `id` (HELLO, SHM_ATTACH) before the reader thread
@@ -283,6 +293,12 @@ class Connection : private SocketWatcher::Watched {
 
   std::timed_mutex write_mu_;     // one frame at a time
   std::vector<iovec> write_iov_;  // the frame being written (guarded by write_mu_), kept grown
+  // ReleaseLease's lease ids, sent before the next frame (guarded by deferred_mu_); the list
+  // being sent and its encoded frame are write_mu_'s.
+  std::mutex deferred_mu_;
+  std::vector<uint64_t> deferred_releases_;
+  std::vector<uint64_t> sending_releases_;
+  protocol::EncodedFrame release_frame_;
 
   mutable std::mutex mu_;  // guards pending_, close_reason_ and every Call's state
   // The calls sent and not finished, in no order: a connection has a handful in flight, so a

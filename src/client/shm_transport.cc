@@ -15,8 +15,10 @@ using CommitHandler = DecodingHandler<protocol::ShmCommitRequest, protocol::ShmC
 using GetHandler = DecodingHandler<protocol::ShmGetRequest, protocol::ShmGetResponse>;
 using ReleaseHandler = DecodingHandler<protocol::ShmReleaseRequest, protocol::ShmReleaseResponse>;
 
-// Leases of one get, released (SHM_RELEASE, not waited for) when the set is destroyed. Each
-// lease lives on the session that granted it, so each goes back on its own connection.
+// Leases of one get, released when the set is destroyed. Each lease lives on the session that
+// granted it, so each goes back on its own connection: from protocol version 7 with that
+// connection's next request (Connection::ReleaseLease), before it in a message of its own whose
+// answer nobody waits for (SHM_RELEASE, Connection::Post).
 class LeaseSet {
  public:
   void Add(std::shared_ptr<Connection> conn, uint64_t lease_id) {
@@ -25,19 +27,20 @@ class LeaseSet {
   ~LeaseSet() {
     for (auto& [conn, id] : held_) {
       if (!conn->alive()) continue;  // the session ended: its leases went with it
+      if (conn->version() >= protocol::kUnansweredReleaseVersion) {
+        conn->ReleaseLease(id);
+        continue;
+      }
       auto handler = std::make_unique<ReleaseHandler>();
       handler->request.lease_ids.push_back(id);
       handler->limits = conn->limits();
       protocol::EncodedFrame frame;
       const uint64_t request_id = conn->NextRequestId();
-      const Deadline deadline = MonotonicClock::now() + std::chrono::seconds(5);
       Status s = protocol::EncodeRequest(request_id, handler->request, conn->limits(), &frame,
                                          conn->version());
       if (s.ok()) {
-        // From version 7 the node does not answer a release (the handler is not needed).
-        s = conn->version() >= protocol::kUnansweredReleaseVersion
-                ? conn->SendUnanswered(frame, deadline)
-                : conn->Post(request_id, frame, std::move(handler), deadline);
+        s = conn->Post(request_id, frame, std::move(handler),
+                       MonotonicClock::now() + std::chrono::seconds(5));
       }
       // Not fatal: a lease the node never hears about ends with the session.
       if (!s.ok()) log::Debug("SHM_RELEASE of lease {} on {}: {}", id, conn->peer(), s.ToString());
