@@ -225,7 +225,7 @@ ShmTransport::ShmTransport(std::unique_ptr<ArenaMapper> mapper,
     : mapper_(std::move(mapper)), stream_(std::move(pool), "shared memory") {}
 
 // The shared-memory calls are made afresh for every call (their values move by memcpy through
-// the arena, and a get's leases are released by messages of their own): the transport whose
+// the arena, and a get's leases go back through Connection::ReleaseLease): the transport whose
 // warm calls allocate nothing is the stream one.
 void ShmTransport::StartPut(const PutBatch& batch, Deadline deadline,
                             std::unique_ptr<TransportCall>* call) {
