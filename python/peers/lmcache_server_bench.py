@@ -20,7 +20,6 @@ Prints one JSON object, as mooncake_bench.py does: {"system": "lmcache-server", 
 """
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -83,6 +82,10 @@ class Worker:
 
     async def put_batch(self):
         for key, chunk in zip(self.keys, self.chunks):
+            # A connector's put lets one reference go once the chunk is sent; LMCache's remote
+            # backend takes one for it first. Without it the first put frees the chunk, and the
+            # pool hands its memory to the chunks gets receive into.
+            chunk.ref_count_up()
             await self.connector.put(key, chunk)
 
     async def get_batch(self):
@@ -157,13 +160,7 @@ def main():
     # --warmup-bytes and --segment-bytes are unused: LMCache's server keeps each chunk in a Python
     # object of its own (no pages to warm) and has no bound on its memory.
     args = peer_phases.shape_parser(__doc__.splitlines()[0]).parse_args()
-    try:
-        result = bench(args)
-        print(json.dumps(result), flush=True)
-        code = 0
-    except Exception as e:  # every failure is the peer's reason to be skipped
-        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
-        code = 1
+    code = peer_phases.report(bench, args)
     # LMCache's connectors leave non-daemon threads behind (its own close() does not return,
     # docs/python.md): leave without waiting for them.
     os._exit(code)

@@ -20,13 +20,12 @@ is {"error": "..."} and exit status 1. Every get is checked against what was put
 and last 8 bytes of each value hold a mark of its key); a key that differs or fails is counted
 in failed_keys.
 
-Run by tools/kvport/bench (bench/peer_phases.cc) with the venv of `make peers`; by hand:
+Run by tools/kvport/bench (bench/peer_driver.cc) with the venv of `make peers`; by hand:
     build/peers/venv/bin/python python/peers/mooncake_bench.py --value-bytes 1048576 --batch 16
 """
 
 import argparse
 import ctypes
-import json
 import os
 import struct
 import subprocess
@@ -177,12 +176,7 @@ def main():
     if args.hold:
         hold(args)
         return 0
-    try:
-        print(json.dumps(bench(args)))
-        return 0
-    except Exception as e:  # every failure is the peer's reason to be skipped
-        print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
-        return 1
+    return peer_phases.report(bench, args)
 
 
 if __name__ == "__main__":

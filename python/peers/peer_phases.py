@@ -4,6 +4,7 @@ the shape options kvport bench passes, loopback ports, and timing phases of call
 threads the way kvport bench does."""
 
 import argparse
+import json
 import socket
 import threading
 import time
@@ -92,3 +93,14 @@ def run_phases(workers, args, call):
                       max(1, (args.exists_count if op == "exists" else args.count) // args.threads),
                       call)
             for op in ops]
+
+
+def report(bench, args):
+    """Prints bench(args)'s result as the one JSON object bench/peer_driver.cc reads, or
+    {"error": ...} (every failure is the peer's reason to be skipped); returns the exit status."""
+    try:
+        print(json.dumps(bench(args)), flush=True)
+        return 0
+    except Exception as e:
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+        return 1

@@ -49,6 +49,13 @@ Result<std::vector<Op>> ParseOps(std::string_view list) {
   return ops;
 }
 
+std::string OpList(const std::vector<Op>& ops) {
+  std::string list;
+  for (Op op : ops)
+    list += (list.empty() ? "" : ",") + std::string(OpName(op));
+  return list;
+}
+
 std::string_view TransportName(Transport transport) {
   switch (transport) {
     case Transport::kTcp:

@@ -20,6 +20,8 @@ enum class Op { kPut, kGet, kExists };
 std::string_view OpName(Op op);
 // Parses "put,get,exists" (any order, no repeats, at least one); InvalidArgument otherwise.
 Result<std::vector<Op>> ParseOps(std::string_view list);
+// The inverse of ParseOps: "put,get".
+std::string OpList(const std::vector<Op>& ops);
 
 // How the client reaches the node: TCP (loopback here), or the same-host shared-memory
 // transport (a Unix socket for control frames, value bytes copied through the node's arena

@@ -129,9 +129,7 @@ std::string RedisPattern(const BenchOptions& o) {
 
 std::string FormatBenchText(const BenchReport& report) {
   const BenchOptions& o = report.options;
-  std::string ops;
-  for (Op op : o.ops)
-    ops += (ops.empty() ? "" : ",") + std::string(OpName(op));
+  const std::string ops = OpList(o.ops);
   std::string out = fmt::format(
       "kvport bench: {} of {} values{}, batches of {}, {} connection(s), {} thread(s){}; "
       "mexist of {} keys per call; transport: {}\n",

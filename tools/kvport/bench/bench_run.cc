@@ -722,10 +722,6 @@ void MeasureRoundTrips(const MatrixOptions& options, const BenchLog& log, Matrix
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The memory a matrix shape needs stored: one batch per thread, and one more being written (old
 // and new coexist), plus room to spare.
 uint64_t ShapeStoreBytes(uint64_t value_bytes, size_t batch, int connections) {
@@ -789,6 +785,7 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
   };
 
   std::vector<PeerDriver> drivers;
+  const std::vector<PeerDriver> kNoDrivers;
   for (const std::string& system : options.python_peers) {
     if (Result<PeerDriver> driver = FindPeerDriver(system, options.peers_dir); driver.ok()) {
       drivers.push_back(*driver);
@@ -857,8 +854,8 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
         row.limit = memcpy_limit;
         row.memcpy_buffers = memcpy_buffers;
       }
-      for (const PeerDriver& driver :
-           transport == Transport::kTcp ? drivers : std::vector<PeerDriver>()) {
+      // The peers speak TCP: beside the TCP rows.
+      for (const PeerDriver& driver : transport == Transport::kTcp ? drivers : kNoDrivers) {
         // A store of what the shape needs, its pages written once first.
         BenchOptions peer = o;
         const uint64_t segment = ShapeStoreBytes(o.value_bytes, o.batch, o.connections);

@@ -99,18 +99,13 @@ Result<std::string> RunCapturingStdout(const std::vector<std::string>& args,
   return text;
 }
 
+// One phase's name as a driver reports it.
 Result<Op> OpFromName(std::string_view name) {
-  for (Op op : {Op::kPut, Op::kGet, Op::kExists}) {
-    if (OpName(op) == name) return op;
+  Result<std::vector<Op>> ops = ParseOps(name);
+  if (!ops.ok() || ops->size() != 1) {
+    return Status::Corruption(fmt::format("a peer driver reported an unknown phase '{}'", name));
   }
-  return Status::Corruption(fmt::format("a peer driver reported an unknown phase '{}'", name));
-}
-
-std::string OpList(const std::vector<Op>& ops) {
-  std::string list;
-  for (Op op : ops)
-    list += (list.empty() ? "" : ",") + std::string(OpName(op));
-  return list;
+  return ops->front();
 }
 
 }  // namespace
