@@ -229,6 +229,13 @@ ShmTransport::ShmTransport(std::unique_ptr<ArenaMapper> mapper,
 // warm calls allocate nothing is the stream one.
 void ShmTransport::StartPut(const PutBatch& batch, Deadline deadline,
                             std::unique_ptr<TransportCall>* call) {
+  uint64_t value_bytes = 0;
+  for (const protocol::MsetItem& item : batch.items)
+    value_bytes += item.value_length;
+  if (value_bytes <= kMaxInlinePutBytes) {
+    stream_.StartPut(batch, deadline, call);  // one exchange, the values in the request
+    return;
+  }
   std::vector<std::unique_ptr<FrameCall<ReserveHandler>>> reserves;
   protocol::EncodedFrame frame;
   SendFrames<ReserveHandler>(batch.slices, batch.first, pool(), deadline,

@@ -17,6 +17,7 @@
 
 #include "client/arena_mapping.h"
 #include "client/endpoint.h"
+#include "client/shm_transport.h"
 #include "client/socket_watcher.h"
 #include "kvport/client.h"
 #include "kvport/server.h"
@@ -131,6 +132,35 @@ TEST(ShmTransportTest, PutAndGetMoveValuesThroughTheArenaNotTheSocket) {
   const uint64_t before_tcp_put = server->Stats().Get("bytes_received");
   ASSERT_TRUE(tcp.MSet({"big-tcp"}, One(via_tcp)).ok());
   EXPECT_GT(server->Stats().Get("bytes_received") - before_tcp_put, uint64_t{4} << 20);
+}
+
+// A put of a few KiB is one MSET exchange with the value in the request, not a reservation,
+// a copy and a commit; one just over the limit goes through the arena.
+TEST(ShmTransportTest, ASmallPutIsOneExchangeThroughTheSocket) {
+  auto server = StartNode(ShmNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-small-put", "unix:" + server->unix_socket_path()).ok());
+  ASSERT_EQ(client.transport(), "shared memory") << client.transport_reason();
+  ASSERT_TRUE(client.Ping().ok());
+
+  std::vector<char> small = Pattern(5, client::ShmTransport::kMaxInlinePutBytes);
+  std::vector<char> large = Pattern(6, client::ShmTransport::kMaxInlinePutBytes + 1);
+  uint64_t before = SocketBytes(*server);
+  ASSERT_TRUE(client.MSet({"small"}, One(small)).ok());
+  EXPECT_GT(SocketBytes(*server) - before, small.size());
+  EXPECT_EQ(server->Stats().Get("reserved_bytes"), 0u);
+
+  before = SocketBytes(*server);
+  ASSERT_TRUE(client.MSet({"large"}, One(large)).ok());
+  EXPECT_LT(SocketBytes(*server) - before, 1024u);
+
+  std::vector<std::vector<char>> out = {std::vector<char>(small.size()),
+                                        std::vector<char>(large.size())};
+  Result<GetResult> got = client.MGet({"small", "large"}, {}, Buffers(out));
+  ASSERT_TRUE(got.ok() && got->status == BatchCode::kSuccess);
+  EXPECT_EQ(out[0], small);
+  EXPECT_EQ(out[1], large);
 }
 
 // From protocol version 7 the node does not answer SHM_RELEASE: a shared-memory get is one
