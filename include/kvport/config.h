@@ -157,6 +157,7 @@ struct KVPORT_API Config {
   // --- Accelerator runtimes (device/) ------------------------------------------------------
   std::string cuda_runtime_library;    // path of libcudart; "" = search the standard sonames
   std::string ascend_runtime_library;  // path of libascendcl; "" = search incl. $ASCEND_HOME_PATH
+  std::string ucx_library;             // UCX's libucp (a path or soname); "" = libucp.so.0
   std::string log_level = "info";      // debug, info, warn, error, off
   std::string log_format = "text";     // text, or json (one object per line)
 

@@ -57,7 +57,8 @@ enum class MemcpyKind {
 KVPORT_API std::string_view MemcpyKindName(MemcpyKind kind);
 
 // Where to find the runtime libraries. The config loader fills this from cuda_runtime_library /
-// ascend_runtime_library (env KVPORT_CUDA_RUNTIME_LIBRARY / KVPORT_ASCEND_RUNTIME_LIBRARY); the
+// ascend_runtime_library / ucx_library (env KVPORT_CUDA_RUNTIME_LIBRARY /
+// KVPORT_ASCEND_RUNTIME_LIBRARY / KVPORT_UCX_LIBRARY); the
 // device layer reads no config file and no KVPORT_* variable itself.
 struct KVPORT_API RuntimeOptions {
   // "" searches libcudart.so.13, .so.12, .so.11.0, then libcudart.so (the dynamic loader's
@@ -65,6 +66,8 @@ struct KVPORT_API RuntimeOptions {
   std::string cuda_runtime_library;
   // "" searches libascendcl.so, then $ASCEND_HOME_PATH/lib64/libascendcl.so.
   std::string ascend_runtime_library;
+  // UCX's libucp (kvport/ucx.h): "" searches libucp.so.0, then libucp.so.
+  std::string ucx_library;
 
   bool operator==(const RuntimeOptions&) const = default;
 };

@@ -360,7 +360,9 @@ class Server:
     cluster (a name; "" standalone), etcd ("HOST:PORT,HOST:PORT" or a list), advertise
     (HOST:PORT clients connect to; default the bound address), node_id (default the advertised
     address), lease_ttl_secs (10), tls_cert_file + tls_key_file (TLS 1.3 on the TCP port) and
-    tls_ca_file (clients must then present a certificate: docs/security.md). The node stops when the `with` block ends, on stop(), or
+    tls_ca_file (clients must then present a certificate: docs/security.md), busy_poll_us (0:
+    how long an I/O thread polls for the next request before it sleeps, at most 1 s; see
+    docs/operations.md). The node stops when the `with` block ends, on stop(), or
     when the object is collected; stopping lets requests in flight finish (a cluster node
     deregisters first)."""
 
@@ -430,7 +432,9 @@ def config_check(path: Optional[str] = None) -> dict:
     return json.loads(_core.config_check_json(path))
 
 
-def doctor(cuda_runtime_library: str = "", ascend_runtime_library: str = "") -> dict:
-    """What `kvport doctor --json` reports: runtimes (found where, or why not), transports and
-    which eic_trans_type values initialize here."""
-    return json.loads(_core.doctor_json(cuda_runtime_library, ascend_runtime_library))
+def doctor(cuda_runtime_library: str = "", ascend_runtime_library: str = "",
+           ucx_library: str = "") -> dict:
+    """What `kvport doctor --json` reports: runtimes (found where, or why not), UCX, transports
+    and which eic_trans_type values initialize here."""
+    return json.loads(_core.doctor_json(cuda_runtime_library, ascend_runtime_library,
+                                        ucx_library))

@@ -466,8 +466,9 @@ class PyServer {
            const std::string& tokens_file, bool insecure, const std::string& cluster,
            const std::vector<std::string>& etcd, const std::string& advertise,
            const std::string& node_id, uint32_t lease_ttl_secs, const std::string& tls_cert_file,
-           const std::string& tls_key_file, const std::string& tls_ca_file) {
+           const std::string& tls_key_file, const std::string& tls_ca_file, int64_t busy_poll_us) {
     ServerOptions options;
+    options.busy_poll = std::chrono::microseconds(busy_poll_us);
     options.tls_cert_file = tls_cert_file;
     options.tls_key_file = tls_key_file;
     options.tls_ca_file = tls_ca_file;
@@ -568,14 +569,16 @@ std::string ConfigCheckJson(std::optional<std::string> path) {
 
 // `kvport doctor --json`, as a string.
 std::string DoctorJson(const std::string& cuda_runtime_library,
-                       const std::string& ascend_runtime_library) {
+                       const std::string& ascend_runtime_library, const std::string& ucx_library) {
   RuntimeOptions options;
   options.cuda_runtime_library = cuda_runtime_library;
   options.ascend_runtime_library = ascend_runtime_library;
+  options.ucx_library = ucx_library;
   Result<std::string> report = WithoutGil([&]() -> Result<std::string> {
     KVPORT_RETURN_IF_ERROR(ConfigureDeviceRuntimes(options));  // opens runtimes with dlopen
     return FormatDoctorJson(BuildDoctorReport(options, HostRuntime(), CudaRuntime(),
-                                              AscendRuntime(), ListRdmaDevices()));
+                                              AscendRuntime(), *OpenUcxRuntime(ucx_library),
+                                              ListRdmaDevices()));
   });
   return ValueOrThrow(std::move(report));
 }
@@ -691,7 +694,7 @@ PYBIND11_MODULE(_core, m) {
                     unsigned, uint64_t, uint64_t, uint64_t, uint64_t, const std::string&, bool,
                     const std::string&, const std::vector<std::string>&, const std::string&,
                     const std::string&, uint32_t, const std::string&, const std::string&,
-                    const std::string&>(),
+                    const std::string&, int64_t>(),
            py::kw_only(), py::arg("listen") = kServerDefaults.listen,
            py::arg("unix_socket") = kServerDefaults.unix_socket,
            py::arg("shared_memory") = kServerDefaults.shared_memory,
@@ -711,7 +714,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("lease_ttl_secs") = kServerDefaults.lease_ttl_secs,
            py::arg("tls_cert_file") = kServerDefaults.tls_cert_file,
            py::arg("tls_key_file") = kServerDefaults.tls_key_file,
-           py::arg("tls_ca_file") = kServerDefaults.tls_ca_file)
+           py::arg("tls_ca_file") = kServerDefaults.tls_ca_file,
+           py::arg("busy_poll_us") = kServerDefaults.busy_poll.count())
       .def("reload_tokens", &PyServer::ReloadTokens)
       .def_property_readonly("address", &PyServer::address)
       .def_property_readonly("port", &PyServer::port)
@@ -724,6 +728,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("parse_size", &ParseBytes, py::arg("text"));
   m.def("config_check_json", &ConfigCheckJson, py::arg("path"));
   m.def("doctor_json", &DoctorJson, py::arg("cuda_runtime_library"),
-        py::arg("ascend_runtime_library"));
+        py::arg("ascend_runtime_library"), py::arg("ucx_library"));
   m.attr("VERSION") = KVPORT_VERSION;
 }

@@ -330,6 +330,21 @@ def test_busy_poll_option(node):
         kvport.Client(node.address, busy_poll_us=2_000_000)
 
 
+def test_a_busy_polling_embedded_node():
+    # ServerOptions::busy_poll from Python: a node polling for a second finds each next call of
+    # a client calling back to back without sleeping (busy_poll_hits), and one over 1 s is refused.
+    with kvport.Server(capacity="64MiB", threads=1, busy_poll_us=1_000_000) as node:
+        client = kvport.Client(node.address, transport_type=kvport.TransportType.TCP)
+        client.ping()
+        before = node.stats()["counters"]["busy_poll_hits"]
+        for i in range(40):
+            assert client.mset([f"k{i}"], [b"v" * 4096]).ok
+        # A preempted client may miss a spin now and then.
+        assert node.stats()["counters"]["busy_poll_hits"] - before >= 20
+    with pytest.raises(kvport.Error, match="busy_poll"):
+        kvport.Server(capacity="64MiB", busy_poll_us=2_000_000)
+
+
 @needs_threaded_fork
 def test_a_client_used_after_fork_fails_in_the_child_and_the_parent_goes_on(node):
     """vLLM's multiprocess executor and multiprocessing's fork start method copy a live client

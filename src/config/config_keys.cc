@@ -288,6 +288,7 @@ std::vector<KeySpec> MakeKeys() {
       StringKey("cuda_runtime_library", "KVPORT_CUDA_RUNTIME_LIBRARY", FIELD(cuda_runtime_library)),
       StringKey("ascend_runtime_library", "KVPORT_ASCEND_RUNTIME_LIBRARY",
                 FIELD(ascend_runtime_library)),
+      StringKey("ucx_library", "KVPORT_UCX_LIBRARY", FIELD(ucx_library)),
       StringKey("log_level", "KVPORT_LOG_LEVEL", FIELD(log_level), CheckLogLevel),
       StringKey("log_format", "KVPORT_LOG_FORMAT", FIELD(log_format), CheckLogFormat),
   };

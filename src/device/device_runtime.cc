@@ -76,8 +76,9 @@ RuntimeOptions FixOptions() {
 }
 
 std::string DescribeOptions(const RuntimeOptions& o) {
-  return fmt::format("cuda_runtime_library=\"{}\", ascend_runtime_library=\"{}\"",
-                     o.cuda_runtime_library, o.ascend_runtime_library);
+  return fmt::format(
+      "cuda_runtime_library=\"{}\", ascend_runtime_library=\"{}\", ucx_library=\"{}\"",
+      o.cuda_runtime_library, o.ascend_runtime_library, o.ucx_library);
 }
 
 // Runtimes are deliberately never destroyed: threads may still use them during exit, and their

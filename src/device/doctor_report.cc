@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "device/dynamic_library.h"
@@ -21,17 +22,28 @@ std::string OrDefault(const std::string& s, std::string_view fallback) {
   return s.empty() ? std::string(fallback) : s;
 }
 
+// "tcp, posix, sysv, cma, self": each transport once, in UCT's order.
+std::string UcxTransportNames(const UcxInfo& ucx) {
+  std::vector<std::string> names;
+  for (const UcxResource& r : ucx.resources) {
+    if (std::find(names.begin(), names.end(), r.transport) == names.end())
+      names.push_back(r.transport);
+  }
+  return names.empty() ? "no transports" : device_internal::JoinNames(names);
+}
+
 }  // namespace
 
 DoctorReport BuildDoctorReport(const RuntimeOptions& options, const DeviceRuntime& host,
                                const DeviceRuntime& cuda, const DeviceRuntime& ascend,
-                               std::vector<std::string> rdma_devices) {
+                               const UcxRuntime& ucx, std::vector<std::string> rdma_devices) {
   DoctorReport r;
   r.architecture = HostArchitecture();
   r.cpu_count = HostCpuCount();
   r.memory_bytes = HostPhysicalMemoryBytes();
   r.options = options;
   r.runtimes = {host.info(), cuda.info(), ascend.info()};
+  r.ucx = ucx.info();
   r.rdma_devices = std::move(rdma_devices);
 
   TransportEnvironment env;
@@ -41,9 +53,15 @@ DoctorReport BuildDoctorReport(const RuntimeOptions& options, const DeviceRuntim
   const std::string rdma_seen = r.rdma_devices.empty()
                                     ? "no RDMA devices under /sys/class/infiniband"
                                     : "RDMA devices: " + device_internal::JoinNames(r.rdma_devices);
+  const std::string ucx_seen =
+      ucx.usable() ? fmt::format("UCX {} available ({})", r.ucx.version, UcxTransportNames(r.ucx))
+                   : "UCX " + std::string(RuntimeStateName(ucx.state()));
   r.transports.push_back({"tcp", true, "built in"});
-  r.transports.push_back({"shm", false, "not built yet"});
-  r.transports.push_back({"rdma", false, "not built yet; " + rdma_seen});
+  r.transports.push_back(
+      {"shm", true,
+       "built in: to a node on this host that offers it (its unix_socket), chosen by "
+       "eic_trans_type 0 and 2"});
+  r.transports.push_back({"rdma", false, "not built yet; " + rdma_seen + "; " + ucx_seen});
   Result<TransportChoice> gdr = ResolveTransport(3, env);
   r.transports.push_back({"gdr", gdr.ok(), gdr.ok() ? gdr->reason : gdr.status().message()});
 
@@ -92,6 +110,29 @@ std::string FormatDoctorText(const DoctorReport& r) {
       line(fmt::format("    reason    {}", rt.reason));
     }
   }
+  line(fmt::format("ucx       {}", RuntimeStateName(r.ucx.state)));
+  line(fmt::format("  looked for    ucx_library={}",
+                   OrDefault(r.options.ucx_library, "(libucp.so.0)")));
+  if (!r.ucx.library.empty()) {
+    line(fmt::format("  library       {}",
+                     r.ucx.library_path.empty() || r.ucx.library_path == r.ucx.library
+                         ? r.ucx.library
+                         : r.ucx.library + " (" + r.ucx.library_path + ")"));
+  }
+  if (!r.ucx.version.empty())
+    line(fmt::format("  version       {} (this build uses the {} API)", r.ucx.version,
+                     UcxBuildApiVersion()));
+  if (r.ucx.state == RuntimeState::kAvailable) {
+    line(fmt::format("  memory types  {}", device_internal::JoinNames(r.ucx.memory_types)));
+    std::string resources;
+    for (const UcxResource& res : r.ucx.resources) {
+      if (!resources.empty()) resources += ", ";
+      resources += res.transport + "/" + res.device;
+    }
+    line(fmt::format("  resources     {}", OrDefault(resources, "none")));
+  } else {
+    line(fmt::format("  reason        {}", r.ucx.reason));
+  }
   line("transports");
   for (const TransportReport& t : r.transports) {
     line(
@@ -128,6 +169,12 @@ std::string FormatDoctorJson(const DoctorReport& r) {
   for (const TransportReport& t : r.transports) {
     transports.push_back({{"name", t.name}, {"available", t.available}, {"detail", t.detail}});
   }
+  Json ucx_resources = Json::array();
+  for (const UcxResource& res : r.ucx.resources) {
+    ucx_resources.push_back({{"transport", res.transport},
+                             {"device", res.device},
+                             {"memory_domain", res.memory_domain}});
+  }
   Json trans_types = Json::array();
   for (const TransTypeReport& t : r.trans_types) {
     trans_types.push_back(
@@ -138,8 +185,18 @@ std::string FormatDoctorJson(const DoctorReport& r) {
        {{"architecture", r.architecture}, {"cpus", r.cpu_count}, {"memory_bytes", r.memory_bytes}}},
       {"options",
        {{"cuda_runtime_library", r.options.cuda_runtime_library},
-        {"ascend_runtime_library", r.options.ascend_runtime_library}}},
+        {"ascend_runtime_library", r.options.ascend_runtime_library},
+        {"ucx_library", r.options.ucx_library}}},
       {"runtimes", std::move(runtimes)},
+      {"ucx",
+       {{"state", RuntimeStateName(r.ucx.state)},
+        {"library", r.ucx.library},
+        {"library_path", r.ucx.library_path},
+        {"version", r.ucx.version},
+        {"build_api", UcxBuildApiVersion()},
+        {"memory_types", r.ucx.memory_types},
+        {"resources", std::move(ucx_resources)},
+        {"reason", r.ucx.reason}}},
       {"rdma_devices", r.rdma_devices},
       {"transports", std::move(transports)},
       {"eic_trans_types", std::move(trans_types)},

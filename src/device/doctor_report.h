@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvport/device.h"
+#include "kvport/ucx.h"
 
 namespace kvport {
 
@@ -30,6 +31,7 @@ struct DoctorReport {
   uint64_t memory_bytes = 0;
   RuntimeOptions options;             // where the runtimes were looked for
   std::vector<RuntimeInfo> runtimes;  // host, cuda, ascend
+  UcxInfo ucx;
   std::vector<std::string> rdma_devices;
   std::vector<TransportReport> transports;   // tcp, shm, rdma, gdr
   std::vector<TransTypeReport> trans_types;  // 0..3
@@ -43,7 +45,7 @@ struct DoctorReport {
 // and host facts (kvport/host_info.h).
 DoctorReport BuildDoctorReport(const RuntimeOptions& options, const DeviceRuntime& host,
                                const DeviceRuntime& cuda, const DeviceRuntime& ascend,
-                               std::vector<std::string> rdma_devices);
+                               const UcxRuntime& ucx, std::vector<std::string> rdma_devices);
 
 // Human-readable, one fact per line.
 std::string FormatDoctorText(const DoctorReport& report);

@@ -68,6 +68,24 @@ TEST(DoctorCli, ConfigFileNamesTheRuntimesAndTheTransport) {
   std::remove(yaml.c_str());
 }
 
+// UCX is looked for where ucx_library / KVPORT_UCX_LIBRARY says, else by its soname.
+TEST(DoctorCli, ReportsUcxWhereTheConfigurationSays) {
+  CliRun missing = RunKvport("KVPORT_UCX_LIBRARY=/nonexistent/libucp.so.0", "doctor");
+  EXPECT_EQ(missing.exit_code, 0) << missing.out;
+  EXPECT_THAT(missing.out, HasSubstr("ucx       absent\n  looked for    ucx_library="
+                                     "/nonexistent/libucp.so.0\n"));
+  if (std::string(KVPORT_TEST_UCP_LIBRARY).empty()) GTEST_SKIP() << "no libucp at build time";
+  CliRun found = RunKvport("", "doctor");
+  EXPECT_EQ(found.exit_code, 0) << found.out;
+  EXPECT_THAT(found.out,
+              HasSubstr("ucx       available\n  looked for    ucx_library=(libucp.so.0)\n"
+                        "  library       libucp.so.0 ("));
+  EXPECT_THAT(found.out, HasSubstr("  memory types  host"));
+  EXPECT_THAT(found.out, HasSubstr("tcp/lo"));
+  EXPECT_THAT(found.out, HasSubstr("  rdma  unavailable: not built yet; "));
+  EXPECT_THAT(found.out, HasSubstr("; UCX 1."));
+}
+
 TEST(DoctorCli, MissingConfigFileIsAnError) {
   CliRun run = RunKvport("", "doctor --config /nonexistent/kvport.yaml");
   EXPECT_EQ(run.exit_code, 1);

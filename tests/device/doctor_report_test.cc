@@ -26,7 +26,9 @@ TEST(DoctorReport, CpuOnlyHostWithAnAbsentCudaPathAndAFakeAscend) {
   auto host = OpenHostRuntime();
   auto cuda = OpenCudaRuntime(options.cuda_runtime_library);
   auto ascend = OpenAscendRuntime(options.ascend_runtime_library);
-  DoctorReport r = BuildDoctorReport(options, *host, *cuda, *ascend, {"mlx5_0"});
+  options.ucx_library = "/nonexistent/libucp.so.0";
+  auto ucx = OpenUcxRuntime(options.ucx_library);
+  DoctorReport r = BuildDoctorReport(options, *host, *cuda, *ascend, *ucx, {"mlx5_0"});
 
   EXPECT_EQ(r.architecture, HostArchitecture());
   EXPECT_EQ(r.cpu_count, HostCpuCount());
@@ -35,9 +37,11 @@ TEST(DoctorReport, CpuOnlyHostWithAnAbsentCudaPathAndAFakeAscend) {
   EXPECT_EQ(r.runtimes[2].state, RuntimeState::kAvailable);
   ASSERT_EQ(r.transports.size(), 4u);
   EXPECT_TRUE(r.transports[0].available);   // tcp
-  EXPECT_FALSE(r.transports[1].available);  // shm
+  EXPECT_TRUE(r.transports[1].available);   // shm
   EXPECT_FALSE(r.transports[2].available);  // rdma
   EXPECT_THAT(r.transports[2].detail, HasSubstr("mlx5_0"));
+  EXPECT_THAT(r.transports[2].detail, HasSubstr("UCX absent"));
+  EXPECT_EQ(r.ucx.state, RuntimeState::kAbsent);
   EXPECT_FALSE(r.transports[3].available);  // gdr
   EXPECT_THAT(r.transports[3].detail, HasSubstr("needs a usable CUDA runtime"));
   ASSERT_EQ(r.trans_types.size(), 4u);
@@ -56,7 +60,10 @@ TEST(DoctorReport, CpuOnlyHostWithAnAbsentCudaPathAndAFakeAscend) {
   EXPECT_THAT(text, HasSubstr("    version   1.0.0\n"));
   EXPECT_THAT(text, HasSubstr("    devices   1\n"));
   EXPECT_THAT(text, HasSubstr("  tcp   available: built in\n"));
-  EXPECT_THAT(text, HasSubstr("  shm   unavailable: not built yet\n"));
+  EXPECT_THAT(text, HasSubstr("  shm   available: built in: to a node on this host"));
+  EXPECT_THAT(text,
+              HasSubstr("ucx       absent\n  looked for    ucx_library=/nonexistent/libucp.so.0\n"
+                        "  reason        "));
   EXPECT_THAT(text, HasSubstr("  2 RDMA            works: "));
   EXPECT_THAT(text, HasSubstr("  3 GPUDirect RDMA  fails: eic_trans_type 3 (GPUDirect RDMA) "
                               "needs a usable CUDA runtime"));
@@ -67,6 +74,7 @@ TEST(DoctorReport, CpuOnlyHostWithAnAbsentCudaPathAndAFakeAscend) {
   EXPECT_THAT(json, HasSubstr("{\"name\":\"ascend\",\"state\":\"available\""));
   EXPECT_THAT(json, HasSubstr("\"rdma_devices\":[\"mlx5_0\"]"));
   EXPECT_THAT(json, HasSubstr("{\"name\":\"tcp\",\"available\":true"));
+  EXPECT_THAT(json, HasSubstr("\"ucx\":{\"state\":\"absent\",\"library\":\"\""));
   EXPECT_THAT(json, HasSubstr("{\"value\":3,\"name\":\"GPUDirect RDMA\",\"works\":false"));
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.substr(json.size() - 2), "}\n");
@@ -81,7 +89,9 @@ TEST(DoctorReport, UnusableCudaShowsLibraryVersionDriverAndReason) {
   auto host = OpenHostRuntime();
   auto cuda = OpenCudaRuntime(options.cuda_runtime_library);
   auto ascend = OpenAscendRuntime("/nonexistent/libascendcl.so");
-  const std::string text = FormatDoctorText(BuildDoctorReport(options, *host, *cuda, *ascend, {}));
+  auto ucx = OpenUcxRuntime("/nonexistent/libucp.so.0");
+  const std::string text =
+      FormatDoctorText(BuildDoctorReport(options, *host, *cuda, *ascend, *ucx, {}));
   EXPECT_THAT(text, HasSubstr("  cuda    unusable\n"));
   EXPECT_THAT(text, HasSubstr("    version   13.0, driver none\n"));
   EXPECT_THAT(text, HasSubstr("cudaGetDeviceCount failed: error 35 (CUDA driver version is "
@@ -95,7 +105,8 @@ TEST(DoctorReport, SaysWhetherTheConfiguredTransportWorksHere) {
   auto host = OpenHostRuntime();
   auto cuda = OpenCudaRuntime("/nonexistent/libcudart.so");
   auto ascend = OpenAscendRuntime("/nonexistent/libascendcl.so");
-  DoctorReport r = BuildDoctorReport({}, *host, *cuda, *ascend, {});
+  auto ucx = OpenUcxRuntime("/nonexistent/libucp.so.0");
+  DoctorReport r = BuildDoctorReport({}, *host, *cuda, *ascend, *ucx, {});
   r.configured_trans_type = 3;
   r.configured_trans_type_origin = "default";
   EXPECT_THAT(FormatDoctorText(r),
@@ -115,7 +126,8 @@ TEST(DoctorReport, JsonIsValidWhateverBytesThePathsAndMessagesHold) {
   RuntimeOptions options;
   options.cuda_runtime_library = std::string("/opt/\"cuda\"\\lib\n\x01\0x", 19);
   options.ascend_runtime_library = "/opt/caf\xc3\xa9/\xff\xfe/libascendcl.so";
-  DoctorReport r = BuildDoctorReport(options, *host, *cuda, *ascend, {"mlx5_\x1b[0m"});
+  auto ucx = OpenUcxRuntime("/nonexistent/libucp.so.0");
+  DoctorReport r = BuildDoctorReport(options, *host, *cuda, *ascend, *ucx, {"mlx5_\x1b[0m"});
   r.configured_trans_type_origin =
       "file:/tmp/a\x80"
       "b.yaml";

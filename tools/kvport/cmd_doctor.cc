@@ -27,9 +27,10 @@ void AddDoctorCommand(CLI::App& app, int* exit_code) {
       "Report this host's accelerator runtimes, transports and the eic_trans_type values that "
       "work here");
   doctor->add_flag("--json", options->json, "Print one JSON object instead of text");
-  doctor->add_option("--config", options->config_file,
-                     "YAML config to take cuda_runtime_library / ascend_runtime_library and "
-                     "eic_trans_type from (default: LMCACHE_CONFIG_FILE, then the environment)");
+  doctor->add_option(
+      "--config", options->config_file,
+      "YAML config to take cuda_runtime_library / ascend_runtime_library / ucx_library and "
+      "eic_trans_type from (default: LMCACHE_CONFIG_FILE, then the environment)");
   doctor->callback([options, exit_code] {
     // The runtime library paths come from the one config loader (file, KVPORT_* environment,
     // defaults). A bad explicit --config is an error; a bad LMCACHE_CONFIG_FILE only a warning,
@@ -47,6 +48,7 @@ void AddDoctorCommand(CLI::App& app, int* exit_code) {
     if (config.ok()) {
       runtime_options.cuda_runtime_library = config->cuda_runtime_library;
       runtime_options.ascend_runtime_library = config->ascend_runtime_library;
+      runtime_options.ucx_library = config->ucx_library;
       trans_type = static_cast<int>(config->eic_trans_type);
       const ConfigEntry* entry = config->FindEntry("eic_trans_type");
       trans_type_origin = entry != nullptr ? entry->origin : "";
@@ -59,8 +61,9 @@ void AddDoctorCommand(CLI::App& app, int* exit_code) {
       *exit_code = Fail(configured);
       return;
     }
-    DoctorReport report = BuildDoctorReport(runtime_options, HostRuntime(), CudaRuntime(),
-                                            AscendRuntime(), ListRdmaDevices());
+    DoctorReport report =
+        BuildDoctorReport(runtime_options, HostRuntime(), CudaRuntime(), AscendRuntime(),
+                          *OpenUcxRuntime(runtime_options.ucx_library), ListRdmaDevices());
     report.configured_trans_type = trans_type;
     report.configured_trans_type_origin = trans_type_origin;
     const std::string text = options->json ? FormatDoctorJson(report) : FormatDoctorText(report);

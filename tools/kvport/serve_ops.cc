@@ -78,9 +78,11 @@ Result<std::unique_ptr<http::HttpServer>> StartHttpEndpoint(std::string_view lis
   RuntimeOptions runtime_options;
   runtime_options.cuda_runtime_library = config.cuda_runtime_library;
   runtime_options.ascend_runtime_library = config.ascend_runtime_library;
+  runtime_options.ucx_library = config.ucx_library;
   if (ConfigureDeviceRuntimes(runtime_options).ok()) {
-    const DoctorReport report = BuildDoctorReport(runtime_options, HostRuntime(), CudaRuntime(),
-                                                  AscendRuntime(), ListRdmaDevices());
+    const DoctorReport report =
+        BuildDoctorReport(runtime_options, HostRuntime(), CudaRuntime(), AscendRuntime(),
+                          *OpenUcxRuntime(runtime_options.ucx_library), ListRdmaDevices());
     for (const RuntimeInfo& r : report.runtimes) {
       options.context.runtimes.push_back(
           {std::string(RuntimeKindName(r.kind)), r.state == RuntimeState::kAvailable, r.version});
