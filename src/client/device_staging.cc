@@ -64,10 +64,12 @@ Result<StagingPool*> DeviceStaging::StagingFor(RuntimeKind kind) {
   return slot.get();
 }
 
-void DeviceStaging::MapBuffers(const IOBuffers& buffers, KeyOutcomes& outcomes, WireBuffers* out) {
+void DeviceStaging::MapBuffers(const IOBuffers& buffers, const TransportCapabilities& transport,
+                               KeyOutcomes& outcomes, WireBuffers* out) {
   WireBuffers& wire = *out;
-  wire.host.assign(buffers.size(), nullptr);
+  wire.address.assign(buffers.size(), nullptr);
   wire.memory.assign(buffers.size(), MemoryInfo{});
+  wire.caller.assign(buffers.size(), MemoryInfo{});
   wire.leases.clear();
   std::array<uint64_t, 3> staged_bytes{};
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -84,12 +86,13 @@ void DeviceStaging::MapBuffers(const IOBuffers& buffers, KeyOutcomes& outcomes, 
       outcomes.Fail(i, KeyCode::kInvalidArgument, where.status());
       continue;
     }
-    wire.memory[i] = *where;
-    if (wire.staged(i) && buffer.size > 0) {
-      staged_bytes[KindIndex(where->kind)] += AlignUp(buffer.size);
+    wire.caller[i] = *where;
+    if (transport.Moves(where->kind) || buffer.size == 0) {
+      // The transport reaches it; an empty buffer has nothing to stage.
+      wire.memory[i] = buffer.size == 0 ? MemoryInfo{} : *where;
+      wire.address[i] = static_cast<char*>(buffer.data);
     } else {
-      wire.memory[i].kind = RuntimeKind::kHost;  // nothing to stage for an empty buffer
-      wire.host[i] = static_cast<char*>(buffer.data);
+      staged_bytes[KindIndex(where->kind)] += AlignUp(buffer.size);
     }
   }
   for (RuntimeKind kind : {RuntimeKind::kCuda, RuntimeKind::kAscend}) {
@@ -110,12 +113,12 @@ void DeviceStaging::MapBuffers(const IOBuffers& buffers, KeyOutcomes& outcomes, 
       }
     }
     for (size_t i = 0; i < buffers.size(); ++i) {
-      if (outcomes.failed(i) || wire.memory[i].kind != kind) continue;
+      if (outcomes.failed(i) || !wire.staged(i) || wire.caller[i].kind != kind) continue;
       if (next == nullptr) {
         outcomes.Fail(i, KeyCode::kDeviceError, failed);
         continue;
       }
-      wire.host[i] = next;
+      wire.address[i] = next;
       next += AlignUp(buffers[i].size);
     }
   }

@@ -180,7 +180,7 @@ class NodeClient::PutCall final : public CachedCall<BatchResult, PutCall> {
     return result;
   }
   void Release() { wire.leases.clear(); }
-  size_t kept_keys() const { return std::max(send.capacity(), wire.host.capacity()); }
+  size_t kept_keys() const { return std::max(send.capacity(), wire.address.capacity()); }
 
   KeyOutcomes outcomes;
   Deadline deadline;
@@ -188,6 +188,7 @@ class NodeClient::PutCall final : public CachedCall<BatchResult, PutCall> {
   std::vector<size_t> send;
   size_t rejected = 0;
   std::vector<protocol::MsetItem> items;
+  std::vector<MemoryInfo> memory;  // of each item's value
   std::vector<FrameSlice> slices;
   std::unique_ptr<TransportCall> call;
 };
@@ -220,11 +221,12 @@ PendingCallPtr<BatchResult> NodeClient::StartMSet(std::span<const std::string> k
           checked);
     }
   }
-  devices_->MapBuffers(values, outcomes, &op->wire);
+  devices_->MapBuffers(values, transport_->capabilities(), outcomes, &op->wire);
   const WireBuffers& wire = op->wire;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (outcomes.failed(i) || !wire.staged(i)) continue;
-    Status copied = devices_->CopyStaged(values[i], wire.memory[i], wire.host[i], /*to_host=*/true);
+    Status copied =
+        devices_->CopyStaged(values[i], wire.caller[i], wire.address[i], /*to_host=*/true);
     if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
   }
 
@@ -243,13 +245,16 @@ PendingCallPtr<BatchResult> NodeClient::StartMSet(std::span<const std::string> k
                                  options.ttl_seconds, std::numeric_limits<uint32_t>::max()));
 
   op->items.clear();
+  op->memory.clear();
   for (size_t i : send) {
     op->items.push_back(
         protocol::MsetItem{keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]),
-                           values[i].size, wire.host[i]});
+                           values[i].size, wire.address[i]});
+    op->memory.push_back(wire.memory[i]);
   }
   PutBatch batch;
   batch.ns = options.ns;
+  batch.memory = op->memory;
   batch.ttl_seconds = ttl;
   batch.items = op->items;
   batch.slices = op->slices;
@@ -294,7 +299,7 @@ class NodeClient::GetCall final : public CachedCall<GetResult, GetCall> {
           IOBuffer target = staged_buffers[i];
           target.size = frame.value_lengths[j];
           Status copied =
-              devices->CopyStaged(target, wire.memory[i], wire.host[i], /*to_host=*/false);
+              devices->CopyStaged(target, wire.caller[i], wire.address[i], /*to_host=*/false);
           if (!copied.ok()) outcomes.Fail(i, KeyCode::kDeviceError, copied);
         }
       }
@@ -303,7 +308,7 @@ class NodeClient::GetCall final : public CachedCall<GetResult, GetCall> {
     outcomes.Finish(&result);
     return result;
   }
-  size_t kept_keys() const { return std::max(send.capacity(), wire.host.capacity()); }
+  size_t kept_keys() const { return std::max(send.capacity(), wire.address.capacity()); }
   void Release() {
     wire.leases.clear();
     staged_buffers = IOBuffers();
@@ -323,6 +328,7 @@ class NodeClient::GetCall final : public CachedCall<GetResult, GetCall> {
   size_t rejected = 0;
   std::vector<protocol::MgetKey> wire_keys;
   std::vector<char*> destinations;
+  std::vector<MemoryInfo> memory;  // of each destination
   std::vector<FrameSlice> slices;
   InPlaceLoans* loans = nullptr;  // a loan: where its views and lease go at Finish
   std::unique_ptr<Loan> loan;
@@ -362,7 +368,7 @@ PendingCallPtr<GetResult> NodeClient::StartMGet(std::span<const std::string> key
   outcomes.Restart(keys, "MGET", get_options.ns, any_namespace);
   CheckKeys(keys, limits, outcomes);
   if (buffers != nullptr) {
-    devices_->MapBuffers(*buffers, outcomes, &call->wire);
+    devices_->MapBuffers(*buffers, transport_->capabilities(), outcomes, &call->wire);
     for (size_t i = 0; i < keys.size(); ++i) {
       if (call->wire.staged(i)) {
         call->staged_buffers = *buffers;
@@ -383,11 +389,13 @@ PendingCallPtr<GetResult> NodeClient::StartMGet(std::span<const std::string> key
   // first one was checked above, a replaced one fails its frame with NotSupported.
   call->wire_keys.clear();
   call->destinations.clear();
+  call->memory.clear();
   for (size_t i : send) {
     protocol::MgetKey key{keys[i], protocol::kUnlimitedCapacity};
     if (buffers != nullptr) key.buffer_capacity = (*buffers)[i].size;
     call->wire_keys.push_back(key);
-    call->destinations.push_back(buffers == nullptr ? nullptr : call->wire.host[i]);
+    call->destinations.push_back(buffers == nullptr ? nullptr : call->wire.address[i]);
+    call->memory.push_back(buffers == nullptr ? MemoryInfo{} : call->wire.memory[i]);
   }
   GetBatch batch;
   batch.ns = get_options.ns;
@@ -395,6 +403,7 @@ PendingCallPtr<GetResult> NodeClient::StartMGet(std::span<const std::string> key
   batch.meta_only = meta_only;
   batch.keys = call->wire_keys;
   batch.destinations = call->destinations;
+  batch.memory = call->memory;
   batch.slices = call->slices;
   batch.first = std::move(first).value();
   if (loans != nullptr) {

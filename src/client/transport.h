@@ -9,12 +9,13 @@
 //                  into an extent the node reserved (SHM_RESERVE, SHM_COMMIT), a get copies it
 //                  out of the pinned object (SHM_GET, SHM_RELEASE) or lends it in place; the
 //                  socket carries only control frames.
-//   (later)        RDMA / GPUDirect over UCX: needs_registration, device_memory.
+//   (later)        RDMA / GPUDirect over UCX: needs_registration, device memory it moves itself.
 //
 // Everything else of a call is the Client's and the same for every transport: checking keys
-// and sizes, staging device buffers, cutting the batch into frames that fit the node's limits,
-// turning per-key answers into KeyCodes. Control requests (MEXIST, MDEL, LIST, STATS, PING)
-// use the transport's pool directly: they carry no values.
+// and sizes, staging the device buffers of every kind of memory the transport does not move
+// itself (TransportCapabilities::memory_kinds) through pinned host memory, cutting the batch
+// into frames that fit the node's limits, turning per-key answers into KeyCodes. Control requests
+// (MEXIST, MDEL, LIST, STATS, PING) use the transport's pool directly: they carry no values.
 //
 // Thread-safe: any number of calls at once.
 #pragma once
@@ -30,35 +31,50 @@
 #include "client/connection.h"
 #include "client/connection_pool.h"
 #include "client/frame_planner.h"
+#include "kvport/device.h"
+#include "kvport/io_buffers.h"
 #include "kvport/status.h"
 #include "protocol/messages.h"
 
 namespace kvport::client {
 
+// A set of memory kinds (RuntimeKind), one bit each.
+constexpr uint32_t MemoryKindBit(RuntimeKind kind) {
+  return 1u << static_cast<unsigned>(kind);
+}
+
 struct TransportCapabilities {
   bool zero_copy_reads = false;     // values can be lent in place (Client::MGetInPlace)
-  bool device_memory = false;       // moves device memory without staging it in host memory
   bool needs_registration = false;  // buffers must be registered with the transport first
+  // The memory the transport moves itself (MemoryKindBit of each): host always, a device kind
+  // only where the backend reaches that memory directly (UCX with CUDA support: GPUDirect RDMA).
+  // Every other kind is staged by the client, so the transport sees host memory in its place.
+  uint32_t memory_kinds = MemoryKindBit(RuntimeKind::kHost);
+  bool Moves(RuntimeKind kind) const { return (memory_kinds & MemoryKindBit(kind)) != 0; }
 };
 
-// One batched put, after the client's checks: items[k] (value pointers in host memory) in the
-// frames `slices` cut; the first frame goes on `first`.
+// One batched put, after the client's checks: items[k] (its value's address in the memory
+// memory[k] says, a kind the transport moves) in the frames `slices` cut; the first frame goes
+// on `first`.
 struct PutBatch {
   std::string_view ns;
   uint32_t ttl_seconds = 0;
   std::span<const protocol::MsetItem> items;
+  std::span<const MemoryInfo> memory;
   std::span<const FrameSlice> slices;
   std::shared_ptr<Connection> first;
 };
 
-// One batched get: keys[k] (with the capacity of their buffer) into destinations[k] (host
-// memory) in the frames `slices` cut; meta_only asks for metas and lengths alone.
+// One batched get: keys[k] (with the capacity of their buffer) into destinations[k] (in the
+// memory memory[k] says, a kind the transport moves) in the frames `slices` cut; meta_only asks
+// for metas and lengths alone (no destinations then).
 struct GetBatch {
   std::string_view ns;
   bool any_namespace = false;
   bool meta_only = false;
   std::span<const protocol::MgetKey> keys;
   std::span<char* const> destinations;
+  std::span<const MemoryInfo> memory;
   std::span<const FrameSlice> slices;
   std::shared_ptr<Connection> first;
 };

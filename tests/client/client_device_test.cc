@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "client/device_staging.h"
 #include "kvport/client.h"
 #include "kvport/device.h"
 #include "test_node.h"
@@ -169,6 +170,46 @@ TEST_F(DeviceStagingTest, MsetFromAndMgetIntoDeviceMemory) {
   ASSERT_TRUE(too_small.ok());
   EXPECT_EQ(too_small->codes[0], KeyCode::kBufferTooSmall);
   EXPECT_EQ(too_small->value_sizes[0], a.size());
+}
+
+// The transport seam: a transport that moves CUDA memory itself (TransportCapabilities::
+// memory_kinds: UCX with CUDA support) gets the caller's device pointers as they are; one that
+// moves host memory only gets a pinned host copy in their place.
+TEST(DeviceStagingSeamTest, OnlyTheKindsATransportDoesNotMoveAreStaged) {
+  client::DeviceStaging devices;
+  devices.UseLibraries(KVPORT_FAKE_CUDART, "", 64 << 20);
+  const DeviceRuntime* cuda = devices.Runtime(RuntimeKind::kCuda);
+  ASSERT_TRUE(cuda != nullptr && cuda->usable());
+  Result<void*> device = cuda->AllocDevice(4096);
+  ASSERT_TRUE(device.ok());
+  ASSERT_TRUE(devices.registry().Register(*device, 4096, MemoryInfo{RuntimeKind::kCuda, 0}).ok());
+  std::vector<char> host(100);
+  IOBuffers buffers;
+  buffers.Append(*device, 4096, true);
+  buffers.Append(host.data(), host.size());
+  const std::vector<std::string> keys = {"on-device", "on-host"};
+  client::KeyOutcomes outcomes(keys, "MSET", "");
+  client::WireBuffers wire;
+
+  devices.MapBuffers(buffers, client::TransportCapabilities{}, outcomes, &wire);
+  EXPECT_TRUE(wire.staged(0));
+  EXPECT_NE(wire.address[0], *device);
+  EXPECT_EQ(wire.memory[0].kind, RuntimeKind::kHost);
+  EXPECT_EQ(wire.caller[0].kind, RuntimeKind::kCuda);
+  EXPECT_EQ(wire.leases.size(), 1u);
+  EXPECT_FALSE(wire.staged(1));
+  EXPECT_EQ(wire.address[1], host.data());
+
+  client::TransportCapabilities direct;
+  direct.memory_kinds |= client::MemoryKindBit(RuntimeKind::kCuda);
+  devices.MapBuffers(buffers, direct, outcomes, &wire);
+  EXPECT_FALSE(wire.staged(0));
+  EXPECT_EQ(wire.address[0], *device);
+  EXPECT_EQ(wire.memory[0].kind, RuntimeKind::kCuda);
+  EXPECT_TRUE(wire.leases.empty());
+  EXPECT_EQ(wire.address[1], host.data());
+  EXPECT_FALSE(outcomes.failed(0) || outcomes.failed(1));
+  EXPECT_TRUE(cuda->FreeDevice(*device).ok());
 }
 
 // A function of the fake CUDA runtime the client loaded (the same copy, so the same state).
