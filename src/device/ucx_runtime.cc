@@ -13,10 +13,7 @@
 
 #include "device/dynamic_library.h"
 
-#if KVPORT_HAVE_UCX
-#include <ucp/api/ucp.h>
-#include <uct/api/uct.h>
-#endif
+#include "device/ucx_api.h"
 
 namespace kvport {
 
@@ -32,43 +29,13 @@ bool UcxRuntime::SupportsMemoryType(std::string_view name) const {
 
 namespace {
 
-class LoadedUcx final : public UcxRuntime {
- public:
-  explicit LoadedUcx(UcxInfo info) : info_(std::move(info)) {}
-  const UcxInfo& info() const override { return info_; }
-
- private:
-  const UcxInfo info_;
-};
-
 #if KVPORT_HAVE_UCX
 
 using device_internal::DescribeLibrary;
 using device_internal::JoinNames;
 using device_internal::OpenedLibrary;
 using device_internal::ResolveSymbol;
-
-// The calls kvport makes, resolved from libucp and (through its dependencies, which dlsym on
-// its handle searches) libucs and libuct.
-struct UcxApi {
-  decltype(&ucp_get_version) get_version = nullptr;
-  decltype(&ucp_config_read) config_read = nullptr;
-  decltype(&ucp_config_release) config_release = nullptr;
-  decltype(&ucp_init_version) init_version = nullptr;
-  decltype(&ucp_cleanup) cleanup = nullptr;
-  decltype(&ucp_context_query) context_query = nullptr;
-  decltype(&ucs_status_string) status_string = nullptr;
-  decltype(&uct_query_components) query_components = nullptr;
-  decltype(&uct_release_component_list) release_component_list = nullptr;
-  decltype(&uct_component_query) component_query = nullptr;
-  decltype(&uct_md_config_read) md_config_read = nullptr;
-  decltype(&uct_config_release) md_config_release = nullptr;
-  decltype(&uct_md_open) md_open = nullptr;
-  decltype(&uct_md_close) md_close = nullptr;
-  decltype(&uct_md_query_tl_resources) md_query_tl_resources = nullptr;
-  decltype(&uct_release_tl_resource_list) release_tl_resource_list = nullptr;
-  const char** memory_type_names = nullptr;  // ucs_memory_type_names[UCS_MEMORY_TYPE_LAST]
-};
+using device_internal::UcxApi;
 
 bool Resolve(void* handle, UcxApi* api, std::vector<std::string>* missing) {
   bool ok = true;
@@ -89,6 +56,25 @@ bool Resolve(void* handle, UcxApi* api, std::vector<std::string>* missing) {
   ok &= ResolveSymbol(handle, "uct_md_query_tl_resources", api->md_query_tl_resources, missing);
   ok &=
       ResolveSymbol(handle, "uct_release_tl_resource_list", api->release_tl_resource_list, missing);
+  ok &= ResolveSymbol(handle, "ucp_worker_create", api->worker_create, missing);
+  ok &= ResolveSymbol(handle, "ucp_worker_destroy", api->worker_destroy, missing);
+  ok &= ResolveSymbol(handle, "ucp_worker_get_address", api->worker_get_address, missing);
+  ok &= ResolveSymbol(handle, "ucp_worker_release_address", api->worker_release_address, missing);
+  ok &= ResolveSymbol(handle, "ucp_worker_progress", api->worker_progress, missing);
+  ok &= ResolveSymbol(handle, "ucp_ep_create", api->ep_create, missing);
+  ok &= ResolveSymbol(handle, "ucp_ep_close_nbx", api->ep_close_nbx, missing);
+  ok &= ResolveSymbol(handle, "ucp_ep_flush_nbx", api->ep_flush_nbx, missing);
+  ok &= ResolveSymbol(handle, "ucp_mem_map", api->mem_map, missing);
+  ok &= ResolveSymbol(handle, "ucp_mem_unmap", api->mem_unmap, missing);
+  ok &= ResolveSymbol(handle, "ucp_rkey_pack", api->rkey_pack, missing);
+  ok &= ResolveSymbol(handle, "ucp_rkey_buffer_release", api->rkey_buffer_release, missing);
+  ok &= ResolveSymbol(handle, "ucp_ep_rkey_unpack", api->ep_rkey_unpack, missing);
+  ok &= ResolveSymbol(handle, "ucp_rkey_destroy", api->rkey_destroy, missing);
+  ok &= ResolveSymbol(handle, "ucp_put_nbx", api->put_nbx, missing);
+  ok &= ResolveSymbol(handle, "ucp_get_nbx", api->get_nbx, missing);
+  ok &= ResolveSymbol(handle, "ucp_request_check_status", api->request_check_status, missing);
+  ok &= ResolveSymbol(handle, "ucp_request_cancel", api->request_cancel, missing);
+  ok &= ResolveSymbol(handle, "ucp_request_free", api->request_free, missing);
   void* names = device_internal::LookupSymbol(handle, "ucs_memory_type_names");
   if (names == nullptr) {
     missing->emplace_back("ucs_memory_type_names");
@@ -96,10 +82,6 @@ bool Resolve(void* handle, UcxApi* api, std::vector<std::string>* missing) {
   }
   api->memory_type_names = static_cast<const char**>(names);
   return ok;
-}
-
-std::string StatusText(const UcxApi& api, ucs_status_t status) {
-  return fmt::format("{} ({})", api.status_string(status), static_cast<int>(status));
 }
 
 // Every transport/device pair of every memory domain of every component, as `ucx_info -d`
@@ -139,28 +121,12 @@ std::vector<UcxResource> ListResources(const UcxApi& api) {
   return out;
 }
 
-// Makes a context with this process's UCX configuration, the features the UCX transport uses
-// (one-sided RMA, active messages for control), to learn the memory types it supports.
+// Makes a context as the transport would, to learn the memory types it supports.
 Status ProbeContext(const UcxApi& api, std::vector<std::string>* memory_types) {
-  ucp_config_t* config = nullptr;
-  ucs_status_t status = api.config_read(nullptr, nullptr, &config);
-  if (status != UCS_OK) {
-    return Status::Unavailable("ucp_config_read failed: " + StatusText(api, status) +
-                               " (check the UCX_* environment variables)");
-  }
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
-  ucp_context_h context = nullptr;
-  status = api.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context);
-  api.config_release(config);
-  if (status != UCS_OK) {
-    return Status::Unavailable("ucp_init failed: " + StatusText(api, status) +
-                               " (no transport for RMA and active messages? see UCX_TLS)");
-  }
+  KVPORT_ASSIGN_OR_RETURN(ucp_context_h context, api.CreateContext());
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
-  status = api.context_query(context, &attr);
+  const ucs_status_t status = api.context_query(context, &attr);
   if (status == UCS_OK) {
     for (int type = 0; type < UCS_MEMORY_TYPE_LAST; ++type) {
       if ((attr.memory_types & (uint64_t{1} << type)) != 0)
@@ -169,11 +135,11 @@ Status ProbeContext(const UcxApi& api, std::vector<std::string>* memory_types) {
   }
   api.cleanup(context);
   if (status != UCS_OK)
-    return Status::Unavailable("ucp_context_query failed: " + StatusText(api, status));
+    return Status::Unavailable("ucp_context_query failed: " + api.StatusText(status));
   return Status::Ok();
 }
 
-UcxInfo Open(std::string_view library) {
+UcxInfo Open(std::string_view library, UcxApi* api_out) {
   UcxInfo info;
   std::vector<std::string> candidates;
   if (library.empty()) {
@@ -215,8 +181,21 @@ UcxInfo Open(std::string_view library) {
     return info;
   }
   info.state = RuntimeState::kAvailable;
+  *api_out = api;
   return info;
 }
+
+// A runtime, with its calls when usable.
+class LoadedUcx final : public UcxRuntime {
+ public:
+  explicit LoadedUcx(std::string_view library) : info_(Open(library, &api_)) {}
+  const UcxInfo& info() const override { return info_; }
+  const UcxApi* api() const { return usable() ? &api_ : nullptr; }
+
+ private:
+  UcxApi api_;  // filled by Open when usable
+  const UcxInfo info_;
+};
 
 #else  // !KVPORT_HAVE_UCX
 
@@ -229,13 +208,57 @@ UcxInfo Open(std::string_view /*library*/) {
   return info;
 }
 
+class LoadedUcx final : public UcxRuntime {
+ public:
+  explicit LoadedUcx(std::string_view library) : info_(Open(library)) {}
+  const UcxInfo& info() const override { return info_; }
+
+ private:
+  const UcxInfo info_;
+};
+
 #endif
 
 }  // namespace
 
 std::unique_ptr<UcxRuntime> OpenUcxRuntime(std::string_view library) {
-  return std::make_unique<LoadedUcx>(Open(library));
+  return std::make_unique<LoadedUcx>(library);
 }
+
+#if KVPORT_HAVE_UCX
+namespace device_internal {
+
+std::string UcxApi::StatusText(ucs_status_t status) const {
+  return fmt::format("{} ({})", status_string(status), static_cast<int>(status));
+}
+
+Result<ucp_context_h> UcxApi::CreateContext() const {
+  ucp_config_t* config = nullptr;
+  ucs_status_t status = config_read(nullptr, nullptr, &config);
+  if (status != UCS_OK) {
+    return Status::Unavailable("ucp_config_read failed: " + StatusText(status) +
+                               " (check the UCX_* environment variables)");
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
+  ucp_context_h context = nullptr;
+  status = init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context);
+  config_release(config);
+  if (status != UCS_OK) {
+    return Status::Unavailable("ucp_init failed: " + StatusText(status) +
+                               " (no transport for RMA and active messages? see UCX_TLS)");
+  }
+  return context;
+}
+
+const UcxApi* UcxApiOf(const UcxRuntime& runtime) {
+  const auto* loaded = dynamic_cast<const LoadedUcx*>(&runtime);
+  return loaded != nullptr ? loaded->api() : nullptr;
+}
+
+}  // namespace device_internal
+#endif
 
 std::string_view UcxBuildApiVersion() {
 #if KVPORT_HAVE_UCX

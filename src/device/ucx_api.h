@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// The UCX calls kvport makes, resolved from libucp (and, through its dependencies, libucs and
+// libuct) by ucx_runtime.cc. Internal to the device layer, and only in a build with UCX's
+// headers (KVPORT_HAVE_UCX): the types are UCX's own, taken with decltype from its declarations,
+// which are never linked.
+#pragma once
+
+#if KVPORT_HAVE_UCX
+
+#include <ucp/api/ucp.h>
+#include <uct/api/uct.h>
+
+#include "kvport/status.h"
+#include "kvport/ucx.h"
+
+namespace kvport::device_internal {
+
+struct UcxApi {
+  // Finding out what UCX offers (the runtime's probe).
+  decltype(&ucp_get_version) get_version = nullptr;
+  decltype(&ucp_config_read) config_read = nullptr;
+  decltype(&ucp_config_release) config_release = nullptr;
+  decltype(&ucp_init_version) init_version = nullptr;
+  decltype(&ucp_cleanup) cleanup = nullptr;
+  decltype(&ucp_context_query) context_query = nullptr;
+  decltype(&ucs_status_string) status_string = nullptr;
+  decltype(&uct_query_components) query_components = nullptr;
+  decltype(&uct_release_component_list) release_component_list = nullptr;
+  decltype(&uct_component_query) component_query = nullptr;
+  decltype(&uct_md_config_read) md_config_read = nullptr;
+  decltype(&uct_config_release) md_config_release = nullptr;
+  decltype(&uct_md_open) md_open = nullptr;
+  decltype(&uct_md_close) md_close = nullptr;
+  decltype(&uct_md_query_tl_resources) md_query_tl_resources = nullptr;
+  decltype(&uct_release_tl_resource_list) release_tl_resource_list = nullptr;
+  const char** memory_type_names = nullptr;  // ucs_memory_type_names[UCS_MEMORY_TYPE_LAST]
+  // Workers, endpoints, registered memory and one-sided operations (ucx_rma.cc).
+  decltype(&ucp_worker_create) worker_create = nullptr;
+  decltype(&ucp_worker_destroy) worker_destroy = nullptr;
+  decltype(&ucp_worker_get_address) worker_get_address = nullptr;
+  decltype(&ucp_worker_release_address) worker_release_address = nullptr;
+  decltype(&ucp_worker_progress) worker_progress = nullptr;
+  decltype(&ucp_ep_create) ep_create = nullptr;
+  decltype(&ucp_ep_close_nbx) ep_close_nbx = nullptr;
+  decltype(&ucp_ep_flush_nbx) ep_flush_nbx = nullptr;
+  decltype(&ucp_mem_map) mem_map = nullptr;
+  decltype(&ucp_mem_unmap) mem_unmap = nullptr;
+  decltype(&ucp_rkey_pack) rkey_pack = nullptr;
+  decltype(&ucp_rkey_buffer_release) rkey_buffer_release = nullptr;
+  decltype(&ucp_ep_rkey_unpack) ep_rkey_unpack = nullptr;
+  decltype(&ucp_rkey_destroy) rkey_destroy = nullptr;
+  decltype(&ucp_put_nbx) put_nbx = nullptr;
+  decltype(&ucp_get_nbx) get_nbx = nullptr;
+  decltype(&ucp_request_check_status) request_check_status = nullptr;
+  decltype(&ucp_request_cancel) request_cancel = nullptr;
+  decltype(&ucp_request_free) request_free = nullptr;
+
+  // "Destination is unreachable (-6)".
+  std::string StatusText(ucs_status_t status) const;
+  // A UCP context with this process's UCX_* configuration and the features the UCX transport
+  // uses (one-sided RMA, active messages for control); the caller cleans it up.
+  Result<ucp_context_h> CreateContext() const;
+};
+
+// The calls of a usable runtime; null for one that is absent or unusable.
+const UcxApi* UcxApiOf(const UcxRuntime& runtime);
+
+}  // namespace kvport::device_internal
+
+#endif  // KVPORT_HAVE_UCX

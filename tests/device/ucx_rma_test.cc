@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+// One-sided transfers over the host's UCX (device/ucx_rma.h), two workers in this process: a
+// "node" that registers a region and keeps progressing (as the node's event loop will), and a
+// "client" that reads and writes it. Run over UCX's tcp transport and over its shared-memory
+// ones, UCX_TLS set by the test; skipped when this target had no libucp at build time.
+#include "device/ucx_rma.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace kvport {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ScopedEnv;
+using namespace std::chrono_literals;
+
+constexpr const char* kHostUcp = KVPORT_TEST_UCP_LIBRARY;
+
+std::vector<char> Pattern(char seed, size_t n) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<char>(seed + i * 7 + (i >> 12));
+  return v;
+}
+
+// A worker that progresses on a thread of its own until destroyed.
+class ProgressingWorker {
+ public:
+  explicit ProgressingWorker(std::unique_ptr<ucx::Worker> worker)
+      : worker_(std::move(worker)), thread_([this] {
+          while (!stop_.load()) {
+            if (worker_->Progress() == 0) std::this_thread::yield();
+          }
+        }) {}
+  ~ProgressingWorker() {
+    stop_.store(true);
+    thread_.join();
+  }
+  ucx::Worker& worker() { return *worker_; }
+
+ private:
+  std::unique_ptr<ucx::Worker> worker_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class UcxRmaTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (UcxBuildApiVersion().empty()) GTEST_SKIP() << "this build has no UCX";
+    if (std::string(kHostUcp).empty()) GTEST_SKIP() << "no libucp for this target at build time";
+    tls_ = std::make_unique<ScopedEnv>("UCX_TLS", GetParam());
+    runtime_ = OpenUcxRuntime(kHostUcp);
+    ASSERT_TRUE(runtime_->usable()) << runtime_->reason();
+  }
+
+  std::unique_ptr<ucx::Worker> OpenWorker() {
+    Result<std::unique_ptr<ucx::Worker>> worker = ucx::Worker::Open(*runtime_);
+    EXPECT_TRUE(worker.ok()) << worker.status().ToString();
+    return worker.ok() ? std::move(worker).value() : nullptr;
+  }
+
+  std::unique_ptr<ScopedEnv> tls_;
+  std::unique_ptr<UcxRuntime> runtime_;
+};
+
+TEST_P(UcxRmaTest, AClientReadsAndWritesTheNodesRegionOneSided) {
+  constexpr size_t kRegion = 4 << 20;
+  std::vector<char> arena = Pattern('a', kRegion);
+  const std::vector<char> original = arena;
+  auto node_worker = OpenWorker();
+  ASSERT_NE(node_worker, nullptr);
+  Result<std::unique_ptr<ucx::LocalRegion>> region =
+      node_worker->Register(arena.data(), arena.size());
+  ASSERT_TRUE(region.ok()) << region.status().ToString();
+  const std::string node_address = node_worker->address();
+  const std::string key = (*region)->packed_key();
+  ProgressingWorker node(std::move(node_worker));
+
+  auto client = OpenWorker();
+  ASSERT_NE(client, nullptr);
+  {
+    Result<std::unique_ptr<ucx::Peer>> peer = client->Connect(node_address);
+    ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+    Result<std::unique_ptr<ucx::RemoteRegion>> remote =
+        (*peer)->Attach(key, (*region)->base(), (*region)->bytes());
+    ASSERT_TRUE(remote.ok()) << remote.status().ToString();
+    const auto deadline = MonotonicClock::now() + std::chrono::seconds(30);
+
+    // A get of 1 MiB from the middle, and one of the region's last byte.
+    std::vector<char> got(1 << 20);
+    ASSERT_TRUE((*peer)->Get(got.data(), got.size(), **remote, 12345, deadline).ok());
+    EXPECT_EQ(0, std::memcmp(got.data(), original.data() + 12345, got.size()));
+    char last = 0;
+    ASSERT_TRUE((*peer)->Get(&last, 1, **remote, kRegion - 1, deadline).ok());
+    EXPECT_EQ(last, original[kRegion - 1]);
+
+    // A put lands in the node's memory by the time it returns; its neighbours are untouched.
+    const std::vector<char> value = Pattern('z', 300000);
+    ASSERT_TRUE((*peer)->Put(value.data(), value.size(), **remote, 2 << 20, deadline).ok());
+    EXPECT_EQ(0, std::memcmp(arena.data() + (2 << 20), value.data(), value.size()));
+    EXPECT_EQ(arena[(2 << 20) - 1], original[(2 << 20) - 1]);
+    EXPECT_EQ(arena[(2 << 20) + value.size()], original[(2 << 20) + value.size()]);
+
+    // Outside the region: refused before anything moves, whatever the offset.
+    for (uint64_t offset : {uint64_t{kRegion}, uint64_t{kRegion - 10}, ~uint64_t{0} - 5}) {
+      Status out = (*peer)->Get(got.data(), 64, **remote, offset, deadline);
+      EXPECT_EQ(out.code(), StatusCode::kInvalidArgument) << offset;
+      EXPECT_THAT(out.message(), HasSubstr("outside the peer's region"));
+      Status in = (*peer)->Put(value.data(), 64, **remote, offset, deadline);
+      EXPECT_EQ(in.code(), StatusCode::kInvalidArgument) << offset;
+    }
+    EXPECT_EQ(0, std::memcmp(arena.data(), original.data(), 2 << 20));
+  }
+}
+
+// A node that never progresses its worker (hung, or stopped): an operation the transport has
+// to emulate with the target's help cannot complete, so at its deadline the endpoint is closed
+// by force, the call returns Timeout, and the endpoint refuses every later call.
+TEST_P(UcxRmaTest, AnOperationPastItsDeadlineClosesTheEndpoint) {
+  std::vector<char> arena(1 << 20, 'n');
+  auto node = OpenWorker();
+  ASSERT_NE(node, nullptr);
+  Result<std::unique_ptr<ucx::LocalRegion>> region = node->Register(arena.data(), arena.size());
+  ASSERT_TRUE(region.ok()) << region.status().ToString();
+  auto client = OpenWorker();
+  ASSERT_NE(client, nullptr);
+  Result<std::unique_ptr<ucx::Peer>> peer = client->Connect(node->address());
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  Result<std::unique_ptr<ucx::RemoteRegion>> remote =
+      (*peer)->Attach((*region)->packed_key(), (*region)->base(), (*region)->bytes());
+  ASSERT_TRUE(remote.ok()) << remote.status().ToString();
+
+  std::vector<char> got(arena.size(), 'c');
+  Status late = (*peer)->Get(got.data(), got.size(), **remote, 0,
+                             MonotonicClock::now() + std::chrono::milliseconds(200));
+  if (late.ok()) {
+    // This transport moved the bytes without the target's worker (real one-sided access).
+    EXPECT_EQ(got, arena);
+    GTEST_SKIP() << GetParam() << ": the get needed no progress on the node";
+  }
+  EXPECT_EQ(late.code(), StatusCode::kTimeout) << late.ToString();
+  Status after = (*peer)->Get(got.data(), 64, **remote, 0, MonotonicClock::now() + 1s);
+  EXPECT_EQ(after.code(), StatusCode::kUnavailable) << after.ToString();
+  EXPECT_THAT(after.message(), HasSubstr("closed after an operation timed out"));
+  // Progressing the node now delivers nothing into the caller's buffer any more.
+  for (int i = 0; i < 100; ++i)
+    node->Progress();
+  EXPECT_EQ(std::count(got.begin(), got.end(), 'n'), 0);
+}
+
+TEST_P(UcxRmaTest, BadArgumentsAreRefused) {
+  auto worker = OpenWorker();
+  ASSERT_NE(worker, nullptr);
+  EXPECT_EQ(worker->Register(nullptr, 64).status().code(), StatusCode::kInvalidArgument);
+  char byte = 0;
+  EXPECT_EQ(worker->Register(&byte, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(worker->Connect("").status().code(), StatusCode::kInvalidArgument);
+}
+
+// UCX's tcp alone, and its shared-memory transports (posix, sysv, cma) with tcp beside them:
+// UCX 1.13's shared-memory transports do not detect a peer's failure, which Connect requires.
+INSTANTIATE_TEST_SUITE_P(Transports, UcxRmaTest,
+                         ::testing::Values("tcp", "posix,sysv,cma,self,tcp"),
+                         [](const ::testing::TestParamInfo<const char*>& tls) {
+                           return std::string(tls.param[0] == 't' ? "Tcp" : "SharedMemory");
+                         });
+
+// Without a transport that detects a peer's failure no call could be bounded: refused.
+TEST(UcxRma, AnEndpointWithoutPeerFailureDetectionIsRefused) {
+  if (UcxBuildApiVersion().empty()) GTEST_SKIP() << "this build has no UCX";
+  if (std::string(kHostUcp).empty()) GTEST_SKIP() << "no libucp for this target at build time";
+  ScopedEnv tls("UCX_TLS", "posix,sysv,cma,self");
+  auto runtime = OpenUcxRuntime(kHostUcp);
+  ASSERT_TRUE(runtime->usable()) << runtime->reason();
+  Result<std::unique_ptr<ucx::Worker>> node = ucx::Worker::Open(*runtime);
+  Result<std::unique_ptr<ucx::Worker>> client = ucx::Worker::Open(*runtime);
+  ASSERT_TRUE(node.ok() && client.ok());
+  Result<std::unique_ptr<ucx::Peer>> peer = (*client)->Connect((*node)->address());
+  EXPECT_EQ(peer.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(peer.status().message(), HasSubstr("detects a peer's failure"));
+}
+
+TEST(UcxRma, AWorkerNeedsAUsableUcx) {
+  auto absent = OpenUcxRuntime("/nonexistent/libucp.so.0");
+  Result<std::unique_ptr<ucx::Worker>> worker = ucx::Worker::Open(*absent);
+  EXPECT_EQ(worker.status().code(), StatusCode::kNotSupported);
+  EXPECT_THAT(worker.status().message(), HasSubstr("a UCX worker needs a usable UCX; "));
+}
+
+}  // namespace
+}  // namespace kvport
