@@ -40,6 +40,8 @@ struct UcxApi {
   decltype(&ucp_worker_get_address) worker_get_address = nullptr;
   decltype(&ucp_worker_release_address) worker_release_address = nullptr;
   decltype(&ucp_worker_progress) worker_progress = nullptr;
+  decltype(&ucp_worker_get_efd) worker_get_efd = nullptr;
+  decltype(&ucp_worker_arm) worker_arm = nullptr;
   decltype(&ucp_ep_create) ep_create = nullptr;
   decltype(&ucp_ep_close_nbx) ep_close_nbx = nullptr;
   decltype(&ucp_ep_flush_nbx) ep_flush_nbx = nullptr;
@@ -58,7 +60,8 @@ struct UcxApi {
   // "Destination is unreachable (-6)".
   std::string StatusText(ucs_status_t status) const;
   // A UCP context with this process's UCX_* configuration and the features the UCX transport
-  // uses (one-sided RMA, active messages for control); the caller cleans it up.
+  // uses (one-sided RMA, active messages for control, an event fd to sleep on); the caller
+  // cleans it up.
   Result<ucp_context_h> CreateContext() const;
 };
 

@@ -35,6 +35,8 @@ struct WorkerState {
     if (status != UCS_OK) return Failed("ucp_worker_get_address", status);
     address_.assign(reinterpret_cast<const char*>(address), length);
     api_.worker_release_address(worker_, address);
+    status = api_.worker_get_efd(worker_, &event_fd_);
+    if (status != UCS_OK) return Failed("ucp_worker_get_efd", status);
     return Status::Ok();
   }
 
@@ -72,6 +74,7 @@ struct WorkerState {
   Mutex mu_;
   ucp_worker_h worker_ = nullptr;  // set by Start, then constant
   std::string address_;
+  int event_fd_ = -1;  // the worker's; closed by ucp_worker_destroy
 };
 
 // One endpoint; closed with the last object made from it (its peer, its remote regions), or
@@ -132,6 +135,17 @@ const std::string& Worker::address() const {
 unsigned Worker::Progress() {
   MutexLock lock(state_->mu_);
   return state_->api_.worker_progress(state_->worker_);
+}
+
+int Worker::event_fd() const {
+  return state_->event_fd_;
+}
+
+bool Worker::Arm() {
+  MutexLock lock(state_->mu_);
+  // UCS_ERR_BUSY: events arrived since the last progress; anything else is as good as armed
+  // for the caller, whose next wait then returns at its own timeout at worst.
+  return state_->api_.worker_arm(state_->worker_) != UCS_ERR_BUSY;
 }
 
 Result<std::unique_ptr<LocalRegion>> Worker::Register(void* base, size_t bytes) {

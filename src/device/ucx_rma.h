@@ -61,6 +61,12 @@ class Worker {
   // Progresses every operation of this worker once; the number of events it handled.
   unsigned Progress();
 
+  // Sleeping until there is progress to make, as an event loop does: wait for event_fd() to be
+  // readable only after Arm() returned true; when it returns false, events came in meanwhile:
+  // Progress() until it returns 0 and Arm() again. The fd is the worker's (valid while it is).
+  int event_fd() const;
+  bool Arm();
+
  private:
   explicit Worker(std::shared_ptr<WorkerState> state) : state_(std::move(state)) {}
   std::shared_ptr<WorkerState> state_;

@@ -61,6 +61,8 @@ bool Resolve(void* handle, UcxApi* api, std::vector<std::string>* missing) {
   ok &= ResolveSymbol(handle, "ucp_worker_get_address", api->worker_get_address, missing);
   ok &= ResolveSymbol(handle, "ucp_worker_release_address", api->worker_release_address, missing);
   ok &= ResolveSymbol(handle, "ucp_worker_progress", api->worker_progress, missing);
+  ok &= ResolveSymbol(handle, "ucp_worker_get_efd", api->worker_get_efd, missing);
+  ok &= ResolveSymbol(handle, "ucp_worker_arm", api->worker_arm, missing);
   ok &= ResolveSymbol(handle, "ucp_ep_create", api->ep_create, missing);
   ok &= ResolveSymbol(handle, "ucp_ep_close_nbx", api->ep_close_nbx, missing);
   ok &= ResolveSymbol(handle, "ucp_ep_flush_nbx", api->ep_flush_nbx, missing);
@@ -241,7 +243,7 @@ Result<ucp_context_h> UcxApi::CreateContext() const {
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   ucp_context_h context = nullptr;
   status = init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context);
   config_release(config);

@@ -7,6 +7,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -34,33 +37,57 @@ std::vector<char> Pattern(char seed, size_t n) {
   return v;
 }
 
-// A worker that progresses on a thread of its own until destroyed.
+// A worker progressed on a thread of its own until destroyed, as the node's event loop will:
+// spinning, or sleeping in poll(2) on its event fd between events (Arm).
 class ProgressingWorker {
  public:
-  explicit ProgressingWorker(std::unique_ptr<ucx::Worker> worker)
-      : worker_(std::move(worker)), thread_([this] {
+  ProgressingWorker(std::unique_ptr<ucx::Worker> worker, bool sleep)
+      : worker_(std::move(worker)), thread_([this, sleep] {
           while (!stop_.load()) {
-            if (worker_->Progress() == 0) std::this_thread::yield();
+            if (worker_->Progress() != 0) continue;
+            if (!sleep) {
+              std::this_thread::yield();
+            } else if (worker_->Arm()) {
+              // No timeout: only the worker's fd (or the destructor's) wakes it, so a client
+              // call the fd did not announce would run into its deadline.
+              pollfd fds[2] = {{worker_->event_fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+              ::poll(fds, 2, -1);
+              ++sleeps_;
+            }
           }
         }) {}
   ~ProgressingWorker() {
     stop_.store(true);
+    const uint64_t one = 1;
+    (void)!::write(stop_fd_, &one, sizeof(one));
     thread_.join();
+    ::close(stop_fd_);
   }
+  int sleeps() const { return sleeps_.load(); }
   ucx::Worker& worker() { return *worker_; }
 
  private:
   std::unique_ptr<ucx::Worker> worker_;
+  const int stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
   std::atomic<bool> stop_{false};
+  std::atomic<int> sleeps_{0};
   std::thread thread_;
 };
 
-class UcxRmaTest : public ::testing::TestWithParam<const char*> {
+// The UCX_TLS value of a test run: UCX's tcp alone, or its shared-memory transports (posix,
+// sysv, cma) with tcp beside them (UCX 1.13's shared-memory transports do not detect a peer's
+// failure, which Connect requires); and whether the node sleeps on its event fd.
+struct RmaSetup {
+  const char* tls;
+  bool node_sleeps;
+};
+
+class UcxRmaTest : public ::testing::TestWithParam<RmaSetup> {
  protected:
   void SetUp() override {
     if (UcxBuildApiVersion().empty()) GTEST_SKIP() << "this build has no UCX";
     if (std::string(kHostUcp).empty()) GTEST_SKIP() << "no libucp for this target at build time";
-    tls_ = std::make_unique<ScopedEnv>("UCX_TLS", GetParam());
+    tls_ = std::make_unique<ScopedEnv>("UCX_TLS", GetParam().tls);
     runtime_ = OpenUcxRuntime(kHostUcp);
     ASSERT_TRUE(runtime_->usable()) << runtime_->reason();
   }
@@ -86,7 +113,7 @@ TEST_P(UcxRmaTest, AClientReadsAndWritesTheNodesRegionOneSided) {
   ASSERT_TRUE(region.ok()) << region.status().ToString();
   const std::string node_address = node_worker->address();
   const std::string key = (*region)->packed_key();
-  ProgressingWorker node(std::move(node_worker));
+  ProgressingWorker node(std::move(node_worker), GetParam().node_sleeps);
 
   auto client = OpenWorker();
   ASSERT_NE(client, nullptr);
@@ -123,6 +150,10 @@ TEST_P(UcxRmaTest, AClientReadsAndWritesTheNodesRegionOneSided) {
     }
     EXPECT_EQ(0, std::memcmp(arena.data(), original.data(), 2 << 20));
   }
+  // A node sleeping on its event fd slept between the calls, and was woken for each.
+  if (GetParam().node_sleeps) {
+    EXPECT_GT(node.sleeps(), 0);
+  }
 }
 
 // A node that never progresses its worker (hung, or stopped): an operation the transport has
@@ -148,7 +179,7 @@ TEST_P(UcxRmaTest, AnOperationPastItsDeadlineClosesTheEndpoint) {
   if (late.ok()) {
     // This transport moved the bytes without the target's worker (real one-sided access).
     EXPECT_EQ(got, arena);
-    GTEST_SKIP() << GetParam() << ": the get needed no progress on the node";
+    GTEST_SKIP() << GetParam().tls << ": the get needed no progress on the node";
   }
   EXPECT_EQ(late.code(), StatusCode::kTimeout) << late.ToString();
   Status after = (*peer)->Get(got.data(), 64, **remote, 0, MonotonicClock::now() + 1s);
@@ -169,12 +200,13 @@ TEST_P(UcxRmaTest, BadArgumentsAreRefused) {
   EXPECT_EQ(worker->Connect("").status().code(), StatusCode::kInvalidArgument);
 }
 
-// UCX's tcp alone, and its shared-memory transports (posix, sysv, cma) with tcp beside them:
-// UCX 1.13's shared-memory transports do not detect a peer's failure, which Connect requires.
 INSTANTIATE_TEST_SUITE_P(Transports, UcxRmaTest,
-                         ::testing::Values("tcp", "posix,sysv,cma,self,tcp"),
-                         [](const ::testing::TestParamInfo<const char*>& tls) {
-                           return std::string(tls.param[0] == 't' ? "Tcp" : "SharedMemory");
+                         ::testing::Values(RmaSetup{"tcp", false}, RmaSetup{"tcp", true},
+                                           RmaSetup{"posix,sysv,cma,self,tcp", false},
+                                           RmaSetup{"posix,sysv,cma,self,tcp", true}),
+                         [](const ::testing::TestParamInfo<RmaSetup>& setup) {
+                           return std::string(setup.param.tls[0] == 't' ? "Tcp" : "SharedMemory") +
+                                  (setup.param.node_sleeps ? "NodeSleeps" : "NodeSpins");
                          });
 
 // Without a transport that detects a peer's failure no call could be bounded: refused.
