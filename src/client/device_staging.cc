@@ -86,10 +86,13 @@ void DeviceStaging::MapBuffers(const IOBuffers& buffers, const TransportCapabili
       outcomes.Fail(i, KeyCode::kInvalidArgument, where.status());
       continue;
     }
+    if (buffer.size == 0) {  // nothing to move or stage: reads as host memory
+      wire.address[i] = static_cast<char*>(buffer.data);
+      continue;
+    }
     wire.caller[i] = *where;
-    if (transport.Moves(where->kind) || buffer.size == 0) {
-      // The transport reaches it; an empty buffer has nothing to stage.
-      wire.memory[i] = buffer.size == 0 ? MemoryInfo{} : *where;
+    if (transport.Moves(where->kind)) {
+      wire.memory[i] = *where;
       wire.address[i] = static_cast<char*>(buffer.data);
     } else {
       staged_bytes[KindIndex(where->kind)] += AlignUp(buffer.size);

@@ -22,6 +22,11 @@ std::string OrDefault(const std::string& s, std::string_view fallback) {
   return s.empty() ? std::string(fallback) : s;
 }
 
+// "libucp.so.0 (/usr/lib/.../libucp.so.0.0.0)", or the name alone when the path says no more.
+std::string LibraryText(const std::string& name, const std::string& path) {
+  return path.empty() || path == name ? name : name + " (" + path + ")";
+}
+
 // "tcp, posix, sysv, cma, self": each transport once, in UCT's order.
 std::string UcxTransportNames(const UcxInfo& ucx) {
   std::vector<std::string> names;
@@ -95,9 +100,7 @@ std::string FormatDoctorText(const DoctorReport& r) {
     line(fmt::format("  {:<7} {}", RuntimeKindName(rt.kind), RuntimeStateName(rt.state)));
     if (rt.kind == RuntimeKind::kHost) continue;
     if (!rt.library.empty()) {
-      line(fmt::format("    library   {}", rt.library_path.empty() || rt.library_path == rt.library
-                                               ? rt.library
-                                               : rt.library + " (" + rt.library_path + ")"));
+      line(fmt::format("    library   {}", LibraryText(rt.library, rt.library_path)));
     }
     if (!rt.version.empty() || !rt.driver_version.empty()) {
       std::string v = OrDefault(rt.version, "unknown");
@@ -114,10 +117,7 @@ std::string FormatDoctorText(const DoctorReport& r) {
   line(fmt::format("  looked for    ucx_library={}",
                    OrDefault(r.options.ucx_library, "(libucp.so.0)")));
   if (!r.ucx.library.empty()) {
-    line(fmt::format("  library       {}",
-                     r.ucx.library_path.empty() || r.ucx.library_path == r.ucx.library
-                         ? r.ucx.library
-                         : r.ucx.library + " (" + r.ucx.library_path + ")"));
+    line(fmt::format("  library       {}", LibraryText(r.ucx.library, r.ucx.library_path)));
   }
   if (!r.ucx.version.empty())
     line(fmt::format("  version       {} (this build uses the {} API)", r.ucx.version,

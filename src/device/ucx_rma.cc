@@ -69,7 +69,7 @@ struct WorkerState {
     return status == UCS_OK ? Status::Ok() : Failed(call, status);
   }
 
-  const UcxApi& api_;
+  const UcxApi api_;  // a copy: the library is never unloaded, the runtime may go first
   const ucp_context_h context_;
   Mutex mu_;
   ucp_worker_h worker_ = nullptr;  // set by Start, then constant

@@ -42,7 +42,7 @@ class Worker {
  public:
   // A UCP context (one-sided RMA and active messages) and one worker, with this process's UCX_*
   // configuration. NotSupported (naming why) when `runtime` is not usable; Unavailable when UCX
-  // refuses (its status string in the message). `runtime` must outlive the worker.
+  // refuses (its status string in the message).
   static Result<std::unique_ptr<Worker>> Open(const UcxRuntime& runtime);
   ~Worker();
   Worker(const Worker&) = delete;

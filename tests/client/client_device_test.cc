@@ -187,7 +187,8 @@ TEST(DeviceStagingSeamTest, OnlyTheKindsATransportDoesNotMoveAreStaged) {
   IOBuffers buffers;
   buffers.Append(*device, 4096, true);
   buffers.Append(host.data(), host.size());
-  const std::vector<std::string> keys = {"on-device", "on-host"};
+  buffers.Append(*device, 0, true);  // empty: nothing to stage or move, whatever its memory
+  const std::vector<std::string> keys = {"on-device", "on-host", "empty"};
   client::KeyOutcomes outcomes(keys, "MSET", "");
   client::WireBuffers wire;
 
@@ -199,6 +200,7 @@ TEST(DeviceStagingSeamTest, OnlyTheKindsATransportDoesNotMoveAreStaged) {
   EXPECT_EQ(wire.leases.size(), 1u);
   EXPECT_FALSE(wire.staged(1));
   EXPECT_EQ(wire.address[1], host.data());
+  EXPECT_FALSE(wire.staged(2));
 
   client::TransportCapabilities direct;
   direct.memory_kinds |= client::MemoryKindBit(RuntimeKind::kCuda);
@@ -208,7 +210,8 @@ TEST(DeviceStagingSeamTest, OnlyTheKindsATransportDoesNotMoveAreStaged) {
   EXPECT_EQ(wire.memory[0].kind, RuntimeKind::kCuda);
   EXPECT_TRUE(wire.leases.empty());
   EXPECT_EQ(wire.address[1], host.data());
-  EXPECT_FALSE(outcomes.failed(0) || outcomes.failed(1));
+  EXPECT_FALSE(wire.staged(2));
+  EXPECT_FALSE(outcomes.failed(0) || outcomes.failed(1) || outcomes.failed(2));
   EXPECT_TRUE(cuda->FreeDevice(*device).ok());
 }
 
