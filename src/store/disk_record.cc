@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "store/disk_record.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace kvport::store {
+namespace {
+
+constexpr uint32_t kMagic = 0x5244564b;  // "KVDR" little-endian
+constexpr uint16_t kFormat = 1;
+
+// Field offsets in the fixed part.
+constexpr size_t kMagicAt = 0, kFormatAt = 4, kFlagsAt = 6, kSequenceAt = 8, kRecordBytesAt = 16,
+                 kExpiryAt = 24, kValueBytesAt = 32, kMetaBytesAt = 40, kKeyBytesAt = 44,
+                 kNsBytesAt = 48, kReservedAt = 50, kValueChecksumAt = 56, kNamesChecksumAt = 64,
+                 kFixedChecksumAt = 72;
+static_assert(kReservedAt + 6 == kValueChecksumAt && kFixedChecksumAt + 8 == kFixedBytes);
+
+template <typename T>
+void Put(char* at, T v) {
+  std::memcpy(at, &v, sizeof(v));  // the hosts kvport runs on are little-endian
+}
+template <typename T>
+T Get(const char* at) {
+  T v;
+  std::memcpy(&v, at, sizeof(v));
+  return v;
+}
+
+uint64_t Hash(std::span<const char> bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+uint64_t RoundUp(uint64_t n) {
+  return (n + kDiskBlock - 1) / kDiskBlock * kDiskBlock;
+}
+
+}  // namespace
+
+uint64_t DiskRecordBytes(size_t ns_bytes, size_t key_bytes, size_t meta_bytes,
+                         uint64_t value_bytes) {
+  return RoundUp(kFixedBytes + ns_bytes + key_bytes + meta_bytes + value_bytes);
+}
+
+Status EncodeDiskRecord(const DiskRecord& r, std::span<char> out) {
+  if (r.ns.size() > kMaxRecordNamespaceBytes || r.key.size() > kMaxRecordKeyBytes ||
+      r.meta.size() > kMaxRecordMetaBytes || r.key.empty()) {
+    return Status::InvalidArgument(
+        "disk record: an empty key, or a namespace, key or meta "
+        "over its bound");
+  }
+  const uint64_t bytes = DiskRecordBytes(r.ns.size(), r.key.size(), r.meta.size(), r.value.size());
+  if (out.size() < bytes) {
+    return Status::InvalidArgument("disk record: " + std::to_string(bytes) +
+                                   " bytes do not fit in " + std::to_string(out.size()));
+  }
+  char* p = out.data();
+  std::memset(p, 0, kFixedBytes);
+  Put<uint32_t>(p + kMagicAt, kMagic);
+  Put<uint16_t>(p + kFormatAt, kFormat);
+  Put<uint16_t>(p + kFlagsAt, 0);
+  Put<uint64_t>(p + kSequenceAt, r.sequence);
+  Put<uint64_t>(p + kRecordBytesAt, bytes);
+  Put<uint64_t>(p + kExpiryAt, r.expiry_ms);
+  Put<uint64_t>(p + kValueBytesAt, r.value.size());
+  Put<uint32_t>(p + kMetaBytesAt, static_cast<uint32_t>(r.meta.size()));
+  Put<uint32_t>(p + kKeyBytesAt, static_cast<uint32_t>(r.key.size()));
+  Put<uint16_t>(p + kNsBytesAt, static_cast<uint16_t>(r.ns.size()));
+  // kReservedAt: 6 zero bytes (memset above).
+  Put<uint64_t>(p + kValueChecksumAt, Hash(r.value));
+  char* names = p + kFixedBytes;
+  std::memcpy(names, r.ns.data(), r.ns.size());
+  std::memcpy(names + r.ns.size(), r.key.data(), r.key.size());
+  std::memcpy(names + r.ns.size() + r.key.size(), r.meta.data(), r.meta.size());
+  const size_t names_bytes = r.ns.size() + r.key.size() + r.meta.size();
+  Put<uint64_t>(p + kNamesChecksumAt, Hash({names, names_bytes}));
+  Put<uint64_t>(p + kFixedChecksumAt, Hash({p, kFixedChecksumAt}));
+  std::memcpy(names + names_bytes, r.value.data(), r.value.size());
+  const size_t used = kFixedBytes + names_bytes + r.value.size();
+  std::memset(p + used, 0, bytes - used);
+  return Status::Ok();
+}
+
+FixedPart ParseFixedPart(std::span<const char> fixed, uint64_t room, DiskRecordHeader* h) {
+  if (fixed.size() < kFixedBytes) return FixedPart::kCorrupt;
+  const char* p = fixed.data();
+  if (std::all_of(p, p + kFixedBytes, [](char c) { return c == 0; })) return FixedPart::kEmpty;
+  if (Get<uint32_t>(p + kMagicAt) != kMagic || Get<uint16_t>(p + kFormatAt) != kFormat ||
+      Get<uint64_t>(p + kFixedChecksumAt) != Hash({p, kFixedChecksumAt})) {
+    return FixedPart::kCorrupt;
+  }
+  const uint64_t record_bytes = Get<uint64_t>(p + kRecordBytesAt);
+  const uint64_t value_bytes = Get<uint64_t>(p + kValueBytesAt);
+  const uint32_t meta_bytes = Get<uint32_t>(p + kMetaBytesAt);
+  const uint32_t key_bytes = Get<uint32_t>(p + kKeyBytesAt);
+  const uint16_t ns_bytes = Get<uint16_t>(p + kNsBytesAt);
+  // A checksummed fixed part with impossible lengths was written by something else: corrupt.
+  if (ns_bytes > kMaxRecordNamespaceBytes || key_bytes == 0 || key_bytes > kMaxRecordKeyBytes ||
+      meta_bytes > kMaxRecordMetaBytes || value_bytes > room || record_bytes > room ||
+      record_bytes % kDiskBlock != 0 ||
+      record_bytes != DiskRecordBytes(ns_bytes, key_bytes, meta_bytes, value_bytes)) {
+    return FixedPart::kCorrupt;
+  }
+  h->sequence = Get<uint64_t>(p + kSequenceAt);
+  h->record_bytes = record_bytes;
+  h->expiry_ms = Get<uint64_t>(p + kExpiryAt);
+  h->value_bytes = value_bytes;
+  h->value_checksum = Get<uint64_t>(p + kValueChecksumAt);
+  h->names_bytes = ns_bytes + key_bytes + meta_bytes;
+  h->ns.clear();
+  h->key.clear();
+  h->meta.clear();
+  return FixedPart::kValid;
+}
+
+Status ParseNames(std::span<const char> fixed, std::span<const char> names, DiskRecordHeader* h) {
+  if (names.size() != h->names_bytes) {
+    return Status::InvalidArgument("disk record: names of the wrong length");
+  }
+  if (Get<uint64_t>(fixed.data() + kNamesChecksumAt) != Hash(names)) {
+    return Status::Corruption("disk record " + std::to_string(h->sequence) +
+                              ": its namespace, key or meta do not match their checksum");
+  }
+  const uint16_t ns_bytes = Get<uint16_t>(fixed.data() + kNsBytesAt);
+  const uint32_t key_bytes = Get<uint32_t>(fixed.data() + kKeyBytesAt);
+  h->ns.assign(names.data(), ns_bytes);
+  h->key.assign(names.data() + ns_bytes, key_bytes);
+  h->meta.assign(names.data() + ns_bytes + key_bytes, names.size() - ns_bytes - key_bytes);
+  return Status::Ok();
+}
+
+Status CheckValue(const DiskRecordHeader& h, std::span<const char> value) {
+  if (value.size() != h.value_bytes || Hash(value) != h.value_checksum) {
+    return Status::Corruption("disk record " + std::to_string(h.sequence) +
+                              ": its value does not match its checksum");
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvport::store

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "store/segment.h"
+
+#include <string>
+
+namespace kvport::store {
+
+Result<uint64_t> SegmentWriter::Append(const DiskRecord& record) {
+  const uint64_t bytes =
+      DiskRecordBytes(record.ns.size(), record.key.size(), record.meta.size(), record.value.size());
+  if (bytes > segment_bytes_ - end_) {
+    return Status::NoSpace("segment full: " + std::to_string(bytes) + " bytes do not fit in the " +
+                           std::to_string(segment_bytes_ - end_) + " left");
+  }
+  buffer_.resize(bytes);
+  KVPORT_RETURN_IF_ERROR(EncodeDiskRecord(record, buffer_));
+  KVPORT_RETURN_IF_ERROR(file_->WriteAt(end_, buffer_.data(), buffer_.size()));
+  const uint64_t offset = end_;
+  end_ += bytes;
+  return offset;
+}
+
+Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes) {
+  SegmentScan scan;
+  KVPORT_ASSIGN_OR_RETURN(uint64_t size, file.Size());
+  const uint64_t limit = std::min(size, segment_bytes);
+  std::vector<char> fixed(kFixedBytes);
+  std::vector<char> names;
+  uint64_t offset = 0;
+  while (offset + kFixedBytes <= limit) {
+    KVPORT_ASSIGN_OR_RETURN(size_t got, file.ReadAt(offset, fixed.data(), fixed.size()));
+    ScannedRecord record;
+    record.offset = offset;
+    const FixedPart part = got < kFixedBytes
+                               ? FixedPart::kCorrupt
+                               : ParseFixedPart(fixed, limit - offset, &record.header);
+    if (part != FixedPart::kValid) {
+      scan.torn = part == FixedPart::kCorrupt;
+      break;
+    }
+    names.resize(record.header.names_bytes);
+    KVPORT_ASSIGN_OR_RETURN(got, file.ReadAt(offset + kFixedBytes, names.data(), names.size()));
+    if (got < names.size()) {
+      scan.torn = true;
+      break;
+    }
+    if (ParseNames(fixed, names, &record.header).ok()) {
+      offset += record.header.record_bytes;
+      scan.records.push_back(std::move(record));
+    } else {
+      offset += record.header.record_bytes;  // trusted: its fixed part checked out
+      ++scan.dropped;
+    }
+  }
+  scan.end = offset;
+  return scan;
+}
+
+Status ReadRecordValue(File& file, const ScannedRecord& record, std::span<char> out) {
+  const DiskRecordHeader& h = record.header;
+  if (out.size() != h.value_bytes) {
+    return Status::InvalidArgument("a value of " + std::to_string(h.value_bytes) +
+                                   " bytes read into " + std::to_string(out.size()));
+  }
+  KVPORT_ASSIGN_OR_RETURN(size_t got,
+                          file.ReadAt(record.offset + h.value_offset(), out.data(), out.size()));
+  if (got < out.size()) {
+    return Status::Corruption("disk record " + std::to_string(h.sequence) +
+                              ": the file ends inside its value");
+  }
+  return CheckValue(h, out);
+}
+
+}  // namespace kvport::store

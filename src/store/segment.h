@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// A segment: one append-only file of disk records (disk_record.h), block-aligned, written at its
+// end and scanned from its start (docs/store.md, "Disk records").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kvport/status.h"
+#include "store/disk_record.h"
+#include "store/file_io.h"
+
+namespace kvport::store {
+
+// Appends records to one segment of at most `segment_bytes` bytes, from `end` on (a fresh
+// segment: 0; a reopened one: its scan's end). Not thread-safe.
+class SegmentWriter {
+ public:
+  SegmentWriter(File* file, uint64_t segment_bytes, uint64_t end)
+      : file_(file), segment_bytes_(segment_bytes), end_(end) {}
+
+  // Writes `record` at the segment's end and returns its offset. NoSpace when the segment has no
+  // room for it (the caller starts another); a failed write (NoSpace for a full disk, IoError)
+  // leaves the end where it was, so the next record overwrites whatever part of it was written,
+  // and a scan never trusts such a part (its checksums fail).
+  Result<uint64_t> Append(const DiskRecord& record);
+
+  uint64_t end() const { return end_; }
+
+ private:
+  File* const file_;
+  const uint64_t segment_bytes_;
+  uint64_t end_;
+  std::vector<char> buffer_;  // the record being written, kept for the next one
+};
+
+struct ScannedRecord {
+  uint64_t offset = 0;  // of the record's start in the segment
+  DiskRecordHeader header;
+};
+
+struct SegmentScan {
+  std::vector<ScannedRecord> records;  // in file order, every one with trustworthy names
+  uint64_t end = 0;                    // where the next record goes: after the last trusted record
+  uint64_t dropped = 0;                // records whose names did not match their checksum (skipped)
+  bool torn = false;  // the scan stopped at a corrupt header (a torn tail), not zeros
+};
+
+// Reads every record's header of a segment of at most `segment_bytes` bytes, from its start:
+// stops at the file's end, at zeros (where nothing was written) or at a corrupt fixed part
+// (torn: nothing after it is believed). Values are not read. IoError when the file cannot be
+// read.
+Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes);
+
+// Reads a scanned record's value into out (header.value_bytes bytes), checked against its
+// checksum: Corruption, never wrong bytes, when it does not match (a torn write, a flipped bit,
+// a file truncated under the node).
+Status ReadRecordValue(File& file, const ScannedRecord& record, std::span<char> out);
+
+}  // namespace kvport::store
