@@ -116,7 +116,10 @@ class Peer {
   Peer(const Peer&) = delete;
   Peer& operator=(const Peer&) = delete;
 
-  // The peer's region [base, base + bytes) under `packed_key` (its LocalRegion's).
+  // The peer's region [base, base + bytes) under `packed_key` (its LocalRegion's). The key is
+  // UCX's own format, which UCX unpacks without a length: it must come from the peer it names
+  // (the node this client attached to, trusted for it as for its answers), never from a third
+  // party. InvalidArgument for an empty key or an empty or wrapping range.
   Result<std::unique_ptr<RemoteRegion>> Attach(std::string_view packed_key, uint64_t base,
                                                size_t bytes);
 

@@ -74,20 +74,15 @@ class ProgressingWorker {
   std::thread thread_;
 };
 
-// The UCX_TLS value of a test run: UCX's tcp alone, or its shared-memory transports (posix,
-// sysv, cma) with tcp beside them (UCX 1.13's shared-memory transports do not detect a peer's
-// failure, which Connect requires); and whether the node sleeps on its event fd.
-struct RmaSetup {
-  const char* tls;
-  bool node_sleeps;
-};
-
-class UcxRmaTest : public ::testing::TestWithParam<RmaSetup> {
+// Workers over the host's UCX with UCX_TLS as the test says: UCX's tcp alone ("tcp"), or its
+// shared-memory transports (posix, sysv, cma) with tcp beside them (UCX 1.13's shared-memory
+// transports do not detect a peer's failure, which Connect requires).
+class UcxWorkers {
  protected:
-  void SetUp() override {
+  void Open(const char* tls) {
     if (UcxBuildApiVersion().empty()) GTEST_SKIP() << "this build has no UCX";
     if (std::string(kHostUcp).empty()) GTEST_SKIP() << "no libucp for this target at build time";
-    tls_ = std::make_unique<ScopedEnv>("UCX_TLS", GetParam().tls);
+    tls_ = std::make_unique<ScopedEnv>("UCX_TLS", tls);
     runtime_ = OpenUcxRuntime(kHostUcp);
     ASSERT_TRUE(runtime_->usable()) << runtime_->reason();
   }
@@ -100,6 +95,29 @@ class UcxRmaTest : public ::testing::TestWithParam<RmaSetup> {
 
   std::unique_ptr<ScopedEnv> tls_;
   std::unique_ptr<UcxRuntime> runtime_;
+};
+
+constexpr const char* kTcp = "tcp";
+constexpr const char* kSharedMemory = "posix,sysv,cma,self,tcp";
+
+std::string TransportName(const char* tls) {
+  return tls == kTcp ? "Tcp" : "SharedMemory";
+}
+
+// Each transport, with the node's worker spinning or asleep on its event fd.
+struct RmaSetup {
+  const char* tls;
+  bool node_sleeps;
+};
+
+class UcxRmaTest : public ::testing::TestWithParam<RmaSetup>, protected UcxWorkers {
+ protected:
+  void SetUp() override { Open(GetParam().tls); }
+};
+
+class UcxEndpointTest : public ::testing::TestWithParam<const char*>, protected UcxWorkers {
+ protected:
+  void SetUp() override { Open(GetParam()); }
 };
 
 TEST_P(UcxRmaTest, AClientReadsAndWritesTheNodesRegionOneSided) {
@@ -159,7 +177,7 @@ TEST_P(UcxRmaTest, AClientReadsAndWritesTheNodesRegionOneSided) {
 // A node that never progresses its worker (hung, or stopped): an operation the transport has
 // to emulate with the target's help cannot complete, so at its deadline the endpoint is closed
 // by force, the call returns Timeout, and the endpoint refuses every later call.
-TEST_P(UcxRmaTest, AnOperationPastItsDeadlineClosesTheEndpoint) {
+TEST_P(UcxEndpointTest, AnOperationPastItsDeadlineClosesTheEndpoint) {
   std::vector<char> arena(1 << 20, 'n');
   auto node = OpenWorker();
   ASSERT_NE(node, nullptr);
@@ -179,7 +197,7 @@ TEST_P(UcxRmaTest, AnOperationPastItsDeadlineClosesTheEndpoint) {
   if (late.ok()) {
     // This transport moved the bytes without the target's worker (real one-sided access).
     EXPECT_EQ(got, arena);
-    GTEST_SKIP() << GetParam().tls << ": the get needed no progress on the node";
+    GTEST_SKIP() << GetParam() << ": the get needed no progress on the node";
   }
   EXPECT_EQ(late.code(), StatusCode::kTimeout) << late.ToString();
   Status after = (*peer)->Get(got.data(), 64, **remote, 0, MonotonicClock::now() + 1s);
@@ -191,22 +209,38 @@ TEST_P(UcxRmaTest, AnOperationPastItsDeadlineClosesTheEndpoint) {
   EXPECT_EQ(std::count(got.begin(), got.end(), 'n'), 0);
 }
 
-TEST_P(UcxRmaTest, BadArgumentsAreRefused) {
+TEST_P(UcxEndpointTest, BadArgumentsAreRefused) {
   auto worker = OpenWorker();
   ASSERT_NE(worker, nullptr);
   EXPECT_EQ(worker->Register(nullptr, 64).status().code(), StatusCode::kInvalidArgument);
   char byte = 0;
   EXPECT_EQ(worker->Register(&byte, 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(worker->Connect("").status().code(), StatusCode::kInvalidArgument);
+  std::vector<char> memory(4096);
+  Result<std::unique_ptr<ucx::LocalRegion>> region = worker->Register(memory.data(), memory.size());
+  ASSERT_TRUE(region.ok()) << region.status().ToString();
+  Result<std::unique_ptr<ucx::Peer>> self = worker->Connect(worker->address());
+  ASSERT_TRUE(self.ok()) << self.status().ToString();
+  const std::string& key = (*region)->packed_key();
+  EXPECT_EQ((*self)->Attach("", (*region)->base(), 64).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*self)->Attach(key, (*region)->base(), 0).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*self)->Attach(key, ~uint64_t{0} - 10, 64).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, UcxRmaTest,
-                         ::testing::Values(RmaSetup{"tcp", false}, RmaSetup{"tcp", true},
-                                           RmaSetup{"posix,sysv,cma,self,tcp", false},
-                                           RmaSetup{"posix,sysv,cma,self,tcp", true}),
+                         ::testing::Values(RmaSetup{kTcp, false}, RmaSetup{kTcp, true},
+                                           RmaSetup{kSharedMemory, false},
+                                           RmaSetup{kSharedMemory, true}),
                          [](const ::testing::TestParamInfo<RmaSetup>& setup) {
-                           return std::string(setup.param.tls[0] == 't' ? "Tcp" : "SharedMemory") +
+                           return TransportName(setup.param.tls) +
                                   (setup.param.node_sleeps ? "NodeSleeps" : "NodeSpins");
+                         });
+INSTANTIATE_TEST_SUITE_P(Transports, UcxEndpointTest, ::testing::Values(kTcp, kSharedMemory),
+                         [](const ::testing::TestParamInfo<const char*>& tls) {
+                           return TransportName(tls.param);
                          });
 
 // Without a transport that detects a peer's failure no call could be bounded: refused.
