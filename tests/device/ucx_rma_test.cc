@@ -100,7 +100,7 @@ class UcxWorkers {
 constexpr const char* kTcp = "tcp";
 constexpr const char* kSharedMemory = "posix,sysv,cma,self,tcp";
 
-std::string TransportName(const char* tls) {
+std::string TransportName(std::string_view tls) {
   return tls == kTcp ? "Tcp" : "SharedMemory";
 }
 
