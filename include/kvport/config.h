@@ -31,6 +31,7 @@ struct KVPORT_API NodeSettings {
   // ($XDG_RUNTIME_DIR or /tmp)/kvport-PORT.sock; or an absolute path (at most 107 bytes).
   std::string unix_socket = "auto";
   bool shared_memory = true;  // offer the arena to same-host clients on the Unix socket
+  bool ucx = false;           // offer one-sided access to the arena over UCX (UCX_ATTACH)
   // Per shared-memory session: values read in place (leases) and MSET reservations it may hold.
   uint32_t max_leases_per_session = 4096;
   uint32_t max_reservations_per_session = 256;

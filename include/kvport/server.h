@@ -125,6 +125,12 @@ struct KVPORT_API ServerOptions {
   // performance.md), at the cost of a core per busy I/O thread while traffic lasts. 0 (the
   // default): sleep at once. At most 1 s.
   std::chrono::microseconds busy_poll{0};
+  // UCX (docs/transports.md, "UCX"): the node registers its arena with UCX and serves
+  // UCX_ATTACH on its TCP port, so clients read and write values one-sided (RDMA where the host
+  // has it). Start fails naming why when UCX is not usable here (kvport doctor says). ucx_library:
+  // the libucp to load ("" searches libucp.so.0; config key ucx_library, env KVPORT_UCX_LIBRARY).
+  bool ucx = false;
+  std::string ucx_library;
   // Request deadline: a request (header, descriptor and payload) must arrive whole within
   // request_timeout plus one second per min_request_bytes_per_sec bytes of it received so far
   // (so a large value on a slow link may take longer; a trickle may not). Past it the node

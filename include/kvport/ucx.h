@@ -74,6 +74,9 @@ class KVPORT_API UcxRuntime {
 // not exist); any other value is a soname. Never fails: the result is in one of the states.
 KVPORT_API std::unique_ptr<UcxRuntime> OpenUcxRuntime(std::string_view library);
 
+// Each transport of info.resources once, in UCT's order ("self", "tcp", "sysv", ...).
+KVPORT_API std::vector<std::string> UcxTransportNames(const UcxInfo& info);
+
 // The UCP API version this build was compiled against ("1.13"), or "" for a build without UCX.
 KVPORT_API std::string_view UcxBuildApiVersion();
 

@@ -219,6 +219,7 @@ std::vector<KeySpec> MakeKeys() {
       StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListenAddress),
       StringKey("unix_socket", "KVPORT_UNIX_SOCKET", FIELD(node.unix_socket), CheckUnixSocket),
       BoolKey("shared_memory", "KVPORT_SHARED_MEMORY", FIELD(node.shared_memory)),
+      BoolKey("ucx", "KVPORT_UCX", FIELD(node.ucx)),
       IntKey("max_leases_per_session", "KVPORT_MAX_LEASES_PER_SESSION",
              FIELD(node.max_leases_per_session), 1, kU32, "leases"),
       IntKey("max_reservations_per_session", "KVPORT_MAX_RESERVATIONS_PER_SESSION",

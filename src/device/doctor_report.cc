@@ -28,12 +28,8 @@ std::string LibraryText(const std::string& name, const std::string& path) {
 }
 
 // "tcp, posix, sysv, cma, self": each transport once, in UCT's order.
-std::string UcxTransportNames(const UcxInfo& ucx) {
-  std::vector<std::string> names;
-  for (const UcxResource& r : ucx.resources) {
-    if (std::find(names.begin(), names.end(), r.transport) == names.end())
-      names.push_back(r.transport);
-  }
+std::string UcxTransportText(const UcxInfo& ucx) {
+  const std::vector<std::string> names = UcxTransportNames(ucx);
   return names.empty() ? "no transports" : device_internal::JoinNames(names);
 }
 
@@ -59,7 +55,7 @@ DoctorReport BuildDoctorReport(const RuntimeOptions& options, const DeviceRuntim
                                     ? "no RDMA devices under /sys/class/infiniband"
                                     : "RDMA devices: " + device_internal::JoinNames(r.rdma_devices);
   const std::string ucx_seen =
-      ucx.usable() ? fmt::format("UCX {} available ({})", r.ucx.version, UcxTransportNames(r.ucx))
+      ucx.usable() ? fmt::format("UCX {} available ({})", r.ucx.version, UcxTransportText(r.ucx))
                    : "UCX " + std::string(RuntimeStateName(ucx.state()));
   r.transports.push_back({"tcp", true, "built in"});
   r.transports.push_back(

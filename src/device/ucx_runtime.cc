@@ -22,6 +22,15 @@ Status UcxRuntime::RequireUsable(std::string_view purpose) const {
   return Status::NotSupported(fmt::format("{} needs a usable UCX; {}", purpose, reason()));
 }
 
+std::vector<std::string> UcxTransportNames(const UcxInfo& info) {
+  std::vector<std::string> names;
+  for (const UcxResource& r : info.resources) {
+    if (std::find(names.begin(), names.end(), r.transport) == names.end())
+      names.push_back(r.transport);
+  }
+  return names;
+}
+
 bool UcxRuntime::SupportsMemoryType(std::string_view name) const {
   const std::vector<std::string>& types = info().memory_types;
   return std::find(types.begin(), types.end(), name) != types.end();

@@ -414,4 +414,16 @@ Status DecodeStatuses(Opcode op, const FrameHeader& h, std::string_view descript
   return CheckOverall(r, overall, OverallStatus(*statuses));
 }
 
+Status EncodeEmpty(Opcode op, uint64_t request_id, const Limits& l, uint8_t version,
+                   EncodedFrame* out) {
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(op, /*response=*/false, version));
+  BeginFrame(out);
+  return FinishFrame(op, 0, request_id, l, version, out);
+}
+
+Status DecodeEmpty(Opcode op, const FrameHeader& h, std::string_view descriptor) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, op, /*response=*/false));
+  return WireReader(descriptor, fmt::format("{} request", OpcodeName(op))).ExpectEnd();
+}
+
 }  // namespace kvport::protocol::internal

@@ -53,6 +53,12 @@ Status ItemError(std::string_view context, size_t index, const Status& status);
 // from DecodeFrameHeader.
 Status CheckFrameFor(const FrameHeader& h, std::string_view descriptor, Opcode op, bool response);
 
+// A request with an empty descriptor (NODE_INFO, SHM_ATTACH, UCX_ATTACH): encoded, and checked
+// to be empty.
+Status EncodeEmpty(Opcode op, uint64_t request_id, const Limits& l, uint8_t version,
+                   EncodedFrame* out);
+Status DecodeEmpty(Opcode op, const FrameHeader& h, std::string_view descriptor);
+
 // Writes/reads a namespace: u8 length, bytes; checked against max_namespace_bytes.
 Status WriteNamespace(WireWriter& w, std::string_view ns, const Limits& limits,
                       std::string_view context);

@@ -451,6 +451,8 @@ Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const
       return DecodeAs<ShmGetRequest, false>(h, descriptor, l, out);
     case Opcode::kShmRelease:
       return DecodeAs<ShmReleaseRequest, false>(h, descriptor, l, out);
+    case Opcode::kUcxAttach:
+      return DecodeAs<UcxAttachRequest, false>(h, descriptor, l, out);
     case Opcode::kError:
       break;
   }
@@ -492,6 +494,8 @@ Status DecodeAnyResponse(const FrameHeader& h, std::string_view descriptor, cons
       return DecodeAs<ShmGetResponse, true>(h, descriptor, l, out);
     case Opcode::kShmRelease:
       return DecodeAs<ShmReleaseResponse, true>(h, descriptor, l, out);
+    case Opcode::kUcxAttach:
+      return DecodeAs<UcxAttachResponse, true>(h, descriptor, l, out);
     case Opcode::kError:
       return DecodeAs<ErrorResponse, true>(h, descriptor, l, out);
   }

@@ -39,6 +39,8 @@ std::string_view OpcodeName(Opcode op) {
       return "SHM_RELEASE";
     case Opcode::kError:
       return "ERROR";
+    case Opcode::kUcxAttach:
+      return "UCX_ATTACH";
   }
   return "UNKNOWN";
 }
@@ -46,10 +48,12 @@ std::string_view OpcodeName(Opcode op) {
 bool IsKnownOpcode(uint8_t op) {
   return (op >= static_cast<uint8_t>(Opcode::kHello) &&
           op <= static_cast<uint8_t>(Opcode::kShmRelease)) ||
-         op == static_cast<uint8_t>(Opcode::kError);
+         op == static_cast<uint8_t>(Opcode::kError) ||
+         op == static_cast<uint8_t>(Opcode::kUcxAttach);
 }
 
 uint8_t OpcodeMinVersion(Opcode op) {
+  if (op == Opcode::kUcxAttach) return kUcxVersion;
   return op >= Opcode::kNodeInfo && op <= Opcode::kShmRelease ? kShmVersion : kMinProtocolVersion;
 }
 

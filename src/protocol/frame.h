@@ -60,8 +60,11 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //   7: SHM_RELEASE has no response: the node releases the leases and answers nothing (an ERROR
 //      only for a request it cannot serve), so a shared-memory get is one exchange and a
 //      message the client sends (docs/protocol.md, "Version 7"). No byte layout changes.
+//   8: adds the opcode UCX_ATTACH (a TCP session's one-sided access to the arena over UCX) and
+//      the NODE_INFO offer bit kOfferUcx (docs/protocol.md, "Version 8"). Every other byte layout
+//      is unchanged.
 inline constexpr uint8_t kMinProtocolVersion = 1;
-inline constexpr uint8_t kMaxProtocolVersion = 7;
+inline constexpr uint8_t kMaxProtocolVersion = 8;
 inline constexpr uint8_t kHelloVersion = 1;
 // The first version in which kFlagAnyNamespace is valid.
 inline constexpr uint8_t kAnyNamespaceVersion = 2;
@@ -75,6 +78,8 @@ inline constexpr uint8_t kDefaultNamespaceVersion = 5;
 inline constexpr uint8_t kLeaseWordVersion = 6;
 // The first version in which SHM_RELEASE is not answered.
 inline constexpr uint8_t kUnansweredReleaseVersion = 7;
+// The first version with UCX_ATTACH.
+inline constexpr uint8_t kUcxVersion = 8;
 
 enum class Opcode : uint8_t {
   kHello = 1,   // version negotiation; must be the first request on a connection
@@ -93,6 +98,9 @@ enum class Opcode : uint8_t {
   kShmGet = 13,      // MGET answered with arena offsets; hits pinned under a lease
   kShmRelease = 14,  // ends leases
   kError = 15,       // response only: the request was malformed; the sender closes after it
+  // Version kUcxVersion on (docs/protocol.md, "Version 8").
+  kUcxAttach =
+      16,  // the arena's UCX remote key and the node's worker address, for one-sided access
 };
 
 // A short stable name such as "MSET"; "UNKNOWN" for values outside Opcode.
@@ -100,7 +108,7 @@ std::string_view OpcodeName(Opcode op);
 // True for the values listed in Opcode.
 bool IsKnownOpcode(uint8_t op);
 // The first protocol version in which `op` is valid: kShmVersion for NODE_INFO and the SHM_*
-// opcodes, kMinProtocolVersion for the others.
+// opcodes, kUcxVersion for UCX_ATTACH, kMinProtocolVersion for the others.
 uint8_t OpcodeMinVersion(Opcode op);
 // True for the two frames that carry a payload section: MSET requests and MGET responses.
 bool CarriesPayload(Opcode op, bool is_response);

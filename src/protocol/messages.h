@@ -257,6 +257,7 @@ struct ErrorResponse {
 struct NodeInfoRequest {};
 // The node maps its arena for clients on unix_path (SHM_ATTACH on a session there).
 inline constexpr uint32_t kOfferSharedMemory = 0x1;
+inline constexpr uint32_t kOfferUcx = 0x2;        // version 8: UCX_ATTACH is served on the TCP port
 inline constexpr size_t kMaxHostIdBytes = 255;    // host_id is length-prefixed with a u8
 inline constexpr size_t kMaxUnixPathBytes = 107;  // sun_path of a sockaddr_un, less its NUL
 struct NodeInfoResponse {
@@ -286,6 +287,31 @@ struct ShmAttachResponse {
   // 0.
   uint64_t lease_word_offset = 0;
   uint64_t lease_generation = 0;
+};
+
+// ---- UCX_ATTACH (version 8) -- one-sided access to the arena over UCX, for a TCP session.
+// Once granted, the session's SHM_RESERVE / SHM_COMMIT / SHM_GET / SHM_RELEASE are served as on a
+// shared-memory session: the client moves the bytes itself, with UCX reads and writes of
+// [arena_base, arena_base + arena_bytes) under arena_key (docs/protocol.md, "Version 8").
+inline constexpr size_t kMaxUcxBlobBytes = 16 << 10;  // a worker address or a packed key
+struct UcxAttachRequest {};
+struct UcxAttachResponse {
+  StatusCode status = StatusCode::kOk;
+  // kOk: the node's UCX worker address, the arena's packed remote key and its range (base is
+  // the node's virtual address; bytes > 0), the lease words' key and range, and the session's
+  // lease word (its byte offset in the lease words, a multiple of 8, and the generation it holds
+  // while the session's leases stand). Otherwise all empty and 0.
+  std::string_view worker_address;
+  std::string_view arena_key;
+  uint64_t arena_base = 0;
+  uint64_t arena_bytes = 0;
+  std::string_view lease_words_key;
+  uint64_t lease_words_base = 0;
+  uint64_t lease_words_bytes = 0;
+  uint64_t lease_word_offset = 0;
+  uint64_t lease_generation = 0;
+  // Empty when kOk; otherwise 1..kMaxErrorMessageBytes bytes (encoders truncate longer ones).
+  std::string_view reason;
 };
 
 // ---- SHM_RESERVE -- MSET without a payload: the node reserves space and says where.
@@ -385,6 +411,8 @@ Status EncodeRequest(uint64_t request_id, const ShmGetRequest& m, const Limits& 
                      EncodedFrame* out, uint8_t version = kShmVersion);
 Status EncodeRequest(uint64_t request_id, const ShmReleaseRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeRequest(uint64_t request_id, const UcxAttachRequest& m, const Limits& l,
+                     EncodedFrame* out, uint8_t version = kUcxVersion);
 
 Status EncodeResponse(uint64_t request_id, const HelloResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kMinProtocolVersion);
@@ -414,6 +442,8 @@ Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits
                       EncodedFrame* out, uint8_t version = kShmVersion);
 Status EncodeResponse(uint64_t request_id, const ShmReleaseResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kShmVersion);
+Status EncodeResponse(uint64_t request_id, const UcxAttachResponse& m, const Limits& l,
+                      EncodedFrame* out, uint8_t version = kUcxVersion);
 Status EncodeResponse(uint64_t request_id, const ErrorResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kMinProtocolVersion);
 
@@ -447,6 +477,8 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
                      ShmGetRequest* out);
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                      ShmReleaseRequest* out);
+Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                     UcxAttachRequest* out);
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                       HelloResponse* out);
@@ -477,6 +509,8 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                       ShmReleaseResponse* out);
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
+                      UcxAttachResponse* out);
+Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                       ErrorResponse* out);
 
 // Any request, chosen by h.opcode: what a server's dispatcher decodes. InvalidArgument for a
@@ -484,7 +518,7 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 using AnyRequest =
     std::variant<HelloRequest, PingRequest, StatsRequest, MsetRequest, MgetRequest, MexistRequest,
                  MdelRequest, ListRequest, NodeInfoRequest, ShmAttachRequest, ShmReserveRequest,
-                 ShmCommitRequest, ShmGetRequest, ShmReleaseRequest>;
+                 ShmCommitRequest, ShmGetRequest, ShmReleaseRequest, UcxAttachRequest>;
 Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                         AnyRequest* out);
 
@@ -494,7 +528,7 @@ using AnyResponse =
     std::variant<HelloResponse, PingResponse, StatsResponse, MsetResponse, MgetResponse,
                  MexistResponse, MdelResponse, ListResponse, ErrorResponse, NodeInfoResponse,
                  ShmAttachResponse, ShmReserveResponse, ShmCommitResponse, ShmGetResponse,
-                 ShmReleaseResponse>;
+                 ShmReleaseResponse, UcxAttachResponse>;
 Status DecodeAnyResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                          AnyResponse* out);
 

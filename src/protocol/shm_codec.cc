@@ -20,7 +20,9 @@ using internal::CheckResultDecoded;
 using internal::CheckResultToEncode;
 using internal::CheckStatusToEncode;
 using internal::CheckVersionToEncode;
+using internal::DecodeEmpty;
 using internal::DecodeStatuses;
+using internal::EncodeEmpty;
 using internal::EncodeStatuses;
 using internal::FinishFrame;
 using internal::IsKnownStatusCode;
@@ -42,19 +44,6 @@ constexpr uint64_t kReservationBytes = 1 + 8;
 constexpr uint64_t kCommitByteBytes = 1;
 constexpr uint64_t kShmGetResultMinBytes = 1 + 4 + 8 + 8;
 constexpr uint64_t kLeaseIdBytes = 8;
-
-// A request with an empty descriptor (NODE_INFO, SHM_ATTACH).
-Status EncodeEmpty(Opcode op, uint64_t request_id, const Limits& l, uint8_t version,
-                   EncodedFrame* out) {
-  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(op, /*response=*/false, version));
-  BeginFrame(out);
-  return FinishFrame(op, 0, request_id, l, version, out);
-}
-
-Status DecodeEmpty(Opcode op, const FrameHeader& h, std::string_view descriptor) {
-  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, op, /*response=*/false));
-  return WireReader(descriptor, fmt::format("{} request", OpcodeName(op))).ExpectEnd();
-}
 
 // The id rule of SHM_RESERVE and SHM_GET responses: an id (reservation, lease) iff some item is
 // kOk.

@@ -16,7 +16,7 @@ CacheService::CacheService(store::ObjectStore* store, ServerCounters* counters,
       counters_(counters),
       options_(std::move(options)),
       access_(options_.access_required, options_.tokens) {
-  if (options_.offer_shared_memory && store_->arena().shareable()) {
+  if ((options_.offer_shared_memory && store_->arena().shareable()) || options_.offer_ucx) {
     Result<std::unique_ptr<LeaseWords>> words = LeaseWords::Create(options_.max_connections);
     if (words.ok()) {
       lease_words_ = std::move(words).value();
@@ -151,7 +151,8 @@ ServerStats CacheService::Stats() const {
 }
 
 bool CacheService::offers_shared_memory() const {
-  return lease_words_ != nullptr && !options_.identity.unix_path.empty();
+  return options_.offer_shared_memory && store_->arena().shareable() && lease_words_ != nullptr &&
+         !options_.identity.unix_path.empty();
 }
 
 Status CacheService::MayMapArena(uid_t uid) const {
@@ -183,6 +184,10 @@ int CacheService::arena_fd() const {
 
 uint64_t CacheService::arena_bytes() const {
   return store_->arena().size();
+}
+
+uint8_t* CacheService::arena_base() const {
+  return store_->arena().base();
 }
 
 uint64_t CacheService::OffsetOf(const uint8_t* data) const {

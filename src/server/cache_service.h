@@ -34,6 +34,8 @@
 
 namespace kvport::server {
 
+class UcxOffer;
+
 // Who the node is, as NODE_INFO tells it.
 struct NodeIdentity {
   uint64_t node_id = 0;   // random per node process
@@ -47,6 +49,8 @@ struct ServiceOptions {
   NodeIdentity identity;
   // Shared memory is offered on the Unix socket when the arena is shareable (a memfd).
   bool offer_shared_memory = true;
+  // The node will offer UCX (Server sets the offer once made): lease words are needed then too.
+  bool offer_ucx = false;
   // Per session: leases (SHM_GET answers not yet released) and reservations (SHM_RESERVE
   // answers not yet committed) it may hold at once. Beyond them the items are NoSpace.
   uint32_t max_leases_per_session = 4096;
@@ -151,6 +155,14 @@ class CacheService {
   uint64_t arena_bytes() const;
   // Arena offset of a pinned or reserved range (what shared-memory clients are told).
   uint64_t OffsetOf(const uint8_t* data) const;
+  // The arena's first byte in this process (what UCX registers).
+  uint8_t* arena_base() const;
+
+  // --- UCX --------------------------------------------------------------------------------
+  // The node's UCX offer (server/ucx_offer.h), or null: set once by Server::Start before any
+  // session runs, and constant after.
+  void set_ucx(const UcxOffer* offer) { ucx_ = offer; }
+  const UcxOffer* ucx() const { return ucx_; }
 
  private:
   store::ObjectStore* const store_;
@@ -160,6 +172,7 @@ class CacheService {
   ListCursorTable list_cursors_;
   std::unique_ptr<LeaseWords> lease_words_;  // null: shared memory is not offered
   std::string lease_words_error_;            // why lease_words_ could not be made
+  const UcxOffer* ucx_ = nullptr;
   std::atomic<uint64_t> next_session_id_{1};
 };
 

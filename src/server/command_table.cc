@@ -56,6 +56,11 @@ constexpr Command kCommands[] = {
    "bytes."},
   {Opcode::kShmRelease, true, HandleShmRelease,
    "End leases (the client does not wait for the answer)."},
+  {Opcode::kUcxAttach, true, HandleUcxAttach,
+   "Version 8, a node started with UCX. Hand the session the node's UCX worker address and the "
+   "packed remote keys and ranges of the arena and of the lease words, and its lease word, if "
+   "its token grants every namespace; otherwise say why not. Enables the SHM_* requests: the "
+   "client moves the bytes with one-sided UCX reads and writes."},
 };
 // clang-format on
 

@@ -38,6 +38,7 @@ Result<HandlerOutcome> HandleMdel(const RequestContext& ctx, protocol::AnyReques
 Result<HandlerOutcome> HandleList(const RequestContext& ctx, protocol::AnyRequest& request);
 Result<HandlerOutcome> HandleNodeInfo(const RequestContext& ctx, protocol::AnyRequest& request);
 Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleUcxAttach(const RequestContext& ctx, protocol::AnyRequest& request);
 Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::AnyRequest& request);
 Result<HandlerOutcome> HandleShmCommit(const RequestContext& ctx, protocol::AnyRequest& request);
 Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequest& request);

@@ -104,6 +104,7 @@ Result<HandlerOutcome> HandleNodeInfo(const RequestContext& ctx, protocol::AnyRe
     reply.offers |= protocol::kOfferSharedMemory;
     reply.unix_path = identity.unix_path;
   }
+  if (ctx.service.ucx() != nullptr) reply.offers |= protocol::kOfferUcx;
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }

@@ -1,24 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 // The shared-memory requests (protocol version 3, Unix-socket sessions): SHM_ATTACH hands the
-// peer the arena's memfd; SHM_RESERVE / SHM_COMMIT are an MSET whose bytes the client copies
-// into the arena itself; SHM_GET / SHM_RELEASE are an MGET whose bytes the client reads from its
-// mapping, under a lease. No value byte crosses the socket.
+// peer the arena's memfd (UCX_ATTACH, version 8, a TCP session the arena's UCX key); SHM_RESERVE /
+// SHM_COMMIT are an MSET whose bytes the client copies into the arena itself; SHM_GET / SHM_RELEASE
+// are an MGET whose bytes the client reads from its mapping, under a lease. No value byte crosses
+// the socket.
 #include <variant>
 #include <vector>
 
 #include "kvport/log.h"
 #include "server/command_table.h"
+#include "server/ucx_offer.h"
 
 namespace kvport::server {
 
 namespace {
 
-// SHM_* requests other than SHM_ATTACH need a granted attach: without one the peer has no
-// mapping, so the request can only be a client bug (malformed: ERROR).
+// SHM_* requests other than SHM_ATTACH need a granted attach (SHM_ATTACH, or UCX_ATTACH on a TCP
+// session): without one the peer cannot reach the arena, so the request can only be a client
+// bug (malformed: ERROR).
 Status RequireAttached(const RequestContext& ctx) {
-  if (ctx.session.shm_attached) return Status::Ok();
+  if (ctx.session.shm_attached || ctx.session.ucx_attached) return Status::Ok();
   return Status::InvalidArgument(std::string(protocol::OpcodeName(ctx.header.opcode)) +
-                                 " on a session without a granted SHM_ATTACH");
+                                 " on a session without a granted SHM_ATTACH or UCX_ATTACH");
 }
 
 }  // namespace
@@ -67,6 +70,46 @@ Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyR
     response.pass_fds.push_back(ctx.service.arena_fd());
     if (lease_word) response.pass_fds.push_back(ctx.service.lease_words()->fd());
   }
+  return HandlerOutcome{std::move(response), nullptr};
+}
+
+Result<HandlerOutcome> HandleUcxAttach(const RequestContext& ctx, protocol::AnyRequest&) {
+  protocol::UcxAttachResponse reply;
+  const UcxOffer* ucx = ctx.service.ucx();
+  Status may = Status::Ok();
+  if (ucx == nullptr) {
+    may = Status::NotSupported("this node offers no UCX (kvport serve --ucx)");
+  } else if (!ctx.grant().grants_every_namespace()) {
+    // One-sided access reaches every namespace's bytes, as a mapping of the arena does.
+    may = Status::NotSupported("token '" + ctx.grant().name() +
+                               "' does not grant every namespace, and the arena holds them all");
+  }
+  if (may.ok()) {  // the session's word (the same one if it attached before)
+    Result<LeaseWords::Word> word = ctx.session.shm.TakeLeaseWord(ctx.service.lease_words());
+    if (word.ok()) {
+      reply.lease_word_offset = word->offset;
+      reply.lease_generation = word->generation;
+    } else {
+      may = Status::NotSupported(word.status().message());
+    }
+  }
+  std::string reason;  // outlives the encoding
+  if (may.ok()) {
+    reply.worker_address = ucx->worker_address();
+    reply.arena_key = ucx->arena().packed_key();
+    reply.arena_base = ucx->arena().base();
+    reply.arena_bytes = ucx->arena().bytes();
+    reply.lease_words_key = ucx->lease_words().packed_key();
+    reply.lease_words_base = ucx->lease_words().base();
+    reply.lease_words_bytes = ucx->lease_words().bytes();
+    ctx.session.ucx_attached = true;
+  } else {
+    reason = may.message();
+    reply.status = may.code();
+    reply.reason = reason;
+    log::Info("UCX_ATTACH refused: {}", reason);
+  }
+  KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }
 

@@ -107,6 +107,7 @@ struct SessionState {
   net::StreamKind kind = net::StreamKind::kTcp;
   int64_t peer_uid = -1;      // Unix sessions: the peer's uid (SO_PEERCRED); -1 when unknown
   bool shm_attached = false;  // SHM_ATTACH was granted: SHM_* requests are served
+  bool ucx_attached = false;  // UCX_ATTACH was granted: SHM_* requests are served too
   ShmHoldings shm;
   ReplyScratch scratch;
 };

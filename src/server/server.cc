@@ -31,6 +31,7 @@
 #include "server/cache_service.h"
 #include "server/server_stats.h"
 #include "server/token_file.h"
+#include "server/ucx_offer.h"
 #include "server/worker.h"
 #include "store/object_store.h"
 
@@ -55,6 +56,9 @@ struct Server::Impl {
   // loop still holds, and a closed session's task calls OnConnectionClosed, which locks it.
   std::mutex closed_mu;
   std::condition_variable closed_cv;
+  // The UCX offer (ServerOptions::ucx), or null. Declared after the store (it registered the
+  // arena, and is unregistered first) and before the workers (whose first loop progresses it).
+  std::unique_ptr<server::UcxOffer> ucx;
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<std::unique_ptr<Acceptor>> acceptors;  // TCP first, then the Unix socket if any
   net::HostPort address;
@@ -284,6 +288,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   service_options.server_name = options.server_name;
   service_options.identity = {RandomNodeId(), HostBootId(), impl->unix_path};
   service_options.offer_shared_memory = options.shared_memory;
+  service_options.offer_ucx = options.ucx;
   service_options.max_leases_per_session = options.max_leases_per_session;
   service_options.max_reservations_per_session = options.max_reservations_per_session;
   service_options.max_connections = options.max_connections;
@@ -292,6 +297,17 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   service_options.insecure = open_beyond_loopback;
   impl->service = std::make_unique<server::CacheService>(impl->store.get(), &impl->counters,
                                                          std::move(service_options));
+  if (options.ucx) {
+    server::LeaseWords* words = impl->service->lease_words();
+    if (words == nullptr)
+      return Status::Unavailable("ucx: the sessions' lease words could not be made");
+    Result<std::unique_ptr<server::UcxOffer>> offer =
+        server::UcxOffer::Create(options.ucx_library, impl->service->arena_base(),
+                                 impl->service->arena_bytes(), words->data(), words->bytes());
+    if (!offer.ok()) return offer.status().WithContext("ucx");
+    impl->ucx = std::move(offer).value();
+    impl->service->set_ucx(impl->ucx.get());
+  }
 
   server::WorkerOptions worker_options;
   worker_options.session.max_outstanding_bytes = options.max_connection_outstanding_bytes;
@@ -335,6 +351,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   // other start error.
   if (!options.cluster.empty()) KVPORT_RETURN_IF_ERROR(impl->Register());
 
+  if (impl->ucx != nullptr) KVPORT_RETURN_IF_ERROR(impl->ucx->Watch(impl->workers[0]->loop()));
   impl->workers[0]->loop()->Post([raw] { raw->ScheduleSweep(); });
   for (auto& w : impl->workers)
     w->StartThread();
@@ -348,12 +365,13 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
                                           "loaded: OpenSSL encrypts in userspace)");
   }
   log::Info(
-      "kvport node listening on {}{} (capacity {}, {} I/O threads){}", impl->address.ToString(),
+      "kvport node listening on {}{} (capacity {}, {} I/O threads{}){}", impl->address.ToString(),
       impl->unix_path.empty() ? std::string()
                               : " and unix:" + impl->unix_path +
                                     (impl->service->offers_shared_memory() ? " (shared memory)"
                                                                            : " (no shared memory)"),
       FormatSize(impl->store->Stats().capacity_bytes), threads,
+      impl->ucx == nullptr ? std::string() : "; one-sided access over " + impl->ucx->Describe(),
       impl->registration == nullptr
           ? std::string()
           : fmt::format("; cluster '{}' as '{}' at {}, epoch {:016x}", options.cluster,

@@ -54,7 +54,7 @@ constexpr protocol::Opcode kCountedOps[] = {
     protocol::Opcode::kMget,      protocol::Opcode::kMexist,     protocol::Opcode::kMdel,
     protocol::Opcode::kList,      protocol::Opcode::kStats,      protocol::Opcode::kNodeInfo,
     protocol::Opcode::kShmAttach, protocol::Opcode::kShmReserve, protocol::Opcode::kShmCommit,
-    protocol::Opcode::kShmGet,    protocol::Opcode::kShmRelease,
+    protocol::Opcode::kShmGet,    protocol::Opcode::kShmRelease, protocol::Opcode::kUcxAttach,
 };
 
 }  // namespace

@@ -141,9 +141,11 @@ TEST(FrameHeaderTest, RejectsEachMalformedField) {
   const HeaderCase cases[] = {
       {"magic", 0, "KVPX", StatusCode::kCorruption, "magic"},
       {"version 0", 4, std::string(1, '\0'), StatusCode::kNotSupported, "version"},
-      {"version 8", 4, "\x08", StatusCode::kNotSupported, "version"},
+      {"version 9", 4, "\x09", StatusCode::kNotSupported, "version"},
       {"opcode 0", 5, std::string(1, '\0'), StatusCode::kCorruption, "opcode"},
-      {"opcode 16", 5, "\x10", StatusCode::kCorruption, "opcode"},
+      {"opcode 17", 5, "\x11", StatusCode::kCorruption, "opcode"},
+      {"version 8 opcode in a version 1 frame", 5, "\x10", StatusCode::kCorruption,
+       "UCX_ATTACH frame of version 1; it needs protocol version 8"},
       {"version 3 opcode in a version 1 frame", 5, "\x0D", StatusCode::kCorruption,
        "SHM_GET frame of version 1; it needs protocol version 3"},
       {"opcode 255", 5, "\xFF", StatusCode::kCorruption, "opcode"},
@@ -249,7 +251,7 @@ TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
     return DecodeFrameHeader(bytes, Limits{}, &h);
   };
   EXPECT_EQ(kShmVersion, 3);
-  EXPECT_EQ(kMaxProtocolVersion, 7);
+  EXPECT_EQ(kMaxProtocolVersion, 8);
   EXPECT_EQ(KnownFlags(3), KnownFlags(2));
   for (Opcode op : {Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kShmReserve, Opcode::kShmCommit,
                     Opcode::kShmGet, Opcode::kShmRelease}) {
@@ -289,7 +291,17 @@ TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
   EXPECT_EQ(OpcodeName(Opcode::kShmGet), "SHM_GET");
   EXPECT_EQ(OpcodeName(Opcode::kShmRelease), "SHM_RELEASE");
   EXPECT_EQ(static_cast<int>(Opcode::kError), 15);
-  EXPECT_FALSE(IsKnownOpcode(16));
+  // Version 8: UCX_ATTACH, 16, no payload either way, in version 8 frames only.
+  EXPECT_TRUE(IsKnownOpcode(16));
+  EXPECT_FALSE(IsKnownOpcode(17));
+  EXPECT_EQ(OpcodeName(Opcode::kUcxAttach), "UCX_ATTACH");
+  EXPECT_EQ(OpcodeMinVersion(Opcode::kUcxAttach), kUcxVersion);
+  for (bool response : {false, true}) {
+    const uint16_t flags = response ? kFlagResponse : 0;
+    EXPECT_FALSE(CarriesPayload(Opcode::kUcxAttach, response));
+    EXPECT_TRUE(decode(Opcode::kUcxAttach, flags, kUcxVersion).ok());
+    EXPECT_EQ(decode(Opcode::kUcxAttach, flags, kUcxVersion - 1).code(), StatusCode::kCorruption);
+  }
   // The older opcodes are unchanged in version 3 frames.
   EXPECT_EQ(OpcodeMinVersion(Opcode::kMget), kMinProtocolVersion);
   EXPECT_TRUE(decode(Opcode::kMget, kFlagMetaOnly | kFlagAnyNamespace, 3).ok());

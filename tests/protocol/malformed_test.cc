@@ -223,7 +223,7 @@ TEST(MalformedTest, HelloListErrorStatsFields) {
   ASSERT_TRUE(EncodeResponse(1, HelloResponse{1, Limits{}, "s", std::nullopt}, Limits{}, &f).ok());
   ExpectFieldCases(
       f.Flatten(),
-      {{"version 8", 32, std::string(1, '\x08'), StatusCode::kNotSupported, "version 8"},
+      {{"version 9", 32, std::string(1, '\x09'), StatusCode::kNotSupported, "version 9"},
        {"key limit 0", 33, U64(0), StatusCode::kCorruption, "unusable limits: max_key_bytes"}});
   ASSERT_TRUE(EncodeRequest(1, ListRequest{"ns", 5, 10}, Limits{}, &f).ok());
   ExpectFieldCases(f.Flatten(),
@@ -506,6 +506,40 @@ TEST(MalformedShmTest, ShmAttachResponseFields) {
       << s.ToString();
 }
 
+// UCX_ATTACH (version 8): status 32; worker address (length 33, bytes 35: "wa"), arena key
+// (length 37, 39: "ak"), lease words key (41, 43: "lk"); arena base 45, bytes 53; lease words base
+// 61, bytes 69; lease word offset 77, generation 85; reason length 93.
+TEST(MalformedUcxTest, UcxAttachResponseFields) {
+  UcxAttachResponse ok{StatusCode::kOk, "wa", "ak", 4096, 1 << 20, "lk", 8192, 4096, 8, 3, ""};
+  EncodedFrame f;
+  ASSERT_TRUE(EncodeResponse(1, ok, Limits{}, &f, kUcxVersion).ok());
+  ExpectFieldCases(
+      f.Flatten(),
+      {
+          {"blob over the cap", 37, U16(16385), StatusCode::kTooLarge, "arena_key of 16385"},
+          {"empty arena", 53, U64(0), StatusCode::kCorruption, "empty or wrapping arena"},
+          {"wrapping arena", 45, U64(~uint64_t{0}), StatusCode::kCorruption, "wrapping arena"},
+          {"word unaligned", 77, U64(4), StatusCode::kCorruption, "not an 8-byte word"},
+          {"word past the words", 77, U64(4096), StatusCode::kCorruption, "not an 8-byte word"},
+          {"refused with a grant", 32, std::string(1, '\x09'), StatusCode::kCorruption,
+           "a refusal needs a reason and nothing else"},
+          {"unknown status", 32, std::string(1, '\x0E'), StatusCode::kCorruption,
+           "unknown status code 14"},
+      });
+  // Not in a frame of an older version, and every grant field checked when encoding too.
+  EXPECT_FALSE(EncodeResponse(1, ok, Limits{}, &f, kUcxVersion - 1).ok());
+  UcxAttachResponse bad = ok;
+  bad.arena_key = "";
+  EXPECT_EQ(EncodeResponse(1, bad, Limits{}, &f, kUcxVersion).code(), StatusCode::kInvalidArgument);
+  UcxAttachResponse refused{};
+  refused.status = StatusCode::kNotSupported;
+  refused.reason = "no UCX";
+  ASSERT_TRUE(EncodeResponse(1, refused, Limits{}, &f, kUcxVersion).ok());
+  refused.arena_bytes = 1;
+  EXPECT_EQ(EncodeResponse(1, refused, Limits{}, &f, kUcxVersion).code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(MalformedShmTest, ShmReserveFields) {
   // The MSET descriptor: namespace 32 ("ns"), ttl 35, count 39, item 0 lengths at 43.
   ShmReserveRequest in{"ns", 60, {{"a", "m", 3, nullptr}, {"bc", "", 2, nullptr}}};
@@ -639,8 +673,9 @@ TEST(MalformedShmTest, ShmReleaseFields) {
       << s.ToString();
 }
 
-// A version 3 frame whose version byte says 1 or 2 is rejected by the header decoder, and by the
-// descriptor decoders for headers made by hand.
+// A frame of an opcode of version 3 or later whose version byte says 1 or 2 is rejected by the
+// header decoder, and by the descriptor decoders for headers made by hand, naming the version
+// the opcode needs.
 TEST(MalformedShmTest, Version3OpcodesInOlderFrames) {
   for (const auto& sample : SampleFrames()) {
     FrameView view;
@@ -649,9 +684,11 @@ TEST(MalformedShmTest, Version3OpcodesInOlderFrames) {
     for (char old : {'\x01', '\x02'}) {
       std::string frame = sample.bytes;
       frame[4] = old;
+      const std::string needs =
+          "needs protocol version " + std::to_string(int{OpcodeMinVersion(view.header.opcode)});
       Status s = DecodeWhole(frame);
       EXPECT_EQ(s.code(), StatusCode::kCorruption) << sample.name;
-      EXPECT_NE(s.message().find("needs protocol version 3"), std::string::npos) << s.ToString();
+      EXPECT_NE(s.message().find(needs), std::string::npos) << s.ToString();
       FrameHeader h = view.header;
       h.version = static_cast<uint8_t>(old);
       if (h.is_response()) {
@@ -662,7 +699,7 @@ TEST(MalformedShmTest, Version3OpcodesInOlderFrames) {
         s = DecodeAnyRequest(h, view.descriptor, Limits{}, &r);
       }
       EXPECT_EQ(s.code(), StatusCode::kCorruption) << sample.name;
-      EXPECT_NE(s.message().find("needs protocol version 3"), std::string::npos) << s.ToString();
+      EXPECT_NE(s.message().find(needs), std::string::npos) << s.ToString();
     }
   }
 }

@@ -51,8 +51,8 @@ TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   Result<uint8_t> v = NegotiateVersion(req_out);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, kMaxProtocolVersion);
-  EXPECT_EQ(*v, 7);
-  EXPECT_EQ(NegotiateVersion(HelloRequest{8, 9, "", ""}).status().code(),
+  EXPECT_EQ(*v, 8);
+  EXPECT_EQ(NegotiateVersion(HelloRequest{9, 10, "", ""}).status().code(),
             StatusCode::kNotSupported);
   // A version 2 client gets version 2.
   Result<uint8_t> v2 = NegotiateVersion(HelloRequest{1, 2, "", ""});

@@ -40,6 +40,7 @@ struct ServeFlags {
   std::optional<std::string> capacity;
   std::optional<unsigned> threads;
   std::optional<uint32_t> busy_poll_us;
+  bool ucx = false;
   bool insecure = false;
   std::optional<std::string> http;  // --http HOST:PORT or PORT
   std::optional<std::string> cluster;
@@ -98,6 +99,8 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   options.max_pinned_bytes = node.max_pinned_bytes;
   options.idle_timeout = std::chrono::seconds(node.idle_timeout_secs);
   options.busy_poll = std::chrono::microseconds(flags.busy_poll_us.value_or(config.busy_poll_us));
+  options.ucx = flags.ucx || node.ucx;
+  options.ucx_library = config.ucx_library;
   options.request_timeout = std::chrono::seconds(node.request_timeout_secs);
   options.min_request_bytes_per_sec = node.min_request_bytes_per_sec;
   options.max_connections = node.max_connections;
@@ -192,6 +195,7 @@ int Serve(const ServeFlags& flags) {
   if (flags.busy_poll_us) {
     given.push_back({"busy_poll_us", std::to_string(*flags.busy_poll_us), "--busy-poll-us"});
   }
+  if (flags.ucx) given.push_back({"ucx", "true", "--ucx"});
   if (flags.http) given.push_back({"http_listen", *flags.http, "--http"});
   if (flags.cluster) given.push_back({"cluster", *flags.cluster, "--cluster"});
   if (flags.etcd) given.push_back({"etcd", *flags.etcd, "--etcd"});
@@ -248,6 +252,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                    "how long an I/O thread polls for more requests before it sleeps, in "
                    "microseconds (default: busy_poll_us, 0 = at once; docs/performance.md)")
       ->check(CLI::Range(0, 1000000));
+  serve->add_flag("--ucx", flags->ucx,
+                  "offer one-sided access to the arena over UCX on the TCP port (UCX_ATTACH; "
+                  "default: the config's ucx; docs/transports.md). Start fails naming why when "
+                  "UCX is not usable here (kvport doctor)");
   serve->add_flag("--insecure", flags->insecure,
                   "allow a non-loopback --listen address without access tokens (a trusted "
                   "network only; docs/security.md). Tokens come from the config (tokens_file), "
