@@ -24,6 +24,17 @@ Status RequireAttached(const RequestContext& ctx) {
                                  " on a session without a granted SHM_ATTACH or UCX_ATTACH");
 }
 
+// Puts the session's lease word in an attach answer (SHM_ATTACH, UCX_ATTACH); NotSupported,
+// with the reason, when no word is left.
+template <typename AttachResponse>
+Status TakeLeaseWord(const RequestContext& ctx, AttachResponse* reply) {
+  Result<LeaseWords::Word> word = ctx.session.shm.TakeLeaseWord(ctx.service.lease_words());
+  if (!word.ok()) return Status::NotSupported(word.status().message());
+  reply->lease_word_offset = word->offset;
+  reply->lease_generation = word->generation;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyRequest&) {
@@ -44,15 +55,7 @@ Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyR
   // Version 6: the session's lease word, which moves on before the node frees any of its leased
   // bytes (server/lease_words.h). An older client cannot check one, and gets none.
   const bool lease_word = ctx.session.version >= protocol::kLeaseWordVersion;
-  if (may.ok() && lease_word) {
-    Result<LeaseWords::Word> word = ctx.session.shm.TakeLeaseWord(ctx.service.lease_words());
-    if (word.ok()) {
-      reply.lease_word_offset = word->offset;
-      reply.lease_generation = word->generation;
-    } else {
-      may = Status::NotSupported(word.status().message());
-    }
-  }
+  if (may.ok() && lease_word) may = TakeLeaseWord(ctx, &reply);
   std::string reason;  // outlives the encoding
   if (may.ok()) {
     reply.status = StatusCode::kOk;
@@ -84,15 +87,8 @@ Result<HandlerOutcome> HandleUcxAttach(const RequestContext& ctx, protocol::AnyR
     may = Status::NotSupported("token '" + ctx.grant().name() +
                                "' does not grant every namespace, and the arena holds them all");
   }
-  if (may.ok()) {  // the session's word (the same one if it attached before)
-    Result<LeaseWords::Word> word = ctx.session.shm.TakeLeaseWord(ctx.service.lease_words());
-    if (word.ok()) {
-      reply.lease_word_offset = word->offset;
-      reply.lease_generation = word->generation;
-    } else {
-      may = Status::NotSupported(word.status().message());
-    }
-  }
+  // The session's word (the same one if it attached before).
+  if (may.ok()) may = TakeLeaseWord(ctx, &reply);
   std::string reason;  // outlives the encoding
   if (may.ok()) {
     reply.worker_address = ucx->worker_address();
