@@ -140,9 +140,11 @@ struct KVPORT_API InitOptions {
   // EIC's eic_log_level (0 debug, 1 info, 2 warn, 3 error). -1 leaves the process's log level
   // alone; any other value sets it (logging is process-wide, as it is in EIC).
   int log_level = -1;
-  // eic_trans_type: 0 automatic (shared memory with a node on this host that offers it, else
-  // TCP), 1 TCP (forced), 2 RDMA (the RDMA transport is not built yet: served like 0, logged),
-  // 3 GPUDirect RDMA (NotSupported on a host that cannot do it; Init fails with the reason).
+  // eic_trans_type: 0 automatic (shared memory with a node on this host that offers it, else UCX
+  // where it finds RDMA hardware and the node offers it, else TCP), 1 TCP (forced), 2 RDMA
+  // (shared memory with a same-host node, else UCX with a node that offers it, else TCP,
+  // logged), 3 GPUDirect RDMA (NotSupported without a usable CUDA runtime, Init failing with the
+  // reason; otherwise as 2, device buffers staged through pinned host memory).
   // An endpoint "unix:/PATH" asks for shared memory whatever this says. See kvport/transport.h
   // and docs/transports.md.
   int transport_type = 0;

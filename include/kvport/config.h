@@ -124,9 +124,9 @@ struct KVPORT_API Config {
   uint32_t eic_thread_num = 6;
   std::string eic_log_dir;
   uint32_t eic_log_level = 1;
-  // 0 automatic (shared memory with a same-host node, else TCP), 1 TCP, 2 RDMA (not built:
-  // served like 0), 3 GPUDirect RDMA. The default is LMCache's (3): a file without the key means
-  // to kvport what it means to LMCache's EIC connector.
+  // 0 automatic, 1 TCP, 2 RDMA (UCX), 3 GPUDirect RDMA (staged); kvport/transport.h says what
+  // each resolves to. The default is LMCache's (3): a file without the key means to kvport what
+  // it means to LMCache's EIC connector.
   uint32_t eic_trans_type = 3;
   int64_t eic_kv_ttl = -1;  // seconds an object lives; -1 = no expiry
   std::string eic_kv_ns;    // namespace of every key; "" = the default namespace

@@ -74,6 +74,15 @@ class KVPORT_API UcxRuntime {
 // not exist); any other value is a soname. Never fails: the result is in one of the states.
 KVPORT_API std::unique_ptr<UcxRuntime> OpenUcxRuntime(std::string_view library);
 
+// The process-wide UCX runtime: opened once, at its first use, with the ucx_library of the device
+// runtime options (ConfigureDeviceRuntimes, kvport/device.h; the first use fixes them as
+// CudaRuntime() does). What a client's UCX transport uses.
+KVPORT_API const UcxRuntime& ProcessUcxRuntime();
+
+// Whether info.resources include a transport over RDMA hardware (InfiniBand / RoCE verbs: UCT's
+// rc_*, dc_*, ud_*; AWS EFA's srd), as opposed to UCX over TCP or shared memory alone.
+KVPORT_API bool UcxHasRdma(const UcxInfo& info);
+
 // Each transport of info.resources once, in UCT's order ("self", "tcp", "sysv", ...).
 KVPORT_API std::vector<std::string> UcxTransportNames(const UcxInfo& info);
 

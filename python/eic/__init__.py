@@ -87,10 +87,12 @@ class StatusCode(enum.IntEnum):
 
 class TransportType(enum.IntEnum):
     """eic_trans_type. AUTO (kvport's own value, the InitOption default): shared memory with a
-    node on this host that offers it, TCP otherwise. TCP: TCP even to a node on this host. RDMA:
-    kvport's RDMA transport is not built yet, so it is chosen like AUTO (logged at init). GDR
-    fails at init with the missing piece named where it cannot work. An endpoint "unix:/PATH"
-    asks for shared memory whatever the type."""
+    node on this host that offers it, UCX where it finds RDMA hardware, TCP otherwise. TCP: TCP
+    even to a node on this host. RDMA: shared memory with a node on this host, else UCX
+    (one-sided) with a node that offers it, else TCP (logged at init). GDR: fails at init
+    without a usable CUDA runtime, naming it; with one, as RDMA with device buffers staged
+    through pinned host memory. An endpoint "unix:/PATH" asks for shared memory whatever the
+    type."""
     TRANSPORT_AUTO = 0
     TRANSPORT_TCP = 1
     TRANSPORT_RDMA = 2

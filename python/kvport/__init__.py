@@ -75,10 +75,10 @@ class KeyCode(enum.IntEnum):
 
 class TransportType(enum.IntEnum):
     """eic_trans_type values (docs/python.md and docs/portability.md say what each resolves to)."""
-    AUTO = 0   # shared memory with a node on this host that offers it, TCP otherwise
+    AUTO = 0   # shared memory with a same-host node; UCX where it finds RDMA hardware; else TCP
     TCP = 1    # TCP, even to a node on this host
-    RDMA = 2   # not built yet: chosen like AUTO (logged)
-    GDR = 3    # GPUDirect RDMA: init fails with the missing piece named where it cannot work
+    RDMA = 2   # shared memory with a same-host node, else UCX with a node offering it, else TCP
+    GDR = 3    # as RDMA, device buffers staged; init fails without a usable CUDA runtime
 
 
 class MemoryKind(enum.IntEnum):

@@ -63,7 +63,7 @@ def test_automatic_choice_is_shared_memory_and_round_trips(shm_node):
 
 
 def test_transport_types_and_unix_endpoint(shm_node):
-    # RDMA is not built: chosen like AUTO, so a node on this host is reached by shared memory.
+    # RDMA to a node on this host: shared memory beats every network path.
     rdma = kvport.Client(shm_node.address, transport_type=kvport.TransportType.RDMA)
     assert rdma.transport == "shared memory", rdma.transport_reason
     # unix:/PATH asks for shared memory whatever the type says.

@@ -192,6 +192,11 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::NodeInfoRequest&, const protoc
   return 8 + 4 + 1 + 255 + 2 + 107;
 }
 
+uint64_t MaxAnswerDescriptorBytes(const protocol::UcxAttachRequest&, const protocol::Limits&) {
+  // u8 status; a worker address and two keys, each with its length; seven u64; the reason.
+  return 1 + 3 * (4 + protocol::kMaxUcxBlobBytes) + 7 * 8 + 2 + protocol::kMaxErrorMessageBytes;
+}
+
 uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReserveRequest& request,
                                   const protocol::Limits&) {
   return 8 + BatchAnswerBytes(request.items.size(), 1 + 8);  // reservation id; status, offset

@@ -174,6 +174,9 @@ inline Status CheckAnswer(const protocol::NodeInfoRequest&, const protocol::Node
 inline Status CheckAnswer(const protocol::ShmReleaseRequest&, const protocol::ShmReleaseResponse&) {
   return Status::Ok();
 }
+inline Status CheckAnswer(const protocol::UcxAttachRequest&, const protocol::UcxAttachResponse&) {
+  return Status::Ok();  // the decoder checks a grant holds together
+}
 inline Status CheckAnswer(const protocol::PingRequest&, const protocol::PingResponse&) {
   return Status::Ok();
 }
@@ -208,6 +211,8 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::ShmCommitRequest& request,
 uint64_t MaxAnswerDescriptorBytes(const protocol::ShmGetRequest& request,
                                   const protocol::Limits& limits);
 uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReleaseRequest& request,
+                                  const protocol::Limits& limits);
+uint64_t MaxAnswerDescriptorBytes(const protocol::UcxAttachRequest& request,
                                   const protocol::Limits& limits);
 // STATS answers are bounded by the protocol's response frame limit alone.
 uint64_t MaxAnswerDescriptorBytes(const protocol::StatsRequest& request,

@@ -21,6 +21,7 @@
 #include "common/small_file.h"
 #include "kvport/log.h"
 #include "kvport/transport.h"
+#include "kvport/ucx.h"
 #include "net/tls.h"
 
 namespace kvport {
@@ -187,14 +188,17 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   KVPORT_ASSIGN_OR_RETURN(client::Endpoint parsed, client::ParseEndpoint(endpoint));
 
   // The transport first: a configuration this host cannot serve fails before any connection.
-  // Only automatic selection and GPUDirect depend on CUDA; TCP and RDMA never load it.
-  // A retried Init may name other runtime libraries than a failed one did.
+  // Only GPUDirect depends on CUDA (automatic selection never loads it); UCX is loaded for RDMA
+  // and GPUDirect, and for automatic selection on a host with RDMA devices (UCX over TCP is
+  // no better than kvport's own TCP). A retried Init may name other runtime libraries than a
+  // failed one did.
   impl_->devices.UseLibraries(options.cuda_runtime_library, options.ascend_runtime_library,
                               options.staging_cache_bytes);
   TransportEnvironment env;
   env.rdma_devices = ListRdmaDevices();
-  if (options.transport_type == 3) {  // only GPUDirect needs CUDA: auto never loads it
-    env.cuda = impl_->devices.Runtime(RuntimeKind::kCuda);
+  if (options.transport_type == 3) env.cuda = impl_->devices.Runtime(RuntimeKind::kCuda);
+  if (options.transport_type >= 2 || (options.transport_type == 0 && !env.rdma_devices.empty())) {
+    env.ucx = &ProcessUcxRuntime();
   }
   Result<TransportChoice> choice = ResolveTransport(options.transport_type, env);
   if (!choice.ok()) return choice.status().WithContext("client init");

@@ -100,6 +100,13 @@ Result<std::shared_ptr<Connection>> ConnectionPool::Connect(const std::shared_pt
   const Deadline connect_deadline = std::min(deadline, now + options_.connect_timeout);
   Result<std::shared_ptr<Connection>> conn = Connection::Open(
       address_, options_.client_name, connect_deadline, options_.connection, options_.arena_mapper);
+  if (conn.ok() && options_.attach) {
+    Status attached = options_.attach(**conn, connect_deadline);
+    if (!attached.ok()) {
+      (*conn)->Close(attached);
+      conn = attached;
+    }
+  }
   std::lock_guard lock(backoff_mu_);
   if (conn.ok()) {
     if (backoff_.count() > 0) log::Info("reconnected to node {}", where_);

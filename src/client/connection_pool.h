@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +38,9 @@ struct PoolOptions {
   // Shared-memory pools (a node's Unix socket): every connection attaches the arena through
   // this mapper (owned by the transport, outliving the pool). Null: plain connections.
   ArenaMapper* arena_mapper = nullptr;
+  // Run on every new connection before any call uses it (UCX pools: UCX_ATTACH, by the
+  // transport's UcxArena, which outlives the pool); an error fails the connect with it.
+  std::function<Status(Connection&, Deadline)> attach;
 };
 
 class ConnectionPool {

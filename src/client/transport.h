@@ -5,11 +5,12 @@
 //
 //   StreamTransport values travel in the frames' payload sections (writev from the caller's
 //                  buffers, readv into them): TCP to any node, or a Unix socket.
-//   ShmTransport   a node on this host maps its arena into the client: a put copies each value
-//                  into an extent the node reserved (SHM_RESERVE, SHM_COMMIT), a get copies it
-//                  out of the pinned object (SHM_GET, SHM_RELEASE) or lends it in place; the
-//                  socket carries only control frames.
-//   (later)        RDMA / GPUDirect over UCX: needs_registration, device memory it moves itself.
+//   ArenaTransport values move straight into an extent of the node's arena the node reserved
+//                  (SHM_RESERVE, SHM_COMMIT) and out of the pinned object (SHM_GET, SHM_RELEASE);
+//                  the socket carries only control frames. The arena is mapped here (a node on
+//                  this host: shared memory, one memcpy or a loan in place) or reached one-sided
+//                  over UCX (RDMA where the host has it).
+//   (later)        GPUDirect over UCX: needs_registration, device memory it moves itself.
 //
 // Everything else of a call is the Client's and the same for every transport: checking keys
 // and sizes, staging the device buffers of every kind of memory the transport does not move

@@ -5,10 +5,12 @@
 
 #include <utility>
 
+#include "client/arena_transport.h"
 #include "client/batch_call.h"
-#include "client/shm_transport.h"
 #include "client/stream_transport.h"
+#include "client/ucx_arena.h"
 #include "kvport/host_info.h"
+#include "kvport/ucx.h"
 
 namespace kvport::client {
 
@@ -36,8 +38,8 @@ Result<protocol::NodeInfoResponse> AskNodeInfo(
 Result<std::unique_ptr<Transport>> OpenShm(const std::string& unix_path, PoolOptions options,
                                            std::chrono::milliseconds connect_timeout,
                                            uint64_t expected_node) {
-  auto mapper = std::make_unique<ArenaMapper>();
-  options.arena_mapper = mapper.get();
+  auto access = std::make_unique<MappedArena>();
+  options.arena_mapper = access->mapper();
   NodeAddress address;
   address.unix_path = unix_path;
   auto pool = std::make_unique<ConnectionPool>(address, options);
@@ -51,7 +53,20 @@ Result<std::unique_ptr<Transport>> OpenShm(const std::string& unix_path, PoolOpt
                                               unix_path, info.node_id, expected_node));
     }
   }
-  return std::unique_ptr<Transport>(new ShmTransport(std::move(mapper), std::move(pool)));
+  return std::unique_ptr<Transport>(new ArenaTransport(std::move(access), std::move(pool)));
+}
+
+// A UCX pool to the node at `address`, its first connection attached (UCX_ATTACH).
+Result<std::unique_ptr<Transport>> OpenUcx(const NodeAddress& address, PoolOptions options,
+                                           std::chrono::milliseconds connect_timeout) {
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<UcxArena> access, UcxArena::Open(ProcessUcxRuntime()));
+  UcxArena* arena = access.get();  // outlives the pool: the transport destroys it last
+  options.attach = [arena](Connection& conn, Deadline deadline) {
+    return arena->Attach(conn, deadline);
+  };
+  auto pool = std::make_unique<ConnectionPool>(address, options);
+  KVPORT_RETURN_IF_ERROR(pool->ConnectFirst(ConnectDeadline(connect_timeout)).status());
+  return std::unique_ptr<Transport>(new ArenaTransport(std::move(access), std::move(pool)));
 }
 
 }  // namespace
@@ -85,8 +100,9 @@ Result<ChosenTransport> OpenTransport(const NodeAddress& address, const Transpor
     chosen.transport = std::make_unique<StreamTransport>(std::move(pool), "TCP");
     return chosen;
   }
-  // Automatic, or RDMA (not built): shared memory beats every network path to a node on this
-  // host. Any reason it cannot be used is said, and TCP stays.
+  // Shared memory beats every network path to a node on this host; UCX comes next, where the
+  // choice wants it and the node offers it. Any reason neither can be used is said, and TCP
+  // stays.
   std::string why_not;
   DecodingHandler<protocol::NodeInfoRequest, protocol::NodeInfoResponse> handler;
   Result<protocol::NodeInfoResponse> info =
@@ -94,10 +110,25 @@ Result<ChosenTransport> OpenTransport(const NodeAddress& address, const Transpor
   const std::string here = HostBootId();
   if (!info.ok()) {
     why_not = info.status().message();
-  } else if (info->host_id.empty() || info->host_id != here) {
-    why_not = "the node runs on another host";
-  } else if ((info->offers & protocol::kOfferSharedMemory) == 0) {
-    why_not = "the node on this host offers no shared memory (no unix_socket configured)";
+  } else if (info->host_id.empty() || info->host_id != here ||
+             (info->offers & protocol::kOfferSharedMemory) == 0) {
+    why_not = info->host_id == here
+                  ? "the node on this host offers no shared memory (no unix_socket configured)"
+                  : "the node runs on another host";
+    if (choice.ucx && (info->offers & protocol::kOfferUcx) == 0) {
+      why_not += "; it offers no UCX (kvport serve --ucx)";
+    } else if (choice.ucx) {
+      Result<std::unique_ptr<Transport>> ucx = OpenUcx(address, pool_options, connect_timeout);
+      if (ucx.ok()) {
+        pool->CloseAll();
+        chosen.transport = std::move(ucx).value();
+        chosen.reason = fmt::format("{}; values one-sided over UCX to the arena of {}",
+                                    choice.reason, address.ToString());
+        chosen.fallback = choice.fallback;
+        return chosen;
+      }
+      why_not += "; UCX with it failed: " + ucx.status().message();
+    }
   } else {
     Result<std::unique_ptr<Transport>> shm =
         OpenShm(std::string(info->unix_path), pool_options, connect_timeout, info->node_id);
@@ -114,7 +145,7 @@ Result<ChosenTransport> OpenTransport(const NodeAddress& address, const Transpor
                           shm.status().message());
   }
   chosen.transport = std::make_unique<StreamTransport>(std::move(pool), "TCP");
-  chosen.reason = choice.reason + "; no shared memory: " + why_not;
+  chosen.reason = choice.reason + "; values over TCP: " + why_not;
   // Automatic selection settling on TCP is the normal case for a remote node: not a warning.
   chosen.fallback = choice.requested != TransportKind::kAuto;
   return chosen;

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// Choosing the data path at Client::Init: shared memory with a node on this host, TCP otherwise.
+// Choosing the data path at Client::Init: shared memory with a node on this host, UCX with a
+// node that offers it when the choice wants UCX, TCP otherwise.
 //
 //   unix:/PATH endpoint   shared memory, forced: the pool's sessions attach the node's arena. A
 //                         node that declines (another user, shared memory off) is still served
 //                         over that Unix socket, with the bytes in the frames ("Unix socket").
-//   HOST:PORT endpoint    TCP first. With eic_trans_type 0 (auto) or 2 (RDMA, not built yet:
-//                         served by the best available), the client asks the node (NODE_INFO,
-//                         protocol version 3) who it is; when the node runs on this host (same
-//                         boot id), offers shared memory and answers on its Unix socket with the
-//                         same node id, the client switches to it. eic_trans_type 1 keeps TCP.
+//   HOST:PORT endpoint    TCP first. With eic_trans_type 0 (auto), 2 (RDMA) or 3 (GPUDirect),
+//                         the client asks the node (NODE_INFO, protocol version 3) who it is;
+//                         when the node runs on this host (same boot id), offers shared memory
+//                         and answers on its Unix socket with the same node id, the client
+//                         switches to it. Otherwise, when the resolved choice wants UCX
+//                         (TransportChoice::ucx) and the node offers it (protocol version 8), a
+//                         new pool's sessions attach the node's arena over UCX (UCX_ATTACH) and
+//                         values move one-sided. eic_trans_type 1 keeps TCP.
 //
 // Every outcome carries the one-line reason the client logs (a fallback is logged as a warning).
 #pragma once

@@ -7,6 +7,7 @@
 #include "device/runtime_util.h"
 #include "kvport/device.h"
 #include "kvport/log.h"
+#include "kvport/ucx.h"
 
 namespace kvport {
 
@@ -135,6 +136,12 @@ const DeviceRuntime& CudaRuntime() {
 const DeviceRuntime& AscendRuntime() {
   static const DeviceRuntime* runtime =
       Announce(OpenAscendRuntime(FixOptions().ascend_runtime_library));
+  return *runtime;
+}
+
+const UcxRuntime& ProcessUcxRuntime() {
+  // Never destroyed either: the library stays mapped, and workers made from it may outlive main.
+  static const UcxRuntime* runtime = OpenUcxRuntime(FixOptions().ucx_library).release();
   return *runtime;
 }
 

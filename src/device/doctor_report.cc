@@ -49,20 +49,32 @@ DoctorReport BuildDoctorReport(const RuntimeOptions& options, const DeviceRuntim
 
   TransportEnvironment env;
   env.cuda = &cuda;
+  env.ucx = &ucx;
   env.rdma_devices = r.rdma_devices;
 
   const std::string rdma_seen = r.rdma_devices.empty()
                                     ? "no RDMA devices under /sys/class/infiniband"
                                     : "RDMA devices: " + device_internal::JoinNames(r.rdma_devices);
-  const std::string ucx_seen =
-      ucx.usable() ? fmt::format("UCX {} available ({})", r.ucx.version, UcxTransportText(r.ucx))
-                   : "UCX " + std::string(RuntimeStateName(ucx.state()));
   r.transports.push_back({"tcp", true, "built in"});
   r.transports.push_back(
       {"shm", true,
        "built in: to a node on this host that offers it (its unix_socket), chosen by "
-       "eic_trans_type 0 and 2"});
-  r.transports.push_back({"rdma", false, "not built yet; " + rdma_seen + "; " + ucx_seen});
+       "eic_trans_type 0, 2 and 3"});
+  if (ucx.usable()) {
+    r.transports.push_back(
+        {"rdma", true,
+         fmt::format(
+             "UCX {} ({}){}, one-sided with a node that offers UCX (kvport serve --ucx); {}",
+             r.ucx.version, UcxTransportText(r.ucx),
+             UcxHasRdma(r.ucx) ? ""
+                               : ": no RDMA hardware transport, UCX over TCP or "
+                                 "shared memory",
+             rdma_seen)});
+  } else {
+    r.transports.push_back(
+        {"rdma", false,
+         fmt::format("needs a usable UCX: UCX {}; {}", RuntimeStateName(ucx.state()), rdma_seen)});
+  }
   Result<TransportChoice> gdr = ResolveTransport(3, env);
   r.transports.push_back({"gdr", gdr.ok(), gdr.ok() ? gdr->reason : gdr.status().message()});
 

@@ -10,6 +10,7 @@
 
 #include "device/dynamic_library.h"
 #include "kvport/log.h"
+#include "kvport/ucx.h"
 
 namespace kvport {
 namespace {
@@ -23,17 +24,34 @@ std::string RdmaDevicesSeen(const TransportEnvironment& env) {
   return "RDMA devices seen on this host: " + device_internal::JoinNames(env.rdma_devices);
 }
 
-// Why GPUDirect RDMA cannot be used here. Today there is always a reason: even with a usable
-// CUDA runtime the transport itself is not built yet; the missing runtime is named first
-// because it is the piece an operator can act on.
-std::string GpuDirectBlocker(const TransportEnvironment& env) {
+// Why GPUDirect RDMA cannot be used here: the missing CUDA runtime (empty when it is usable).
+std::string CudaBlocker(const TransportEnvironment& env) {
   const std::string label = Label(TransportKind::kGpuDirectRdma);
   if (env.cuda == nullptr) return label + " needs a usable CUDA runtime; none was looked for";
   if (!env.cuda->usable()) return label + " needs a usable CUDA runtime; " + env.cuda->reason();
-  return fmt::format(
-      "{}: the CUDA runtime is usable ({} devices) but kvport has no GPUDirect RDMA transport "
-      "built yet; use eic_trans_type 1 (TCP) or 2 (RDMA, served over TCP for now)",
-      label, env.cuda->device_count());
+  return "";
+}
+
+// "UCX 1.13.1 (self, tcp, sysv, posix, cma)".
+std::string DescribeUcx(const UcxRuntime& ucx) {
+  return fmt::format("UCX {} ({})", ucx.info().version,
+                     device_internal::JoinNames(UcxTransportNames(ucx.info())));
+}
+
+// Why UCX is not used here; empty when it is usable.
+std::string UcxBlocker(const TransportEnvironment& env) {
+  if (env.ucx == nullptr) return "UCX was not looked for";
+  if (!env.ucx->usable()) return "UCX is not usable here: " + env.ucx->reason();
+  return "";
+}
+
+// Why device buffers are staged rather than moved by UCX directly (GPUDirect RDMA).
+std::string StagingReason(const TransportEnvironment& env) {
+  if (!UcxBlocker(env).empty()) return UcxBlocker(env);
+  if (!env.ucx->SupportsMemoryType("cuda")) {
+    return "this UCX lists no cuda memory (a CUDA-enabled UCX is needed, named by ucx_library)";
+  }
+  return "kvport does not register device memory with UCX yet";
 }
 
 }  // namespace
@@ -68,22 +86,53 @@ Result<TransportChoice> ResolveTransport(int eic_trans_type, const TransportEnvi
       choice.reason = Label(requested) + ": using TCP";
       return choice;
     case TransportKind::kRdma:
+      if (const std::string blocker = UcxBlocker(env); !blocker.empty()) {
+        choice.fallback = true;
+        choice.reason = fmt::format("{}: {}, so this client uses TCP ({})", Label(requested),
+                                    blocker, RdmaDevicesSeen(env));
+        return choice;
+      }
+      choice.resolved = TransportKind::kRdma;
+      choice.ucx = true;
+      choice.reason = fmt::format("{}: {}, one-sided with a node that offers UCX ({})",
+                                  Label(requested), DescribeUcx(*env.ucx), RdmaDevicesSeen(env));
+      return choice;
+    case TransportKind::kGpuDirectRdma: {
+      if (const std::string blocker = CudaBlocker(env); !blocker.empty()) {
+        return Status::NotSupported(blocker);
+      }
+      choice.resolved = TransportKind::kGpuDirectRdma;
+      choice.fallback = true;  // staged: not what GPUDirect promises
+      choice.ucx = UcxBlocker(env).empty();
+      choice.reason = fmt::format(
+          "{}: the CUDA runtime is usable ({} devices); device buffers are staged through pinned "
+          "host memory ({}); values go {}",
+          Label(requested), env.cuda->device_count(), StagingReason(env),
+          choice.ucx ? "over " + DescribeUcx(*env.ucx) + " to a node that offers it"
+                     : std::string("over TCP"));
+      return choice;
+    }
+    case TransportKind::kAuto: {
+      // Best first: RDMA hardware through UCX, then TCP (GPUDirect RDMA is asked for by name:
+      // automatic selection never loads CUDA). Say why each better one was skipped.
+      std::string rdma_skip = UcxBlocker(env);
+      if (rdma_skip.empty() && !UcxHasRdma(env.ucx->info())) {
+        rdma_skip = DescribeUcx(*env.ucx) + " has no RDMA transport here";
+      }
+      if (rdma_skip.empty()) {
+        choice.resolved = TransportKind::kRdma;
+        choice.ucx = true;
+        choice.reason = fmt::format("{}: RDMA over {} with a node that offers UCX ({})",
+                                    Label(requested), DescribeUcx(*env.ucx), RdmaDevicesSeen(env));
+        return choice;
+      }
       choice.fallback = true;
       choice.reason = fmt::format(
-          "{}: no RDMA transport is built into kvport yet, so this client uses TCP ({})",
-          Label(requested), RdmaDevicesSeen(env));
+          "{}: using TCP; skipped GPUDirect RDMA (ask for it: eic_trans_type 3); "
+          "skipped RDMA ({}; {})",
+          Label(requested), rdma_skip, RdmaDevicesSeen(env));
       return choice;
-    case TransportKind::kGpuDirectRdma:
-      return Status::NotSupported(GpuDirectBlocker(env));
-    case TransportKind::kAuto:
-      // Best first: GPUDirect RDMA, then RDMA, then TCP. Only TCP is built today; say why each
-      // better one was skipped.
-      choice.fallback = true;
-      choice.reason = fmt::format(
-          "{}: using TCP; skipped GPUDirect RDMA ({}); skipped RDMA (not built into kvport yet; "
-          "{})",
-          Label(requested), GpuDirectBlocker(env), RdmaDevicesSeen(env));
-      return choice;
+    }
   }
   return Status::Internal("unhandled transport kind");
 }
@@ -91,6 +140,7 @@ Result<TransportChoice> ResolveTransport(int eic_trans_type, const TransportEnvi
 TransportEnvironment HostTransportEnvironment() {
   TransportEnvironment env;
   env.cuda = &CudaRuntime();
+  env.ucx = &ProcessUcxRuntime();
   env.rdma_devices = ListRdmaDevices();
   return env;
 }

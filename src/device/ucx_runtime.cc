@@ -31,6 +31,16 @@ std::vector<std::string> UcxTransportNames(const UcxInfo& info) {
   return names;
 }
 
+bool UcxHasRdma(const UcxInfo& info) {
+  for (const UcxResource& r : info.resources) {
+    const std::string_view t = r.transport;
+    if (t.starts_with("rc") || t.starts_with("dc") || t.starts_with("ud") || t == "srd") {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool UcxRuntime::SupportsMemoryType(std::string_view name) const {
   const std::vector<std::string>& types = info().memory_types;
   return std::find(types.begin(), types.end(), name) != types.end();

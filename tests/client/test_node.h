@@ -44,4 +44,19 @@ inline std::vector<char> Pattern(uint64_t seed, size_t size) {
   return bytes;
 }
 
+// Host buffers over `values`, in order.
+inline IOBuffers Buffers(std::vector<std::vector<char>>& values) {
+  IOBuffers buffers;
+  for (auto& v : values)
+    buffers.Append(v.data(), v.size());
+  return buffers;
+}
+
+// Bytes the node moved through its sockets, both ways: what a transport that moves values
+// elsewhere (shared memory, UCX) must keep small.
+inline uint64_t SocketBytes(const Server& server) {
+  ServerStats stats = server.Stats();
+  return stats.Get("bytes_sent") + stats.Get("bytes_received");
+}
+
 }  // namespace kvport::testing

@@ -63,8 +63,9 @@ TEST(DoctorCli, ConfigFileNamesTheRuntimesAndTheTransport) {
   EXPECT_THAT(run.out, HasSubstr("  ascend  available\n"));
   EXPECT_THAT(run.out,
               HasSubstr("configured      eic_trans_type 2 (from file:" + yaml + ") works here\n"));
-  // With usable CUDA, GPUDirect still fails, and says it is the transport that is missing.
-  EXPECT_THAT(run.out, HasSubstr("no GPUDirect RDMA transport built yet"));
+  // With usable CUDA, GPUDirect works here: device buffers staged, and it says why.
+  EXPECT_THAT(run.out, HasSubstr("3 GPUDirect RDMA  works: "));
+  EXPECT_THAT(run.out, HasSubstr("device buffers are staged through pinned host memory"));
   std::remove(yaml.c_str());
 }
 
@@ -82,8 +83,8 @@ TEST(DoctorCli, ReportsUcxWhereTheConfigurationSays) {
                         "  library       libucp.so.0 ("));
   EXPECT_THAT(found.out, HasSubstr("  memory types  host"));
   EXPECT_THAT(found.out, HasSubstr("tcp/lo"));
-  EXPECT_THAT(found.out, HasSubstr("  rdma  unavailable: not built yet; "));
-  EXPECT_THAT(found.out, HasSubstr("; UCX 1."));
+  EXPECT_THAT(found.out, HasSubstr("  rdma  available: UCX 1."));
+  EXPECT_THAT(found.out, HasSubstr("one-sided with a node that offers UCX"));
 }
 
 TEST(DoctorCli, MissingConfigFileIsAnError) {

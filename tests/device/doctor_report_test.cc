@@ -40,7 +40,7 @@ TEST(DoctorReport, CpuOnlyHostWithAnAbsentCudaPathAndAFakeAscend) {
   EXPECT_TRUE(r.transports[1].available);   // shm
   EXPECT_FALSE(r.transports[2].available);  // rdma
   EXPECT_THAT(r.transports[2].detail, HasSubstr("mlx5_0"));
-  EXPECT_THAT(r.transports[2].detail, HasSubstr("UCX absent"));
+  EXPECT_THAT(r.transports[2].detail, HasSubstr("needs a usable UCX: UCX absent"));
   EXPECT_EQ(r.ucx.state, RuntimeState::kAbsent);
   EXPECT_FALSE(r.transports[3].available);  // gdr
   EXPECT_THAT(r.transports[3].detail, HasSubstr("needs a usable CUDA runtime"));
@@ -99,6 +99,21 @@ TEST(DoctorReport, UnusableCudaShowsLibraryVersionDriverAndReason) {
   EXPECT_THAT(text, HasSubstr("  ascend  absent\n"));
   EXPECT_THAT(text, HasSubstr("no RDMA devices under /sys/class/infiniband"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("configured ")));  // the caller did not say
+}
+
+// A usable CUDA runtime makes type 3 work here: device buffers staged, the reason printed.
+TEST(DoctorReport, GpuDirectWithUsableCudaIsStagedAndSaysWhy) {
+  auto host = OpenHostRuntime();
+  auto cuda = OpenCudaRuntime(FakeCudart());
+  ASSERT_TRUE(cuda->usable()) << cuda->reason();
+  auto ascend = OpenAscendRuntime("/nonexistent/libascendcl.so");
+  auto ucx = OpenUcxRuntime("/nonexistent/libucp.so.0");
+  DoctorReport r = BuildDoctorReport({}, *host, *cuda, *ascend, *ucx, {});
+  EXPECT_TRUE(r.transports[3].available);  // gdr
+  EXPECT_THAT(r.transports[3].detail, HasSubstr("device buffers are staged through pinned host "
+                                                "memory (UCX is not usable here: "));
+  EXPECT_THAT(r.transports[3].detail, HasSubstr("values go over TCP"));
+  EXPECT_TRUE(r.trans_types[3].works);
 }
 
 TEST(DoctorReport, SaysWhetherTheConfiguredTransportWorksHere) {

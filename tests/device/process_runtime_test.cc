@@ -14,6 +14,7 @@
 
 #include "kvport/device.h"
 #include "kvport/transport.h"
+#include "kvport/ucx.h"
 #include "test_support.h"
 
 namespace kvport {
@@ -119,12 +120,17 @@ TEST_F(ProcessRuntimes, UsableRuntimeAndSelectTransport) {
   EXPECT_EQ(*cuda, &CudaRuntime());
   ASSERT_TRUE(UsableRuntime(RuntimeKind::kHost).ok());
 
+  // RDMA follows this host's UCX (present here, absent in the aarch64 lane).
+  const bool ucx = ProcessUcxRuntime().usable();
   Result<TransportChoice> rdma = SelectTransport(2);
   ASSERT_TRUE(rdma.ok()) << rdma.status().ToString();
-  EXPECT_EQ(rdma->resolved, TransportKind::kTcp);
+  EXPECT_EQ(rdma->resolved, ucx ? TransportKind::kRdma : TransportKind::kTcp) << rdma->reason;
+  EXPECT_EQ(rdma->ucx, ucx);
+  // The configured (fake) CUDA runtime is usable: GPUDirect works, staged.
   Result<TransportChoice> gdr = SelectTransport(3);
-  EXPECT_EQ(gdr.status().code(), StatusCode::kNotSupported);
-  EXPECT_THAT(gdr.status().message(), HasSubstr("no GPUDirect RDMA transport built yet"));
+  ASSERT_TRUE(gdr.ok()) << gdr.status().ToString();
+  EXPECT_EQ(gdr->resolved, TransportKind::kGpuDirectRdma);
+  EXPECT_THAT(gdr->reason, HasSubstr("device buffers are staged through pinned host memory"));
 }
 
 }  // namespace

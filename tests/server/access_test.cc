@@ -16,6 +16,7 @@
 
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "kvport/ucx.h"
 #include "server/access_policy.h"
 #include "server/token_file.h"
 #include "test_client.h"
@@ -450,6 +451,40 @@ TEST(TokenSharedMemoryTest, OnlyATokenGrantingEveryNamespaceMapsTheArena) {
   EXPECT_EQ(Get(*tenant, "b", "kb")->codes[0], KeyCode::kPermissionDenied);
   EXPECT_EQ(Put(*tenant, "a/1", "ka", "a-bytes")->codes[0], KeyCode::kSuccess);
   EXPECT_EQ(Get(*admin, "a/1", "ka")->value_sizes[0], 7u);
+}
+
+// UCX hands out the same whole arena (its remote key): the same rule. A token that does not
+// grant every namespace is served over TCP, and still only what it grants.
+TEST(TokenUcxTest, OnlyATokenGrantingEveryNamespaceGetsTheArenaOverUcx) {
+  ::setenv("UCX_TLS", "tcp", 1);
+  if (!ProcessUcxRuntime().usable()) {
+    ::unsetenv("UCX_TLS");
+    GTEST_SKIP() << "no usable UCX here: " << ProcessUcxRuntime().reason();
+  }
+  ServerOptions options = NodeOptions();
+  options.tokens = Tokens();
+  options.ucx = true;
+  std::unique_ptr<Server> node = StartNode(options);
+  ASSERT_NE(node, nullptr);
+  auto connect = [&](const char* secret) {
+    auto client = std::make_unique<Client>();
+    InitOptions init;
+    init.token = secret;
+    init.transport_type = 2;
+    Status s = client->Init("ucx-test", node->address(), init);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return client;
+  };
+  std::unique_ptr<Client> admin = connect(kAdminSecret);
+  EXPECT_EQ(admin->transport(), "UCX") << admin->transport_reason();
+  std::unique_ptr<Client> tenant = connect(kTenantSecret);
+  EXPECT_EQ(tenant->transport(), "TCP");
+  EXPECT_THAT(tenant->transport_reason(), HasSubstr("does not grant every namespace"));
+  ASSERT_EQ(Put(*admin, "b", "kb", "b-bytes")->status, BatchCode::kSuccess);
+  EXPECT_EQ(Get(*tenant, "b", "kb")->codes[0], KeyCode::kPermissionDenied);
+  EXPECT_EQ(Put(*tenant, "a/1", "ka", "a-bytes")->codes[0], KeyCode::kSuccess);
+  EXPECT_EQ(Get(*admin, "a/1", "ka")->value_sizes[0], 7u);
+  ::unsetenv("UCX_TLS");
 }
 
 // --- LIST and STATS at scale ---------------------------------------------------------------

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "client/shm_transport.h"
+#include "client/arena_transport.h"
 
 #include <cstring>
 #include <utility>
@@ -55,9 +55,9 @@ class LeaseSet {
 // copied in and each frame committed on the session that reserved it.
 class PutCall final : public TransportCall {
  public:
-  PutCall(const PutBatch& batch, Deadline deadline,
+  PutCall(ArenaAccess* access, const PutBatch& batch, Deadline deadline,
           std::vector<std::unique_ptr<FrameCall<ReserveHandler>>> reserves)
-      : batch_(batch), deadline_(deadline), reserves_(std::move(reserves)) {
+      : access_(access), batch_(batch), deadline_(deadline), reserves_(std::move(reserves)) {
     batch_.first = nullptr;  // sent: a finished call keeps no connection alive
   }
 
@@ -80,8 +80,16 @@ class PutCall final : public TransportCall {
       if (commit.conn == nullptr) continue;  // nothing was committed for this frame
       if (!commit.status.ok()) {
         results_[f].status = commit.status;
-      } else {
-        results_[f].codes = std::move(commit.handler.response.statuses);
+        continue;
+      }
+      // A reserved value whose write failed was aborted: its code (set by Commit) says why it
+      // failed rather than "Aborted".
+      const std::vector<protocol::ShmReservation>& reserved = reserves_[f]->handler.response.items;
+      std::vector<StatusCode>& codes = results_[f].codes;
+      for (size_t k = 0; k < codes.size(); ++k) {
+        const bool write_failed =
+            reserved[k].status == StatusCode::kOk && commit.handler.request.commit[k] == 0;
+        if (!write_failed) codes[k] = commit.handler.response.statuses[k];
       }
     }
     ReleaseConnections(reserves_);
@@ -112,16 +120,19 @@ class PutCall final : public TransportCall {
       request.commit.assign(reserved.items.size(), 0);
       {
         std::shared_lock writing = call.conn->BeginArenaWrite();
-        const std::shared_ptr<ArenaMapping>& arena = call.conn->arena();
         for (size_t k = 0; k < reserved.items.size(); ++k) {
           if (reserved.items[k].status != StatusCode::kOk) continue;
           const protocol::MsetItem& item = batch_.items[call.slice.begin + k];
-          Result<uint8_t*> to = arena->WriteRange(reserved.items[k].offset, item.value_length);
-          if (!to.ok()) {
-            r.status = to.status();  // the node broke the protocol: fail the frame
+          Status written = access_->Write(*call.conn, reserved.items[k].offset, item.value,
+                                          item.value_length, deadline_);
+          if (written.code() == StatusCode::kCorruption) {
+            r.status = written;  // the node broke the protocol: fail the frame
             break;
           }
-          if (item.value_length > 0) std::memcpy(*to, item.value, item.value_length);
+          if (!written.ok()) {
+            r.codes[k] = written.code();  // this value alone: aborted below
+            continue;
+          }
           request.commit[k] = 1;
         }
       }
@@ -145,6 +156,7 @@ class PutCall final : public TransportCall {
     }
   }
 
+  ArenaAccess* const access_;
   PutBatch batch_;
   const Deadline deadline_;
   std::vector<std::unique_ptr<FrameCall<ReserveHandler>>> reserves_;
@@ -157,9 +169,9 @@ class PutCall final : public TransportCall {
 // leases go (or hands them to the loan).
 class GetCall final : public TransportCall {
  public:
-  GetCall(const GetBatch& batch, Loan* loan,
+  GetCall(ArenaAccess* access, const GetBatch& batch, Deadline deadline, Loan* loan,
           std::vector<std::unique_ptr<FrameCall<GetHandler>>> gets)
-      : batch_(batch), loan_(loan), gets_(std::move(gets)) {
+      : access_(access), batch_(batch), deadline_(deadline), loan_(loan), gets_(std::move(gets)) {
     batch_.first = nullptr;  // sent: a finished call keeps no connection alive
   }
 
@@ -179,31 +191,41 @@ class GetCall final : public TransportCall {
         held->Add(call->conn, got.lease_id);
         if (loan_ != nullptr) loan_->sessions.push_back(call->conn);
       }
-      const std::shared_ptr<ArenaMapping>& arena = call->conn->arena();
+      bool read_any = false;
       for (size_t k = 0; k < got.results.size(); ++k) {
         const protocol::ShmGetResult& item = got.results[k];
         r.codes.push_back(item.status);
         r.value_lengths.push_back(item.value_length);
         r.metas.emplace_back(item.meta);
         if (item.status != StatusCode::kOk) continue;
-        Result<const uint8_t*> from = arena->ReadRange(item.offset, item.value_length);
-        if (!from.ok()) {
-          r.status = from.status();  // the node broke the protocol
-          call->conn->Close(from.status());
+        const size_t i = call->slice.begin + k;
+        Status moved;
+        if (loan_ == nullptr) {
+          moved = access_->Read(*call->conn, item.offset, batch_.destinations[i], item.value_length,
+                                deadline_);
+          read_any = true;
+        } else {
+          Result<const uint8_t*> view = access_->Lend(*call->conn, item.offset, item.value_length);
+          if (view.ok()) loan_->views[i] = *view;
+          moved = view.status();
+        }
+        if (moved.code() == StatusCode::kCorruption) {
+          r.status = moved;  // the node broke the protocol
+          call->conn->Close(moved);
           break;
         }
-        const size_t i = call->slice.begin + k;
-        if (loan_ == nullptr) {
-          if (item.value_length > 0) std::memcpy(batch_.destinations[i], *from, item.value_length);
-        } else {
-          loan_->views[i] = *from;
-        }
+        if (!moved.ok()) r.codes.back() = moved.code();  // this value alone
       }
-      // Copied under the lease: trusted only if the node had not ended it (the session closed
-      // meanwhile, and the bytes may have been reused) by the time the copy was done.
-      if (loan_ == nullptr && r.status.ok() && !call->conn->leases_held()) {
-        r.status = Status::Unavailable("the node at " + call->conn->peer() +
-                                       " ended the session while its values were being copied");
+      // Read under the lease: trusted only if the node had not ended it (the session closed
+      // meanwhile, and the bytes may have been reused) by the time the reads were done.
+      if (read_any && r.status.ok()) {
+        Result<bool> still_held = access_->LeasesHeld(*call->conn, deadline_);
+        if (!still_held.ok()) {
+          r.status = still_held.status();
+        } else if (!*still_held) {
+          r.status = Status::Unavailable("the node at " + call->conn->peer() +
+                                         " ended the session while its values were being read");
+        }
       }
     }
     if (loan_ != nullptr) loan_->lease = std::move(held);  // otherwise released here
@@ -212,7 +234,9 @@ class GetCall final : public TransportCall {
   }
 
  private:
+  ArenaAccess* const access_;
   GetBatch batch_;
+  const Deadline deadline_;
   Loan* const loan_;
   std::vector<std::unique_ptr<FrameCall<GetHandler>>> gets_;
   std::vector<FrameResult> results_;
@@ -220,15 +244,36 @@ class GetCall final : public TransportCall {
 
 }  // namespace
 
-ShmTransport::ShmTransport(std::unique_ptr<ArenaMapper> mapper,
-                           std::unique_ptr<ConnectionPool> pool)
-    : mapper_(std::move(mapper)), stream_(std::move(pool), "shared memory") {}
+Status MappedArena::Write(Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
+                          Deadline) {
+  KVPORT_ASSIGN_OR_RETURN(uint8_t * to, conn.arena()->WriteRange(offset, bytes));
+  if (bytes > 0) std::memcpy(to, from, bytes);
+  return Status::Ok();
+}
 
-// The shared-memory calls are made afresh for every call (their values move by memcpy through
-// the arena, and a get's leases go back through Connection::ReleaseLease): the transport whose
-// warm calls allocate nothing is the stream one.
-void ShmTransport::StartPut(const PutBatch& batch, Deadline deadline,
-                            std::unique_ptr<TransportCall>* call) {
+Status MappedArena::Read(Connection& conn, uint64_t offset, void* to, uint64_t bytes, Deadline) {
+  KVPORT_ASSIGN_OR_RETURN(const uint8_t* from, conn.arena()->ReadRange(offset, bytes));
+  if (bytes > 0) std::memcpy(to, from, bytes);
+  return Status::Ok();
+}
+
+Result<const uint8_t*> MappedArena::Lend(Connection& conn, uint64_t offset, uint64_t bytes) {
+  return conn.arena()->ReadRange(offset, bytes);
+}
+
+Result<bool> MappedArena::LeasesHeld(Connection& conn, Deadline) {
+  return conn.leases_held();
+}
+
+ArenaTransport::ArenaTransport(std::unique_ptr<ArenaAccess> access,
+                               std::unique_ptr<ConnectionPool> pool)
+    : access_(std::move(access)), stream_(std::move(pool), std::string(access_->name())) {}
+
+// The arena calls are made afresh for every call (their values move through the arena, and a
+// get's leases go back through Connection::ReleaseLease): the transport whose warm calls
+// allocate nothing is the stream one.
+void ArenaTransport::StartPut(const PutBatch& batch, Deadline deadline,
+                              std::unique_ptr<TransportCall>* call) {
   uint64_t value_bytes = 0;
   for (const protocol::MsetItem& item : batch.items)
     value_bytes += item.value_length;
@@ -243,11 +288,11 @@ void ShmTransport::StartPut(const PutBatch& batch, Deadline deadline,
                                FillPutRequest(batch, reserve.slice, &reserve.handler.request);
                              }),
                              &reserves, &frame);
-  *call = std::make_unique<PutCall>(batch, deadline, std::move(reserves));
+  *call = std::make_unique<PutCall>(access_.get(), batch, deadline, std::move(reserves));
 }
 
-void ShmTransport::StartGet(const GetBatch& batch, Deadline deadline, Loan* loan,
-                            std::unique_ptr<TransportCall>* call) {
+void ArenaTransport::StartGet(const GetBatch& batch, Deadline deadline, Loan* loan,
+                              std::unique_ptr<TransportCall>* call) {
   if (batch.meta_only && loan == nullptr) {
     stream_.StartGet(batch, deadline, nullptr, call);  // no value moves
     return;
@@ -260,7 +305,7 @@ void ShmTransport::StartGet(const GetBatch& batch, Deadline deadline, Loan* loan
                            FillGetRequest(batch, get.slice, &get.handler.request);
                          }),
                          &gets, &frame);
-  *call = std::make_unique<GetCall>(batch, loan, std::move(gets));
+  *call = std::make_unique<GetCall>(access_.get(), batch, deadline, loan, std::move(gets));
 }
 
 }  // namespace kvport::client

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// ArenaTransport: values moved straight into and out of the node's arena, the socket carrying
+// only control frames. How this process reaches the arena is an ArenaAccess:
+//
+//   MappedArena  a node on this host: its arena is mapped here (SHM_ATTACH on every Unix-socket
+//                session), and a value moves by one memcpy, or none when lent in place.
+//   UcxArena     any node offering UCX (protocol version 8): the arena is registered with UCX on
+//                the node (UCX_ATTACH on every TCP session), and a value moves by one one-sided
+//                read or write over RDMA where the host has it, UCX's tcp or shared memory
+//                otherwise (client/ucx_arena.h).
+//
+// The protocol is the same for both. A put reserves (SHM_RESERVE), writes each value into its
+// reserved extent and commits (SHM_COMMIT) on the same session; a get pins (SHM_GET), reads each
+// hit out of the arena and releases the lease (with the connection's next request); after the
+// reads the session's lease word says whether the node still held the leases while they ran
+// (otherwise the bytes may have been reused: the frame fails). A value whose write or read
+// fails on its own (a one-sided operation the network lost) fails that key alone: a put aborts
+// its extent, a get reports it Unavailable. Meta-only gets are ordinary MGETs (no value moves).
+// A put of at most kMaxInlinePutBytes of values is an ordinary MSET: one exchange, its values
+// through the socket, costs less than a reservation's second exchange (docs/performance.md).
+//
+// A session the node closes takes its leases and reservations with it; a connection is closed
+// by this process only once no thread writes into its reservations (Connection::BeginArenaWrite).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "client/arena_mapping.h"
+#include "client/stream_transport.h"
+#include "client/transport.h"
+
+namespace kvport::client {
+
+// How values reach the arena of the node a session (a Connection of the transport's pool) is
+// attached to. Offsets and lengths come from the node's answers: each is checked against the
+// arena before anything moves.
+class ArenaAccess {
+ public:
+  virtual ~ArenaAccess() = default;
+  virtual std::string_view name() const = 0;
+  // Whether Lend works (the arena is mapped in this process).
+  virtual bool lends() const = 0;
+
+  // Copies `bytes` from `from` into the arena at `offset` (an extent `conn`'s session reserved),
+  // or from the arena into `to`. Corruption when the range is not inside the arena (the node
+  // broke the protocol: the caller closes the connection); any other error fails this value
+  // alone (Unavailable: the transfer was lost; Timeout: `deadline` passed).
+  virtual Status Write(Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
+                       Deadline deadline) = 0;
+  virtual Status Read(Connection& conn, uint64_t offset, void* to, uint64_t bytes,
+                      Deadline deadline) = 0;
+  // The value at [offset, offset + bytes) in place, valid while `conn`'s lease on it stands.
+  virtual Result<const uint8_t*> Lend(Connection& conn, uint64_t offset, uint64_t bytes) = 0;
+  // Called after reading leased values on `conn`: whether the node still held its session's
+  // leases (false: it ended them, the bytes may have been reused). An error when that cannot be
+  // told (then nothing read is trusted either).
+  virtual Result<bool> LeasesHeld(Connection& conn, Deadline deadline) = 0;
+};
+
+// The access for a node on this host: the arena mapped through the pool's ArenaMapper.
+class MappedArena final : public ArenaAccess {
+ public:
+  std::string_view name() const override { return "shared memory"; }
+  bool lends() const override { return true; }
+  // PoolOptions::arena_mapper of the pool this access is used with.
+  ArenaMapper* mapper() { return &mapper_; }
+
+  Status Write(Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
+               Deadline deadline) override;
+  Status Read(Connection& conn, uint64_t offset, void* to, uint64_t bytes,
+              Deadline deadline) override;
+  Result<const uint8_t*> Lend(Connection& conn, uint64_t offset, uint64_t bytes) override;
+  Result<bool> LeasesHeld(Connection& conn, Deadline deadline) override;
+
+ private:
+  ArenaMapper mapper_;
+};
+
+class ArenaTransport final : public Transport {
+ public:
+  // The most value bytes a put sends in its request instead of through the arena. Measured
+  // (kvport bench --matrix, both ends busy-polling): a 4-12 KiB value put inline takes 1.3-1.7x
+  // less time than a reserve-copy-commit; 16 KiB and more, or several values, take longer.
+  static constexpr uint64_t kMaxInlinePutBytes = 8 << 10;
+
+  // Every connection of `pool` must have been attached through `access` (SHM_ATTACH with its
+  // mapper, or UCX_ATTACH by its PoolOptions::attach).
+  ArenaTransport(std::unique_ptr<ArenaAccess> access, std::unique_ptr<ConnectionPool> pool);
+
+  std::string_view name() const override { return access_->name(); }
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities c;
+    c.zero_copy_reads = access_->lends();
+    return c;
+  }
+  ConnectionPool& pool() override { return stream_.pool(); }
+  void StartPut(const PutBatch& batch, Deadline deadline,
+                std::unique_ptr<TransportCall>* call) override;
+  void StartGet(const GetBatch& batch, Deadline deadline, Loan* loan,
+                std::unique_ptr<TransportCall>* call) override;
+
+ private:
+  std::unique_ptr<ArenaAccess> access_;  // outlives the pool (declared first)
+  StreamTransport stream_;               // the pool, small puts and meta-only gets
+};
+
+}  // namespace kvport::client

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// UcxArena: the arena of a node offering UCX (kvport serve --ucx, protocol version 8), reached
+// one-sided from this process (the ArenaAccess of ArenaTransport's UCX flavour).
+//
+// Every TCP session of the transport's pool sends UCX_ATTACH as it connects (Attach, the pool's
+// PoolOptions::attach): the node answers with its UCX worker's address, the packed remote keys
+// and ranges of its arena and of its lease words, and the session's lease word. The first
+// answer connects one endpoint to the node's worker and attaches both regions through it; the
+// sessions share them (the keys are the node's, not a session's). A value moves by one Peer::Put
+// into the extent SHM_RESERVE gave, or one Peer::Get out of the extent SHM_GET leased; after a
+// get's reads, one 8-byte read of the session's lease word says whether the node still held the
+// leases. Every range is checked against the attached region first (ucx::Peer), so a reply
+// naming bytes outside the arena is Corruption and never reaches UCX.
+//
+// An operation that fails (the transfer was lost, or ran past its deadline and UCX's endpoint
+// was closed) fails that value alone; the next operation connects a fresh endpoint to the same
+// worker and attaches the regions again. A node that restarted has another worker: the first
+// session attached to it replaces the endpoint and the regions.
+//
+// Thread-safe. Each transfer is synchronous and the worker serializes them (ucx::Worker): calls
+// from several threads queue on it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "client/arena_transport.h"
+#include "common/thread_annotations.h"
+#include "device/ucx_rma.h"
+#include "kvport/ucx.h"
+
+namespace kvport::client {
+
+class UcxArena final : public ArenaAccess {
+ public:
+  // A UCX worker of this process, from `runtime` (which must outlive it). NotSupported naming
+  // why when UCX is not usable here; Unavailable when UCX refuses.
+  static Result<std::unique_ptr<UcxArena>> Open(const UcxRuntime& runtime);
+
+  // PoolOptions::attach: UCX_ATTACH on `conn`, then the node's worker connected and its regions
+  // attached unless they already are. NotSupported when the node speaks a protocol before
+  // version 8, or declines (its reason: no UCX offered, a token that does not grant every
+  // namespace); Corruption for an answer that does not hold together; UCX's errors as
+  // Unavailable.
+  Status Attach(Connection& conn, Deadline deadline);
+
+  std::string_view name() const override { return "UCX"; }
+  bool lends() const override { return false; }
+  Status Write(Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
+               Deadline deadline) override;
+  Status Read(Connection& conn, uint64_t offset, void* to, uint64_t bytes,
+              Deadline deadline) override;
+  Result<const uint8_t*> Lend(Connection& conn, uint64_t offset, uint64_t bytes) override;
+  Result<bool> LeasesHeld(Connection& conn, Deadline deadline) override;
+
+  // Endpoints connected to nodes' workers so far, the first included (tests check a failed
+  // transfer was followed by a fresh one).
+  uint64_t endpoints_connected() const;
+
+ private:
+  struct NodeWorker;  // one node worker's address, keys and ranges, and the endpoint to it
+
+  explicit UcxArena(std::unique_ptr<ucx::Worker> worker) : worker_(std::move(worker)) {}
+  // The endpoint and regions to use now: the attached ones, reconnected first if a transfer
+  // broke them. Unavailable when no session attached yet or reconnecting fails.
+  Result<std::shared_ptr<NodeWorker>> Current();
+  // After a failed transfer through `node`: its endpoint is not used again.
+  void Broken(const std::shared_ptr<NodeWorker>& node);
+  // Maps ucx::Peer's verdicts to ArenaAccess's: an out-of-range offset is the node's fault.
+  Status Transferred(const std::shared_ptr<NodeWorker>& node, Status s);
+
+  const std::unique_ptr<ucx::Worker> worker_;
+  mutable Mutex mu_;
+  std::shared_ptr<NodeWorker> node_ GUARDED_BY(mu_);
+  uint64_t endpoints_connected_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace kvport::client

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: Apache-2.0
+// The UCX transport against a real node offering UCX (kvport serve --ucx): choosing it for
+// eic_trans_type 2, moving values one-sided into and out of the node's arena (and not through
+// the session's socket), per-key outcomes as over TCP, a failed transfer failing its key alone
+// and the next one reconnecting, a restarted node. UCX runs over its tcp transport here
+// (UCX_TLS=tcp, set before the client's worker is made); skipped where this process has no
+// usable UCX.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "client/arena_transport.h"
+#include "client/connection_pool.h"
+#include "client/ucx_arena.h"
+#include "kvport/client.h"
+#include "kvport/device.h"
+#include "kvport/server.h"
+#include "kvport/ucx.h"
+#include "test_node.h"
+
+namespace kvport {
+namespace {
+
+using client::Deadline;
+using testing::Buffers;
+using testing::Pattern;
+using testing::SmallNodeOptions;
+using testing::SocketBytes;
+using testing::StartNode;
+
+ServerOptions UcxNodeOptions() {
+  ServerOptions options = SmallNodeOptions();
+  options.ucx = true;
+  return options;
+}
+
+class UcxTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("UCX_TLS", "tcp", 1);
+    if (!ProcessUcxRuntime().usable()) {
+      GTEST_SKIP() << "no usable UCX here: " << ProcessUcxRuntime().reason();
+    }
+  }
+  void TearDown() override { ::unsetenv("UCX_TLS"); }
+
+  // A client asking for RDMA (eic_trans_type 2).
+  static Status InitRdma(Client& client, const std::string& address, int connections = 2) {
+    InitOptions options;
+    options.transport_type = 2;
+    options.connections = connections;
+    return client.Init("ucx-test", address, options);
+  }
+};
+
+TEST_F(UcxTransportTest, RdmaMovesValuesOneSidedNotThroughTheSocket) {
+  auto server = StartNode(UcxNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(InitRdma(client, server->address()).ok());
+  ASSERT_EQ(client.transport(), "UCX") << client.transport_reason();
+  EXPECT_NE(client.transport_reason().find("one-sided over UCX"), std::string::npos)
+      << client.transport_reason();
+
+  std::vector<std::string> keys = {"big", "mid", "empty"};
+  std::vector<std::vector<char>> values = {Pattern(1, 4 << 20), Pattern(2, 1 << 20), {}};
+  const uint64_t before = SocketBytes(*server);
+  Result<BatchResult> put = client.MSet(keys, Buffers(values), {}, {"m-big", "", "m-empty"});
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  ASSERT_EQ(put->status, BatchCode::kSuccess) << put->error.ToString();
+
+  std::vector<std::vector<char>> out = {std::vector<char>(4 << 20), std::vector<char>(1 << 20),
+                                        std::vector<char>(8)};
+  Result<GetResult> got = client.MGet(keys, {}, Buffers(out));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->status, BatchCode::kSuccess) << got->error.ToString();
+  EXPECT_EQ(out[0], values[0]);
+  EXPECT_EQ(out[1], values[1]);
+  EXPECT_EQ(got->value_sizes, (std::vector<uint64_t>{4 << 20, 1 << 20, 0}));
+  EXPECT_EQ(got->metas, (std::vector<std::string>{"m-big", "", "m-empty"}));
+  // The session's socket carried control frames only: 10 MiB of values moved through UCX.
+  EXPECT_LT(SocketBytes(*server) - before, 4096u);
+
+  // A TCP client reads what UCX wrote, and the UCX client what TCP wrote.
+  Client tcp;
+  InitOptions tcp_options;
+  tcp_options.transport_type = 1;
+  ASSERT_TRUE(tcp.Init("ucx-tcp", server->address(), tcp_options).ok());
+  std::vector<std::vector<char>> via_tcp = {std::vector<char>(1 << 20)};
+  ASSERT_EQ(tcp.MGet({"mid"}, {}, Buffers(via_tcp))->status, BatchCode::kSuccess);
+  EXPECT_EQ(via_tcp[0], values[1]);
+  std::vector<std::vector<char>> tcp_value = {Pattern(3, 300 << 10)};
+  ASSERT_EQ(tcp.MSet({"from-tcp"}, Buffers(tcp_value))->status, BatchCode::kSuccess);
+  std::vector<std::vector<char>> back = {std::vector<char>(300 << 10)};
+  ASSERT_EQ(client.MGet({"from-tcp"}, {}, Buffers(back))->status, BatchCode::kSuccess);
+  EXPECT_EQ(back[0], tcp_value[0]);
+}
+
+TEST_F(UcxTransportTest, PerKeyOutcomesMatchTcp) {
+  auto server = StartNode(UcxNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(InitRdma(client, server->address()).ok());
+  ASSERT_EQ(client.transport(), "UCX") << client.transport_reason();
+  std::vector<std::vector<char>> values = {Pattern(3, 64 << 10)};
+  ASSERT_EQ(client.MSet({"k"}, Buffers(values), SetOptions{"ns"})->status, BatchCode::kSuccess);
+
+  // A miss, a buffer too small (untouched), a hit.
+  std::vector<std::vector<char>> out = {std::vector<char>(16), std::vector<char>(100, 'x'),
+                                        std::vector<char>(64 << 10)};
+  Result<GetResult> got = client.MGet({"absent", "k", "k"}, GetOptions{"ns"}, Buffers(out));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->codes, (std::vector<KeyCode>{KeyCode::kKeyNotExist, KeyCode::kBufferTooSmall,
+                                              KeyCode::kSuccess}));
+  EXPECT_EQ(got->value_sizes[1], uint64_t{64} << 10);
+  EXPECT_EQ(out[1], std::vector<char>(100, 'x'));
+  EXPECT_EQ(out[2], values[0]);
+
+  // A put the node cannot take (larger than the whole node) fails that key alone.
+  std::vector<std::vector<char>> mixed = {Pattern(4, 128 << 10), std::vector<char>(65 << 20)};
+  Result<BatchResult> put = client.MSet({"fits", "too-big"}, Buffers(mixed), SetOptions{"ns"});
+  ASSERT_TRUE(put.ok());
+  EXPECT_EQ(put->codes[0], KeyCode::kSuccess);
+  EXPECT_NE(put->codes[1], KeyCode::kSuccess);
+
+  Result<BatchResult> del = client.MDel({"k"}, DelOptions{"ns"});
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(del->codes[0], KeyCode::kSuccess);
+  Result<BatchResult> exists = client.MExist({"k", "fits"}, ExistOptions{"ns"});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ(exists->codes, (std::vector<KeyCode>{KeyCode::kKeyNotExist, KeyCode::kSuccess}));
+  EXPECT_EQ(server->Stats().Get("reserved_bytes"), 0u);  // nothing left reserved
+}
+
+TEST_F(UcxTransportTest, ABatchLargerThanOneFrameIsSplitOverTheSessions) {
+  ServerOptions options = UcxNodeOptions();
+  options.max_batch_keys = 8;  // 40 keys: 5 frames over the pool's sessions, each attached
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(InitRdma(client, server->address(), 3).ok());
+  ASSERT_EQ(client.transport(), "UCX") << client.transport_reason();
+  std::vector<std::string> keys;
+  std::vector<std::vector<char>> values;
+  for (int i = 0; i < 40; ++i) {
+    keys.push_back("key-" + std::to_string(i));
+    values.push_back(Pattern(100 + i, (16 << 10) + i));
+  }
+  ASSERT_EQ(client.MSet(keys, Buffers(values))->status, BatchCode::kSuccess);
+  std::vector<std::vector<char>> out;
+  for (int i = 0; i < 40; ++i)
+    out.emplace_back((16 << 10) + i);
+  Result<GetResult> got = client.MGet(keys, {}, Buffers(out));
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->status, BatchCode::kSuccess) << got->error.ToString();
+  EXPECT_EQ(out, values);
+}
+
+// LMCache's default, eic_trans_type 3, on a host with a usable CUDA runtime (the fake one): the
+// device buffers are staged through pinned host memory, which UCX moves one-sided.
+TEST_F(UcxTransportTest, GpuDirectStagesDeviceBuffersAndMovesThemOverUcx) {
+  auto server = StartNode(UcxNodeOptions());
+  ASSERT_NE(server, nullptr);
+  auto cuda = OpenCudaRuntime(KVPORT_FAKE_CUDART);
+  ASSERT_TRUE(cuda->usable()) << cuda->reason();
+  Client client;
+  InitOptions options;
+  options.transport_type = 3;
+  options.cuda_runtime_library = KVPORT_FAKE_CUDART;
+  ASSERT_TRUE(client.Init("ucx-gdr", server->address(), options).ok());
+  ASSERT_EQ(client.transport(), "UCX") << client.transport_reason();
+  EXPECT_NE(client.transport_reason().find("device buffers are staged"), std::string::npos)
+      << client.transport_reason();
+
+  const std::vector<char> value = Pattern(11, 1 << 20);
+  Result<void*> in = cuda->AllocDevice(value.size());
+  Result<void*> out = cuda->AllocDevice(value.size());
+  ASSERT_TRUE(in.ok() && out.ok());
+  ASSERT_TRUE(cuda->CopyToDevice(*in, value.data(), value.size()).ok());
+  IOBuffers put;
+  put.Append(*in, value.size(), true);
+  IOBuffers get;
+  get.Append(*out, value.size(), true);
+  ASSERT_TRUE(client.RegisterMemory(put, MemoryInfo{RuntimeKind::kCuda, 0}).ok());
+  ASSERT_TRUE(client.RegisterMemory(get, MemoryInfo{RuntimeKind::kCuda, 0}).ok());
+  const uint64_t before = SocketBytes(*server);
+  Result<BatchResult> stored = client.MSet({"layer-0"}, put);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_EQ(stored->status, BatchCode::kSuccess) << stored->error.ToString();
+  Result<GetResult> loaded = client.MGet({"layer-0"}, {}, get);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->status, BatchCode::kSuccess) << loaded->error.ToString();
+  EXPECT_LT(SocketBytes(*server) - before, 4096u);  // the bytes went over UCX
+  std::vector<char> back(value.size());
+  ASSERT_TRUE(cuda->CopyToHost(back.data(), *out, back.size()).ok());
+  EXPECT_EQ(back, value);
+  EXPECT_TRUE(cuda->FreeDevice(*in).ok());
+  EXPECT_TRUE(cuda->FreeDevice(*out).ok());
+}
+
+TEST_F(UcxTransportTest, ANodeWithoutUcxIsServedOverTcpWithTheReason) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(InitRdma(client, server->address()).ok());
+  EXPECT_EQ(client.transport(), "TCP");
+  EXPECT_NE(client.transport_reason().find("offers no UCX"), std::string::npos)
+      << client.transport_reason();
+  std::vector<std::vector<char>> values = {Pattern(5, 1 << 20)};
+  ASSERT_EQ(client.MSet({"k"}, Buffers(values))->status, BatchCode::kSuccess);
+
+  // eic_trans_type 1 keeps TCP with a node that does offer UCX.
+  auto with_ucx = StartNode(UcxNodeOptions());
+  ASSERT_NE(with_ucx, nullptr);
+  Client tcp;
+  InitOptions options;
+  options.transport_type = 1;
+  ASSERT_TRUE(tcp.Init("ucx-tcp", with_ucx->address(), options).ok());
+  EXPECT_EQ(tcp.transport(), "TCP");
+}
+
+TEST_F(UcxTransportTest, ARestartedNodeIsAttachedAgain) {
+  ServerOptions options = UcxNodeOptions();
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  options.listen = server->address();  // the same port after the restart
+  Client client;
+  ASSERT_TRUE(InitRdma(client, server->address()).ok());
+  ASSERT_EQ(client.transport(), "UCX") << client.transport_reason();
+  std::vector<std::vector<char>> values = {Pattern(6, 256 << 10)};
+  ASSERT_EQ(client.MSet({"before"}, Buffers(values))->status, BatchCode::kSuccess);
+
+  server->Stop();
+  server.reset();
+  server = StartNode(options);  // another worker, another arena
+  ASSERT_NE(server, nullptr);
+  // Calls on sessions of the old node fail Unavailable; the pool reconnects (after its backoff)
+  // and each new session attaches the new worker.
+  std::vector<std::vector<char>> out = {std::vector<char>(256 << 10)};
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  bool round_trip = false;
+  while (!round_trip && std::chrono::steady_clock::now() < give_up) {
+    Result<BatchResult> put = client.MSet({"after"}, Buffers(values));
+    if (!put.ok() || put->status != BatchCode::kSuccess) continue;
+    Result<GetResult> got = client.MGet({"after"}, {}, Buffers(out));
+    round_trip = got.ok() && got->status == BatchCode::kSuccess;
+  }
+  ASSERT_TRUE(round_trip);
+  EXPECT_EQ(out[0], values[0]);
+  EXPECT_EQ(client.MExist({"before"})->codes[0], KeyCode::kKeyNotExist);  // a fresh node
+}
+
+// An ArenaAccess that fails chosen transfers as a lost one does (Unavailable), passing the rest
+// to the real UCX access.
+class LosingAccess final : public client::ArenaAccess {
+ public:
+  explicit LosingAccess(client::UcxArena* real) : real_(real) {}
+  std::string_view name() const override { return "UCX (losing)"; }
+  bool lends() const override { return false; }
+  Status Write(client::Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
+               Deadline deadline) override {
+    if (writes_++ == lose_write) return Status::Unavailable("the write was lost");
+    return real_->Write(conn, offset, from, bytes, deadline);
+  }
+  Status Read(client::Connection& conn, uint64_t offset, void* to, uint64_t bytes,
+              Deadline deadline) override {
+    if (reads_++ == lose_read) return Status::Unavailable("the read was lost");
+    return real_->Read(conn, offset, to, bytes, deadline);
+  }
+  Result<const uint8_t*> Lend(client::Connection& conn, uint64_t offset, uint64_t bytes) override {
+    return real_->Lend(conn, offset, bytes);
+  }
+  Result<bool> LeasesHeld(client::Connection& conn, Deadline deadline) override {
+    return real_->LeasesHeld(conn, deadline);
+  }
+  int lose_write = -1;
+  int lose_read = -1;
+
+ private:
+  client::UcxArena* real_;
+  int writes_ = 0;
+  int reads_ = 0;
+};
+
+TEST_F(UcxTransportTest, ALostTransferFailsItsKeyAloneAndTheNextOneReconnects) {
+  auto server = StartNode(UcxNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Result<std::unique_ptr<client::UcxArena>> opened = client::UcxArena::Open(ProcessUcxRuntime());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<client::UcxArena> ucx = std::move(opened).value();
+  client::PoolOptions pool_options;
+  pool_options.connections = 1;
+  client::UcxArena* arena = ucx.get();
+  pool_options.attach = [arena](client::Connection& conn, Deadline deadline) {
+    return arena->Attach(conn, deadline);
+  };
+  Result<client::Endpoint> endpoint = client::ParseEndpoint(server->address());
+  ASSERT_TRUE(endpoint.ok());
+  auto pool = std::make_unique<client::ConnectionPool>(endpoint->nodes[0], pool_options);
+  const Deadline deadline = MonotonicClock::now() + std::chrono::seconds(30);
+  Result<std::shared_ptr<client::Connection>> conn = pool->ConnectFirst(deadline);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  auto losing = std::make_unique<LosingAccess>(arena);
+  LosingAccess* faults = losing.get();
+  client::ArenaTransport transport(std::move(losing), std::move(pool));
+
+  // Three 64 KiB values, the second one's write lost: it alone fails, the others are stored.
+  std::vector<std::vector<char>> values = {Pattern(7, 64 << 10), Pattern(8, 64 << 10),
+                                           Pattern(9, 64 << 10)};
+  std::vector<protocol::MsetItem> items;
+  const std::vector<std::string> keys = {"a", "b", "c"};
+  for (size_t k = 0; k < keys.size(); ++k)
+    items.push_back({keys[k], "", values[k].size(), values[k].data()});
+  const std::vector<client::FrameSlice> slices = {{0, 3}};
+  client::PutBatch put;
+  put.items = items;
+  put.slices = slices;
+  faults->lose_write = 1;
+  std::unique_ptr<client::TransportCall> call;
+  transport.StartPut(put, deadline, &call);
+  std::span<client::FrameResult> stored = call->Finish(deadline);
+  ASSERT_EQ(stored.size(), 1u);
+  ASSERT_TRUE(stored[0].status.ok()) << stored[0].status.ToString();
+  EXPECT_EQ(stored[0].codes,
+            (std::vector<StatusCode>{StatusCode::kOk, StatusCode::kUnavailable, StatusCode::kOk}));
+  EXPECT_EQ(server->Stats().Get("reserved_bytes"), 0u);  // the lost one's extent was aborted
+
+  // A get whose first read is lost: that key alone fails; "b" was never stored.
+  std::vector<std::vector<char>> out(3, std::vector<char>(64 << 10));
+  std::vector<protocol::MgetKey> get_keys;
+  std::vector<char*> destinations;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    get_keys.push_back({keys[k], out[k].size()});
+    destinations.push_back(out[k].data());
+  }
+  client::GetBatch get;
+  get.keys = get_keys;
+  get.destinations = destinations;
+  get.slices = slices;
+  faults->lose_read = 0;
+  transport.StartGet(get, deadline, nullptr, &call);
+  std::span<client::FrameResult> read = call->Finish(deadline);
+  ASSERT_TRUE(read[0].status.ok()) << read[0].status.ToString();
+  EXPECT_EQ(read[0].codes, (std::vector<StatusCode>{StatusCode::kUnavailable, StatusCode::kNotFound,
+                                                    StatusCode::kOk}));
+  EXPECT_EQ(out[2], values[2]);
+
+  // A real failure: a read past its deadline, which UCX cannot finish without the node's
+  // worker, closes the endpoint; the next transfer connects a fresh one.
+  EXPECT_EQ(arena->endpoints_connected(), 1u);
+  std::vector<char> late(64 << 10);
+  Status lost = arena->Read(**conn, 0, late.data(), late.size(), MonotonicClock::now());
+  if (lost.ok()) GTEST_SKIP() << "the read finished before its deadline could pass";
+  EXPECT_TRUE(lost.code() == StatusCode::kTimeout || lost.code() == StatusCode::kUnavailable)
+      << lost.ToString();
+  transport.StartGet(get, deadline, nullptr, &call);
+  read = call->Finish(deadline);
+  ASSERT_TRUE(read[0].status.ok()) << read[0].status.ToString();
+  EXPECT_EQ(read[0].codes[0], StatusCode::kOk);
+  EXPECT_EQ(out[0], values[0]);
+  EXPECT_EQ(arena->endpoints_connected(), 2u);
+
+  // A range outside the arena is the node's fault and never reaches UCX.
+  Status outside = arena->Read(**conn, uint64_t{1} << 40, late.data(), 1, deadline);
+  EXPECT_EQ(outside.code(), StatusCode::kCorruption) << outside.ToString();
+}
+
+}  // namespace
+}  // namespace kvport
