@@ -118,22 +118,26 @@ class PutCall final : public TransportCall {
       protocol::ShmCommitRequest& request = commit->handler.request;
       request.reservation_id = reserved.reservation_id;
       request.commit.assign(reserved.items.size(), 0);
+      moves_.clear();
+      for (size_t k = 0; k < reserved.items.size(); ++k) {
+        if (reserved.items[k].status != StatusCode::kOk) continue;
+        const protocol::MsetItem& item = batch_.items[call.slice.begin + k];
+        moves_.push_back({reserved.items[k].offset, item.value_length,
+                          const_cast<void*>(item.value), k, Status::Ok()});  // only read
+      }
       {
         std::shared_lock writing = call.conn->BeginArenaWrite();
-        for (size_t k = 0; k < reserved.items.size(); ++k) {
-          if (reserved.items[k].status != StatusCode::kOk) continue;
-          const protocol::MsetItem& item = batch_.items[call.slice.begin + k];
-          Status written = access_->Write(*call.conn, reserved.items[k].offset, item.value,
-                                          item.value_length, deadline_);
-          if (written.code() == StatusCode::kCorruption) {
-            r.status = written;  // the node broke the protocol: fail the frame
-            break;
-          }
-          if (!written.ok()) {
-            r.codes[k] = written.code();  // this value alone: aborted below
-            continue;
-          }
-          request.commit[k] = 1;
+        access_->Write(*call.conn, moves_, deadline_);
+      }
+      for (const ArenaMove& move : moves_) {
+        if (move.status.code() == StatusCode::kCorruption) {
+          r.status = move.status;  // the node broke the protocol: fail the frame
+          break;
+        }
+        if (move.status.ok()) {
+          request.commit[move.item] = 1;
+        } else {
+          r.codes[move.item] = move.status.code();  // this value alone: aborted below
         }
       }
       if (!r.status.ok()) {
@@ -163,6 +167,7 @@ class PutCall final : public TransportCall {
   bool committing_ = false;
   std::vector<FrameResult> results_;                                // per frame, from Commit
   std::vector<std::unique_ptr<FrameCall<CommitHandler>>> commits_;  // per frame; conn null: none
+  std::vector<ArenaMove> moves_;                                    // one frame's values at a time
 };
 
 // A get: the pins are sent at start; Finish copies the hits out (or lends them) and lets the
@@ -191,7 +196,7 @@ class GetCall final : public TransportCall {
         held->Add(call->conn, got.lease_id);
         if (loan_ != nullptr) loan_->sessions.push_back(call->conn);
       }
-      bool read_any = false;
+      moves_.clear();
       for (size_t k = 0; k < got.results.size(); ++k) {
         const protocol::ShmGetResult& item = got.results[k];
         r.codes.push_back(item.status);
@@ -199,22 +204,27 @@ class GetCall final : public TransportCall {
         r.metas.emplace_back(item.meta);
         if (item.status != StatusCode::kOk) continue;
         const size_t i = call->slice.begin + k;
-        Status moved;
         if (loan_ == nullptr) {
-          moved = access_->Read(*call->conn, item.offset, batch_.destinations[i], item.value_length,
-                                deadline_);
-          read_any = true;
-        } else {
-          Result<const uint8_t*> view = access_->Lend(*call->conn, item.offset, item.value_length);
-          if (view.ok()) loan_->views[i] = *view;
-          moved = view.status();
+          moves_.push_back(
+              {item.offset, item.value_length, batch_.destinations[i], k, Status::Ok()});
+          continue;
         }
-        if (moved.code() == StatusCode::kCorruption) {
-          r.status = moved;  // the node broke the protocol
-          call->conn->Close(moved);
+        Result<const uint8_t*> view = access_->Lend(*call->conn, item.offset, item.value_length);
+        if (view.ok()) {
+          loan_->views[i] = *view;
+        } else {
+          moves_.push_back({item.offset, item.value_length, nullptr, k, view.status()});
+        }
+      }
+      const bool read_any = loan_ == nullptr && !moves_.empty();
+      if (read_any) access_->Read(*call->conn, moves_, deadline_);
+      for (const ArenaMove& move : moves_) {
+        if (move.status.code() == StatusCode::kCorruption) {
+          r.status = move.status;  // the node broke the protocol
+          call->conn->Close(move.status);
           break;
         }
-        if (!moved.ok()) r.codes.back() = moved.code();  // this value alone
+        if (!move.status.ok()) r.codes[move.item] = move.status.code();  // this value alone
       }
       // Read under the lease: trusted only if the node had not ended it (the session closed
       // meanwhile, and the bytes may have been reused) by the time the reads were done.
@@ -240,21 +250,25 @@ class GetCall final : public TransportCall {
   Loan* const loan_;
   std::vector<std::unique_ptr<FrameCall<GetHandler>>> gets_;
   std::vector<FrameResult> results_;
+  std::vector<ArenaMove> moves_;  // one frame's values at a time
 };
 
 }  // namespace
 
-Status MappedArena::Write(Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
-                          Deadline) {
-  KVPORT_ASSIGN_OR_RETURN(uint8_t * to, conn.arena()->WriteRange(offset, bytes));
-  if (bytes > 0) std::memcpy(to, from, bytes);
-  return Status::Ok();
+void MappedArena::Write(Connection& conn, std::span<ArenaMove> moves, Deadline) {
+  for (ArenaMove& move : moves) {
+    Result<uint8_t*> to = conn.arena()->WriteRange(move.offset, move.bytes);
+    move.status = to.status();
+    if (to.ok() && move.bytes > 0) std::memcpy(*to, move.local, move.bytes);
+  }
 }
 
-Status MappedArena::Read(Connection& conn, uint64_t offset, void* to, uint64_t bytes, Deadline) {
-  KVPORT_ASSIGN_OR_RETURN(const uint8_t* from, conn.arena()->ReadRange(offset, bytes));
-  if (bytes > 0) std::memcpy(to, from, bytes);
-  return Status::Ok();
+void MappedArena::Read(Connection& conn, std::span<ArenaMove> moves, Deadline) {
+  for (ArenaMove& move : moves) {
+    Result<const uint8_t*> from = conn.arena()->ReadRange(move.offset, move.bytes);
+    move.status = from.status();
+    if (from.ok() && move.bytes > 0) std::memcpy(move.local, *from, move.bytes);
+  }
 }
 
 Result<const uint8_t*> MappedArena::Lend(Connection& conn, uint64_t offset, uint64_t bytes) {

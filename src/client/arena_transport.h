@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,15 @@
 #include "client/transport.h"
 
 namespace kvport::client {
+
+// One value moved between the caller's memory and [offset, offset + bytes) of the arena.
+struct ArenaMove {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  void* local = nullptr;  // a write's source (only read), a read's destination
+  size_t item = 0;        // which item of its frame (for the caller)
+  Status status;          // the outcome, set by the access
+};
 
 // How values reach the arena of the node a session (a Connection of the transport's pool) is
 // attached to. Offsets and lengths come from the node's answers: each is checked against the
@@ -44,14 +54,13 @@ class ArenaAccess {
   // Whether Lend works (the arena is mapped in this process).
   virtual bool lends() const = 0;
 
-  // Copies `bytes` from `from` into the arena at `offset` (an extent `conn`'s session reserved),
-  // or from the arena into `to`. Corruption when the range is not inside the arena (the node
-  // broke the protocol: the caller closes the connection); any other error fails this value
-  // alone (Unavailable: the transfer was lost; Timeout: `deadline` passed).
-  virtual Status Write(Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
-                       Deadline deadline) = 0;
-  virtual Status Read(Connection& conn, uint64_t offset, void* to, uint64_t bytes,
-                      Deadline deadline) = 0;
+  // Copies each move's bytes into the arena (extents `conn`'s session reserved), or out of it
+  // (values it leased), all of a frame's at once so that their transfers may overlap; returns
+  // when every one is done, its outcome in its status: Corruption when the range is not inside
+  // the arena (the node broke the protocol: the caller closes the connection); any other error
+  // fails that value alone (Unavailable: the transfer was lost; Timeout: `deadline` passed).
+  virtual void Write(Connection& conn, std::span<ArenaMove> moves, Deadline deadline) = 0;
+  virtual void Read(Connection& conn, std::span<ArenaMove> moves, Deadline deadline) = 0;
   // The value at [offset, offset + bytes) in place, valid while `conn`'s lease on it stands.
   virtual Result<const uint8_t*> Lend(Connection& conn, uint64_t offset, uint64_t bytes) = 0;
   // Called after reading leased values on `conn`: whether the node still held its session's
@@ -68,10 +77,8 @@ class MappedArena final : public ArenaAccess {
   // PoolOptions::arena_mapper of the pool this access is used with.
   ArenaMapper* mapper() { return &mapper_; }
 
-  Status Write(Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
-               Deadline deadline) override;
-  Status Read(Connection& conn, uint64_t offset, void* to, uint64_t bytes,
-              Deadline deadline) override;
+  void Write(Connection& conn, std::span<ArenaMove> moves, Deadline deadline) override;
+  void Read(Connection& conn, std::span<ArenaMove> moves, Deadline deadline) override;
   Result<const uint8_t*> Lend(Connection& conn, uint64_t offset, uint64_t bytes) override;
   Result<bool> LeasesHeld(Connection& conn, Deadline deadline) override;
 

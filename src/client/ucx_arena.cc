@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <utility>
+#include <vector>
 
 #include "client/batch_call.h"
 #include "kvport/log.h"
@@ -111,17 +112,33 @@ Status UcxArena::Transferred(const std::shared_ptr<NodeWorker>& node, Status s) 
   return s;
 }
 
-Status UcxArena::Write(Connection&, uint64_t offset, const void* from, uint64_t bytes,
-                       Deadline deadline) {
-  if (bytes == 0) return Status::Ok();
-  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<NodeWorker> node, Current());
-  return Transferred(node, node->peer->Put(from, bytes, *node->arena, offset, deadline));
+void UcxArena::Move(std::span<ArenaMove> moves, Deadline deadline, bool put) {
+  Result<std::shared_ptr<NodeWorker>> node = Current();
+  if (!node.ok()) {
+    for (ArenaMove& move : moves)
+      move.status = node.status();
+    return;
+  }
+  std::vector<ucx::Peer::Transfer> transfers;
+  transfers.reserve(moves.size());
+  for (const ArenaMove& move : moves)
+    transfers.push_back({move.local, move.bytes, move.offset, Status::Ok()});
+  ucx::Peer& peer = *(*node)->peer;
+  if (put) {
+    peer.PutAll(transfers, *(*node)->arena, deadline);
+  } else {
+    peer.GetAll(transfers, *(*node)->arena, deadline);
+  }
+  for (size_t i = 0; i < moves.size(); ++i)
+    moves[i].status = Transferred(*node, std::move(transfers[i].status));
 }
 
-Status UcxArena::Read(Connection&, uint64_t offset, void* to, uint64_t bytes, Deadline deadline) {
-  if (bytes == 0) return Status::Ok();
-  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<NodeWorker> node, Current());
-  return Transferred(node, node->peer->Get(to, bytes, *node->arena, offset, deadline));
+void UcxArena::Write(Connection&, std::span<ArenaMove> moves, Deadline deadline) {
+  Move(moves, deadline, /*put=*/true);
+}
+
+void UcxArena::Read(Connection&, std::span<ArenaMove> moves, Deadline deadline) {
+  Move(moves, deadline, /*put=*/false);
 }
 
 Result<const uint8_t*> UcxArena::Lend(Connection&, uint64_t, uint64_t) {

@@ -9,16 +9,18 @@
 // sessions share them (the keys are the node's, not a session's). A value moves by one Peer::Put
 // into the extent SHM_RESERVE gave, or one Peer::Get out of the extent SHM_GET leased; after a
 // get's reads, one 8-byte read of the session's lease word says whether the node still held the
-// leases. Every range is checked against the attached region first (ucx::Peer), so a reply
-// naming bytes outside the arena is Corruption and never reaches UCX.
+// leases. A frame's values are posted together and waited for together (ucx::Peer::PutAll,
+// GetAll: one flush for all of a frame's puts). Every range is checked against the attached
+// region first (ucx::Peer), so a reply naming bytes outside the arena is Corruption and never
+// reaches UCX.
 //
 // An operation that fails (the transfer was lost, or ran past its deadline and UCX's endpoint
 // was closed) fails that value alone; the next operation connects a fresh endpoint to the same
 // worker and attaches the regions again. A node that restarted has another worker: the first
 // session attached to it replaces the endpoint and the regions.
 //
-// Thread-safe. Each transfer is synchronous and the worker serializes them (ucx::Worker): calls
-// from several threads queue on it.
+// Thread-safe. A frame's transfers hold the worker until they are done (ucx::Worker): calls from
+// several threads queue on it.
 #pragma once
 
 #include <cstdint>
@@ -48,10 +50,8 @@ class UcxArena final : public ArenaAccess {
 
   std::string_view name() const override { return "UCX"; }
   bool lends() const override { return false; }
-  Status Write(Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
-               Deadline deadline) override;
-  Status Read(Connection& conn, uint64_t offset, void* to, uint64_t bytes,
-              Deadline deadline) override;
+  void Write(Connection& conn, std::span<ArenaMove> moves, Deadline deadline) override;
+  void Read(Connection& conn, std::span<ArenaMove> moves, Deadline deadline) override;
   Result<const uint8_t*> Lend(Connection& conn, uint64_t offset, uint64_t bytes) override;
   Result<bool> LeasesHeld(Connection& conn, Deadline deadline) override;
 
@@ -68,8 +68,11 @@ class UcxArena final : public ArenaAccess {
   Result<std::shared_ptr<NodeWorker>> Current();
   // After a failed transfer through `node`: its endpoint is not used again.
   void Broken(const std::shared_ptr<NodeWorker>& node);
-  // Maps ucx::Peer's verdicts to ArenaAccess's: an out-of-range offset is the node's fault.
+  // Maps ucx::Peer's verdicts to ArenaAccess's: an out-of-range offset is the node's fault; any
+  // other failure breaks the endpoint.
   Status Transferred(const std::shared_ptr<NodeWorker>& node, Status s);
+  // Every move through the node's endpoint at once (Peer::PutAll / GetAll).
+  void Move(std::span<ArenaMove> moves, Deadline deadline, bool put);
 
   const std::unique_ptr<ucx::Worker> worker_;
   mutable Mutex mu_;

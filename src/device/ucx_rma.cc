@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <utility>
+#include <vector>
 
 #include "common/thread_annotations.h"
 #include "device/ucx_api.h"
@@ -44,29 +45,64 @@ struct WorkerState {
     return Status::Unavailable(fmt::format("{} failed: {}", call, api_.StatusText(status)));
   }
 
-  // Waits for the request of a nonblocking call (or its immediate status) to complete,
-  // progressing the worker. At the deadline `on_deadline` is called once (it must make the
-  // request complete: closing its endpoint by force does), and the wait goes on until it has:
-  // a request is never left to write into memory after its call returned.
+  // A nonblocking call's request (or its immediate status), and where its outcome goes.
+  struct Posted {
+    ucs_status_ptr_t request;
+    Status* outcome;
+  };
+
+  // Waits for every posted request to complete, progressing the worker, and sets each outcome.
+  // At the deadline `on_deadline` is called once (it must make the requests complete: closing
+  // their endpoint by force does), and the wait goes on until they have: a request is never
+  // left to write into memory after its call returned.
   template <typename OnDeadline>
-  Status Wait(std::string_view call, ucs_status_ptr_t request, MonotonicClock::time_point deadline,
-              OnDeadline on_deadline) REQUIRES(mu_) {
-    if (request == nullptr) return Status::Ok();
-    if (UCS_PTR_IS_ERR(request)) return Failed(call, UCS_PTR_STATUS(request));
+  void WaitAll(std::string_view call, std::span<Posted> posted, MonotonicClock::time_point deadline,
+               OnDeadline on_deadline) REQUIRES(mu_) {
+    size_t open = 0;
+    for (Posted& p : posted) {
+      if (UCS_PTR_IS_ERR(p.request)) {
+        *p.outcome = Failed(call, UCS_PTR_STATUS(p.request));
+        p.request = nullptr;
+      } else if (p.request == nullptr) {
+        *p.outcome = Status::Ok();
+      } else {
+        ++open;
+      }
+    }
     bool expired = false;
-    ucs_status_t status;
-    while ((status = api_.request_check_status(request)) == UCS_INPROGRESS) {
+    while (open > 0) {
       api_.worker_progress(worker_);
-      if (!expired && MonotonicClock::now() >= deadline) {
+      for (Posted& p : posted) {
+        if (p.request == nullptr) continue;
+        const ucs_status_t status = api_.request_check_status(p.request);
+        if (status == UCS_INPROGRESS) continue;
+        api_.request_free(p.request);
+        p.request = nullptr;
+        --open;
+        if (status == UCS_OK) {
+          *p.outcome = Status::Ok();
+        } else if (expired) {
+          *p.outcome =
+              Status::Timeout(fmt::format("{} did not complete before its deadline", call));
+        } else {
+          *p.outcome = Failed(call, status);
+        }
+      }
+      if (open > 0 && !expired && MonotonicClock::now() >= deadline) {
         expired = true;
         on_deadline();
       }
     }
-    api_.request_free(request);
-    if (expired && status != UCS_OK) {
-      return Status::Timeout(fmt::format("{} did not complete before its deadline", call));
-    }
-    return status == UCS_OK ? Status::Ok() : Failed(call, status);
+  }
+
+  // WaitAll for one request.
+  template <typename OnDeadline>
+  Status Wait(std::string_view call, ucs_status_ptr_t request, MonotonicClock::time_point deadline,
+              OnDeadline on_deadline) REQUIRES(mu_) {
+    Status outcome;
+    Posted posted{request, &outcome};
+    WaitAll(call, std::span<Posted>(&posted, 1), deadline, on_deadline);
+    return outcome;
   }
 
   const UcxApi api_;  // a copy: the library is never unloaded, the runtime may go first
@@ -100,11 +136,15 @@ struct EndpointState {
     (void)worker_->Wait("ucp_ep_close_nbx", request, MonotonicClock::time_point::max(), [] {});
   }
 
-  // Waits for an operation on this endpoint; past the deadline, closes it.
+  // Waits for operations on this endpoint; past the deadline, closes it.
   Status Wait(std::string_view call, ucs_status_ptr_t request, MonotonicClock::time_point deadline)
       REQUIRES(worker_->mu_) {
     // The analysis cannot see that WorkerState::Wait, which calls it, holds worker_->mu_.
     return worker_->Wait(call, request, deadline, [this]() NO_THREAD_SAFETY_ANALYSIS { Close(); });
+  }
+  void WaitAll(std::string_view call, std::span<WorkerState::Posted> posted,
+               MonotonicClock::time_point deadline) REQUIRES(worker_->mu_) {
+    worker_->WaitAll(call, posted, deadline, [this]() NO_THREAD_SAFETY_ANALYSIS { Close(); });
   }
 
   // Unavailable once the endpoint was closed (an operation ran past its deadline).
@@ -248,36 +288,66 @@ Result<uint64_t> RemoteAddress(const RemoteRegion& region, uint64_t offset, size
 
 }  // namespace
 
+void Peer::Move(std::span<Transfer> transfers, const RemoteRegion& region,
+                MonotonicClock::time_point deadline, bool put) {
+  EndpointState& e = *endpoint_;
+  std::vector<WorkerState::Posted> posted;
+  posted.reserve(transfers.size());
+  MutexLock lock(e.worker_->mu_);
+  const Status open = e.CheckOpen();
+  for (Transfer& t : transfers) {
+    Result<uint64_t> remote = RemoteAddress(region, t.offset, t.bytes, put ? "put" : "get");
+    if (!remote.ok()) {
+      t.status = remote.status();
+      continue;
+    }
+    if (t.bytes == 0 || !open.ok()) {
+      t.status = t.bytes == 0 ? Status::Ok() : open;
+      continue;
+    }
+    ucp_request_param_t param{};
+    const auto rkey = static_cast<ucp_rkey_h>(region.rkey_);
+    posted.push_back({put ? e.worker_->api_.put_nbx(e.ep_, t.local, t.bytes, *remote, rkey, &param)
+                          : e.worker_->api_.get_nbx(e.ep_, t.local, t.bytes, *remote, rkey, &param),
+                      &t.status});
+  }
+  if (posted.empty()) return;
+  e.WaitAll(put ? "ucp_put_nbx" : "ucp_get_nbx", posted, deadline);
+  if (!put) return;
+  // A put completes locally once its buffer may be reused; one flush makes them all remote.
+  Status flushed = e.CheckOpen();
+  if (flushed.ok()) {
+    ucp_request_param_t param{};
+    flushed = e.Wait("ucp_ep_flush_nbx", e.worker_->api_.ep_flush_nbx(e.ep_, &param), deadline);
+  }
+  if (flushed.ok()) return;
+  for (const WorkerState::Posted& p : posted) {
+    if (p.outcome->ok()) *p.outcome = flushed;
+  }
+}
+
+void Peer::GetAll(std::span<Transfer> transfers, const RemoteRegion& region,
+                  MonotonicClock::time_point deadline) {
+  Move(transfers, region, deadline, /*put=*/false);
+}
+
+void Peer::PutAll(std::span<Transfer> transfers, const RemoteRegion& region,
+                  MonotonicClock::time_point deadline) {
+  Move(transfers, region, deadline, /*put=*/true);
+}
+
 Status Peer::Get(void* local, size_t bytes, const RemoteRegion& region, uint64_t offset,
                  MonotonicClock::time_point deadline) {
-  KVPORT_ASSIGN_OR_RETURN(uint64_t remote, RemoteAddress(region, offset, bytes, "get"));
-  if (bytes == 0) return Status::Ok();
-  EndpointState& e = *endpoint_;
-  MutexLock lock(e.worker_->mu_);
-  KVPORT_RETURN_IF_ERROR(e.CheckOpen());
-  ucp_request_param_t param{};
-  return e.Wait("ucp_get_nbx",
-                e.worker_->api_.get_nbx(e.ep_, local, bytes, remote,
-                                        static_cast<ucp_rkey_h>(region.rkey_), &param),
-                deadline);
+  Transfer t{local, bytes, offset, Status::Ok()};
+  Move(std::span<Transfer>(&t, 1), region, deadline, /*put=*/false);
+  return t.status;
 }
 
 Status Peer::Put(const void* local, size_t bytes, const RemoteRegion& region, uint64_t offset,
                  MonotonicClock::time_point deadline) {
-  KVPORT_ASSIGN_OR_RETURN(uint64_t remote, RemoteAddress(region, offset, bytes, "put"));
-  if (bytes == 0) return Status::Ok();
-  EndpointState& e = *endpoint_;
-  MutexLock lock(e.worker_->mu_);
-  KVPORT_RETURN_IF_ERROR(e.CheckOpen());
-  ucp_request_param_t param{};
-  KVPORT_RETURN_IF_ERROR(
-      e.Wait("ucp_put_nbx",
-             e.worker_->api_.put_nbx(e.ep_, local, bytes, remote,
-                                     static_cast<ucp_rkey_h>(region.rkey_), &param),
-             deadline));
-  // A put completes locally once its buffer may be reused; the flush makes it remote.
-  KVPORT_RETURN_IF_ERROR(e.CheckOpen());
-  return e.Wait("ucp_ep_flush_nbx", e.worker_->api_.ep_flush_nbx(e.ep_, &param), deadline);
+  Transfer t{const_cast<void*>(local), bytes, offset, Status::Ok()};  // only read
+  Move(std::span<Transfer>(&t, 1), region, deadline, /*put=*/true);
+  return t.status;
 }
 
 #else  // !KVPORT_HAVE_UCX
@@ -316,6 +386,19 @@ Status Peer::Get(void*, size_t, const RemoteRegion&, uint64_t, MonotonicClock::t
 }
 Status Peer::Put(const void*, size_t, const RemoteRegion&, uint64_t, MonotonicClock::time_point) {
   return Status::NotSupported("this build of kvport has no UCX support");
+}
+void Peer::Move(std::span<Transfer> transfers, const RemoteRegion&, MonotonicClock::time_point,
+                bool) {
+  for (Transfer& t : transfers)
+    t.status = Status::NotSupported("this build of kvport has no UCX support");
+}
+void Peer::GetAll(std::span<Transfer> transfers, const RemoteRegion& region,
+                  MonotonicClock::time_point deadline) {
+  Move(transfers, region, deadline, false);
+}
+void Peer::PutAll(std::span<Transfer> transfers, const RemoteRegion& region,
+                  MonotonicClock::time_point deadline) {
+  Move(transfers, region, deadline, true);
 }
 
 #endif

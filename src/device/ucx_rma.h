@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -133,9 +134,26 @@ class Peer {
   Status Put(const void* local, size_t bytes, const RemoteRegion& region, uint64_t offset,
              MonotonicClock::time_point deadline);
 
+  // Many transfers with `region` at once, all posted before any is waited for (a put's flush is
+  // one for all of them), so their round trips overlap; each one's outcome in its `status`, with
+  // Get's and Put's meanings (a range outside the region fails that one alone, before anything
+  // moves). Returns once every one is complete.
+  struct Transfer {
+    void* local = nullptr;  // a put's source (only read), a get's destination
+    size_t bytes = 0;
+    uint64_t offset = 0;
+    Status status;
+  };
+  void GetAll(std::span<Transfer> transfers, const RemoteRegion& region,
+              MonotonicClock::time_point deadline);
+  void PutAll(std::span<Transfer> transfers, const RemoteRegion& region,
+              MonotonicClock::time_point deadline);
+
  private:
   friend class Worker;
   explicit Peer(std::shared_ptr<EndpointState> endpoint) : endpoint_(std::move(endpoint)) {}
+  void Move(std::span<Transfer> transfers, const RemoteRegion& region,
+            MonotonicClock::time_point deadline, bool put);
   std::shared_ptr<EndpointState> endpoint_;  // closed with its last region
 };
 

@@ -253,22 +253,22 @@ TEST_F(UcxTransportTest, ARestartedNodeIsAttachedAgain) {
   EXPECT_EQ(client.MExist({"before"})->codes[0], KeyCode::kKeyNotExist);  // a fresh node
 }
 
-// An ArenaAccess that fails chosen transfers as a lost one does (Unavailable), passing the rest
-// to the real UCX access.
+// An ArenaAccess that loses chosen values as a lost transfer does (Unavailable), passing the
+// rest to the real UCX access.
 class LosingAccess final : public client::ArenaAccess {
  public:
   explicit LosingAccess(client::UcxArena* real) : real_(real) {}
   std::string_view name() const override { return "UCX (losing)"; }
   bool lends() const override { return false; }
-  Status Write(client::Connection& conn, uint64_t offset, const void* from, uint64_t bytes,
-               Deadline deadline) override {
-    if (writes_++ == lose_write) return Status::Unavailable("the write was lost");
-    return real_->Write(conn, offset, from, bytes, deadline);
+  void Write(client::Connection& conn, std::span<client::ArenaMove> moves,
+             Deadline deadline) override {
+    real_->Write(conn, moves, deadline);
+    Lose(moves, &writes_, lose_write, "the write was lost");
   }
-  Status Read(client::Connection& conn, uint64_t offset, void* to, uint64_t bytes,
-              Deadline deadline) override {
-    if (reads_++ == lose_read) return Status::Unavailable("the read was lost");
-    return real_->Read(conn, offset, to, bytes, deadline);
+  void Read(client::Connection& conn, std::span<client::ArenaMove> moves,
+            Deadline deadline) override {
+    real_->Read(conn, moves, deadline);
+    Lose(moves, &reads_, lose_read, "the read was lost");
   }
   Result<const uint8_t*> Lend(client::Connection& conn, uint64_t offset, uint64_t bytes) override {
     return real_->Lend(conn, offset, bytes);
@@ -276,14 +276,27 @@ class LosingAccess final : public client::ArenaAccess {
   Result<bool> LeasesHeld(client::Connection& conn, Deadline deadline) override {
     return real_->LeasesHeld(conn, deadline);
   }
-  int lose_write = -1;
+  int lose_write = -1;  // which value (counting every one this access moved) to lose
   int lose_read = -1;
 
  private:
+  static void Lose(std::span<client::ArenaMove> moves, int* count, int lose, const char* why) {
+    for (client::ArenaMove& move : moves) {
+      if ((*count)++ == lose) move.status = Status::Unavailable(why);
+    }
+  }
   client::UcxArena* real_;
   int writes_ = 0;
   int reads_ = 0;
 };
+
+// One read of [offset, offset + bytes) through `arena`, its outcome.
+Status ReadOne(client::UcxArena& arena, client::Connection& conn, uint64_t offset, void* to,
+               uint64_t bytes, Deadline deadline) {
+  client::ArenaMove move{offset, bytes, to, 0, Status::Ok()};
+  arena.Read(conn, std::span<client::ArenaMove>(&move, 1), deadline);
+  return move.status;
+}
 
 TEST_F(UcxTransportTest, ALostTransferFailsItsKeyAloneAndTheNextOneReconnects) {
   auto server = StartNode(UcxNodeOptions());
@@ -352,7 +365,7 @@ TEST_F(UcxTransportTest, ALostTransferFailsItsKeyAloneAndTheNextOneReconnects) {
   // worker, closes the endpoint; the next transfer connects a fresh one.
   EXPECT_EQ(arena->endpoints_connected(), 1u);
   std::vector<char> late(64 << 10);
-  Status lost = arena->Read(**conn, 0, late.data(), late.size(), MonotonicClock::now());
+  Status lost = ReadOne(*arena, **conn, 0, late.data(), late.size(), MonotonicClock::now());
   if (lost.ok()) GTEST_SKIP() << "the read finished before its deadline could pass";
   EXPECT_TRUE(lost.code() == StatusCode::kTimeout || lost.code() == StatusCode::kUnavailable)
       << lost.ToString();
@@ -364,7 +377,7 @@ TEST_F(UcxTransportTest, ALostTransferFailsItsKeyAloneAndTheNextOneReconnects) {
   EXPECT_EQ(arena->endpoints_connected(), 2u);
 
   // A range outside the arena is the node's fault and never reaches UCX.
-  Status outside = arena->Read(**conn, uint64_t{1} << 40, late.data(), 1, deadline);
+  Status outside = ReadOne(*arena, **conn, uint64_t{1} << 40, late.data(), 1, deadline);
   EXPECT_EQ(outside.code(), StatusCode::kCorruption) << outside.ToString();
 }
 

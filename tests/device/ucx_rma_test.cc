@@ -167,6 +167,38 @@ TEST_P(UcxRmaTest, AClientReadsAndWritesTheNodesRegionOneSided) {
       EXPECT_EQ(in.code(), StatusCode::kInvalidArgument) << offset;
     }
     EXPECT_EQ(0, std::memcmp(arena.data(), original.data(), 2 << 20));
+
+    // Many at once: posted together, each with its own outcome; one outside the region fails
+    // alone, an empty one is done at once.
+    std::vector<std::vector<char>> values;
+    std::vector<ucx::Peer::Transfer> puts;
+    for (int i = 0; i < 8; ++i) {
+      values.push_back(Pattern(static_cast<char>('A' + i), 100000 + i));
+      puts.push_back({values.back().data(), values.back().size(),
+                      (3 << 20) + static_cast<uint64_t>(i) * 120000, Status::Ok()});
+    }
+    puts.push_back({values[0].data(), 64, kRegion - 10, Status::Ok()});
+    puts.push_back({nullptr, 0, 0, Status::Ok()});
+    (*peer)->PutAll(puts, **remote, deadline);
+    for (size_t i = 0; i < 8; ++i) {
+      ASSERT_TRUE(puts[i].status.ok()) << i << ": " << puts[i].status.ToString();
+      EXPECT_EQ(0, std::memcmp(arena.data() + puts[i].offset, values[i].data(), values[i].size()));
+    }
+    EXPECT_EQ(puts[8].status.code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(puts[9].status.ok());
+    std::vector<std::vector<char>> back;
+    std::vector<ucx::Peer::Transfer> gets;
+    for (size_t i = 0; i < 8; ++i) {
+      back.emplace_back(values[i].size());
+      gets.push_back({back.back().data(), back.back().size(), puts[i].offset, Status::Ok()});
+    }
+    gets.push_back({got.data(), 64, ~uint64_t{0} - 5, Status::Ok()});
+    (*peer)->GetAll(gets, **remote, deadline);
+    for (size_t i = 0; i < 8; ++i) {
+      ASSERT_TRUE(gets[i].status.ok()) << i << ": " << gets[i].status.ToString();
+      EXPECT_EQ(back[i], values[i]);
+    }
+    EXPECT_EQ(gets[8].status.code(), StatusCode::kInvalidArgument);
   }
   // A node sleeping on its event fd slept between the calls, and was woken for each.
   if (GetParam().node_sleeps) {

@@ -6,6 +6,8 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +15,9 @@
 #include "bench/bench_report.h"
 #include "bench/round_trip_baseline.h"
 #include "bench/socket_baseline.h"
+#include "bench/ucx_perftest_baseline.h"
 #include "kvport/server.h"
+#include "kvport/ucx.h"
 
 namespace kvport::bench {
 namespace {
@@ -250,8 +254,63 @@ TEST(BenchRunTest, TransportChoicesThatCannotWorkAreRefused) {
   EXPECT_EQ(RunBench(o).status().code(), StatusCode::kInvalidArgument);
   o.transport = TransportChoice::kBoth;
   EXPECT_EQ(RunBench(o).status().code(), StatusCode::kInvalidArgument);
+  o.transport = TransportChoice::kUcx;  // a unix: URL is shared memory, never UCX
+  EXPECT_EQ(RunBench(o).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(*ParseTransportChoice("both"), TransportChoice::kBoth);
+  EXPECT_EQ(*ParseTransportChoice("ucx"), TransportChoice::kUcx);
   EXPECT_FALSE(ParseTransportChoice("rdma").ok());
+}
+
+// --transport ucx: the phases one-sided over UCX (its tcp here) against an embedded node with
+// UCX, and ucx_perftest's put and get of the same message size as the limit, in one run.
+TEST(BenchRunTest, UcxIsMeasuredAgainstUcxPerftest) {
+  ::setenv("UCX_TLS", "tcp", 1);
+  if (!ProcessUcxRuntime().usable()) {
+    ::unsetenv("UCX_TLS");
+    GTEST_SKIP() << "no usable UCX here: " << ProcessUcxRuntime().reason();
+  }
+  BenchOptions o = TinyBench();
+  o.transport = TransportChoice::kUcx;
+  Result<BenchReport> r = RunBench(o);
+  ::unsetenv("UCX_TLS");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->transports, std::vector<Transport>{Transport::kUcx});
+  EXPECT_NE(r->node.find("with UCX"), std::string::npos) << r->node;
+  ExpectKvportPhasesPassed(*r, o);
+  for (const PhaseResult& p : r->kvport)
+    EXPECT_EQ(p.variant, "ucx");
+  ASSERT_EQ(r->ucx_perftest.size(), 2u);
+  if (r->ucx_perftest[0].error.find("ucx_perftest not found") != std::string::npos) {
+    GTEST_SKIP() << r->ucx_perftest[0].error;
+  }
+  for (const PhaseResult& p : r->ucx_perftest) {
+    EXPECT_TRUE(p.error.empty()) << p.error;
+    EXPECT_NE(p.variant.find("UCX_TLS=tcp"), std::string::npos) << p.variant;
+    EXPECT_EQ(p.bytes, p.calls * o.value_bytes);
+    EXPECT_GT(p.gb_per_second(), 0);
+  }
+  EXPECT_TRUE(r->RatioToLimit(Op::kPut, Transport::kUcx).has_value());
+  EXPECT_TRUE(r->RatioToLimit(Op::kGet, Transport::kUcx).has_value());
+  const std::string text = FormatBenchText(*r);
+  EXPECT_NE(text.find("kvport/perftest"), std::string::npos) << text;
+  EXPECT_NE(FormatBenchJson(*r).find("\"vs_ucx_perftest\""), std::string::npos);
+}
+
+TEST(BenchRunTest, UcxPerftestsFinalLineIsItsBandwidth) {
+  const std::string output =
+      "+--------------+\n"
+      "|    Stage     | # iterations | 50.0%ile | average | overall |  average |  overall |\n"
+      "Final:                   200   1670.145  1670.256  1670.256      598.71     612.50"
+      "         599         599\n";
+  Result<double> mb = ParseUcxPerftestBandwidth(output);
+  ASSERT_TRUE(mb.ok()) << mb.status().ToString();
+  EXPECT_DOUBLE_EQ(*mb, 612.50);
+  EXPECT_EQ(ParseUcxPerftestBandwidth("Final: 200 1.0\n").status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(ParseUcxPerftestBandwidth("no such line").status().code(), StatusCode::kCorruption);
+  UcxPerftestOptions missing;
+  missing.program = "/nonexistent/ucx_perftest";
+  EXPECT_EQ(RunUcxPerftest(Op::kPut, missing).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(RunUcxPerftest(Op::kExists, {}).status().code(), StatusCode::kInvalidArgument);
 }
 
 // --nodes 3: the same phases against one embedded node and against three as one static

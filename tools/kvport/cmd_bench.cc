@@ -246,9 +246,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
              "node), reporting cluster/node ratios")
           ->capture_default_str();
   cmd->add_option("--transport", flags->transport,
-                  "tcp, shm (same-host shared memory), both, or auto: both when the node offers "
-                  "shared memory (an embedded node of a build whose server has it, or a unix: "
-                  "URL), else tcp")
+                  "tcp, shm (same-host shared memory), both, ucx (one-sided over UCX, over the "
+                  "transports UCX_TLS allows, against ucx_perftest), or auto: both when the node "
+                  "offers shared memory (an embedded node of a build whose server has it, or a "
+                  "unix: URL), else tcp")
       ->capture_default_str();
   auto* value_size = cmd->add_option("--value-size", flags->value_size,
                                      "Bytes per value, with units (8MiB, 64KiB, 1000000)")

@@ -62,6 +62,8 @@ std::string_view TransportName(Transport transport) {
       return "tcp";
     case Transport::kShm:
       return "shm";
+    case Transport::kUcx:
+      return "ucx";
   }
   return "?";
 }
@@ -71,8 +73,9 @@ Result<TransportChoice> ParseTransportChoice(std::string_view name) {
   if (name == "tcp") return TransportChoice::kTcp;
   if (name == "shm") return TransportChoice::kShm;
   if (name == "both") return TransportChoice::kBoth;
-  return Status::InvalidArgument(
-      fmt::format("--transport: unknown transport '{}': expected tcp, shm, both or auto", name));
+  if (name == "ucx") return TransportChoice::kUcx;
+  return Status::InvalidArgument(fmt::format(
+      "--transport: unknown transport '{}': expected tcp, shm, both, ucx or auto", name));
 }
 
 std::string_view TransportChoiceName(TransportChoice choice) {
@@ -85,6 +88,8 @@ std::string_view TransportChoiceName(TransportChoice choice) {
       return "shm";
     case TransportChoice::kBoth:
       return "both";
+    case TransportChoice::kUcx:
+      return "ucx";
   }
   return "?";
 }

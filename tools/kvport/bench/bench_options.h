@@ -23,16 +23,20 @@ Result<std::vector<Op>> ParseOps(std::string_view list);
 // The inverse of ParseOps: "put,get".
 std::string OpList(const std::vector<Op>& ops);
 
-// How the client reaches the node: TCP (loopback here), or the same-host shared-memory
-// transport (a Unix socket for control frames, value bytes copied through the node's arena
-// mapped into the client). Each is compared with its own limit: the raw loopback socket for
-// TCP, one memcpy of the same bytes for shared memory.
-enum class Transport { kTcp, kShm };
-// "tcp", "shm".
+// How the client reaches the node: TCP (loopback here), the same-host shared-memory transport
+// (a Unix socket for control frames, value bytes copied through the node's arena mapped into
+// the client), or UCX (control frames over TCP, value bytes read and written one-sided in the
+// node's registered arena, over the transports UCX_TLS allows). Each is compared with its own
+// limit: the raw loopback socket for TCP, one memcpy of the same bytes for shared memory,
+// ucx_perftest's put and get of the same message size for UCX.
+enum class Transport { kTcp, kShm, kUcx };
+// "tcp", "shm", "ucx".
 std::string_view TransportName(Transport transport);
 
-// --transport: tcp, shm, both, or auto (both when the node offers shared memory, else tcp).
-enum class TransportChoice { kAuto, kTcp, kShm, kBoth };
+// --transport: tcp, shm, both, ucx (alone: the node then offers UCX and no shared memory, so
+// the client's eic_trans_type 2 takes UCX), or auto (both when the node offers shared memory,
+// else tcp).
+enum class TransportChoice { kAuto, kTcp, kShm, kBoth, kUcx };
 Result<TransportChoice> ParseTransportChoice(std::string_view name);
 std::string_view TransportChoiceName(TransportChoice choice);
 

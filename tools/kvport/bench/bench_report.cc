@@ -158,8 +158,8 @@ std::string FormatBenchText(const BenchReport& report) {
              : std::string("warm-up: none\n\n");
   out += fmt::format("  {:<7} {:<7} {:<13} {:>7} {:>9} {:>7} {:>8} {:>8} {:>8}\n", "system", "op",
                      "mode", "GB/s", "keys/s", "calls", "p50 ms", "p99 ms", "p999 ms");
-  for (const auto* list :
-       {&report.kvport, &report.cluster, &report.socket, &report.memcpy, &report.redis}) {
+  for (const auto* list : {&report.kvport, &report.cluster, &report.socket, &report.memcpy,
+                           &report.redis, &report.ucx_perftest}) {
     for (const PhaseResult& p : *list)
       out += Row(p);
   }
@@ -201,6 +201,14 @@ std::string FormatBenchText(const BenchReport& report) {
     limits += fmt::format("{}shm limit = memcpy into {} at {:.2f} GB/s", limits.empty() ? "" : "; ",
                           memcpy_limit->variant, memcpy_limit->gb_per_second());
   }
+  for (const PhaseResult& p : report.ucx_perftest) {
+    if (!p.error.empty()) {
+      out += fmt::format("ucx_perftest {} skipped: {}\n", OpName(p.op), p.error);
+      continue;
+    }
+    limits += fmt::format("{}ucx {} limit = ucx_perftest {} at {:.2f} GB/s",
+                          limits.empty() ? "" : "; ", OpName(p.op), p.variant, p.gb_per_second());
+  }
   out += limits.empty() ? std::string("\nratios:\n") : "\nratios (" + limits + "):\n";
   for (Op op : o.ops) {
     for (Transport t : report.transports) {
@@ -214,7 +222,7 @@ std::string FormatBenchText(const BenchReport& report) {
       }
       out += fmt::format(
           "  {:<7} {:<4} kvport/{:<7} {:>7}   kvport/redis {:>7}{}{}\n", OpName(op),
-          TransportName(t), tcp ? "limit" : "memcpy",
+          TransportName(t), tcp ? "limit" : (t == Transport::kShm ? "memcpy" : "perftest"),
           op == Op::kExists ? std::string("n/a") : RatioText(report.RatioToLimit(op, t)),
           RatioText(report.RatioToRedis(op, t)), peers,
           op == Op::kExists ? "  (keys/s)" : "  (GB/s)");
@@ -268,8 +276,8 @@ std::string FormatBenchJson(const BenchReport& report) {
                         {"tokens_per_chunk", o.shape->tokens_per_chunk}};
   }
   Json phases = Json::array();
-  for (const auto* list :
-       {&report.kvport, &report.cluster, &report.socket, &report.memcpy, &report.redis}) {
+  for (const auto* list : {&report.kvport, &report.cluster, &report.socket, &report.memcpy,
+                           &report.redis, &report.ucx_perftest}) {
     for (const PhaseResult& p : *list)
       phases.push_back(PhaseJson(p));
   }
@@ -283,7 +291,10 @@ std::string FormatBenchJson(const BenchReport& report) {
   const PhaseResult* memcpy_limit = report.MemcpyLimit();
   Json ratios = Json::object();
   Json ratios_shm = Json::object();
+  Json ratios_ucx = Json::object();
   for (Op op : o.ops) {
+    ratios_ucx[std::string(OpName(op))] = {
+        {"vs_ucx_perftest", Ratio(report.RatioToLimit(op, Transport::kUcx))}};
     Json tcp = {{"vs_limit", Ratio(report.RatioToLimit(op))},
                 {"vs_redis", Ratio(report.RatioToRedis(op))}};
     Json shm_ratios = {{"vs_memcpy", Ratio(report.RatioToLimit(op, Transport::kShm))},
@@ -324,6 +335,10 @@ std::string FormatBenchJson(const BenchReport& report) {
                                                : Json(nullptr)},
       {"ratios", std::move(ratios)},
       {"ratios_shm", shm ? std::move(ratios_shm) : Json(nullptr)},
+      {"ratios_ucx", std::find(report.transports.begin(), report.transports.end(),
+                               Transport::kUcx) != report.transports.end()
+                         ? std::move(ratios_ucx)
+                         : Json(nullptr)},
       {"cluster", std::move(cluster)},
       {"transport_note", report.transport_note},
       {"socket_skipped", report.socket_skipped},
@@ -343,6 +358,10 @@ std::string P50(const PhaseResult& p) {
 // The row's limit, named; with the informative other measurement when it is not the limit.
 std::string LimitMode(const MatrixRow& row) {
   if (row.limit.system.empty()) return "-";
+  if (row.limit.system == "ucx_perftest") {
+    return fmt::format("ucx_perftest put/get ({})",
+                       row.limit.error.empty() ? row.limit.variant : row.limit.error);
+  }
   if (row.limit.system != "memcpy") {
     if (row.socket_blocking.system.empty() || row.limit.variant == row.socket_blocking.variant) {
       return row.limit.variant;
@@ -378,7 +397,9 @@ std::string FormatMatrixText(const MatrixReport& report) {
       "limits: tcp = the fastest loopback socket mode with the row's connections as streams "
       "and writes of one call's bytes (1-8 MiB); shm = one memcpy of value x batch per thread "
       "through a 256 MiB pool (into the read buffers when larger); 'buffers' = the same copy "
-      "into the same buffers every call, cache-warm, for information\n"
+      "into the same buffers every call, cache-warm, for information; ucx = ucx_perftest's "
+      "ucp_put_bw (the limit column, put/limit) and ucp_get (get/limit) of value-size messages "
+      "over the same UCX_TLS\n"
       "round trip (rt): one call of the row's shape at a time per connection on a bare socket, "
       "the faster of blocking and busy-poll: tcp = the put's request (values) and answer, the "
       "get's; shm = a small control round trip on a Unix socket plus the row's memcpy\n\n";
@@ -487,6 +508,7 @@ std::string FormatMatrixJson(const MatrixReport& report) {
          {"put", PhaseJson(row.put)},
          {"get", PhaseJson(row.get)},
          {"limit", row.limit.system.empty() ? Json(nullptr) : PhaseJson(row.limit)},
+         {"limit_get", row.limit_get.system.empty() ? Json(nullptr) : PhaseJson(row.limit_get)},
          {"socket_blocking",
           row.socket_blocking.system.empty() ? Json(nullptr) : PhaseJson(row.socket_blocking)},
          {"memcpy_buffers",

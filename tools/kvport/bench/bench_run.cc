@@ -19,6 +19,7 @@
 #include "bench/redis_server.h"
 #include "bench/round_trip_baseline.h"
 #include "bench/socket_baseline.h"
+#include "bench/ucx_perftest_baseline.h"
 #include "kvport/client.h"
 #include "kvport/server.h"
 #include "kvport/size.h"
@@ -52,6 +53,7 @@ std::string UnixSocketPathOf(const S& server) {
 }
 
 constexpr std::string_view kSharedMemoryName = "shared memory";  // Client::transport()
+constexpr std::string_view kUcxName = "UCX";                     // Client::transport()
 
 void Note(const BenchLog& log, std::string_view text) {
   if (log) log(text);
@@ -65,6 +67,22 @@ std::optional<double> Ratio(const PhaseResult* a, const PhaseResult* b) {
   if (a == nullptr || b == nullptr || Failed(*a) || Failed(*b)) return std::nullopt;
   if (b->gb_per_second() <= 0) return std::nullopt;
   return a->gb_per_second() / b->gb_per_second();
+}
+
+// ucx_perftest's `op` with messages of `value_bytes` (system "ucx_perftest" either way: a run
+// that failed carries why in its error).
+PhaseResult UcxPerftestLimit(Op op, uint64_t value_bytes, uint64_t messages, double max_seconds) {
+  UcxPerftestOptions o;
+  o.message_bytes = value_bytes;
+  o.messages = messages;
+  o.max_seconds = std::max(30.0, 4 * max_seconds);
+  Result<PhaseResult> r = RunUcxPerftest(op, o);
+  if (r.ok()) return *r;
+  PhaseResult failed;
+  failed.system = "ucx_perftest";
+  failed.op = op;
+  failed.error = r.status().ToString();
+  return failed;
 }
 
 // The transports a run measures, and why shared memory is not among them when `auto` left it out.
@@ -103,6 +121,14 @@ Result<Transports> ResolveTransports(TransportChoice choice, const std::string& 
         t.list = {Transport::kTcp, Transport::kShm};
       }
       return t;
+    case TransportChoice::kUcx:
+      if (unix_url) {
+        return Status::InvalidArgument(
+            "--transport ucx: a unix: URL is reached over shared memory; give eic://HOST:PORT "
+            "of a node started with --ucx");
+      }
+      t.list = {Transport::kUcx};
+      return t;
     case TransportChoice::kAuto:
       if (unix_url) {
         t.list = {Transport::kShm};
@@ -135,8 +161,11 @@ struct Node {
   std::string description;
 };
 
-Result<Node> StartEmbeddedNode(ServerOptions so, bool want_shm) {
+// `want_ucx`: the node offers UCX (and, for the client's eic_trans_type 2 to take it, should not
+// offer shared memory too).
+Result<Node> StartEmbeddedNode(ServerOptions so, bool want_shm, bool want_ucx) {
   if (want_shm) OfferUnixSocket(so);
+  so.ucx = want_ucx;
   Result<std::unique_ptr<Server>> started = Server::Start(so);
   if (!started.ok()) return started.status().WithContext("starting the embedded node");
   Node node;
@@ -150,9 +179,9 @@ Result<Node> StartEmbeddedNode(ServerOptions so, bool want_shm) {
     }
     node.shm_endpoint = "unix:" + shm_path;
   }
-  node.description = fmt::format("embedded {}{} (capacity {}, {})", node.tcp_endpoint,
+  node.description = fmt::format("embedded {}{}{} (capacity {}, {})", node.tcp_endpoint,
                                  shm_path.empty() ? std::string() : ", " + node.shm_endpoint,
-                                 FormatSize(so.capacity_bytes),
+                                 want_ucx ? " with UCX" : "", FormatSize(so.capacity_bytes),
                                  so.threads == 0 ? std::string("one I/O thread per CPU")
                                                  : fmt::format("{} I/O threads", so.threads));
   return node;
@@ -166,8 +195,9 @@ Node UrlNode(const std::string& url) {
   return node;
 }
 
-// Connects `client` over `transport`: TCP forced (transport_type 1), or shared memory, which
-// must then be what the client got (a silent fallback to TCP would measure the wrong thing).
+// Connects `client` over `transport`: TCP forced (transport_type 1), or shared memory or UCX
+// (transport_type 2), which must then be what the client got (a silent fallback to TCP would
+// measure the wrong thing).
 Status InitClient(Client& client, const Node& node, Transport transport,
                   const BenchOptions& options) {
   InitOptions init;
@@ -177,6 +207,16 @@ Status InitClient(Client& client, const Node& node, Transport transport,
   if (transport == Transport::kTcp) {
     init.transport_type = 1;
     return client.Init("kvport-bench", node.tcp_endpoint, init);
+  }
+  if (transport == Transport::kUcx) {
+    init.transport_type = 2;
+    KVPORT_RETURN_IF_ERROR(client.Init("kvport-bench", node.tcp_endpoint, init));
+    if (client.transport() != kUcxName) {
+      return Status::Unavailable(fmt::format("asked for UCX at {}, the client chose {}: {}",
+                                             node.tcp_endpoint, client.transport(),
+                                             client.transport_reason()));
+    }
+    return Status::Ok();
   }
   init.transport_type = 0;  // automatic: shared memory when the node is local and offers it
   KVPORT_RETURN_IF_ERROR(client.Init("kvport-bench", node.shm_endpoint, init));
@@ -301,7 +341,8 @@ Status RunKvport(const BenchOptions& options, BenchData& data, BenchReport* repo
         EmbeddedCapacity(options), options.node_threads, options.busy_poll_us, options.value_bytes,
         std::max<uint64_t>(options.batch, options.exists_batch));
     for (int i = 0; i < options.nodes; ++i) {
-      Result<Node> started = StartEmbeddedNode(so, want_shm);
+      Result<Node> started =
+          StartEmbeddedNode(so, want_shm, Has(report->transports, Transport::kUcx));
       if (!started.ok()) {
         for (Node& n : nodes)
           n.server->Stop();
@@ -489,8 +530,19 @@ const PhaseResult* BenchReport::MemcpyLimit() const {
   return MemcpyLimitOf(memcpy);
 }
 
-const PhaseResult* BenchReport::LimitFor(Transport transport) const {
-  return transport == Transport::kTcp ? Limit() : MemcpyLimit();
+const PhaseResult* BenchReport::LimitFor(Transport transport, Op op) const {
+  switch (transport) {
+    case Transport::kTcp:
+      return Limit();
+    case Transport::kShm:
+      return MemcpyLimit();
+    case Transport::kUcx:
+      for (const PhaseResult& p : ucx_perftest) {
+        if (p.op == op && !Failed(p)) return &p;
+      }
+      return nullptr;
+  }
+  return nullptr;
 }
 
 const PhaseResult* BenchReport::FindKvport(Op op, Transport transport) const {
@@ -515,7 +567,7 @@ const PhaseResult* BenchReport::Find(std::string_view system, Op op) const {
 
 std::optional<double> BenchReport::RatioToLimit(Op op, Transport transport) const {
   if (op == Op::kExists) return std::nullopt;
-  return Ratio(FindKvport(op, transport), LimitFor(transport));
+  return Ratio(FindKvport(op, transport), LimitFor(transport, op));
 }
 
 const PhaseResult* BenchReport::FindCluster(Op op, Transport transport) const {
@@ -553,7 +605,7 @@ std::optional<double> BenchReport::RatioToPeer(std::string_view peer, Op op,
 }
 
 bool BenchReport::AllPassed() const {
-  for (const auto* list : {&kvport, &cluster, &socket, &memcpy, &redis}) {
+  for (const auto* list : {&kvport, &cluster, &socket, &memcpy, &redis, &ucx_perftest}) {
     for (const PhaseResult& p : *list) {
       if (Failed(p)) return false;
     }
@@ -595,6 +647,14 @@ Result<BenchReport> RunBench(BenchOptions options, const BenchLog& log) {
     CopyPool pool;
     report.memcpy = RunMemcpyBaseline(options, data, pool);
   }
+  if (Has(report.transports, Transport::kUcx)) {
+    for (Op op : options.ops) {
+      if (op == Op::kExists) continue;
+      Note(log, fmt::format("ucx_perftest: {} of {}", OpName(op), FormatSize(options.value_bytes)));
+      report.ucx_perftest.push_back(UcxPerftestLimit(
+          op, options.value_bytes, options.count * options.batch, options.max_seconds));
+    }
+  }
   if (options.redis_baseline) {
     RunRedis(options, data, &report, log);
   } else {
@@ -632,8 +692,9 @@ Status MatrixOptions::Validate() const {
 }
 
 std::optional<double> MatrixRow::RatioToLimit(Op op) const {
-  if (limit.system.empty()) return std::nullopt;
-  return Ratio(op == Op::kGet ? &get : &put, &limit);
+  const PhaseResult& l = op == Op::kGet && !limit_get.system.empty() ? limit_get : limit;
+  if (l.system.empty()) return std::nullopt;
+  return Ratio(op == Op::kGet ? &get : &put, &l);
 }
 
 std::optional<double> MatrixRow::RatioToPeer(std::string_view system, Op op) const {
@@ -762,7 +823,7 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
       Node node,
       StartEmbeddedNode(EmbeddedServerOptions(capacity, options.node_threads, options.busy_poll_us,
                                               *sizes.begin(), *batches.begin()),
-                        want_shm));
+                        want_shm, Has(report.transports, Transport::kUcx)));
   report.node = node.description;
   Note(log, fmt::format("matrix: {} rows on node {}", shapes.size() * report.transports.size(),
                         report.node));
@@ -843,6 +904,12 @@ Result<MatrixReport> RunMatrix(const MatrixOptions& options, const BenchLog& log
       }
       for (PhaseResult& p : phases)
         (p.op == Op::kPut ? row.put : row.get) = std::move(p);
+      if (transport == Transport::kUcx) {
+        const uint64_t messages = o.count * o.batch;
+        Note(log, fmt::format("matrix: ucx_perftest, {} messages", FormatSize(o.value_bytes)));
+        row.limit = UcxPerftestLimit(Op::kPut, o.value_bytes, messages, o.max_seconds);
+        row.limit_get = UcxPerftestLimit(Op::kGet, o.value_bytes, messages, o.max_seconds);
+      }
       if (transport == Transport::kShm) {
         if (memcpy_limit.system.empty()) {
           const std::vector<PhaseResult> ways = RunMemcpyBaseline(o, data, pool);

@@ -35,8 +35,10 @@ struct BenchReport {
   std::vector<PhaseResult> socket;    // every socket mode measured
   std::vector<PhaseResult> memcpy;    // the memcpy baseline's ways (when shm was measured)
   std::vector<PhaseResult> redis;     // variant: the pattern ("pipeline 16", "no pipeline")
-  std::string socket_skipped;         // why there is no socket baseline, when there is none
-  std::string redis_skipped;          // why there is no redis baseline, when there is none
+  // With UCX measured: ucx_perftest's put and get of the value size (the UCX limit).
+  std::vector<PhaseResult> ucx_perftest;
+  std::string socket_skipped;  // why there is no socket baseline, when there is none
+  std::string redis_skipped;   // why there is no redis baseline, when there is none
   // The Python-driven peers asked for (BenchOptions::python_peers), in order: each one's
   // phases (variant: its release), or why it has none.
   struct Peer {
@@ -57,8 +59,9 @@ struct BenchReport {
   // The shared-memory limit: the memcpy through the pool when it ran, else into the read
   // buffers (see RunMemcpyBaseline); null when there is none.
   const PhaseResult* MemcpyLimit() const;
-  // The limit of a transport: Limit() for TCP, MemcpyLimit() for shm.
-  const PhaseResult* LimitFor(Transport transport) const;
+  // The limit of a transport's `op`: Limit() for TCP, MemcpyLimit() for shm, ucx_perftest's
+  // phase of `op` for UCX.
+  const PhaseResult* LimitFor(Transport transport, Op op = Op::kPut) const;
   // The kvport phase of `op` over `transport`, or null.
   const PhaseResult* FindKvport(Op op, Transport transport = Transport::kTcp) const;
   // The phase of `system` ("kvport": over TCP; "redis", or a Python-driven peer) for `op`, or
@@ -126,9 +129,11 @@ struct MatrixRow {
   PhaseResult put;
   PhaseResult get;
   // The row's limit: the fastest socket mode with its connections as streams and writes of one
-  // call's bytes (1-8 MiB) (TCP), or the faster memcpy of its batch on as many threads (shm).
-  // Empty system when it was not measured.
+  // call's bytes (1-8 MiB) (TCP), the faster memcpy of its batch on as many threads (shm), or
+  // ucx_perftest's ucp_put_bw of its value size (UCX; `limit_get` then holds its ucp_get, the
+  // get's limit). Empty system when it was not measured.
   PhaseResult limit;
+  PhaseResult limit_get;
   // shm rows: the memcpy into the same buffers every call (for information: cache-warm for
   // small batches, so faster than any copy into an arena larger than the caches).
   PhaseResult memcpy_buffers;

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "bench/child_process.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+extern char** environ;
+
+namespace kvport::bench {
+
+namespace {
+
+// Starts `args` in a process group of its own, stdin and stderr on /dev/null, stdout on
+// `stdout_fd` (or /dev/null when it is -1); posix_spawn's error number, 0 on success.
+int Spawn(const std::vector<std::string>& args, int stdout_fd, pid_t* pid) {
+  std::vector<char*> argv;
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  if (stdout_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, stdout_fd, 1);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  }
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  const int rc = ::posix_spawn(pid, argv[0], &actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc;
+}
+
+}  // namespace
+
+Result<std::string> RunCapturingStdout(const std::vector<std::string>& args,
+                                       std::chrono::seconds deadline, int* status) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+  pid_t pid = 0;
+  const int rc = Spawn(args, out[1], &pid);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    return Status::FromErrno("start " + args[0], rc);
+  }
+  std::string text;
+  char buf[65536];
+  const auto give_up = std::chrono::steady_clock::now() + deadline;
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        give_up - std::chrono::steady_clock::now());
+    pollfd p{out[0], POLLIN, 0};
+    const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      timed_out = true;
+      break;
+    }
+    const ssize_t n = ::read(out[0], buf, sizeof(buf));
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(out[0]);
+  // The group goes in any case: a driver killed before its own clean-up leaves its servers.
+  ::kill(-pid, SIGKILL);
+  while (::waitpid(pid, status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return Status::Timeout(fmt::format("{} did not finish within {} s; it was killed",
+                                       args.size() > 1 ? args[1] : args[0], deadline.count()));
+  }
+  return text;
+}
+
+Result<std::unique_ptr<BackgroundProcess>> BackgroundProcess::Start(
+    const std::vector<std::string>& args) {
+  pid_t pid = 0;
+  const int rc = Spawn(args, -1, &pid);
+  if (rc != 0) return Status::FromErrno("start " + args[0], rc);
+  return std::unique_ptr<BackgroundProcess>(new BackgroundProcess(pid));
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  ::kill(-pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace kvport::bench

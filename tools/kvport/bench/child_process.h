@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+// Running another program for a baseline or a peer: `kvport bench`'s Python-driven peers
+// (peer_driver.h) and ucx_perftest (ucx_perftest_baseline.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvport/status.h"
+
+namespace kvport::bench {
+
+// Runs `args` (args[0] a path) in a process group of its own with stdout into a pipe (returned
+// whole) and stdin and stderr on /dev/null; the exit status into *status. A program that has
+// not finished by `deadline` is killed with everything it started (its group: a peer's server
+// processes): Timeout. The group is killed when the program ends too, so nothing it started
+// outlives it.
+Result<std::string> RunCapturingStdout(const std::vector<std::string>& args,
+                                       std::chrono::seconds deadline, int* status);
+
+// A program running beside the caller (a baseline's server side), in a process group of its
+// own with its stdio on /dev/null; destroying it kills the group and reaps the program.
+class BackgroundProcess {
+ public:
+  static Result<std::unique_ptr<BackgroundProcess>> Start(const std::vector<std::string>& args);
+  ~BackgroundProcess();
+  BackgroundProcess(const BackgroundProcess&) = delete;
+  BackgroundProcess& operator=(const BackgroundProcess&) = delete;
+
+ private:
+  explicit BackgroundProcess(pid_t pid) : pid_(pid) {}
+  const pid_t pid_;
+};
+
+}  // namespace kvport::bench
