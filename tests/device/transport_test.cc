@@ -70,13 +70,23 @@ TEST(ResolveTransport, TcpAlwaysWorks) {
 }
 
 TEST(ResolveTransport, RdmaUsesAUsableUcxWhateverItsDevices) {
-  StaticUcx ucx = UsableUcx({kTcpLo});
-  Result<TransportChoice> c = ResolveTransport(2, EnvWith(nullptr, {}, &ucx));
+  StaticUcx verbs = UsableUcx({kTcpLo, kRcMlx5});
+  Result<TransportChoice> c = ResolveTransport(2, EnvWith(nullptr, {"mlx5_0"}, &verbs));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->resolved, TransportKind::kRdma);
   EXPECT_TRUE(c->ucx);
   EXPECT_FALSE(c->fallback);
-  EXPECT_THAT(c->reason, HasSubstr("UCX 1.13.1 (tcp), one-sided with a node that offers UCX"));
+  EXPECT_THAT(c->reason,
+              HasSubstr("UCX 1.13.1 (tcp, rc_mlx5), one-sided with a node that offers UCX"));
+
+  // Without RDMA hardware UCX is still used, as asked, with a warning: it is slower than TCP.
+  StaticUcx tcp_only = UsableUcx({kTcpLo});
+  Result<TransportChoice> slow = ResolveTransport(2, EnvWith(nullptr, {}, &tcp_only));
+  ASSERT_TRUE(slow.ok());
+  EXPECT_EQ(slow->resolved, TransportKind::kRdma);
+  EXPECT_TRUE(slow->ucx);
+  EXPECT_TRUE(slow->fallback);
+  EXPECT_THAT(slow->reason, HasSubstr("UCX has no RDMA transport here"));
 }
 
 TEST(ResolveTransport, RdmaWithoutAUsableUcxIsServedOverTcpAndSaysWhy) {

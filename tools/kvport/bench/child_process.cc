@@ -3,9 +3,11 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,6 +89,23 @@ Result<std::string> RunCapturingStdout(const std::vector<std::string>& args,
                                        args.size() > 1 ? args[1] : args[0], deadline.count()));
   }
   return text;
+}
+
+Result<uint16_t> PickFreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno("socket", errno);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) < 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::FromErrno("bind 127.0.0.1:0", err);
+  }
+  ::close(fd);
+  return static_cast<uint16_t>(ntohs(addr.sin_port));
 }
 
 Result<std::unique_ptr<BackgroundProcess>> BackgroundProcess::Start(

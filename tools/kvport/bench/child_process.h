@@ -22,6 +22,10 @@ namespace kvport::bench {
 Result<std::string> RunCapturingStdout(const std::vector<std::string>& args,
                                        std::chrono::seconds deadline, int* status);
 
+// A loopback TCP port that was free a moment ago (bind port 0, read it back, close): another
+// process may take it before the program meant to use it binds it, so callers retry.
+Result<uint16_t> PickFreeLoopbackPort();
+
 // A program running beside the caller (a baseline's server side), in a process group of its
 // own with its stdio on /dev/null; destroying it kills the group and reaps the program.
 class BackgroundProcess {

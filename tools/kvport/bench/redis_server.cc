@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bench/redis_server.h"
 
+#include "bench/child_process.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -30,25 +32,6 @@ using Clock = std::chrono::steady_clock;
 bool IsExecutableFile(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-// A port that was free a moment ago: bind port 0, read it back, close. Another process may take
-// it before redis-server binds it; Start() then retries with a new one.
-Result<uint16_t> PickFreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno("socket", errno);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) < 0) {
-    const int err = errno;
-    ::close(fd);
-    return Status::FromErrno("bind 127.0.0.1:0", err);
-  }
-  ::close(fd);
-  return static_cast<uint16_t>(ntohs(addr.sin_port));
 }
 
 Result<pid_t> Spawn(const std::string& executable, uint16_t port) {

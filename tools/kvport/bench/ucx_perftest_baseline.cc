@@ -2,9 +2,7 @@
 #include "bench/ucx_perftest_baseline.h"
 
 #include <fmt/core.h>
-#include <netinet/in.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,22 +28,6 @@ std::string FindOnPath(const std::string& name) {
     if (::access(file.c_str(), X_OK) == 0) return file;
   }
   return "";
-}
-
-// A loopback TCP port nobody listens on now, for ucx_perftest's exchange of addresses.
-Result<uint16_t> FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno("socket", errno);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  const int error = errno;
-  ::close(fd);
-  if (!bound) return Status::FromErrno("binding a loopback port", error);
-  return ntohs(addr.sin_port);
 }
 
 }  // namespace
@@ -87,7 +69,7 @@ Result<PhaseResult> RunUcxPerftest(Op op, const UcxPerftestOptions& options) {
   Status last = Status::Unavailable("ucx_perftest did not run");
   // The client can reach the server before it listens: a few attempts, each with a new pair.
   for (int attempt = 0; attempt < 5 && std::chrono::steady_clock::now() < give_up; ++attempt) {
-    KVPORT_ASSIGN_OR_RETURN(uint16_t port, FreePort());
+    KVPORT_ASSIGN_OR_RETURN(uint16_t port, PickFreeLoopbackPort());
     const std::string p = std::to_string(port);
     KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<BackgroundProcess> server,
                             BackgroundProcess::Start({program, "-p", p}));
