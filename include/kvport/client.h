@@ -192,6 +192,11 @@ struct KVPORT_API InitOptions {
   // trip is mostly the wake-up of a sleeping thread (and, on a VM, of its halted vCPU), this cuts
   // the latency by half or more, for the CPU it spins (docs/client.md, "Busy polling").
   std::chrono::microseconds busy_poll{0};
+  // UCX multi-rail (config key ucx_devices): one lane per entry, each a UCX worker limited to
+  // those devices (UCX_NET_DEVICES' syntax: "mlx5_0:1", "mlx5_1:1"), with its own endpoint to
+  // the node; a call's values, cut into 1 MiB stripes, move on every lane at once. Empty: one
+  // lane, with the process's UCX_* configuration. Used only when the client takes UCX.
+  std::vector<std::string> ucx_devices;
   // Pinned host memory kept cached for staging device buffers; staging beyond this is
   // allocated for the call and freed after it.
   uint64_t staging_cache_bytes = uint64_t{256} << 20;

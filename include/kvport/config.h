@@ -151,6 +151,9 @@ struct KVPORT_API Config {
   uint32_t write_quorum = 1;
   // InitOptions::busy_poll, in microseconds (0..1000000).
   uint32_t busy_poll_us = 0;
+  // InitOptions::ucx_devices, the UCX lanes separated by ';' ("mlx5_0:1;mlx5_1:1"), each lane's
+  // devices in UCX_NET_DEVICES' syntax; "" = one lane, the process's UCX configuration.
+  std::string ucx_devices;
 
   // --- kvport node -------------------------------------------------------------------------
   NodeSettings node;
@@ -197,6 +200,10 @@ inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{1} << 20;
 // unit, the rule it broke and, where it can tell, what was probably meant. All invalid values
 // are reported at once, separated by "; ".
 KVPORT_API Result<Config> LoadConfig(const ConfigSources& sources);
+
+// The lanes of a ucx_devices value: the parts between ';', each trimmed of blanks (an empty
+// part stays, empty: LoadConfig refuses those). Views into `ucx_devices`.
+KVPORT_API std::vector<std::string_view> SplitUcxLanes(std::string_view ucx_devices);
 
 // `kvport config check` output: one "key: value  (origin)" line per entry (sizes followed by
 // "= <human>", strings in double quotes), then one "warning: ..." line per warning. Control

@@ -102,7 +102,8 @@ struct KVPORT_API ConnectorOptions {
   std::string tls_key_file;
   int replicas = 1;  // replicas, write_quorum: a cluster's (InitOptions::replicas)
   int write_quorum = 1;
-  int busy_poll_us = 0;  // InitOptions::busy_poll
+  int busy_poll_us = 0;                  // InitOptions::busy_poll
+  std::vector<std::string> ucx_devices;  // ucx_devices: InitOptions::ucx_devices
   // Payload bytes of a full chunk when the caller knows it (model shape x chunk_size): gets then
   // take one round trip, reading straight into buffers of this size; a larger stored value is
   // fetched again at its true size. 0 = unknown: a get first reads metadata (sizes), then data.

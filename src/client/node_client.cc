@@ -104,8 +104,9 @@ Result<std::unique_ptr<NodeClient>> NodeClient::Open(
   pool_options.connection.token = credentials.token;
   pool_options.connection.tls = credentials.tls;
   pool_options.connection.busy_poll = options.busy_poll;
-  KVPORT_ASSIGN_OR_RETURN(ChosenTransport chosen,
-                          OpenTransport(address, choice, pool_options, options.connect_timeout));
+  KVPORT_ASSIGN_OR_RETURN(
+      ChosenTransport chosen,
+      OpenTransport(address, choice, pool_options, options.connect_timeout, options.ucx_devices));
   if (chosen.fallback) {
     log::Warn("client {}: {}", instance_id, chosen.reason);
   } else {

@@ -2,6 +2,7 @@
 #include "client/transport_choice.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <utility>
 
@@ -58,8 +59,10 @@ Result<std::unique_ptr<Transport>> OpenShm(const std::string& unix_path, PoolOpt
 
 // A UCX pool to the node at `address`, its first connection attached (UCX_ATTACH).
 Result<std::unique_ptr<Transport>> OpenUcx(const NodeAddress& address, PoolOptions options,
-                                           std::chrono::milliseconds connect_timeout) {
-  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<UcxArena> access, UcxArena::Open(ProcessUcxRuntime()));
+                                           std::chrono::milliseconds connect_timeout,
+                                           const std::vector<std::string>& devices) {
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<UcxArena> access,
+                          UcxArena::Open(ProcessUcxRuntime(), devices));
   UcxArena* arena = access.get();  // outlives the pool: the transport destroys it last
   options.attach = [arena](Connection& conn, Deadline deadline) {
     return arena->Attach(conn, deadline);
@@ -73,7 +76,8 @@ Result<std::unique_ptr<Transport>> OpenUcx(const NodeAddress& address, PoolOptio
 
 Result<ChosenTransport> OpenTransport(const NodeAddress& address, const TransportChoice& choice,
                                       const PoolOptions& pool_options,
-                                      std::chrono::milliseconds connect_timeout) {
+                                      std::chrono::milliseconds connect_timeout,
+                                      const std::vector<std::string>& ucx_devices) {
   ChosenTransport chosen;
   if (address.is_unix()) {
     Result<std::unique_ptr<Transport>> shm =
@@ -118,12 +122,16 @@ Result<ChosenTransport> OpenTransport(const NodeAddress& address, const Transpor
     if (choice.ucx && (info->offers & protocol::kOfferUcx) == 0) {
       why_not += "; it offers no UCX (kvport serve --ucx)";
     } else if (choice.ucx) {
-      Result<std::unique_ptr<Transport>> ucx = OpenUcx(address, pool_options, connect_timeout);
+      Result<std::unique_ptr<Transport>> ucx =
+          OpenUcx(address, pool_options, connect_timeout, ucx_devices);
       if (ucx.ok()) {
         pool->CloseAll();
         chosen.transport = std::move(ucx).value();
-        chosen.reason = fmt::format("{}; values one-sided over UCX to the arena of {}",
-                                    choice.reason, address.ToString());
+        chosen.reason = fmt::format(
+            "{}; values one-sided over UCX to the arena of {}{}", choice.reason, address.ToString(),
+            ucx_devices.size() > 1
+                ? fmt::format(" on {} lanes ({})", ucx_devices.size(), fmt::join(ucx_devices, "; "))
+                : "");
         chosen.fallback = choice.fallback;
         return chosen;
       }

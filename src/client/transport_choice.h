@@ -20,6 +20,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client/connection_pool.h"
 #include "client/endpoint.h"
@@ -36,10 +37,12 @@ struct ChosenTransport {
 };
 
 // Opens the pool (connecting its first connection) of the transport for `address`, given the
-// resolved eic_trans_type `choice` and the pool's options. Errors: those of the first connect
-// (Unavailable, Timeout, NotSupported, Corruption).
+// resolved eic_trans_type `choice`, the pool's options and the UCX lanes' devices
+// (InitOptions::ucx_devices). Errors: those of the first connect (Unavailable, Timeout,
+// NotSupported, Corruption).
 Result<ChosenTransport> OpenTransport(const NodeAddress& address, const TransportChoice& choice,
                                       const PoolOptions& pool_options,
-                                      std::chrono::milliseconds connect_timeout);
+                                      std::chrono::milliseconds connect_timeout,
+                                      const std::vector<std::string>& ucx_devices = {});
 
 }  // namespace kvport::client

@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -53,9 +55,29 @@ struct UcxArena::NodeWorker {
   bool broken = false;  // a transfer failed: the next one connects afresh (UcxArena::mu_)
 };
 
-Result<std::unique_ptr<UcxArena>> UcxArena::Open(const UcxRuntime& runtime) {
-  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<ucx::Worker> worker, ucx::Worker::Open(runtime));
-  return std::unique_ptr<UcxArena>(new UcxArena(std::move(worker)));
+// A move's share on one lane: its transfer is moves[move], or a stripe of it.
+struct UcxArena::Piece {
+  size_t move = 0;
+  ucx::Peer::Transfer transfer;
+};
+
+UcxArena::UcxArena(std::vector<std::unique_ptr<ucx::Worker>> workers)
+    : workers_(std::move(workers)), nodes_(workers_.size()), lane_bytes_(workers_.size(), 0) {}
+
+Result<std::unique_ptr<UcxArena>> UcxArena::Open(const UcxRuntime& runtime,
+                                                 const std::vector<std::string>& devices) {
+  std::vector<std::unique_ptr<ucx::Worker>> workers;
+  for (size_t lane = 0; lane < std::max<size_t>(devices.size(), 1); ++lane) {
+    const std::string lane_devices = devices.empty() ? std::string() : devices[lane];
+    Result<std::unique_ptr<ucx::Worker>> worker = ucx::Worker::Open(runtime, lane_devices);
+    if (!worker.ok()) {
+      return devices.empty() ? worker.status()
+                             : worker.status().WithContext(fmt::format(
+                                   "UCX lane {} (ucx_devices '{}')", lane, lane_devices));
+    }
+    workers.push_back(std::move(worker).value());
+  }
+  return std::unique_ptr<UcxArena>(new UcxArena(std::move(workers)));
 }
 
 Status UcxArena::Attach(Connection& conn, Deadline deadline) {
@@ -71,31 +93,36 @@ Status UcxArena::Attach(Connection& conn, Deadline deadline) {
     return Status(granted.status,
                   "the node at " + conn.peer() + " declined UCX: " + std::string(granted.reason));
   }
-  NodeWorker::Grant grant = NodeWorker::GrantOf(granted);
+  const NodeWorker::Grant grant = NodeWorker::GrantOf(granted);
   MutexLock lock(mu_);
-  if (node_ == nullptr || node_->grant != grant) {
+  for (size_t lane = 0; lane < workers_.size(); ++lane) {
+    if (nodes_[lane] != nullptr && nodes_[lane]->grant == grant) continue;
     // The first session, or a node that restarted (another worker, another arena): sessions
     // attached to the old one are gone with it.
-    Result<std::shared_ptr<NodeWorker>> node = NodeWorker::Connect(*worker_, std::move(grant));
-    if (!node.ok()) return node.status().WithContext("UCX to the node at " + conn.peer());
+    Result<std::shared_ptr<NodeWorker>> node = NodeWorker::Connect(*workers_[lane], grant);
+    if (!node.ok()) {
+      return node.status().WithContext(
+          fmt::format("UCX to the node at {} (lane {})", conn.peer(), lane));
+    }
     ++endpoints_connected_;
-    node_ = std::move(node).value();
+    nodes_[lane] = std::move(node).value();
   }
   conn.SetRemoteLeaseWord({granted.lease_word_offset, granted.lease_generation});
   return Status::Ok();
 }
 
-Result<std::shared_ptr<UcxArena::NodeWorker>> UcxArena::Current() {
+Result<std::shared_ptr<UcxArena::NodeWorker>> UcxArena::Current(size_t lane) {
   MutexLock lock(mu_);
-  if (node_ == nullptr) return Status::Unavailable("no session attached to the node's UCX yet");
-  if (node_->broken) {
-    Result<std::shared_ptr<NodeWorker>> fresh = NodeWorker::Connect(*worker_, node_->grant);
+  std::shared_ptr<NodeWorker>& node = nodes_[lane];
+  if (node == nullptr) return Status::Unavailable("no session attached to the node's UCX yet");
+  if (node->broken) {
+    Result<std::shared_ptr<NodeWorker>> fresh = NodeWorker::Connect(*workers_[lane], node->grant);
     if (!fresh.ok()) return fresh.status().WithContext("reconnecting UCX");
     ++endpoints_connected_;
-    node_ = std::move(fresh).value();
-    log::Info("UCX: reconnected to the node's worker after a failed transfer");
+    node = std::move(fresh).value();
+    log::Info("UCX: reconnected lane {} to the node's worker after a failed transfer", lane);
   }
-  return node_;
+  return node;
 }
 
 void UcxArena::Broken(const std::shared_ptr<NodeWorker>& node) {
@@ -112,25 +139,69 @@ Status UcxArena::Transferred(const std::shared_ptr<NodeWorker>& node, Status s) 
   return s;
 }
 
-void UcxArena::Move(std::span<ArenaMove> moves, Deadline deadline, bool put) {
-  Result<std::shared_ptr<NodeWorker>> node = Current();
+void UcxArena::MoveOnLane(size_t lane, std::span<Piece> pieces, Deadline deadline, bool put) {
+  Result<std::shared_ptr<NodeWorker>> node = Current(lane);
   if (!node.ok()) {
-    for (ArenaMove& move : moves)
-      move.status = node.status();
+    for (Piece& piece : pieces)
+      piece.transfer.status = node.status();
     return;
   }
   std::vector<ucx::Peer::Transfer> transfers;
-  transfers.reserve(moves.size());
-  for (const ArenaMove& move : moves)
-    transfers.push_back({move.local, move.bytes, move.offset, Status::Ok()});
+  transfers.reserve(pieces.size());
+  for (const Piece& piece : pieces)
+    transfers.push_back(piece.transfer);
   ucx::Peer& peer = *(*node)->peer;
   if (put) {
     peer.PutAll(transfers, *(*node)->arena, deadline);
   } else {
     peer.GetAll(transfers, *(*node)->arena, deadline);
   }
-  for (size_t i = 0; i < moves.size(); ++i)
-    moves[i].status = Transferred(*node, std::move(transfers[i].status));
+  uint64_t moved = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    pieces[i].transfer.status = Transferred(*node, std::move(transfers[i].status));
+    if (pieces[i].transfer.status.ok()) moved += pieces[i].transfer.bytes;
+  }
+  MutexLock lock(mu_);
+  lane_bytes_[lane] += moved;
+}
+
+void UcxArena::Move(std::span<ArenaMove> moves, Deadline deadline, bool put) {
+  // Each lane's pieces, in order: with one lane, a piece is a whole value.
+  const size_t lanes = workers_.size();
+  std::vector<std::vector<Piece>> per_lane(lanes);
+  size_t next = 0;
+  for (size_t m = 0; m < moves.size(); ++m) {
+    const ArenaMove& move = moves[m];
+    uint64_t done = 0;
+    do {
+      const uint64_t bytes = lanes == 1 ? move.bytes : std::min(kStripeBytes, move.bytes - done);
+      per_lane[next++ % lanes].push_back(
+          {m, {static_cast<char*>(move.local) + done, bytes, move.offset + done, Status::Ok()}});
+      done += bytes;
+    } while (done < move.bytes);
+  }
+  std::vector<std::thread> helpers;
+  for (size_t lane = 1; lane < lanes; ++lane) {
+    if (per_lane[lane].empty()) continue;
+    helpers.emplace_back([this, lane, &per_lane, deadline, put] {
+      MoveOnLane(lane, per_lane[lane], deadline, put);
+    });
+  }
+  MoveOnLane(0, per_lane[0], deadline, put);
+  for (std::thread& helper : helpers)
+    helper.join();
+  for (ArenaMove& move : moves)
+    move.status = Status::Ok();
+  for (const std::vector<Piece>& pieces : per_lane) {
+    for (const Piece& piece : pieces) {
+      Status& status = moves[piece.move].status;
+      // A value fails with its first failed piece; the node's fault (Corruption) wins.
+      if (!piece.transfer.status.ok() &&
+          (status.ok() || piece.transfer.status.code() == StatusCode::kCorruption)) {
+        status = piece.transfer.status;
+      }
+    }
+  }
 }
 
 void UcxArena::Write(Connection&, std::span<ArenaMove> moves, Deadline deadline) {
@@ -146,12 +217,17 @@ Result<const uint8_t*> UcxArena::Lend(Connection&, uint64_t, uint64_t) {
 }
 
 Result<bool> UcxArena::LeasesHeld(Connection& conn, Deadline deadline) {
-  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<NodeWorker> node, Current());
+  KVPORT_ASSIGN_OR_RETURN(std::shared_ptr<NodeWorker> node, Current(0));
   const Connection::RemoteLeaseWord& lease = conn.remote_lease_word();
   uint64_t word = 0;
   KVPORT_RETURN_IF_ERROR(Transferred(
       node, node->peer->Get(&word, sizeof(word), *node->words, lease.offset, deadline)));
   return word == lease.generation;
+}
+
+std::vector<uint64_t> UcxArena::lane_bytes() const {
+  MutexLock lock(mu_);
+  return lane_bytes_;
 }
 
 uint64_t UcxArena::endpoints_connected() const {

@@ -9,6 +9,7 @@
 
 #include "config/address_check.h"
 #include "config/value_parse.h"
+#include "kvport/config.h"
 #include "kvport/size.h"
 
 namespace kvport::config_internal {
@@ -136,6 +137,19 @@ Status CheckNonEmpty(std::string_view text) {
   return Status::Ok();
 }
 
+// ucx_devices: lanes separated by ';', none of them empty.
+Status CheckUcxLanes(std::string_view lanes) {
+  if (lanes.empty()) return Status::Ok();
+  for (std::string_view lane : SplitUcxLanes(lanes)) {
+    if (lane.empty()) {
+      return Status::InvalidArgument(
+          "an empty lane: give each lane's UCX devices, lanes separated by ';' "
+          "(\"mlx5_0:1;mlx5_1:1\")");
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckLogLevel(std::string_view level) {
   for (std::string_view known : {"debug", "info", "warn", "error", "off"}) {
     if (level == known) return Status::Ok();
@@ -215,6 +229,7 @@ std::vector<KeySpec> MakeKeys() {
       IntKey("write_quorum", "KVPORT_WRITE_QUORUM", FIELD(write_quorum), 1, 16, "nodes"),
       IntKey("busy_poll_us", "KVPORT_BUSY_POLL_US", FIELD(busy_poll_us), 0, 1000000,
              "microseconds"),
+      StringKey("ucx_devices", "KVPORT_UCX_DEVICES", FIELD(ucx_devices), CheckUcxLanes),
       // kvport node keys.
       StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListenAddress),
       StringKey("unix_socket", "KVPORT_UNIX_SOCKET", FIELD(node.unix_socket), CheckUnixSocket),

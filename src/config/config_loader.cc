@@ -271,6 +271,21 @@ ConfigEntry MakeEntry(const KeySpec& spec, const Config& config, const RawValue*
 
 }  // namespace
 
+std::vector<std::string_view> SplitUcxLanes(std::string_view ucx_devices) {
+  std::vector<std::string_view> lanes;
+  for (;;) {
+    const size_t end = ucx_devices.find(';');
+    std::string_view lane = ucx_devices.substr(0, end);
+    while (!lane.empty() && (lane.front() == ' ' || lane.front() == '\t'))
+      lane.remove_prefix(1);
+    while (!lane.empty() && (lane.back() == ' ' || lane.back() == '\t'))
+      lane.remove_suffix(1);
+    lanes.push_back(lane);
+    if (end == std::string_view::npos) return lanes;
+    ucx_devices.remove_prefix(end + 1);
+  }
+}
+
 const ConfigEntry* Config::FindEntry(const std::string& key) const {
   for (const ConfigEntry& e : entries) {
     if (e.key == key) return &e;

@@ -20,6 +20,7 @@ struct UcxApi {
   decltype(&ucp_get_version) get_version = nullptr;
   decltype(&ucp_config_read) config_read = nullptr;
   decltype(&ucp_config_release) config_release = nullptr;
+  decltype(&ucp_config_modify) config_modify = nullptr;
   decltype(&ucp_init_version) init_version = nullptr;
   decltype(&ucp_cleanup) cleanup = nullptr;
   decltype(&ucp_context_query) context_query = nullptr;
@@ -60,9 +61,10 @@ struct UcxApi {
   // "Destination is unreachable (-6)".
   std::string StatusText(ucs_status_t status) const;
   // A UCP context with this process's UCX_* configuration and the features the UCX transport
-  // uses (one-sided RMA, active messages for control, an event fd to sleep on); the caller
-  // cleans it up.
-  Result<ucp_context_h> CreateContext() const;
+  // uses (one-sided RMA, active messages for control, an event fd to sleep on); with
+  // `net_devices` (UCX_NET_DEVICES' syntax: "mlx5_0:1", "eth0"), limited to those devices. The
+  // caller cleans it up.
+  Result<ucp_context_h> CreateContext(std::string_view net_devices = "") const;
 };
 
 // The calls of a usable runtime; null for one that is absent or unusable.

@@ -157,10 +157,11 @@ struct EndpointState {
   ucp_ep_h ep_ GUARDED_BY(worker_->mu_);
 };
 
-Result<std::unique_ptr<Worker>> Worker::Open(const UcxRuntime& runtime) {
+Result<std::unique_ptr<Worker>> Worker::Open(const UcxRuntime& runtime,
+                                             std::string_view net_devices) {
   KVPORT_RETURN_IF_ERROR(runtime.RequireUsable("a UCX worker"));
   const UcxApi& api = *device_internal::UcxApiOf(runtime);
-  KVPORT_ASSIGN_OR_RETURN(ucp_context_h context, api.CreateContext());
+  KVPORT_ASSIGN_OR_RETURN(ucp_context_h context, api.CreateContext(net_devices));
   auto state = std::make_shared<WorkerState>(api, context);  // owns the context from here
   KVPORT_RETURN_IF_ERROR(state->Start());
   return std::unique_ptr<Worker>(new Worker(std::move(state)));
@@ -355,7 +356,7 @@ Status Peer::Put(const void* local, size_t bytes, const RemoteRegion& region, ui
 struct WorkerState {};
 struct EndpointState {};
 
-Result<std::unique_ptr<Worker>> Worker::Open(const UcxRuntime& runtime) {
+Result<std::unique_ptr<Worker>> Worker::Open(const UcxRuntime& runtime, std::string_view) {
   KVPORT_RETURN_IF_ERROR(runtime.RequireUsable("a UCX worker"));
   return Status::NotSupported("this build of kvport has no UCX support");
 }

@@ -42,9 +42,11 @@ struct EndpointState;  // one endpoint (ucx_rma.cc)
 class Worker {
  public:
   // A UCP context (one-sided RMA and active messages) and one worker, with this process's UCX_*
-  // configuration. NotSupported (naming why) when `runtime` is not usable; Unavailable when UCX
-  // refuses (its status string in the message).
-  static Result<std::unique_ptr<Worker>> Open(const UcxRuntime& runtime);
+  // configuration, limited to `net_devices` when it names any (UCX_NET_DEVICES' syntax: a
+  // comma-separated list, "mlx5_0:1", "lo"). NotSupported (naming why) when `runtime` is not
+  // usable; Unavailable when UCX refuses (its status string in the message).
+  static Result<std::unique_ptr<Worker>> Open(const UcxRuntime& runtime,
+                                              std::string_view net_devices = "");
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

@@ -60,6 +60,7 @@ bool Resolve(void* handle, UcxApi* api, std::vector<std::string>* missing) {
   bool ok = true;
   ok &= ResolveSymbol(handle, "ucp_get_version", api->get_version, missing);
   ok &= ResolveSymbol(handle, "ucp_config_read", api->config_read, missing);
+  ok &= ResolveSymbol(handle, "ucp_config_modify", api->config_modify, missing);
   ok &= ResolveSymbol(handle, "ucp_config_release", api->config_release, missing);
   ok &= ResolveSymbol(handle, "ucp_init_version", api->init_version, missing);
   ok &= ResolveSymbol(handle, "ucp_cleanup", api->cleanup, missing);
@@ -253,12 +254,20 @@ std::string UcxApi::StatusText(ucs_status_t status) const {
   return fmt::format("{} ({})", status_string(status), static_cast<int>(status));
 }
 
-Result<ucp_context_h> UcxApi::CreateContext() const {
+Result<ucp_context_h> UcxApi::CreateContext(std::string_view net_devices) const {
   ucp_config_t* config = nullptr;
   ucs_status_t status = config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) {
     return Status::Unavailable("ucp_config_read failed: " + StatusText(status) +
                                " (check the UCX_* environment variables)");
+  }
+  if (!net_devices.empty()) {
+    status = config_modify(config, "NET_DEVICES", std::string(net_devices).c_str());
+    if (status != UCS_OK) {
+      config_release(config);
+      return Status::InvalidArgument(
+          fmt::format("UCX devices '{}' refused: {}", net_devices, StatusText(status)));
+    }
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;

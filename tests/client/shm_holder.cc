@@ -5,6 +5,8 @@
 //
 //   shm_holder lease PATH KEY          lends KEY in place (MGetInPlace) and holds the lease
 //   shm_holder reserve PATH KEY BYTES  reserves BYTES for KEY (SHM_RESERVE), never commits
+//   shm_holder ucx-lease HOST:PORT KEY          the same over a TCP session attached to the
+//   shm_holder ucx-reserve HOST:PORT KEY BYTES  node's UCX (UCX_ATTACH; UCX_TLS from the parent)
 //
 // It prints "ready" on stdout once it holds the range, then sleeps until killed.
 #include <unistd.h>
@@ -16,7 +18,10 @@
 #include "client/arena_mapping.h"
 #include "client/batch_call.h"
 #include "client/connection.h"
+#include "client/endpoint.h"
+#include "client/ucx_arena.h"
 #include "kvport/client.h"
+#include "kvport/ucx.h"
 
 namespace {
 
@@ -74,6 +79,33 @@ int main(int argc, char** argv) {
     Status waited = (*conn)->Wait(*ticket, deadline);
     if (!waited.ok()) return Fail(waited);
     if (handler.response.reservation_id == 0) return Fail(Status::NoSpace("nothing reserved"));
+    return Ready();
+  }
+  if (mode == "ucx-lease" || (mode == "ucx-reserve" && argc == 5)) {
+    const client::Deadline deadline = MonotonicClock::now() + std::chrono::seconds(10);
+    Result<std::unique_ptr<client::UcxArena>> ucx = client::UcxArena::Open(ProcessUcxRuntime());
+    if (!ucx.ok()) return Fail(ucx.status());
+    Result<client::Endpoint> endpoint = client::ParseEndpoint(path);
+    if (!endpoint.ok()) return Fail(endpoint.status());
+    Result<std::shared_ptr<client::Connection>> conn =
+        client::Connection::Open(endpoint->nodes[0], "ucx-holder", deadline);
+    if (!conn.ok()) return Fail(conn.status());
+    Status attached = (*ucx)->Attach(**conn, deadline);
+    if (!attached.ok()) return Fail(attached);
+    if (mode == "ucx-lease") {
+      client::DecodingHandler<protocol::ShmGetRequest, protocol::ShmGetResponse> get;
+      get.request.keys.push_back(protocol::MgetKey{key});
+      Status got = client::RoundTripOn(**conn, &get, deadline);
+      if (!got.ok()) return Fail(got);
+      if (get.response.lease_id == 0) return Fail(Status::NotFound("nothing leased"));
+      return Ready();
+    }
+    client::DecodingHandler<protocol::ShmReserveRequest, protocol::ShmReserveResponse> reserve;
+    reserve.request.items.push_back(
+        protocol::MsetItem{key, "", std::strtoull(argv[4], nullptr, 10), nullptr});
+    Status reserved = client::RoundTripOn(**conn, &reserve, deadline);
+    if (!reserved.ok()) return Fail(reserved);
+    if (reserve.response.reservation_id == 0) return Fail(Status::NoSpace("nothing reserved"));
     return Ready();
   }
   std::fprintf(stderr, "shm_holder: unknown mode '%s'\n", mode.c_str());

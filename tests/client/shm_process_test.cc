@@ -4,6 +4,7 @@
 // takes every arena range the session held.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "kvport/ucx.h"
 #include "test_node.h"
 
 namespace kvport {
@@ -129,6 +131,41 @@ TEST(ShmProcessTest, AKilledClientsReservationIsAbortedAndNeverVisible) {
   Result<BatchResult> exists = reader.MExist({"half-written"});
   ASSERT_TRUE(exists.ok());
   EXPECT_EQ(exists->codes[0], KeyCode::kKeyNotExist);
+}
+
+// The same over UCX: a client whose TCP session attached the node's UCX is killed holding a
+// lease and, in another process, a reservation; the session's end takes both.
+TEST(ShmProcessTest, AKilledUcxClientLeavesNoLeaseAndNoReservation) {
+  ::setenv("UCX_TLS", "tcp", 1);  // the children inherit it
+  if (!ProcessUcxRuntime().usable()) {
+    ::unsetenv("UCX_TLS");
+    GTEST_SKIP() << "no usable UCX here: " << ProcessUcxRuntime().reason();
+  }
+  ServerOptions options = SmallNodeOptions();
+  options.ucx = true;
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  Client writer;
+  ASSERT_TRUE(writer.Init("writer", server->address()).ok());
+  std::vector<char> value = Pattern(2, 1 << 20);
+  IOBuffers buffers;
+  buffers.Append(value.data(), value.size());
+  ASSERT_TRUE(writer.MSet({"held"}, buffers).ok());
+
+  Holder leasing({"ucx-lease", server->address(), "held"});
+  ASSERT_TRUE(leasing.WaitReady());
+  Holder reserving({"ucx-reserve", server->address(), "half-written", std::to_string(1 << 20)});
+  ASSERT_TRUE(reserving.WaitReady());
+  EXPECT_EQ(server->Stats().Get("leases"), 1u);
+  EXPECT_EQ(server->Stats().Get("reserved_bytes"), uint64_t{1} << 20);
+  leasing.Kill();
+  reserving.Kill();
+  ::unsetenv("UCX_TLS");
+  EXPECT_TRUE(EventuallyEquals(*server, "leases", 0));
+  EXPECT_TRUE(EventuallyEquals(*server, "reserved_bytes", 0));
+  Result<BatchResult> exists = writer.MExist({"held", "half-written"});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ(exists->codes, (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kKeyNotExist}));
 }
 
 // A client that stalls between SHM_RESERVE and SHM_COMMIT, alive and connected, loses its

@@ -2,9 +2,9 @@
 // The UCX transport against a real node offering UCX (kvport serve --ucx): choosing it for
 // eic_trans_type 2, moving values one-sided into and out of the node's arena (and not through
 // the session's socket), per-key outcomes as over TCP, a failed transfer failing its key alone
-// and the next one reconnecting, a restarted node. UCX runs over its tcp transport here
-// (UCX_TLS=tcp, set before the client's worker is made); skipped where this process has no
-// usable UCX.
+// and the next one reconnecting, a restarted node. UCX runs over its tcp transport and over its
+// shared-memory ones (UCX_TLS, set before the workers are made); skipped where this process has
+// no usable UCX.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -37,10 +37,16 @@ ServerOptions UcxNodeOptions() {
   return options;
 }
 
-class UcxTransportTest : public ::testing::Test {
+// Each test runs over UCX's tcp, and over its shared-memory transports (with tcp beside them:
+// kvport's endpoints need a transport that detects a dead peer, which UCX 1.13's shared-memory
+// ones do not). UCX_TLS is set before the node's and the client's workers are made.
+constexpr const char* kUcxTcp = "tcp";
+constexpr const char* kUcxSharedMemory = "posix,sysv,cma,self,tcp";
+
+class UcxTransportTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    ::setenv("UCX_TLS", "tcp", 1);
+    ::setenv("UCX_TLS", GetParam(), 1);
     if (!ProcessUcxRuntime().usable()) {
       GTEST_SKIP() << "no usable UCX here: " << ProcessUcxRuntime().reason();
     }
@@ -56,7 +62,7 @@ class UcxTransportTest : public ::testing::Test {
   }
 };
 
-TEST_F(UcxTransportTest, RdmaMovesValuesOneSidedNotThroughTheSocket) {
+TEST_P(UcxTransportTest, RdmaMovesValuesOneSidedNotThroughTheSocket) {
   auto server = StartNode(UcxNodeOptions());
   ASSERT_NE(server, nullptr);
   Client client;
@@ -99,7 +105,7 @@ TEST_F(UcxTransportTest, RdmaMovesValuesOneSidedNotThroughTheSocket) {
   EXPECT_EQ(back[0], tcp_value[0]);
 }
 
-TEST_F(UcxTransportTest, PerKeyOutcomesMatchTcp) {
+TEST_P(UcxTransportTest, PerKeyOutcomesMatchTcp) {
   auto server = StartNode(UcxNodeOptions());
   ASSERT_NE(server, nullptr);
   Client client;
@@ -135,7 +141,7 @@ TEST_F(UcxTransportTest, PerKeyOutcomesMatchTcp) {
   EXPECT_EQ(server->Stats().Get("reserved_bytes"), 0u);  // nothing left reserved
 }
 
-TEST_F(UcxTransportTest, ABatchLargerThanOneFrameIsSplitOverTheSessions) {
+TEST_P(UcxTransportTest, ABatchLargerThanOneFrameIsSplitOverTheSessions) {
   ServerOptions options = UcxNodeOptions();
   options.max_batch_keys = 8;  // 40 keys: 5 frames over the pool's sessions, each attached
   auto server = StartNode(options);
@@ -161,7 +167,7 @@ TEST_F(UcxTransportTest, ABatchLargerThanOneFrameIsSplitOverTheSessions) {
 
 // LMCache's default, eic_trans_type 3, on a host with a usable CUDA runtime (the fake one): the
 // device buffers are staged through pinned host memory, which UCX moves one-sided.
-TEST_F(UcxTransportTest, GpuDirectStagesDeviceBuffersAndMovesThemOverUcx) {
+TEST_P(UcxTransportTest, GpuDirectStagesDeviceBuffersAndMovesThemOverUcx) {
   auto server = StartNode(UcxNodeOptions());
   ASSERT_NE(server, nullptr);
   auto cuda = OpenCudaRuntime(KVPORT_FAKE_CUDART);
@@ -201,7 +207,7 @@ TEST_F(UcxTransportTest, GpuDirectStagesDeviceBuffersAndMovesThemOverUcx) {
   EXPECT_TRUE(cuda->FreeDevice(*out).ok());
 }
 
-TEST_F(UcxTransportTest, ANodeWithoutUcxIsServedOverTcpWithTheReason) {
+TEST_P(UcxTransportTest, ANodeWithoutUcxIsServedOverTcpWithTheReason) {
   auto server = StartNode(SmallNodeOptions());
   ASSERT_NE(server, nullptr);
   Client client;
@@ -222,7 +228,7 @@ TEST_F(UcxTransportTest, ANodeWithoutUcxIsServedOverTcpWithTheReason) {
   EXPECT_EQ(tcp.transport(), "TCP");
 }
 
-TEST_F(UcxTransportTest, ARestartedNodeIsAttachedAgain) {
+TEST_P(UcxTransportTest, ARestartedNodeIsAttachedAgain) {
   ServerOptions options = UcxNodeOptions();
   auto server = StartNode(options);
   ASSERT_NE(server, nullptr);
@@ -298,7 +304,7 @@ Status ReadOne(client::UcxArena& arena, client::Connection& conn, uint64_t offse
   return move.status;
 }
 
-TEST_F(UcxTransportTest, ALostTransferFailsItsKeyAloneAndTheNextOneReconnects) {
+TEST_P(UcxTransportTest, ALostTransferFailsItsKeyAloneAndTheNextOneReconnects) {
   auto server = StartNode(UcxNodeOptions());
   ASSERT_NE(server, nullptr);
   Result<std::unique_ptr<client::UcxArena>> opened = client::UcxArena::Open(ProcessUcxRuntime());
@@ -380,6 +386,107 @@ TEST_F(UcxTransportTest, ALostTransferFailsItsKeyAloneAndTheNextOneReconnects) {
   Status outside = ReadOne(*arena, **conn, uint64_t{1} << 40, late.data(), 1, deadline);
   EXPECT_EQ(outside.code(), StatusCode::kCorruption) << outside.ToString();
 }
+
+// The network devices UCX's tcp transport lists here ("lo", "eth0"...).
+std::vector<std::string> TcpDevices() {
+  std::vector<std::string> devices;
+  for (const UcxResource& r : ProcessUcxRuntime().info().resources) {
+    if (r.transport == "tcp") devices.push_back(r.device);
+  }
+  return devices;
+}
+
+// Multi-rail (ucx_devices): two lanes, each its own worker and endpoint limited to one device,
+// a call's values striped over both, every value intact.
+TEST_P(UcxTransportTest, TwoLanesStripeACallOverBoth) {
+  const std::vector<std::string> tcp = TcpDevices();
+  ASSERT_FALSE(tcp.empty());
+  // Two devices where there are two; the same one twice otherwise (still two lanes).
+  const std::vector<std::string> lanes = {tcp.front(), tcp.back()};
+  auto server = StartNode(UcxNodeOptions());
+  ASSERT_NE(server, nullptr);
+
+  Client client;
+  InitOptions options;
+  options.transport_type = 2;
+  options.ucx_devices = lanes;
+  ASSERT_TRUE(client.Init("ucx-lanes", server->address(), options).ok());
+  ASSERT_EQ(client.transport(), "UCX") << client.transport_reason();
+  EXPECT_NE(client.transport_reason().find("on 2 lanes"), std::string::npos)
+      << client.transport_reason();
+  std::vector<std::vector<char>> values = {Pattern(21, (3 << 20) + 17), Pattern(22, 100),
+                                           Pattern(23, 2 << 20)};
+  ASSERT_EQ(client.MSet({"a", "b", "c"}, Buffers(values))->status, BatchCode::kSuccess);
+  std::vector<std::vector<char>> out = {std::vector<char>((3 << 20) + 17), std::vector<char>(100),
+                                        std::vector<char>(2 << 20)};
+  Result<GetResult> got = client.MGet({"a", "b", "c"}, {}, Buffers(out));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->status, BatchCode::kSuccess) << got->error.ToString();
+  EXPECT_EQ(out, values);
+
+  // The lanes' own counts: both carried stripes of the same call.
+  Result<std::unique_ptr<client::UcxArena>> arena =
+      client::UcxArena::Open(ProcessUcxRuntime(), lanes);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  ASSERT_EQ((*arena)->lanes(), 2u);
+  client::UcxArena* raw = arena->get();
+  client::PoolOptions pool_options;
+  pool_options.connections = 1;
+  pool_options.attach = [raw](client::Connection& conn, Deadline deadline) {
+    return raw->Attach(conn, deadline);
+  };
+  Result<client::Endpoint> endpoint = client::ParseEndpoint(server->address());
+  ASSERT_TRUE(endpoint.ok());
+  client::ArenaTransport transport(
+      std::move(arena).value(),
+      std::make_unique<client::ConnectionPool>(endpoint->nodes[0], pool_options));
+  const Deadline deadline = MonotonicClock::now() + std::chrono::seconds(30);
+  std::vector<protocol::MgetKey> keys = {{"a", out[0].size()}};
+  std::vector<char*> destinations = {out[0].data()};
+  const std::vector<client::FrameSlice> slices = {{0, 1}};
+  client::GetBatch get;
+  get.keys = keys;
+  get.destinations = destinations;
+  get.slices = slices;
+  std::fill(out[0].begin(), out[0].end(), 0);
+  std::unique_ptr<client::TransportCall> call;
+  transport.StartGet(get, deadline, nullptr, &call);
+  std::span<client::FrameResult> read = call->Finish(deadline);
+  ASSERT_TRUE(read[0].status.ok()) << read[0].status.ToString();
+  EXPECT_EQ(read[0].codes[0], StatusCode::kOk);
+  EXPECT_EQ(out[0], values[0]);
+  const std::vector<uint64_t> moved = raw->lane_bytes();
+  ASSERT_EQ(moved.size(), 2u);
+  EXPECT_EQ(moved[0], uint64_t{2} << 20);  // stripes 0 and 2 of the 3 MiB + 17 value
+  EXPECT_EQ(moved[1], (uint64_t{1} << 20) + 17);
+}
+
+TEST(UcxArenaTest, AnUnknownDeviceIsRefusedNamingTheLane) {
+  ::setenv("UCX_TLS", "tcp", 1);
+  if (!ProcessUcxRuntime().usable()) {
+    ::unsetenv("UCX_TLS");
+    GTEST_SKIP() << "no usable UCX here: " << ProcessUcxRuntime().reason();
+  }
+  auto server = StartNode(UcxNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  InitOptions options;
+  options.transport_type = 2;
+  options.ucx_devices = {TcpDevices().front(), "no-such-device0"};
+  Status init = client.Init("ucx-bad-lane", server->address(), options);
+  ::unsetenv("UCX_TLS");
+  // The client still works, over TCP, and says why UCX was not used.
+  ASSERT_TRUE(init.ok()) << init.ToString();
+  EXPECT_EQ(client.transport(), "TCP");
+  EXPECT_NE(client.transport_reason().find("UCX lane 1 (ucx_devices 'no-such-device0')"),
+            std::string::npos)
+      << client.transport_reason();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, UcxTransportTest, ::testing::Values(kUcxTcp, kUcxSharedMemory),
+                         [](const ::testing::TestParamInfo<const char*>& param) {
+                           return std::string(param.param) == kUcxTcp ? "Tcp" : "SharedMemory";
+                         });
 
 }  // namespace
 }  // namespace kvport

@@ -346,6 +346,12 @@ TEST_F(ConfigTest, OutOfRangeValuesAreRefused) {
   Result<Config> polled = Load("busy_poll_us: 50\n");
   ASSERT_TRUE(polled.ok()) << polled.status().ToString();
   EXPECT_EQ(polled->busy_poll_us, 50u);
+  EXPECT_THAT(LoadError("ucx_devices: 'mlx5_0:1;;mlx5_1:1'\n"), HasSubstr("an empty lane"));
+  Result<Config> lanes = Load("ucx_devices: 'mlx5_0:1,mlx5_2:1; mlx5_1:1'\n");
+  ASSERT_TRUE(lanes.ok()) << lanes.status().ToString();
+  EXPECT_EQ(SplitUcxLanes(lanes->ucx_devices),
+            (std::vector<std::string_view>{"mlx5_0:1,mlx5_2:1", "mlx5_1:1"}));
+  EXPECT_EQ(lanes->FindEntry("ucx_devices")->env_var, "KVPORT_UCX_DEVICES");
 }
 
 TEST_F(ConfigTest, RemoteUrlNeedsAKnownSchemeAHostAndAPort) {
