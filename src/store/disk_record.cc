@@ -12,6 +12,7 @@ namespace {
 
 constexpr uint32_t kMagic = 0x5244564b;  // "KVDR" little-endian
 constexpr uint16_t kFormat = 1;
+constexpr uint16_t kTombstoneFlag = 1;
 
 // Field offsets in the fixed part.
 constexpr size_t kMagicAt = 0, kFormatAt = 4, kFlagsAt = 6, kSequenceAt = 8, kRecordBytesAt = 16,
@@ -53,6 +54,9 @@ Status EncodeDiskRecord(const DiskRecord& r, std::span<char> out) {
         "disk record: an empty key, or a namespace, key or meta "
         "over its bound");
   }
+  if (r.tombstone && (!r.meta.empty() || !r.value.empty())) {
+    return Status::InvalidArgument("disk record: a tombstone with a meta or a value");
+  }
   const uint64_t bytes = DiskRecordBytes(r.ns.size(), r.key.size(), r.meta.size(), r.value.size());
   if (out.size() < bytes) {
     return Status::InvalidArgument("disk record: " + std::to_string(bytes) +
@@ -62,7 +66,7 @@ Status EncodeDiskRecord(const DiskRecord& r, std::span<char> out) {
   std::memset(p, 0, kFixedBytes);
   Put<uint32_t>(p + kMagicAt, kMagic);
   Put<uint16_t>(p + kFormatAt, kFormat);
-  Put<uint16_t>(p + kFlagsAt, 0);
+  Put<uint16_t>(p + kFlagsAt, r.tombstone ? kTombstoneFlag : 0);
   Put<uint64_t>(p + kSequenceAt, r.sequence);
   Put<uint64_t>(p + kRecordBytesAt, bytes);
   Put<uint64_t>(p + kExpiryAt, r.expiry_ms);
@@ -93,6 +97,7 @@ FixedPart ParseFixedPart(std::span<const char> fixed, uint64_t room, DiskRecordH
       Get<uint64_t>(p + kFixedChecksumAt) != Hash({p, kFixedChecksumAt})) {
     return FixedPart::kCorrupt;
   }
+  const uint16_t flags = Get<uint16_t>(p + kFlagsAt);
   const uint64_t record_bytes = Get<uint64_t>(p + kRecordBytesAt);
   const uint64_t value_bytes = Get<uint64_t>(p + kValueBytesAt);
   const uint32_t meta_bytes = Get<uint32_t>(p + kMetaBytesAt);
@@ -102,9 +107,12 @@ FixedPart ParseFixedPart(std::span<const char> fixed, uint64_t room, DiskRecordH
   if (ns_bytes > kMaxRecordNamespaceBytes || key_bytes == 0 || key_bytes > kMaxRecordKeyBytes ||
       meta_bytes > kMaxRecordMetaBytes || value_bytes > room || record_bytes > room ||
       record_bytes % kDiskBlock != 0 ||
-      record_bytes != DiskRecordBytes(ns_bytes, key_bytes, meta_bytes, value_bytes)) {
+      record_bytes != DiskRecordBytes(ns_bytes, key_bytes, meta_bytes, value_bytes) ||
+      (flags != 0 && flags != kTombstoneFlag) ||
+      (flags == kTombstoneFlag && (meta_bytes != 0 || value_bytes != 0))) {
     return FixedPart::kCorrupt;
   }
+  h->tombstone = flags == kTombstoneFlag;
   h->sequence = Get<uint64_t>(p + kSequenceAt);
   h->record_bytes = record_bytes;
   h->expiry_ms = Get<uint64_t>(p + kExpiryAt);

@@ -6,7 +6,7 @@
 // blocks). Little-endian:
 //
 //   fixed part, kFixedBytes:
-//     u32 magic "KVDR"      u16 format (1)        u16 flags (0)
+//     u32 magic "KVDR"      u16 format (1)        u16 flags (0, or 1: a tombstone)
 //     u64 sequence          u64 record_bytes      (the whole record, a multiple of kDiskBlock)
 //     u64 expiry_ms         (unix ms; 0 never)    u64 value_bytes
 //     u32 meta_bytes        u32 key_bytes         u16 ns_bytes        6 bytes reserved (0)
@@ -49,6 +49,9 @@ struct DiskRecord {
   std::string_view key;
   std::string_view meta;
   std::string_view value;
+  // A tombstone says `key` was deleted (at `sequence`): no meta, no value. Segments are
+  // append-only, so a delete is a record too, or the key would come back at a restart.
+  bool tombstone = false;
 };
 
 // The record's size on disk: header, names, value, rounded up to whole blocks.
@@ -61,6 +64,7 @@ Status EncodeDiskRecord(const DiskRecord& record, std::span<char> out);
 
 // A record's header as read back: everything but the value, whose bytes are checked on read.
 struct DiskRecordHeader {
+  bool tombstone = false;
   uint64_t sequence = 0;
   uint64_t record_bytes = 0;
   uint64_t expiry_ms = 0;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kvport/log.h"
+#include "kvport/ucx.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "session_inputs.h"
@@ -194,6 +195,8 @@ Result<std::unique_ptr<SessionDriver>> SessionDriver::Start() {
   options.idle_timeout = std::chrono::milliseconds(0);
   options.ttl_sweep_interval = std::chrono::milliseconds(0);
   options.shutdown_grace = std::chrono::milliseconds(100);
+  // UCX_ATTACH and the requests it opens to a TCP session, where this host has a usable UCX.
+  options.ucx = ProcessUcxRuntime().usable();
   KVPORT_ASSIGN_OR_RETURN(d->server_, Server::Start(options));
   KVPORT_ASSIGN_OR_RETURN(testing::TestClient sync,
                           testing::TestClient::Connect(d->server_->port()));

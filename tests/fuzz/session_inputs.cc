@@ -142,6 +142,11 @@ std::vector<SeedInput> SeedInputs() {
                                     Frame(3, protocol::ShmAttachRequest{}) + Frame(4, reserve) +
                                     Frame(5, commit) + Frame(6, get) + Frame(7, release) +
                                     Mget(8, "s", {"r", "q"}));
+    // The same requests on a TCP session attached to the node's UCX (when it offers UCX).
+    streams.emplace_back(
+        "ucx", Frame(2, protocol::NodeInfoRequest{}) + Frame(3, protocol::UcxAttachRequest{}) +
+                   Frame(4, reserve) + Frame(5, commit) + Frame(6, get) + Frame(7, release) +
+                   Frame(8, protocol::UcxAttachRequest{}) + Mget(9, "s", {"r", "q"}));
   }
 
   std::vector<SeedInput> seeds;

@@ -12,11 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "faulty_file.h"
 #include "store/disk_record.h"
 #include "store/file_io.h"
 
 namespace kvport::store {
 namespace {
+
+using testing::FaultyFile;
 
 using ::testing::HasSubstr;
 
@@ -28,42 +31,6 @@ std::string Bytes(char seed, size_t n) {
     s[i] = static_cast<char>(seed + i * 13 + (i >> 8));
   return s;
 }
-
-// A file whose next writes fail as told: the seam's fault injection.
-class FaultyFile final : public File {
- public:
-  explicit FaultyFile(std::unique_ptr<File> file) : file_(std::move(file)) {}
-  enum class Fault { kNone, kNoSpace, kIoError, kShortWrite };
-  void FailNextWrite(Fault fault) { fault_ = fault; }
-
-  Status WriteAt(uint64_t offset, const void* data, size_t bytes) override {
-    const Fault fault = fault_;
-    fault_ = Fault::kNone;
-    switch (fault) {
-      case Fault::kNone:
-        return file_->WriteAt(offset, data, bytes);
-      case Fault::kNoSpace:
-        return Status::NoSpace("injected: the disk is full");
-      case Fault::kIoError:
-        return Status::IoError("injected: EIO");
-      case Fault::kShortWrite: {
-        // Half the bytes reach the file (the fixed part among them), then the write fails.
-        KVPORT_RETURN_IF_ERROR(file_->WriteAt(offset, data, bytes / 2));
-        return Status::IoError("injected: short write");
-      }
-    }
-    return Status::Internal("unreachable");
-  }
-  Result<size_t> ReadAt(uint64_t offset, void* data, size_t bytes) override {
-    return file_->ReadAt(offset, data, bytes);
-  }
-  Status Sync() override { return file_->Sync(); }
-  Result<uint64_t> Size() override { return file_->Size(); }
-
- private:
-  std::unique_ptr<File> file_;
-  Fault fault_ = Fault::kNone;
-};
 
 class SegmentTest : public ::testing::Test {
  protected:
