@@ -411,9 +411,13 @@ class Client:
         core = _core.Client()
         try:
             # log_dir is the eic logger's (_route_log), not the C++ client's.
+            # SGLang's NIC affinity names the local interfaces: each becomes a UCX lane.
+            lanes = [name.strip() for name in (option.multi_net_local_interface_names or "")
+                     .split(",") if name.strip()]
             core.init(instance_id or "", endpoint or "",
                       transport_type=int(option.transport_type), log_dir="",
-                      log_level=int(option.log_level), flag_file=option.flag_file or "")
+                      log_level=int(option.log_level), flag_file=option.flag_file or "",
+                      ucx_devices=lanes)
         except kvport.Error as e:
             _log.error("eic init(%r, %r) failed: %s", instance_id, endpoint, e)
             return e.number

@@ -147,8 +147,9 @@ class Client:
     environment variable, if set), busy_poll_us (0: how long a call polls for its answer
     before it sleeps), tls_ca_file (TLS to the node, verified against this CA; with
     tls_cert_file and tls_key_file for a node that requires a client certificate; each empty
-    one from KVPORT_TLS_CA_FILE, KVPORT_TLS_CERT_FILE, KVPORT_TLS_KEY_FILE: docs/security.md);
-    and instance_id ("").
+    one from KVPORT_TLS_CA_FILE, KVPORT_TLS_CERT_FILE, KVPORT_TLS_KEY_FILE: docs/security.md),
+    ucx_devices (a list: UCX multi-rail, one lane per entry, each lane's devices in
+    UCX_NET_DEVICES' syntax; docs/transports.md); and instance_id ("").
 
     close() (or the end of a `with` block) closes the connections; collecting the object does
     the same. Every call after close() raises Error ("... the client is closed").
@@ -362,7 +363,8 @@ class Server:
     address), lease_ttl_secs (10), tls_cert_file + tls_key_file (TLS 1.3 on the TCP port) and
     tls_ca_file (clients must then present a certificate: docs/security.md), busy_poll_us (0:
     how long an I/O thread polls for the next request before it sleeps, at most 1 s; see
-    docs/operations.md). The node stops when the `with` block ends, on stop(), or
+    docs/operations.md), ucx (False: offer one-sided access over UCX to clients asking for RDMA,
+    transport_type 2; docs/transports.md). The node stops when the `with` block ends, on stop(), or
     when the object is collected; stopping lets requests in flight finish (a cluster node
     deregisters first)."""
 

@@ -86,6 +86,7 @@ class Client:
         tls_ca_file: str = ...,
         tls_cert_file: str = ...,
         tls_key_file: str = ...,
+        ucx_devices: Sequence[str] = ...,
     ) -> None: ...
     def mset(
         self,
@@ -192,6 +193,7 @@ class Server:
         tls_key_file: str = ...,
         tls_ca_file: str = ...,
         busy_poll_us: int = ...,
+        ucx: bool = ...,
     ) -> None: ...
     def reload_tokens(self) -> None: ...
     @property

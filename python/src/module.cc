@@ -256,10 +256,11 @@ class PyClient {
             const std::string& cuda_runtime_library, const std::string& ascend_runtime_library,
             const std::string& token, const std::string& token_file, int replicas, int write_quorum,
             int64_t busy_poll_us, const std::string& tls_ca_file, const std::string& tls_cert_file,
-            const std::string& tls_key_file) {
+            const std::string& tls_key_file, const std::vector<std::string>& ucx_devices) {
     CallGate::Pass pass = Enter("init");
     InitOptions options;
     options.busy_poll = std::chrono::microseconds(busy_poll_us);
+    options.ucx_devices = ucx_devices;
     options.token = token;
     options.token_file = token_file;
     options.tls_ca_file = tls_ca_file;
@@ -466,9 +467,11 @@ class PyServer {
            const std::string& tokens_file, bool insecure, const std::string& cluster,
            const std::vector<std::string>& etcd, const std::string& advertise,
            const std::string& node_id, uint32_t lease_ttl_secs, const std::string& tls_cert_file,
-           const std::string& tls_key_file, const std::string& tls_ca_file, int64_t busy_poll_us) {
+           const std::string& tls_key_file, const std::string& tls_ca_file, int64_t busy_poll_us,
+           bool ucx) {
     ServerOptions options;
     options.busy_poll = std::chrono::microseconds(busy_poll_us);
+    options.ucx = ucx;
     options.tls_cert_file = tls_cert_file;
     options.tls_key_file = tls_key_file;
     options.tls_ca_file = tls_ca_file;
@@ -642,7 +645,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("busy_poll_us") = kDefaults.busy_poll.count(),
            py::arg("tls_ca_file") = kDefaults.tls_ca_file,
            py::arg("tls_cert_file") = kDefaults.tls_cert_file,
-           py::arg("tls_key_file") = kDefaults.tls_key_file)
+           py::arg("tls_key_file") = kDefaults.tls_key_file,
+           py::arg("ucx_devices") = kDefaults.ucx_devices)
       .def("mset", &PyClient::MSet, py::arg("keys"), py::arg("values"), py::arg("ns"),
            py::arg("ttl_seconds"), py::arg("metas"), py::arg("timeout"))
       .def("mget", &PyClient::MGet, py::arg("keys"), py::arg("buffers"), py::arg("ns"),
@@ -694,7 +698,7 @@ PYBIND11_MODULE(_core, m) {
                     unsigned, uint64_t, uint64_t, uint64_t, uint64_t, const std::string&, bool,
                     const std::string&, const std::vector<std::string>&, const std::string&,
                     const std::string&, uint32_t, const std::string&, const std::string&,
-                    const std::string&, int64_t>(),
+                    const std::string&, int64_t, bool>(),
            py::kw_only(), py::arg("listen") = kServerDefaults.listen,
            py::arg("unix_socket") = kServerDefaults.unix_socket,
            py::arg("shared_memory") = kServerDefaults.shared_memory,
@@ -715,7 +719,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("tls_cert_file") = kServerDefaults.tls_cert_file,
            py::arg("tls_key_file") = kServerDefaults.tls_key_file,
            py::arg("tls_ca_file") = kServerDefaults.tls_ca_file,
-           py::arg("busy_poll_us") = kServerDefaults.busy_poll.count())
+           py::arg("busy_poll_us") = kServerDefaults.busy_poll.count(),
+           py::arg("ucx") = kServerDefaults.ucx)
       .def("reload_tokens", &PyServer::ReloadTokens)
       .def_property_readonly("address", &PyServer::address)
       .def_property_readonly("port", &PyServer::port)
