@@ -32,6 +32,9 @@ struct KVPORT_API NodeSettings {
   std::string unix_socket = "auto";
   bool shared_memory = true;  // offer the arena to same-host clients on the Unix socket
   bool ucx = false;           // offer one-sided access to the arena over UCX (UCX_ATTACH)
+  // The disk tier (ServerOptions::disk_dir, disk_capacity): "" none.
+  std::string disk_dir;
+  uint64_t disk_capacity = uint64_t{1} << 30;
   // Per shared-memory session: values read in place (leases) and MSET reservations it may hold.
   uint32_t max_leases_per_session = 4096;
   uint32_t max_reservations_per_session = 256;

@@ -131,6 +131,12 @@ struct KVPORT_API ServerOptions {
   // the libucp to load ("" searches libucp.so.0; config key ucx_library, env KVPORT_UCX_LIBRARY).
   bool ucx = false;
   std::string ucx_library;
+  // The disk tier (docs/store.md, "The disk tier"): objects evicted from memory are written to
+  // segment files in disk_dir (created when absent) up to disk_capacity bytes (at least 64 KiB),
+  // a get that misses memory reads them back, and a restart finds them again. "" (the
+  // default): no disk tier, an evicted object is gone. Config keys disk_dir, disk_capacity.
+  std::string disk_dir;
+  uint64_t disk_capacity = uint64_t{1} << 30;
   // Request deadline: a request (header, descriptor and payload) must arrive whole within
   // request_timeout plus one second per min_request_bytes_per_sec bytes of it received so far
   // (so a large value on a slow link may take longer; a trickle may not). Past it the node

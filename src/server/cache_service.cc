@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "kvport/log.h"
+#include "server/disk_offload.h"
 
 namespace kvport::server {
 
@@ -52,6 +54,29 @@ Result<store::ReadHandle> CacheService::Pin(const Grant& grant, std::string_view
                                             std::string_view key, bool any_namespace) {
   if (any_namespace) return store_->LookupInAnyNamespace(key, Readable(grant));
   if (!grant.may_read(ns)) return Denied(grant, "read", ns);
+  Result<store::ReadHandle> found = store_->Lookup(ns, key);
+  if (found.ok() || disk_ == nullptr || found.status().code() != StatusCode::kNotFound) {
+    return found;
+  }
+  return PromoteFromDisk(ns, key);
+}
+
+Result<store::ReadHandle> CacheService::PromoteFromDisk(std::string_view ns, std::string_view key) {
+  KVPORT_ASSIGN_OR_RETURN(DiskOffload::Found found, disk_->Get(ns, key));
+  // Whole seconds, rounded up: an object never outlives its TTL by less than a second.
+  const uint64_t ttl_seconds = (found.ttl_left_ms + 999) / 1000;
+  KVPORT_ASSIGN_OR_RETURN(
+      store::WriteHandle handle,
+      store_->Reserve(ns, key, found.value.size(), found.meta,
+                      ttl_seconds == 0
+                          ? store::kNoExpiry
+                          : static_cast<uint32_t>(std::min<uint64_t>(ttl_seconds, UINT32_MAX))));
+  if (!found.value.empty()) std::memcpy(handle.data(), found.value.data(), found.value.size());
+  KVPORT_RETURN_IF_ERROR(store_->Commit(std::move(handle)));
+  // One tier at a time: the disk copy goes, or a later value that never reached the disk could
+  // be shadowed by it. A tombstone that cannot be written leaves it, to be replaced or evicted.
+  Status erased = disk_->Erase(ns, key);
+  if (!erased.ok()) log::Warn("disk tier: {}", erased.ToString());
   return store_->Lookup(ns, key);
 }
 
@@ -67,14 +92,22 @@ Status CacheService::Exists(const Grant& grant, std::string_view ns, std::string
                             bool any_namespace, uint64_t* value_length) {
   if (any_namespace) return store_->ExistsInAnyNamespace(key, value_length, Readable(grant));
   if (!grant.may_read(ns)) return Denied(grant, "read", ns);
-  return store_->Exists(ns, key, value_length);
+  Status in_memory = store_->Exists(ns, key, value_length);
+  if (in_memory.code() == StatusCode::kNotFound && disk_ != nullptr &&
+      disk_->Contains(ns, key, value_length)) {
+    return Status::Ok();
+  }
+  return in_memory;
 }
 
 Status CacheService::Delete(const Grant& grant, std::string_view ns, std::string_view key,
                             bool any_namespace) {
   if (any_namespace) return store_->DeleteInEveryNamespace(key, nullptr, Writable(grant));
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  return store_->Delete(ns, key);
+  Status in_memory = store_->Delete(ns, key);
+  if (disk_ == nullptr || !disk_->Contains(ns, key, nullptr)) return in_memory;
+  KVPORT_RETURN_IF_ERROR(disk_->Erase(ns, key));
+  return Status::Ok();
 }
 
 Result<store::WriteHandle> CacheService::Reserve(const Grant& grant, std::string_view ns,
@@ -100,7 +133,16 @@ uint64_t CacheService::max_reserved_bytes() const {
 }
 
 Status CacheService::Commit(store::WriteHandle&& handle) {
-  return store_->Commit(std::move(handle));
+  if (disk_ == nullptr) return store_->Commit(std::move(handle));
+  const std::string ns(handle.ns());
+  const std::string key(handle.key());
+  KVPORT_RETURN_IF_ERROR(store_->Commit(std::move(handle)));
+  // The new value replaces a copy on disk too.
+  if (disk_->Contains(ns, key, nullptr)) {
+    Status erased = disk_->Erase(ns, key);
+    if (!erased.ok()) log::Warn("disk tier: {}", erased.ToString());
+  }
+  return Status::Ok();
 }
 
 Result<CacheService::ListPage> CacheService::List(const Grant& grant, uint64_t session_id,
@@ -147,6 +189,20 @@ ServerStats CacheService::Stats() const {
   // How the node is guarded: tokens required (1) or not, and open beyond loopback on purpose.
   stats.counters.emplace_back("auth_required", access_.required() ? 1 : 0);
   stats.counters.emplace_back("insecure", options_.insecure ? 1 : 0);
+  if (disk_ != nullptr) {
+    const DiskOffloadStats d = disk_->stats();
+    stats.counters.insert(stats.counters.end(), {{"disk_objects", d.tier.objects},
+                                                 {"disk_bytes", d.tier.disk_bytes},
+                                                 {"disk_writes", d.written},
+                                                 {"disk_write_errors", d.tier.write_errors},
+                                                 {"disk_queue_drops", d.queue_drops},
+                                                 {"disk_pending_bytes", d.pending_bytes},
+                                                 {"disk_hits", d.hits},
+                                                 {"disk_evicted_objects", d.tier.evicted_objects},
+                                                 {"disk_dropped_records", d.tier.dropped_records},
+                                                 {"disk_read_errors", d.tier.read_errors},
+                                                 {"disk_restored", d.tier.restored}});
+  }
   return stats;
 }
 

@@ -35,6 +35,7 @@
 namespace kvport::server {
 
 class UcxOffer;
+class DiskOffload;
 
 // Who the node is, as NODE_INFO tells it.
 struct NodeIdentity {
@@ -164,6 +165,13 @@ class CacheService {
   void set_ucx(const UcxOffer* offer) { ucx_ = offer; }
   const UcxOffer* ucx() const { return ucx_; }
 
+  // --- the disk tier ----------------------------------------------------------------------
+  // The node's disk tier (server/disk_offload.h), or null: set once by Server::Start before any
+  // session runs. With one, a get that misses memory in a named namespace is served from disk
+  // (the object moved back into memory), exists sees both tiers, and a delete or an overwrite
+  // removes the disk copy. Any-namespace reads see memory only.
+  void set_disk(DiskOffload* disk) { disk_ = disk; }
+
  private:
   store::ObjectStore* const store_;
   ServerCounters* const counters_;
@@ -173,7 +181,12 @@ class CacheService {
   std::unique_ptr<LeaseWords> lease_words_;  // null: shared memory is not offered
   std::string lease_words_error_;            // why lease_words_ could not be made
   const UcxOffer* ucx_ = nullptr;
+  DiskOffload* disk_ = nullptr;
   std::atomic<uint64_t> next_session_id_{1};
+
+  // A memory miss of (ns, key) served from the disk tier: the object moved back into memory and
+  // pinned there. NotFound when the disk has it not; the store's error when it cannot take it.
+  Result<store::ReadHandle> PromoteFromDisk(std::string_view ns, std::string_view key);
 };
 
 // The reservations of one batched write (an MSET, an SHM_RESERVE) until they are committed.

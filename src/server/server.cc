@@ -29,6 +29,7 @@
 #include "protocol/limits.h"
 #include "server/acceptor.h"
 #include "server/cache_service.h"
+#include "server/disk_offload.h"
 #include "server/server_stats.h"
 #include "server/token_file.h"
 #include "server/ucx_offer.h"
@@ -45,6 +46,9 @@ using server::Worker;
 // handles) before the service and the store.
 struct Server::Impl {
   ServerOptions options;
+  // The disk tier (ServerOptions::disk_dir), or null: outlives the store, whose evictions it
+  // takes, and writes what it still holds when destroyed.
+  std::unique_ptr<server::DiskOffload> disk;
   std::unique_ptr<store::ObjectStore> store;
   server::ServerCounters counters;
   std::unique_ptr<server::CacheService> service;
@@ -222,8 +226,21 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
         "connection)");
   }
 
+  if (!options.disk_dir.empty()) {
+    server::DiskOffloadOptions disk_options;
+    disk_options.dir = options.disk_dir;
+    disk_options.capacity_bytes = options.disk_capacity;
+    Result<std::unique_ptr<server::DiskOffload>> disk = server::DiskOffload::Open(disk_options);
+    if (!disk.ok()) return disk.status().WithContext("the disk tier");
+    impl->disk = std::move(disk).value();
+  }
   store::StoreOptions store_options;
   store_options.capacity_bytes = options.capacity_bytes;
+  if (impl->disk != nullptr) {
+    store_options.on_evict = [disk = impl->disk.get()](const store::EvictedObject& object) {
+      disk->Offer(object);
+    };
+  }
   store_options.max_value_bytes = options.max_value_bytes;
   store_options.max_key_bytes = static_cast<uint32_t>(limits.max_key_bytes);
   store_options.max_namespace_bytes = static_cast<uint32_t>(limits.max_namespace_bytes);
@@ -308,6 +325,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     impl->ucx = std::move(offer).value();
     impl->service->set_ucx(impl->ucx.get());
   }
+  impl->service->set_disk(impl->disk.get());
 
   server::WorkerOptions worker_options;
   worker_options.session.max_outstanding_bytes = options.max_connection_outstanding_bytes;
@@ -357,6 +375,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     w->StartThread();
   log::Info("kvport node access: {} ({} tokens accepted)", impl->service->access_mode(),
             tokens->size());
+  if (impl->disk != nullptr) {
+    // What was only in memory before a restart is gone; what was on disk is a hit again.
+    log::Info("kvport node {}", impl->disk->Describe());
+  }
   if (tls != nullptr) {
     log::Info("kvport node TLS on {}: TLS 1.3{}; kernel TLS offload {}", impl->address.ToString(),
               mutual_tls ? ", client certificates required (tls_ca_file)" : "",

@@ -236,12 +236,15 @@ Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint
   return Status::NotFound("dropped from disk: " + read.message());
 }
 
-bool DiskTier::Contains(std::string_view ns, std::string_view key, uint64_t now_ms) const {
+bool DiskTier::Contains(std::string_view ns, std::string_view key, uint64_t now_ms,
+                        uint64_t* value_bytes) const {
   MutexLock lock(mu_);
   auto it = index_.find(IdOf(ns, key));
   if (it == index_.end()) return false;
-  const uint64_t expiry = it->second.record.header.expiry_ms;
-  return expiry == 0 || expiry > now_ms;
+  const DiskRecordHeader& h = it->second.record.header;
+  if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) return false;
+  if (value_bytes != nullptr) *value_bytes = h.value_bytes;
+  return true;
 }
 
 Status DiskTier::Erase(std::string_view ns, std::string_view key) {

@@ -90,8 +90,10 @@ class DiskTier {
   // the entry is dropped and counted: a miss, never wrong bytes).
   Result<DiskObject> Get(std::string_view ns, std::string_view key, uint64_t now_ms);
 
-  // Whether (`ns`, `key`) is here and not expired at `now_ms`, without reading its value.
-  bool Contains(std::string_view ns, std::string_view key, uint64_t now_ms) const;
+  // Whether (`ns`, `key`) is here and not expired at `now_ms`, without reading its value; its
+  // value's length into *value_bytes when it is and value_bytes is not null.
+  bool Contains(std::string_view ns, std::string_view key, uint64_t now_ms,
+                uint64_t* value_bytes = nullptr) const;
 
   // Removes (`ns`, `key`) (a tombstone on disk). OK when it was not there either; IoError or
   // NoSpace when the tombstone cannot be written (the key is then gone until a restart, which

@@ -192,7 +192,8 @@ struct ObjectStore::Impl {
 
   ExtentAllocator* allocator = nullptr;
   const TtlClock* clock = nullptr;
-  uint64_t max_index_bytes = 0;  // StoreOptions' caps; 0: none
+  std::function<void(const EvictedObject&)> on_evict;  // StoreOptions::on_evict
+  uint64_t max_index_bytes = 0;                        // StoreOptions' caps; 0: none
   uint64_t max_reserved_bytes = 0;
   uint64_t max_pinned_bytes = 0;
 
@@ -605,6 +606,7 @@ struct ObjectStore::Impl {
     if (oldest == kShardCount) return EvictOutcome::kNothingEvictable;
     Shard& shard = shards[oldest];
     StoredObject* victim = nullptr;
+    bool offer = false;
     {
       MutexLock lock(shard.mu);
       victim = shard.lru_tail;
@@ -623,6 +625,16 @@ struct ObjectStore::Impl {
       if (!dropped) {
         (expired ? shard.expirations : shard.evictions).fetch_add(1, std::memory_order_relaxed);
       }
+      offer = !expired && !dropped && on_evict;
+    }
+    if (offer) {
+      // Out of the index, unpinned: nobody else reaches it, and its bytes stay until the Unref.
+      on_evict(EvictedObject{
+          victim->ns,
+          victim->key,
+          victim->meta,
+          {victim->data, victim->value_len},
+          victim->expires_at_ms == kNeverExpires ? 0 : victim->expires_at_ms - now_ms});
     }
     Unref(victim);  // the index's reference: frees the extent now
     return EvictOutcome::kRemoved;
@@ -775,6 +787,7 @@ ObjectStore::ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,
   }
   impl_->allocator = allocator_.get();
   impl_->clock = options_.ttl_clock ? options_.ttl_clock : SteadyTtlClock::Get();
+  impl_->on_evict = options_.on_evict;
   impl_->max_index_bytes = options_.max_index_bytes;
   impl_->max_reserved_bytes = options_.max_reserved_bytes;
   impl_->max_pinned_bytes = options_.max_pinned_bytes;

@@ -54,6 +54,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,15 @@ struct StoredObject;  // one version of one object; defined in object_store.cc
 
 // Never expires.
 inline constexpr uint32_t kNoExpiry = 0;
+
+// An object leaving memory to make room (StoreOptions::on_evict).
+struct EvictedObject {
+  std::string_view ns;
+  std::string_view key;
+  std::string_view meta;
+  std::span<const uint8_t> value;
+  uint64_t ttl_left_ms = 0;  // how long it had left to live; 0: no expiry
+};
 
 struct StoreOptions {
   // Arena size in bytes (the config's `capacity`, already parsed). Rounded down to a multiple
@@ -98,6 +108,11 @@ struct StoreOptions {
   uint64_t max_pinned_bytes = 0;
   // Time source for TTLs; null means SteadyTtlClock::Get(). Must outlive the store.
   const TtlClock* ttl_clock = nullptr;
+  // Called for each object evicted to make room (not for expired, deleted or replaced ones),
+  // on the evicting thread, outside the store's locks, while the object's bytes are still
+  // valid (they are freed when it returns): the disk tier copies them. It must not call into
+  // the store.
+  std::function<void(const EvictedObject&)> on_evict;
 };
 
 struct StoreStats {

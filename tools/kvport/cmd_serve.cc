@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kvport serve [--config FILE] [--listen HOST:PORT] [--unix-socket PATH|auto|""]
-// [--capacity SIZE] [--threads N] [--http HOST:PORT] [--cluster NAME --etcd HOST:PORT[,...]
+// [--capacity SIZE] [--threads N] [--disk DIR [--disk-capacity SIZE]] [--ucx] [--http HOST:PORT]
+// [--cluster NAME --etcd HOST:PORT[,...]
 // [--advertise HOST:PORT] [--node-id ID] [--lease-ttl SECS]]`: run a cache node in the
 // foreground until SIGINT or SIGTERM, then stop gracefully and exit 0. With --cluster the node
 // registers in etcd (docs/cluster.md) and deregisters when it stops.
@@ -41,6 +42,8 @@ struct ServeFlags {
   std::optional<unsigned> threads;
   std::optional<uint32_t> busy_poll_us;
   bool ucx = false;
+  std::optional<std::string> disk;
+  std::optional<std::string> disk_capacity;
   bool insecure = false;
   std::optional<std::string> http;  // --http HOST:PORT or PORT
   std::optional<std::string> cluster;
@@ -101,6 +104,13 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   options.busy_poll = std::chrono::microseconds(flags.busy_poll_us.value_or(config.busy_poll_us));
   options.ucx = flags.ucx || node.ucx;
   options.ucx_library = config.ucx_library;
+  options.disk_dir = flags.disk.value_or(node.disk_dir);
+  options.disk_capacity = node.disk_capacity;
+  if (flags.disk_capacity) {
+    Result<uint64_t> parsed = ParseSize(*flags.disk_capacity, SizeUnit::kBytes);
+    if (!parsed.ok()) return parsed.status().WithContext("--disk-capacity");
+    options.disk_capacity = *parsed;
+  }
   options.request_timeout = std::chrono::seconds(node.request_timeout_secs);
   options.min_request_bytes_per_sec = node.min_request_bytes_per_sec;
   options.max_connections = node.max_connections;
@@ -196,6 +206,10 @@ int Serve(const ServeFlags& flags) {
     given.push_back({"busy_poll_us", std::to_string(*flags.busy_poll_us), "--busy-poll-us"});
   }
   if (flags.ucx) given.push_back({"ucx", "true", "--ucx"});
+  if (flags.disk) given.push_back({"disk_dir", *flags.disk, "--disk"});
+  if (flags.disk_capacity) {
+    given.push_back({"disk_capacity", *flags.disk_capacity, "--disk-capacity"});
+  }
   if (flags.http) given.push_back({"http_listen", *flags.http, "--http"});
   if (flags.cluster) given.push_back({"cluster", *flags.cluster, "--cluster"});
   if (flags.etcd) given.push_back({"etcd", *flags.etcd, "--etcd"});
@@ -256,6 +270,13 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "offer one-sided access to the arena over UCX on the TCP port (UCX_ATTACH; "
                   "default: the config's ucx; docs/transports.md). Start fails naming why when "
                   "UCX is not usable here (kvport doctor)");
+  serve->add_option("--disk", flags->disk,
+                    "a folder for the disk tier: objects evicted from memory go there and are "
+                    "read back on a miss, and a restart finds them again (default: the config's "
+                    "disk_dir, \"\" = none; docs/store.md)");
+  serve->add_option("--disk-capacity", flags->disk_capacity,
+                    "the disk tier's size, e.g. 100GiB (default: the config's disk_capacity, "
+                    "1GiB)");
   serve->add_flag("--insecure", flags->insecure,
                   "allow a non-loopback --listen address without access tokens (a trusted "
                   "network only; docs/security.md). Tokens come from the config (tokens_file), "

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+// DiskOffload: a node's disk tier (ServerOptions::disk_dir; docs/store.md, "The disk tier").
+//
+// An object the store evicts to make room is copied (StoreOptions::on_evict) into a queue that a
+// thread of the offload's own writes to the DiskTier, so that no I/O thread waits for the disk
+// on a put; at most max_pending_bytes wait (past that an evicted object is dropped, and
+// counted, as it would have been without a disk tier). A get that misses memory finds the
+// object on disk (or still in the queue), and CacheService moves it back into memory: each
+// object lives in one tier at a time (a promoted object's disk record is deleted, so that a
+// later, different value that never reached the disk can never be shadowed by it). Exists sees
+// both tiers; a delete or an overwrite removes the disk copy too.
+//
+// Times on disk are unix ms (system_clock), so that a TTL still counts across a restart.
+//
+// Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "kvport/status.h"
+#include "store/disk_tier.h"
+#include "store/object_store.h"
+
+namespace kvport::server {
+
+struct DiskOffloadOptions {
+  std::string dir;
+  uint64_t capacity_bytes = 0;
+  uint64_t segment_bytes = uint64_t{256} << 20;  // lowered to a quarter of a small capacity
+  uint64_t max_pending_bytes = uint64_t{64} << 20;
+};
+
+struct DiskOffloadStats {
+  store::DiskTierStats tier;
+  uint64_t pending_bytes = 0;  // evicted, waiting for the writer
+  uint64_t written = 0;        // evicted objects written to disk
+  uint64_t queue_drops = 0;    // evicted objects dropped: the queue was full
+  uint64_t hits = 0;           // gets served from the disk tier (or its queue)
+  uint64_t restore_ms = 0;     // how long the start's index rebuild took
+};
+
+class DiskOffload {
+ public:
+  // Opens (creating) the folder, rebuilds the index of what is on disk, starts the writer.
+  // InvalidArgument for bad options; the folder's and the segments' errors as they are.
+  static Result<std::unique_ptr<DiskOffload>> Open(const DiskOffloadOptions& options);
+  // Writes what is still queued (the node is stopping), then stops the writer.
+  ~DiskOffload();
+  DiskOffload(const DiskOffload&) = delete;
+  DiskOffload& operator=(const DiskOffload&) = delete;
+
+  // StoreOptions::on_evict: queues a copy of `object` for the writer.
+  void Offer(const store::EvictedObject& object);
+
+  // The object under (`ns`, `key`) on disk or in the queue, with its TTL left (0: none).
+  // NotFound otherwise (absent, expired, or its bytes failed their check).
+  struct Found {
+    std::string meta;
+    std::vector<char> value;
+    uint64_t ttl_left_ms = 0;
+  };
+  Result<Found> Get(std::string_view ns, std::string_view key);
+  // Whether it is there, and its value's length.
+  bool Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes);
+  // Removes it from the queue and the disk; OK when it was in neither. The tier's error when a
+  // tombstone could not be written.
+  Status Erase(std::string_view ns, std::string_view key);
+
+  DiskOffloadStats stats() const;
+  // "disk tier DIR: 1.0 GiB, 12 objects restored in 3 ms", for the start line.
+  std::string Describe() const;
+
+ private:
+  struct Pending {
+    std::string ns, key, meta;
+    std::vector<char> value;
+    uint64_t expiry_ms = 0;  // unix ms; 0 never
+    bool erased = false;     // deleted or replaced while the writer held it
+  };
+  using Queue = std::list<Pending>;
+
+  DiskOffload(const DiskOffloadOptions& options, std::unique_ptr<store::DiskTier> tier);
+  void WriterLoop();
+  static std::string IdOf(std::string_view ns, std::string_view key);
+
+  const DiskOffloadOptions options_;
+  const std::unique_ptr<store::DiskTier> tier_;
+  // mu_ guards everything below (a std::mutex: it pairs with the condition variable).
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  Queue queue_;                                              // oldest first
+  std::unordered_map<std::string, Queue::iterator> queued_;  // the newest queued item per key
+  Queue::iterator writing_;                                  // queue_.end(): none
+  uint64_t pending_bytes_ = 0;
+  bool stopping_ = false;
+  DiskOffloadStats stats_;
+  std::thread writer_;
+};
+
+}  // namespace kvport::server

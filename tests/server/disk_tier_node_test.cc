@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// A node with a disk tier (ServerOptions::disk_dir): objects evicted from its 8 MiB of memory
+// are written to disk and read back on a miss, exists sees both tiers, deletes and overwrites
+// reach the disk, and a restarted node finds what was on disk (never a wrong byte).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kvport/client.h"
+#include "kvport/server.h"
+#include "server_fixture.h"
+
+namespace kvport::testing {
+namespace {
+
+std::vector<char> Value(int seed, size_t n) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<char>(seed * 31 + i * 7 + (i >> 10));
+  return v;
+}
+
+class DiskTierNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "kvport_disk_node_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // (Re)starts the node over the same folder, on a new port, with a client of its own.
+  void Start() {
+    client_.reset();
+    if (server_ != nullptr) server_->Stop();
+    server_.reset();
+    ServerOptions options = SmallNodeOptions();  // 8 MiB of memory
+    options.disk_dir = dir_;
+    options.disk_capacity = 64 << 20;
+    server_ = StartNode(options);
+    ASSERT_NE(server_, nullptr);
+    client_ = std::make_unique<Client>();
+    InitOptions init;
+    init.transport_type = 1;
+    ASSERT_TRUE(client_->Init("disk-test", server_->address(), init).ok());
+  }
+
+  void Put(const std::string& key, const std::vector<char>& value) {
+    IOBuffers buffers;
+    buffers.Append(const_cast<char*>(value.data()), value.size());
+    Result<BatchResult> put = client_->MSet({key}, buffers, SetOptions{"ns"});
+    ASSERT_TRUE(put.ok()) << put.status().ToString();
+    ASSERT_EQ(put->codes[0], KeyCode::kSuccess) << key;
+  }
+
+  // The value under `key`, or the key's code when it is not a hit.
+  std::pair<KeyCode, std::vector<char>> Get(const std::string& key, size_t capacity = 1 << 20) {
+    std::vector<char> out(capacity);
+    IOBuffers buffers;
+    buffers.Append(out.data(), out.size());
+    Result<GetResult> got = client_->MGet({key}, GetOptions{"ns"}, buffers);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    if (!got.ok()) return {KeyCode::kUnavailable, {}};
+    out.resize(got->codes[0] == KeyCode::kSuccess ? got->value_sizes[0] : 0);
+    return {got->codes[0], std::move(out)};
+  }
+
+  uint64_t Stat(const char* name) { return server_->Stats().Get(name); }
+
+  std::string dir_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(DiskTierNodeTest, WhatMemoryEvictsIsReadBackFromDisk) {
+  Start();
+  // 32 MiB of values into 8 MiB of memory.
+  for (int i = 0; i < 32; ++i)
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  EXPECT_LE(Stat("used_bytes"), uint64_t{8} << 20);
+  EXPECT_GT(Stat("evictions"), 0u);
+  for (int i = 0; i < 32; ++i) {
+    auto [code, value] = Get("k" + std::to_string(i));
+    ASSERT_EQ(code, KeyCode::kSuccess) << i;
+    EXPECT_EQ(value, Value(i, 1 << 20)) << i;
+  }
+  EXPECT_GT(Stat("disk_hits"), 0u);
+  Result<BatchResult> exists = client_->MExist({"k0", "k31", "nothing"}, ExistOptions{"ns"});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ(exists->codes,
+            (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kSuccess, KeyCode::kKeyNotExist}));
+}
+
+TEST_F(DiskTierNodeTest, DeletesAndOverwritesReachTheDisk) {
+  Start();
+  Put("old", Value(1, 1 << 20));
+  Put("gone", Value(2, 1 << 20));
+  for (int i = 0; i < 16; ++i)  // both out of memory
+    Put("fill" + std::to_string(i), Value(100 + i, 1 << 20));
+  Put("old", Value(3, 300 << 10));  // the new value, in memory
+  Result<BatchResult> deleted = client_->MDel({"gone"}, DelOptions{"ns"});
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(deleted->codes[0], KeyCode::kSuccess);  // it was on disk only
+  for (int i = 16; i < 32; ++i)                     // the new value out of memory too
+    Put("fill" + std::to_string(i), Value(100 + i, 1 << 20));
+  EXPECT_EQ(Get("old").second, Value(3, 300 << 10));
+  EXPECT_EQ(Get("gone").first, KeyCode::kKeyNotExist);
+  Start();  // and after a restart
+  EXPECT_EQ(Get("gone").first, KeyCode::kKeyNotExist);
+  auto [code, value] = Get("old");
+  if (code == KeyCode::kSuccess) {
+    EXPECT_EQ(value, Value(3, 300 << 10));
+  }
+}
+
+TEST_F(DiskTierNodeTest, ARestartedNodeFindsWhatWasOnDisk) {
+  Start();
+  for (int i = 0; i < 24; ++i)
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  Start();  // Stop writes what the disk tier still had queued; memory is gone
+  EXPECT_GT(Stat("disk_restored"), 0u);
+  int hits = 0;
+  for (int i = 0; i < 24; ++i) {
+    auto [code, value] = Get("k" + std::to_string(i));
+    if (code != KeyCode::kSuccess) {
+      EXPECT_EQ(code, KeyCode::kKeyNotExist) << i;
+      continue;
+    }
+    EXPECT_EQ(value, Value(i, 1 << 20)) << i;  // a hit is never wrong bytes
+    ++hits;
+  }
+  // Everything but what was still in memory at the stop (at most 8 MiB of it).
+  EXPECT_GE(hits, 16);
+  EXPECT_EQ(Get("k0").second, Value(0, 1 << 20));  // evicted first, on disk for sure
+}
+
+TEST_F(DiskTierNodeTest, ABadDiskFolderStopsTheStartWithTheReason) {
+  ServerOptions options = SmallNodeOptions();
+  options.disk_dir = "/proc/kvport-no-such-folder";
+  Result<std::unique_ptr<Server>> refused = Server::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("the disk tier"), std::string::npos)
+      << refused.status().ToString();
+  options.disk_dir = ::testing::TempDir();
+  options.disk_capacity = 4096;
+  refused = Server::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("below the least"), std::string::npos)
+      << refused.status().ToString();
+}
+
+}  // namespace
+}  // namespace kvport::testing
