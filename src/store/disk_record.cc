@@ -36,6 +36,13 @@ uint64_t Hash(std::span<const char> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+// Copies `from` to `to` and returns the byte after it; an empty view (whose data() may be null,
+// which memcpy must not be given) copies nothing.
+char* CopyTo(char* to, std::string_view from) {
+  if (!from.empty()) std::memcpy(to, from.data(), from.size());
+  return to + from.size();
+}
+
 uint64_t RoundUp(uint64_t n) {
   return (n + kDiskBlock - 1) / kDiskBlock * kDiskBlock;
 }
@@ -77,13 +84,13 @@ Status EncodeDiskRecord(const DiskRecord& r, std::span<char> out) {
   // kReservedAt: 6 zero bytes (memset above).
   Put<uint64_t>(p + kValueChecksumAt, Hash(r.value));
   char* names = p + kFixedBytes;
-  std::memcpy(names, r.ns.data(), r.ns.size());
-  std::memcpy(names + r.ns.size(), r.key.data(), r.key.size());
-  std::memcpy(names + r.ns.size() + r.key.size(), r.meta.data(), r.meta.size());
+  char* at = CopyTo(names, r.ns);
+  at = CopyTo(at, r.key);
+  at = CopyTo(at, r.meta);
   const size_t names_bytes = r.ns.size() + r.key.size() + r.meta.size();
   Put<uint64_t>(p + kNamesChecksumAt, Hash({names, names_bytes}));
   Put<uint64_t>(p + kFixedChecksumAt, Hash({p, kFixedChecksumAt}));
-  std::memcpy(names + names_bytes, r.value.data(), r.value.size());
+  CopyTo(at, r.value);
   const size_t used = kFixedBytes + names_bytes + r.value.size();
   std::memset(p + used, 0, bytes - used);
   return Status::Ok();
