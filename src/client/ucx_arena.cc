@@ -55,10 +55,10 @@ struct UcxArena::NodeWorker {
   bool broken = false;  // a transfer failed: the next one connects afresh (UcxArena::mu_)
 };
 
-// A move's share on one lane: its transfer is moves[move], or a stripe of it.
-struct UcxArena::Piece {
-  size_t move = 0;
-  ucx::Peer::Transfer transfer;
+// One lane's share of a call: transfers[i] is moves[move[i]], or a stripe of it.
+struct UcxArena::LaneShare {
+  std::vector<ucx::Peer::Transfer> transfers;
+  std::vector<size_t> move;
 };
 
 UcxArena::UcxArena(std::vector<std::unique_ptr<ucx::Worker>> workers)
@@ -139,17 +139,14 @@ Status UcxArena::Transferred(const std::shared_ptr<NodeWorker>& node, Status s) 
   return s;
 }
 
-void UcxArena::MoveOnLane(size_t lane, std::span<Piece> pieces, Deadline deadline, bool put) {
+void UcxArena::MoveOnLane(size_t lane, LaneShare& share, Deadline deadline, bool put) {
+  std::vector<ucx::Peer::Transfer>& transfers = share.transfers;
   Result<std::shared_ptr<NodeWorker>> node = Current(lane);
   if (!node.ok()) {
-    for (Piece& piece : pieces)
-      piece.transfer.status = node.status();
+    for (ucx::Peer::Transfer& t : transfers)
+      t.status = node.status();
     return;
   }
-  std::vector<ucx::Peer::Transfer> transfers;
-  transfers.reserve(pieces.size());
-  for (const Piece& piece : pieces)
-    transfers.push_back(piece.transfer);
   ucx::Peer& peer = *(*node)->peer;
   if (put) {
     peer.PutAll(transfers, *(*node)->arena, deadline);
@@ -157,48 +154,49 @@ void UcxArena::MoveOnLane(size_t lane, std::span<Piece> pieces, Deadline deadlin
     peer.GetAll(transfers, *(*node)->arena, deadline);
   }
   uint64_t moved = 0;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    pieces[i].transfer.status = Transferred(*node, std::move(transfers[i].status));
-    if (pieces[i].transfer.status.ok()) moved += pieces[i].transfer.bytes;
+  for (ucx::Peer::Transfer& t : transfers) {
+    t.status = Transferred(*node, std::move(t.status));
+    if (t.status.ok()) moved += t.bytes;
   }
   MutexLock lock(mu_);
   lane_bytes_[lane] += moved;
 }
 
 void UcxArena::Move(std::span<ArenaMove> moves, Deadline deadline, bool put) {
-  // Each lane's pieces, in order: with one lane, a piece is a whole value.
+  // Each lane's share, in order: with one lane, a transfer is a whole value.
   const size_t lanes = workers_.size();
-  std::vector<std::vector<Piece>> per_lane(lanes);
+  std::vector<LaneShare> shares(lanes);
   size_t next = 0;
   for (size_t m = 0; m < moves.size(); ++m) {
     const ArenaMove& move = moves[m];
     uint64_t done = 0;
     do {
       const uint64_t bytes = lanes == 1 ? move.bytes : std::min(kStripeBytes, move.bytes - done);
-      per_lane[next++ % lanes].push_back(
-          {m, {static_cast<char*>(move.local) + done, bytes, move.offset + done, Status::Ok()}});
+      LaneShare& share = shares[next++ % lanes];
+      share.transfers.push_back(
+          {static_cast<char*>(move.local) + done, bytes, move.offset + done, Status::Ok()});
+      share.move.push_back(m);
       done += bytes;
     } while (done < move.bytes);
   }
   std::vector<std::thread> helpers;
   for (size_t lane = 1; lane < lanes; ++lane) {
-    if (per_lane[lane].empty()) continue;
-    helpers.emplace_back([this, lane, &per_lane, deadline, put] {
-      MoveOnLane(lane, per_lane[lane], deadline, put);
-    });
+    if (shares[lane].transfers.empty()) continue;
+    helpers.emplace_back(
+        [this, lane, &shares, deadline, put] { MoveOnLane(lane, shares[lane], deadline, put); });
   }
-  MoveOnLane(0, per_lane[0], deadline, put);
+  MoveOnLane(0, shares[0], deadline, put);
   for (std::thread& helper : helpers)
     helper.join();
   for (ArenaMove& move : moves)
     move.status = Status::Ok();
-  for (const std::vector<Piece>& pieces : per_lane) {
-    for (const Piece& piece : pieces) {
-      Status& status = moves[piece.move].status;
-      // A value fails with its first failed piece; the node's fault (Corruption) wins.
-      if (!piece.transfer.status.ok() &&
-          (status.ok() || piece.transfer.status.code() == StatusCode::kCorruption)) {
-        status = piece.transfer.status;
+  for (const LaneShare& share : shares) {
+    for (size_t i = 0; i < share.transfers.size(); ++i) {
+      const Status& piece = share.transfers[i].status;
+      Status& status = moves[share.move[i]].status;
+      // A value fails with its first failed stripe; the node's fault (Corruption) wins.
+      if (!piece.ok() && (status.ok() || piece.code() == StatusCode::kCorruption)) {
+        status = piece;
       }
     }
   }

@@ -75,7 +75,7 @@ class UcxArena final : public ArenaAccess {
 
  private:
   struct NodeWorker;  // one node worker's address, keys and ranges, and an endpoint to it
-  struct Piece;       // a move's share on one lane
+  struct LaneShare;   // one lane's transfers of a call
 
   explicit UcxArena(std::vector<std::unique_ptr<ucx::Worker>> workers);
   // Lane `lane`'s endpoint and regions to use now: the attached ones, reconnected first if a
@@ -86,8 +86,8 @@ class UcxArena final : public ArenaAccess {
   // Maps ucx::Peer's verdicts to ArenaAccess's: an out-of-range offset is the node's fault; any
   // other failure breaks the endpoint.
   Status Transferred(const std::shared_ptr<NodeWorker>& node, Status s);
-  // One lane's pieces, all at once (Peer::PutAll / GetAll); each piece's outcome in its status.
-  void MoveOnLane(size_t lane, std::span<Piece> pieces, Deadline deadline, bool put);
+  // One lane's transfers, all at once (Peer::PutAll / GetAll); each one's outcome in its status.
+  void MoveOnLane(size_t lane, LaneShare& share, Deadline deadline, bool put);
   // Every move at once, its pieces spread over the lanes (one thread per extra lane).
   void Move(std::span<ArenaMove> moves, Deadline deadline, bool put);
 

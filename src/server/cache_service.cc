@@ -137,11 +137,9 @@ Status CacheService::Commit(store::WriteHandle&& handle) {
   const std::string ns(handle.ns());
   const std::string key(handle.key());
   KVPORT_RETURN_IF_ERROR(store_->Commit(std::move(handle)));
-  // The new value replaces a copy on disk too.
-  if (disk_->Contains(ns, key, nullptr)) {
-    Status erased = disk_->Erase(ns, key);
-    if (!erased.ok()) log::Warn("disk tier: {}", erased.ToString());
-  }
+  // The new value replaces a copy on disk too (none: nothing is written).
+  Status erased = disk_->Erase(ns, key);
+  if (!erased.ok()) log::Warn("disk tier: {}", erased.ToString());
   return Status::Ok();
 }
 

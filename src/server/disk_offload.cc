@@ -29,13 +29,6 @@ uint64_t TtlLeft(uint64_t expiry_ms, uint64_t now_ms) {
 
 }  // namespace
 
-std::string DiskOffload::IdOf(std::string_view ns, std::string_view key) {
-  std::string id(ns);
-  id.push_back('\0');
-  id.append(key);
-  return id;
-}
-
 DiskOffload::DiskOffload(const DiskOffloadOptions& options, std::unique_ptr<store::DiskTier> tier)
     : options_(options), tier_(std::move(tier)), writing_(queue_.end()) {}
 
@@ -90,7 +83,7 @@ void DiskOffload::Offer(const store::EvictedObject& object) {
   }
   // The copy outside the lock: the object's bytes stay valid until Offer returns.
   item.value.assign(object.value.begin(), object.value.end());
-  std::string id = IdOf(item.ns, item.key);
+  std::string id = store::DiskObjectId(item.ns, item.key);
   {
     std::lock_guard lock(mu_);
     // An older version still waiting is superseded (one being written is followed by this one,
@@ -121,7 +114,7 @@ void DiskOffload::WriterLoop() {
       log::Warn("disk tier: an evicted object ({} bytes) was not written: {}", item.value.size(),
                 written.ToString());
     }
-    if (auto it = queued_.find(IdOf(item.ns, item.key));
+    if (auto it = queued_.find(store::DiskObjectId(item.ns, item.key));
         it != queued_.end() && it->second == writing_) {
       queued_.erase(it);
     }
@@ -136,7 +129,7 @@ Result<DiskOffload::Found> DiskOffload::Get(std::string_view ns, std::string_vie
   const uint64_t now = UnixMs();
   {
     std::lock_guard lock(mu_);
-    if (auto it = queued_.find(IdOf(ns, key)); it != queued_.end()) {
+    if (auto it = queued_.find(store::DiskObjectId(ns, key)); it != queued_.end()) {
       const Pending& item = *it->second;
       if (item.expiry_ms != 0 && item.expiry_ms <= now) return Status::NotFound("expired");
       ++stats_.hits;
@@ -153,7 +146,7 @@ bool DiskOffload::Contains(std::string_view ns, std::string_view key, uint64_t* 
   const uint64_t now = UnixMs();
   {
     std::lock_guard lock(mu_);
-    if (auto it = queued_.find(IdOf(ns, key)); it != queued_.end()) {
+    if (auto it = queued_.find(store::DiskObjectId(ns, key)); it != queued_.end()) {
       const Pending& item = *it->second;
       if (item.expiry_ms != 0 && item.expiry_ms <= now) return false;
       if (value_bytes != nullptr) *value_bytes = item.value.size();
@@ -164,7 +157,7 @@ bool DiskOffload::Contains(std::string_view ns, std::string_view key, uint64_t* 
 }
 
 Status DiskOffload::Erase(std::string_view ns, std::string_view key) {
-  const std::string id = IdOf(ns, key);
+  const std::string id = store::DiskObjectId(ns, key);
   {
     std::unique_lock lock(mu_);
     if (auto it = queued_.find(id); it != queued_.end() && it->second != writing_) {
@@ -174,8 +167,9 @@ Status DiskOffload::Erase(std::string_view ns, std::string_view key) {
     }
     // A version being written is waited for (one record's write), or it would land on disk
     // after the tombstone below.
-    wake_.wait(lock,
-               [&] { return writing_ == queue_.end() || IdOf(writing_->ns, writing_->key) != id; });
+    wake_.wait(lock, [&] {
+      return writing_ == queue_.end() || store::DiskObjectId(writing_->ns, writing_->key) != id;
+    });
   }
   return tier_->Erase(ns, key);
 }

@@ -90,7 +90,6 @@ class DiskOffload {
 
   DiskOffload(const DiskOffloadOptions& options, std::unique_ptr<store::DiskTier> tier);
   void WriterLoop();
-  static std::string IdOf(std::string_view ns, std::string_view key);
 
   const DiskOffloadOptions options_;
   const std::unique_ptr<store::DiskTier> tier_;

@@ -19,11 +19,11 @@ struct DiskTier::Segment {
   std::vector<std::string> ids;           // objects written here (some may have moved since)
 };
 
-std::string DiskTier::IdOf(std::string_view ns, std::string_view key) {
+std::string DiskObjectId(std::string_view ns, std::string_view key) {
   std::string id;
   id.reserve(ns.size() + 1 + key.size());
   id.append(ns);
-  id.push_back('\0');  // a namespace holds no NUL (protocol.md): the pair is unambiguous
+  id.push_back('\0');
   id.append(key);
   return id;
 }
@@ -82,7 +82,7 @@ Status DiskTier::Restore(uint64_t now_ms) {
   for (Found& f : found) {
     const DiskRecordHeader& h = f.record.header;
     next_sequence_ = std::max(next_sequence_, h.sequence + 1);
-    const std::string id = IdOf(h.ns, h.key);
+    const std::string id = DiskObjectId(h.ns, h.key);
     Forget(id);  // superseded, deleted, or about to be replaced
     if (h.tombstone || (h.expiry_ms != 0 && h.expiry_ms <= now_ms)) continue;
     f.segment->ids.push_back(id);
@@ -193,7 +193,7 @@ Status DiskTier::Put(std::string_view ns, std::string_view key, std::string_view
   h.ns = ns;
   h.key = key;
   h.meta = meta;
-  std::string id = IdOf(ns, key);
+  std::string id = DiskObjectId(ns, key);
   Forget(id);
   placed.first->ids.push_back(id);
   stats_.object_bytes += h.record_bytes;
@@ -202,7 +202,7 @@ Status DiskTier::Put(std::string_view ns, std::string_view key, std::string_view
 }
 
 Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint64_t now_ms) {
-  const std::string id = IdOf(ns, key);
+  const std::string id = DiskObjectId(ns, key);
   Entry entry;
   {
     MutexLock lock(mu_);
@@ -239,7 +239,7 @@ Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint
 bool DiskTier::Contains(std::string_view ns, std::string_view key, uint64_t now_ms,
                         uint64_t* value_bytes) const {
   MutexLock lock(mu_);
-  auto it = index_.find(IdOf(ns, key));
+  auto it = index_.find(DiskObjectId(ns, key));
   if (it == index_.end()) return false;
   const DiskRecordHeader& h = it->second.record.header;
   if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) return false;
@@ -249,7 +249,7 @@ bool DiskTier::Contains(std::string_view ns, std::string_view key, uint64_t now_
 
 Status DiskTier::Erase(std::string_view ns, std::string_view key) {
   MutexLock lock(mu_);
-  const std::string id = IdOf(ns, key);
+  const std::string id = DiskObjectId(ns, key);
   if (index_.find(id) == index_.end()) return Status::Ok();
   Forget(id);
   DiskRecord tombstone;

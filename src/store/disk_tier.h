@@ -66,6 +66,10 @@ struct DiskObject {
   uint64_t expiry_ms = 0;
 };
 
+// The index's key for (`ns`, `key`): a namespace holds no NUL (protocol.md), so the pair is
+// unambiguous. DiskOffload keys its queue the same way.
+std::string DiskObjectId(std::string_view ns, std::string_view key);
+
 class DiskTier {
  public:
   // Opens the tier over `folder`, rebuilding its index from the segments there (none: empty).
@@ -118,13 +122,12 @@ class DiskTier {
   Status StartSegment() REQUIRES(mu_);
   void EvictOldest() REQUIRES(mu_);
   void Forget(const std::string& id) REQUIRES(mu_);
-  static std::string IdOf(std::string_view ns, std::string_view key);
 
   const std::unique_ptr<SegmentFolder> folder_;
   const DiskTierOptions options_;
   mutable Mutex mu_;
   std::map<uint64_t, std::shared_ptr<Segment>> segments_ GUARDED_BY(mu_);  // by number
-  std::unordered_map<std::string, Entry> index_ GUARDED_BY(mu_);           // by IdOf
+  std::unordered_map<std::string, Entry> index_ GUARDED_BY(mu_);           // by DiskObjectId
   uint64_t next_sequence_ GUARDED_BY(mu_) = 1;
   uint64_t disk_bytes_ GUARDED_BY(mu_) = 0;
   DiskTierStats stats_ GUARDED_BY(mu_);
