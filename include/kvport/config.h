@@ -35,6 +35,11 @@ struct KVPORT_API NodeSettings {
   // The disk tier (ServerOptions::disk_dir, disk_capacity): "" none.
   std::string disk_dir;
   uint64_t disk_capacity = uint64_t{1} << 30;
+  // Which namespaces' evicted objects go to disk: "NAME=TIER,..." with TIER memory or
+  // memory+disk, "*" for every namespace not named (ParseNamespaceTiers); "" = all memory+disk.
+  std::string namespace_tiers;
+  bool disk_restore = true;  // rebuild the disk tier's index at start (false: start empty)
+  uint32_t disk_stop_flush_secs = 30;  // a clean stop writes memory objects to disk this long
   // Per shared-memory session: values read in place (leases) and MSET reservations it may hold.
   uint32_t max_leases_per_session = 4096;
   uint32_t max_reservations_per_session = 256;
@@ -207,6 +212,13 @@ KVPORT_API Result<Config> LoadConfig(const ConfigSources& sources);
 // The lanes of a ucx_devices value: the parts between ';', each trimmed of blanks (an empty
 // part stays, empty: LoadConfig refuses those). Views into `ucx_devices`.
 KVPORT_API std::vector<std::string_view> SplitUcxLanes(std::string_view ucx_devices);
+
+// A namespace_tiers value ("sglang=memory, *=memory+disk"): each named namespace to whether
+// its evicted objects go to the disk tier (memory+disk: true; memory: false); "*" stands for
+// every namespace not named, and an empty name ("=memory") for the default namespace "". Blanks
+// around names and tiers are dropped; a namespace holding ',' or '=' cannot be named.
+// InvalidArgument for an unknown tier, a part without '=', or a name given twice.
+KVPORT_API Result<std::map<std::string, bool>> ParseNamespaceTiers(std::string_view text);
 
 // `kvport config check` output: one "key: value  (origin)" line per entry (sizes followed by
 // "= <human>", strings in double quotes), then one "warning: ..." line per warning. Control

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,6 +138,15 @@ struct KVPORT_API ServerOptions {
   // default): no disk tier, an evicted object is gone. Config keys disk_dir, disk_capacity.
   std::string disk_dir;
   uint64_t disk_capacity = uint64_t{1} << 30;
+  // Per namespace, whether its evicted objects go to disk (policy memory+disk: true) or are
+  // dropped as without a disk tier (memory: false); "*" for every namespace not named; a
+  // namespace in neither goes to disk. Config key namespace_tiers (ParseNamespaceTiers).
+  std::map<std::string, bool> namespace_on_disk;
+  // Start with the objects already in disk_dir (true), or remove them and start empty.
+  bool disk_restore = true;
+  // Stop() writes the objects in memory (of namespaces that go to disk) to the disk tier
+  // first, for at most this long, so that a restart finds them; 0: no flush (they are gone).
+  std::chrono::seconds disk_stop_flush{30};
   // Request deadline: a request (header, descriptor and payload) must arrive whole within
   // request_timeout plus one second per min_request_bytes_per_sec bytes of it received so far
   // (so a large value on a slow link may take longer; a trickle may not). Past it the node

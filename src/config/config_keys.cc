@@ -150,6 +150,10 @@ Status CheckUcxLanes(std::string_view lanes) {
   return Status::Ok();
 }
 
+Status CheckNamespaceTiers(std::string_view tiers) {
+  return ParseNamespaceTiers(tiers).status();
+}
+
 Status CheckLogLevel(std::string_view level) {
   for (std::string_view known : {"debug", "info", "warn", "error", "off"}) {
     if (level == known) return Status::Ok();
@@ -238,6 +242,11 @@ std::vector<KeySpec> MakeKeys() {
       StringKey("disk_dir", "KVPORT_DISK_DIR", FIELD(node.disk_dir)),
       SizeKey("disk_capacity", "KVPORT_DISK_CAPACITY", FIELD(node.disk_capacity), SizeUnit::kBytes,
               SizeCheck::kLimit),
+      StringKey("namespace_tiers", "KVPORT_NAMESPACE_TIERS", FIELD(node.namespace_tiers),
+                CheckNamespaceTiers),
+      BoolKey("disk_restore", "KVPORT_DISK_RESTORE", FIELD(node.disk_restore)),
+      IntKey("disk_stop_flush_secs", "KVPORT_DISK_STOP_FLUSH_SECS",
+             FIELD(node.disk_stop_flush_secs), 0, 86400, "seconds"),
       IntKey("max_leases_per_session", "KVPORT_MAX_LEASES_PER_SESSION",
              FIELD(node.max_leases_per_session), 1, kU32, "leases"),
       IntKey("max_reservations_per_session", "KVPORT_MAX_RESERVATIONS_PER_SESSION",

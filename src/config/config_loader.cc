@@ -271,16 +271,37 @@ ConfigEntry MakeEntry(const KeySpec& spec, const Config& config, const RawValue*
 
 }  // namespace
 
+Result<std::map<std::string, bool>> ParseNamespaceTiers(std::string_view text) {
+  std::map<std::string, bool> tiers;
+  if (config_internal::Trim(text).empty()) return tiers;
+  for (;;) {
+    const size_t end = text.find(',');
+    const std::string_view part = text.substr(0, end);
+    const size_t equals = part.find('=');
+    if (equals == std::string_view::npos) {
+      return Status::InvalidArgument(
+          fmt::format("'{}' is not NAMESPACE=TIER (e.g. \"sglang=memory, *=memory+disk\")",
+                      config_internal::Trim(part)));
+    }
+    const std::string_view name = config_internal::Trim(part.substr(0, equals));
+    const std::string_view tier = config_internal::Trim(part.substr(equals + 1));
+    if (tier != "memory" && tier != "memory+disk") {
+      return Status::InvalidArgument(
+          fmt::format("namespace '{}': tier '{}' is neither memory nor memory+disk", name, tier));
+    }
+    if (!tiers.emplace(std::string(name), tier == "memory+disk").second) {
+      return Status::InvalidArgument(fmt::format("namespace '{}' is given twice", name));
+    }
+    if (end == std::string_view::npos) return tiers;
+    text.remove_prefix(end + 1);
+  }
+}
+
 std::vector<std::string_view> SplitUcxLanes(std::string_view ucx_devices) {
   std::vector<std::string_view> lanes;
   for (;;) {
     const size_t end = ucx_devices.find(';');
-    std::string_view lane = ucx_devices.substr(0, end);
-    while (!lane.empty() && (lane.front() == ' ' || lane.front() == '\t'))
-      lane.remove_prefix(1);
-    while (!lane.empty() && (lane.back() == ' ' || lane.back() == '\t'))
-      lane.remove_suffix(1);
-    lanes.push_back(lane);
+    lanes.push_back(config_internal::Trim(ucx_devices.substr(0, end)));
     if (end == std::string_view::npos) return lanes;
     ucx_devices.remove_prefix(end + 1);
   }

@@ -10,7 +10,6 @@
 #include <limits>
 
 namespace kvport::config_internal {
-namespace {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
@@ -19,6 +18,8 @@ std::string_view Trim(std::string_view s) {
     s.remove_suffix(1);
   return s;
 }
+
+namespace {
 
 std::string Lower(std::string_view s) {
   std::string out(s);

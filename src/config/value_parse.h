@@ -15,6 +15,9 @@
 namespace kvport::config_internal {
 
 // true/false, yes/no, on/off, 1/0 (case-insensitive).
+// `s` without the blanks (spaces, tabs) at either end.
+std::string_view Trim(std::string_view s);
+
 Result<bool> ParseBool(std::string_view text);
 
 // A whole decimal integer in [min, max]; the error names the range and `unit` ("tokens").

@@ -171,6 +171,21 @@ std::vector<MetricInfo> MakeCatalog() {
        "disk_read_errors"},
       {"kvport_disk_restored_objects", kGauge, "", "",
        "Objects the disk tier found at the node's start", "disk_restored"},
+      {"kvport_disk_restore_seconds", kGauge, "seconds", "",
+       "How long the disk tier's index rebuild took at the node's start", "disk_restore_ms"},
+      {"kvport_disk_torn_tails_total", kCounter, "", "",
+       "Segments found ending in a torn record at the start (a crash mid-write): cut off",
+       "disk_torn_tails"},
+      {"kvport_disk_compacted_segments_total", kCounter, "", "",
+       "Mostly-dead segments whose live records compaction moved forward (the file removed)",
+       "disk_compacted_segments"},
+      {"kvport_disk_compacted_bytes_total", kCounter, "bytes", "",
+       "Record bytes compaction copied forward", "disk_compacted_bytes"},
+      {"kvport_disk_index_bytes", kGauge, "bytes", "",
+       "Heap the disk tier's index takes (counted against max_index_bytes)", "disk_index_bytes"},
+      {"kvport_disk_index_drops_total", kCounter, "", "",
+       "Evicted objects not written: the disk index had half of max_index_bytes",
+       "disk_index_drops"},
       {"kvport_requests_total", kCounter, "", "op", "Requests received, by opcode", ""},
       {"kvport_request_errors_total", kCounter, "", "op",
        "Requests answered with an ERROR, by opcode", ""},
@@ -246,7 +261,11 @@ std::string RenderMetrics(const ServerStats& stats, const MetricsContext& contex
   for (const MetricInfo& m : MetricCatalog()) {
     if (!m.stats_counter.empty()) {
       w.Family(m);
-      w.Sample(m.name, "", stats.Get(m.stats_counter));
+      if (m.unit == "seconds") {  // STATS counts durations in ms; Prometheus wants seconds
+        w.Sample(m.name, "", static_cast<double>(stats.Get(m.stats_counter)) / 1e3);
+      } else {
+        w.Sample(m.name, "", stats.Get(m.stats_counter));
+      }
       continue;
     }
     const std::string_view name = m.name;

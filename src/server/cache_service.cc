@@ -189,17 +189,24 @@ ServerStats CacheService::Stats() const {
   stats.counters.emplace_back("insecure", options_.insecure ? 1 : 0);
   if (disk_ != nullptr) {
     const DiskOffloadStats d = disk_->stats();
-    stats.counters.insert(stats.counters.end(), {{"disk_objects", d.tier.objects},
-                                                 {"disk_bytes", d.tier.disk_bytes},
-                                                 {"disk_writes", d.written},
-                                                 {"disk_write_errors", d.tier.write_errors},
-                                                 {"disk_queue_drops", d.queue_drops},
-                                                 {"disk_pending_bytes", d.pending_bytes},
-                                                 {"disk_hits", d.hits},
-                                                 {"disk_evicted_objects", d.tier.evicted_objects},
-                                                 {"disk_dropped_records", d.tier.dropped_records},
-                                                 {"disk_read_errors", d.tier.read_errors},
-                                                 {"disk_restored", d.tier.restored}});
+    stats.counters.insert(stats.counters.end(),
+                          {{"disk_objects", d.tier.objects},
+                           {"disk_bytes", d.tier.disk_bytes},
+                           {"disk_writes", d.written},
+                           {"disk_write_errors", d.tier.write_errors},
+                           {"disk_queue_drops", d.queue_drops},
+                           {"disk_pending_bytes", d.pending_bytes},
+                           {"disk_hits", d.hits},
+                           {"disk_evicted_objects", d.tier.evicted_objects},
+                           {"disk_dropped_records", d.tier.dropped_records},
+                           {"disk_read_errors", d.tier.read_errors},
+                           {"disk_restored", d.tier.restored},
+                           {"disk_restore_ms", d.restore_ms},
+                           {"disk_torn_tails", d.tier.torn_tails},
+                           {"disk_compacted_segments", d.tier.compacted_segments},
+                           {"disk_compacted_bytes", d.tier.compacted_bytes},
+                           {"disk_index_bytes", d.tier.index_bytes},
+                           {"disk_index_drops", d.index_drops}});
   }
   return stats;
 }

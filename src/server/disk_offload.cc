@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/disk_offload.h"
 
+#include <fcntl.h>
 #include <fmt/core.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <utility>
 
+#include "common/small_file.h"
 #include "kvport/log.h"
 #include "kvport/size.h"
 
@@ -46,10 +51,38 @@ Result<std::unique_ptr<DiskOffload>> DiskOffload::Open(const DiskOffloadOptions&
       std::max<uint64_t>(options.capacity_bytes / 4 / store::kDiskBlock, 1) * store::kDiskBlock);
   KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<store::SegmentFolder> folder,
                           store::OpenSegmentFolder(options.dir));
+  const std::string io_mode = folder->io_mode();
+  if (!options.restore) {
+    KVPORT_ASSIGN_OR_RETURN(std::vector<uint64_t> numbers, folder->List());
+    for (uint64_t number : numbers)
+      KVPORT_RETURN_IF_ERROR(folder->Remove(number));
+    if (!numbers.empty()) {
+      log::Info("disk tier {}: disk_restore is off: removed {} segments", options.dir,
+                numbers.size());
+    }
+  }
   const auto started = std::chrono::steady_clock::now();
   KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<store::DiskTier> tier,
                           store::DiskTier::Open(std::move(folder), tier_options, UnixMs()));
+  // The capacity must fit the filesystem as it is now: what the tier already holds plus what
+  // is free (a tier that cannot grow to its capacity fails its writes instead of evicting).
+  struct statvfs fs {};
+  if (::statvfs(options.dir.c_str(), &fs) != 0) {
+    return Status::FromErrno("statvfs " + options.dir, errno);
+  }
+  const uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
+  const uint64_t held = tier->stats().disk_bytes;
+  if (options.capacity_bytes > free_bytes + held) {
+    return Status::NoSpace(
+        fmt::format("disk_capacity {} does not fit in {}: its filesystem has {} free{}; lower "
+                    "disk_capacity or free space",
+                    FormatSize(options.capacity_bytes), options.dir, FormatSize(free_bytes),
+                    held == 0 ? std::string()
+                              : fmt::format(" beside the {} the tier holds", FormatSize(held))));
+  }
   std::unique_ptr<DiskOffload> offload(new DiskOffload(options, std::move(tier)));
+  offload->io_mode_ = io_mode;
+  offload->index_bytes_.store(offload->tier_->stats().index_bytes, std::memory_order_relaxed);
   offload->stats_.restore_ms =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::steady_clock::now() - started)
@@ -67,7 +100,15 @@ DiskOffload::~DiskOffload() {
   if (writer_.joinable()) writer_.join();
 }
 
+bool DiskOffload::GoesToDisk(std::string_view ns) const {
+  const std::map<std::string, bool>& tiers = options_.namespace_on_disk;
+  if (auto it = tiers.find(std::string(ns)); it != tiers.end()) return it->second;
+  if (auto it = tiers.find("*"); it != tiers.end()) return it->second;
+  return true;
+}
+
 void DiskOffload::Offer(const store::EvictedObject& object) {
+  if (!GoesToDisk(object.ns)) return;
   Pending item;
   item.ns = object.ns;
   item.key = object.key;
@@ -83,32 +124,122 @@ void DiskOffload::Offer(const store::EvictedObject& object) {
   }
   // The copy outside the lock: the object's bytes stay valid until Offer returns.
   item.value.assign(object.value.begin(), object.value.end());
-  std::string id = store::DiskObjectId(item.ns, item.key);
   {
     std::lock_guard lock(mu_);
-    // An older version still waiting is superseded (one being written is followed by this one,
-    // whose higher sequence number wins on disk).
-    if (auto older = queued_.find(id); older != queued_.end() && older->second != writing_) {
-      pending_bytes_ -= older->second->value.size();
-      queue_.erase(older->second);
-    }
-    queue_.push_back(std::move(item));
-    queued_[std::move(id)] = std::prev(queue_.end());
+    Enqueue(std::move(item));
   }
   wake_.notify_one();
 }
 
+void DiskOffload::Enqueue(Pending item) {
+  std::string id = store::DiskObjectId(item.ns, item.key);
+  // An older version still waiting is superseded (one being written is followed by this one,
+  // whose higher sequence number wins on disk).
+  if (auto older = queued_.find(id); older != queued_.end() && older->second != writing_) {
+    pending_bytes_ -= older->second->value.size();
+    queue_.erase(older->second);
+  }
+  queue_.push_back(std::move(item));
+  queued_[std::move(id)] = std::prev(queue_.end());
+}
+
+void DiskOffload::FlushAtStop(store::ObjectStore& store,
+                              std::chrono::steady_clock::time_point deadline) {
+  const auto started = std::chrono::steady_clock::now();
+  uint64_t objects = 0, queued = 0;
+  bool out_of_time = false;
+  for (const store::NamespaceUsage& usage : store.NamespaceUsages()) {
+    if (!GoesToDisk(usage.ns)) continue;
+    objects += usage.objects;
+    std::string cursor;
+    while (!out_of_time) {
+      Result<store::KeyListing> page = store.ListKeys(usage.ns, cursor, 1024);
+      if (!page.ok()) break;
+      for (const std::string& key : page->keys) {
+        Result<store::ReadHandle> object = store.Lookup(usage.ns, key);
+        if (!object.ok()) continue;  // expired meanwhile
+        const uint64_t bytes = object->size();
+        std::unique_lock lock(mu_);
+        // Room in the queue (an object larger than the whole queue waits for an empty one).
+        out_of_time = !wake_.wait_until(lock, deadline, [&] {
+          return pending_bytes_ == 0 || pending_bytes_ + bytes <= options_.max_pending_bytes;
+        });
+        if (out_of_time) break;
+        pending_bytes_ += bytes;
+        Pending item;
+        item.ns = usage.ns;
+        item.key = key;
+        item.meta = object->meta();
+        const uint64_t ttl_left = object->ttl_left_ms();
+        item.expiry_ms = ttl_left == 0 ? 0 : UnixMs() + ttl_left;
+        item.value.assign(object->data(), object->data() + bytes);
+        Enqueue(std::move(item));
+        ++stats_.stop_flushed;
+        lock.unlock();
+        wake_.notify_all();
+        ++queued;
+      }
+      if (page->next_cursor.empty()) break;
+      cursor = std::move(page->next_cursor);
+    }
+  }
+  log::Info("disk tier: stopping: {} objects from memory queued for disk in {} ms{}", queued,
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  started)
+                .count(),
+            out_of_time ? fmt::format("; disk_stop_flush_secs ran out: about {} more are not "
+                                      "written",
+                                      objects > queued ? objects - queued : 0)
+                        : std::string());
+}
+
 void DiskOffload::WriterLoop() {
   std::unique_lock lock(mu_);
+  bool compact = true;  // whether a compaction step may make progress
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and everything is written
+    if (queue_.empty()) {
+      if (stopping_) return;  // everything is written
+      if (!compact) {
+        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        continue;
+      }
+      // Idle: a bounded step of compaction, then a pause that keeps it under kCompactRate
+      // (evicted objects end the pause: they go first).
+      lock.unlock();
+      Result<store::CompactionProgress> step = tier_->CompactStep(kCompactStepBytes, UnixMs());
+      index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
+      lock.lock();
+      if (!step.ok()) {
+        log::Warn("disk tier: compaction: {}", step.status().ToString());
+        compact = false;  // until the next write
+        continue;
+      }
+      compact = step->more;
+      const auto pause = std::chrono::microseconds(step->moved_bytes * 1000000 / kCompactRate);
+      wake_.wait_for(lock, pause, [this] { return stopping_ || !queue_.empty(); });
+      continue;
+    }
     writing_ = queue_.begin();
     const Pending& item = *writing_;
+    // The index may take half of max_index_bytes (the store keeps the other half).
+    const uint64_t index_share = options_.max_index_bytes / 2;
+    const bool index_full =
+        index_share != 0 && index_bytes_.load(std::memory_order_relaxed) >= index_share;
     lock.unlock();
-    Status written = tier_->Put(item.ns, item.key, item.meta, item.value, item.expiry_ms);
+    Status written = Status::Ok();
+    if (!index_full) {
+      written = tier_->Put(item.ns, item.key, item.meta, item.value, item.expiry_ms);
+      index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
+    }
     lock.lock();
-    if (written.ok()) {
+    if (index_full) {
+      if (stats_.index_drops++ == 0) {
+        log::Warn(
+            "disk tier: its index takes half of max_index_bytes ({}): evicted objects are "
+            "dropped until it shrinks (raise max_index_bytes for more)",
+            FormatSize(options_.max_index_bytes));
+      }
+    } else if (written.ok()) {
       ++stats_.written;
     } else {
       log::Warn("disk tier: an evicted object ({} bytes) was not written: {}", item.value.size(),
@@ -121,6 +252,7 @@ void DiskOffload::WriterLoop() {
     pending_bytes_ -= item.value.size();
     queue_.erase(writing_);
     writing_ = queue_.end();
+    compact = true;      // what this write evicted or replaced may have left a segment mostly dead
     wake_.notify_all();  // an Erase may wait for this item
   }
 }
@@ -171,7 +303,41 @@ Status DiskOffload::Erase(std::string_view ns, std::string_view key) {
       return writing_ == queue_.end() || store::DiskObjectId(writing_->ns, writing_->key) != id;
     });
   }
-  return tier_->Erase(ns, key);
+  Status erased = tier_->Erase(ns, key);
+  index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
+  return erased;
+}
+
+Result<std::string> DiskOffload::KeepNodeId(const std::string& id, bool configured) {
+  const std::string path = options_.dir + "/node-id";
+  Result<std::string> kept = ReadSmallRegularFile(path, 4096, "node id file");
+  if (kept.ok()) {
+    std::string stored = *kept;
+    while (!stored.empty() && (stored.back() == '\n' || stored.back() == ' '))
+      stored.pop_back();
+    if (!configured && !stored.empty()) return stored;
+    if (stored == id) return id;
+    if (!stored.empty()) {
+      log::Warn("disk tier: the config names this node '{}'; {} said '{}': now '{}'", id, path,
+                stored, id);
+    }
+  } else if (kept.status().code() != StatusCode::kNotFound) {
+    return kept.status();
+  }
+  // Written whole or not at all: a crash leaves the old name or the new one.
+  const std::string temporary = path + ".new";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno("cannot write " + temporary, errno);
+  const std::string text = id + "\n";
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                       ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!written) return Status::FromErrno("cannot write " + temporary, err);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    return Status::FromErrno("cannot rename " + temporary + " to " + path, errno);
+  }
+  return id;
 }
 
 DiskOffloadStats DiskOffload::stats() const {
@@ -184,8 +350,8 @@ DiskOffloadStats DiskOffload::stats() const {
 
 std::string DiskOffload::Describe() const {
   const DiskOffloadStats s = stats();
-  return fmt::format("disk tier {}: {}, {} objects restored in {} ms{}", options_.dir,
-                     FormatSize(options_.capacity_bytes), s.tier.restored, s.restore_ms,
+  return fmt::format("disk tier {}: {} ({}), {} objects restored in {} ms{}", options_.dir,
+                     FormatSize(options_.capacity_bytes), io_mode_, s.tier.restored, s.restore_ms,
                      s.tier.dropped_records + s.tier.torn_tails > 0
                          ? fmt::format(" ({} records dropped, {} torn tails cut off)",
                                        s.tier.dropped_records, s.tier.torn_tails)

@@ -15,9 +15,12 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +40,13 @@ struct DiskOffloadOptions {
   uint64_t capacity_bytes = 0;
   uint64_t segment_bytes = uint64_t{256} << 20;  // lowered to a quarter of a small capacity
   uint64_t max_pending_bytes = uint64_t{64} << 20;
+  // ServerOptions::namespace_on_disk: which namespaces' evicted objects are written.
+  std::map<std::string, bool> namespace_on_disk;
+  // false: the segments already in `dir` are removed at Open (the tier starts empty).
+  bool restore = true;
+  // The node's max_index_bytes (0: none): the disk tier's index may take half of it; past that
+  // an evicted object is not written (disk_index_drops).
+  uint64_t max_index_bytes = 0;
 };
 
 struct DiskOffloadStats {
@@ -46,6 +56,8 @@ struct DiskOffloadStats {
   uint64_t queue_drops = 0;    // evicted objects dropped: the queue was full
   uint64_t hits = 0;           // gets served from the disk tier (or its queue)
   uint64_t restore_ms = 0;     // how long the start's index rebuild took
+  uint64_t stop_flushed = 0;   // objects a clean stop wrote from memory (FlushAtStop)
+  uint64_t index_drops = 0;    // evicted objects not written: the index had its share
 };
 
 class DiskOffload {
@@ -58,8 +70,18 @@ class DiskOffload {
   DiskOffload(const DiskOffload&) = delete;
   DiskOffload& operator=(const DiskOffload&) = delete;
 
-  // StoreOptions::on_evict: queues a copy of `object` for the writer.
+  // Whether `ns`'s objects go to disk (its namespace_tiers entry, else "*"'s, else yes).
+  bool GoesToDisk(std::string_view ns) const;
+
+  // StoreOptions::on_evict: queues a copy of `object` for the writer, when its namespace goes
+  // to disk and the queue has room (otherwise it is gone, as without a disk tier).
   void Offer(const store::EvictedObject& object);
+
+  // A clean stop: queues a copy of every object still in `store` whose namespace goes to disk,
+  // waiting for room in the queue, until `deadline`; what is left then is not written (and
+  // counted in the log line). The store must no longer change (the node's I/O threads have
+  // stopped). The destructor then writes what is queued.
+  void FlushAtStop(store::ObjectStore& store, std::chrono::steady_clock::time_point deadline);
 
   // The object under (`ns`, `key`) on disk or in the queue, with its TTL left (0: none).
   // NotFound otherwise (absent, expired, or its bytes failed their check).
@@ -75,8 +97,17 @@ class DiskOffload {
   // tombstone could not be written.
   Status Erase(std::string_view ns, std::string_view key);
 
+  // The node's name in its cluster, kept in the folder (file node-id) across restarts: `id`
+  // when `configured` (the config names the node; the file follows it) or when the folder has
+  // none yet, else the one the folder has. IoError when the file cannot be read or written.
+  Result<std::string> KeepNodeId(const std::string& id, bool configured);
+
   DiskOffloadStats stats() const;
-  // "disk tier DIR: 1.0 GiB, 12 objects restored in 3 ms", for the start line.
+  // The heap the disk tier's index takes (DiskTierStats::index_bytes), kept current for
+  // StoreOptions::index_bytes_elsewhere.
+  const std::atomic<uint64_t>& index_bytes() const { return index_bytes_; }
+  // "disk tier DIR: 1.0 GiB (io_uring+O_DIRECT), 12 objects restored in 3 ms", for the start
+  // line.
   std::string Describe() const;
 
  private:
@@ -90,9 +121,19 @@ class DiskOffload {
 
   DiskOffload(const DiskOffloadOptions& options, std::unique_ptr<store::DiskTier> tier);
   void WriterLoop();
+  // Queues `item`, whose value's bytes pending_bytes_ already counts; an older queued version
+  // of its key goes. mu_ held.
+  void Enqueue(Pending item);
+
+  // Compaction (store::DiskTier::CompactStep) runs on the writer thread when no evicted object
+  // waits, in steps of kCompactStepBytes, at most kCompactRate bytes a second: a fraction of
+  // any SSD's bandwidth, so that it never starves the gets reading from the same disk.
+  static constexpr uint64_t kCompactStepBytes = uint64_t{4} << 20;
+  static constexpr uint64_t kCompactRate = uint64_t{64} << 20;
 
   const DiskOffloadOptions options_;
   const std::unique_ptr<store::DiskTier> tier_;
+  std::string io_mode_;  // how the segments are read and written (SegmentFolder::io_mode)
   // mu_ guards everything below (a std::mutex: it pairs with the condition variable).
   mutable std::mutex mu_;
   std::condition_variable wake_;
@@ -102,6 +143,7 @@ class DiskOffload {
   uint64_t pending_bytes_ = 0;
   bool stopping_ = false;
   DiskOffloadStats stats_;
+  std::atomic<uint64_t> index_bytes_{0};
   std::thread writer_;
 };
 

@@ -226,10 +226,28 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
         "connection)");
   }
 
+  // The heap for objects' keys and metadata (docs/store.md, "Bounds on node memory"), the disk
+  // tier's index included; 0 picks the default: an eighth of the memory, and a 64th of the disk
+  // (an index entry of ~200 bytes per 12 KiB of disk: values of 64 KiB and more fit easily).
+  const uint64_t max_index_bytes =
+      options.max_index_bytes != 0
+          ? options.max_index_bytes
+          : std::max<uint64_t>(options.capacity_bytes / 8, 1 << 20) +
+                (options.disk_dir.empty() ? 0 : options.disk_capacity / 64);
   if (!options.disk_dir.empty()) {
     server::DiskOffloadOptions disk_options;
+    disk_options.max_index_bytes = max_index_bytes;
     disk_options.dir = options.disk_dir;
     disk_options.capacity_bytes = options.disk_capacity;
+    disk_options.namespace_on_disk = options.namespace_on_disk;
+    // A cluster node under on_lease_loss: drop serves nothing from a dead epoch, and a restart
+    // is one (docs/cluster.md, "Consistency"): it starts with an empty disk tier.
+    const bool drop_dead_epochs =
+        !options.cluster.empty() && options.on_lease_loss == ServerOptions::LeaseLoss::kDrop;
+    if (options.disk_restore && drop_dead_epochs) {
+      log::Info("disk tier: not restored: cluster '{}' has on_lease_loss: drop", options.cluster);
+    }
+    disk_options.restore = options.disk_restore && !drop_dead_epochs;
     Result<std::unique_ptr<server::DiskOffload>> disk = server::DiskOffload::Open(disk_options);
     if (!disk.ok()) return disk.status().WithContext("the disk tier");
     impl->disk = std::move(disk).value();
@@ -240,15 +258,14 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     store_options.on_evict = [disk = impl->disk.get()](const store::EvictedObject& object) {
       disk->Offer(object);
     };
+    store_options.index_bytes_elsewhere = &impl->disk->index_bytes();
   }
   store_options.max_value_bytes = options.max_value_bytes;
   store_options.max_key_bytes = static_cast<uint32_t>(limits.max_key_bytes);
   store_options.max_namespace_bytes = static_cast<uint32_t>(limits.max_namespace_bytes);
   store_options.max_meta_bytes = static_cast<uint32_t>(limits.max_meta_bytes);
   // The caps beside the arena (docs/store.md, "Bounds on node memory"); 0 picks the default.
-  store_options.max_index_bytes = options.max_index_bytes != 0
-                                      ? options.max_index_bytes
-                                      : std::max<uint64_t>(options.capacity_bytes / 8, 1 << 20);
+  store_options.max_index_bytes = max_index_bytes;
   store_options.max_reserved_bytes =
       options.max_reserved_bytes != 0 ? options.max_reserved_bytes : options.capacity_bytes / 2;
   store_options.max_pinned_bytes =
@@ -432,6 +449,11 @@ Status Server::Impl::Register() {
   cluster::Member record;
   record.address = options.advertise.empty() ? address.ToString() : options.advertise;
   record.id = options.node_id.empty() ? record.address : options.node_id;
+  // With a disk tier the name is kept in its folder: a node restarted on another address
+  // (a rescheduled pod, the same volume) is the same member, and placement sends it its keys.
+  if (disk != nullptr) {
+    KVPORT_ASSIGN_OR_RETURN(record.id, disk->KeepNodeId(record.id, !options.node_id.empty()));
+  }
   record.capacity_bytes = store->Stats().capacity_bytes;
   record.protocol_version = protocol::kMaxProtocolVersion;
   record.transports = {"tcp"};
@@ -518,6 +540,10 @@ void Server::Impl::StopGracefully() {
   for (auto& w : workers)
     w->StopAndJoin();
   acceptors.clear();
+  // 4. What memory holds goes to disk (bounded), so that a restart finds it.
+  if (disk != nullptr && options.disk_stop_flush.count() > 0) {
+    disk->FlushAtStop(*store, std::chrono::steady_clock::now() + options.disk_stop_flush);
+  }
   state.store(ServerState::kStopped, std::memory_order_release);
   log::Info("kvport node on {} stopped", address.ToString());
 }

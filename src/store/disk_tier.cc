@@ -11,13 +11,58 @@
 
 namespace kvport::store {
 
+// Fields other than number and file change under the tier's mu_ only; those two never do, so a
+// compaction or a get reads the file without it.
 struct DiskTier::Segment {
   uint64_t number = 0;
   std::unique_ptr<File> file;
   std::unique_ptr<SegmentWriter> writer;  // the newest segment's; null for older ones
   uint64_t end = 0;                       // bytes written (scanned, for a restored one)
   std::vector<std::string> ids;           // objects written here (some may have moved since)
+  uint64_t ids_heap_bytes = 0;            // the ids' heap blocks (index_bytes)
+  uint64_t live_bytes = 0;                // record_bytes of the index entries pointing here
+  uint64_t tombstone_bytes = 0;           // record_bytes of the tombstones written here
 };
+
+namespace {
+
+// A heap block of `bytes` as glibc's malloc sizes it: an 8-byte header, 16-byte granules, 32
+// bytes at least. An estimate elsewhere, which is what index_bytes promises.
+uint64_t HeapBlock(uint64_t bytes) {
+  return std::max<uint64_t>(32, (bytes + 8 + 15) / 16 * 16);
+}
+
+// The heap a std::string of `size` characters holds: none while it fits in the string's own
+// buffer (15 characters in libstdc++, 22 in libc++: what an empty string's capacity says).
+uint64_t StringHeap(size_t size) {
+  static const size_t inline_chars = std::string().capacity();
+  return size <= inline_chars ? 0 : HeapBlock(size + 1);
+}
+
+// Reads the record of `bytes` bytes at `offset` of `file` whole into `buffer` and checks all of
+// it: its fixed part, its names and its value against their checksums, and that it is still the
+// record of `sequence` that the scan saw. Corruption when it does not check out (a flipped bit
+// since the scan, a file cut short); the file's errors as they are.
+Status ReadWholeRecord(File& file, uint64_t offset, uint64_t bytes, uint64_t sequence,
+                       std::vector<char>& buffer, DiskRecordHeader* header) {
+  buffer.resize(bytes);
+  KVPORT_ASSIGN_OR_RETURN(size_t got, file.ReadAt(offset, buffer.data(), buffer.size()));
+  if (got < bytes) {
+    return Status::Corruption(fmt::format("disk record {}: the file ends inside it", sequence));
+  }
+  const std::span<const char> record(buffer);
+  const std::span<const char> fixed = record.first(kFixedBytes);
+  if (ParseFixedPart(fixed, bytes, header) != FixedPart::kValid || header->record_bytes != bytes ||
+      header->sequence != sequence) {
+    return Status::Corruption(
+        fmt::format("disk record {}: its header no longer checks out", sequence));
+  }
+  KVPORT_RETURN_IF_ERROR(
+      ParseNames(fixed, record.subspan(kFixedBytes, header->names_bytes), header));
+  return CheckValue(*header, record.subspan(header->value_offset(), header->value_bytes));
+}
+
+}  // namespace
 
 std::string DiskObjectId(std::string_view ns, std::string_view key) {
   std::string id;
@@ -72,8 +117,10 @@ Status DiskTier::Restore(uint64_t now_ms) {
                 folder_->PathOf(number), scan->end);
     }
     disk_bytes_ += segment->end;
-    for (ScannedRecord& record : scan->records)
+    for (ScannedRecord& record : scan->records) {
+      if (record.header.tombstone) segment->tombstone_bytes += record.header.record_bytes;
       found.push_back({segment, std::move(record)});
+    }
     segments_[number] = std::move(segment);
   }
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
@@ -82,12 +129,12 @@ Status DiskTier::Restore(uint64_t now_ms) {
   for (Found& f : found) {
     const DiskRecordHeader& h = f.record.header;
     next_sequence_ = std::max(next_sequence_, h.sequence + 1);
-    const std::string id = DiskObjectId(h.ns, h.key);
-    Forget(id);  // superseded, deleted, or about to be replaced
+    std::string id = DiskObjectId(h.ns, h.key);
+    // Superseded, deleted, or about to be replaced (two copies of one sequence number, from a
+    // crash in the middle of a compaction, are the same record: either is right).
+    Forget(id);
     if (h.tombstone || (h.expiry_ms != 0 && h.expiry_ms <= now_ms)) continue;
-    f.segment->ids.push_back(id);
-    stats_.object_bytes += h.record_bytes;
-    index_.emplace(id, Entry{f.segment, std::move(f.record)});
+    Index(std::move(id), std::move(f.segment), std::move(f.record));
   }
   stats_.restored = index_.size();
   // Too many segments for the capacity (it was lowered): the oldest go.
@@ -107,28 +154,58 @@ Status DiskTier::Restore(uint64_t now_ms) {
   return Status::Ok();
 }
 
+uint64_t DiskTier::EntryHeap(const std::string& id, const DiskRecordHeader& h) {
+  // libstdc++'s node: the next link, the pair, and the hash it caches for a std::string key.
+  using Node = decltype(index_)::value_type;
+  return HeapBlock(sizeof(Node) + sizeof(void*) + sizeof(size_t)) + StringHeap(id.size()) +
+         StringHeap(h.ns.size()) + StringHeap(h.key.size()) + StringHeap(h.meta.size());
+}
+
+void DiskTier::Index(std::string id, std::shared_ptr<Segment> segment, ScannedRecord record) {
+  Forget(id);
+  segment->ids.push_back(id);
+  segment->ids_heap_bytes += StringHeap(id.size());
+  segment->live_bytes += record.header.record_bytes;
+  stats_.object_bytes += record.header.record_bytes;
+  entries_heap_bytes_ += EntryHeap(id, record.header);
+  index_.emplace(std::move(id), Entry{std::move(segment), std::move(record)});
+}
+
 void DiskTier::Forget(const std::string& id) {
   auto it = index_.find(id);
   if (it == index_.end()) return;
-  stats_.object_bytes -= it->second.record.header.record_bytes;
+  const DiskRecordHeader& h = it->second.record.header;
+  it->second.segment->live_bytes -= h.record_bytes;
+  stats_.object_bytes -= h.record_bytes;
+  entries_heap_bytes_ -= EntryHeap(id, h);
   index_.erase(it);
 }
 
-void DiskTier::EvictOldest() {
-  auto oldest = segments_.begin();
-  const std::shared_ptr<Segment> segment = oldest->second;
-  segments_.erase(oldest);
+uint64_t DiskTier::RemoveSegment(const std::shared_ptr<Segment>& segment) {
+  segments_.erase(segment->number);
+  uint64_t forgotten = 0;
   for (const std::string& id : segment->ids) {
     auto it = index_.find(id);
     if (it == index_.end() || it->second.segment != segment) continue;  // moved on, or gone
     Forget(id);
-    ++stats_.evicted_objects;
+    ++forgotten;
   }
   disk_bytes_ -= segment->end;
-  ++stats_.evicted_segments;
   // Readers holding the segment keep reading its (unlinked) file until they let it go.
   Status removed = folder_->Remove(segment->number);
-  if (!removed.ok()) log::Warn("disk tier: evicting a segment: {}", removed.ToString());
+  if (!removed.ok()) log::Warn("disk tier: removing a segment: {}", removed.ToString());
+  return forgotten;
+}
+
+void DiskTier::EvictOldest() {
+  const std::shared_ptr<Segment> oldest = segments_.begin()->second;
+  stats_.evicted_objects += RemoveSegment(oldest);
+  ++stats_.evicted_segments;
+}
+
+bool DiskTier::Holds(const std::shared_ptr<Segment>& segment) const {
+  auto it = segments_.find(segment->number);
+  return it != segments_.end() && it->second == segment;
 }
 
 Status DiskTier::StartSegment() {
@@ -193,11 +270,7 @@ Status DiskTier::Put(std::string_view ns, std::string_view key, std::string_view
   h.ns = ns;
   h.key = key;
   h.meta = meta;
-  std::string id = DiskObjectId(ns, key);
-  Forget(id);
-  placed.first->ids.push_back(id);
-  stats_.object_bytes += h.record_bytes;
-  index_.emplace(std::move(id), Entry{std::move(placed.first), std::move(scanned)});
+  Index(DiskObjectId(ns, key), std::move(placed.first), std::move(scanned));
   return Status::Ok();
 }
 
@@ -263,8 +336,206 @@ Status DiskTier::Erase(std::string_view ns, std::string_view key) {
         "the delete's tombstone was not written, so the key may "
         "come back at a restart");
   }
+  placed->first->tombstone_bytes += DiskRecordBytes(ns.size(), key.size(), 0, 0);
   ++next_sequence_;
   return Status::Ok();
+}
+
+bool DiskTier::RoomWithoutEviction(uint64_t bytes) const {
+  if (!segments_.empty()) {
+    const Segment& newest = *segments_.rbegin()->second;
+    if (newest.writer != nullptr && newest.writer->end() + bytes <= options_.segment_bytes) {
+      return true;
+    }
+  }
+  return segments_.size() < options_.capacity_bytes / options_.segment_bytes;
+}
+
+std::shared_ptr<DiskTier::Segment> DiskTier::PickCompaction() const {
+  std::shared_ptr<Segment> best;
+  double best_fraction = kCompactBelowFraction;
+  for (const auto& [number, segment] : segments_) {
+    if (segment->writer != nullptr) continue;  // being written
+    // The oldest segment's tombstones are not copied: nothing older is left for them to hide.
+    const bool oldest = number == segments_.begin()->first;
+    const uint64_t needed = segment->live_bytes + (oldest ? 0 : segment->tombstone_bytes);
+    const double fraction =
+        segment->end == 0 ? 0.0 : static_cast<double>(needed) / static_cast<double>(segment->end);
+    if (fraction < best_fraction) {  // strictly: of equals, the oldest
+      best = segment;
+      best_fraction = fraction;
+    }
+  }
+  return best;
+}
+
+Status DiskTier::StartCompaction(uint64_t now_ms) {
+  std::shared_ptr<Segment> segment;
+  uint64_t end = 0;
+  {
+    MutexLock lock(mu_);
+    segment = PickCompaction();
+    if (segment == nullptr) return Status::Ok();
+    end = segment->end;
+  }
+  // A sealed segment's bytes no longer change, so its headers are read without the lock; up to
+  // its end only (a torn tail after it was never trusted).
+  Result<SegmentScan> scan = ScanSegment(*segment->file, end);
+  if (!scan.ok()) {
+    return scan.status().WithContext("compacting " + folder_->PathOf(segment->number));
+  }
+  MutexLock lock(mu_);
+  if (!Holds(segment)) return Status::Ok();  // evicted meanwhile
+  std::vector<CompactionItem> items;
+  uint64_t heap = 0;
+  for (const ScannedRecord& record : scan->records) {
+    const DiskRecordHeader& h = record.header;
+    std::string id = DiskObjectId(h.ns, h.key);
+    if (!h.tombstone) {
+      auto it = index_.find(id);
+      if (it == index_.end() || it->second.segment != segment ||
+          it->second.record.offset != record.offset ||
+          it->second.record.header.sequence != h.sequence) {
+        continue;  // dead: overwritten, deleted, dropped or evicted
+      }
+      if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) {
+        Forget(id);  // it would be a miss, and a restart skips it: not worth a copy
+        continue;
+      }
+    }
+    heap += StringHeap(id.size());
+    items.push_back({std::move(id), record.offset, h.record_bytes, h.sequence, h.tombstone});
+  }
+  compaction_heap_bytes_ = heap + items.capacity() * sizeof(CompactionItem);
+  compaction_.segment = std::move(segment);
+  compaction_.items = std::move(items);
+  compaction_.next = 0;
+  compaction_.targets.clear();
+  return Status::Ok();
+}
+
+void DiskTier::EndCompaction() {
+  compaction_ = Compaction();
+  MutexLock lock(mu_);
+  compaction_heap_bytes_ = 0;
+}
+
+Result<DiskTier::Copied> DiskTier::CopyForward(const CompactionItem& item, uint64_t now_ms,
+                                               std::vector<char>& buffer) {
+  const std::shared_ptr<Segment>& from = compaction_.segment;
+  // Read and checked without the lock; whether it is still worth copying is decided with it.
+  DiskRecordHeader h;
+  const Status read =
+      ReadWholeRecord(*from->file, item.offset, item.record_bytes, item.sequence, buffer, &h);
+  MutexLock lock(mu_);
+  if (!Holds(from)) return Copied::kSegmentGone;
+  auto it = index_.find(item.id);
+  const bool live = it != index_.end() && it->second.segment == from &&
+                    it->second.record.offset == item.offset &&
+                    it->second.record.header.sequence == item.sequence;
+  if (!item.tombstone && !live) return Copied::kSkipped;  // a put or a delete won meanwhile
+  if (!read.ok()) {
+    // Never copied: a copy would carry the damage. A live record goes as a get would drop it; a
+    // tombstone that does not check out would not be believed at a restart either.
+    if (live) Forget(item.id);
+    if (read.code() == StatusCode::kCorruption) {
+      ++stats_.dropped_records;
+    } else {
+      ++stats_.read_errors;
+    }
+    log::Warn("disk tier: compacting {} of {}: {}: dropped", item.offset,
+              folder_->PathOf(from->number), read.ToString());
+    return Copied::kSkipped;
+  }
+  if (item.tombstone) {
+    // It hides older records of its key; those can only be in this segment or older ones.
+    if (segments_.begin()->first >= from->number) return Copied::kSkipped;
+  } else if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) {
+    Forget(item.id);
+    return Copied::kSkipped;
+  }
+  if (!RoomWithoutEviction(item.record_bytes)) return Copied::kNoRoom;
+  DiskRecord record;
+  record.sequence = h.sequence;  // its own: a newer record of the key elsewhere still wins
+  record.expiry_ms = h.expiry_ms;
+  record.ns = h.ns;
+  record.key = h.key;
+  record.meta = h.meta;
+  record.value = std::string_view(buffer.data() + h.value_offset(), h.value_bytes);
+  record.tombstone = h.tombstone;
+  KVPORT_ASSIGN_OR_RETURN(auto placed, Append(record));
+  stats_.compacted_bytes += item.record_bytes;
+  if (std::find(compaction_.targets.begin(), compaction_.targets.end(), placed.first) ==
+      compaction_.targets.end()) {
+    compaction_.targets.push_back(placed.first);
+  }
+  if (item.tombstone) {
+    placed.first->tombstone_bytes += item.record_bytes;
+  } else {
+    ScannedRecord scanned;
+    scanned.offset = placed.second;
+    scanned.header = std::move(h);
+    Index(item.id, std::move(placed.first), std::move(scanned));
+  }
+  return Copied::kMoved;
+}
+
+Result<CompactionProgress> DiskTier::CompactStep(uint64_t max_bytes, uint64_t now_ms) {
+  MutexLock compact_lock(compact_mu_);
+  CompactionProgress progress;
+  if (compaction_.segment == nullptr) {
+    KVPORT_RETURN_IF_ERROR(StartCompaction(now_ms));
+    if (compaction_.segment == nullptr) return progress;  // nothing worth compacting
+  }
+  std::vector<char> buffer;
+  while (compaction_.next < compaction_.items.size()) {
+    if (progress.moved_bytes > 0 && progress.moved_bytes >= max_bytes) {
+      progress.more = true;
+      return progress;
+    }
+    KVPORT_ASSIGN_OR_RETURN(Copied copied,
+                            CopyForward(compaction_.items[compaction_.next], now_ms, buffer));
+    switch (copied) {
+      case Copied::kMoved:
+        progress.moved_bytes += compaction_.items[compaction_.next].record_bytes;
+        ++compaction_.next;
+        break;
+      case Copied::kSkipped:
+        ++compaction_.next;
+        break;
+      case Copied::kNoRoom:
+        return progress;
+      case Copied::kSegmentGone: {
+        // Evicted meanwhile, with what was not copied yet: as without compaction.
+        EndCompaction();
+        MutexLock lock(mu_);
+        progress.more = PickCompaction() != nullptr;
+        return progress;
+      }
+    }
+  }
+  // Every record is in its new place: make the copies durable before the originals go, or a
+  // power cut could lose both. (A failed sync is retried by the next step, nothing recopied.)
+  for (const std::shared_ptr<Segment>& target : compaction_.targets) {
+    KVPORT_RETURN_IF_ERROR(target->file->Sync());
+  }
+  const std::shared_ptr<Segment> done = compaction_.segment;
+  EndCompaction();
+  MutexLock lock(mu_);
+  if (Holds(done)) {
+    // Nothing should point here any more; what does was past a header that stopped the scan
+    // (damaged since the restart), so it goes as a damaged record does.
+    const uint64_t lost = RemoveSegment(done);
+    if (lost > 0) {
+      stats_.dropped_records += lost;
+      log::Warn("disk tier: compacting {}: {} records past a damaged header dropped",
+                folder_->PathOf(done->number), lost);
+    }
+    ++stats_.compacted_segments;
+    progress.finished_segment = true;
+  }
+  progress.more = PickCompaction() != nullptr;
+  return progress;
 }
 
 DiskTierStats DiskTier::stats() const {
@@ -273,6 +544,12 @@ DiskTierStats DiskTier::stats() const {
   s.objects = index_.size();
   s.segments = segments_.size();
   s.disk_bytes = disk_bytes_;
+  s.index_bytes =
+      entries_heap_bytes_ + compaction_heap_bytes_ + index_.bucket_count() * sizeof(void*);
+  for (const auto& [number, segment] : segments_) {
+    s.index_bytes += HeapBlock(sizeof(Segment)) + HeapBlock(sizeof(*segments_.begin()) + 32) +
+                     segment->ids.capacity() * sizeof(std::string) + segment->ids_heap_bytes;
+  }
   return s;
 }
 

@@ -17,9 +17,13 @@
 // checksum there: a mismatch (a torn write, a flipped bit, a file cut short under the node) is a
 // miss, the entry dropped and counted, never wrong bytes.
 //
+// Compaction (CompactStep) moves the few live records of a mostly-dead segment forward, to the
+// newest segment, and removes it: space that overwrites and deletes left dead comes back before
+// eviction would reach that segment, and its live objects are not evicted with it.
+//
 // Thread-safe: the index and the appends under one mutex; a Get reads its value outside it,
 // through the segment's file, which stays open (and its bytes readable) while any reader holds
-// it, even after its segment was evicted.
+// it, even after its segment was evicted or compacted. Compaction reads outside it too.
 #pragma once
 
 #include <cstdint>
@@ -46,17 +50,38 @@ struct DiskTierOptions {
 };
 
 struct DiskTierStats {
-  uint64_t objects = 0;           // live records in the index
-  uint64_t object_bytes = 0;      // their records' bytes on disk
-  uint64_t segments = 0;          // segment files
-  uint64_t disk_bytes = 0;        // the segments' written bytes, live or not
-  uint64_t restored = 0;          // objects the last Open found
-  uint64_t dropped_records = 0;   // records dropped: names or value failing their checksum
-  uint64_t torn_tails = 0;        // segments whose scan stopped at a torn record
-  uint64_t evicted_segments = 0;  // segments removed to make room
-  uint64_t evicted_objects = 0;   // live objects they took with them
-  uint64_t write_errors = 0;      // appends that failed (the put failed)
-  uint64_t read_errors = 0;       // value reads that failed (the get missed)
+  uint64_t objects = 0;             // live records in the index
+  uint64_t object_bytes = 0;        // their records' bytes on disk
+  uint64_t segments = 0;            // segment files
+  uint64_t disk_bytes = 0;          // the segments' written bytes, live or not
+  uint64_t restored = 0;            // objects the last Open found
+  uint64_t dropped_records = 0;     // records dropped: names or value failing their checksum
+  uint64_t torn_tails = 0;          // segments whose scan stopped at a torn record
+  uint64_t evicted_segments = 0;    // segments removed to make room
+  uint64_t evicted_objects = 0;     // live objects they took with them
+  uint64_t write_errors = 0;        // appends that failed (the put failed)
+  uint64_t read_errors = 0;         // value reads that failed (the get missed)
+  uint64_t compacted_segments = 0;  // segments removed by compaction, their live records moved
+  uint64_t compacted_bytes = 0;     // records' bytes compaction copied forward
+  // An estimate of the heap the in-memory index takes: per object its hash node (the id, the
+  // entry and the node's link and cached hash) with the id's and the header's namespace, key
+  // and meta strings when too long for the string's inline buffer, each heap block sized as
+  // glibc's malloc does (8 bytes of header, 16-byte granules, 32 at least); the hash buckets;
+  // per segment its list of the ids written there (dead ones too, until the segment goes); and
+  // the list of records a compaction under way still has to move. Not counted: the allocator's
+  // free space and fragmentation.
+  uint64_t index_bytes = 0;
+};
+
+// What one DiskTier::CompactStep did.
+struct CompactionProgress {
+  uint64_t moved_bytes = 0;       // records' bytes copied forward (live records, tombstones)
+  bool finished_segment = false;  // a segment's compaction ended: its file was removed
+  // Calling again now would make progress: a compaction is under way with records left, or
+  // another segment is worth compacting. False when there is nothing to do, or when the next
+  // record would need a new segment that only eviction could make room for (a later put
+  // starts that segment; compaction never evicts).
+  bool more = false;
 };
 
 // What Get found: the value, its meta and when it expires (unix ms; 0 never).
@@ -104,6 +129,41 @@ class DiskTier {
   // may bring it back: the error says so).
   Status Erase(std::string_view ns, std::string_view key);
 
+  // One bounded step of compaction. When none is under way, picks the sealed segment (never
+  // the one being written) whose needed bytes (its live records', and its tombstones' while an
+  // older segment exists) are the lowest fraction of its written bytes, below
+  // kCompactBelowFraction, and lists its live records and tombstones (a scan of its headers).
+  // Then copies them, in file order, to the newest segment: each verbatim, with its original
+  // sequence number, after reading it whole and checking its checksums, until `max_bytes` have
+  // been copied (a record is not split: a step copies at least one and may go one record past
+  // it). A segment's compaction may take many steps; puts, gets and deletes run between and
+  // during them, and win: a record is re-indexed only when the index still points at its old
+  // place with its sequence number. When every record has been copied, the copies are synced
+  // and the old segment removed.
+  //
+  // What is not copied: a record overwritten, deleted, evicted or expired (at `now_ms`) since;
+  // a record that fails its checksums or cannot be read (dropped from the index as a get drops
+  // it, counted in dropped_records or read_errors, never propagated); a tombstone when no older
+  // segment exists (no older record of its key can be left for it to hide; otherwise it is carried
+  // forward). A copy never evicts: when the next record fits neither in the newest segment nor in a
+  // new one below the capacity, the step stops (more: false) and a later one goes on from there. A
+  // crash mid-compaction leaves two identical copies of a record (same sequence number), either of
+  // which is right.
+  //
+  // Errors: a failed scan, write (IoError, NoSpace; counted in write_errors) or sync ends the
+  // step; nothing is lost (what was not copied is still read from the old segment) and
+  // the next step retries where this one stopped. Compaction steps are serialized (one at a
+  // time); meant for the writer thread when it has nothing else to write, rate-limited by it.
+  Result<CompactionProgress> CompactStep(uint64_t max_bytes, uint64_t now_ms)
+      EXCLUDES(mu_, compact_mu_);
+
+  // Below this fraction of its written bytes still needed, a sealed segment is compacted.
+  // Compacting a segment whose needed fraction is f writes f of a segment to free a whole one:
+  // at one half, every byte written frees at least one; above, the write amplification f/(1-f)
+  // climbs fast, and the disk's bandwidth is better spent on evicted objects and reads. It also
+  // keeps compaction from churning: what it packs is above the threshold.
+  static constexpr double kCompactBelowFraction = 0.5;
+
   DiskTierStats stats() const;
 
  private:
@@ -113,24 +173,62 @@ class DiskTier {
     ScannedRecord record;
   };
 
+  // A compaction under way: its segment and what is left to copy from it.
+  struct CompactionItem {
+    std::string id;  // DiskObjectId: the record's names may fail their check on the read back
+    uint64_t offset = 0;
+    uint64_t record_bytes = 0;
+    uint64_t sequence = 0;
+    bool tombstone = false;
+  };
+  struct Compaction {
+    std::shared_ptr<Segment> segment;  // null: none under way
+    std::vector<CompactionItem> items;
+    size_t next = 0;                                // items[next] is the next to copy
+    std::vector<std::shared_ptr<Segment>> targets;  // segments copies went to, synced at the end
+  };
+  enum class Copied { kMoved, kSkipped, kNoRoom, kSegmentGone };
+
   DiskTier(std::unique_ptr<SegmentFolder> folder, const DiskTierOptions& options);
   Status Restore(uint64_t now_ms) EXCLUDES(mu_);
+  // The heap one index entry takes (DiskTierStats::index_bytes): its hash node and the blocks
+  // of its strings that do not fit in the strings themselves.
+  static uint64_t EntryHeap(const std::string& id, const DiskRecordHeader& h);
+  // Points the index at `record` in `segment` for `id`, replacing what it pointed at.
+  void Index(std::string id, std::shared_ptr<Segment> segment, ScannedRecord record) REQUIRES(mu_);
   // Appends `record` to the newest segment, starting another (and evicting the oldest ones)
   // when it does not fit; the segment and offset it went to.
   Result<std::pair<std::shared_ptr<Segment>, uint64_t>> Append(const DiskRecord& record)
       REQUIRES(mu_);
   Status StartSegment() REQUIRES(mu_);
   void EvictOldest() REQUIRES(mu_);
+  // Removes `segment` from the tier and its file from the folder, with the index entries that
+  // still point into it; how many those were.
+  uint64_t RemoveSegment(const std::shared_ptr<Segment>& segment) REQUIRES(mu_);
   void Forget(const std::string& id) REQUIRES(mu_);
+  // Whether `segment` is still one of the tier's (not evicted meanwhile).
+  bool Holds(const std::shared_ptr<Segment>& segment) const REQUIRES(mu_);
+  // Whether a record of `bytes` can be appended without evicting a segment.
+  bool RoomWithoutEviction(uint64_t bytes) const REQUIRES(mu_);
+  // The segment most worth compacting (CompactStep); null when none is below the threshold.
+  std::shared_ptr<Segment> PickCompaction() const REQUIRES(mu_);
+  Status StartCompaction(uint64_t now_ms) REQUIRES(compact_mu_) EXCLUDES(mu_);
+  Result<Copied> CopyForward(const CompactionItem& item, uint64_t now_ms, std::vector<char>& buffer)
+      REQUIRES(compact_mu_) EXCLUDES(mu_);
+  void EndCompaction() REQUIRES(compact_mu_) EXCLUDES(mu_);
 
   const std::unique_ptr<SegmentFolder> folder_;
   const DiskTierOptions options_;
+  Mutex compact_mu_ ACQUIRED_BEFORE(mu_);  // serializes compaction steps
+  Compaction compaction_ GUARDED_BY(compact_mu_);
   mutable Mutex mu_;
   std::map<uint64_t, std::shared_ptr<Segment>> segments_ GUARDED_BY(mu_);  // by number
   std::unordered_map<std::string, Entry> index_ GUARDED_BY(mu_);           // by DiskObjectId
   uint64_t next_sequence_ GUARDED_BY(mu_) = 1;
   uint64_t disk_bytes_ GUARDED_BY(mu_) = 0;
   DiskTierStats stats_ GUARDED_BY(mu_);
+  uint64_t entries_heap_bytes_ GUARDED_BY(mu_) = 0;     // index_bytes' part for the entries
+  uint64_t compaction_heap_bytes_ GUARDED_BY(mu_) = 0;  // and for compaction_.items
 };
 
 }  // namespace kvport::store

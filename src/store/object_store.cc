@@ -719,6 +719,13 @@ std::string_view ReadHandle::ns() const {
 std::string_view ReadHandle::key() const {
   return object_->key;
 }
+uint64_t ReadHandle::ttl_left_ms() const {
+  // expires_at_ms is set once, by the Commit that made the object visible (under its shard's
+  // mutex, which the Lookup that pinned it took after): it does not change under a pin.
+  if (object_->expires_at_ms == kNeverExpires) return 0;
+  const uint64_t now_ms = object_->store->impl_->clock->NowMillis();
+  return object_->expires_at_ms > now_ms ? object_->expires_at_ms - now_ms : 1;
+}
 
 WriteHandle::WriteHandle(WriteHandle&& other) noexcept
     : object_(std::exchange(other.object_, nullptr)) {}
@@ -904,7 +911,11 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   }
   const uint64_t charge = ChargeOf(ns, key, meta);
   auto admit_charge = [&] {
-    return Impl::TryAdmit(impl_->index_bytes, charge, impl_->max_index_bytes);
+    uint64_t cap = impl_->max_index_bytes;
+    if (cap != 0 && options_.index_bytes_elsewhere != nullptr) {
+      cap -= std::min(options_.index_bytes_elsewhere->load(std::memory_order_relaxed), cap / 2);
+    }
+    return Impl::TryAdmit(impl_->index_bytes, charge, cap);
   };
   if (!admit_charge() && !impl_->EvictUntil(admit_charge)) {
     impl_->unwritten_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);

@@ -50,6 +50,7 @@
 // ReadHandle are independent). Every handle must be destroyed before the ObjectStore.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -106,6 +107,11 @@ struct StoreOptions {
   uint64_t max_index_bytes = 0;
   uint64_t max_reserved_bytes = 0;
   uint64_t max_pinned_bytes = 0;
+  // Heap bytes charged against max_index_bytes outside the store (the disk tier's index), or
+  // null. The store admits its own charges up to max_index_bytes less these, less at most half
+  // of max_index_bytes: whoever fills the other half, the store always has half. Must outlive
+  // the store.
+  const std::atomic<uint64_t>* index_bytes_elsewhere = nullptr;
   // Time source for TTLs; null means SteadyTtlClock::Get(). Must outlive the store.
   const TtlClock* ttl_clock = nullptr;
   // Called for each object evicted to make room (not for expired, deleted or replaced ones),
@@ -178,6 +184,9 @@ class ReadHandle {
   std::string_view meta() const;
   std::string_view ns() const;
   std::string_view key() const;
+  // How long the object has left to live, in ms by the store's clock: 0 when it never expires,
+  // at least 1 otherwise (an object pinned past its expiry is still readable through its pin).
+  uint64_t ttl_left_ms() const;
   // Drops the pin now; the handle becomes empty.
   void Reset();
 

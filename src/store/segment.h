@@ -32,7 +32,8 @@ class SegmentWriter {
   File* const file_;
   const uint64_t segment_bytes_;
   uint64_t end_;
-  std::vector<char> buffer_;  // the record being written, kept for the next one
+  FileAlignedBytes buffer_;  // the record being written, kept for the next one; block-aligned, so
+                             // that an O_DIRECT file writes it without a bounce
 };
 
 struct ScannedRecord {

@@ -3,7 +3,10 @@
 // a node writes to etcd, when it goes, and what etcd failures do to it (docs/cluster.md).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -287,6 +290,47 @@ TEST_F(ClusterNodeTest, APartitionedNodeIsDroppedAndRejoinsEmptyWithANewEpoch) {
   // And it serves as a new, empty node.
   ASSERT_TRUE(node.Put("k", "new bytes"));
   EXPECT_EQ(node.Get("k"), "new bytes");
+}
+
+// A node with a disk tier restarted on another port: the same member (its name kept in the disk
+// folder), serving what it held; under on_lease_loss: drop it starts empty instead.
+TEST_F(ClusterNodeTest, ANodeWithADiskRestartsUnderItsNameWithItsKeys) {
+  const std::string dir =
+      ::testing::TempDir() + "kvport-cluster-disk-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  ServerOptions o = NodeOptions("disk", etcd_->endpoint());
+  o.disk_dir = dir;
+  o.disk_capacity = 16 << 20;
+  std::string first_id;
+  {
+    auto server = Server::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    first_id = (*server)->address();  // no node_id: the first address is the name
+    ASSERT_TRUE(RecordOf(*client_, "disk", first_id).has_value());
+    NodeClient node;
+    ASSERT_TRUE(node.Init((*server)->address()).ok());
+    ASSERT_TRUE(node.Put("k", "kept bytes"));
+  }  // a clean stop: the object goes to disk
+  {
+    auto server = Server::Start(o);  // port 0: another port
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    ASSERT_NE((*server)->address(), first_id);
+    std::optional<EtcdKeyValue> kv = RecordOf(*client_, "disk", first_id);
+    ASSERT_TRUE(kv.has_value()) << "registered under its first name";
+    EXPECT_EQ(cluster::DecodeMember(kv->value)->address, (*server)->address());
+    NodeClient node;
+    ASSERT_TRUE(node.Init((*server)->address()).ok());
+    EXPECT_EQ(node.Get("k"), "kept bytes");
+  }
+  o.on_lease_loss = ServerOptions::LeaseLoss::kDrop;
+  {
+    auto server = Server::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    NodeClient node;
+    ASSERT_TRUE(node.Init((*server)->address()).ok());
+    EXPECT_EQ(node.Get("k"), std::nullopt) << "no data from a dead epoch under drop";
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // etcd stopped and restarted while the lease is still valid: the node keeps serving through

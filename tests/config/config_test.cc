@@ -352,6 +352,18 @@ TEST_F(ConfigTest, OutOfRangeValuesAreRefused) {
   EXPECT_EQ(SplitUcxLanes(lanes->ucx_devices),
             (std::vector<std::string_view>{"mlx5_0:1,mlx5_2:1", "mlx5_1:1"}));
   EXPECT_EQ(lanes->FindEntry("ucx_devices")->env_var, "KVPORT_UCX_DEVICES");
+  EXPECT_THAT(LoadError("namespace_tiers: 'sglang=ssd'\n"),
+              HasSubstr("tier 'ssd' is neither memory nor memory+disk"));
+  EXPECT_THAT(LoadError("namespace_tiers: 'sglang'\n"), HasSubstr("is not NAMESPACE=TIER"));
+  EXPECT_THAT(LoadError("namespace_tiers: 'a=memory,a=memory+disk'\n"),
+              HasSubstr("namespace 'a' is given twice"));
+  Result<Config> tiers =
+      Load("namespace_tiers: ' sglang = memory, *=memory+disk,=memory'\ndisk_restore: false\n");
+  ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
+  EXPECT_EQ(ParseNamespaceTiers(tiers->node.namespace_tiers).value(),
+            (std::map<std::string, bool>{{"sglang", false}, {"*", true}, {"", false}}));
+  EXPECT_FALSE(tiers->node.disk_restore);
+  EXPECT_EQ(ParseNamespaceTiers("").value(), (std::map<std::string, bool>{}));
 }
 
 TEST_F(ConfigTest, RemoteUrlNeedsAKnownSchemeAHostAndAPort) {

@@ -5,12 +5,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "server/disk_offload.h"
 #include "server_fixture.h"
 
 namespace kvport::testing {
@@ -36,14 +40,16 @@ class DiskTierNodeTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // (Re)starts the node over the same folder, on a new port, with a client of its own.
-  void Start() {
+  // (Re)starts the node over the same folder, on a new port, with a client of its own;
+  // `adjust` changes its options first.
+  void Start(const std::function<void(ServerOptions&)>& adjust = {}) {
     client_.reset();
     if (server_ != nullptr) server_->Stop();
     server_.reset();
     ServerOptions options = SmallNodeOptions();  // 8 MiB of memory
     options.disk_dir = dir_;
     options.disk_capacity = 64 << 20;
+    if (adjust) adjust(options);
     server_ = StartNode(options);
     ASSERT_NE(server_, nullptr);
     client_ = std::make_unique<Client>();
@@ -121,10 +127,11 @@ TEST_F(DiskTierNodeTest, DeletesAndOverwritesReachTheDisk) {
 }
 
 TEST_F(DiskTierNodeTest, ARestartedNodeFindsWhatWasOnDisk) {
-  Start();
+  auto no_stop_flush = [](ServerOptions& o) { o.disk_stop_flush = std::chrono::seconds(0); };
+  Start(no_stop_flush);
   for (int i = 0; i < 24; ++i)
     Put("k" + std::to_string(i), Value(i, 1 << 20));
-  Start();  // Stop writes what the disk tier still had queued; memory is gone
+  Start(no_stop_flush);  // Stop writes what the disk tier still had queued; memory is gone
   EXPECT_GT(Stat("disk_restored"), 0u);
   int hits = 0;
   for (int i = 0; i < 24; ++i) {
@@ -138,7 +145,119 @@ TEST_F(DiskTierNodeTest, ARestartedNodeFindsWhatWasOnDisk) {
   }
   // Everything but what was still in memory at the stop (at most 8 MiB of it).
   EXPECT_GE(hits, 16);
+  EXPECT_LT(hits, 24);
   EXPECT_EQ(Get("k0").second, Value(0, 1 << 20));  // evicted first, on disk for sure
+}
+
+TEST_F(DiskTierNodeTest, CompactionFreesAMostlyDeadSegmentAndKeepsItsLiveObjects) {
+  Start();                      // 64 MiB of disk: segments of 16 MiB
+  for (int i = 0; i < 48; ++i)  // k0..k15 fill the first segment (evicted first)
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  Result<BatchResult> deleted = client_->MDel(
+      {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11"}, DelOptions{"ns"});
+  ASSERT_TRUE(deleted.ok());
+  Put("wake", Value(99, 1 << 20));  // a write: the writer then looks for a segment to compact
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (Stat("disk_compacted_segments") == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  ASSERT_GE(Stat("disk_compacted_segments"), 1u);
+  EXPECT_GT(Stat("disk_compacted_bytes"), 0u);
+  EXPECT_GT(Stat("disk_index_bytes"), 0u);
+  for (int restart = 0; restart < 2; ++restart) {
+    for (int i = 0; i < 12; ++i)
+      EXPECT_EQ(Get("k" + std::to_string(i)).first, KeyCode::kKeyNotExist) << i;
+    for (int i = 12; i < 16; ++i) {
+      auto [code, value] = Get("k" + std::to_string(i));
+      ASSERT_EQ(code, KeyCode::kSuccess) << i;
+      EXPECT_EQ(value, Value(i, 1 << 20)) << i;
+    }
+    Start();
+  }
+}
+
+TEST_F(DiskTierNodeTest, TheDiskIndexTakesAtMostHalfOfMaxIndexBytes) {
+  Start([](ServerOptions& o) { o.max_index_bytes = 64 << 10; });
+  for (int i = 0; i < 400; ++i)  // 100 MiB through 8 MiB of memory: ~370 evicted objects
+    Put("k" + std::to_string(i), Value(i, 256 << 10));
+  EXPECT_GT(Stat("disk_writes"), 0u);
+  EXPECT_GT(Stat("disk_index_drops"), 0u);
+  // Half of 64 KiB, and the one entry that crossed it.
+  EXPECT_LE(Stat("disk_index_bytes"), uint64_t{(32 << 10) + 1024});
+  EXPECT_EQ(Get("k399").second, Value(399, 256 << 10));  // the store still takes writes
+}
+
+TEST_F(DiskTierNodeTest, ACleanStopWritesWhatMemoryHoldsToDisk) {
+  Start();                     // disk_stop_flush: 30 s by default
+  for (int i = 0; i < 4; ++i)  // 4 MiB: all in memory, nothing evicted
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  ASSERT_EQ(Stat("disk_writes"), 0u);
+  Start();
+  EXPECT_EQ(Stat("disk_restored"), 4u);
+  for (int i = 0; i < 4; ++i) {
+    auto [code, value] = Get("k" + std::to_string(i));
+    ASSERT_EQ(code, KeyCode::kSuccess) << i;
+    EXPECT_EQ(value, Value(i, 1 << 20)) << i;
+  }
+  // Without the flush, what only memory held is gone at a restart.
+  Start([](ServerOptions& o) { o.disk_stop_flush = std::chrono::seconds(0); });
+  Put("only-in-memory", Value(9, 1 << 20));
+  Start();
+  EXPECT_EQ(Get("only-in-memory").first, KeyCode::kKeyNotExist);
+}
+
+TEST_F(DiskTierNodeTest, AMemoryNamespaceKeepsItsObjectsOffTheDisk) {
+  Start([](ServerOptions& o) { o.namespace_on_disk = {{"*", false}, {"other", true}}; });
+  for (int i = 0; i < 24; ++i)  // "ns" falls under "*": memory only
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  EXPECT_GT(Stat("evictions"), 0u);
+  EXPECT_EQ(Stat("disk_writes"), 0u);
+  EXPECT_EQ(Stat("disk_objects"), 0u);
+  EXPECT_EQ(Get("k0").first, KeyCode::kKeyNotExist);  // evicted, and dropped
+  Start([](ServerOptions& o) { o.namespace_on_disk = {{"*", false}, {"ns", true}}; });
+  for (int i = 0; i < 24; ++i)
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  EXPECT_GT(Stat("disk_writes"), 0u);
+  EXPECT_EQ(Get("k0").second, Value(0, 1 << 20));
+}
+
+TEST_F(DiskTierNodeTest, WithRestoreOffARestartStartsEmpty) {
+  Start();
+  for (int i = 0; i < 24; ++i)
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  Start([](ServerOptions& o) { o.disk_restore = false; });
+  EXPECT_EQ(Stat("disk_restored"), 0u);
+  EXPECT_EQ(Stat("disk_objects"), 0u);
+  EXPECT_EQ(Get("k0").first, KeyCode::kKeyNotExist);
+  EXPECT_EQ(Get("k23").first, KeyCode::kKeyNotExist);
+}
+
+TEST_F(DiskTierNodeTest, ACapacityBeyondTheFilesystemIsRefused) {
+  ServerOptions options = SmallNodeOptions();
+  options.disk_dir = dir_;
+  options.disk_capacity = uint64_t{1} << 60;  // an exabyte
+  Result<std::unique_ptr<Server>> refused = Server::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("does not fit"), std::string::npos)
+      << refused.status().ToString();
+}
+
+TEST_F(DiskTierNodeTest, TheNodeIdIsKeptInTheFolder) {
+  server::DiskOffloadOptions options;
+  options.dir = dir_;
+  options.capacity_bytes = 1 << 20;
+  {
+    Result<std::unique_ptr<server::DiskOffload>> disk = server::DiskOffload::Open(options);
+    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    EXPECT_EQ((*disk)->KeepNodeId("10.0.0.5:7470", false).value(), "10.0.0.5:7470");
+    // Restarted on another address: still the first name.
+    EXPECT_EQ((*disk)->KeepNodeId("10.0.0.9:7470", false).value(), "10.0.0.5:7470");
+  }
+  Result<std::unique_ptr<server::DiskOffload>> disk = server::DiskOffload::Open(options);
+  ASSERT_TRUE(disk.ok());
+  EXPECT_EQ((*disk)->KeepNodeId("10.0.0.9:7470", false).value(), "10.0.0.5:7470");
+  // A name the config gives wins, and is kept from then on.
+  EXPECT_EQ((*disk)->KeepNodeId("cache-7", true).value(), "cache-7");
+  EXPECT_EQ((*disk)->KeepNodeId("10.0.0.9:7470", false).value(), "cache-7");
 }
 
 TEST_F(DiskTierNodeTest, ABadDiskFolderStopsTheStartWithTheReason) {

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The disk tier (store/disk_tier.h) on real files in a temporary folder: round trip, overwrite
 // and delete surviving a restart, eviction of the oldest segments at the capacity, expiry, a
-// corrupt value and a torn tail, a full disk and short writes through the file seam.
+// corrupt value and a torn tail, a full disk and short writes through the file seam; compaction
+// of mostly-dead segments (what it keeps, what it drops, across restarts, beside puts and
+// deletes, under faults) and the index's memory estimate.
 #include "store/disk_tier.h"
 
 #include <gmock/gmock.h>
@@ -10,6 +12,7 @@
 
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "faulty_file.h"
@@ -88,6 +91,46 @@ class DiskTierTest : public ::testing::Test {
     for (const auto& e : std::filesystem::directory_iterator(dir_))
       n += e.path().extension() == ".seg" ? 1 : 0;
     return n;
+  }
+
+  // Flips the byte at `offset` of segment `number`, as a bad disk would.
+  void FlipByte(uint64_t number, uint64_t offset) {
+    Result<std::unique_ptr<File>> file = OpenPosixFile(folder_->PathOf(number), false);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    char byte = 0;
+    ASSERT_EQ((*file)->ReadAt(offset, &byte, 1).value(), 1u);
+    byte = static_cast<char>(byte ^ 0x5a);
+    ASSERT_TRUE((*file)->WriteAt(offset, &byte, 1).ok());
+  }
+
+  // Compaction steps of `max_bytes` until there is nothing more to do; what they moved, and
+  // how many segments they finished, into the out parameters.
+  void CompactAll(uint64_t max_bytes, uint64_t* moved = nullptr, uint64_t* finished = nullptr) {
+    uint64_t total = 0, segments = 0;
+    for (int step = 0; step < 10000; ++step) {
+      Result<CompactionProgress> progress = tier_->CompactStep(max_bytes, kNow);
+      ASSERT_TRUE(progress.ok()) << progress.status().ToString();
+      EXPECT_LE(progress->moved_bytes, std::max<uint64_t>(max_bytes, kRecord));
+      total += progress->moved_bytes;
+      segments += progress->finished_segment ? 1 : 0;
+      if (!progress->more) break;
+    }
+    if (moved != nullptr) *moved = total;
+    if (finished != nullptr) *finished = segments;
+  }
+
+  // Objects of one 4 KiB record each (16 to a segment): key "k<i>", value Bytes(seed, 3000).
+  static constexpr uint64_t kRecord = 4096;
+  static constexpr uint64_t kNow = 1000;
+  static std::string K(int i) { return "k" + std::to_string(i); }
+  Status PutSmall(int i, char seed) { return Put(K(i), Bytes(seed, 3000)); }
+  // Whether every (key, seed) reads back bytes-equal.
+  void ExpectValues(const std::vector<std::pair<int, char>>& expected) {
+    for (const auto& [i, seed] : expected) {
+      Result<DiskObject> got = tier_->Get("ns", K(i), kNow);
+      ASSERT_TRUE(got.ok()) << K(i) << ": " << got.status().ToString();
+      EXPECT_EQ(got->value, Bytes(seed, 3000)) << K(i);
+    }
   }
 
   std::string dir_;
@@ -243,6 +286,282 @@ TEST_F(DiskTierTest, AFullDiskFailsThePutAndKeepsThePreviousValue) {
   ASSERT_TRUE(Put("k", Bytes('3', 3000)).ok());
   Open();
   EXPECT_EQ(tier_->Get("ns", "k", 1000)->value, Bytes('3', 3000));
+}
+
+TEST_F(DiskTierTest, CompactionMovesTheLiveRecordsOfAMostlyDeadSegmentAndFreesIt) {
+  Open();
+  std::vector<std::pair<int, char>> expected;
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(PutSmall(i, static_cast<char>('a' + i)).ok());
+    expected.push_back({i, static_cast<char>('a' + i)});
+  }
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(PutSmall(i, static_cast<char>('A' + i)).ok());
+    expected[i].second = static_cast<char>('A' + i);
+  }
+  ASSERT_EQ(tier_->stats().segments, 2u);
+  // Half of segment 1 is live: not below the threshold; segment 2 is being written.
+  Result<CompactionProgress> step = tier_->CompactStep(1 << 20, kNow);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->moved_bytes, 0u);
+  EXPECT_FALSE(step->finished_segment);
+  EXPECT_FALSE(step->more);
+  // One more overwrite: 7 of 16 live.
+  ASSERT_TRUE(PutSmall(8, 'I').ok());
+  expected[8].second = 'I';
+  const DiskTierStats before = tier_->stats();
+  EXPECT_EQ(before.disk_bytes, 25 * kRecord);
+  step = tier_->CompactStep(1 << 20, kNow);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->moved_bytes, 7 * kRecord);
+  EXPECT_TRUE(step->finished_segment);
+  EXPECT_FALSE(step->more);
+  const DiskTierStats after = tier_->stats();
+  EXPECT_EQ(after.compacted_segments, 1u);
+  EXPECT_EQ(after.compacted_bytes, 7 * kRecord);
+  EXPECT_EQ(after.segments, 1u);
+  EXPECT_EQ(SegmentFiles(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(folder_->PathOf(1)));
+  EXPECT_EQ(after.disk_bytes, 16 * kRecord);  // 9 new values and the 7 moved
+  EXPECT_EQ(after.objects, 16u);
+  EXPECT_EQ(after.object_bytes, 16 * kRecord);
+  EXPECT_EQ(after.evicted_segments, 0u);
+  ExpectValues(expected);
+  Open();
+  EXPECT_EQ(tier_->stats().restored, 16u);
+  EXPECT_EQ(tier_->stats().dropped_records, 0u);
+  ExpectValues(expected);
+  // Nothing left worth compacting.
+  step = tier_->CompactStep(1 << 20, kNow);
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ(step->moved_bytes, 0u);
+  EXPECT_FALSE(step->finished_segment);
+}
+
+TEST_F(DiskTierTest, CompactionStepsAreBoundedAndPutsAndDeletesBetweenThemWin) {
+  Open();
+  for (int i = 0; i < 16; ++i)
+    ASSERT_TRUE(PutSmall(i, 'o').ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(PutSmall(i, 'n').ok());
+  Result<CompactionProgress> step = tier_->CompactStep(kRecord, kNow);  // moves k10
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->moved_bytes, kRecord);
+  EXPECT_FALSE(step->finished_segment);
+  EXPECT_TRUE(step->more);
+  // Meanwhile: k11 rewritten, k12 deleted, k10 (already moved) rewritten too.
+  ASSERT_TRUE(PutSmall(11, 'X').ok());
+  ASSERT_TRUE(tier_->Erase("ns", K(12)).ok());
+  ASSERT_TRUE(PutSmall(10, 'Y').ok());
+  uint64_t moved = 0, finished = 0;
+  CompactAll(kRecord, &moved, &finished);
+  EXPECT_EQ(moved, 3 * kRecord);  // k13, k14, k15: not the rewritten or deleted ones
+  EXPECT_EQ(finished, 1u);
+  EXPECT_EQ(tier_->stats().compacted_bytes, 4 * kRecord);
+  EXPECT_FALSE(std::filesystem::exists(folder_->PathOf(1)));
+  const std::vector<std::pair<int, char>> expected = {{0, 'n'},  {9, 'n'},  {10, 'Y'}, {11, 'X'},
+                                                      {13, 'o'}, {14, 'o'}, {15, 'o'}};
+  for (int restart = 0; restart < 2; ++restart) {
+    SCOPED_TRACE(restart == 0 ? "before the restart" : "after the restart");
+    ExpectValues(expected);
+    EXPECT_FALSE(tier_->Contains("ns", K(12), kNow));
+    EXPECT_EQ(tier_->stats().objects, 15u);
+    Open();
+  }
+}
+
+TEST_F(DiskTierTest, ATombstoneIsCarriedForwardWhileAnOlderSegmentMayHoldItsKey) {
+  Open();
+  // Segment 1: "gone" and a1..a15, all live.
+  ASSERT_TRUE(Put("gone", Bytes('g', 3000)).ok());
+  for (int i = 1; i < 16; ++i)
+    ASSERT_TRUE(PutSmall(100 + i, 'a').ok());
+  // Segment 2: gone's tombstone, then b0..b14, which are rewritten at once (segment 3).
+  ASSERT_TRUE(tier_->Erase("ns", "gone").ok());
+  for (int i = 0; i < 15; ++i)
+    ASSERT_TRUE(PutSmall(200 + i, 'b').ok());
+  for (int i = 0; i < 15; ++i)
+    ASSERT_TRUE(PutSmall(200 + i, 'B').ok());
+  ASSERT_EQ(tier_->stats().segments, 3u);
+  // Segment 2 needs only its tombstone: moved forward, since segment 1 still holds "gone".
+  Result<CompactionProgress> step = tier_->CompactStep(1 << 20, kNow);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->moved_bytes, kRecord);
+  EXPECT_TRUE(step->finished_segment);
+  EXPECT_FALSE(std::filesystem::exists(folder_->PathOf(2)));
+  EXPECT_TRUE(std::filesystem::exists(folder_->PathOf(1)));
+  Open();
+  EXPECT_FALSE(tier_->Contains("ns", "gone", kNow));  // its old record in segment 1 stays dead
+  EXPECT_EQ(tier_->stats().restored, 30u);
+  // Rewrite a1..a15: segment 1 is all dead and the oldest; it goes without a copy.
+  for (int i = 1; i < 16; ++i)
+    ASSERT_TRUE(PutSmall(100 + i, 'A').ok());
+  step = tier_->CompactStep(1 << 20, kNow);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->moved_bytes, 0u);
+  EXPECT_TRUE(step->finished_segment);
+  EXPECT_FALSE(std::filesystem::exists(folder_->PathOf(1)));
+  // Delete b0..b14: segment 3 (their records and gone's carried tombstone) is the oldest and
+  // all dead; the tombstone goes with it, nothing older being left for it to hide.
+  for (int i = 0; i < 15; ++i)
+    ASSERT_TRUE(tier_->Erase("ns", K(200 + i)).ok());
+  step = tier_->CompactStep(1 << 20, kNow);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->moved_bytes, 0u);
+  EXPECT_TRUE(step->finished_segment);
+  EXPECT_FALSE(std::filesystem::exists(folder_->PathOf(3)));
+  for (int restart = 0; restart < 2; ++restart) {
+    SCOPED_TRACE(restart == 0 ? "before the restart" : "after the restart");
+    EXPECT_FALSE(tier_->Contains("ns", "gone", kNow));
+    for (int i = 0; i < 15; ++i)
+      EXPECT_FALSE(tier_->Contains("ns", K(200 + i), kNow)) << i;
+    for (int i = 1; i < 16; ++i)
+      EXPECT_EQ(tier_->Get("ns", K(100 + i), kNow)->value, Bytes('A', 3000)) << i;
+    EXPECT_EQ(tier_->stats().objects, 15u);
+    Open();
+  }
+}
+
+TEST_F(DiskTierTest, CompactionDropsACorruptRecordInsteadOfCopyingIt) {
+  Open();
+  for (int i = 0; i < 16; ++i)
+    ASSERT_TRUE(PutSmall(i, 'o').ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(PutSmall(i, 'n').ok());
+  FlipByte(1, 12 * kRecord + 1000);                 // inside k12's value
+  ASSERT_TRUE(tier_->Contains("ns", K(12), kNow));  // its header is fine: only a read can tell
+  Result<CompactionProgress> step = tier_->CompactStep(1 << 20, kNow);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->moved_bytes, 5 * kRecord);
+  EXPECT_TRUE(step->finished_segment);
+  EXPECT_EQ(tier_->stats().dropped_records, 1u);
+  EXPECT_EQ(tier_->stats().compacted_bytes, 5 * kRecord);
+  for (int restart = 0; restart < 2; ++restart) {
+    SCOPED_TRACE(restart == 0 ? "before the restart" : "after the restart");
+    // Without compaction a restart would find k12 again (a header that checks out).
+    EXPECT_FALSE(tier_->Contains("ns", K(12), kNow));
+    ExpectValues({{0, 'n'}, {9, 'n'}, {10, 'o'}, {11, 'o'}, {13, 'o'}, {15, 'o'}});
+    EXPECT_EQ(tier_->stats().objects, 15u);
+    Open();
+  }
+  EXPECT_EQ(tier_->stats().dropped_records, 0u);
+}
+
+TEST_F(DiskTierTest, AFailingWriteDuringCompactionLeavesEveryLiveRecordReadable) {
+  Open();
+  for (int i = 0; i < 16; ++i)
+    ASSERT_TRUE(PutSmall(i, 'o').ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(PutSmall(i, 'n').ok());
+  std::vector<std::pair<int, char>> expected;
+  for (int i = 0; i < 16; ++i)
+    expected.push_back({i, i < 10 ? 'n' : 'o'});
+  Result<CompactionProgress> step = tier_->CompactStep(kRecord, kNow);  // moves k10
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  ASSERT_EQ(step->moved_bytes, kRecord);
+  folder_->newest()->FailNextWrite(FaultyFile::Fault::kShortWrite);
+  step = tier_->CompactStep(kRecord, kNow);
+  EXPECT_EQ(step.status().code(), StatusCode::kIoError);
+  ExpectValues(expected);
+  folder_->newest()->FailNextWrite(FaultyFile::Fault::kNoSpace);
+  step = tier_->CompactStep(kRecord, kNow);
+  EXPECT_EQ(step.status().code(), StatusCode::kNoSpace);
+  EXPECT_EQ(tier_->stats().write_errors, 2u);
+  EXPECT_EQ(tier_->stats().compacted_segments, 0u);
+  EXPECT_TRUE(std::filesystem::exists(folder_->PathOf(1)));
+  ExpectValues(expected);
+  // The next steps go on where the failed one stopped.
+  uint64_t moved = 0, finished = 0;
+  CompactAll(kRecord, &moved, &finished);
+  EXPECT_EQ(moved, 5 * kRecord);
+  EXPECT_EQ(finished, 1u);
+  EXPECT_FALSE(std::filesystem::exists(folder_->PathOf(1)));
+  ExpectValues(expected);
+  Open();
+  EXPECT_EQ(tier_->stats().torn_tails, 0u);
+  EXPECT_EQ(tier_->stats().restored, 16u);
+  ExpectValues(expected);
+}
+
+TEST_F(DiskTierTest, CompactionNeverEvictsAndGoesOnOnceAPutMadeRoom) {
+  Open(3 * kSegment);
+  for (int i = 0; i < 16; ++i)  // segment 1: all live
+    ASSERT_TRUE(PutSmall(100 + i, 'a').ok());
+  for (int i = 0; i < 16; ++i)  // segment 2: 6 of 16 live once k0..k9 are rewritten
+    ASSERT_TRUE(PutSmall(i, 'o').ok());
+  for (int i = 0; i < 10; ++i)  // segment 3, filled up by m0..m5
+    ASSERT_TRUE(PutSmall(i, 'n').ok());
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(PutSmall(200 + i, 'm').ok());
+  ASSERT_EQ(tier_->stats().segments, 3u);
+  // The newest segment is full and a fourth would evict segment 1: compaction waits.
+  Result<CompactionProgress> step = tier_->CompactStep(1 << 20, kNow);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->moved_bytes, 0u);
+  EXPECT_FALSE(step->more);
+  EXPECT_EQ(tier_->stats().evicted_segments, 0u);
+  ExpectValues({{100, 'a'}, {115, 'a'}, {10, 'o'}, {15, 'o'}});
+  // A put starts segment 4, evicting segment 1 as it would anyway; then there is room.
+  ASSERT_TRUE(PutSmall(300, 'p').ok());
+  ASSERT_EQ(tier_->stats().evicted_segments, 1u);
+  uint64_t moved = 0, finished = 0;
+  CompactAll(1 << 20, &moved, &finished);
+  EXPECT_EQ(moved, 6 * kRecord);
+  EXPECT_EQ(finished, 1u);
+  EXPECT_EQ(tier_->stats().evicted_segments, 1u);
+  EXPECT_EQ(tier_->stats().segments, 2u);
+  EXPECT_LE(tier_->stats().disk_bytes, 3 * kSegment);
+  const std::vector<std::pair<int, char>> expected = {{0, 'n'},  {9, 'n'},   {10, 'o'},
+                                                      {15, 'o'}, {200, 'm'}, {300, 'p'}};
+  ExpectValues(expected);
+  Open(3 * kSegment);
+  ExpectValues(expected);
+}
+
+TEST_F(DiskTierTest, PutsRacingCompactionKeepTheNewestValue) {
+  Open(32 * kSegment);
+  for (int i = 0; i < 16; ++i)
+    ASSERT_TRUE(PutSmall(i, 'o').ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(PutSmall(i, 'n').ok());
+  constexpr int kRounds = 20;
+  std::thread writer([&] {
+    for (int round = 0; round < kRounds; ++round) {
+      for (int i = 10; i < 16; ++i)
+        ASSERT_TRUE(PutSmall(i, static_cast<char>('A' + round)).ok());
+    }
+  });
+  CompactAll(kRecord);
+  writer.join();
+  CompactAll(kRecord);  // what the writer's rewrites left dead
+  EXPECT_GE(tier_->stats().compacted_segments, 1u);
+  std::vector<std::pair<int, char>> expected;
+  for (int i = 0; i < 16; ++i)
+    expected.push_back({i, i < 10 ? 'n' : static_cast<char>('A' + kRounds - 1)});
+  ExpectValues(expected);
+  EXPECT_EQ(tier_->stats().objects, 16u);
+  Open(32 * kSegment);
+  ExpectValues(expected);
+}
+
+TEST_F(DiskTierTest, IndexBytesCountEachEntrysStringsAndNode) {
+  Open(64 * kSegment);
+  const uint64_t empty = tier_->stats().index_bytes;
+  const std::string long_key(100, 'x');
+  const std::string meta(50, 'm');
+  constexpr int kObjects = 200;
+  for (int i = 0; i < kObjects; ++i)
+    ASSERT_TRUE(Put(long_key + std::to_string(i), Bytes('v', 100), meta).ok());
+  const uint64_t full = tier_->stats().index_bytes;
+  // Per object at least its id (ns, NUL, key), its header's key and meta, and the segment's
+  // copy of its id; at most a generous 2 KiB.
+  EXPECT_GE(full - empty, kObjects * (3 * 103 + 50));
+  EXPECT_LE(full - empty, kObjects * 2048);
+  for (int i = 0; i < kObjects; ++i)
+    ASSERT_TRUE(tier_->Erase("ns", long_key + std::to_string(i)).ok());
+  const uint64_t erased = tier_->stats().index_bytes;
+  // The entries go (their ids stay listed in their segments until those go).
+  EXPECT_LE(erased, full - kObjects * (2 * 103 + 50));
 }
 
 TEST(DiskTierOptionsTest, BadOptionsAndFoldersAreRefusedWithTheReason) {

@@ -3,6 +3,7 @@
 // which eviction sees), reservations (max_reserved_bytes) and pinned values (max_pinned_bytes).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -49,6 +50,36 @@ TEST(StoreCapsTest, ZeroByteValuesWithLargeMetadataAreBoundedAndEvicted) {
   EXPECT_TRUE(Get(*store, "ns", "key-01999").has_value());
   EXPECT_FALSE(Get(*store, "ns", "key-00000").has_value());
   EXPECT_EQ(store->Stats().max_index_bytes, kBudget);
+}
+
+// The disk tier's index counts against the same budget (StoreOptions::index_bytes_elsewhere):
+// the store keeps what is left of it, and never less than half.
+TEST(StoreCapsTest, IndexBytesElsewhereShrinkTheStoresShareDownToHalf) {
+  constexpr uint64_t kBudget = 64 * 1024;
+  const std::string meta(1000, 'm');
+  const uint64_t charge = ObjectStore::ChargeOf("ns", "key-00000", meta);
+  std::atomic<uint64_t> elsewhere{0};
+  StoreOptions options;
+  options.capacity_bytes = 16 * kBlock;
+  options.max_index_bytes = kBudget;
+  options.index_bytes_elsewhere = &elsewhere;
+  auto store = ObjectStore::Create(options);
+  ASSERT_TRUE(store.ok());
+  auto fill = [&] {
+    for (int i = 0; i < 200; ++i) {
+      char key[16];
+      std::snprintf(key, sizeof(key), "key-%05d", i);
+      ASSERT_TRUE(Put(**store, "ns", key, "", meta).ok()) << i;
+    }
+  };
+  fill();
+  EXPECT_EQ((*store)->Stats().objects, kBudget / charge);
+  elsewhere = kBudget / 4;
+  fill();
+  EXPECT_EQ((*store)->Stats().objects, (kBudget - kBudget / 4) / charge);
+  elsewhere = kBudget;  // more than half: the store keeps half
+  fill();
+  EXPECT_EQ((*store)->Stats().objects, (kBudget / 2) / charge);
 }
 
 TEST(StoreCapsTest, IndexBudgetCountsReservationsAndIsReturnedWhenObjectsGo) {

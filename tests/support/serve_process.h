@@ -90,6 +90,8 @@ class ServeProcess {
     return WaitExit();
   }
 
+  pid_t pid() const { return pid_; }
+
   // kill -9: no shutdown of any kind.
   void Kill() {
     ::kill(pid_, SIGKILL);

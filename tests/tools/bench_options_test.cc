@@ -97,6 +97,56 @@ TEST(BenchOptionsTest, NodesAreEmbeddedAndBounded) {
   EXPECT_TRUE(o.Validate().ok());  // a cluster URL alone is fine
 }
 
+// --disk DIR: what `kvport bench --disk` sets (1 MiB values, the defaults of the data set and
+// memory) is valid; what cannot work is refused naming the option.
+TEST(BenchOptionsTest, DiskOptionsAreCheckedAgainstEachOther) {
+  BenchOptions o;
+  o.disk_dir = "/var/tmp/bench";
+  o.value_bytes = uint64_t{1} << 20;
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate().ToString();
+  EXPECT_EQ(o.disk_data_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(o.disk_memory_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(o.disk_keys(), 1024u);
+  EXPECT_EQ(o.fio, "fio");
+  // fio's queue: at least the keys in flight (2 threads x 16), at least 32; or as given.
+  EXPECT_EQ(o.fio_depth(), 32);
+  o.batch = 32;
+  o.disk_memory_bytes = uint64_t{128} << 20;
+  EXPECT_EQ(o.fio_depth(), 64);
+  o.fio_iodepth = 8;
+  EXPECT_EQ(o.fio_depth(), 8);
+
+  auto refused = [](const BenchOptions& bad, std::string_view option) {
+    const Status s = bad.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << option;
+    EXPECT_NE(s.message().find(option), std::string::npos) << s.message();
+  };
+  BenchOptions bad = o;
+  bad.url = "127.0.0.1:7481";
+  refused(bad, "--url");
+  bad = o;
+  bad.nodes = 2;
+  refused(bad, "--nodes");
+  bad = o;
+  bad.transport = TransportChoice::kShm;
+  refused(bad, "--transport");
+  bad = o;
+  bad.inflight = 2;
+  refused(bad, "--inflight");
+  bad = o;
+  bad.fio_iodepth = -1;
+  refused(bad, "--fio-iodepth");
+  bad = o;
+  bad.disk_memory_bytes = uint64_t{64} << 20;  // 2 threads x 32 x 1 MiB in flight: 64 MiB
+  refused(bad, "--disk-memory");
+  bad = o;
+  bad.disk_data_bytes = uint64_t{200} << 20;  // less than twice the memory: mostly not evicted
+  refused(bad, "--disk-data");
+  // Without --disk none of it is looked at.
+  bad.disk_dir.clear();
+  EXPECT_TRUE(bad.Validate().ok());
+}
+
 TEST(PhaseDriverTest, StopsAtTheCallCountAndSumsOutcomes) {
   PhaseResult result;
   PhaseLimits limits;

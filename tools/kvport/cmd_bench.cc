@@ -6,7 +6,8 @@
 // the node offers it) shared memory, every baseline; bounded by --count and --seconds per phase.
 // `kvport bench --matrix` runs value sizes x batches x connections x transports instead, each row
 // also against the round trip of one call of its shape on a bare socket;
-// `kvport bench --nodes N` measures N embedded nodes as one cluster against one of them alone.
+// `kvport bench --nodes N` measures N embedded nodes as one cluster against one of them alone;
+// `kvport bench --disk DIR` measures the disk tier against fio on the same filesystem.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -48,6 +49,10 @@ struct BenchFlags {
   CLI::Option* seconds_option = nullptr;
   std::vector<CLI::Option*> shape_options;  // not for --matrix
   CLI::Option* nodes_option = nullptr;      // not for --matrix
+  // --disk (bench/disk_bench.h): its value size and time bound default differently.
+  std::string disk_data = "1GiB";
+  std::string disk_memory = "64MiB";
+  CLI::Option* value_size_option = nullptr;
 };
 
 // A whole number of at least 1 ("16").
@@ -166,7 +171,37 @@ int RunMatrixCommand(BenchFlags& f) {
   return report->AllPassed() ? 0 : 1;
 }
 
+// `kvport bench --disk DIR`: the disk tier against fio (bench/disk_bench.h). Takes the value
+// size (default 1 MiB here), batch, connections, threads, busy poll, node threads, namespace and
+// --seconds (default 60 here: per phase) of the usual options; the others do not apply.
+int RunDiskCommand(BenchFlags& f) {
+  bench::BenchOptions& o = f.options;
+  if (f.value_size_option->count() == 0) o.value_bytes = uint64_t{1} << 20;
+  if (f.seconds_option->count() == 0) o.max_seconds = 60;
+  Result<uint64_t> data = ParseSize(f.disk_data, SizeUnit::kBytes);
+  if (!data.ok()) return Fail(data.status().WithContext("--disk-data"));
+  o.disk_data_bytes = *data;
+  Result<uint64_t> memory = ParseSize(f.disk_memory, SizeUnit::kBytes);
+  if (!memory.ok()) return Fail(memory.status().WithContext("--disk-memory"));
+  o.disk_memory_bytes = *memory;
+  Result<bench::TransportChoice> transport = bench::ParseTransportChoice(f.transport);
+  if (!transport.ok()) return Fail(transport.status());
+  o.transport = *transport;
+  Result<bench::DiskBenchReport> report = bench::RunDiskBench(o, [](std::string_view note) {
+    std::fprintf(stderr, "bench: %.*s\n", static_cast<int>(note.size()), note.data());
+  });
+  if (!report.ok()) return Fail(report.status());
+  const std::string text =
+      f.json ? bench::FormatDiskBenchJson(*report) : bench::FormatDiskBenchText(*report);
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+  return report->AllPassed() ? 0 : 1;
+}
+
 int RunBenchCommand(BenchFlags& f) {
+  if (f.matrix && !f.options.disk_dir.empty()) {
+    return Fail(Status::InvalidArgument("--disk and --matrix are separate runs: give one"));
+  }
   if (f.matrix) return RunMatrixCommand(f);
   bench::BenchOptions& o = f.options;
   Result<uint64_t> value_bytes = ParseSize(f.value_size, SizeUnit::kBytes);
@@ -181,6 +216,7 @@ int RunBenchCommand(BenchFlags& f) {
     shape.dtype = f.dtype.value_or(shape.dtype);
     o.shape = shape;
   }
+  if (!o.disk_dir.empty()) return RunDiskCommand(f);
   Result<std::vector<bench::Op>> ops = bench::ParseOps(f.ops);
   if (!ops.ok()) return Fail(ops.status());
   o.ops = *ops;
@@ -252,8 +288,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "unix: URL), else tcp")
       ->capture_default_str();
   auto* value_size = cmd->add_option("--value-size", flags->value_size,
-                                     "Bytes per value, with units (8MiB, 64KiB, 1000000)")
+                                     "Bytes per value, with units (8MiB, 64KiB, 1000000; "
+                                     "--disk: 1MiB)")
                          ->capture_default_str();
+  flags->value_size_option = value_size;
   auto* layers =
       cmd->add_option("--layers", flags->layers,
                       "Value size from a model shape instead: layers (default 32; the shape's "
@@ -338,6 +376,24 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
          "--redis-pipeline", flags->redis_pipeline,
          "SET/GET commands in flight per redis connection: auto (redis's best for the "
          "value size: the whole batch below 256 KiB, one at a time from 256 KiB) or a depth")
+      ->capture_default_str();
+  cmd->add_option("--disk", o.disk_dir,
+                  "Measure the disk tier instead, in a fresh folder in DIR (removed after): an "
+                  "embedded node with --disk-memory of memory writes --disk-data through it (put, "
+                  "every put evicting to disk), is restarted over it (restart time per GiB), and "
+                  "reads it back from disk (get); fio reads and writes a file in DIR with "
+                  "O_DIRECT and io_uring in the same run (docs/performance.md, \"Disk tier\")");
+  cmd->add_option("--disk-data", flags->disk_data, "--disk: the data set written through the node")
+      ->capture_default_str();
+  cmd->add_option("--disk-memory", flags->disk_memory, "--disk: the node's memory capacity")
+      ->capture_default_str();
+  cmd->add_option("--fio", o.fio,
+                  "--disk: the fio executable (a path, or a name looked up in PATH); missing, "
+                  "its rows are skipped with the reason")
+      ->capture_default_str();
+  cmd->add_option("--fio-iodepth", o.fio_iodepth,
+                  "--disk: fio's iodepth (0: the keys the bench keeps in flight, threads x batch, "
+                  "at least 32)")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "Print the results as one JSON object");
   cmd->callback([flags, exit_code] { *exit_code = RunBenchCommand(*flags); });

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kvport serve [--config FILE] [--listen HOST:PORT] [--unix-socket PATH|auto|""]
-// [--capacity SIZE] [--threads N] [--disk DIR [--disk-capacity SIZE]] [--ucx] [--http HOST:PORT]
+// [--capacity SIZE] [--threads N] [--disk DIR [--disk-capacity SIZE] [--disk-restore on|off]]
+// [--ucx] [--http HOST:PORT]
 // [--cluster NAME --etcd HOST:PORT[,...]
 // [--advertise HOST:PORT] [--node-id ID] [--lease-ttl SECS]]`: run a cache node in the
 // foreground until SIGINT or SIGTERM, then stop gracefully and exit 0. With --cluster the node
@@ -44,6 +45,7 @@ struct ServeFlags {
   bool ucx = false;
   std::optional<std::string> disk;
   std::optional<std::string> disk_capacity;
+  std::optional<std::string> disk_restore;
   bool insecure = false;
   std::optional<std::string> http;  // --http HOST:PORT or PORT
   std::optional<std::string> cluster;
@@ -111,6 +113,9 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
     if (!parsed.ok()) return parsed.status().WithContext("--disk-capacity");
     options.disk_capacity = *parsed;
   }
+  KVPORT_ASSIGN_OR_RETURN(options.namespace_on_disk, ParseNamespaceTiers(node.namespace_tiers));
+  options.disk_restore = flags.disk_restore ? *flags.disk_restore == "on" : node.disk_restore;
+  options.disk_stop_flush = std::chrono::seconds(node.disk_stop_flush_secs);
   options.request_timeout = std::chrono::seconds(node.request_timeout_secs);
   options.min_request_bytes_per_sec = node.min_request_bytes_per_sec;
   options.max_connections = node.max_connections;
@@ -210,6 +215,10 @@ int Serve(const ServeFlags& flags) {
   if (flags.disk_capacity) {
     given.push_back({"disk_capacity", *flags.disk_capacity, "--disk-capacity"});
   }
+  if (flags.disk_restore) {
+    given.push_back(
+        {"disk_restore", *flags.disk_restore == "on" ? "true" : "false", "--disk-restore"});
+  }
   if (flags.http) given.push_back({"http_listen", *flags.http, "--http"});
   if (flags.cluster) given.push_back({"cluster", *flags.cluster, "--cluster"});
   if (flags.etcd) given.push_back({"etcd", *flags.etcd, "--etcd"});
@@ -277,6 +286,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   serve->add_option("--disk-capacity", flags->disk_capacity,
                     "the disk tier's size, e.g. 100GiB (default: the config's disk_capacity, "
                     "1GiB)");
+  serve
+      ->add_option("--disk-restore", flags->disk_restore,
+                   "on: start with the objects already in the disk folder; off: remove them "
+                   "and start empty (default: the config's disk_restore, on)")
+      ->check(CLI::IsMember({"on", "off"}));
   serve->add_flag("--insecure", flags->insecure,
                   "allow a non-loopback --listen address without access tokens (a trusted "
                   "network only; docs/security.md). Tokens come from the config (tokens_file), "

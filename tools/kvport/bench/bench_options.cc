@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "kvport/size.h"
+
 namespace kvport::bench {
 
 std::string_view OpName(Op op) {
@@ -98,6 +100,44 @@ size_t RedisPipelineDepth(uint64_t value_bytes, size_t batch) {
   return value_bytes >= kRedisNoPipelineBytes ? 1 : std::max<size_t>(batch, 1);
 }
 
+int BenchOptions::fio_depth() const {
+  if (fio_iodepth > 0) return fio_iodepth;
+  return std::max(32,
+                  worker_threads() * inflight * static_cast<int>(std::min<size_t>(batch, 1024)));
+}
+
+Status BenchOptions::ValidateDisk() const {
+  if (!url.empty()) {
+    return Status::InvalidArgument(
+        "--disk measures an embedded node's disk tier and cannot be combined with --url");
+  }
+  if (nodes != 1) return Status::InvalidArgument("--disk runs one embedded node, not --nodes");
+  if (transport != TransportChoice::kAuto && transport != TransportChoice::kTcp) {
+    return Status::InvalidArgument("--disk measures over TCP: --transport tcp or auto");
+  }
+  if (inflight != 1) return Status::InvalidArgument("--inflight does not apply to --disk");
+  if (fio_iodepth < 0 || fio_iodepth > 4096) {
+    return Status::InvalidArgument(
+        fmt::format("--fio-iodepth must be 0 (automatic) to 4096, got {}", fio_iodepth));
+  }
+  // The calls in flight hold their values in memory (a get promotes each into it) and evict
+  // the rest: they must fit in half of it.
+  const uint64_t in_flight = static_cast<uint64_t>(worker_threads()) * batch * value_bytes;
+  if (disk_memory_bytes < 2 * in_flight) {
+    return Status::InvalidArgument(fmt::format(
+        "--disk-memory {} is less than twice what the calls in flight hold ({} threads x {} "
+        "keys x {}): raise it or lower --batch, --connections or --value-size",
+        FormatSize(disk_memory_bytes), worker_threads(), batch, FormatSize(value_bytes)));
+  }
+  if (disk_data_bytes < 2 * disk_memory_bytes) {
+    return Status::InvalidArgument(
+        fmt::format("--disk-data {} must be at least twice --disk-memory {}, so that most of it "
+                    "is evicted to disk",
+                    FormatSize(disk_data_bytes), FormatSize(disk_memory_bytes)));
+  }
+  return Status::Ok();
+}
+
 size_t BenchOptions::redis_depth() const {
   const size_t depth =
       redis_pipeline == 0 ? RedisPipelineDepth(value_bytes, batch) : redis_pipeline;
@@ -126,6 +166,7 @@ Status BenchOptions::Validate() const {
     return Status::InvalidArgument(
         fmt::format("--nodes must be 1 to {} (embedded nodes), got {}", kMaxBenchNodes, nodes));
   }
+  if (!disk_dir.empty()) KVPORT_RETURN_IF_ERROR(ValidateDisk());
   if (nodes > 1 && !url.empty()) {
     return Status::InvalidArgument(
         "--nodes starts embedded nodes and cannot be combined with --url; to measure an existing "

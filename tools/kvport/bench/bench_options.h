@@ -107,6 +107,20 @@ struct BenchOptions {
   // order after redis, from the venvs the make targets made (peers_dir: see FindPeerDriver).
   std::vector<std::string> python_peers;
   std::string peers_dir;
+  // --disk DIR: the disk tier against fio instead of the phases above (bench/disk_bench.h):
+  // an embedded node with disk_memory_bytes of memory and its disk tier in a fresh folder in
+  // DIR, disk_data_bytes written through it (values of value_bytes), read back from disk, the
+  // node restarted over it; fio (a path, or a name looked up in PATH) on a file in DIR.
+  // fio_iodepth 0: the keys the bench's calls keep in flight, at least 32.
+  std::string disk_dir;
+  uint64_t disk_data_bytes = uint64_t{1} << 30;
+  uint64_t disk_memory_bytes = uint64_t{64} << 20;
+  std::string fio = "fio";
+  int fio_iodepth = 0;
+
+  // The keys a --disk run writes (the data set in whole values), and the iodepth fio gets.
+  uint64_t disk_keys() const { return disk_data_bytes / value_bytes; }
+  int fio_depth() const;
 
   int worker_threads() const { return threads > 0 ? threads : connections; }
   // Warm-up calls, each `inflight` batches per thread: enough to write warmup_bytes.
@@ -126,6 +140,8 @@ struct BenchOptions {
   size_t redis_depth() const;
   // InvalidArgument naming the first option out of range.
   Status Validate() const;
+  // The --disk part of Validate (called by it when disk_dir is set).
+  Status ValidateDisk() const;
 };
 
 // Redis's best pattern for a value size, measured with redis-server 7.0 and hiredis on

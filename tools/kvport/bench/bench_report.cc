@@ -40,6 +40,7 @@ nlohmann::ordered_json Ratio(const std::optional<double>& r) {
 std::string_view PhaseOpName(const PhaseResult& p) {
   if (p.system == "socket") return "stream";
   if (p.system == "memcpy") return "copy";
+  if (p.system == "fio") return p.op == Op::kGet ? "read" : "write";
   return OpName(p.op);
 }
 
@@ -547,6 +548,130 @@ std::string FormatMatrixJson(const MatrixReport& report) {
       {"peers_skipped", PeersSkippedJson(report.peers_skipped)},
       {"seconds", report.seconds},
       {"passed", report.AllPassed()},
+  };
+  return Dump(out);
+}
+
+// --- --disk --------------------------------------------------------------------------------------
+
+namespace {
+
+std::optional<double> PhaseGbps(const PhaseResult& p) {
+  if (p.system.empty() || !p.error.empty() || p.failed_keys > 0) return std::nullopt;
+  return p.gb_per_second();
+}
+
+std::string RestoreText(const DiskBenchReport& r) {
+  return r.restore_ms ? fmt::format("{} ms", *r.restore_ms)
+                      : std::string("not reported (the node's STATS have no disk_restore_ms)");
+}
+
+}  // namespace
+
+std::string FormatDiskBenchText(const DiskBenchReport& r) {
+  const BenchOptions& o = r.options;
+  std::string out = fmt::format(
+      "kvport bench --disk: {} of {} values through a node with {} of memory and a disk tier in "
+      "{}; batches of {}, {} connection(s), {} thread(s), over TCP\n",
+      FormatSize(r.keys_written * o.value_bytes), FormatSize(o.value_bytes),
+      FormatSize(o.disk_memory_bytes), r.run_dir, o.batch, o.connections, o.worker_threads());
+  out += fmt::format("node: {}\n", r.node);
+  out += fmt::format(
+      "keys: {} written ({} untimed first, filling memory, so every timed put evicts one); {} on "
+      "disk after the restart, each read once in a shuffled order\n\n",
+      r.keys_written, r.keys_filled, r.keys_on_disk);
+  out += fmt::format("  {:<7} {:<7} {:<13} {:>7} {:>9} {:>7} {:>8} {:>8} {:>8}\n", "system", "op",
+                     "mode", "GB/s", "keys/s", "calls", "p50 ms", "p99 ms", "p999 ms");
+  for (const PhaseResult* p : {&r.put, &r.get, &r.fio_write, &r.fio_read}) {
+    if (!p->system.empty()) out += Row(*p);
+  }
+  out += "\n(kvport latency is per batched call; GB/s is value bytes, 10^9 per GB)\n";
+  out += fmt::format(
+      "put: until the disk queue was empty again ({:.2f} s; the last put was answered after "
+      "{:.2f} s), paced so that the node's 64 MiB disk queue never overflows: {} objects written "
+      "to disk, {} dropped from a full queue\n",
+      r.put.seconds, r.put_ack_seconds, r.put_disk_writes, r.put_queue_drops);
+  out += fmt::format(
+      "get: every value from disk (the tier's {} segment file(s) dropped from the page cache "
+      "first{}); each get moves its object into memory and so evicts another to disk: {} disk "
+      "hits, {} disk writes, {} dropped from a full queue during the gets\n",
+      r.page_cache_files, r.page_cache_note.empty() ? "" : "; " + r.page_cache_note,
+      r.get_disk_hits, r.get_disk_writes, r.get_queue_drops);
+  if (!r.fio_skipped.empty()) out += "fio skipped: " + r.fio_skipped + "\n";
+  if (!r.fio_note.empty()) out += "fio: " + r.fio_note + "\n";
+  if (!r.fio_read.system.empty()) {
+    out += fmt::format(
+        "fio: O_DIRECT on a file in the same folder, after the node stopped: a sequential write "
+        "of the data set (its layout), then random reads of it, iodepth {}\n",
+        o.fio_depth());
+  }
+  out += "\nagainst fio (same filesystem, same run):\n";
+  out += fmt::format("  get  kvport/fio randread {:>7}  (GB/s; target >= 0.8x)\n",
+                     RatioText(r.GetVsFio()));
+  out += fmt::format("  put  kvport/fio write    {:>7}  (GB/s)\n", RatioText(r.PutVsFioWrite()));
+  const std::optional<double> per_gib = r.RestartMsPerGib();
+  out += fmt::format(
+      "restart: Server::Start over {} of disk tier ({} objects restored) took {:.1f} ms: {} per "
+      "GiB; the node's own restore_ms: {}\n",
+      FormatSize(r.restored_disk_bytes), r.restored_objects, r.restart_ms,
+      per_gib ? fmt::format("{:.1f} ms", *per_gib) : std::string("-"), RestoreText(r));
+  if (!r.AllPassed()) {
+    out += "\nFAILED: some keys failed or did not verify, or puts were dropped (see above)\n";
+  }
+  return out;
+}
+
+std::string FormatDiskBenchJson(const DiskBenchReport& r) {
+  const BenchOptions& o = r.options;
+  Json phases = Json::array();
+  for (const PhaseResult* p : {&r.put, &r.get, &r.fio_write, &r.fio_read}) {
+    if (!p->system.empty()) phases.push_back(PhaseJson(*p));
+  }
+  const Json out = {
+      {"mode", "disk"},
+      {"options",
+       {{"value_bytes", o.value_bytes},
+        {"batch", o.batch},
+        {"connections", o.connections},
+        {"threads", o.worker_threads()},
+        {"busy_poll_us", o.busy_poll_us},
+        {"max_seconds", o.max_seconds},
+        {"disk_dir", o.disk_dir},
+        {"data_bytes", o.disk_data_bytes},
+        {"memory_bytes", o.disk_memory_bytes},
+        {"disk_capacity", r.disk_capacity},
+        {"fio", o.fio},
+        {"fio_iodepth", o.fio_depth()}}},
+      {"node", r.node},
+      {"run_dir", r.run_dir},
+      {"keys",
+       {{"written", r.keys_written}, {"filled", r.keys_filled}, {"on_disk", r.keys_on_disk}}},
+      {"phases", std::move(phases)},
+      {"disk_get_gbps", Ratio(PhaseGbps(r.get))},
+      {"fio_read_gbps", Ratio(PhaseGbps(r.fio_read))},
+      {"vs_fio", Ratio(r.GetVsFio())},
+      {"disk_put_gbps", Ratio(PhaseGbps(r.put))},
+      {"fio_write_gbps", Ratio(PhaseGbps(r.fio_write))},
+      {"put_vs_fio_write", Ratio(r.PutVsFioWrite())},
+      {"restart_ms", r.restart_ms},
+      {"restore_ms", r.restore_ms ? Json(*r.restore_ms) : Json(nullptr)},
+      {"restart_ms_per_gib", Ratio(r.RestartMsPerGib())},
+      {"restored_objects", r.restored_objects},
+      {"restored_disk_bytes", r.restored_disk_bytes},
+      {"put",
+       {{"ack_seconds", r.put_ack_seconds},
+        {"disk_writes", r.put_disk_writes},
+        {"queue_drops", r.put_queue_drops}}},
+      {"get",
+       {{"disk_hits", r.get_disk_hits},
+        {"disk_writes", r.get_disk_writes},
+        {"queue_drops", r.get_queue_drops}}},
+      {"page_cache", {{"files_dropped", r.page_cache_files}, {"note", r.page_cache_note}}},
+      {"fio_skipped", r.fio_skipped},
+      {"fio_note", r.fio_note},
+      {"restore_ms_skipped",
+       r.restore_ms ? std::string() : std::string("the node's STATS have no disk_restore_ms")},
+      {"passed", r.AllPassed()},
   };
   return Dump(out);
 }

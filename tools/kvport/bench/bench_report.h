@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bench/bench_run.h"
+#include "bench/disk_bench.h"
 
 namespace kvport::bench {
 
@@ -42,5 +43,26 @@ std::string FormatMatrixText(const MatrixReport& report);
 //    "socket": [phase, ...], "socket_skipped", "seconds", "passed"}
 // with each phase as in FormatBenchJson's "phases".
 std::string FormatMatrixJson(const MatrixReport& report);
+
+// `kvport bench --disk`: the phases (kvport's put and get through the disk tier, fio's write and
+// random read), the ratios to fio, the restart, and what the node's counters said.
+std::string FormatDiskBenchText(const DiskBenchReport& report);
+
+// `kvport bench --disk --json`: one JSON object (absent numbers null):
+//   {"mode": "disk", "options": {"value_bytes", "batch", "connections", "threads",
+//    "busy_poll_us", "max_seconds", "disk_dir", "data_bytes", "memory_bytes", "disk_capacity",
+//    "fio", "fio_iodepth"}, "node", "run_dir",
+//    "keys": {"written", "filled", "on_disk"},
+//    "phases": [phase, ...]                       (as FormatBenchJson's; fio's op "write"/"read")
+//    "disk_get_gbps", "fio_read_gbps", "vs_fio",   (kvport get over fio randread)
+//    "disk_put_gbps", "fio_write_gbps", "put_vs_fio_write",
+//    "restart_ms", "restore_ms", "restart_ms_per_gib", "restored_objects",
+//    "restored_disk_bytes",
+//    "put": {"ack_seconds", "disk_writes", "queue_drops"},
+//    "get": {"disk_hits", "disk_writes", "queue_drops"},
+//    "page_cache": {"files_dropped", "note"},
+//    "fio_skipped": "..." ("" when fio ran), "fio_note" (io_uring failed: libaio used, why),
+//    "restore_ms_skipped": "...", "passed": true}
+std::string FormatDiskBenchJson(const DiskBenchReport& report);
 
 }  // namespace kvport::bench

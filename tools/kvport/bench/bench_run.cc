@@ -251,20 +251,6 @@ uint64_t EmbeddedCapacity(const BenchOptions& o) {
   return 2 * o.working_set_bytes() + o.worker_threads() * batch_bytes + (uint64_t{64} << 20);
 }
 
-// The embedded node busy polls as long as the bench's client does (--busy-poll-us): a round
-// trip spins on both ends or on neither, as the round-trip limit's busy-poll mode does.
-ServerOptions EmbeddedServerOptions(uint64_t capacity, unsigned threads, int64_t busy_poll_us,
-                                    uint64_t max_value, uint64_t max_batch) {
-  ServerOptions so;
-  so.capacity_bytes = capacity;
-  so.threads = threads;
-  so.busy_poll = std::chrono::microseconds(busy_poll_us);
-  so.max_value_bytes = std::max(so.max_value_bytes, max_value);
-  so.max_batch_keys = std::max<uint64_t>(so.max_batch_keys, max_batch);
-  so.idle_timeout = std::chrono::milliseconds(0);
-  return so;
-}
-
 // Deletes every thread's keys in options.ns through `client`: what one run of the phases wrote,
 // so the next run (the cluster after the one node, or the one node of the next transport)
 // reads only what it wrote itself and finds its nodes as empty as the first run did.
@@ -495,6 +481,18 @@ void RunPythonPeer(const std::string& system, const BenchOptions& options, Bench
 }
 
 }  // namespace
+
+ServerOptions EmbeddedServerOptions(uint64_t capacity, unsigned threads, int64_t busy_poll_us,
+                                    uint64_t max_value, uint64_t max_batch) {
+  ServerOptions so;
+  so.capacity_bytes = capacity;
+  so.threads = threads;
+  so.busy_poll = std::chrono::microseconds(busy_poll_us);
+  so.max_value_bytes = std::max(so.max_value_bytes, max_value);
+  so.max_batch_keys = std::max<uint64_t>(so.max_batch_keys, max_batch);
+  so.idle_timeout = std::chrono::milliseconds(0);
+  return so;
+}
 
 bool EmbeddedNodeOffersShm() {
   return kHasUnixSocket<ServerOptions>;

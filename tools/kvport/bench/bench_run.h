@@ -18,6 +18,7 @@
 
 #include "bench/bench_options.h"
 #include "bench/phase_result.h"
+#include "kvport/server.h"
 #include "kvport/status.h"
 
 namespace kvport::bench {
@@ -25,6 +26,13 @@ namespace kvport::bench {
 // Whether this build's embedded node can offer the shared-memory transport (the server has a
 // Unix-socket listener: ServerOptions::unix_socket).
 bool EmbeddedNodeOffersShm();
+
+// The options of an embedded node (RunBench, RunMatrix, RunDiskBench): `capacity` bytes of
+// memory, `threads` I/O threads (0: one per CPU), values and batches up to the bench's, no idle
+// timeout. It busy polls as long as the bench's client does (--busy-poll-us): a round trip
+// spins on both ends or on neither, as the round-trip limit's busy-poll mode does.
+ServerOptions EmbeddedServerOptions(uint64_t capacity, unsigned threads, int64_t busy_poll_us,
+                                    uint64_t max_value, uint64_t max_batch);
 
 struct BenchReport {
   BenchOptions options;  // as run: value_bytes resolved from the shape when one was given

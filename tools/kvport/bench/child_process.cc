@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <sstream>
 
 extern char** environ;
 
@@ -121,6 +122,18 @@ BackgroundProcess::~BackgroundProcess() {
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
+}
+
+std::string FindProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = ::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string file = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(file.c_str(), X_OK) == 0) return file;
+  }
+  return "";
 }
 
 }  // namespace kvport::bench

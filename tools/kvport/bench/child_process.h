@@ -40,4 +40,8 @@ class BackgroundProcess {
   const pid_t pid_;
 };
 
+// `name` when it names a file (has a '/') and is executable, else the first executable `name`
+// in $PATH; "" when there is none.
+std::string FindProgram(const std::string& name);
+
 }  // namespace kvport::bench

@@ -16,21 +16,7 @@
 
 namespace kvport::bench {
 
-namespace {
-
-// ucx_perftest on $PATH, or "" when there is none.
-std::string FindOnPath(const std::string& name) {
-  const char* path = ::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const std::string file = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(file.c_str(), X_OK) == 0) return file;
-  }
-  return "";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Result<double> ParseUcxPerftestBandwidth(const std::string& output) {
   std::istringstream lines(output);
@@ -54,7 +40,7 @@ Result<double> ParseUcxPerftestBandwidth(const std::string& output) {
 Result<PhaseResult> RunUcxPerftest(Op op, const UcxPerftestOptions& options) {
   if (op == Op::kExists) return Status::InvalidArgument("ucx_perftest has no exists phase");
   const std::string program =
-      options.program.empty() ? FindOnPath("ucx_perftest") : options.program;
+      options.program.empty() ? FindProgram("ucx_perftest") : options.program;
   if (program.empty() || ::access(program.c_str(), X_OK) != 0) {
     return Status::NotFound(
         "ucx_perftest not found (Debian's ucx-utils; scripts/bootstrap installs it)");
