@@ -186,6 +186,8 @@ std::vector<MetricInfo> MakeCatalog() {
       {"kvport_disk_index_drops_total", kCounter, "", "",
        "Evicted objects not written: the disk index had half of max_index_bytes",
        "disk_index_drops"},
+      {"kvport_disk_batch_reads_total", kCounter, "", "",
+       "Objects a batched get read from disk together with others", "disk_batch_reads"},
       {"kvport_requests_total", kCounter, "", "op", "Requests received, by opcode", ""},
       {"kvport_request_errors_total", kCounter, "", "op",
        "Requests answered with an ERROR, by opcode", ""},

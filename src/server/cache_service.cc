@@ -48,11 +48,48 @@ store::ObjectStore::NamespaceFilter Writable(const Grant& grant) {
   return [&grant](std::string_view ns) { return grant.may_write(ns); };
 }
 
+// A reservation in memory for an object the disk tier holds, with the TTL it has left.
+Result<store::WriteHandle> ReserveFor(store::ObjectStore& store, std::string_view ns,
+                                      std::string_view key, const DiskOffload::Found& found) {
+  // Whole seconds, rounded up: an object never outlives its TTL by less than a second.
+  const uint64_t ttl_seconds = (found.ttl_left_ms + 999) / 1000;
+  return store.Reserve(ns, key, found.value_bytes, found.meta,
+                       ttl_seconds == 0
+                           ? store::kNoExpiry
+                           : static_cast<uint32_t>(std::min<uint64_t>(ttl_seconds, UINT32_MAX)));
+}
+
+// The whole reservation, where a value read from disk lands: the extent is whole blocks and
+// block-aligned, so the read goes straight into it.
+std::span<char> Landing(store::WriteHandle& handle) {
+  return {reinterpret_cast<char*>(handle.data()), static_cast<size_t>(handle.capacity())};
+}
+
+// Makes a filled promotion visible, unless a version is visible already (which stays). The
+// disk copy stays: it is this very version (a commit or a delete of the key removes it), so
+// evicting the object again writes nothing. The caller holds the key's stripe, so no other
+// version can have been committed meanwhile; CommitIfAbsent makes sure of it.
+Status CommitPromotion(store::ObjectStore& store, store::WriteHandle&& handle) {
+  Status committed = store.CommitIfAbsent(std::move(handle));
+  return committed.code() == StatusCode::kAborted ? Status::Ok() : committed;
+}
+
 }  // namespace
 
 Result<store::ReadHandle> CacheService::Pin(const Grant& grant, std::string_view ns,
                                             std::string_view key, bool any_namespace) {
-  if (any_namespace) return store_->LookupInAnyNamespace(key, Readable(grant));
+  if (any_namespace) {
+    Result<store::ReadHandle> found = store_->LookupInAnyNamespace(key, Readable(grant));
+    if (found.ok() || disk_ == nullptr || found.status().code() != StatusCode::kNotFound) {
+      return found;
+    }
+    for (const std::string& on_disk : disk_->NamespacesOf(key)) {
+      if (!grant.may_read(on_disk)) continue;
+      Result<store::ReadHandle> promoted = PromoteFromDisk(on_disk, key);
+      if (promoted.ok() || promoted.status().code() != StatusCode::kNotFound) return promoted;
+    }
+    return found;
+  }
   if (!grant.may_read(ns)) return Denied(grant, "read", ns);
   Result<store::ReadHandle> found = store_->Lookup(ns, key);
   if (found.ok() || disk_ == nullptr || found.status().code() != StatusCode::kNotFound) {
@@ -61,23 +98,73 @@ Result<store::ReadHandle> CacheService::Pin(const Grant& grant, std::string_view
   return PromoteFromDisk(ns, key);
 }
 
+Mutex& CacheService::DiskStripe(std::string_view ns, std::string_view key) {
+  const size_t hash = std::hash<std::string_view>{}(key) ^ (std::hash<std::string_view>{}(ns)*31);
+  return disk_stripes_[hash % kDiskStripes];
+}
+
 Result<store::ReadHandle> CacheService::PromoteFromDisk(std::string_view ns, std::string_view key) {
-  KVPORT_ASSIGN_OR_RETURN(DiskOffload::Found found, disk_->Get(ns, key));
-  // Whole seconds, rounded up: an object never outlives its TTL by less than a second.
-  const uint64_t ttl_seconds = (found.ttl_left_ms + 999) / 1000;
-  KVPORT_ASSIGN_OR_RETURN(
-      store::WriteHandle handle,
-      store_->Reserve(ns, key, found.value.size(), found.meta,
-                      ttl_seconds == 0
-                          ? store::kNoExpiry
-                          : static_cast<uint32_t>(std::min<uint64_t>(ttl_seconds, UINT32_MAX))));
-  if (!found.value.empty()) std::memcpy(handle.data(), found.value.data(), found.value.size());
-  KVPORT_RETURN_IF_ERROR(store_->Commit(std::move(handle)));
-  // One tier at a time: the disk copy goes, or a later value that never reached the disk could
-  // be shadowed by it. A tombstone that cannot be written leaves it, to be replaced or evicted.
-  Status erased = disk_->Erase(ns, key);
-  if (!erased.ok()) log::Warn("disk tier: {}", erased.ToString());
+  MutexLock stripe(DiskStripe(ns, key));
+  // Promoted by another get while this one waited for the stripe.
+  if (store_->Exists(ns, key).ok()) return store_->Lookup(ns, key);
+  KVPORT_ASSIGN_OR_RETURN(DiskOffload::Found found, disk_->Find(ns, key));
+  KVPORT_ASSIGN_OR_RETURN(store::WriteHandle handle, ReserveFor(*store_, ns, key, found));
+  if (found.sequence == 0) {  // still in the writer's queue, its value with it
+    if (!found.value.empty()) std::memcpy(handle.data(), found.value.data(), found.value.size());
+  } else {
+    KVPORT_RETURN_IF_ERROR(disk_->ReadValue(ns, key, found.sequence, Landing(handle)));
+  }
+  KVPORT_RETURN_IF_ERROR(CommitPromotion(*store_, std::move(handle)));
   return store_->Lookup(ns, key);
+}
+
+void CacheService::PromoteFromDiskAhead(const Grant& grant, std::string_view ns, bool any_namespace,
+                                        std::span<const std::string_view> keys) {
+  if (disk_ == nullptr || keys.size() < 2) return;
+  if (!any_namespace && !grant.may_read(ns)) return;  // each pin says why
+  std::vector<std::string> namespaces;  // any namespace: the one found on disk, per key
+  namespaces.reserve(keys.size());
+  std::vector<DiskOffload::ValueRead> reads;
+  std::vector<store::WriteHandle> landings;
+  for (std::string_view key : keys) {
+    std::string_view key_ns = ns;
+    if (!any_namespace) {
+      if (store_->Exists(ns, key).code() != StatusCode::kNotFound) continue;
+    } else {
+      if (store_->ExistsInAnyNamespace(key, nullptr, Readable(grant)).code() !=
+          StatusCode::kNotFound) {
+        continue;
+      }
+      bool readable = false;
+      for (std::string& on_disk : disk_->NamespacesOf(key)) {
+        if (!grant.may_read(on_disk)) continue;
+        namespaces.push_back(std::move(on_disk));
+        key_ns = namespaces.back();
+        readable = true;
+        break;
+      }
+      if (!readable) continue;
+    }
+    // On disk (not in the queue, whose objects the pin copies), with room for it in memory.
+    Result<DiskOffload::Found> found = disk_->Find(key_ns, key);
+    if (!found.ok() || found->sequence == 0) continue;
+    Result<store::WriteHandle> handle = ReserveFor(*store_, key_ns, key, *found);
+    if (!handle.ok()) continue;
+    landings.push_back(std::move(handle).value());
+    reads.push_back({key_ns, key, found->sequence, Landing(landings.back()), Status::Ok()});
+  }
+  disk_->ReadMany(reads);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (!reads[i].status.ok()) continue;  // the landing is aborted; the pin says why
+    MutexLock stripe(DiskStripe(reads[i].ns, reads[i].key));
+    // Read without the stripe: made visible only if memory has no version and the disk still
+    // holds the one read (a delete or a commit since removed it). Otherwise the pin reads again.
+    if (store_->Exists(reads[i].ns, reads[i].key).ok() ||
+        !disk_->Holds(reads[i].ns, reads[i].key, reads[i].sequence)) {
+      continue;
+    }
+    (void)CommitPromotion(*store_, std::move(landings[i]));  // failed: the pin says why
+  }
 }
 
 StatusCode CacheService::PinToRead(const Grant& grant, std::string_view ns, std::string_view key,
@@ -90,7 +177,16 @@ StatusCode CacheService::PinToRead(const Grant& grant, std::string_view ns, std:
 
 Status CacheService::Exists(const Grant& grant, std::string_view ns, std::string_view key,
                             bool any_namespace, uint64_t* value_length) {
-  if (any_namespace) return store_->ExistsInAnyNamespace(key, value_length, Readable(grant));
+  if (any_namespace) {
+    Status in_memory = store_->ExistsInAnyNamespace(key, value_length, Readable(grant));
+    if (in_memory.code() != StatusCode::kNotFound || disk_ == nullptr) return in_memory;
+    for (const std::string& on_disk : disk_->NamespacesOf(key)) {
+      if (grant.may_read(on_disk) && disk_->Contains(on_disk, key, value_length)) {
+        return Status::Ok();
+      }
+    }
+    return in_memory;
+  }
   if (!grant.may_read(ns)) return Denied(grant, "read", ns);
   Status in_memory = store_->Exists(ns, key, value_length);
   if (in_memory.code() == StatusCode::kNotFound && disk_ != nullptr &&
@@ -102,10 +198,29 @@ Status CacheService::Exists(const Grant& grant, std::string_view ns, std::string
 
 Status CacheService::Delete(const Grant& grant, std::string_view ns, std::string_view key,
                             bool any_namespace) {
-  if (any_namespace) return store_->DeleteInEveryNamespace(key, nullptr, Writable(grant));
+  if (any_namespace) {
+    if (disk_ == nullptr) return store_->DeleteInEveryNamespace(key, nullptr, Writable(grant));
+    // Each namespace holding it on disk: both tiers there, under its stripe; then the ones
+    // holding it in memory only.
+    bool deleted = false;
+    for (const std::string& on_disk : disk_->NamespacesOf(key)) {
+      if (!grant.may_write(on_disk)) continue;
+      Status one = DeleteBothTiers(on_disk, key);
+      if (!one.ok() && one.code() != StatusCode::kNotFound) return one;
+      deleted = deleted || one.ok();
+    }
+    Status in_memory = store_->DeleteInEveryNamespace(key, nullptr, Writable(grant));
+    return deleted ? Status::Ok() : in_memory;
+  }
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
+  if (disk_ == nullptr) return store_->Delete(ns, key);
+  return DeleteBothTiers(ns, key);
+}
+
+Status CacheService::DeleteBothTiers(std::string_view ns, std::string_view key) {
+  MutexLock stripe(DiskStripe(ns, key));
   Status in_memory = store_->Delete(ns, key);
-  if (disk_ == nullptr || !disk_->Contains(ns, key, nullptr)) return in_memory;
+  if (!disk_->Contains(ns, key, nullptr)) return in_memory;
   KVPORT_RETURN_IF_ERROR(disk_->Erase(ns, key));
   return Status::Ok();
 }
@@ -136,6 +251,9 @@ Status CacheService::Commit(store::WriteHandle&& handle) {
   if (disk_ == nullptr) return store_->Commit(std::move(handle));
   const std::string ns(handle.ns());
   const std::string key(handle.key());
+  // Under the key's stripe: a promotion of the old version reads the disk and commits either
+  // wholly before this (and is replaced) or wholly after (and finds this version).
+  MutexLock stripe(DiskStripe(ns, key));
   KVPORT_RETURN_IF_ERROR(store_->Commit(std::move(handle)));
   // The new value replaces a copy on disk too (none: nothing is written).
   Status erased = disk_->Erase(ns, key);
@@ -206,7 +324,8 @@ ServerStats CacheService::Stats() const {
                            {"disk_compacted_segments", d.tier.compacted_segments},
                            {"disk_compacted_bytes", d.tier.compacted_bytes},
                            {"disk_index_bytes", d.tier.index_bytes},
-                           {"disk_index_drops", d.index_drops}});
+                           {"disk_index_drops", d.index_drops},
+                           {"disk_batch_reads", d.batch_reads}});
   }
   return stats;
 }
@@ -377,6 +496,46 @@ std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep) {
     SetHeld(i, 0);
   handles_.clear();
   return std::move(statuses_);
+}
+
+Status CacheService::SetExpiry(const Grant& grant, std::string_view ns, std::string_view key,
+                               uint64_t ttl_ms) {
+  if (!grant.may_write(ns)) return Denied(grant, "write", ns);
+  Status set = store_->SetExpiry(ns, key, ttl_ms);
+  if (set.code() != StatusCode::kNotFound || disk_ == nullptr) return set;
+  // Only on disk: brought back into memory (the pin), then set there.
+  Result<store::ReadHandle> promoted = Pin(grant, ns, key, /*any_namespace=*/false);
+  if (!promoted.ok()) return promoted.status();
+  return store_->SetExpiry(ns, key, ttl_ms);
+}
+
+Result<uint64_t> CacheService::TimeToLive(const Grant& grant, std::string_view ns,
+                                          std::string_view key) {
+  if (!grant.may_read(ns)) return Denied(grant, "read", ns);
+  uint64_t ttl_ms = 0;
+  Status found = store_->ExpiryOf(ns, key, &ttl_ms);
+  if (found.ok()) return ttl_ms;
+  if (found.code() != StatusCode::kNotFound || disk_ == nullptr) return found;
+  KVPORT_ASSIGN_OR_RETURN(store::ReadHandle pin, Pin(grant, ns, key, /*any_namespace=*/false));
+  return pin.ttl_left_ms();
+}
+
+Result<uint64_t> CacheService::DeleteNamespace(const Grant& grant, std::string_view ns) {
+  if (!grant.admin()) {
+    return Status::PermissionDenied("token '" + grant.name() +
+                                    "' may not flush a namespace: that needs an admin token");
+  }
+  uint64_t deleted = 0;
+  std::string cursor;
+  while (true) {
+    KVPORT_ASSIGN_OR_RETURN(store::KeyListing page, store_->ListKeys(ns, cursor, 1024));
+    for (const std::string& key : page.keys) {
+      if (Delete(grant, ns, key, /*any_namespace=*/false).ok()) ++deleted;
+    }
+    if (page.next_cursor.empty()) break;
+    cursor = std::move(page.next_cursor);
+  }
+  return deleted;
 }
 
 }  // namespace kvport::server

@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "kvport/server.h"
 #include "kvport/status.h"
 #include "protocol/limits.h"
@@ -98,6 +100,12 @@ class CacheService {
   // kOk, pinned and fitting; kTooLarge, pinned (its meta and true length are still answered)
   // but longer than `capacity`; any other code is a miss (or PermissionDenied) and *pin stays
   // empty.
+  // Before the pins of a batched read (MGET, SHM_GET) with a disk tier: reads the keys memory
+  // does not hold from disk at once (DiskOffload::ReadMany), straight into memory, so
+  // that the pins that follow find them there. Best effort: a key it could not bring is read
+  // again (or missed) by its pin, which also answers any refusal.
+  void PromoteFromDiskAhead(const Grant& grant, std::string_view ns, bool any_namespace,
+                            std::span<const std::string_view> keys);
   StatusCode PinToRead(const Grant& grant, std::string_view ns, std::string_view key,
                        bool any_namespace, uint64_t capacity, store::ReadHandle* pin);
   // A probe: pins nothing, counts nothing. *value_length is the live value's length when OK.
@@ -167,10 +175,24 @@ class CacheService {
 
   // --- the disk tier ----------------------------------------------------------------------
   // The node's disk tier (server/disk_offload.h), or null: set once by Server::Start before any
-  // session runs. With one, a get that misses memory in a named namespace is served from disk
-  // (the object moved back into memory), exists sees both tiers, and a delete or an overwrite
-  // removes the disk copy. Any-namespace reads see memory only.
+  // session runs. With one, a get that misses memory is served from disk (the object copied
+  // back into memory; its disk copy stays, the same version), exists sees both tiers, and a
+  // delete or an overwrite removes the disk copy. Any-namespace calls search memory first, then
+  // the disk, each in the any-namespace order.
   void set_disk(DiskOffload* disk) { disk_ = disk; }
+
+  // --- expiry and flushing (the Redis protocol's EXPIRE, TTL, FLUSHDB: docs/resp.md) --------
+  // Sets the live version of (ns, key) to expire `ttl_ms` from now (0: never). Needs write of
+  // `ns`. With a disk tier, a key held only on disk is brought back into memory first (its disk
+  // copy keeps the expiry it was written with). NotFound when there is no live version.
+  Status SetExpiry(const Grant& grant, std::string_view ns, std::string_view key, uint64_t ttl_ms);
+  // How long the live version of (ns, key) has left, in ms (0: it never expires). Needs read
+  // of `ns`. NotFound when there is none.
+  Result<uint64_t> TimeToLive(const Grant& grant, std::string_view ns, std::string_view key);
+  // Deletes every object of `ns` that memory holds (and their disk copies). Admin only. Returns
+  // how many were deleted.
+  Result<uint64_t> DeleteNamespace(const Grant& grant, std::string_view ns);
+  bool has_disk() const { return disk_ != nullptr; }
 
  private:
   store::ObjectStore* const store_;
@@ -183,10 +205,21 @@ class CacheService {
   const UcxOffer* ucx_ = nullptr;
   DiskOffload* disk_ = nullptr;
   std::atomic<uint64_t> next_session_id_{1};
+  // With a disk tier, a key's promotion from disk, its commits and its deletes (both tiers)
+  // hold its stripe: neither a delete nor a commit (whose new version may be evicted at once)
+  // can fall between a promotion's read of the disk copy and its commit to memory, which would
+  // bring back the deleted or replaced version.
+  static constexpr size_t kDiskStripes = 256;
+  std::array<Mutex, kDiskStripes> disk_stripes_;
+  Mutex& DiskStripe(std::string_view ns, std::string_view key);
 
-  // A memory miss of (ns, key) served from the disk tier: the object moved back into memory and
-  // pinned there. NotFound when the disk has it not; the store's error when it cannot take it.
+  // A memory miss of (ns, key) served from the disk tier: the object copied back into memory
+  // and pinned there. NotFound when the disk has it not; the store's error when it cannot take
+  // it.
   Result<store::ReadHandle> PromoteFromDisk(std::string_view ns, std::string_view key);
+  // Delete of (ns, key) from memory and from the disk tier, under its stripe: OK when either
+  // held it.
+  Status DeleteBothTiers(std::string_view ns, std::string_view key);
 };
 
 // The reservations of one batched write (an MSET, an SHM_RESERVE) until they are committed.

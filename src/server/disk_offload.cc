@@ -88,16 +88,81 @@ Result<std::unique_ptr<DiskOffload>> DiskOffload::Open(const DiskOffloadOptions&
                                 std::chrono::steady_clock::now() - started)
                                 .count());
   offload->writer_ = std::thread([raw = offload.get()] { raw->WriterLoop(); });
+  for (int i = 0; i < kReaders; ++i)
+    offload->readers_.emplace_back([raw = offload.get()] { raw->ReaderLoop(); });
   return offload;
 }
 
 DiskOffload::~DiskOffload() {
+  {
+    std::lock_guard lock(read_mu_);
+    readers_stopping_ = true;
+  }
+  read_wake_.notify_all();
+  for (std::thread& reader : readers_)
+    reader.join();
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
   if (writer_.joinable()) writer_.join();
+}
+
+void DiskOffload::ReadMany(std::span<ValueRead> reads) {
+  if (reads.size() <= 1) {
+    for (ValueRead& read : reads)
+      read.status = ReadValue(read.ns, read.key, read.sequence, read.out);
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    stats_.batch_reads += reads.size();
+  }
+  ReadJob job;
+  job.reads = reads;
+  {
+    std::lock_guard lock(read_mu_);
+    read_jobs_.push_back(&job);
+  }
+  read_wake_.notify_all();
+  ReadSome(job);
+  std::unique_lock lock(read_mu_);
+  // Every value read, and no reader still holding the job (it lives on this stack).
+  read_done_.wait(lock, [&] { return job.done == reads.size() && job.readers == 0; });
+  std::erase(read_jobs_, &job);
+}
+
+void DiskOffload::ReadSome(ReadJob& job) {
+  for (size_t i; (i = job.next.fetch_add(1, std::memory_order_relaxed)) < job.reads.size();) {
+    ValueRead& read = job.reads[i];
+    read.status = ReadValue(read.ns, read.key, read.sequence, read.out);
+    std::lock_guard lock(read_mu_);
+    if (++job.done == job.reads.size()) read_done_.notify_all();
+  }
+}
+
+void DiskOffload::ReaderLoop() {
+  std::unique_lock lock(read_mu_);
+  for (;;) {
+    read_wake_.wait(lock, [this] { return readers_stopping_ || !read_jobs_.empty(); });
+    if (readers_stopping_) return;
+    ReadJob* job = read_jobs_.front();
+    if (job->next.load(std::memory_order_relaxed) >= job->reads.size()) {
+      read_jobs_.pop_front();  // every value taken: the others finish it
+      continue;
+    }
+    ++job->readers;
+    lock.unlock();
+    ReadSome(*job);
+    lock.lock();
+    --job->readers;
+    read_done_.notify_all();
+  }
+}
+
+bool DiskOffload::Holds(std::string_view ns, std::string_view key, uint64_t sequence) const {
+  return sequence != 0 && tier_->Holds(ns, key, sequence);
 }
 
 bool DiskOffload::GoesToDisk(std::string_view ns) const {
@@ -109,6 +174,9 @@ bool DiskOffload::GoesToDisk(std::string_view ns) const {
 
 void DiskOffload::Offer(const store::EvictedObject& object) {
   if (!GoesToDisk(object.ns)) return;
+  // Already on disk: it was promoted from there, and the copy is this very version (every
+  // commit and delete of the key removes the disk copy).
+  if (tier_->Contains(object.ns, object.key, UnixMs())) return;
   Pending item;
   item.ns = object.ns;
   item.key = object.key;
@@ -156,6 +224,7 @@ void DiskOffload::FlushAtStop(store::ObjectStore& store,
       Result<store::KeyListing> page = store.ListKeys(usage.ns, cursor, 1024);
       if (!page.ok()) break;
       for (const std::string& key : page->keys) {
+        if (tier_->Contains(usage.ns, key, UnixMs())) continue;  // its copy is there
         Result<store::ReadHandle> object = store.Lookup(usage.ns, key);
         if (!object.ok()) continue;  // expired meanwhile
         const uint64_t bytes = object->size();
@@ -265,13 +334,56 @@ Result<DiskOffload::Found> DiskOffload::Get(std::string_view ns, std::string_vie
       const Pending& item = *it->second;
       if (item.expiry_ms != 0 && item.expiry_ms <= now) return Status::NotFound("expired");
       ++stats_.hits;
-      return Found{item.meta, item.value, TtlLeft(item.expiry_ms, now)};
+      return Found{item.meta, item.value, TtlLeft(item.expiry_ms, now), 0, item.value.size()};
     }
   }
   KVPORT_ASSIGN_OR_RETURN(store::DiskObject object, tier_->Get(ns, key, now));
   std::lock_guard lock(mu_);
   ++stats_.hits;
-  return Found{std::move(object.meta), std::move(object.value), TtlLeft(object.expiry_ms, now)};
+  const uint64_t value_bytes = object.value.size();
+  return Found{std::move(object.meta), std::move(object.value), TtlLeft(object.expiry_ms, now),
+               object.sequence, value_bytes};
+}
+
+Result<DiskOffload::Found> DiskOffload::Find(std::string_view ns, std::string_view key) {
+  const uint64_t now = UnixMs();
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = queued_.find(store::DiskObjectId(ns, key)); it != queued_.end()) {
+      const Pending& item = *it->second;
+      if (item.expiry_ms != 0 && item.expiry_ms <= now) return Status::NotFound("expired");
+      ++stats_.hits;
+      return Found{item.meta, item.value, TtlLeft(item.expiry_ms, now), 0, item.value.size()};
+    }
+  }
+  KVPORT_ASSIGN_OR_RETURN(store::DiskEntry entry, tier_->Find(ns, key, now));
+  return Found{
+      std::move(entry.meta), {}, TtlLeft(entry.expiry_ms, now), entry.sequence, entry.value_bytes};
+}
+
+Status DiskOffload::ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
+                              std::span<char> out) {
+  KVPORT_RETURN_IF_ERROR(tier_->ReadValue(ns, key, sequence, out));
+  std::lock_guard lock(mu_);
+  ++stats_.hits;
+  return Status::Ok();
+}
+
+std::vector<std::string> DiskOffload::NamespacesOf(std::string_view key) {
+  const uint64_t now = UnixMs();
+  std::vector<std::string> namespaces = tier_->NamespacesOf(key, now);
+  {
+    // The queue is at most max_pending_bytes of objects: a scan, on an any-namespace miss only.
+    std::lock_guard lock(mu_);
+    for (const Pending& item : queue_) {
+      if (item.key == key && (item.expiry_ms == 0 || item.expiry_ms > now)) {
+        namespaces.push_back(item.ns);
+      }
+    }
+  }
+  std::sort(namespaces.begin(), namespaces.end());
+  namespaces.erase(std::unique(namespaces.begin(), namespaces.end()), namespaces.end());
+  return namespaces;
 }
 
 bool DiskOffload::Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes) {

@@ -5,10 +5,10 @@
 // thread of the offload's own writes to the DiskTier, so that no I/O thread waits for the disk
 // on a put; at most max_pending_bytes wait (past that an evicted object is dropped, and
 // counted, as it would have been without a disk tier). A get that misses memory finds the
-// object on disk (or still in the queue), and CacheService moves it back into memory: each
-// object lives in one tier at a time (a promoted object's disk record is deleted, so that a
-// later, different value that never reached the disk can never be shadowed by it). Exists sees
-// both tiers; a delete or an overwrite removes the disk copy too.
+// object on disk (or still in the queue), and CacheService copies it back into memory; the disk
+// copy stays, the same version (a delete or an overwrite removes it), so an object the disk
+// holds is not written again when it is evicted again. Exists sees both tiers. Compaction of
+// mostly-dead segments runs on the writer thread when nothing waits, rate-limited.
 //
 // Times on disk are unix ms (system_clock), so that a TTL still counts across a restart.
 //
@@ -19,10 +19,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -58,6 +60,7 @@ struct DiskOffloadStats {
   uint64_t restore_ms = 0;     // how long the start's index rebuild took
   uint64_t stop_flushed = 0;   // objects a clean stop wrote from memory (FlushAtStop)
   uint64_t index_drops = 0;    // evicted objects not written: the index had its share
+  uint64_t batch_reads = 0;    // values read by ReadMany calls of more than one
 };
 
 class DiskOffload {
@@ -87,12 +90,35 @@ class DiskOffload {
   // NotFound otherwise (absent, expired, or its bytes failed their check).
   struct Found {
     std::string meta;
-    std::vector<char> value;
+    std::vector<char> value;  // Get's; Find's only when found in the queue
     uint64_t ttl_left_ms = 0;
+    uint64_t sequence = 0;  // its disk record's (ReadValue, Holds); 0 when found in the queue
+    uint64_t value_bytes = 0;
   };
   Result<Found> Get(std::string_view ns, std::string_view key);
+  // What Get finds, without reading a value from disk: its length and version (`sequence`),
+  // for ReadValue into a buffer of the caller's (a queued object comes with its value).
+  Result<Found> Find(std::string_view ns, std::string_view key);
+  // store::DiskTier::ReadValue: version `sequence` of (ns, key) into `out`, straight from the
+  // disk when `out` is block-aligned with room for whole blocks. A hit when OK.
+  Status ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
+                   std::span<char> out);
+  // ReadValue of each, at once: the calling thread and kReaders reader threads each read one
+  // value at a time, so a batch keeps up to kReaders + 1 reads in flight on the disk.
+  struct ValueRead {
+    std::string_view ns;
+    std::string_view key;
+    uint64_t sequence = 0;
+    std::span<char> out;
+    Status status;  // ReadValue's
+  };
+  void ReadMany(std::span<ValueRead> reads);
+  // Whether the disk still holds the version of (ns, key) that Find found as `sequence`.
+  bool Holds(std::string_view ns, std::string_view key, uint64_t sequence) const;
   // Whether it is there, and its value's length.
   bool Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes);
+  // The namespaces holding `key` on disk or in the queue, ascending ("" first).
+  std::vector<std::string> NamespacesOf(std::string_view key);
   // Removes it from the queue and the disk; OK when it was in neither. The tier's error when a
   // tombstone could not be written.
   Status Erase(std::string_view ns, std::string_view key);
@@ -121,6 +147,17 @@ class DiskOffload {
 
   DiskOffload(const DiskOffloadOptions& options, std::unique_ptr<store::DiskTier> tier);
   void WriterLoop();
+  // One ReadMany call, read by its caller and the reader threads together.
+  struct ReadJob {
+    std::span<ValueRead> reads;
+    std::atomic<size_t> next{0};  // the next value to read
+    size_t done = 0;              // values read (read_mu_)
+    int readers = 0;              // reader threads working on it now (read_mu_)
+  };
+  void ReaderLoop();
+  // Reads the job's values until none is left.
+  void ReadSome(ReadJob& job);
+
   // Queues `item`, whose value's bytes pending_bytes_ already counts; an older queued version
   // of its key goes. mu_ held.
   void Enqueue(Pending item);
@@ -145,6 +182,14 @@ class DiskOffload {
   DiskOffloadStats stats_;
   std::atomic<uint64_t> index_bytes_{0};
   std::thread writer_;
+
+  static constexpr int kReaders = 8;
+  std::mutex read_mu_;
+  std::condition_variable read_wake_;  // a job was queued, or the offload is stopping
+  std::condition_variable read_done_;  // a job's last name was read, or a reader left it
+  std::deque<ReadJob*> read_jobs_;     // jobs with names left to read
+  bool readers_stopping_ = false;
+  std::vector<std::thread> readers_;
 };
 
 }  // namespace kvport::server

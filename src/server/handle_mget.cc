@@ -32,6 +32,12 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
   pins->handles.resize(n);
   const uint64_t answer_limit = ctx.service.arena_bytes();
   uint64_t answer_bytes = 0;
+  if (ctx.service.has_disk()) {
+    std::vector<std::string_view> keys(n);
+    for (size_t i = 0; i < n; ++i)
+      keys[i] = mget.keys[i].key;
+    ctx.service.PromoteFromDiskAhead(ctx.grant(), mget.ns, mget.any_namespace, keys);
+  }
   for (size_t i = 0; i < n; ++i) {
     protocol::MgetResult& result = reply.results[i];
     store::ReadHandle& pin = pins->handles[i];

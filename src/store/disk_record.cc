@@ -11,7 +11,7 @@ namespace kvport::store {
 namespace {
 
 constexpr uint32_t kMagic = 0x5244564b;  // "KVDR" little-endian
-constexpr uint16_t kFormat = 1;
+constexpr uint16_t kFormat = 2;          // 1: the value right after the names (not block-aligned)
 constexpr uint16_t kTombstoneFlag = 1;
 
 // Field offsets in the fixed part.
@@ -49,9 +49,13 @@ uint64_t RoundUp(uint64_t n) {
 
 }  // namespace
 
+uint64_t DiskValueOffset(size_t names_bytes) {
+  return RoundUp(kFixedBytes + names_bytes);
+}
+
 uint64_t DiskRecordBytes(size_t ns_bytes, size_t key_bytes, size_t meta_bytes,
                          uint64_t value_bytes) {
-  return RoundUp(kFixedBytes + ns_bytes + key_bytes + meta_bytes + value_bytes);
+  return DiskValueOffset(ns_bytes + key_bytes + meta_bytes) + RoundUp(value_bytes);
 }
 
 Status EncodeDiskRecord(const DiskRecord& r, std::span<char> out) {
@@ -90,8 +94,10 @@ Status EncodeDiskRecord(const DiskRecord& r, std::span<char> out) {
   const size_t names_bytes = r.ns.size() + r.key.size() + r.meta.size();
   Put<uint64_t>(p + kNamesChecksumAt, Hash({names, names_bytes}));
   Put<uint64_t>(p + kFixedChecksumAt, Hash({p, kFixedChecksumAt}));
-  CopyTo(at, r.value);
-  const size_t used = kFixedBytes + names_bytes + r.value.size();
+  char* value = p + DiskValueOffset(names_bytes);
+  std::memset(at, 0, static_cast<size_t>(value - at));
+  CopyTo(value, r.value);
+  const size_t used = DiskValueOffset(names_bytes) + r.value.size();
   std::memset(p + used, 0, bytes - used);
   return Status::Ok();
 }

@@ -6,14 +6,18 @@
 // blocks). Little-endian:
 //
 //   fixed part, kFixedBytes:
-//     u32 magic "KVDR"      u16 format (1)        u16 flags (0, or 1: a tombstone)
+//     u32 magic "KVDR"      u16 format (2)        u16 flags (0, or 1: a tombstone)
 //     u64 sequence          u64 record_bytes      (the whole record, a multiple of kDiskBlock)
 //     u64 expiry_ms         (unix ms; 0 never)    u64 value_bytes
 //     u32 meta_bytes        u32 key_bytes         u16 ns_bytes        6 bytes reserved (0)
 //     u64 value_checksum    (xxh3-64 of the value)
 //     u64 names_checksum    (xxh3-64 of namespace, key and meta, in that order)
 //     u64 fixed_checksum    (xxh3-64 of the fixed part's first kFixedBytes - 8 bytes)
-//   namespace, key, meta, value, zeros to the end of the last block.
+//   namespace, key, meta, zeros to the next block boundary; the value, zeros to the end of its
+//   last block. The value starts on a block, so that it can be read with O_DIRECT straight into
+//   a block-aligned buffer (a node reads it into its arena: no copy); the cost is at most one
+//   block per record, under 0.5% of a 1 MiB value. Format 1 (the value right after the names)
+//   is not read: its records are dropped as corrupt.
 //
 // Three checksums, so that a restart can rebuild its index from headers alone and still never
 // trust a corrupt byte: fixed_checksum makes record_bytes trustworthy (without it the scan stops:
@@ -54,7 +58,11 @@ struct DiskRecord {
   bool tombstone = false;
 };
 
-// The record's size on disk: header, names, value, rounded up to whole blocks.
+// Where a record's value starts, from the record's start: after the fixed part and
+// `names_bytes` of namespace, key and meta, rounded up to a block.
+uint64_t DiskValueOffset(size_t names_bytes);
+
+// The record's size on disk: header and names to a block, then the value to a block.
 uint64_t DiskRecordBytes(size_t ns_bytes, size_t key_bytes, size_t meta_bytes,
                          uint64_t value_bytes);
 
@@ -74,8 +82,8 @@ struct DiskRecordHeader {
   std::string ns;
   std::string key;
   std::string meta;
-  // Where the value starts, from the record's start.
-  uint64_t value_offset() const { return kFixedBytes + names_bytes; }
+  // Where the value starts, from the record's start (a block boundary).
+  uint64_t value_offset() const { return DiskValueOffset(names_bytes); }
 };
 
 // What a block that should start a record holds.

@@ -157,8 +157,13 @@ Status DiskTier::Restore(uint64_t now_ms) {
 uint64_t DiskTier::EntryHeap(const std::string& id, const DiskRecordHeader& h) {
   // libstdc++'s node: the next link, the pair, and the hash it caches for a std::string key.
   using Node = decltype(index_)::value_type;
+  using KeyNode = decltype(namespaces_of_)::value_type;
+  // namespaces_of_: a key's node and its vector's block, counted for each of its entries (a key
+  // is in one namespace nearly always), and the namespace's copy in it.
   return HeapBlock(sizeof(Node) + sizeof(void*) + sizeof(size_t)) + StringHeap(id.size()) +
-         StringHeap(h.ns.size()) + StringHeap(h.key.size()) + StringHeap(h.meta.size());
+         StringHeap(h.ns.size()) + StringHeap(h.key.size()) + StringHeap(h.meta.size()) +
+         HeapBlock(sizeof(KeyNode) + sizeof(void*) + sizeof(size_t)) + StringHeap(h.key.size()) +
+         HeapBlock(sizeof(std::string)) + StringHeap(h.ns.size());
 }
 
 void DiskTier::Index(std::string id, std::shared_ptr<Segment> segment, ScannedRecord record) {
@@ -168,6 +173,9 @@ void DiskTier::Index(std::string id, std::shared_ptr<Segment> segment, ScannedRe
   segment->live_bytes += record.header.record_bytes;
   stats_.object_bytes += record.header.record_bytes;
   entries_heap_bytes_ += EntryHeap(id, record.header);
+  std::vector<std::string>& namespaces = namespaces_of_[std::string(record.header.key)];
+  namespaces.insert(std::upper_bound(namespaces.begin(), namespaces.end(), record.header.ns),
+                    std::string(record.header.ns));
   index_.emplace(std::move(id), Entry{std::move(segment), std::move(record)});
 }
 
@@ -178,6 +186,10 @@ void DiskTier::Forget(const std::string& id) {
   it->second.segment->live_bytes -= h.record_bytes;
   stats_.object_bytes -= h.record_bytes;
   entries_heap_bytes_ -= EntryHeap(id, h);
+  if (auto key = namespaces_of_.find(std::string(h.key)); key != namespaces_of_.end()) {
+    std::erase(key->second, h.ns);
+    if (key->second.empty()) namespaces_of_.erase(key);
+  }
   index_.erase(it);
 }
 
@@ -274,31 +286,36 @@ Status DiskTier::Put(std::string_view ns, std::string_view key, std::string_view
   return Status::Ok();
 }
 
-Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint64_t now_ms) {
+Result<DiskEntry> DiskTier::Find(std::string_view ns, std::string_view key, uint64_t now_ms) const {
+  MutexLock lock(mu_);
+  auto it = index_.find(DiskObjectId(ns, key));
+  if (it == index_.end()) return Status::NotFound("not on disk");
+  const DiskRecordHeader& h = it->second.record.header;
+  if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) return Status::NotFound("expired on disk");
+  return DiskEntry{h.meta, h.expiry_ms, h.value_bytes, h.sequence};
+}
+
+Status DiskTier::ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
+                           std::span<char> out) {
   const std::string id = DiskObjectId(ns, key);
   Entry entry;
   {
     MutexLock lock(mu_);
     auto it = index_.find(id);
-    if (it == index_.end()) return Status::NotFound("not on disk");
-    const uint64_t expiry = it->second.record.header.expiry_ms;
-    if (expiry != 0 && expiry <= now_ms) {
-      Forget(id);  // its record stays until its segment goes; a restart skips it too
-      return Status::NotFound("expired on disk");
+    if (it == index_.end() || it->second.record.header.sequence != sequence) {
+      return Status::NotFound("that version is no longer on disk");
     }
     entry = it->second;
   }
-  DiskObject object;
-  object.meta = entry.record.header.meta;
-  object.expiry_ms = entry.record.header.expiry_ms;
-  object.value.resize(entry.record.header.value_bytes);
-  Status read = ReadRecordValue(*entry.segment->file, entry.record, object.value);
-  if (read.ok()) return object;
+  if (out.size() < entry.record.header.value_bytes) {
+    return Status::InvalidArgument(fmt::format("a value of {} bytes read into {}",
+                                               entry.record.header.value_bytes, out.size()));
+  }
+  Status read = ReadRecordValue(*entry.segment->file, entry.record, out);
+  if (read.ok()) return read;
   MutexLock lock(mu_);
   auto it = index_.find(id);
-  if (it != index_.end() && it->second.record.header.sequence == entry.record.header.sequence) {
-    Forget(id);
-  }
+  if (it != index_.end() && it->second.record.header.sequence == sequence) Forget(id);
   if (read.code() == StatusCode::kCorruption) {
     ++stats_.dropped_records;
   } else {
@@ -307,6 +324,27 @@ Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint
   log::Warn("disk tier: {} of {}: {}: dropped", entry.record.offset,
             folder_->PathOf(entry.segment->number), read.ToString());
   return Status::NotFound("dropped from disk: " + read.message());
+}
+
+Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint64_t now_ms) {
+  {
+    MutexLock lock(mu_);
+    const std::string id = DiskObjectId(ns, key);
+    auto it = index_.find(id);
+    const uint64_t expiry = it == index_.end() ? 0 : it->second.record.header.expiry_ms;
+    if (expiry != 0 && expiry <= now_ms) {
+      Forget(id);  // its record stays until its segment goes; a restart skips it too
+      return Status::NotFound("expired on disk");
+    }
+  }
+  KVPORT_ASSIGN_OR_RETURN(DiskEntry entry, Find(ns, key, now_ms));
+  DiskObject object;
+  object.meta = std::move(entry.meta);
+  object.expiry_ms = entry.expiry_ms;
+  object.sequence = entry.sequence;
+  object.value.resize(entry.value_bytes);
+  KVPORT_RETURN_IF_ERROR(ReadValue(ns, key, entry.sequence, object.value));
+  return object;
 }
 
 bool DiskTier::Contains(std::string_view ns, std::string_view key, uint64_t now_ms,
@@ -318,6 +356,26 @@ bool DiskTier::Contains(std::string_view ns, std::string_view key, uint64_t now_
   if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) return false;
   if (value_bytes != nullptr) *value_bytes = h.value_bytes;
   return true;
+}
+
+bool DiskTier::Holds(std::string_view ns, std::string_view key, uint64_t sequence) const {
+  MutexLock lock(mu_);
+  auto it = index_.find(DiskObjectId(ns, key));
+  return it != index_.end() && it->second.record.header.sequence == sequence;
+}
+
+std::vector<std::string> DiskTier::NamespacesOf(std::string_view key, uint64_t now_ms) const {
+  MutexLock lock(mu_);
+  std::vector<std::string> live;
+  auto it = namespaces_of_.find(std::string(key));
+  if (it == namespaces_of_.end()) return live;
+  for (const std::string& ns : it->second) {
+    const auto entry = index_.find(DiskObjectId(ns, key));
+    if (entry == index_.end()) continue;  // never: the two maps change together
+    const uint64_t expiry = entry->second.record.header.expiry_ms;
+    if (expiry == 0 || expiry > now_ms) live.push_back(ns);
+  }
+  return live;
 }
 
 Status DiskTier::Erase(std::string_view ns, std::string_view key) {

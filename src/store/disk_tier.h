@@ -89,6 +89,15 @@ struct DiskObject {
   std::string meta;
   std::vector<char> value;
   uint64_t expiry_ms = 0;
+  uint64_t sequence = 0;  // its record's: which version this is (Holds)
+};
+
+// What the index knows of an object, without reading it (DiskTier::Find).
+struct DiskEntry {
+  std::string meta;
+  uint64_t expiry_ms = 0;  // unix ms; 0 never
+  uint64_t value_bytes = 0;
+  uint64_t sequence = 0;  // which version: ReadValue reads this one or none
 };
 
 // The index's key for (`ns`, `key`): a namespace holds no NUL (protocol.md), so the pair is
@@ -119,10 +128,32 @@ class DiskTier {
   // the entry is dropped and counted: a miss, never wrong bytes).
   Result<DiskObject> Get(std::string_view ns, std::string_view key, uint64_t now_ms);
 
+  // The index's entry for (`ns`, `key`), without reading anything: NotFound when absent or
+  // expired at `now_ms`.
+  Result<DiskEntry> Find(std::string_view ns, std::string_view key, uint64_t now_ms) const;
+
+  // Reads the value of version `sequence` of (`ns`, `key`) (DiskEntry::sequence) into
+  // out[0, value_bytes), checked against its checksum. `out` holds at least value_bytes; when it
+  // also has room for the rest of the value's last block, the read covers whole blocks, and a
+  // block-aligned `out` is read into straight from the disk (O_DIRECT, no copy: a node's arena
+  // reservation is both). NotFound when that version is no longer here, or its bytes failed
+  // their check or could not be read (then it is dropped and counted: a miss, never wrong
+  // bytes).
+  Status ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
+                   std::span<char> out);
+
   // Whether (`ns`, `key`) is here and not expired at `now_ms`, without reading its value; its
   // value's length into *value_bytes when it is and value_bytes is not null.
   bool Contains(std::string_view ns, std::string_view key, uint64_t now_ms,
                 uint64_t* value_bytes = nullptr) const;
+
+  // Whether the index still points (`ns`, `key`) at the record of `sequence`: no put, erase or
+  // drop of the key since Get read it.
+  bool Holds(std::string_view ns, std::string_view key, uint64_t sequence) const;
+
+  // The namespaces holding `key` (not expired at `now_ms`), ascending: the default namespace ""
+  // first. What the node's any-namespace reads, probes and deletes search.
+  std::vector<std::string> NamespacesOf(std::string_view key, uint64_t now_ms) const;
 
   // Removes (`ns`, `key`) (a tombstone on disk). OK when it was not there either; IoError or
   // NoSpace when the tombstone cannot be written (the key is then gone until a restart, which
@@ -224,6 +255,8 @@ class DiskTier {
   mutable Mutex mu_;
   std::map<uint64_t, std::shared_ptr<Segment>> segments_ GUARDED_BY(mu_);  // by number
   std::unordered_map<std::string, Entry> index_ GUARDED_BY(mu_);           // by DiskObjectId
+  // Each key's namespaces in index_, ascending (NamespacesOf).
+  std::unordered_map<std::string, std::vector<std::string>> namespaces_of_ GUARDED_BY(mu_);
   uint64_t next_sequence_ GUARDED_BY(mu_) = 1;
   uint64_t disk_bytes_ GUARDED_BY(mu_) = 0;
   DiskTierStats stats_ GUARDED_BY(mu_);

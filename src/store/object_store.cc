@@ -990,6 +990,14 @@ Status ObjectStore::Grow(WriteHandle& handle, uint64_t capacity) {
 }
 
 Status ObjectStore::Commit(WriteHandle&& handle) {
+  return CommitVersion(std::move(handle), /*if_absent=*/false);
+}
+
+Status ObjectStore::CommitIfAbsent(WriteHandle&& handle) {
+  return CommitVersion(std::move(handle), /*if_absent=*/true);
+}
+
+Status ObjectStore::CommitVersion(WriteHandle&& handle, bool if_absent) {
   StoredObject* o = handle.object_;
   if (!o) return Status::InvalidArgument("commit of an empty write handle");
   if (o->store != this) return Status::InvalidArgument("commit of another store's write handle");
@@ -1002,6 +1010,7 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
   const uint64_t now = impl_->clock->NowMillis();
   StoredObject* old = nullptr;
   bool stale = false;
+  bool present = false;  // if_absent, and a live version is visible: this one is dropped
   {
     Impl::Shard& shard = impl_->ShardOf(*o);
     MutexLock lock(shard.mu);
@@ -1010,7 +1019,12 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
     // visible and replaces nothing (a newer version of the key stays). Checked in the same
     // critical section as the insert, so no stale version can land behind DropAll's pass.
     stale = impl_->StaleLocked(*o);
-    if (!stale) {
+    if (!stale && if_absent) {
+      auto it = shard.index.find(o->index_key);
+      present = it != shard.index.end() && !impl_->StaleLocked(*it->second) &&
+                !IsExpired(*it->second, now);
+    }
+    if (!stale && !present) {
       o->expires_at_ms =
           o->ttl_seconds == kNoExpiry ? kNeverExpires : now + uint64_t{o->ttl_seconds} * 1000;
       auto [it, inserted] = shard.index.try_emplace(o->index_key, o);
@@ -1025,8 +1039,9 @@ Status ObjectStore::Commit(WriteHandle&& handle) {
       if (impl_->use_hook) impl_->use_hook(o->ns, o->key);
     }
   }
-  if (stale) impl_->Unref(o);  // still a reservation: Unref frees it as Abort would
+  if (stale || present) impl_->Unref(o);  // still a reservation: Unref frees it as Abort would
   if (old) impl_->Unref(old);
+  if (present) return Status::Aborted("another version of the key is visible: it stays");
   return Status::Ok();
 }
 
@@ -1264,6 +1279,49 @@ NamespaceUsage ObjectStore::UsageOf(std::string_view ns) const {
 
 void ObjectStore::SetUseHookForTesting(UseHook hook) {
   impl_->use_hook = std::move(hook);
+}
+
+Status ObjectStore::SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms) {
+  KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
+  const std::string& index_key = LookupKey(ns, key);
+  const uint64_t now = impl_->clock->NowMillis();
+  StoredObject* expired = nullptr;
+  bool found = false;
+  {
+    Impl::Shard& shard = impl_->ShardFor(index_key);
+    MutexLock lock(shard.mu);
+    StoredObject* o = impl_->FindLiveLocked(shard, index_key, now, &expired);
+    if (o != nullptr) {
+      found = true;
+      // Out of the expiry heap and back in at its new place (or not at all: never expires).
+      impl_->HeapRemoveLocked(shard, o);
+      o->expires_at_ms = ttl_ms == 0 ? kNeverExpires : now + ttl_ms;
+      if (o->expires_at_ms != kNeverExpires) impl_->HeapAddLocked(shard, o);
+    }
+  }
+  if (expired) impl_->Unref(expired);
+  return found ? Status::Ok() : Miss();
+}
+
+Status ObjectStore::ExpiryOf(std::string_view ns, std::string_view key, uint64_t* ttl_left_ms) {
+  KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
+  const std::string& index_key = LookupKey(ns, key);
+  const uint64_t now = impl_->clock->NowMillis();
+  StoredObject* expired = nullptr;
+  bool found = false;
+  {
+    Impl::Shard& shard = impl_->ShardFor(index_key);
+    MutexLock lock(shard.mu);
+    const StoredObject* o = impl_->FindLiveLocked(shard, index_key, now, &expired);
+    if (o != nullptr) {
+      found = true;
+      *ttl_left_ms = o->expires_at_ms == kNeverExpires ? 0
+                     : o->expires_at_ms > now          ? o->expires_at_ms - now
+                                                       : 1;
+    }
+  }
+  if (expired) impl_->Unref(expired);
+  return found ? Status::Ok() : Miss();
 }
 
 }  // namespace kvport::store

@@ -274,6 +274,11 @@ class ObjectStore {
   // grown to its whole value (the handle then stays the caller's).
   Status Commit(WriteHandle&& handle);
 
+  // Commit unless a live version of the key is visible: then the reservation is freed, that
+  // version stays, and the answer is Aborted. What moves an object from the disk tier back
+  // into memory uses, so that it can never replace a version committed meanwhile.
+  Status CommitIfAbsent(WriteHandle&& handle);
+
   // Frees the reservation; nothing becomes visible. An empty handle is a no-op.
   void Abort(WriteHandle&& handle);
 
@@ -343,6 +348,15 @@ class ObjectStore {
   // many visible objects it removed. Cost: one pass over the index, shard by shard.
   uint64_t DropAll();
 
+  // --- Expiry of a live object (the Redis protocol's EXPIRE, PERSIST, TTL: docs/resp.md) ----
+  // Sets the live version of (ns, key) to expire `ttl_ms` from now (0: never), in place: the
+  // same version, its value and LRU place unchanged. NotFound when there is no live version.
+  // A pin taken before keeps reading the object; its ttl_left_ms() reads the new expiry.
+  Status SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms);
+  // *ttl_left_ms: how long the live version of (ns, key) has left (0: it never expires).
+  // NotFound when there is no live version. Counts nothing and leaves the LRU order alone.
+  Status ExpiryOf(std::string_view ns, std::string_view key, uint64_t* ttl_left_ms);
+
   StoreStats Stats() const;
   // Every namespace with at least one visible object, sorted by name.
   std::vector<NamespaceUsage> NamespaceUsages() const;
@@ -362,6 +376,7 @@ class ObjectStore {
  private:
   friend class ReadHandle;
   friend class WriteHandle;
+  Status CommitVersion(WriteHandle&& handle, bool if_absent);
   struct Impl;
 
   ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,

@@ -58,17 +58,21 @@ Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes) {
 
 Status ReadRecordValue(File& file, const ScannedRecord& record, std::span<char> out) {
   const DiskRecordHeader& h = record.header;
-  if (out.size() != h.value_bytes) {
+  if (out.size() < h.value_bytes) {
     return Status::InvalidArgument("a value of " + std::to_string(h.value_bytes) +
                                    " bytes read into " + std::to_string(out.size()));
   }
+  // Whole blocks when `out` has room (the value starts on one, and its record ends on one):
+  // an aligned `out` is then read into straight from the disk.
+  const uint64_t whole = (h.value_bytes + kDiskBlock - 1) / kDiskBlock * kDiskBlock;
+  const size_t want = static_cast<size_t>(out.size() >= whole ? whole : h.value_bytes);
   KVPORT_ASSIGN_OR_RETURN(size_t got,
-                          file.ReadAt(record.offset + h.value_offset(), out.data(), out.size()));
-  if (got < out.size()) {
+                          file.ReadAt(record.offset + h.value_offset(), out.data(), want));
+  if (got < h.value_bytes) {
     return Status::Corruption("disk record " + std::to_string(h.sequence) +
                               ": the file ends inside its value");
   }
-  return CheckValue(h, out);
+  return CheckValue(h, out.first(h.value_bytes));
 }
 
 }  // namespace kvport::store

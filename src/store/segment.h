@@ -54,9 +54,11 @@ struct SegmentScan {
 // read.
 Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes);
 
-// Reads a scanned record's value into out (header.value_bytes bytes), checked against its
-// checksum: Corruption, never wrong bytes, when it does not match (a torn write, a flipped bit,
-// a file truncated under the node).
+// Reads a scanned record's value into out[0, header.value_bytes), checked against its checksum:
+// Corruption, never wrong bytes, when it does not match (a torn write, a flipped bit, a file
+// truncated under the node). `out` may be longer: with room for the value's last whole block
+// the read covers whole blocks (straight into an aligned `out` with O_DIRECT), the padding's
+// zeros landing after the value.
 Status ReadRecordValue(File& file, const ScannedRecord& record, std::span<char> out);
 
 }  // namespace kvport::store

@@ -149,6 +149,88 @@ TEST_F(DiskTierNodeTest, ARestartedNodeFindsWhatWasOnDisk) {
   EXPECT_EQ(Get("k0").second, Value(0, 1 << 20));  // evicted first, on disk for sure
 }
 
+TEST_F(DiskTierNodeTest, AnyNamespaceCallsSeeTheDiskToo) {
+  Start();
+  for (int i = 0; i < 24; ++i)  // k0.. out of memory, on disk
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  ASSERT_EQ(Get("k0").first, KeyCode::kSuccess);  // on disk, read back and in memory again
+  for (int i = 24; i < 40; ++i)                   // out of memory again
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  // What LMCache's EIC connector does through `eic` without a namespace: probe, read, delete
+  // in any namespace.
+  ExistOptions any_exist;
+  any_exist.any_namespace = true;
+  Result<BatchResult> exists = client_->MExist({"k0", "k1", "nothing"}, any_exist);
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ(exists->codes,
+            (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kSuccess, KeyCode::kKeyNotExist}));
+  std::vector<char> out(1 << 20);
+  IOBuffers buffers;
+  buffers.Append(out.data(), out.size());
+  GetOptions any_get;
+  any_get.any_namespace = true;
+  Result<GetResult> got = client_->MGet({"k1"}, any_get, buffers);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->codes[0], KeyCode::kSuccess);
+  EXPECT_EQ(out, Value(1, 1 << 20));
+  DelOptions any_del;
+  any_del.any_namespace = true;
+  Result<BatchResult> deleted = client_->MDel({"k2", "k0"}, any_del);
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(deleted->codes, (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kSuccess}));
+  for (int restart = 0; restart < 2; ++restart) {
+    EXPECT_EQ(Get("k2").first, KeyCode::kKeyNotExist);
+    EXPECT_EQ(Get("k0").first, KeyCode::kKeyNotExist);
+    EXPECT_EQ(Get("k3").second, Value(3, 1 << 20));
+    Start();
+  }
+}
+
+TEST_F(DiskTierNodeTest, ABatchedGetReadsItsDiskObjectsTogether) {
+  Start();
+  for (int i = 0; i < 24; ++i)  // k0..k15 out of memory
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  // Two batches of four (the node pins at most 4 MiB at once: max_pinned_bytes).
+  for (const int first : {0, 4}) {
+    constexpr int batch = 4;
+    std::vector<std::string> keys;
+    std::vector<std::vector<char>> out(batch, std::vector<char>(1 << 20));
+    IOBuffers buffers;
+    for (int i = 0; i < batch; ++i) {
+      keys.push_back("k" + std::to_string(first + i));
+      buffers.Append(out[i].data(), out[i].size());
+    }
+    const uint64_t before = Stat("disk_batch_reads");
+    Result<GetResult> got = client_->MGet(keys, GetOptions{"ns"}, buffers);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (int i = 0; i < batch; ++i) {
+      ASSERT_EQ(got->codes[i], KeyCode::kSuccess) << keys[i];
+      EXPECT_EQ(out[i], Value(first + i, 1 << 20)) << keys[i];
+    }
+    EXPECT_GE(Stat("disk_batch_reads"), before + 2) << "read together, not one by one";
+  }
+}
+
+TEST_F(DiskTierNodeTest, AnObjectReadBackFromDiskIsNotWrittenAgainWhenEvicted) {
+  Start();
+  auto written_when_idle = [&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (Stat("disk_pending_bytes") != 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    return Stat("disk_writes");
+  };
+  for (int i = 0; i < 24; ++i)
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  for (int i = 0; i < 24; ++i)  // every object goes through memory and out again
+    ASSERT_EQ(Get("k" + std::to_string(i)).second, Value(i, 1 << 20)) << i;
+  const uint64_t writes = written_when_idle();
+  const uint64_t hits = Stat("disk_hits");
+  for (int i = 0; i < 24; ++i)  // again: each eviction now is of an object the disk holds
+    ASSERT_EQ(Get("k" + std::to_string(i)).second, Value(i, 1 << 20)) << i;
+  EXPECT_GT(Stat("disk_hits"), hits);
+  EXPECT_EQ(written_when_idle(), writes);
+}
+
 TEST_F(DiskTierNodeTest, CompactionFreesAMostlyDeadSegmentAndKeepsItsLiveObjects) {
   Start();                      // 64 MiB of disk: segments of 16 MiB
   for (int i = 0; i < 48; ++i)  // k0..k15 fill the first segment (evicted first)

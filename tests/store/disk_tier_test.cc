@@ -25,7 +25,7 @@ namespace {
 using testing::FaultyFile;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kSegment = 64 << 10;
+constexpr uint64_t kSegment = 128 << 10;
 
 std::vector<char> Bytes(char seed, size_t n) {
   std::vector<char> v(n);
@@ -119,8 +119,9 @@ class DiskTierTest : public ::testing::Test {
     if (finished != nullptr) *finished = segments;
   }
 
-  // Objects of one 4 KiB record each (16 to a segment): key "k<i>", value Bytes(seed, 3000).
-  static constexpr uint64_t kRecord = 4096;
+  // Objects of one 8 KiB record each (a block of header and names, a block of value; 16 to a
+  // segment): key "k<i>", value Bytes(seed, 3000).
+  static constexpr uint64_t kRecord = 8192;
   static constexpr uint64_t kNow = 1000;
   static std::string K(int i) { return "k" + std::to_string(i); }
   Status PutSmall(int i, char seed) { return Put(K(i), Bytes(seed, 3000)); }
@@ -165,6 +166,23 @@ TEST_F(DiskTierTest, ObjectsSurviveARestartWithTheirLatestValueAndDeletesStayDel
   }
   EXPECT_EQ(tier_->stats().restored, 4u);
   EXPECT_EQ(tier_->stats().dropped_records, 0u);
+}
+
+TEST_F(DiskTierTest, NamespacesOfAKeyAreListedInOrderAcrossARestart) {
+  Open();
+  ASSERT_TRUE(Put("k", Bytes('b', 10), "", 0, "b").ok());
+  ASSERT_TRUE(Put("k", Bytes('d', 10), "", 0, "").ok());
+  ASSERT_TRUE(Put("k", Bytes('a', 10), "", 0, "a").ok());
+  ASSERT_TRUE(Put("k", Bytes('x', 10), "", 500, "expired").ok());
+  ASSERT_TRUE(Put("other", Bytes('o', 10), "", 0, "c").ok());
+  for (int restart = 0; restart < 2; ++restart) {
+    EXPECT_EQ(tier_->NamespacesOf("k", 1000), (std::vector<std::string>{"", "a", "b"}));
+    EXPECT_EQ(tier_->NamespacesOf("other", 1000), (std::vector<std::string>{"c"}));
+    EXPECT_TRUE(tier_->NamespacesOf("none", 1000).empty());
+    Open();
+  }
+  ASSERT_TRUE(tier_->Erase("a", "k").ok());
+  EXPECT_EQ(tier_->NamespacesOf("k", 1000), (std::vector<std::string>{"", "b"}));
 }
 
 TEST_F(DiskTierTest, TheOldestSegmentsGoAtTheCapacity) {
@@ -218,7 +236,7 @@ TEST_F(DiskTierTest, ACorruptValueIsAMissNeverWrongBytes) {
     Result<std::unique_ptr<File>> file = OpenPosixFile(folder_->PathOf(1), false);
     ASSERT_TRUE(file.ok());
     const char bad = 0x5a;
-    ASSERT_TRUE((*file)->WriteAt(4000, &bad, 1).ok());
+    ASSERT_TRUE((*file)->WriteAt(6000, &bad, 1).ok());  // its value: blocks 1 to 3
   }
   Result<DiskObject> victim = tier_->Get("ns", "victim", 1000);
   EXPECT_EQ(victim.status().code(), StatusCode::kNotFound);
@@ -383,10 +401,11 @@ TEST_F(DiskTierTest, ATombstoneIsCarriedForwardWhileAnOlderSegmentMayHoldItsKey)
   for (int i = 0; i < 15; ++i)
     ASSERT_TRUE(PutSmall(200 + i, 'B').ok());
   ASSERT_EQ(tier_->stats().segments, 3u);
-  // Segment 2 needs only its tombstone: moved forward, since segment 1 still holds "gone".
+  // Segment 2 needs only its tombstone (one block): moved forward, since segment 1 still holds
+  // "gone".
   Result<CompactionProgress> step = tier_->CompactStep(1 << 20, kNow);
   ASSERT_TRUE(step.ok()) << step.status().ToString();
-  EXPECT_EQ(step->moved_bytes, kRecord);
+  EXPECT_EQ(step->moved_bytes, kDiskBlock);
   EXPECT_TRUE(step->finished_segment);
   EXPECT_FALSE(std::filesystem::exists(folder_->PathOf(2)));
   EXPECT_TRUE(std::filesystem::exists(folder_->PathOf(1)));
@@ -428,7 +447,7 @@ TEST_F(DiskTierTest, CompactionDropsACorruptRecordInsteadOfCopyingIt) {
     ASSERT_TRUE(PutSmall(i, 'o').ok());
   for (int i = 0; i < 10; ++i)
     ASSERT_TRUE(PutSmall(i, 'n').ok());
-  FlipByte(1, 12 * kRecord + 1000);                 // inside k12's value
+  FlipByte(1, 12 * kRecord + kDiskBlock + 1000);    // inside k12's value (its second block)
   ASSERT_TRUE(tier_->Contains("ns", K(12), kNow));  // its header is fine: only a read can tell
   Result<CompactionProgress> step = tier_->CompactStep(1 << 20, kNow);
   ASSERT_TRUE(step.ok()) << step.status().ToString();

@@ -28,6 +28,24 @@ std::string_view AsView(const ReadHandle& r) {
   return {reinterpret_cast<const char*>(r.data()), r.size()};
 }
 
+// What a promotion from the disk tier commits with: never over a version that is visible.
+TEST(ObjectStoreTest, CommitIfAbsentLeavesAVisibleVersionAndTakesAnAbsentOrExpiredKey) {
+  auto store = MakeStore(8);
+  Result<WriteHandle> older = store->Reserve("ns", "k", 3, "", kNoExpiry);
+  ASSERT_TRUE(older.ok());
+  std::memcpy(older->data(), "old", 3);
+  ASSERT_TRUE(Put(*store, "ns", "k", "new").ok());
+  EXPECT_EQ(store->CommitIfAbsent(std::move(*older)).code(), StatusCode::kAborted);
+  EXPECT_EQ(Get(*store, "ns", "k"), "new");
+  EXPECT_EQ(store->Stats().reserved_bytes, 0u);  // the refused reservation was freed
+  ASSERT_TRUE(store->Delete("ns", "k").ok());
+  Result<WriteHandle> again = store->Reserve("ns", "k", 3, "", kNoExpiry);
+  ASSERT_TRUE(again.ok());
+  std::memcpy(again->data(), "old", 3);
+  EXPECT_TRUE(store->CommitIfAbsent(std::move(*again)).ok());
+  EXPECT_EQ(Get(*store, "ns", "k"), "old");
+}
+
 TEST(ObjectStoreTest, CreateRejectsTinyCapacity) {
   StoreOptions options;
   options.capacity_bytes = 0;

@@ -196,9 +196,10 @@ TEST_F(SegmentTest, AFullDiskOrAFailedWriteLeavesNothingServedAndTheNextRecordTa
 }
 
 TEST_F(SegmentTest, ASegmentRefusesWhatDoesNotFitAndRecordsRefuseOversizedNames) {
-  SegmentWriter writer(file_.get(), 3 * kDiskBlock, 0);
-  ASSERT_TRUE(writer.Append({1, 0, "", "a", "", std::string(kDiskBlock, 'a')}).ok());
-  Result<uint64_t> full = writer.Append({2, 0, "", "b", "", std::string(kDiskBlock, 'b')});
+  // A record is its header block and its value's blocks: 3 of the 5 here, then 2 are left.
+  SegmentWriter writer(file_.get(), 5 * kDiskBlock, 0);
+  ASSERT_TRUE(writer.Append({1, 0, "", "a", "", std::string(2 * kDiskBlock, 'a')}).ok());
+  Result<uint64_t> full = writer.Append({2, 0, "", "b", "", std::string(2 * kDiskBlock, 'b')});
   EXPECT_EQ(full.status().code(), StatusCode::kNoSpace);
   EXPECT_EQ(writer.Append({3, 0, "", "", "", "v"}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(writer.Append({3, 0, std::string(300, 'n'), "k", "", "v"}).status().code(),
