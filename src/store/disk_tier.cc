@@ -246,11 +246,17 @@ Result<std::pair<std::shared_ptr<DiskTier::Segment>, uint64_t>> DiskTier::Append
     KVPORT_RETURN_IF_ERROR(StartSegment());
   }
   std::shared_ptr<Segment> segment = segments_.rbegin()->second;
+  const uint64_t end = segment->end;
+  // The write without mu_, so that reads of the index never wait for the disk; append_mu_ keeps
+  // every other appender (and so the segment's writer and end) out meanwhile.
+  mu_.Unlock();
   Result<uint64_t> offset = segment->writer->Append(record);
+  // What part of a failed record reached the file goes (best effort: a restart would cut it
+  // off).
+  if (!offset.ok()) (void)segment->file->Truncate(end);
+  mu_.Lock();
   if (!offset.ok()) {
     ++stats_.write_errors;
-    // What part of the record reached the file goes (best effort: a restart would cut it off).
-    (void)segment->file->Truncate(segment->end);
     return offset.status();
   }
   disk_bytes_ += segment->writer->end() - segment->end;
@@ -260,6 +266,7 @@ Result<std::pair<std::shared_ptr<DiskTier::Segment>, uint64_t>> DiskTier::Append
 
 Status DiskTier::Put(std::string_view ns, std::string_view key, std::string_view meta,
                      std::span<const char> value, uint64_t expiry_ms) {
+  MutexLock append(append_mu_);
   MutexLock lock(mu_);
   DiskRecord record;
   record.sequence = next_sequence_;
@@ -379,6 +386,7 @@ std::vector<std::string> DiskTier::NamespacesOf(std::string_view key, uint64_t n
 }
 
 Status DiskTier::Erase(std::string_view ns, std::string_view key) {
+  MutexLock append(append_mu_);
   MutexLock lock(mu_);
   const std::string id = DiskObjectId(ns, key);
   if (index_.find(id) == index_.end()) return Status::Ok();
@@ -485,6 +493,7 @@ Result<DiskTier::Copied> DiskTier::CopyForward(const CompactionItem& item, uint6
   DiskRecordHeader h;
   const Status read =
       ReadWholeRecord(*from->file, item.offset, item.record_bytes, item.sequence, buffer, &h);
+  MutexLock append(append_mu_);
   MutexLock lock(mu_);
   if (!Holds(from)) return Copied::kSegmentGone;
   auto it = index_.find(item.id);

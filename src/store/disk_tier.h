@@ -21,9 +21,11 @@
 // newest segment, and removes it: space that overwrites and deletes left dead comes back before
 // eviction would reach that segment, and its live objects are not evicted with it.
 //
-// Thread-safe: the index and the appends under one mutex; a Get reads its value outside it,
-// through the segment's file, which stays open (and its bytes readable) while any reader holds
-// it, even after its segment was evicted or compacted. Compaction reads outside it too.
+// Thread-safe: the index under one mutex, held briefly; appends (puts, tombstones, compaction's
+// copies) one at a time under another, which they hold across their write (so a read of the
+// index never waits for the disk). A Get reads its value outside both, through the segment's
+// file, which stays open (and its bytes readable) while any reader holds it, even after its
+// segment was evicted or compacted. Compaction reads outside them too.
 #pragma once
 
 #include <cstdint>
@@ -229,9 +231,11 @@ class DiskTier {
   void Index(std::string id, std::shared_ptr<Segment> segment, ScannedRecord record) REQUIRES(mu_);
   // Appends `record` to the newest segment, starting another (and evicting the oldest ones)
   // when it does not fit; the segment and offset it went to.
+  // Releases mu_ while it writes (append_mu_ serializes the appenders: Put, Erase, compaction's
+  // copies), so that the index's readers never wait for the disk.
   Result<std::pair<std::shared_ptr<Segment>, uint64_t>> Append(const DiskRecord& record)
-      REQUIRES(mu_);
-  Status StartSegment() REQUIRES(mu_);
+      REQUIRES(append_mu_, mu_);
+  Status StartSegment() REQUIRES(append_mu_, mu_);
   void EvictOldest() REQUIRES(mu_);
   // Removes `segment` from the tier and its file from the folder, with the index entries that
   // still point into it; how many those were.
@@ -245,12 +249,13 @@ class DiskTier {
   std::shared_ptr<Segment> PickCompaction() const REQUIRES(mu_);
   Status StartCompaction(uint64_t now_ms) REQUIRES(compact_mu_) EXCLUDES(mu_);
   Result<Copied> CopyForward(const CompactionItem& item, uint64_t now_ms, std::vector<char>& buffer)
-      REQUIRES(compact_mu_) EXCLUDES(mu_);
+      REQUIRES(compact_mu_) EXCLUDES(append_mu_, mu_);
   void EndCompaction() REQUIRES(compact_mu_) EXCLUDES(mu_);
 
   const std::unique_ptr<SegmentFolder> folder_;
   const DiskTierOptions options_;
-  Mutex compact_mu_ ACQUIRED_BEFORE(mu_);  // serializes compaction steps
+  Mutex compact_mu_ ACQUIRED_BEFORE(append_mu_);  // serializes compaction steps
+  Mutex append_mu_ ACQUIRED_BEFORE(mu_);          // serializes appends (held across their I/O)
   Compaction compaction_ GUARDED_BY(compact_mu_);
   mutable Mutex mu_;
   std::map<uint64_t, std::shared_ptr<Segment>> segments_ GUARDED_BY(mu_);  // by number

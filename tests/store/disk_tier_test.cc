@@ -246,6 +246,31 @@ TEST_F(DiskTierTest, ACorruptValueIsAMissNeverWrongBytes) {
   EXPECT_EQ(tier_->Get("ns", "bystander", 1000)->value, Bytes('b', 9000));
 }
 
+TEST_F(DiskTierTest, AnEioOnReadIsAMissAndCounted) {
+  Open();
+  ASSERT_TRUE(Put("victim", Bytes('v', 9000)).ok());
+  ASSERT_TRUE(Put("bystander", Bytes('b', 9000)).ok());
+  folder_->newest()->FailNextRead();
+  Result<DiskObject> victim = tier_->Get("ns", "victim", 1000);
+  EXPECT_EQ(victim.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(victim.status().message(), HasSubstr("EIO"));
+  EXPECT_EQ(tier_->stats().read_errors, 1u);
+  EXPECT_EQ(tier_->Get("ns", "bystander", 1000)->value, Bytes('b', 9000));
+}
+
+TEST_F(DiskTierTest, AFileCutShortUnderTheTierIsAMissNeverWrongBytes) {
+  Open();
+  ASSERT_TRUE(Put("whole", Bytes('w', 9000)).ok());
+  ASSERT_TRUE(Put("cut", Bytes('c', 9000)).ok());  // at 16 KiB: its value from 20 KiB on
+  std::filesystem::resize_file(folder_->PathOf(1), 20 * 1024 + 4000);  // under the tier
+  EXPECT_EQ(tier_->Get("ns", "cut", 1000).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier_->stats().dropped_records, 1u);
+  EXPECT_EQ(tier_->Get("ns", "whole", 1000)->value, Bytes('w', 9000));
+  Open();  // the cut record is a torn tail now
+  EXPECT_FALSE(tier_->Contains("ns", "cut", 1000));
+  EXPECT_EQ(tier_->Get("ns", "whole", 1000)->value, Bytes('w', 9000));
+}
+
 TEST_F(DiskTierTest, ATornTailIsCutOffAtARestartAndWrittenOver) {
   Open();
   ASSERT_TRUE(Put("kept", Bytes('k', 5000)).ok());

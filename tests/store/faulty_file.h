@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// A file whose next write fails as told: the disk tier's fault injection through its file seam
-// (store/file_io.h).
+// A file whose next write fails as told, or whose next read fails with EIO: the disk tier's
+// fault injection through its file seam (store/file_io.h).
 #pragma once
 
 #include <memory>
@@ -14,6 +14,7 @@ class FaultyFile final : public File {
   explicit FaultyFile(std::unique_ptr<File> file) : file_(std::move(file)) {}
   enum class Fault { kNone, kNoSpace, kIoError, kShortWrite };
   void FailNextWrite(Fault fault) { fault_ = fault; }
+  void FailNextRead() { fail_read_ = true; }
 
   Status WriteAt(uint64_t offset, const void* data, size_t bytes) override {
     const Fault fault = fault_;
@@ -34,6 +35,10 @@ class FaultyFile final : public File {
     return Status::Internal("unreachable");
   }
   Result<size_t> ReadAt(uint64_t offset, void* data, size_t bytes) override {
+    if (fail_read_) {
+      fail_read_ = false;
+      return Status::IoError("injected: EIO on read");
+    }
     return file_->ReadAt(offset, data, bytes);
   }
   Status Sync() override { return file_->Sync(); }
@@ -43,6 +48,7 @@ class FaultyFile final : public File {
  private:
   std::unique_ptr<File> file_;
   Fault fault_ = Fault::kNone;
+  bool fail_read_ = false;
 };
 
 }  // namespace kvport::store::testing
