@@ -5,6 +5,8 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <utility>
 
 #include "kvport/log.h"
@@ -102,13 +104,35 @@ Status DiskTier::Restore(uint64_t now_ms) {
     ScannedRecord record;
   };
   std::vector<Found> found;
-  MutexLock lock(mu_);
-  for (uint64_t number : numbers) {
+  // The segments are scanned side by side (a scan is one small read per record, each waiting for
+  // the disk): up to kRestoreThreads at once.
+  std::vector<std::shared_ptr<Segment>> opened;
+  for (uint64_t number : numbers) {  // opened in order, the newest last
     auto segment = std::make_shared<Segment>();
     segment->number = number;
     KVPORT_ASSIGN_OR_RETURN(segment->file, folder_->Open(number, /*create=*/false));
-    Result<SegmentScan> scan = ScanSegment(*segment->file, options_.segment_bytes);
+    opened.push_back(std::move(segment));
+  }
+  std::vector<Result<SegmentScan>> scans(numbers.size(), Status::Internal("not scanned"));
+  {
+    std::atomic<size_t> next{0};
+    auto scan_some = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < opened.size();)
+        scans[i] = ScanSegment(*opened[i]->file, options_.segment_bytes);
+    };
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < std::min<size_t>(opened.size(), kRestoreThreads); ++t)
+      threads.emplace_back(scan_some);
+    scan_some();
+    for (std::thread& thread : threads)
+      thread.join();
+  }
+  MutexLock lock(mu_);
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    const uint64_t number = numbers[i];
+    Result<SegmentScan>& scan = scans[i];
     if (!scan.ok()) return scan.status().WithContext("restoring " + folder_->PathOf(number));
+    std::shared_ptr<Segment>& segment = opened[i];
     segment->end = scan->end;
     stats_.dropped_records += scan->dropped;
     if (scan->torn) {

@@ -222,6 +222,8 @@ class DiskTier {
   };
   enum class Copied { kMoved, kSkipped, kNoRoom, kSegmentGone };
 
+  static constexpr size_t kRestoreThreads = 8;  // segments Restore scans at once
+
   DiskTier(std::unique_ptr<SegmentFolder> folder, const DiskTierOptions& options);
   Status Restore(uint64_t now_ms) EXCLUDES(mu_);
   // The heap one index entry takes (DiskTierStats::index_bytes): its hash node and the blocks

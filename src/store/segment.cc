@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/segment.h"
 
+#include <algorithm>
 #include <string>
 
 namespace kvport::store {
@@ -24,11 +25,16 @@ Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes) {
   SegmentScan scan;
   KVPORT_ASSIGN_OR_RETURN(uint64_t size, file.Size());
   const uint64_t limit = std::min(size, segment_bytes);
-  std::vector<char> fixed(kFixedBytes);
+  // A record's first block holds its fixed part and, nearly always, its names: one read of it
+  // each (an aligned one, straight into this buffer under O_DIRECT), a second only for longer
+  // names.
+  FileAlignedBytes block(kDiskBlock);
   std::vector<char> names;
   uint64_t offset = 0;
   while (offset + kFixedBytes <= limit) {
-    KVPORT_ASSIGN_OR_RETURN(size_t got, file.ReadAt(offset, fixed.data(), fixed.size()));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kDiskBlock, limit - offset));
+    KVPORT_ASSIGN_OR_RETURN(size_t got, file.ReadAt(offset, block.data(), want));
+    const std::span<const char> fixed(block.data(), kFixedBytes);
     ScannedRecord record;
     record.offset = offset;
     const FixedPart part = got < kFixedBytes
@@ -38,11 +44,16 @@ Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes) {
       scan.torn = part == FixedPart::kCorrupt;
       break;
     }
-    names.resize(record.header.names_bytes);
-    KVPORT_ASSIGN_OR_RETURN(got, file.ReadAt(offset + kFixedBytes, names.data(), names.size()));
-    if (got < names.size()) {
-      scan.torn = true;
-      break;
+    const size_t names_bytes = record.header.names_bytes;
+    if (kFixedBytes + names_bytes <= got) {
+      names.assign(block.data() + kFixedBytes, block.data() + kFixedBytes + names_bytes);
+    } else {
+      names.resize(names_bytes);
+      KVPORT_ASSIGN_OR_RETURN(got, file.ReadAt(offset + kFixedBytes, names.data(), names.size()));
+      if (got < names.size()) {
+        scan.torn = true;
+        break;
+      }
     }
     if (ParseNames(fixed, names, &record.header).ok()) {
       offset += record.header.record_bytes;
