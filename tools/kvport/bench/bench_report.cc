@@ -593,8 +593,9 @@ std::string FormatDiskBenchText(const DiskBenchReport& r) {
       r.put.seconds, r.put_ack_seconds, r.put_disk_writes, r.put_queue_drops);
   out += fmt::format(
       "get: every value from disk (the tier's {} segment file(s) dropped from the page cache "
-      "first{}); each get moves its object into memory and so evicts another to disk: {} disk "
-      "hits, {} disk writes, {} dropped from a full queue during the gets\n",
+      "first{}); each get moves its object into memory and so evicts another, which the disk "
+      "already holds: {} disk hits, {} disk writes, {} dropped from a full queue during the "
+      "gets\n",
       r.page_cache_files, r.page_cache_note.empty() ? "" : "; " + r.page_cache_note,
       r.get_disk_hits, r.get_disk_writes, r.get_queue_drops);
   if (!r.fio_skipped.empty()) out += "fio skipped: " + r.fio_skipped + "\n";

@@ -22,8 +22,8 @@
 //     files from the page cache (fdatasync + POSIX_FADV_DONTNEED, so that reads come from the
 //     disk, as fio's O_DIRECT ones do), and reads each of them once in a shuffled order over the
 //     same client pattern, every value checked byte for byte. Each get moves its object back
-//     into memory and so evicts another one to disk: the disk also writes during the get phase
-//     (disk_writes counts it), as it would in service.
+//     into memory and so evicts another one, which the disk already holds (the tiers are
+//     inclusive): disk_writes during the get phase says whether anything was written again.
 //  5. fio (after the node is stopped): a sequential O_DIRECT write of a file of the data set's
 //     size in the same folder with io_uring (the layout, reported as fio's write rate), then
 //     random O_DIRECT reads of the value size over it, --iodepth at least the keys the bench's
