@@ -326,25 +326,6 @@ void DiskOffload::WriterLoop() {
   }
 }
 
-Result<DiskOffload::Found> DiskOffload::Get(std::string_view ns, std::string_view key) {
-  const uint64_t now = UnixMs();
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = queued_.find(store::DiskObjectId(ns, key)); it != queued_.end()) {
-      const Pending& item = *it->second;
-      if (item.expiry_ms != 0 && item.expiry_ms <= now) return Status::NotFound("expired");
-      ++stats_.hits;
-      return Found{item.meta, item.value, TtlLeft(item.expiry_ms, now), 0, item.value.size()};
-    }
-  }
-  KVPORT_ASSIGN_OR_RETURN(store::DiskObject object, tier_->Get(ns, key, now));
-  std::lock_guard lock(mu_);
-  ++stats_.hits;
-  const uint64_t value_bytes = object.value.size();
-  return Found{std::move(object.meta), std::move(object.value), TtlLeft(object.expiry_ms, now),
-               object.sequence, value_bytes};
-}
-
 Result<DiskOffload::Found> DiskOffload::Find(std::string_view ns, std::string_view key) {
   const uint64_t now = UnixMs();
   {

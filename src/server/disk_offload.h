@@ -86,18 +86,17 @@ class DiskOffload {
   // stopped). The destructor then writes what is queued.
   void FlushAtStop(store::ObjectStore& store, std::chrono::steady_clock::time_point deadline);
 
-  // The object under (`ns`, `key`) on disk or in the queue, with its TTL left (0: none).
-  // NotFound otherwise (absent, expired, or its bytes failed their check).
+  // The object under (`ns`, `key`) on disk or in the queue, with its TTL left (0: none),
+  // without reading a value from disk: its length and version (`sequence`), for ReadValue into
+  // a buffer of the caller's (an object still in the queue comes with its value). NotFound
+  // otherwise (absent or expired).
   struct Found {
     std::string meta;
-    std::vector<char> value;  // Get's; Find's only when found in the queue
+    std::vector<char> value;  // only for an object found in the queue
     uint64_t ttl_left_ms = 0;
     uint64_t sequence = 0;  // its disk record's (ReadValue, Holds); 0 when found in the queue
     uint64_t value_bytes = 0;
   };
-  Result<Found> Get(std::string_view ns, std::string_view key);
-  // What Get finds, without reading a value from disk: its length and version (`sequence`),
-  // for ReadValue into a buffer of the caller's (a queued object comes with its value).
   Result<Found> Find(std::string_view ns, std::string_view key);
   // store::DiskTier::ReadValue: version `sequence` of (ns, key) into `out`, straight from the
   // disk when `out` is block-aligned with room for whole blocks. A hit when OK.
