@@ -35,7 +35,7 @@ uint64_t TtlLeft(uint64_t expiry_ms, uint64_t now_ms) {
 }  // namespace
 
 DiskOffload::DiskOffload(const DiskOffloadOptions& options, std::unique_ptr<store::DiskTier> tier)
-    : options_(options), tier_(std::move(tier)), writing_(queue_.end()) {}
+    : options_(options), tier_(std::move(tier)) {}
 
 Result<std::unique_ptr<DiskOffload>> DiskOffload::Open(const DiskOffloadOptions& options) {
   if (options.dir.empty()) return Status::InvalidArgument("disk_dir is empty");
@@ -203,7 +203,7 @@ void DiskOffload::Enqueue(Pending item) {
   std::string id = store::DiskObjectId(item.ns, item.key);
   // An older version still waiting is superseded (one being written is followed by this one,
   // whose higher sequence number wins on disk).
-  if (auto older = queued_.find(id); older != queued_.end() && older->second != writing_) {
+  if (auto older = queued_.find(id); older != queued_.end() && !older->second->writing) {
     pending_bytes_ -= older->second->value.size();
     queue_.erase(older->second);
   }
@@ -288,41 +288,55 @@ void DiskOffload::WriterLoop() {
       wake_.wait_for(lock, pause, [this] { return stopping_ || !queue_.empty(); });
       continue;
     }
-    writing_ = queue_.begin();
-    const Pending& item = *writing_;
+    // A batch from the front of the queue, written in as few writes as the segments allow (a
+    // disk takes one large write far faster than many small ones in a row).
+    std::vector<Queue::iterator> batch;
+    uint64_t batch_bytes = 0;
+    for (auto it = queue_.begin(); it != queue_.end() && batch.size() < kWriteBatchObjects; ++it) {
+      if (!batch.empty() && batch_bytes + it->value.size() > kWriteBatchBytes) break;
+      it->writing = true;
+      writing_ids_.push_back(store::DiskObjectId(it->ns, it->key));
+      batch.push_back(it);
+      batch_bytes += it->value.size();
+    }
     // The index may take half of max_index_bytes (the store keeps the other half).
     const uint64_t index_share = options_.max_index_bytes / 2;
     const bool index_full =
         index_share != 0 && index_bytes_.load(std::memory_order_relaxed) >= index_share;
     lock.unlock();
-    Status written = Status::Ok();
+    std::vector<Status> written(batch.size(), Status::Ok());
     if (!index_full) {
-      written = tier_->Put(item.ns, item.key, item.meta, item.value, item.expiry_ms);
+      std::vector<store::DiskPut> puts;
+      for (const Queue::iterator& item : batch)
+        puts.push_back({item->ns, item->key, item->meta, item->value, item->expiry_ms});
+      written = tier_->PutMany(puts);
       index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
     }
     lock.lock();
-    if (index_full) {
-      if (stats_.index_drops++ == 0) {
-        log::Warn(
-            "disk tier: its index takes half of max_index_bytes ({}): evicted objects are "
-            "dropped until it shrinks (raise max_index_bytes for more)",
-            FormatSize(options_.max_index_bytes));
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const Queue::iterator item = batch[k];
+      if (index_full) {
+        if (stats_.index_drops++ == 0) {
+          log::Warn(
+              "disk tier: its index takes half of max_index_bytes ({}): evicted objects are "
+              "dropped until it shrinks (raise max_index_bytes for more)",
+              FormatSize(options_.max_index_bytes));
+        }
+      } else if (written[k].ok()) {
+        ++stats_.written;
+      } else {
+        log::Warn("disk tier: an evicted object ({} bytes) was not written: {}", item->value.size(),
+                  written[k].ToString());
       }
-    } else if (written.ok()) {
-      ++stats_.written;
-    } else {
-      log::Warn("disk tier: an evicted object ({} bytes) was not written: {}", item.value.size(),
-                written.ToString());
+      if (auto it = queued_.find(writing_ids_[k]); it != queued_.end() && it->second == item) {
+        queued_.erase(it);
+      }
+      pending_bytes_ -= item->value.size();
+      queue_.erase(item);
     }
-    if (auto it = queued_.find(store::DiskObjectId(item.ns, item.key));
-        it != queued_.end() && it->second == writing_) {
-      queued_.erase(it);
-    }
-    pending_bytes_ -= item.value.size();
-    queue_.erase(writing_);
-    writing_ = queue_.end();
+    writing_ids_.clear();
     compact = true;      // what this write evicted or replaced may have left a segment mostly dead
-    wake_.notify_all();  // an Erase may wait for this item
+    wake_.notify_all();  // an Erase may wait for this batch
   }
 }
 
@@ -385,7 +399,7 @@ Status DiskOffload::Erase(std::string_view ns, std::string_view key) {
   const std::string id = store::DiskObjectId(ns, key);
   {
     std::unique_lock lock(mu_);
-    if (auto it = queued_.find(id); it != queued_.end() && it->second != writing_) {
+    if (auto it = queued_.find(id); it != queued_.end() && !it->second->writing) {
       pending_bytes_ -= it->second->value.size();
       queue_.erase(it->second);
       queued_.erase(it);
@@ -393,7 +407,7 @@ Status DiskOffload::Erase(std::string_view ns, std::string_view key) {
     // A version being written is waited for (one record's write), or it would land on disk
     // after the tombstone below.
     wake_.wait(lock, [&] {
-      return writing_ == queue_.end() || store::DiskObjectId(writing_->ns, writing_->key) != id;
+      return std::find(writing_ids_.begin(), writing_ids_.end(), id) == writing_ids_.end();
     });
   }
   Status erased = tier_->Erase(ns, key);

@@ -140,7 +140,7 @@ class DiskOffload {
     std::string ns, key, meta;
     std::vector<char> value;
     uint64_t expiry_ms = 0;  // unix ms; 0 never
-    bool erased = false;     // deleted or replaced while the writer held it
+    bool writing = false;    // in the batch the writer is writing now
   };
   using Queue = std::list<Pending>;
 
@@ -165,6 +165,9 @@ class DiskOffload {
   // waits, in steps of kCompactStepBytes, at most kCompactRate bytes a second: a fraction of
   // any SSD's bandwidth, so that it never starves the gets reading from the same disk.
   static constexpr uint64_t kCompactStepBytes = uint64_t{4} << 20;
+  // The writer takes at most this much of the queue at once (one write per segment it fills).
+  static constexpr uint64_t kWriteBatchBytes = uint64_t{8} << 20;
+  static constexpr size_t kWriteBatchObjects = 64;
   static constexpr uint64_t kCompactRate = uint64_t{64} << 20;
 
   const DiskOffloadOptions options_;
@@ -175,7 +178,7 @@ class DiskOffload {
   std::condition_variable wake_;
   Queue queue_;                                              // oldest first
   std::unordered_map<std::string, Queue::iterator> queued_;  // the newest queued item per key
-  Queue::iterator writing_;                                  // queue_.end(): none
+  std::vector<std::string> writing_ids_;  // the DiskObjectIds of the batch being written
   uint64_t pending_bytes_ = 0;
   bool stopping_ = false;
   DiskOffloadStats stats_;

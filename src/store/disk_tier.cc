@@ -258,9 +258,10 @@ Status DiskTier::StartSegment() {
 }
 
 Result<std::pair<std::shared_ptr<DiskTier::Segment>, uint64_t>> DiskTier::Append(
-    const DiskRecord& record) {
-  const uint64_t bytes =
-      DiskRecordBytes(record.ns.size(), record.key.size(), record.meta.size(), record.value.size());
+    std::span<const DiskRecord> records) {
+  uint64_t bytes = 0;
+  for (const DiskRecord& r : records)
+    bytes += DiskRecordBytes(r.ns.size(), r.key.size(), r.meta.size(), r.value.size());
   if (bytes > options_.segment_bytes) {
     return Status::NoSpace(fmt::format("a record of {} bytes does not fit in a segment of {}",
                                        bytes, options_.segment_bytes));
@@ -274,8 +275,8 @@ Result<std::pair<std::shared_ptr<DiskTier::Segment>, uint64_t>> DiskTier::Append
   // The write without mu_, so that reads of the index never wait for the disk; append_mu_ keeps
   // every other appender (and so the segment's writer and end) out meanwhile.
   mu_.Unlock();
-  Result<uint64_t> offset = segment->writer->Append(record);
-  // What part of a failed record reached the file goes (best effort: a restart would cut it
+  Result<uint64_t> offset = segment->writer->AppendAll(records);
+  // What part of a failed write reached the file goes (best effort: a restart would cut it
   // off).
   if (!offset.ok()) (void)segment->file->Truncate(end);
   mu_.Lock();
@@ -290,31 +291,77 @@ Result<std::pair<std::shared_ptr<DiskTier::Segment>, uint64_t>> DiskTier::Append
 
 Status DiskTier::Put(std::string_view ns, std::string_view key, std::string_view meta,
                      std::span<const char> value, uint64_t expiry_ms) {
+  const DiskPut put{ns, key, meta, value, expiry_ms};
+  return PutMany({&put, 1})[0];
+}
+
+std::vector<Status> DiskTier::PutMany(std::span<const DiskPut> puts) {
+  auto record_bytes = [](const DiskPut& p) {
+    return DiskRecordBytes(p.ns.size(), p.key.size(), p.meta.size(), p.value.size());
+  };
+  std::vector<Status> statuses(puts.size(), Status::Ok());
+  std::vector<DiskRecord> run;
   MutexLock append(append_mu_);
   MutexLock lock(mu_);
-  DiskRecord record;
-  record.sequence = next_sequence_;
-  record.expiry_ms = expiry_ms;
-  record.ns = ns;
-  record.key = key;
-  record.meta = meta;
-  record.value = std::string_view(value.data(), value.size());
-  KVPORT_ASSIGN_OR_RETURN(auto placed, Append(record));
-  ++next_sequence_;
-  ScannedRecord scanned;
-  scanned.offset = placed.second;
-  DiskRecordHeader& h = scanned.header;
-  h.sequence = record.sequence;
-  h.record_bytes = DiskRecordBytes(ns.size(), key.size(), meta.size(), value.size());
-  h.expiry_ms = expiry_ms;
-  h.value_bytes = value.size();
-  h.value_checksum = XXH3_64bits(value.data(), value.size());
-  h.names_bytes = static_cast<uint32_t>(ns.size() + key.size() + meta.size());
-  h.ns = ns;
-  h.key = key;
-  h.meta = meta;
-  Index(DiskObjectId(ns, key), std::move(placed.first), std::move(scanned));
-  return Status::Ok();
+  for (size_t i = 0; i < puts.size();) {
+    if (record_bytes(puts[i]) > options_.segment_bytes) {
+      statuses[i] =
+          Status::NoSpace(fmt::format("a record of {} bytes does not fit in a segment of {}",
+                                      record_bytes(puts[i]), options_.segment_bytes));
+      ++i;
+      continue;
+    }
+    // A run: from puts[i], what fits in the newest segment's room (a fresh segment's when not
+    // even puts[i] does), written in one call.
+    uint64_t room = 0;
+    if (!segments_.empty() && segments_.rbegin()->second->writer != nullptr) {
+      room = options_.segment_bytes - segments_.rbegin()->second->writer->end();
+    }
+    if (record_bytes(puts[i]) > room) room = options_.segment_bytes;
+    run.clear();
+    uint64_t bytes = 0;
+    size_t j = i;
+    for (; j < puts.size() && bytes + record_bytes(puts[j]) <= room; ++j) {
+      const DiskPut& p = puts[j];
+      DiskRecord record;
+      record.sequence = next_sequence_ + (j - i);
+      record.expiry_ms = p.expiry_ms;
+      record.ns = p.ns;
+      record.key = p.key;
+      record.meta = p.meta;
+      record.value = std::string_view(p.value.data(), p.value.size());
+      run.push_back(record);
+      bytes += record_bytes(p);
+    }
+    Result<std::pair<std::shared_ptr<Segment>, uint64_t>> placed = Append(run);
+    if (!placed.ok()) {
+      for (size_t k = i; k < j; ++k)
+        statuses[k] = placed.status();
+      i = j;
+      continue;
+    }
+    uint64_t offset = placed->second;
+    for (size_t k = i; k < j; ++k) {
+      const DiskPut& p = puts[k];
+      ScannedRecord scanned;
+      scanned.offset = offset;
+      DiskRecordHeader& h = scanned.header;
+      h.sequence = next_sequence_ + (k - i);
+      h.record_bytes = record_bytes(p);
+      h.expiry_ms = p.expiry_ms;
+      h.value_bytes = p.value.size();
+      h.value_checksum = XXH3_64bits(p.value.data(), p.value.size());
+      h.names_bytes = static_cast<uint32_t>(p.ns.size() + p.key.size() + p.meta.size());
+      h.ns = p.ns;
+      h.key = p.key;
+      h.meta = p.meta;
+      offset += h.record_bytes;
+      Index(DiskObjectId(p.ns, p.key), placed->first, std::move(scanned));
+    }
+    next_sequence_ += j - i;
+    i = j;
+  }
+  return statuses;
 }
 
 Result<DiskEntry> DiskTier::Find(std::string_view ns, std::string_view key, uint64_t now_ms) const {
@@ -420,7 +467,7 @@ Status DiskTier::Erase(std::string_view ns, std::string_view key) {
   tombstone.sequence = next_sequence_;
   tombstone.ns = ns;
   tombstone.key = key;
-  Result<std::pair<std::shared_ptr<Segment>, uint64_t>> placed = Append(tombstone);
+  Result<std::pair<std::shared_ptr<Segment>, uint64_t>> placed = Append({&tombstone, 1});
   if (!placed.ok()) {
     return placed.status().WithContext(
         "the delete's tombstone was not written, so the key may "
@@ -554,7 +601,7 @@ Result<DiskTier::Copied> DiskTier::CopyForward(const CompactionItem& item, uint6
   record.meta = h.meta;
   record.value = std::string_view(buffer.data() + h.value_offset(), h.value_bytes);
   record.tombstone = h.tombstone;
-  KVPORT_ASSIGN_OR_RETURN(auto placed, Append(record));
+  KVPORT_ASSIGN_OR_RETURN(auto placed, Append({&record, 1}));
   stats_.compacted_bytes += item.record_bytes;
   if (std::find(compaction_.targets.begin(), compaction_.targets.end(), placed.first) ==
       compaction_.targets.end()) {

@@ -94,6 +94,15 @@ struct DiskObject {
   uint64_t sequence = 0;  // its record's: which version this is (Holds)
 };
 
+// One object for DiskTier::PutMany (Put's arguments).
+struct DiskPut {
+  std::string_view ns;
+  std::string_view key;
+  std::string_view meta;
+  std::span<const char> value;
+  uint64_t expiry_ms = 0;  // unix ms; 0 never
+};
+
 // What the index knows of an object, without reading it (DiskTier::Find).
 struct DiskEntry {
   std::string meta;
@@ -124,6 +133,11 @@ class DiskTier {
   // failure the key keeps its previous value (if any) and nothing half-written is ever read.
   Status Put(std::string_view ns, std::string_view key, std::string_view meta,
              std::span<const char> value, uint64_t expiry_ms);
+  // Put of each, in order, with as few writes as the segments allow: the records that fit in
+  // the newest segment go in one write (a disk takes one large write far faster than many
+  // small ones in a row). Each one's status, as Put's; a failed write fails the records it
+  // carried, and only those.
+  std::vector<Status> PutMany(std::span<const DiskPut> puts);
 
   // The object under (`ns`, `key`), read and checked. NotFound when there is none, it has
   // expired at `now_ms`, or its bytes on disk failed their check or could not be read (then
@@ -231,11 +245,12 @@ class DiskTier {
   static uint64_t EntryHeap(const std::string& id, const DiskRecordHeader& h);
   // Points the index at `record` in `segment` for `id`, replacing what it pointed at.
   void Index(std::string id, std::shared_ptr<Segment> segment, ScannedRecord record) REQUIRES(mu_);
-  // Appends `record` to the newest segment, starting another (and evicting the oldest ones)
-  // when it does not fit; the segment and offset it went to.
-  // Releases mu_ while it writes (append_mu_ serializes the appenders: Put, Erase, compaction's
-  // copies), so that the index's readers never wait for the disk.
-  Result<std::pair<std::shared_ptr<Segment>, uint64_t>> Append(const DiskRecord& record)
+  // Appends `records` (which fit in one segment) to the newest segment, one after another in
+  // one write, starting another segment (and evicting the oldest ones) when they do not fit;
+  // the segment, and the offset of the first. Releases mu_ while it writes (append_mu_
+  // serializes the appenders: Put, Erase, compaction's copies), so that the index's readers
+  // never wait for the disk.
+  Result<std::pair<std::shared_ptr<Segment>, uint64_t>> Append(std::span<const DiskRecord> records)
       REQUIRES(append_mu_, mu_);
   Status StartSegment() REQUIRES(append_mu_, mu_);
   void EvictOldest() REQUIRES(mu_);

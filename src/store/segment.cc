@@ -7,14 +7,24 @@
 namespace kvport::store {
 
 Result<uint64_t> SegmentWriter::Append(const DiskRecord& record) {
-  const uint64_t bytes =
-      DiskRecordBytes(record.ns.size(), record.key.size(), record.meta.size(), record.value.size());
+  return AppendAll({&record, 1});
+}
+
+Result<uint64_t> SegmentWriter::AppendAll(std::span<const DiskRecord> records) {
+  uint64_t bytes = 0;
+  for (const DiskRecord& r : records)
+    bytes += DiskRecordBytes(r.ns.size(), r.key.size(), r.meta.size(), r.value.size());
   if (bytes > segment_bytes_ - end_) {
     return Status::NoSpace("segment full: " + std::to_string(bytes) + " bytes do not fit in the " +
                            std::to_string(segment_bytes_ - end_) + " left");
   }
   buffer_.resize(bytes);
-  KVPORT_RETURN_IF_ERROR(EncodeDiskRecord(record, buffer_));
+  uint64_t at = 0;
+  for (const DiskRecord& r : records) {
+    const uint64_t one = DiskRecordBytes(r.ns.size(), r.key.size(), r.meta.size(), r.value.size());
+    KVPORT_RETURN_IF_ERROR(EncodeDiskRecord(r, std::span<char>(buffer_).subspan(at, one)));
+    at += one;
+  }
   KVPORT_RETURN_IF_ERROR(file_->WriteAt(end_, buffer_.data(), buffer_.size()));
   const uint64_t offset = end_;
   end_ += bytes;

@@ -25,6 +25,10 @@ class SegmentWriter {
   // leaves the end where it was, so the next record overwrites whatever part of it was written,
   // and a scan never trusts such a part (its checksums fail).
   Result<uint64_t> Append(const DiskRecord& record);
+  // Append of `records` one after another, in one write; the offset of the first. NoSpace (and
+  // nothing written) when they do not all fit; a failed write as for Append, none of them
+  // counted as written.
+  Result<uint64_t> AppendAll(std::span<const DiskRecord> records);
 
   uint64_t end() const { return end_; }
 

@@ -246,6 +246,46 @@ TEST_F(DiskTierTest, ACorruptValueIsAMissNeverWrongBytes) {
   EXPECT_EQ(tier_->Get("ns", "bystander", 1000)->value, Bytes('b', 9000));
 }
 
+TEST_F(DiskTierTest, PutManyWritesRunsThatFitAndFailsOnlyTheRunAWriteFailed) {
+  Open();
+  // 20 records of 8 KiB: 16 fill segment 1 (one write), 4 go to segment 2 (another).
+  std::vector<std::string> keys;
+  std::vector<std::vector<char>> values;
+  for (int i = 0; i < 20; ++i) {
+    keys.push_back(K(i));
+    values.push_back(Bytes(static_cast<char>('a' + i), 3000));
+  }
+  std::vector<DiskPut> puts;
+  for (int i = 0; i < 20; ++i)
+    puts.push_back({"ns", keys[i], "", values[i], 0});
+  std::vector<Status> statuses = tier_->PutMany(puts);
+  for (int i = 0; i < 20; ++i)
+    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].ToString();
+  EXPECT_EQ(tier_->stats().segments, 2u);
+  // The newest segment's next write fails: the run it carries (the 12 that fit after the 4
+  // already there) fails; the other 4, the next run, are written.
+  folder_->newest()->FailNextWrite(FaultyFile::Fault::kShortWrite);
+  std::vector<DiskPut> more;
+  std::vector<std::vector<char>> more_values;
+  for (int i = 0; i < 16; ++i)
+    more_values.push_back(Bytes(static_cast<char>('A' + i), 3000));
+  for (int i = 0; i < 16; ++i)
+    more.push_back({"ns", keys[i], "", more_values[i], 0});
+  statuses = tier_->PutMany(more);
+  for (int i = 0; i < 12; ++i)
+    EXPECT_EQ(statuses[i].code(), StatusCode::kIoError) << i;
+  for (int i = 12; i < 16; ++i)
+    EXPECT_TRUE(statuses[i].ok()) << i;
+  for (int restart = 0; restart < 2; ++restart) {
+    SCOPED_TRACE(restart == 0 ? "before the restart" : "after the restart");
+    for (int i = 0; i < 20; ++i) {  // a failed put keeps the previous value
+      const char seed = static_cast<char>(i >= 12 && i < 16 ? 'A' + i : 'a' + i);
+      EXPECT_EQ(tier_->Get("ns", K(i), kNow)->value, Bytes(seed, 3000)) << i;
+    }
+    Open();
+  }
+}
+
 TEST_F(DiskTierTest, AnEioOnReadIsAMissAndCounted) {
   Open();
   ASSERT_TRUE(Put("victim", Bytes('v', 9000)).ok());
