@@ -99,7 +99,7 @@ test-asan: build-asan
 # tests/tsan/suppressions.txt; halt_on_error makes any report fail the test. UCX_MEM_EVENTS=no:
 # UCX's memory hooks (libucm patches mmap/madvise...) run in a thread's last steps of exit, after
 # TSan has torn the thread's state down, and crash it; kvport registers what it moves itself.
-TSAN_TESTS = store_test net_test server_test server_bounds_test client_test client_shm_process_test connector_test eic_connector_test http_test session_fuzz_replay_test cluster_etcd_test cluster_node_test
+TSAN_TESTS = store_test net_test server_test server_resp_test server_bounds_test client_test client_shm_process_test connector_test eic_connector_test http_test session_fuzz_replay_test cluster_etcd_test cluster_node_test
 empty :=
 space := $(empty) $(empty)
 test-tsan: bootstrap
@@ -114,7 +114,8 @@ test-tsan: bootstrap
 # libraries: clang checks their thread-safety annotations (-Werror=thread-safety, see
 # cmake/kvport.cmake), so a lock taken wrongly fails here; then a short libFuzzer run of the
 # server's connection state machine (tests/fuzz/fuzz_session.cc: a real node's sessions fed
-# byte by byte and in chunks), FUZZ_SECONDS each.
+# byte by byte and in chunks), and one of the RESP command parser (tests/protocol/fuzz_resp.cc,
+# seeds in tests/protocol/resp_seeds/), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 20
 test-fuzz: bootstrap
 	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
@@ -126,6 +127,9 @@ test-fuzz: bootstrap
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_frame_smoke >build-fuzz/fuzz.log 2>&1 \
 	  || { tail -n 60 build-fuzz/fuzz.log; echo "test-fuzz: FAILED (build-fuzz/fuzz.log)"; exit 1; }
 	@echo "test-fuzz: fuzz_frame clean: $$(grep -E '^Done [0-9]+ runs' build-fuzz/fuzz.log)"
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_resp_smoke >build-fuzz/fuzz_resp.log 2>&1 \
+	  || { tail -n 60 build-fuzz/fuzz_resp.log; echo "test-fuzz: FAILED (build-fuzz/fuzz_resp.log)"; exit 1; }
+	@echo "test-fuzz: fuzz_resp clean: $$(grep -E '^Done [0-9]+ runs' build-fuzz/fuzz_resp.log)"
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_session_smoke >build-fuzz/fuzz_session.log 2>&1 \
 	  || { tail -n 60 build-fuzz/fuzz_session.log; echo "test-fuzz: FAILED (build-fuzz/fuzz_session.log)"; exit 1; }
 	@echo "test-fuzz: fuzz_session clean: $$(grep -E '^Done [0-9]+ runs' build-fuzz/fuzz_session.log)"

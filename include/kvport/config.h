@@ -75,6 +75,8 @@ struct KVPORT_API NodeSettings {
   bool insecure = false;  // allow a non-loopback listen address without tokens
   // The HTTP endpoint (/metrics, /health, /stats): "" none; HOST:PORT; a bare PORT is loopback.
   std::string http_listen;
+  // The Redis protocol (docs/resp.md): "" none; HOST:PORT; a bare PORT is loopback.
+  std::string resp_listen;
   // Cluster membership in etcd (docs/cluster.md): "" = a standalone node. Otherwise the node
   // registers under this cluster's name at the etcd endpoints ("HOST:PORT,HOST:PORT").
   std::string cluster;

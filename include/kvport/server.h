@@ -63,6 +63,11 @@ struct KVPORT_API ServerOptions {
   // is reading through its mapping) or committing (reservations). Beyond them keys are NoSpace.
   uint32_t max_leases_per_session = 4096;
   uint32_t max_reservations_per_session = 256;
+  // The Redis protocol (RESP2/RESP3, docs/resp.md) on a TCP listener of its own: "" (the
+  // default) none; "HOST:PORT", or a bare "PORT" for 127.0.0.1. Served on the same I/O threads
+  // under the same limits and access rule as `listen` (beyond loopback it needs tokens or
+  // `insecure`; it has no TLS of its own). Config key resp_listen, `kvport serve --resp`.
+  std::string resp_listen;
   // Bytes of the arena that holds every value (rounded down to 4 KiB).
   uint64_t capacity_bytes = uint64_t{1} << 30;
   // I/O threads; 0 means one per online CPU.
@@ -269,6 +274,10 @@ class KVPORT_API Server {
   std::string address() const;
   // The Unix socket's path; empty when the node has none.
   std::string unix_socket_path() const;
+  // The Redis-protocol listener's port and HOST:PORT (ServerOptions::resp_listen); 0 and ""
+  // when the node has none.
+  uint16_t resp_port() const;
+  std::string resp_address() const;
   // The epoch of the node's record in its cluster: random, nonzero, new on every Start and
   // whenever the node registers again after its lease lapsed. 0 for a standalone node.
   uint64_t epoch() const;

@@ -175,7 +175,7 @@ Status CheckLogFormat(std::string_view format) {
       fmt::format("'{}' is not a log format; expected text or json", std::string(format)));
 }
 
-// http_listen: "" (no HTTP endpoint), a bare port (loopback), or HOST:PORT like listen.
+// http_listen, resp_listen: "" (none), a bare port (loopback), or HOST:PORT like listen.
 Status CheckHttpListen(std::string_view text) {
   if (text.empty()) return Status::Ok();
   if (text.find_first_not_of("0123456789") == std::string_view::npos) {
@@ -299,6 +299,7 @@ std::vector<KeySpec> MakeKeys() {
       StringKey("tls_ca_file", "KVPORT_TLS_CA_FILE", FIELD(tls_ca_file)),
       BoolKey("insecure", "KVPORT_INSECURE", FIELD(node.insecure)),
       StringKey("http_listen", "KVPORT_HTTP_LISTEN", FIELD(node.http_listen), CheckHttpListen),
+      StringKey("resp_listen", "KVPORT_RESP_LISTEN", FIELD(node.resp_listen), CheckHttpListen),
       // Cluster membership (docs/cluster.md).
       StringKey("cluster", "KVPORT_CLUSTER", FIELD(node.cluster), CheckClusterName),
       StringKey("etcd", "KVPORT_ETCD", FIELD(node.etcd), CheckEtcdEndpoints),

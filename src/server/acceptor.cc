@@ -22,7 +22,8 @@ constexpr std::chrono::milliseconds kAcceptErrorPause(100);
 
 Acceptor::Acceptor(net::EventLoop* loop, std::unique_ptr<net::Listener> listener,
                    std::vector<Worker*> workers, CacheService* service,
-                   UnauthenticatedConnections* unauthenticated, uint32_t max_connections)
+                   UnauthenticatedConnections* unauthenticated, uint32_t max_connections,
+                   WireProtocol protocol)
     : loop_(loop),
       listener_(std::move(listener)),
       kind_(listener_->kind()),
@@ -30,7 +31,8 @@ Acceptor::Acceptor(net::EventLoop* loop, std::unique_ptr<net::Listener> listener
       workers_(std::move(workers)),
       service_(service),
       unauthenticated_(unauthenticated),
-      max_connections_(max_connections) {}
+      max_connections_(max_connections),
+      protocol_(protocol) {}
 
 Acceptor::~Acceptor() {
   if (resume_timer_ != 0) loop_->CancelTimer(resume_timer_);
@@ -101,7 +103,7 @@ void Acceptor::Admit(net::Socket socket) {
     workers_[victim->worker]->CloseUnauthenticated(victim->id);
   }
   next_worker_ = (next_worker_ + 1) % workers_.size();
-  workers_[worker]->Adopt(std::move(socket), kind_, id);
+  workers_[worker]->Adopt(std::move(socket), kind_, id, protocol_);
 }
 
 void Acceptor::Refuse(net::Socket socket, const std::string& why) {
@@ -109,7 +111,11 @@ void Acceptor::Refuse(net::Socket socket, const std::string& why) {
   // In the clear even on a TLS listener (no handshake is worth its cost for a refusal): a TLS
   // client sees a failed handshake, a plain one reads why.
   net::Stream stream(std::move(socket));
-  SendPartingError(stream, Status::Unavailable(why));
+  if (protocol_ == WireProtocol::kResp) {
+    SendPartingBytes(stream, "-ERR " + why + "\r\n");
+  } else {
+    SendPartingError(stream, Status::Unavailable(why));
+  }
   // `stream` closes here.
 }
 

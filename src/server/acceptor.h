@@ -24,6 +24,7 @@
 #include "net/event_loop.h"
 #include "net/listener.h"
 #include "server/cache_service.h"
+#include "server/connection.h"
 #include "server/unauthenticated.h"
 #include "server/worker.h"
 
@@ -36,7 +37,8 @@ class Acceptor final : public net::EventHandler {
   // those that have not completed HELLO. All must outlive it.
   Acceptor(net::EventLoop* loop, std::unique_ptr<net::Listener> listener,
            std::vector<Worker*> workers, CacheService* service,
-           UnauthenticatedConnections* unauthenticated, uint32_t max_connections);
+           UnauthenticatedConnections* unauthenticated, uint32_t max_connections,
+           WireProtocol protocol = WireProtocol::kKvport);
   ~Acceptor() override;
 
   // Loop thread (or before the loop runs).
@@ -64,6 +66,7 @@ class Acceptor final : public net::EventHandler {
   CacheService* const service_;
   UnauthenticatedConnections* const unauthenticated_;
   const uint32_t max_connections_;
+  const WireProtocol protocol_;
   size_t next_worker_ = 0;
   bool watching_ = false;
   bool stopped_ = false;

@@ -501,12 +501,18 @@ std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep) {
 Status CacheService::SetExpiry(const Grant& grant, std::string_view ns, std::string_view key,
                                uint64_t ttl_ms) {
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  Status set = store_->SetExpiry(ns, key, ttl_ms);
-  if (set.code() != StatusCode::kNotFound || disk_ == nullptr) return set;
+  if (disk_ == nullptr) return store_->SetExpiry(ns, key, ttl_ms);
   // Only on disk: brought back into memory (the pin), then set there.
-  Result<store::ReadHandle> promoted = Pin(grant, ns, key, /*any_namespace=*/false);
-  if (!promoted.ok()) return promoted.status();
-  return store_->SetExpiry(ns, key, ttl_ms);
+  if (store_->Exists(ns, key).code() == StatusCode::kNotFound) {
+    KVPORT_ASSIGN_OR_RETURN(store::ReadHandle promoted, Pin(grant, ns, key, false));
+  }
+  MutexLock stripe(DiskStripe(ns, key));
+  KVPORT_RETURN_IF_ERROR(store_->SetExpiry(ns, key, ttl_ms));
+  // Another expiry makes another version: the disk copy (the old expiry) goes, and the object
+  // is written again when it is evicted.
+  Status erased = disk_->Erase(ns, key);
+  if (!erased.ok()) log::Warn("disk tier: {}", erased.ToString());
+  return Status::Ok();
 }
 
 Result<uint64_t> CacheService::TimeToLive(const Grant& grant, std::string_view ns,
@@ -534,6 +540,12 @@ Result<uint64_t> CacheService::DeleteNamespace(const Grant& grant, std::string_v
     }
     if (page.next_cursor.empty()) break;
     cursor = std::move(page.next_cursor);
+  }
+  // What only the disk holds.
+  if (disk_ != nullptr) {
+    for (const std::string& key : disk_->KeysOf(ns)) {
+      if (Delete(grant, ns, key, /*any_namespace=*/false).ok()) ++deleted;
+    }
   }
   return deleted;
 }

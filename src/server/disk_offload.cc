@@ -364,6 +364,19 @@ Status DiskOffload::ReadValue(std::string_view ns, std::string_view key, uint64_
   return Status::Ok();
 }
 
+std::vector<std::string> DiskOffload::KeysOf(std::string_view ns) {
+  std::vector<std::string> keys = tier_->KeysOf(ns);
+  {
+    std::lock_guard lock(mu_);
+    for (const Pending& item : queue_) {
+      if (item.ns == ns) keys.push_back(item.key);
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
 std::vector<std::string> DiskOffload::NamespacesOf(std::string_view key) {
   const uint64_t now = UnixMs();
   std::vector<std::string> namespaces = tier_->NamespacesOf(key, now);

@@ -116,6 +116,8 @@ class DiskOffload {
   bool Holds(std::string_view ns, std::string_view key, uint64_t sequence) const;
   // Whether it is there, and its value's length.
   bool Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes);
+  // The keys of namespace `ns` on disk or in the queue (store::DiskTier::KeysOf).
+  std::vector<std::string> KeysOf(std::string_view ns);
   // The namespaces holding `key` on disk or in the queue, ascending ("" first).
   std::vector<std::string> NamespacesOf(std::string_view key);
   // Removes it from the queue and the disk; OK when it was in neither. The tier's error when a

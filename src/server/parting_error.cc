@@ -15,7 +15,12 @@ void SendPartingError(net::Stream& stream, const Status& status) {
   error.message = status.message();
   protocol::EncodedFrame frame;
   if (!protocol::EncodeResponse(0, error, protocol::Limits{}, &frame).ok()) return;
-  iovec iov{frame.head.data(), frame.head.size()};
+  SendPartingBytes(stream, frame.head);
+}
+
+void SendPartingBytes(net::Stream& stream, std::string_view bytes) {
+  if (stream.tls() != nullptr && !stream.tls()->handshake_done()) return;
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
   (void)stream.WriteV(&iov, 1);
   stream.ShutdownWrite();
   char scratch[1024];

@@ -3,6 +3,8 @@
 // said anything else on it (a refused connection, one closed before HELLO).
 #pragma once
 
+#include <string_view>
+
 #include "kvport/status.h"
 #include "net/stream.h"
 
@@ -14,5 +16,7 @@ namespace kvport::server {
 // before the peer reads it. The caller then closes the stream. A TLS stream whose handshake is
 // not complete gets nothing (there is no channel to say it on).
 void SendPartingError(net::Stream& stream, const Status& status);
+// The same with bytes of the caller's protocol (a RESP error line).
+void SendPartingBytes(net::Stream& stream, std::string_view bytes);
 
 }  // namespace kvport::server

@@ -67,6 +67,7 @@ struct Server::Impl {
   std::vector<std::unique_ptr<Acceptor>> acceptors;  // TCP first, then the Unix socket if any
   net::HostPort address;
   std::string unix_path;
+  std::optional<net::HostPort> resp_address;  // the Redis-protocol listener's, if any
   // The node's membership of options.cluster; null when standalone. Stopped (deregistered)
   // first thing in StopGracefully, destroyed with the Impl.
   std::unique_ptr<cluster::NodeRegistration> registration;
@@ -308,6 +309,37 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     log::Warn("INSECURE: node on {} is open to anyone who can reach it (no access tokens)",
               impl->address.ToString());
   }
+  // The Redis-protocol listener: a bare port is loopback; beyond loopback the same rule as
+  // above, where mutual TLS does not count (the RESP port has no TLS).
+  std::unique_ptr<net::TcpListener> resp_listener;
+  if (!options.resp_listen.empty()) {
+    const bool bare_port = options.resp_listen.find_first_not_of("0123456789") == std::string::npos;
+    Result<net::HostPort> resp_address =
+        net::ParseHostPort(bare_port ? "127.0.0.1:" + options.resp_listen : options.resp_listen);
+    if (!resp_address.ok()) return resp_address.status().WithContext("resp_listen");
+    Result<std::unique_ptr<net::TcpListener>> bound = net::TcpListener::Listen(*resp_address);
+    if (!bound.ok()) {
+      return bound.status().WithContext("cannot listen on " + options.resp_listen + " (RESP)");
+    }
+    resp_listener = std::move(bound).value();
+    impl->resp_address = resp_listener->address();
+    if (!access_required && !resp_listener->loopback_only()) {
+      if (!options.insecure) {
+        return Status::InvalidArgument(fmt::format(
+            "refusing to serve the Redis protocol on {} without access tokens: anyone who can "
+            "reach that address could read, overwrite and delete every key. Configure tokens "
+            "(tokens_file, docs/security.md), listen on loopback (a bare port), or, if the "
+            "network is trusted, say so with insecure: true (kvport serve --insecure)",
+            options.resp_listen));
+      }
+      log::Warn("INSECURE: Redis protocol on {} is open to anyone who can reach it",
+                impl->resp_address->ToString());
+    }
+    if (access_required && !resp_listener->loopback_only()) {
+      log::Warn("Redis protocol on {}: AUTH sends tokens in the clear (no TLS on the RESP port)",
+                impl->resp_address->ToString());
+    }
+  }
   std::unique_ptr<net::UnixListener> unix_listener;
   if (!options.unix_socket.empty()) {
     Result<std::unique_ptr<net::UnixListener>> bound =
@@ -328,7 +360,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   service_options.max_connections = options.max_connections;
   service_options.access_required = access_required;
   service_options.tokens = *tokens;
-  service_options.insecure = open_beyond_loopback;
+  service_options.insecure =
+      open_beyond_loopback ||
+      (!access_required && resp_listener != nullptr && !resp_listener->loopback_only());
   impl->service = std::make_unique<server::CacheService>(impl->store.get(), &impl->counters,
                                                          std::move(service_options));
   if (options.ucx) {
@@ -379,6 +413,11 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
         impl->workers[0]->loop(), std::move(unix_listener), targets, impl->service.get(),
         impl->unauthenticated.get(), options.max_connections));
   }
+  if (resp_listener != nullptr) {
+    impl->acceptors.push_back(std::make_unique<Acceptor>(
+        impl->workers[0]->loop(), std::move(resp_listener), targets, impl->service.get(),
+        impl->unauthenticated.get(), options.max_connections, server::WireProtocol::kResp));
+  }
   for (auto& acceptor : impl->acceptors)
     KVPORT_RETURN_IF_ERROR(acceptor->Start());
   // Registered once the listeners are bound (connections wait in their backlog until the
@@ -411,11 +450,13 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
                                                                            : " (no shared memory)"),
       FormatSize(impl->store->Stats().capacity_bytes), threads,
       impl->ucx == nullptr ? std::string() : "; one-sided access over " + impl->ucx->Describe(),
-      impl->registration == nullptr
-          ? std::string()
-          : fmt::format("; cluster '{}' as '{}' at {}, epoch {:016x}", options.cluster,
-                        impl->registration->record().id, impl->registration->record().address,
-                        impl->registration->epoch()));
+      (impl->resp_address ? "; Redis protocol on " + impl->resp_address->ToString()
+                          : std::string()) +
+          (impl->registration == nullptr
+               ? std::string()
+               : fmt::format("; cluster '{}' as '{}' at {}, epoch {:016x}", options.cluster,
+                             impl->registration->record().id, impl->registration->record().address,
+                             impl->registration->epoch())));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -435,6 +476,14 @@ std::string Server::address() const {
 
 std::string Server::unix_socket_path() const {
   return impl_->unix_path;
+}
+
+uint16_t Server::resp_port() const {
+  return impl_->resp_address ? impl_->resp_address->port : 0;
+}
+
+std::string Server::resp_address() const {
+  return impl_->resp_address ? impl_->resp_address->ToString() : std::string();
 }
 
 uint64_t Server::epoch() const {

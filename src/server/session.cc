@@ -66,7 +66,7 @@ uint64_t RequestIdOfBadHeader(const net::ReadBuffer& in) {
 
 Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind, uint64_t id,
                  CacheService& service, const SessionOptions& options,
-                 std::function<void(Session*)> on_closed)
+                 std::function<void(Connection*)> on_closed)
     : loop_(loop),
       stream_(std::move(socket)),
       service_(service),

@@ -57,6 +57,7 @@
 // with such bytes held schedules its own next read (buffered_read_timer_).
 //
 // All members are called on the loop thread.
+#pragma once
 
 #include <chrono>
 #include <functional>
@@ -73,6 +74,7 @@
 #include "net/tls.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
+#include "server/connection.h"
 #include "server/request_context.h"
 #include "server/unauthenticated.h"
 
@@ -98,51 +100,51 @@ struct SessionOptions {
   std::shared_ptr<const net::TlsContext> tls;
 };
 
-class Session final : public net::EventHandler {
+class Session final : public Connection {
  public:
   // `on_closed` runs (on the loop thread) once, when the session has closed; the owner then
   // destroys it later (never inside the call). `kind` says which listener accepted `socket`;
   // `id` is the session's CacheService::NewSessionId.
   Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind, uint64_t id,
           CacheService& service, const SessionOptions& options,
-          std::function<void(Session*)> on_closed);
+          std::function<void(Connection*)> on_closed);
   ~Session() override;
 
   // Registers with the loop. On error the session is closed.
-  Status Start();
+  Status Start() override;
   void OnEvents(uint32_t events) override;
 
   // Graceful stop: finish the request being received or answered, read no new one, then close.
-  void BeginShutdown();
+  void BeginShutdown() override;
   // Closes now: aborts an MSET in progress and every shared-memory reservation (nothing of them
   // becomes visible), releases pins and leases.
-  void Close(std::string_view reason);
+  void Close(std::string_view reason) override;
 
-  bool closed() const { return phase_ == Phase::kClosed; }
-  uint64_t id() const { return state_.id; }
+  bool closed() const override { return phase_ == Phase::kClosed; }
+  uint64_t id() const override { return state_.id; }
   // True once a HELLO succeeded.
-  bool authenticated() const { return state_.version != 0; }
+  bool authenticated() const override { return state_.version != 0; }
   // True when the session has not completed HELLO within hello_timeout of its accept.
-  bool HelloOverdue(MonotonicClock::time_point now) const;
+  bool HelloOverdue(MonotonicClock::time_point now) const override;
   // Closes now, after a best-effort ERROR carrying `status` (request id 0) when nothing else is
   // queued: for a connection that has not authenticated (its HELLO deadline passed, or its slot
   // is wanted), whose descriptor is freed at once rather than after a linger.
-  void CloseWithError(const Status& status);
+  void CloseWithError(const Status& status) override;
   // Time of the last byte read or written (or of Start).
-  MonotonicClock::time_point last_activity() const { return last_activity_; }
+  MonotonicClock::time_point last_activity() const override { return last_activity_; }
   // True while the peer holds shared-memory leases or reservations: its client may be reading
   // or writing the arena without a byte on the socket, so it is not idle.
-  bool holds_arena_ranges() const { return state_.shm.holds_ranges(); }
+  bool holds_arena_ranges() const override { return state_.shm.holds_ranges(); }
   // Aborts the shared-memory reservations not committed within the deadline their size allows
   // (server/request_deadline.h: the rule a request's arrival has), counted from when they were
   // answered: a client stalled between SHM_RESERVE and SHM_COMMIT gives its space back while
   // its connection lives. A later SHM_COMMIT of one is answered NotFound. Returns how many.
-  size_t AbortOverdueReservations(MonotonicClock::time_point now);
-  const std::string& peer() const { return peer_; }
+  size_t AbortOverdueReservations(MonotonicClock::time_point now) override;
+  const std::string& peer() const override { return peer_; }
   // True when the request being received is past its deadline (see above).
-  bool RequestOverdue(MonotonicClock::time_point now) const;
+  bool RequestOverdue(MonotonicClock::time_point now) const override;
   // Answers the overdue request with ERROR Timeout, aborting what it reserved, and closes.
-  void AbortOverdueRequest();
+  void AbortOverdueRequest() override;
 
  private:
   enum class Phase {
@@ -205,7 +207,7 @@ class Session final : public net::EventHandler {
   net::Stream stream_;
   CacheService& service_;
   const SessionOptions options_;
-  std::function<void(Session*)> on_closed_;
+  std::function<void(Connection*)> on_closed_;
   std::string peer_;
 
   Phase phase_ = Phase::kHeader;

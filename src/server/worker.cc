@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kvport/log.h"
+#include "server/resp_session.h"
 
 namespace kvport::server {
 
@@ -42,10 +43,10 @@ void Worker::StartThread() {
   thread_ = std::thread([this] { loop_->Run(); });
 }
 
-void Worker::Adopt(net::Socket socket, net::StreamKind kind, uint64_t id) {
+void Worker::Adopt(net::Socket socket, net::StreamKind kind, uint64_t id, WireProtocol protocol) {
   // std::function needs a copyable task; the shared_ptr carries the move-only socket.
   auto carried = std::make_shared<net::Socket>(std::move(socket));
-  loop_->Post([this, carried, kind, id] {
+  loop_->Post([this, carried, kind, id, protocol] {
     if (stopping_) {
       // Admitted, never served: `carried` closes it.
       if (options_.session.unauthenticated != nullptr &&
@@ -55,9 +56,16 @@ void Worker::Adopt(net::Socket socket, net::StreamKind kind, uint64_t id) {
       service_.counters().ConnectionClosed();
       return;
     }
-    auto session = std::make_unique<Session>(loop_.get(), std::move(*carried), kind, id, service_,
-                                             options_.session, [this](Session* s) { OnClosed(s); });
-    Session* raw = session.get();
+    std::unique_ptr<Connection> session;
+    if (protocol == WireProtocol::kResp) {
+      session =
+          std::make_unique<RespSession>(loop_.get(), std::move(*carried), id, service_,
+                                        options_.session, [this](Connection* c) { OnClosed(c); });
+    } else {
+      session = std::make_unique<Session>(loop_.get(), std::move(*carried), kind, id, service_,
+                                          options_.session, [this](Connection* c) { OnClosed(c); });
+    }
+    Connection* raw = session.get();
     sessions_.emplace(raw, std::move(session));
     Status started = raw->Start();
     if (!started.ok()) log::Warn("cannot serve a new connection: {}", started.ToString());
@@ -85,10 +93,10 @@ void Worker::CloseUnauthenticated(uint64_t id) {
 void Worker::BeginShutdown() {
   loop_->Post([this] {
     stopping_ = true;
-    std::vector<Session*> all;
+    std::vector<Connection*> all;
     for (auto& [raw, owned] : sessions_)
       all.push_back(raw);
-    for (Session* c : all)
+    for (Connection* c : all)
       c->BeginShutdown();
   });
 }
@@ -96,10 +104,10 @@ void Worker::BeginShutdown() {
 void Worker::CloseAll() {
   loop_->Post([this] {
     stopping_ = true;
-    std::vector<Session*> all;
+    std::vector<Connection*> all;
     for (auto& [raw, owned] : sessions_)
       all.push_back(raw);
-    for (Session* c : all)
+    for (Connection* c : all)
       c->Close("server stopped before the connection finished");
   });
 }
@@ -109,7 +117,7 @@ void Worker::StopAndJoin() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::OnClosed(Session* session) {
+void Worker::OnClosed(Connection* session) {
   // Called from inside the session: destroy it after the current event batch.
   loop_->Post([this, session] {
     sessions_.erase(session);
@@ -136,9 +144,9 @@ void Worker::ScheduleIdleSweep() {
 
 void Worker::SweepIdle() {
   const MonotonicClock::time_point now = MonotonicClock::now();
-  std::vector<Session*> idle;
-  std::vector<Session*> overdue;
-  std::vector<Session*> no_hello;
+  std::vector<Connection*> idle;
+  std::vector<Connection*> overdue;
+  std::vector<Connection*> no_hello;
   for (auto& [raw, owned] : sessions_) {
     if (raw->closed()) continue;
     if (raw->HelloOverdue(now)) {
@@ -160,7 +168,7 @@ void Worker::SweepIdle() {
       idle.push_back(raw);
     }
   }
-  for (Session* c : no_hello) {
+  for (Connection* c : no_hello) {
     service_.counters().CountHelloTimeout();
     log::Debug("connection {}: no HELLO within {} ms: closing", c->peer(),
                options_.session.hello_timeout.count());
@@ -168,11 +176,11 @@ void Worker::SweepIdle() {
         Status::Timeout(fmt::format("no HELLO within the node's hello_timeout ({} ms)",
                                     options_.session.hello_timeout.count())));
   }
-  for (Session* c : overdue) {
+  for (Connection* c : overdue) {
     log::Info("connection {}: request not received within its deadline: closing", c->peer());
     c->AbortOverdueRequest();
   }
-  for (Session* c : idle) {
+  for (Connection* c : idle) {
     service_.counters().CountIdleTimeout();
     log::Info("connection {} idle for {} ms: closing", c->peer(), options_.idle_timeout.count());
     c->Close("idle timeout");

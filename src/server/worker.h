@@ -20,6 +20,7 @@
 
 #include "net/event_loop.h"
 #include "net/socket.h"
+#include "server/connection.h"
 #include "server/request_context.h"
 #include "server/session.h"
 
@@ -42,9 +43,11 @@ class Worker {
   net::EventLoop* loop() { return loop_.get(); }
   void StartThread();
 
-  // Thread-safe. Serves `socket` (accepted by a listener of `kind`) on this worker as session
-  // `id` (CacheService::NewSessionId); closes it at once if the worker is stopping.
-  void Adopt(net::Socket socket, net::StreamKind kind, uint64_t id);
+  // Thread-safe. Serves `socket` (accepted by a listener of `kind` speaking `protocol`) on this
+  // worker as session `id` (CacheService::NewSessionId); closes it at once if the worker is
+  // stopping.
+  void Adopt(net::Socket socket, net::StreamKind kind, uint64_t id,
+             WireProtocol protocol = WireProtocol::kKvport);
   // Thread-safe. Closes session `id` if it is still here and has not completed HELLO (the
   // acceptor makes room for a newer connection); nothing otherwise.
   void CloseUnauthenticated(uint64_t id);
@@ -61,15 +64,15 @@ class Worker {
          std::function<void()> on_connection_closed);
   void ScheduleIdleSweep();
   void SweepIdle();
-  void OnClosed(Session* session);
+  void OnClosed(Connection* connection);
 
   CacheService& service_;
   const WorkerOptions options_;
   std::unique_ptr<net::EventLoop> loop_;
   std::function<void()> on_connection_closed_;
   std::thread thread_;
-  bool stopping_ = false;                                            // loop thread only
-  std::unordered_map<Session*, std::unique_ptr<Session>> sessions_;  // loop thread only
+  bool stopping_ = false;                                                  // loop thread only
+  std::unordered_map<Connection*, std::unique_ptr<Connection>> sessions_;  // loop thread only
 };
 
 }  // namespace kvport::server

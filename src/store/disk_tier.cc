@@ -436,6 +436,15 @@ bool DiskTier::Contains(std::string_view ns, std::string_view key, uint64_t now_
   return true;
 }
 
+std::vector<std::string> DiskTier::KeysOf(std::string_view ns) const {
+  MutexLock lock(mu_);
+  std::vector<std::string> keys;
+  for (const auto& [id, entry] : index_) {
+    if (entry.record.header.ns == ns) keys.push_back(entry.record.header.key);
+  }
+  return keys;
+}
+
 bool DiskTier::Holds(std::string_view ns, std::string_view key, uint64_t sequence) const {
   MutexLock lock(mu_);
   auto it = index_.find(DiskObjectId(ns, key));

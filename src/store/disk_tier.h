@@ -171,6 +171,9 @@ class DiskTier {
   // first. What the node's any-namespace reads, probes and deletes search.
   std::vector<std::string> NamespacesOf(std::string_view key, uint64_t now_ms) const;
 
+  // The keys of namespace `ns` here, in no order (a pass over the index: an operator's call).
+  std::vector<std::string> KeysOf(std::string_view ns) const;
+
   // Removes (`ns`, `key`) (a tombstone on disk). OK when it was not there either; IoError or
   // NoSpace when the tombstone cannot be written (the key is then gone until a restart, which
   // may bring it back: the error says so).

@@ -720,11 +720,16 @@ std::string_view ReadHandle::key() const {
   return object_->key;
 }
 uint64_t ReadHandle::ttl_left_ms() const {
-  // expires_at_ms is set once, by the Commit that made the object visible (under its shard's
-  // mutex, which the Lookup that pinned it took after): it does not change under a pin.
-  if (object_->expires_at_ms == kNeverExpires) return 0;
-  const uint64_t now_ms = object_->store->impl_->clock->NowMillis();
-  return object_->expires_at_ms > now_ms ? object_->expires_at_ms - now_ms : 1;
+  ObjectStore::Impl& impl = *object_->store->impl_;
+  const uint64_t now_ms = impl.clock->NowMillis();
+  uint64_t expires_at_ms = 0;
+  {
+    // Under its shard's mutex: SetExpiry may change it while the object is pinned.
+    MutexLock lock(impl.ShardOf(*object_).mu);
+    expires_at_ms = object_->expires_at_ms;
+  }
+  if (expires_at_ms == kNeverExpires) return 0;
+  return expires_at_ms > now_ms ? expires_at_ms - now_ms : 1;
 }
 
 WriteHandle::WriteHandle(WriteHandle&& other) noexcept

@@ -521,6 +521,19 @@ TEST_F(ConfigTest, EicTransTypeZeroIsAutomatic) {
   EXPECT_EQ(r->eic_trans_type, 0u);
 }
 
+TEST_F(ConfigTest, RespListenIsAPortOrAnAddress) {
+  Result<Config> r = Load("");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.resp_listen, "");  // no Redis protocol by default
+  r = Load("resp_listen: 6379\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.resp_listen, "6379");
+  r = Load("resp_listen: 10.0.0.5:6379\n", {{"KVPORT_RESP_LISTEN", "127.0.0.1:7000"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.resp_listen, "127.0.0.1:7000");
+  EXPECT_NE(LoadError("resp_listen: 99999999\n").find("not a port"), std::string::npos);
+}
+
 TEST_F(ConfigTest, SharedMemoryKeysAreTypedAndChecked) {
   Result<Config> r = Load(
       "unix_socket: /run/kvport/node.sock\n"

@@ -14,6 +14,7 @@
 
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "resp_test_client.h"
 #include "server/disk_offload.h"
 #include "server_fixture.h"
 
@@ -229,6 +230,26 @@ TEST_F(DiskTierNodeTest, AnObjectReadBackFromDiskIsNotWrittenAgainWhenEvicted) {
     ASSERT_EQ(Get("k" + std::to_string(i)).second, Value(i, 1 << 20)) << i;
   EXPECT_GT(Stat("disk_hits"), hits);
   EXPECT_EQ(written_when_idle(), writes);
+}
+
+TEST_F(DiskTierNodeTest, ExpiryAndFlushOverTheRedisProtocolReachTheDisk) {
+  Start([](ServerOptions& o) { o.resp_listen = "127.0.0.1:0"; });
+  for (int i = 0; i < 24; ++i)  // k0.. out of memory, on disk
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  RespTestClient redis(server_->resp_port());
+  ASSERT_TRUE(redis.connected());
+  ASSERT_EQ(redis.Call({"CLIENT", "NAMESPACE", "ns"}), "+OK");
+  EXPECT_EQ(redis.Call({"TTL", "k0"}), ":-1");  // on disk, no expiry
+  EXPECT_EQ(redis.Call({"EXPIRE", "k0", "1000"}), ":1");
+  for (int i = 24; i < 40; ++i)  // k0 out of memory again: written with its new expiry
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  const std::string ttl = redis.Call({"TTL", "k0"});
+  EXPECT_TRUE(ttl == ":1000" || ttl == ":999") << ttl;
+  EXPECT_EQ(redis.Call({"FLUSHDB"}), "+OK");
+  EXPECT_EQ(Get("k1").first, KeyCode::kKeyNotExist);  // it was on disk only
+  EXPECT_EQ(Stat("disk_objects"), 0u);
+  Start();
+  EXPECT_EQ(Get("k1").first, KeyCode::kKeyNotExist);
 }
 
 TEST_F(DiskTierNodeTest, CompactionFreesAMostlyDeadSegmentAndKeepsItsLiveObjects) {

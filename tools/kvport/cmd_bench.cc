@@ -20,6 +20,7 @@
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
 #include "bench/peer_driver.h"
+#include "bench/resp_bench.h"
 #include "commands.h"
 #include "kvport/size.h"
 
@@ -52,6 +53,10 @@ struct BenchFlags {
   // --disk (bench/disk_bench.h): its value size and time bound default differently.
   std::string disk_data = "1GiB";
   std::string disk_memory = "64MiB";
+  // --resp (bench/resp_bench.h): redis-benchmark against the RESP port and redis-server.
+  bool resp = false;
+  uint64_t resp_small_requests = 20000;
+  uint64_t resp_large_requests = 400;
   CLI::Option* value_size_option = nullptr;
 };
 
@@ -198,7 +203,32 @@ int RunDiskCommand(BenchFlags& f) {
   return report->AllPassed() ? 0 : 1;
 }
 
+// `kvport bench --resp`: redis-benchmark against an embedded node's Redis-protocol port and
+// against redis-server (bench/resp_bench.h). Takes --capacity, --node-threads, --connections
+// (redis-benchmark's -c) and --redis-server of the usual options.
+int RunRespCommand(BenchFlags& f) {
+  bench::RespBenchOptions o;
+  if (f.capacity) {
+    Result<uint64_t> capacity = ParseSize(*f.capacity, SizeUnit::kBytes);
+    if (!capacity.ok()) return Fail(capacity.status().WithContext("--capacity"));
+    o.node_capacity = *capacity;
+  }
+  if (f.options.node_threads != 0) o.node_threads = f.options.node_threads;
+  o.clients = static_cast<unsigned>(std::max(4, f.options.connections));
+  o.redis_server = f.options.redis_server;
+  o.small_requests = f.resp_small_requests;
+  o.large_requests = f.resp_large_requests;
+  Result<bench::RespBenchReport> report = bench::RunRespBench(o, [](std::string_view note) {
+    std::fprintf(stderr, "bench: %.*s\n", static_cast<int>(note.size()), note.data());
+  });
+  if (!report.ok()) return Fail(report.status());
+  std::fputs(bench::FormatRespBenchText(*report).c_str(), stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
 int RunBenchCommand(BenchFlags& f) {
+  if (f.resp) return RunRespCommand(f);
   if (f.matrix && !f.options.disk_dir.empty()) {
     return Fail(Status::InvalidArgument("--disk and --matrix are separate runs: give one"));
   }
@@ -360,6 +390,17 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-socket", flags->no_socket,
                 "Skip the raw socket baselines (streaming, and --matrix's round trips)");
   cmd->add_flag("--no-redis", flags->no_redis, "Skip the redis-server baseline");
+  cmd->add_flag("--resp", flags->resp,
+                "Measure the Redis protocol instead: redis-benchmark (SET, GET; 4 KiB and 1 MiB; "
+                "-P 1 and 16; -c --connections, at least 4) against an embedded node's RESP port "
+                "and against redis-server, in one run (docs/performance.md, \"The Redis "
+                "protocol\")");
+  cmd->add_option("--resp-requests", flags->resp_small_requests,
+                  "--resp: requests per test with 4 KiB values")
+      ->capture_default_str();
+  cmd->add_option("--resp-large-requests", flags->resp_large_requests,
+                  "--resp: requests per test with 1 MiB values")
+      ->capture_default_str();
   cmd->add_option("--peers", flags->peers,
                   "Peers measured in the same run, each in its own best pattern: a list of redis, "
                   "mooncake (Mooncake Store, from `make peers`), lmcache-server (LMCache's own "

@@ -48,6 +48,7 @@ struct ServeFlags {
   std::optional<std::string> disk_restore;
   bool insecure = false;
   std::optional<std::string> http;  // --http HOST:PORT or PORT
+  std::optional<std::string> resp;  // --resp HOST:PORT or PORT
   std::optional<std::string> cluster;
   std::optional<std::string> etcd;
   std::optional<std::string> advertise;
@@ -65,6 +66,7 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
   ServerOptions options;
   options.listen = flags.listen.value_or(node.listen);
   options.unix_socket = flags.unix_socket.value_or(node.unix_socket);
+  options.resp_listen = flags.resp.value_or(node.resp_listen);
   options.shared_memory = node.shared_memory;
   options.max_leases_per_session = node.max_leases_per_session;
   options.max_reservations_per_session = node.max_reservations_per_session;
@@ -220,6 +222,7 @@ int Serve(const ServeFlags& flags) {
         {"disk_restore", *flags.disk_restore == "on" ? "true" : "false", "--disk-restore"});
   }
   if (flags.http) given.push_back({"http_listen", *flags.http, "--http"});
+  if (flags.resp) given.push_back({"resp_listen", *flags.resp, "--resp"});
   if (flags.cluster) given.push_back({"cluster", *flags.cluster, "--cluster"});
   if (flags.etcd) given.push_back({"etcd", *flags.etcd, "--etcd"});
   if (flags.advertise) given.push_back({"advertise", *flags.advertise, "--advertise"});
@@ -229,6 +232,10 @@ int Serve(const ServeFlags& flags) {
   }
   log::Info("{}", StartupLine(**server, *options, config, given, http.get()));
   std::printf("kvport: serving on %s\n", (*server)->address().c_str());
+  // Tests and scripts that ask for an ephemeral RESP port (--resp 0) read it here.
+  if (!(*server)->resp_address().empty()) {
+    std::printf("kvport: redis protocol on %s\n", (*server)->resp_address().c_str());
+  }
   if (http != nullptr) {
     // "kvport: http on ..." or, with TLS, "kvport: https on ...".
     std::printf("kvport: %s on %s\n", std::string(http->scheme()).c_str(), http->address().c_str());
@@ -298,6 +305,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   serve->add_option("--http", flags->http,
                     "HTTP endpoint for /metrics, /health and /stats: HOST:PORT, or a bare PORT "
                     "for 127.0.0.1 (default: http_listen, \"\" = none)");
+  serve->add_option("--resp", flags->resp,
+                    "serve the Redis protocol (RESP2/RESP3, docs/resp.md) on HOST:PORT, or a "
+                    "bare PORT for 127.0.0.1 (default: resp_listen, \"\" = none)");
   serve->add_option("--cluster", flags->cluster,
                     "Join this cluster: register in etcd (needs --etcd; docs/cluster.md). Default: "
                     "the config's cluster, \"\" = standalone");

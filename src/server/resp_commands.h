@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Redis protocol's commands (docs/resp.md) over the CacheService: each command's arguments
+// in, its reply out, every store access through the service with the client's grant (no second
+// access check, no second store path).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "net/output_queue.h"
+#include "protocol/resp.h"
+#include "server/access_policy.h"
+#include "server/cache_service.h"
+
+namespace kvport::server {
+
+// What one RESP connection's commands read and change.
+struct RespClient {
+  uint64_t id = 0;       // CacheService::NewSessionId(): owns the SCAN cursors
+  int version = 2;       // RESP2 until HELLO 3
+  SessionAccess access;  // authenticated: at once on an open node, by AUTH or HELLO otherwise
+  std::string name;      // CLIENT SETNAME
+  std::string ns;        // the namespace its keys live in (docs/resp.md, "Namespaces")
+  bool quit = false;     // QUIT: close once the reply is written
+};
+
+// Where replies go: text gathered in one string, values from the arena borrowed (pinned) into
+// the connection's output queue in order with it.
+class RespOutput {
+ public:
+  explicit RespOutput(net::OutputQueue* queue) : queue_(queue) {}
+  std::string& text() { return text_; }
+  // A value as a bulk string: copied into the text when small, else sent from the arena under
+  // its pin.
+  void Value(store::ReadHandle pin);
+  // Queues what was gathered.
+  void Commit();
+  static constexpr size_t kCopyBelowBytes = 16 * 1024;
+
+ private:
+  net::OutputQueue* queue_;
+  std::string text_;
+};
+
+// Runs one command (args[0] is its name, any case) and writes its reply. Unknown commands,
+// wrong arity and refusals are error replies; the connection always goes on (except QUIT).
+void RunRespCommand(CacheService& service, RespClient& client,
+                    std::span<const std::string_view> args, RespOutput& out);
+
+// Redis's glob (SCAN MATCH, CONFIG GET): '*', '?', '[...]' (with '^' and ranges), '\' escapes.
+bool RespGlobMatch(std::string_view pattern, std::string_view text);
+
+}  // namespace kvport::server

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RESP codec (protocol/resp.h): the command parser's caps and its byte-by-byte arrival,
+// and the reply encoder in RESP2 and RESP3.
+#include "protocol/resp.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvport::protocol {
+namespace {
+
+struct Parsed {
+  RespParse result;
+  std::vector<std::string> args;
+  size_t consumed = 0;
+  size_t needed = 0;
+  std::string error;
+};
+
+Parsed Parse(std::string_view input, const RespLimits& limits = RespLimits{}) {
+  Parsed p;
+  std::vector<std::string_view> views;
+  p.result = ParseRespCommand(input, limits, &views, &p.consumed, &p.needed, &p.error);
+  for (std::string_view v : views)
+    p.args.emplace_back(v);
+  return p;
+}
+
+TEST(RespParserTest, ArrayOfBulkStrings) {
+  const std::string input = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\na\r\nb!\r\n*1\r\n";
+  Parsed p = Parse(input);
+  ASSERT_EQ(p.result, RespParse::kComplete) << p.error;
+  EXPECT_EQ(p.args, (std::vector<std::string>{"SET", "k", "a\r\nb!"}));
+  EXPECT_EQ(p.consumed, input.size() - 4);
+}
+
+TEST(RespParserTest, InlineCommands) {
+  Parsed p = Parse("  GET\t key  \r\nrest");
+  ASSERT_EQ(p.result, RespParse::kComplete);
+  EXPECT_EQ(p.args, (std::vector<std::string>{"GET", "key"}));
+  EXPECT_EQ(p.consumed, 14u);
+  p = Parse("PING\n");
+  EXPECT_EQ(p.args, (std::vector<std::string>{"PING"}));
+  p = Parse("\r\n");  // a blank line: an empty command, skipped by the session
+  ASSERT_EQ(p.result, RespParse::kComplete);
+  EXPECT_TRUE(p.args.empty());
+  EXPECT_EQ(Parse("*0\r\n").result, RespParse::kComplete);
+}
+
+TEST(RespParserTest, EveryPrefixIsIncompleteAndNamesWhatItNeeds) {
+  const std::string input = "*2\r\n$3\r\nGET\r\n$10\r\n0123456789\r\n";
+  for (size_t n = 0; n < input.size(); ++n) {
+    Parsed p = Parse(input.substr(0, n));
+    ASSERT_EQ(p.result, RespParse::kIncomplete) << n;
+    EXPECT_GT(p.needed, n);
+    EXPECT_LE(p.needed, input.size());
+  }
+  // Once the bulk's header is in, the whole command's size is known without its bytes.
+  EXPECT_EQ(Parse(input.substr(0, 20)).needed, input.size());
+}
+
+TEST(RespParserTest, AnnouncedLengthsAreCheckedBeforeUse) {
+  RespLimits limits;
+  limits.max_bulk_bytes = 1 << 20;
+  Parsed p = Parse("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1099511627776\r\n", limits);
+  ASSERT_EQ(p.result, RespParse::kError);
+  EXPECT_NE(p.error.find("1099511627776"), std::string::npos) << p.error;
+  EXPECT_NE(p.error.find("max_value_bytes (1048576)"), std::string::npos) << p.error;
+  p = Parse("*1\r\n$99999999999999999999\r\n");
+  EXPECT_EQ(p.result, RespParse::kError);
+  p = Parse("*1\r\n$-1\r\n");
+  EXPECT_EQ(p.error, "Protocol error: invalid bulk length");
+  limits.max_args = 4;
+  p = Parse("*5\r\n", limits);
+  ASSERT_EQ(p.result, RespParse::kError);
+  EXPECT_NE(p.error.find("at most 4"), std::string::npos) << p.error;
+  p = Parse("*1048576000000\r\n");
+  EXPECT_EQ(p.result, RespParse::kError);
+  limits = RespLimits{};
+  limits.max_command_bytes = 32;
+  p = Parse("*2\r\n$3\r\nSET\r\n$20\r\n", limits);
+  ASSERT_EQ(p.result, RespParse::kError);
+  EXPECT_NE(p.error.find("max_command_bytes"), std::string::npos);
+}
+
+TEST(RespParserTest, MalformedInput) {
+  EXPECT_EQ(Parse("*1\r\n*1\r\n$1\r\nx\r\n").error, "Protocol error: expected '$', got '*'");
+  EXPECT_EQ(Parse("*1\r\n:1\r\n").error, "Protocol error: expected '$', got ':'");
+  EXPECT_EQ(Parse("*x\r\n").error, "Protocol error: invalid multibulk length");
+  EXPECT_EQ(Parse("*1\r\n$1\r\nxy\r\n").error,
+            "Protocol error: a bulk string not followed by CRLF");
+  // A header line that never ends is an error once it is longer than any number.
+  EXPECT_EQ(Parse("*" + std::string(40, '1')).result, RespParse::kError);
+  RespLimits limits;
+  limits.max_inline_bytes = 16;
+  EXPECT_EQ(Parse(std::string(17, 'a'), limits).result, RespParse::kError);
+  EXPECT_EQ(Parse(std::string(16, 'a'), limits).result, RespParse::kIncomplete);
+}
+
+TEST(RespWriterTest, Resp2) {
+  std::string out;
+  RespWriter w(&out, 2);
+  w.Simple("OK");
+  w.Error("ERR bad\r\nline");
+  w.Integer(-3);
+  w.Bulk(std::string_view("a\0b", 3));
+  w.Null();
+  w.NullArray();
+  w.Array(2);
+  w.Map(2);
+  w.Set(1);
+  w.Boolean(true);
+  w.Verbatim("txt", "hi");
+  EXPECT_EQ(out, std::string("+OK\r\n-ERR bad  line\r\n:-3\r\n$3\r\na\0b\r\n$-1\r\n*-1\r\n*2\r\n"
+                             "*4\r\n*1\r\n:1\r\n$2\r\nhi\r\n",
+                             69));
+}
+
+TEST(RespWriterTest, Resp3) {
+  std::string out;
+  RespWriter w(&out, 3);
+  w.Null();
+  w.NullArray();
+  w.Map(2);
+  w.Set(1);
+  w.Boolean(false);
+  w.Verbatim("txt", "hi");
+  EXPECT_EQ(out, "_\r\n_\r\n%2\r\n~1\r\n#f\r\n=6\r\ntxt:hi\r\n");
+}
+
+}  // namespace
+}  // namespace kvport::protocol

@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Redis protocol on an in-process node (docs/resp.md): every command's replies in RESP2
+// and RESP3, access (NOAUTH, NOPERM, namespaces), and the hostile-input rules of the binary
+// port (an announced 2^40-byte bulk, a byte-at-a-time writer, a client that never reads).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kvport/server.h"
+#include "resp_test_client.h"
+#include "server_fixture.h"
+
+namespace kvport::testing {
+namespace {
+
+ServerOptions RespNodeOptions() {
+  ServerOptions options = SmallNodeOptions();
+  options.resp_listen = "127.0.0.1:0";
+  options.max_value_bytes = 2 << 20;
+  return options;
+}
+
+class RespTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    server_ = StartNode(RespNodeOptions());
+    ASSERT_NE(server_, nullptr);
+    ASSERT_NE(server_->resp_port(), 0);
+  }
+  // A client in the protocol version of the test's parameter.
+  std::unique_ptr<RespTestClient> Connect() {
+    auto client = std::make_unique<RespTestClient>(server_->resp_port());
+    EXPECT_TRUE(client->connected());
+    if (GetParam() == 3) {
+      EXPECT_EQ(client->Call({"HELLO", "3"}).substr(0, 3), "%7{");
+    }
+    return client;
+  }
+  std::string Null() const { return "(nil)"; }
+  std::unique_ptr<Server> server_;
+};
+
+TEST_P(RespTest, ConnectionCommands) {
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"PING"}), "+PONG");
+  EXPECT_EQ(c->Call({"ping", "hi"}), "$hi");
+  EXPECT_EQ(c->Call({"ECHO", "a b"}), "$a b");
+  EXPECT_EQ(c->Call({"ECHO"}), "-ERR wrong number of arguments for 'ECHO' command");
+  EXPECT_EQ(c->Call({"SELECT", "0"}), "+OK");
+  EXPECT_EQ(c->Call({"SELECT", "1"}), "-ERR DB index is out of range");
+  EXPECT_EQ(c->Call({"CLIENT", "GETNAME"}), Null());
+  EXPECT_EQ(c->Call({"CLIENT", "SETNAME", "worker-1"}), "+OK");
+  EXPECT_EQ(c->Call({"CLIENT", "GETNAME"}), "$worker-1");
+  EXPECT_EQ(c->Call({"CLIENT", "ID"}).substr(0, 1), ":");
+  EXPECT_EQ(c->Call({"CLIENT", "NAMESPACE"}), "$");
+  EXPECT_EQ(c->Call({"COMMAND", "COUNT"}).substr(0, 1), ":");
+  EXPECT_EQ(c->Call({"COMMAND"}), "*0[]");
+  // Unknown commands are refused alone: the connection goes on.
+  EXPECT_EQ(c->Call({"LPUSH", "k", "v"}).substr(0, 29), "-ERR unknown command 'LPUSH',");
+  EXPECT_EQ(c->Call({"PING"}), "+PONG");
+  EXPECT_EQ(c->Call({"HELLO", "4"}), "-NOPROTO unsupported protocol version");
+  EXPECT_EQ(c->Call({"QUIT"}), "+OK");
+  EXPECT_TRUE(c->ReadsToEof());
+}
+
+TEST_P(RespTest, Hello) {
+  RespTestClient c(server_->resp_port());
+  const std::string map = c.Call({"HELLO", "3", "SETNAME", "n"});
+  EXPECT_EQ(map.substr(0, 30), "%7{$server=$redis $version=$7.") << map;
+  EXPECT_NE(map.find("$proto=:3"), std::string::npos) << map;
+  EXPECT_EQ(c.Call({"GET", "missing"}), "(nil)");
+  EXPECT_EQ(c.Call({"CLIENT", "GETNAME"}), "$n");
+  // Back to RESP2: a map is a flat array, a null is "$-1" (read as (nil) too).
+  EXPECT_EQ(c.Call({"HELLO", "2"}).substr(0, 4), "*14[");
+}
+
+TEST_P(RespTest, Strings) {
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"GET", "k"}), Null());
+  EXPECT_EQ(c->Call({"SET", "k", "v1"}), "+OK");
+  EXPECT_EQ(c->Call({"GET", "k"}), "$v1");
+  EXPECT_EQ(c->Call({"STRLEN", "k"}), ":2");
+  EXPECT_EQ(c->Call({"STRLEN", "nope"}), ":0");
+  EXPECT_EQ(c->Call({"SET", "k", "v2", "NX"}), Null());
+  EXPECT_EQ(c->Call({"SET", "k2", "v", "XX"}), Null());
+  EXPECT_EQ(c->Call({"EXISTS", "k2"}), ":0");
+  EXPECT_EQ(c->Call({"SET", "k", "v3", "XX", "GET"}), "$v1");
+  EXPECT_EQ(c->Call({"SET", "new", "x", "GET"}), Null());
+  EXPECT_EQ(c->Call({"GET", "new"}), "$x");
+  EXPECT_EQ(c->Call({"SET", "k", "v", "NX", "XX"}), "-ERR syntax error");
+  EXPECT_EQ(c->Call({"SET", "k", "v", "EX", "0"}), "-ERR invalid expire time in 'set' command");
+  EXPECT_EQ(c->Call({"SET", "k", "v", "EX", "x"}), "-ERR value is not an integer or out of range");
+  EXPECT_EQ(c->Call({"GETDEL", "k"}), "$v3");
+  EXPECT_EQ(c->Call({"GETDEL", "k"}), Null());
+  // Binary-safe values.
+  const std::string binary("a\0b\r\nc", 6);
+  EXPECT_EQ(c->Call({"SET", "bin", binary}), "+OK");
+  EXPECT_EQ(c->Call({"GET", "bin"}), "$" + binary);
+  EXPECT_EQ(c->Call({"SET", "empty", ""}), "+OK");
+  EXPECT_EQ(c->Call({"GET", "empty"}), "$");
+}
+
+TEST_P(RespTest, LargeValuesComeFromTheArena) {
+  auto c = Connect();
+  const std::string value = ValueFor("big", 1 << 20);
+  EXPECT_EQ(c->Call({"SET", "big", value}), "+OK");
+  ASSERT_TRUE(c->Send({"GET", "big"}));
+  std::optional<std::string> got = c->ReadBulk();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(*got == value);
+  // Over max_value_bytes: refused naming the limit, and the connection ends (the stream cannot
+  // be resynchronised past a bulk it will not read).
+  const std::string over((2 << 20) + 1, 'x');
+  const std::string reply = c->Call({"SET", "over", over});
+  EXPECT_NE(reply.find("max_value_bytes"), std::string::npos) << reply;
+  EXPECT_EQ(reply.substr(0, 4), "-ERR");
+}
+
+TEST_P(RespTest, BatchedKeys) {
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"MSET", "a", "1", "b", "2", "c", "3"}), "+OK");
+  EXPECT_EQ(c->Call({"MSET", "a", "1", "b"}), "-ERR wrong number of arguments for 'MSET' command");
+  EXPECT_EQ(c->Call({"MGET", "a", "x", "c"}), "*3[$1 " + Null() + " $3]");
+  EXPECT_EQ(c->Call({"EXISTS", "a", "b", "x", "a"}), ":3");
+  EXPECT_EQ(c->Call({"DEL", "a", "x"}), ":1");
+  EXPECT_EQ(c->Call({"UNLINK", "b", "c"}), ":2");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":0");
+}
+
+TEST_P(RespTest, Expiry) {
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"SET", "k", "v"}), "+OK");
+  EXPECT_EQ(c->Call({"TTL", "k"}), ":-1");
+  EXPECT_EQ(c->Call({"TTL", "nope"}), ":-2");
+  EXPECT_EQ(c->Call({"PTTL", "nope"}), ":-2");
+  EXPECT_EQ(c->Call({"EXPIRE", "k", "100"}), ":1");
+  EXPECT_EQ(c->Call({"TTL", "k"}), ":100");
+  const std::string pttl = c->Call({"PTTL", "k"});
+  ASSERT_EQ(pttl.substr(0, 1), ":");
+  EXPECT_GT(std::stoll(pttl.substr(1)), 90000);
+  EXPECT_LE(std::stoll(pttl.substr(1)), 100000);
+  EXPECT_EQ(c->Call({"EXPIRE", "k", "50", "GT"}), ":0");
+  EXPECT_EQ(c->Call({"EXPIRE", "k", "50", "LT"}), ":1");
+  EXPECT_EQ(c->Call({"EXPIRE", "k", "500", "NX"}), ":0");
+  EXPECT_EQ(c->Call({"PEXPIRE", "k", "200000"}), ":1");
+  EXPECT_EQ(c->Call({"TTL", "k"}), ":200");
+  EXPECT_EQ(c->Call({"PERSIST", "k"}), ":1");
+  EXPECT_EQ(c->Call({"PERSIST", "k"}), ":0");
+  EXPECT_EQ(c->Call({"TTL", "k"}), ":-1");
+  EXPECT_EQ(c->Call({"EXPIRE", "nope", "10"}), ":0");
+  EXPECT_EQ(c->Call({"SETEX", "s", "30", "v"}), "+OK");
+  EXPECT_EQ(c->Call({"TTL", "s"}), ":30");
+  EXPECT_EQ(c->Call({"PSETEX", "p", "1500", "v"}), "+OK");
+  const std::string p = c->Call({"PTTL", "p"});
+  EXPECT_LE(std::stoll(p.substr(1)), 1500);
+  EXPECT_EQ(c->Call({"SET", "s", "w", "KEEPTTL"}), "+OK");
+  EXPECT_EQ(c->Call({"TTL", "s"}), ":30");
+  EXPECT_EQ(c->Call({"SET", "s", "w", "PX", "40000"}), "+OK");
+  EXPECT_EQ(c->Call({"TTL", "s"}), ":40");
+  EXPECT_EQ(c->Call({"SET", "s", "w"}), "+OK");
+  EXPECT_EQ(c->Call({"TTL", "s"}), ":-1");
+  // A time in the past deletes the key, as in Redis.
+  EXPECT_EQ(c->Call({"EXPIRE", "s", "0"}), ":1");
+  EXPECT_EQ(c->Call({"EXISTS", "s"}), ":0");
+}
+
+TEST_P(RespTest, ScanWalksTheNamespaceOnItsCursors) {
+  auto c = Connect();
+  for (int i = 0; i < 25; ++i) {
+    ASSERT_EQ(c->Call({"SET", "key:" + std::to_string(i), "v"}), "+OK");
+  }
+  ASSERT_EQ(c->Call({"SET", "other", "v"}), "+OK");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":26");
+  std::string cursor = "0";
+  int seen = 0;
+  for (int pages = 0; pages < 100; ++pages) {
+    const std::string reply = c->Call({"SCAN", cursor, "MATCH", "key:*", "COUNT", "7"});
+    ASSERT_EQ(reply.substr(0, 4), "*2[$") << reply << " (cursor " << cursor << ")";
+    const size_t space = reply.find(' ');
+    cursor = reply.substr(4, space - 4);
+    for (size_t at = reply.find("$key:"); at != std::string::npos; at = reply.find("$key:", at + 1))
+      ++seen;
+    EXPECT_EQ(reply.find("$other"), std::string::npos);
+    if (cursor == "0") break;
+  }
+  EXPECT_EQ(cursor, "0");
+  EXPECT_EQ(seen, 25);
+  EXPECT_EQ(c->Call({"SCAN", "12345"}).substr(0, 18), "-ERR invalid curso");
+}
+
+TEST_P(RespTest, ServerCommands) {
+  auto c = Connect();
+  ASSERT_EQ(c->Call({"SET", "k", "v"}), "+OK");
+  const std::string info = c->Call({"INFO"});
+  for (const char* field : {"redis_version:", "used_memory:", "maxmemory:", "keyspace_hits:",
+                            "connected_clients:", "db0:keys=1"}) {
+    EXPECT_NE(info.find(field), std::string::npos) << field << " in " << info;
+  }
+  const std::string memory = c->Call({"INFO", "memory"});
+  EXPECT_NE(memory.find("maxmemory:8388608"), std::string::npos) << memory;
+  EXPECT_EQ(memory.find("keyspace_hits"), std::string::npos);
+  const std::string config = c->Call({"CONFIG", "GET", "maxmemory"});
+  EXPECT_EQ(config, GetParam() == 3 ? "%1{$maxmemory=$8388608}" : "*2[$maxmemory $8388608]");
+  EXPECT_EQ(c->Call({"CONFIG", "GET", "nothing*"}), GetParam() == 3 ? "%0{}" : "*0[]");
+  EXPECT_EQ(c->Call({"CONFIG", "SET", "maxmemory", "1"}).substr(0, 4), "-ERR");
+  EXPECT_EQ(c->Call({"FLUSHDB"}), "+OK");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":0");
+}
+
+TEST_P(RespTest, PipelinedCommandsAnswerInOrder) {
+  auto c = Connect();
+  std::string batch;
+  for (int i = 0; i < 200; ++i) {
+    batch += RespTestClient::Encode({"SET", "p" + std::to_string(i), std::to_string(i)});
+    batch += RespTestClient::Encode({"GET", "p" + std::to_string(i)});
+  }
+  ASSERT_TRUE(c->SendRaw(batch));
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(c->Read(), "+OK");
+    ASSERT_EQ(c->Read(), "$" + std::to_string(i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Resp2And3, RespTest, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return "Resp" + std::to_string(param.param);
+                         });
+
+// --- access -----------------------------------------------------------------------------------
+
+AccessToken Token(std::string name, std::string secret, std::vector<std::string> read,
+                  std::vector<std::string> write, bool admin,
+                  std::optional<std::string> default_ns) {
+  AccessToken t;
+  t.name = std::move(name);
+  t.secret = std::move(secret);
+  t.read = std::move(read);
+  t.write = std::move(write);
+  t.admin = admin;
+  t.default_namespace = std::move(default_ns);
+  return t;
+}
+
+class RespAccessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options = RespNodeOptions();
+    options.tokens = {
+        Token("writer", "writer-secret-0123456789", {"tenant-a"}, {"tenant-a"}, false, "tenant-a"),
+        Token("reader", "reader-secret-0123456789", {"tenant-a"}, {}, false, std::nullopt),
+        Token("other", "other-secret-01234567890", {"tenant-b"}, {"tenant-b"}, false, "tenant-b"),
+        Token("admin", "admin-secret-01234567890", {"*"}, {"*"}, true, std::nullopt),
+    };
+    server_ = StartNode(options);
+    ASSERT_NE(server_, nullptr);
+  }
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(RespAccessTest, NoAuthNoPermAndNamespaces) {
+  RespTestClient c(server_->resp_port());
+  EXPECT_EQ(c.Call({"GET", "k"}), "-NOAUTH Authentication required.");
+  EXPECT_EQ(c.Call({"PING"}), "-NOAUTH Authentication required.");
+  EXPECT_EQ(c.Call({"HELLO", "3"}).substr(0, 7), "-NOAUTH");
+  EXPECT_EQ(c.Call({"AUTH", "wrong-secret-0123456789"}),
+            "-WRONGPASS invalid username-password pair or user is disabled.");
+  EXPECT_EQ(c.Call({"AUTH", "reader", "writer-secret-0123456789"}).substr(0, 10), "-WRONGPASS");
+  EXPECT_EQ(c.Call({"AUTH", "writer", "writer-secret-0123456789"}), "+OK");
+  EXPECT_EQ(c.Call({"CLIENT", "NAMESPACE"}), "$tenant-a");
+  EXPECT_EQ(c.Call({"SET", "k", "from-a"}), "+OK");
+
+  // Another token's default namespace: the same key name is another object.
+  RespTestClient b(server_->resp_port());
+  EXPECT_EQ(b.Call({"HELLO", "3", "AUTH", "other", "other-secret-01234567890"}).substr(0, 3),
+            "%7{");
+  EXPECT_EQ(b.Call({"GET", "k"}), "(nil)");
+  EXPECT_EQ(b.Call({"CLIENT", "NAMESPACE", "tenant-a"}).substr(0, 7), "-NOPERM");
+  EXPECT_EQ(b.Call({"FLUSHDB"}).substr(0, 7), "-NOPERM");
+
+  // A read-only token reads and may not write.
+  RespTestClient r(server_->resp_port());
+  EXPECT_EQ(r.Call({"AUTH", "reader-secret-0123456789"}), "+OK");
+  EXPECT_EQ(r.Call({"CLIENT", "SETNAME", "kvport.ns=tenant-a"}), "+OK");
+  EXPECT_EQ(r.Call({"GET", "k"}), "$from-a");
+  EXPECT_EQ(r.Call({"SET", "k", "x"}).substr(0, 7), "-NOPERM");
+  EXPECT_EQ(r.Call({"DEL", "k"}).substr(0, 7), "-NOPERM");
+  EXPECT_EQ(r.Call({"EXPIRE", "k", "10"}).substr(0, 7), "-NOPERM");
+
+  // The admin flushes a namespace it names.
+  RespTestClient admin(server_->resp_port());
+  EXPECT_EQ(admin.Call({"AUTH", "admin", "admin-secret-01234567890"}), "+OK");
+  EXPECT_EQ(admin.Call({"CLIENT", "NAMESPACE", "tenant-a"}), "+OK");
+  EXPECT_EQ(admin.Call({"DBSIZE"}), ":1");
+  EXPECT_EQ(admin.Call({"FLUSHDB"}), "+OK");
+  EXPECT_EQ(c.Call({"GET", "k"}), "(nil)");
+}
+
+TEST_F(RespAccessTest, ALargeCommandPipelinedBehindAuthIsRead) {
+  RespTestClient c(server_->resp_port());
+  const std::string value = ValueFor("v", 64 << 10);
+  ASSERT_TRUE(c.SendRaw(RespTestClient::Encode({"AUTH", "writer-secret-0123456789"}) +
+                        RespTestClient::Encode({"SET", "big", value})));
+  EXPECT_EQ(c.Read(), "+OK");
+  EXPECT_EQ(c.Read(), "+OK");
+  EXPECT_EQ(c.Call({"STRLEN", "big"}), ":65536");
+}
+
+TEST_F(RespAccessTest, BeforeAuthOnlySmallCommandsAreRead) {
+  RespTestClient c(server_->resp_port());
+  const std::string reply = c.Call({"AUTH", std::string(8192, 'x')});
+  EXPECT_EQ(reply.substr(0, 20), "-ERR Protocol error:") << reply;
+  EXPECT_TRUE(c.ReadsToEof());
+}
+
+TEST(RespAccessNodeTest, SilentConnectionsGiveWayToOneThatAuthenticates) {
+  ServerOptions options = RespNodeOptions();
+  options.tokens = {Token("t", "token-secret-0123456789", {"*"}, {"*"}, false, std::nullopt)};
+  options.max_connections = 40;
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  // More silent connections than the node serves: the oldest are closed to admit newer ones.
+  std::vector<std::unique_ptr<RespTestClient>> silent;
+  for (int i = 0; i < 60; ++i) {
+    silent.push_back(std::make_unique<RespTestClient>(server->resp_port()));
+    ASSERT_TRUE(silent.back()->connected());
+  }
+  RespTestClient c(server->resp_port());
+  EXPECT_EQ(c.Call({"AUTH", "token-secret-0123456789"}), "+OK");
+  EXPECT_EQ(c.Call({"SET", "k", "v"}), "+OK");
+  EXPECT_EQ(c.Call({"GET", "k"}), "$v");
+  EXPECT_GE(server->Stats().Get("unauthenticated_evictions"), 20u);
+  // The first silent one was closed with a RESP error naming the limit.
+  const std::string parting = silent.front()->Read();
+  EXPECT_EQ(parting.substr(0, 4), "-ERR") << parting;
+  EXPECT_NE(parting.find("max_connections"), std::string::npos) << parting;
+}
+
+TEST(RespListenTest, BeyondLoopbackNeedsTokensOrInsecure) {
+  ServerOptions options = RespNodeOptions();
+  options.resp_listen = "0.0.0.0:0";
+  Result<std::unique_ptr<Server>> refused = Server::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("Redis protocol"), std::string::npos);
+  options.insecure = true;
+  Result<std::unique_ptr<Server>> insecure = Server::Start(options);
+  ASSERT_TRUE(insecure.ok()) << insecure.status().ToString();
+  EXPECT_EQ((*insecure)->Stats().Get("insecure"), 1u);
+  // A bare port is loopback.
+  options = RespNodeOptions();
+  options.resp_listen = "0";
+  Result<std::unique_ptr<Server>> bare = Server::Start(options);
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_EQ((*bare)->resp_address().substr(0, 10), "127.0.0.1:");
+}
+
+// --- hostile input ----------------------------------------------------------------------------
+
+TEST(RespHostileTest, AnnouncedHugeBulkIsRefusedWithoutAllocating) {
+  auto server = StartNode(RespNodeOptions());
+  ASSERT_NE(server, nullptr);
+  RespTestClient c(server->resp_port());
+  ASSERT_TRUE(c.SendRaw("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1099511627776\r\n"));
+  const std::string reply = c.Read();
+  EXPECT_EQ(reply.substr(0, 20), "-ERR Protocol error:") << reply;
+  EXPECT_NE(reply.find("max_value_bytes"), std::string::npos) << reply;
+  EXPECT_TRUE(c.ReadsToEof());
+  EXPECT_LE(server->Stats().Get("input_buffer_bytes"), 64u << 10);
+  // Too many arguments, and a bad type inside the array: the same.
+  RespTestClient d(server->resp_port());
+  ASSERT_TRUE(d.SendRaw("*100000000\r\n"));
+  EXPECT_EQ(d.Read().substr(0, 20), "-ERR Protocol error:");
+  RespTestClient e(server->resp_port());
+  ASSERT_TRUE(e.SendRaw("*1\r\n*1\r\n$1\r\nx\r\n"));
+  EXPECT_EQ(e.Read(), "-ERR Protocol error: expected '$', got '*'");
+}
+
+TEST(RespHostileTest, OneByteAtATimeWriterIsServed) {
+  auto server = StartNode(RespNodeOptions());
+  ASSERT_NE(server, nullptr);
+  RespTestClient c(server->resp_port());
+  const std::string bytes = RespTestClient::Encode({"SET", "slow", "value"}) +
+                            RespTestClient::Encode({"GET", "slow"}) + "PING\r\n";
+  for (char byte : bytes)
+    ASSERT_TRUE(c.SendRaw(std::string_view(&byte, 1)));
+  EXPECT_EQ(c.Read(), "+OK");
+  EXPECT_EQ(c.Read(), "$value");
+  EXPECT_EQ(c.Read(), "+PONG");  // an inline command
+}
+
+TEST(RespHostileTest, IncompleteCommandMissesItsDeadline) {
+  ServerOptions options = RespNodeOptions();
+  options.request_timeout = std::chrono::milliseconds(200);
+  options.min_request_bytes_per_sec = 0;
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  RespTestClient c(server->resp_port());
+  ASSERT_TRUE(c.SendRaw("*2\r\n$3\r\nGET\r\n$10\r\nabc"));
+  const std::string reply = c.Read();  // the sweep answers within a few deadlines
+  EXPECT_EQ(reply.substr(0, 12), "-ERR timeout") << reply;
+  EXPECT_TRUE(c.ReadsToEof());
+  EXPECT_GE(server->Stats().Get("request_timeouts"), 1u);
+}
+
+TEST(RespHostileTest, ClientThatNeverReadsIsBoundedByTheQueueCap) {
+  ServerOptions options = RespNodeOptions();
+  options.max_connection_outstanding_bytes = 1 << 20;
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  RespTestClient writer(server->resp_port());
+  const std::string value = ValueFor("v", 256 << 10);
+  ASSERT_EQ(writer.Call({"SET", "v", value}), "+OK");
+
+  // Pipelined GETs of 256 KiB, never read: far more than the socket buffers and the cap hold.
+  RespTestClient hog(server->resp_port());
+  const std::string get = RespTestClient::Encode({"GET", "v"});
+  std::string batch;
+  for (int i = 0; i < 1024; ++i)
+    batch += get;
+  int sent = 0;
+  // The node stops reading once its queue is over the cap, so the socket buffers fill and
+  // sends stop going through: send without blocking until the socket refuses (bounded: 4000
+  // batches would be 20 GiB of replies).
+  for (; sent < 4000; ++sent) {
+    const ssize_t n = ::send(hog.fd(), batch.data(), batch.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < static_cast<ssize_t>(batch.size())) break;
+  }
+  EXPECT_LT(sent, 4000);
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("paused_connections") >= 1; }));
+  // What the node holds for it is bounded: the cap plus one reply.
+  EXPECT_LE(server->Stats().Get("pinned_bytes"), (1u << 20) + 2 * value.size());
+  // Others are served meanwhile.
+  EXPECT_EQ(writer.Call({"GET", "missing"}), "(nil)");
+}
+
+}  // namespace
+}  // namespace kvport::testing
