@@ -48,6 +48,22 @@ constexpr size_t kMaxOp = size_t{1} << 30;
 // Bumped in a forked child: a ring made before the fork is the parent's, never used again there.
 std::atomic<uint64_t> fork_generation{0};
 
+// Held while a ring is made, and taken for a moment before one is unmapped. A ring's memory is
+// mapped by the kernel, so a thread's new ring may land where a finished thread's was; the
+// kernel orders the unmap before the map, and this mutex says so to ThreadSanitizer, which
+// cannot see it (it would report the two threads' writes to the ring as a race).
+std::mutex ring_lifetimes;
+
+int InitRing(unsigned entries, io_uring* ring) {
+  std::lock_guard lock(ring_lifetimes);
+  return io_uring_queue_init(entries, ring, 0);
+}
+
+void ExitRing(io_uring* ring) {
+  { std::lock_guard lock(ring_lifetimes); }
+  io_uring_queue_exit(ring);
+}
+
 // The calling thread's ring: I/O threads read concurrently, each on its own ring, and the
 // disk tier's writer writes on its own; nothing is shared, so nothing is locked. One request in
 // flight at a time (the callers are synchronous).
@@ -60,7 +76,7 @@ class Ring {
     const uint64_t generation = fork_generation.load(std::memory_order_relaxed);
     if (ready_ && generation_ == generation) return 0;
     Close();  // a forked child's copy of its parent's ring: the child's fd and mappings only
-    const int rc = io_uring_queue_init(4, &ring_, 0);
+    const int rc = InitRing(4, &ring_);
     if (rc < 0) return rc;
     ready_ = true;
     generation_ = generation;
@@ -100,7 +116,7 @@ class Ring {
 
  private:
   void Close() {
-    if (ready_) io_uring_queue_exit(&ring_);
+    if (ready_) ExitRing(&ring_);
     ready_ = false;
   }
   io_uring ring_{};
@@ -117,7 +133,7 @@ const std::string& UringUnavailable() {
   static const std::string* why = [] {
 #if KVPORT_HAVE_LIBURING
     io_uring ring{};
-    const int rc = io_uring_queue_init(1, &ring, 0);
+    const int rc = InitRing(1, &ring);
     if (rc < 0) {
       return new std::string("io_uring_queue_init: " + std::string(std::strerror(-rc)));
     }
@@ -125,10 +141,14 @@ const std::string& UringUnavailable() {
     const bool ops = probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_READ) &&
                      io_uring_opcode_supported(probe, IORING_OP_WRITE);
     if (probe != nullptr) io_uring_free_probe(probe);
-    io_uring_queue_exit(&ring);
+    ExitRing(&ring);
     if (!ops) return new std::string("the kernel's io_uring has no read and write operations");
-    pthread_atfork(nullptr, nullptr,
-                   [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
+    // ring_lifetimes held across a fork, so that a child never inherits it locked.
+    pthread_atfork([] { ring_lifetimes.lock(); }, [] { ring_lifetimes.unlock(); },
+                   [] {
+                     ring_lifetimes.unlock();
+                     fork_generation.fetch_add(1, std::memory_order_relaxed);
+                   });
     return new std::string();
 #else
     return new std::string("built without liburing");
