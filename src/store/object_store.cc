@@ -45,7 +45,14 @@ namespace {
 
 constexpr size_t kShardCount = 64;
 constexpr uint64_t kNeverExpires = UINT64_MAX;
-constexpr uint64_t kNoTail = UINT64_MAX;  // tail_use of a shard with no visible object
+constexpr uint64_t kNoTail = UINT64_MAX;
+
+// What an object expiring at `expires_at_ms` has left at `now_ms`: 0 when it never expires, at
+// least 1 otherwise (an object pinned past its expiry is still readable through its pin).
+uint64_t TtlLeftMs(uint64_t expires_at_ms, uint64_t now_ms) {
+  if (expires_at_ms == kNeverExpires) return 0;
+  return expires_at_ms > now_ms ? expires_at_ms - now_ms : 1;
+}  // tail_use of a shard with no visible object
 
 enum class ObjectState : uint8_t {
   kReserved,  // owned by a WriteHandle, invisible
@@ -728,8 +735,7 @@ uint64_t ReadHandle::ttl_left_ms() const {
     MutexLock lock(impl.ShardOf(*object_).mu);
     expires_at_ms = object_->expires_at_ms;
   }
-  if (expires_at_ms == kNeverExpires) return 0;
-  return expires_at_ms > now_ms ? expires_at_ms - now_ms : 1;
+  return TtlLeftMs(expires_at_ms, now_ms);
 }
 
 WriteHandle::WriteHandle(WriteHandle&& other) noexcept
@@ -1320,9 +1326,7 @@ Status ObjectStore::ExpiryOf(std::string_view ns, std::string_view key, uint64_t
     const StoredObject* o = impl_->FindLiveLocked(shard, index_key, now, &expired);
     if (o != nullptr) {
       found = true;
-      *ttl_left_ms = o->expires_at_ms == kNeverExpires ? 0
-                     : o->expires_at_ms > now          ? o->expires_at_ms - now
-                                                       : 1;
+      *ttl_left_ms = TtlLeftMs(o->expires_at_ms, now);
     }
   }
   if (expired) impl_->Unref(expired);
