@@ -176,7 +176,7 @@ StatusCode CacheService::PinToRead(const Grant& grant, std::string_view ns, std:
 }
 
 Status CacheService::Exists(const Grant& grant, std::string_view ns, std::string_view key,
-                            bool any_namespace, uint64_t* value_length) {
+                            bool any_namespace, uint64_t* value_length, uint64_t* meta_length) {
   if (any_namespace) {
     Status in_memory = store_->ExistsInAnyNamespace(key, value_length, Readable(grant));
     if (in_memory.code() != StatusCode::kNotFound || disk_ == nullptr) return in_memory;
@@ -188,9 +188,9 @@ Status CacheService::Exists(const Grant& grant, std::string_view ns, std::string
     return in_memory;
   }
   if (!grant.may_read(ns)) return Denied(grant, "read", ns);
-  Status in_memory = store_->Exists(ns, key, value_length);
+  Status in_memory = store_->Exists(ns, key, value_length, meta_length);
   if (in_memory.code() == StatusCode::kNotFound && disk_ != nullptr &&
-      disk_->Contains(ns, key, value_length)) {
+      disk_->Contains(ns, key, value_length, meta_length)) {
     return Status::Ok();
   }
   return in_memory;
@@ -501,18 +501,29 @@ std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep) {
 Status CacheService::SetExpiry(const Grant& grant, std::string_view ns, std::string_view key,
                                uint64_t ttl_ms) {
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  if (disk_ == nullptr) return store_->SetExpiry(ns, key, ttl_ms);
-  // Only on disk: brought back into memory (the pin), then set there.
+  return ChangeInPlace(grant, ns, key, [&] { return store_->SetExpiry(ns, key, ttl_ms); });
+}
+
+Status CacheService::ChangeInPlace(const Grant& grant, std::string_view ns, std::string_view key,
+                                   const std::function<Status()>& change) {
+  if (disk_ == nullptr) return change();
+  // Only on disk: brought back into memory (the pin), then changed there.
   if (store_->Exists(ns, key).code() == StatusCode::kNotFound) {
     KVPORT_ASSIGN_OR_RETURN(store::ReadHandle promoted, Pin(grant, ns, key, false));
   }
   MutexLock stripe(DiskStripe(ns, key));
-  KVPORT_RETURN_IF_ERROR(store_->SetExpiry(ns, key, ttl_ms));
-  // Another expiry makes another version: the disk copy (the old expiry) goes, and the object
-  // is written again when it is evicted.
+  KVPORT_RETURN_IF_ERROR(change());
+  // The change makes another version: the disk copy (the old one) goes, and the object is
+  // written again when it is evicted.
   Status erased = disk_->Erase(ns, key);
   if (!erased.ok()) log::Warn("disk tier: {}", erased.ToString());
   return Status::Ok();
+}
+
+Status CacheService::AttachMeta(const Grant& grant, std::string_view ns, std::string_view key,
+                                std::string_view meta) {
+  if (!grant.may_write(ns)) return Denied(grant, "write", ns);
+  return ChangeInPlace(grant, ns, key, [&] { return store_->AttachMeta(ns, key, meta); });
 }
 
 Result<uint64_t> CacheService::TimeToLive(const Grant& grant, std::string_view ns,

@@ -18,6 +18,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -108,9 +109,10 @@ class CacheService {
                             std::span<const std::string_view> keys);
   StatusCode PinToRead(const Grant& grant, std::string_view ns, std::string_view key,
                        bool any_namespace, uint64_t capacity, store::ReadHandle* pin);
-  // A probe: pins nothing, counts nothing. *value_length is the live value's length when OK.
+  // A probe: pins nothing, counts nothing. *value_length is the live value's length when OK,
+  // *meta_length its metadata's (when not null; any_namespace: not answered).
   Status Exists(const Grant& grant, std::string_view ns, std::string_view key, bool any_namespace,
-                uint64_t* value_length);
+                uint64_t* value_length, uint64_t* meta_length = nullptr);
   // OK when something was deleted (any_namespace: in every namespace holding the key).
   Status Delete(const Grant& grant, std::string_view ns, std::string_view key, bool any_namespace);
 
@@ -186,6 +188,11 @@ class CacheService {
   // `ns`. With a disk tier, a key held only on disk is brought back into memory first (its disk
   // copy keeps the expiry it was written with). NotFound when there is no live version.
   Status SetExpiry(const Grant& grant, std::string_view ns, std::string_view key, uint64_t ttl_ms);
+  // Attaches `meta` to the live version of (ns, key), committed without metadata
+  // (ObjectStore::AttachMeta: once, in place). Needs write of `ns`. With a disk tier, a key held
+  // only on disk is brought back into memory first, and the disk copy (without the meta) goes.
+  Status AttachMeta(const Grant& grant, std::string_view ns, std::string_view key,
+                    std::string_view meta);
   // How long the live version of (ns, key) has left, in ms (0: it never expires). Needs read
   // of `ns`. NotFound when there is none.
   Result<uint64_t> TimeToLive(const Grant& grant, std::string_view ns, std::string_view key);
@@ -217,6 +224,11 @@ class CacheService {
   // and pinned there. NotFound when the disk has it not; the store's error when it cannot take
   // it.
   Result<store::ReadHandle> PromoteFromDisk(std::string_view ns, std::string_view key);
+  // `change` (of the live version of (ns, key) in memory: its expiry, its meta) run as one: with
+  // a disk tier, a key held only on disk is brought back into memory first, and the disk copy
+  // (the version before the change) is erased under the key's stripe.
+  Status ChangeInPlace(const Grant& grant, std::string_view ns, std::string_view key,
+                       const std::function<Status()>& change);
   // Delete of (ns, key) from memory and from the disk tier, under its stripe: OK when either
   // held it.
   Status DeleteBothTiers(std::string_view ns, std::string_view key);

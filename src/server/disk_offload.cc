@@ -394,7 +394,8 @@ std::vector<std::string> DiskOffload::NamespacesOf(std::string_view key) {
   return namespaces;
 }
 
-bool DiskOffload::Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes) {
+bool DiskOffload::Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes,
+                           uint64_t* meta_bytes) {
   const uint64_t now = UnixMs();
   {
     std::lock_guard lock(mu_);
@@ -402,10 +403,11 @@ bool DiskOffload::Contains(std::string_view ns, std::string_view key, uint64_t* 
       const Pending& item = *it->second;
       if (item.expiry_ms != 0 && item.expiry_ms <= now) return false;
       if (value_bytes != nullptr) *value_bytes = item.value.size();
+      if (meta_bytes != nullptr) *meta_bytes = item.meta.size();
       return true;
     }
   }
-  return tier_->Contains(ns, key, now, value_bytes);
+  return tier_->Contains(ns, key, now, value_bytes, meta_bytes);
 }
 
 Status DiskOffload::Erase(std::string_view ns, std::string_view key) {

@@ -114,8 +114,9 @@ class DiskOffload {
   void ReadMany(std::span<ValueRead> reads);
   // Whether the disk still holds the version of (ns, key) that Find found as `sequence`.
   bool Holds(std::string_view ns, std::string_view key, uint64_t sequence) const;
-  // Whether it is there, and its value's length.
-  bool Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes);
+  // Whether it is there, and its value's and its meta's lengths (each when not null).
+  bool Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes,
+                uint64_t* meta_bytes = nullptr);
   // The keys of namespace `ns` on disk or in the queue (store::DiskTier::KeysOf).
   std::vector<std::string> KeysOf(std::string_view ns);
   // The namespaces holding `key` on disk or in the queue, ascending ("" first).

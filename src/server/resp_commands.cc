@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvport/size.h"
+#include "server/resp_chunk_pair.h"
 
 namespace kvport::server {
 
@@ -119,14 +120,42 @@ Status Write(Context& c, std::string_view key, std::string_view value, uint64_t 
   return Status::Ok();
 }
 
-// Pins (ns, key): the pin, or nullopt for a miss; other errors are replied and *failed set.
-std::optional<store::ReadHandle> PinOrMiss(Context& c, std::string_view key, bool* failed) {
-  Result<store::ReadHandle> pin = c.service.Pin(c.grant(), c.ns(), key, false);
-  if (pin.ok()) return std::move(pin).value();
+// What a read of a key found: a pin of the object holding it, and whether the value is that
+// object's metadata (a folded pair's `<P>metadata`: server/resp_chunk_pair.h).
+struct Found {
+  store::ReadHandle pin;
+  bool in_meta = false;
+};
+
+// Finds `key` for a read: nullopt for a miss; other errors are replied and *failed set.
+std::optional<Found> FindOrMiss(Context& c, std::string_view key, bool* failed) {
+  RespKeyHome home = FindRespKeyHome(c.service, c.grant(), c.ns(), key);
+  Result<store::ReadHandle> pin = c.service.Pin(c.grant(), c.ns(), home.key, false);
+  if (pin.ok()) {
+    // A version written since the probe without metadata: the pair's metadata is gone.
+    if (home.in_meta && pin->meta().empty()) return std::nullopt;
+    return Found{std::move(pin).value(), home.in_meta};
+  }
   if (pin.status().code() == StatusCode::kNotFound) return std::nullopt;
   ReplyStatus(c.w, pin.status());
   *failed = true;
   return std::nullopt;
+}
+
+// Replies with what FindOrMiss found.
+void ReplyFound(Context& c, Found&& found) {
+  if (found.in_meta) return c.w.Bulk(found.pin.meta());
+  c.out.Value(std::move(found.pin));
+}
+
+// Writes a plain SET's value: folded into its pair when it is LMCache's `<P>metadata` and has
+// no expiry, else as its own key.
+Status Store(Context& c, std::string_view key, std::string_view value, uint64_t ttl_ms) {
+  if (ttl_ms == 0) {
+    Status folded = FoldPairMeta(c.service, c.grant(), c.ns(), key, value);
+    if (folded.code() != StatusCode::kNotFound) return folded;
+  }
+  return Write(c, key, value, ttl_ms);
 }
 
 // --- connection -----------------------------------------------------------------------------
@@ -270,21 +299,21 @@ void Select(Context& c, Args a) {
 void Get(Context& c, Args a) {
   if (a.size() != 2) return WrongArity(c.w, a[0]);
   bool failed = false;
-  std::optional<store::ReadHandle> pin = PinOrMiss(c, a[1], &failed);
+  std::optional<Found> found = FindOrMiss(c, a[1], &failed);
   if (failed) return;
-  if (!pin) return c.w.Null();
-  c.out.Value(std::move(*pin));
+  if (!found) return c.w.Null();
+  ReplyFound(c, std::move(*found));
 }
 
 void GetDel(Context& c, Args a) {
   if (a.size() != 2) return WrongArity(c.w, a[0]);
   bool failed = false;
-  std::optional<store::ReadHandle> pin = PinOrMiss(c, a[1], &failed);
+  std::optional<Found> found = FindOrMiss(c, a[1], &failed);
   if (failed) return;
-  if (!pin) return c.w.Null();
-  Status deleted = c.service.Delete(c.grant(), c.ns(), a[1], false);
+  if (!found) return c.w.Null();
+  Status deleted = DeleteRespKey(c.service, c.grant(), c.ns(), a[1]);
   if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) return ReplyStatus(c.w, deleted);
-  c.out.Value(std::move(*pin));  // the pin keeps the deleted version readable
+  ReplyFound(c, std::move(*found));  // the pin keeps the deleted version readable
 }
 
 // An expiry argument in `unit_ms` units: > 0 and within kMaxTtlMs, else an error reply.
@@ -331,29 +360,31 @@ void SetCommand(Context& c, Args a) {
     }
   }
   std::string_view key = a[1];
-  std::optional<store::ReadHandle> old;
+  std::optional<Found> old;
   bool exists = false;
   if (get) {
     bool failed = false;
-    old = PinOrMiss(c, key, &failed);
+    old = FindOrMiss(c, key, &failed);
     if (failed) return;
     exists = old.has_value();
   } else if (nx || xx) {
-    Status probe = c.service.Exists(c.grant(), c.ns(), key, false, nullptr);
+    RespKeyHome home = FindRespKeyHome(c.service, c.grant(), c.ns(), key);
+    Status probe = c.service.Exists(c.grant(), c.ns(), home.key, false, nullptr);
     if (!probe.ok() && probe.code() != StatusCode::kNotFound) return ReplyStatus(c.w, probe);
     exists = probe.ok();
   }
   const bool write = !(nx && exists) && !(xx && !exists);
   if (write) {
     if (keep_ttl) {
-      Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
+      RespKeyHome home = FindRespKeyHome(c.service, c.grant(), c.ns(), key);
+      Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), home.key);
       if (left.ok()) ttl_ms = *left;
     }
-    Status written = Write(c, key, a[2], ttl_ms);
+    Status written = Store(c, key, a[2], ttl_ms);
     if (!written.ok()) return ReplyStatus(c.w, written);
   }
   if (get) {
-    if (old) return c.out.Value(std::move(*old));
+    if (old) return ReplyFound(c, std::move(*old));
     return c.w.Null();
   }
   if (!write) return c.w.Null();
@@ -373,17 +404,17 @@ void SetWithExpiry(Context& c, Args a, uint64_t unit_ms) {
 
 void MGet(Context& c, Args a) {
   if (a.size() < 2) return WrongArity(c.w, a[0]);
-  std::vector<std::optional<store::ReadHandle>> pins;
-  pins.reserve(a.size() - 1);
+  std::vector<std::optional<Found>> founds;
+  founds.reserve(a.size() - 1);
   for (size_t i = 1; i < a.size(); ++i) {
     bool failed = false;
-    pins.push_back(PinOrMiss(c, a[i], &failed));
+    founds.push_back(FindOrMiss(c, a[i], &failed));
     if (failed) return;
   }
-  c.w.Array(pins.size());
-  for (std::optional<store::ReadHandle>& pin : pins) {
-    if (pin) {
-      c.out.Value(std::move(*pin));
+  c.w.Array(founds.size());
+  for (std::optional<Found>& found : founds) {
+    if (found) {
+      ReplyFound(c, std::move(*found));
     } else {
       c.w.Null();
     }
@@ -416,7 +447,8 @@ void Exists(Context& c, Args a) {
   if (a.size() < 2) return WrongArity(c.w, a[0]);
   int64_t count = 0;
   for (size_t i = 1; i < a.size(); ++i) {
-    Status s = c.service.Exists(c.grant(), c.ns(), a[i], false, nullptr);
+    Status s = c.service.Exists(
+        c.grant(), c.ns(), FindRespKeyHome(c.service, c.grant(), c.ns(), a[i]).key, false, nullptr);
     if (s.ok()) {
       ++count;
     } else if (s.code() != StatusCode::kNotFound) {
@@ -430,7 +462,7 @@ void Del(Context& c, Args a) {
   if (a.size() < 2) return WrongArity(c.w, a[0]);
   int64_t count = 0;
   for (size_t i = 1; i < a.size(); ++i) {
-    Status s = c.service.Delete(c.grant(), c.ns(), a[i], false);
+    Status s = DeleteRespKey(c.service, c.grant(), c.ns(), a[i]);
     if (s.ok()) {
       ++count;
     } else if (s.code() != StatusCode::kNotFound) {
@@ -442,11 +474,12 @@ void Del(Context& c, Args a) {
 
 void StrLen(Context& c, Args a) {
   if (a.size() != 2) return WrongArity(c.w, a[0]);
-  uint64_t length = 0;
-  Status s = c.service.Exists(c.grant(), c.ns(), a[1], false, &length);
+  RespKeyHome home = FindRespKeyHome(c.service, c.grant(), c.ns(), a[1]);
+  uint64_t length = 0, meta_length = 0;
+  Status s = c.service.Exists(c.grant(), c.ns(), home.key, false, &length, &meta_length);
   if (s.code() == StatusCode::kNotFound) return c.w.Integer(0);
   if (!s.ok()) return ReplyStatus(c.w, s);
-  c.w.Integer(static_cast<int64_t>(length));
+  c.w.Integer(static_cast<int64_t>(home.in_meta ? meta_length : length));
 }
 
 // EXPIRE key seconds [NX|XX|GT|LT], PEXPIRE key ms [...].
@@ -459,14 +492,16 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
       !Is(option, "LT")) {
     return c.w.Error(fmt::format("ERR Unsupported option {}", option));
   }
-  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), a[1]);
+  // A folded `<P>metadata` lives, and expires, with its pair.
+  const std::string key = FindRespKeyHome(c.service, c.grant(), c.ns(), a[1]).key;
+  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
   if (!left.ok()) {
     if (left.status().code() == StatusCode::kNotFound) return c.w.Integer(0);
     return ReplyStatus(c.w, left.status());
   }
   // A time in the past deletes the key (as Redis does).
   if (*v <= 0) {
-    Status s = c.service.Delete(c.grant(), c.ns(), a[1], false);
+    Status s = DeleteRespKey(c.service, c.grant(), c.ns(), a[1]);
     if (!s.ok() && s.code() != StatusCode::kNotFound) return ReplyStatus(c.w, s);
     return c.w.Integer(s.ok() ? 1 : 0);
   }
@@ -481,7 +516,7 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
       (Is(option, "LT") && has_ttl && ttl_ms >= *left)) {
     return c.w.Integer(0);
   }
-  Status s = c.service.SetExpiry(c.grant(), c.ns(), a[1], ttl_ms);
+  Status s = c.service.SetExpiry(c.grant(), c.ns(), key, ttl_ms);
   if (s.code() == StatusCode::kNotFound) return c.w.Integer(0);
   if (!s.ok()) return ReplyStatus(c.w, s);
   c.w.Integer(1);
@@ -489,7 +524,9 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
 
 void Ttl(Context& c, Args a, bool millis) {
   if (a.size() != 2) return WrongArity(c.w, a[0]);
-  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), a[1]);
+  // A folded `<P>metadata` lives, and expires, with its pair.
+  const std::string key = FindRespKeyHome(c.service, c.grant(), c.ns(), a[1]).key;
+  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
   if (!left.ok()) {
     if (left.status().code() == StatusCode::kNotFound) return c.w.Integer(-2);
     return ReplyStatus(c.w, left.status());
@@ -500,13 +537,15 @@ void Ttl(Context& c, Args a, bool millis) {
 
 void Persist(Context& c, Args a) {
   if (a.size() != 2) return WrongArity(c.w, a[0]);
-  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), a[1]);
+  // A folded `<P>metadata` lives, and expires, with its pair.
+  const std::string key = FindRespKeyHome(c.service, c.grant(), c.ns(), a[1]).key;
+  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
   if (!left.ok()) {
     if (left.status().code() == StatusCode::kNotFound) return c.w.Integer(0);
     return ReplyStatus(c.w, left.status());
   }
   if (*left == 0) return c.w.Integer(0);
-  Status s = c.service.SetExpiry(c.grant(), c.ns(), a[1], 0);
+  Status s = c.service.SetExpiry(c.grant(), c.ns(), key, 0);
   if (s.code() == StatusCode::kNotFound) return c.w.Integer(0);
   if (!s.ok()) return ReplyStatus(c.w, s);
   c.w.Integer(1);
@@ -549,15 +588,21 @@ void Scan(Context& c, Args a) {
     }
     return ReplyStatus(c.w, page.status());
   }
-  std::vector<const std::string*> keys;
-  for (const std::string& key : page->keys) {
-    if (match.empty() || RespGlobMatch(match, key)) keys.push_back(&key);
+  std::vector<std::string> keys;
+  auto add = [&](std::string key) {
+    if (match.empty() || RespGlobMatch(match, key)) keys.push_back(std::move(key));
+  };
+  for (std::string& key : page->keys) {
+    // A folded pair is two keys to a Redis client: its `<P>metadata` comes with its data.
+    std::string meta_key = FoldedMetaKeyOf(c.service, c.grant(), c.ns(), key);
+    add(std::move(key));
+    if (!meta_key.empty()) add(std::move(meta_key));
   }
   c.w.Array(2);
   c.w.Bulk(std::to_string(page->next_cursor));
   c.w.Array(keys.size());
-  for (const std::string* key : keys)
-    c.w.Bulk(*key);
+  for (const std::string& key : keys)
+    c.w.Bulk(key);
 }
 
 uint64_t ObjectsIn(const ServerStats& stats, std::string_view ns) {

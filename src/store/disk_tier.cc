@@ -426,13 +426,14 @@ Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint
 }
 
 bool DiskTier::Contains(std::string_view ns, std::string_view key, uint64_t now_ms,
-                        uint64_t* value_bytes) const {
+                        uint64_t* value_bytes, uint64_t* meta_bytes) const {
   MutexLock lock(mu_);
   auto it = index_.find(DiskObjectId(ns, key));
   if (it == index_.end()) return false;
   const DiskRecordHeader& h = it->second.record.header;
   if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) return false;
   if (value_bytes != nullptr) *value_bytes = h.value_bytes;
+  if (meta_bytes != nullptr) *meta_bytes = h.meta.size();
   return true;
 }
 

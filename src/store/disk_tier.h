@@ -159,9 +159,10 @@ class DiskTier {
                    std::span<char> out);
 
   // Whether (`ns`, `key`) is here and not expired at `now_ms`, without reading its value; its
-  // value's length into *value_bytes when it is and value_bytes is not null.
+  // value's length into *value_bytes and its meta's into *meta_bytes when it is (each when not
+  // null).
   bool Contains(std::string_view ns, std::string_view key, uint64_t now_ms,
-                uint64_t* value_bytes = nullptr) const;
+                uint64_t* value_bytes = nullptr, uint64_t* meta_bytes = nullptr) const;
 
   // Whether the index still points (`ns`, `key`) at the record of `sequence`: no put, erase or
   // drop of the key since Get read it.

@@ -71,6 +71,10 @@ struct StoredObject {
   std::string key;
   std::string index_key;
   std::string meta;
+  // Metadata attached after the commit (ObjectStore::AttachMeta), once, to an object committed
+  // without any: published with a release store so a reader that loads it sees its bytes, and
+  // freed with the object. Readers see `meta` when it is not empty, else this.
+  std::atomic<const std::string*> attached_meta{nullptr};
   Extent extent;
   uint8_t* data = nullptr;
   uint64_t value_len = 0;
@@ -100,6 +104,13 @@ struct StoredObject {
   StoredObject* same_key_next = nullptr;
   // Its place in its shard's expiry heap while visible with a TTL; kNotInHeap otherwise.
   size_t expiry_slot = SIZE_MAX;
+
+  ~StoredObject() { delete attached_meta.load(std::memory_order_relaxed); }
+  std::string_view Meta() const {
+    if (!meta.empty()) return meta;
+    const std::string* attached = attached_meta.load(std::memory_order_acquire);
+    return attached != nullptr ? std::string_view(*attached) : std::string_view();
+  }
 };
 
 namespace {
@@ -315,7 +326,7 @@ struct ObjectStore::Impl {
     ShardNamespace& part = it->second;
     part.objects += 1;
     part.value_bytes += o->value_len;
-    part.meta_bytes += o->meta.size();
+    part.meta_bytes += o->Meta().size();
     // A replacement is shown before its predecessor is hidden: it takes the predecessor's place.
     auto [place, inserted] = part.in_key_order.insert(o);
     if (!inserted) {
@@ -330,7 +341,7 @@ struct ObjectStore::Impl {
     ShardNamespace& part = it->second;
     part.objects -= 1;
     part.value_bytes -= o->value_len;
-    part.meta_bytes -= o->meta.size();
+    part.meta_bytes -= o->Meta().size();
     auto place = part.in_key_order.find(std::string_view(o->key));
     if (place != part.in_key_order.end() && *place == o) part.in_key_order.erase(place);
     if (part.objects == 0) {
@@ -568,7 +579,8 @@ struct ObjectStore::Impl {
   }
 
   // True if `index_key` is live, with its value length in *value_length (when not null).
-  bool ProbeLive(const std::string& index_key, uint64_t now_ms, uint64_t* value_length) {
+  bool ProbeLive(const std::string& index_key, uint64_t now_ms, uint64_t* value_length,
+                 uint64_t* meta_length) {
     StoredObject* expired = nullptr;
     bool live = false;
     {
@@ -577,6 +589,7 @@ struct ObjectStore::Impl {
       const StoredObject* o = FindLiveLocked(shard, index_key, now_ms, &expired);
       live = o != nullptr;
       if (live && value_length) *value_length = o->value_len;
+      if (live && meta_length) *meta_length = o->Meta().size();
     }
     if (expired) Unref(expired);
     return live;
@@ -639,7 +652,7 @@ struct ObjectStore::Impl {
       on_evict(EvictedObject{
           victim->ns,
           victim->key,
-          victim->meta,
+          victim->Meta(),
           {victim->data, victim->value_len},
           victim->expires_at_ms == kNeverExpires ? 0 : victim->expires_at_ms - now_ms});
     }
@@ -718,7 +731,7 @@ uint64_t ReadHandle::arena_offset() const {
   return object_->extent.offset;
 }
 std::string_view ReadHandle::meta() const {
-  return object_->meta;
+  return object_->Meta();
 }
 std::string_view ReadHandle::ns() const {
   return object_->ns;
@@ -921,13 +934,7 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
                            " bytes, the node's max_reserved_bytes; retry once some complete");
   }
   const uint64_t charge = ChargeOf(ns, key, meta);
-  auto admit_charge = [&] {
-    uint64_t cap = impl_->max_index_bytes;
-    if (cap != 0 && options_.index_bytes_elsewhere != nullptr) {
-      cap -= std::min(options_.index_bytes_elsewhere->load(std::memory_order_relaxed), cap / 2);
-    }
-    return Impl::TryAdmit(impl_->index_bytes, charge, cap);
-  };
+  auto admit_charge = [&] { return Impl::TryAdmit(impl_->index_bytes, charge, IndexCap()); };
   if (!admit_charge() && !impl_->EvictUntil(admit_charge)) {
     impl_->unwritten_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
     return Status::NoSpace("no room for another object's key and metadata (max_index_bytes " +
@@ -1076,9 +1083,11 @@ Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key
   return ReadHandle(found);
 }
 
-Status ObjectStore::Exists(std::string_view ns, std::string_view key, uint64_t* value_length) {
+Status ObjectStore::Exists(std::string_view ns, std::string_view key, uint64_t* value_length,
+                           uint64_t* meta_length) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
-  const bool live = impl_->ProbeLive(LookupKey(ns, key), impl_->clock->NowMillis(), value_length);
+  const bool live =
+      impl_->ProbeLive(LookupKey(ns, key), impl_->clock->NowMillis(), value_length, meta_length);
   return live ? Status::Ok() : Miss();
 }
 
@@ -1312,6 +1321,50 @@ Status ObjectStore::SetExpiry(std::string_view ns, std::string_view key, uint64_
   }
   if (expired) impl_->Unref(expired);
   return found ? Status::Ok() : Miss();
+}
+
+uint64_t ObjectStore::IndexCap() const {
+  uint64_t cap = impl_->max_index_bytes;
+  if (cap != 0 && options_.index_bytes_elsewhere != nullptr) {
+    cap -= std::min(options_.index_bytes_elsewhere->load(std::memory_order_relaxed), cap / 2);
+  }
+  return cap;
+}
+
+Status ObjectStore::AttachMeta(std::string_view ns, std::string_view key, std::string_view meta) {
+  KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
+  if (meta.empty()) return Status::InvalidArgument("no metadata to attach");
+  if (meta.size() > options_.max_meta_bytes) {
+    return Status::TooLarge("metadata of " + std::to_string(meta.size()) +
+                            " bytes is longer than max_meta_bytes " +
+                            std::to_string(options_.max_meta_bytes));
+  }
+  const std::string& index_key = LookupKey(ns, key);
+  const uint64_t now = impl_->clock->NowMillis();
+  StoredObject* expired = nullptr;
+  Status status = Miss();
+  {
+    Impl::Shard& shard = impl_->ShardFor(index_key);
+    MutexLock lock(shard.mu);
+    StoredObject* o = impl_->FindLiveLocked(shard, index_key, now, &expired);
+    if (o != nullptr) {
+      if (!o->Meta().empty()) {
+        status = Status::Aborted("the object has metadata already");
+      } else if (!Impl::TryAdmit(impl_->index_bytes, meta.size(), IndexCap())) {
+        status = Status::NoSpace("no room for the metadata (max_index_bytes " +
+                                 std::to_string(impl_->max_index_bytes) + ")");
+      } else {
+        // Counted as the object's own: in its charge (given back with the object) and its
+        // namespace's meta bytes.
+        o->attached_meta.store(new std::string(meta), std::memory_order_release);
+        o->charge += meta.size();
+        shard.namespaces.find(o->ns)->second.meta_bytes += meta.size();
+        status = Status::Ok();
+      }
+    }
+  }
+  if (expired) impl_->Unref(expired);
+  return status;
 }
 
 Status ObjectStore::ExpiryOf(std::string_view ns, std::string_view key, uint64_t* ttl_left_ms) {

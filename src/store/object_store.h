@@ -292,7 +292,9 @@ class ObjectStore {
   // Pins nothing, counts no hit or miss and does not touch the LRU order. When OK and
   // value_length is not null, *value_length is the live version's value length (a snapshot:
   // the key may be overwritten or removed right after).
-  Status Exists(std::string_view ns, std::string_view key, uint64_t* value_length = nullptr);
+  // *meta_length likewise: the length of its metadata (AttachMeta's included).
+  Status Exists(std::string_view ns, std::string_view key, uint64_t* value_length = nullptr,
+                uint64_t* meta_length = nullptr);
 
   // Removes (ns, key) from view. OK if a live object was removed, NotFound otherwise.
   // Readers that pinned it keep reading it; its space is freed with their last pin.
@@ -353,6 +355,15 @@ class ObjectStore {
   // same version, its value and LRU place unchanged. NotFound when there is no live version.
   // A pin taken before keeps reading the object; its ttl_left_ms() reads the new expiry.
   Status SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms);
+  // --- Metadata of a live object (the Redis protocol's folded pairs: docs/resp.md) ---------
+  // Attaches `meta` to the live version of (ns, key) committed without metadata, in place: the
+  // same version, its value, expiry and LRU place unchanged; from then on it is that version's
+  // meta() (a pin taken before sees it too) and goes wherever the object goes (eviction to the
+  // disk tier, removal). Once only: Aborted when the version has metadata already. NotFound
+  // when there is no live version; InvalidArgument for empty meta; TooLarge beyond
+  // max_meta_bytes; NoSpace when its bytes do not fit max_index_bytes (nothing is evicted).
+  Status AttachMeta(std::string_view ns, std::string_view key, std::string_view meta);
+
   // *ttl_left_ms: how long the live version of (ns, key) has left (0: it never expires).
   // NotFound when there is no live version. Counts nothing and leaves the LRU order alone.
   Status ExpiryOf(std::string_view ns, std::string_view key, uint64_t* ttl_left_ms);
@@ -377,6 +388,8 @@ class ObjectStore {
   friend class ReadHandle;
   friend class WriteHandle;
   Status CommitVersion(WriteHandle&& handle, bool if_absent);
+  // max_index_bytes less what is charged elsewhere (StoreOptions::index_bytes_elsewhere).
+  uint64_t IndexCap() const;
   struct Impl;
 
   ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,

@@ -252,6 +252,39 @@ TEST_F(DiskTierNodeTest, ExpiryAndFlushOverTheRedisProtocolReachTheDisk) {
   EXPECT_EQ(Get("k1").first, KeyCode::kKeyNotExist);
 }
 
+// A folded LMCache pair (docs/resp.md) goes to disk as one object and comes back as one, also
+// when its metadata arrives after its data left memory, and across a restart.
+TEST_F(DiskTierNodeTest, AFoldedRedisPairTravelsThroughTheDiskWhole) {
+  Start([](ServerOptions& o) { o.resp_listen = "127.0.0.1:0"; });
+  auto connect = [&] {
+    auto redis = std::make_unique<RespTestClient>(server_->resp_port());
+    EXPECT_TRUE(redis->connected());
+    EXPECT_EQ(redis->Call({"CLIENT", "NAMESPACE", "ns"}), "+OK");
+    return redis;
+  };
+  auto redis = connect();
+  auto text = [](const std::vector<char>& v) { return std::string(v.begin(), v.end()); };
+  ASSERT_EQ(redis->Call({"SET", "akv_bytes", text(Value(1, 1 << 20))}), "+OK");
+  ASSERT_EQ(redis->Call({"SET", "ametadata", "meta-a"}), "+OK");
+  ASSERT_EQ(redis->Call({"SET", "bkv_bytes", text(Value(2, 1 << 20))}), "+OK");
+  for (int i = 0; i < 24; ++i)  // a and b out of memory, on disk
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  // b's metadata arrives with b on disk only: b comes back, takes it, and its disk copy (without
+  // it) goes.
+  ASSERT_EQ(Stat("disk_objects") > 0, true);
+  ASSERT_EQ(redis->Call({"SET", "bmetadata", "meta-b"}), "+OK");
+  for (int i = 24; i < 48; ++i)  // b out of memory again: written with its metadata
+    Put("k" + std::to_string(i), Value(i, 1 << 20));
+  for (int restart = 0; restart < 2; ++restart) {
+    EXPECT_EQ(redis->Call({"EXISTS", "ametadata", "bmetadata"}), ":2");
+    EXPECT_EQ(redis->Call({"GET", "ametadata"}), "$meta-a");
+    EXPECT_EQ(redis->Call({"GET", "bmetadata"}), "$meta-b");
+    EXPECT_EQ(Get("bkv_bytes").second, Value(2, 1 << 20));
+    Start([](ServerOptions& o) { o.resp_listen = "127.0.0.1:0"; });
+    redis = connect();
+  }
+}
+
 TEST_F(DiskTierNodeTest, CompactionFreesAMostlyDeadSegmentAndKeepsItsLiveObjects) {
   Start();                      // 64 MiB of disk: segments of 16 MiB
   for (int i = 0; i < 48; ++i)  // k0..k15 fill the first segment (evicted first)

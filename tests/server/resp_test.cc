@@ -189,6 +189,93 @@ TEST_P(RespTest, ScanWalksTheNamespaceOnItsCursors) {
   EXPECT_EQ(c->Call({"SCAN", "12345"}).substr(0, 18), "-ERR invalid curso");
 }
 
+// LMCache's Redis connector's pair (`<P>kv_bytes` then `<P>metadata`: docs/resp.md) is one
+// object: the metadata folded into its data's.
+TEST_P(RespTest, LMCachePairIsOneObject) {
+  auto c = Connect();
+  // Without its data, a `<P>metadata` is a key of its own.
+  EXPECT_EQ(c->Call({"SET", "c1metadata", "alone"}), "+OK");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":1");
+  EXPECT_EQ(c->Call({"SET", "c1kv_bytes", "chunk-1"}), "+OK");
+  EXPECT_EQ(c->Call({"SET", "c1metadata", "meta-1"}), "+OK");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":1");  // folded: the plain key went
+  EXPECT_EQ(c->Call({"GET", "c1metadata"}), "$meta-1");
+  EXPECT_EQ(c->Call({"EXISTS", "c1metadata", "c1kv_bytes"}), ":2");
+  EXPECT_EQ(c->Call({"STRLEN", "c1metadata"}), ":6");
+  EXPECT_EQ(c->Call({"MGET", "c1metadata", "c1kv_bytes"}), "*2[$meta-1 $chunk-1]");
+  EXPECT_EQ(c->Call({"SCAN", "0"}), "*2[$0 *2[$c1kv_bytes $c1metadata]]");
+  // Its expiry is the pair's.
+  EXPECT_EQ(c->Call({"TTL", "c1metadata"}), ":-1");
+  EXPECT_EQ(c->Call({"EXPIRE", "c1metadata", "100"}), ":1");
+  EXPECT_EQ(c->Call({"TTL", "c1kv_bytes"}), ":100");
+  EXPECT_EQ(c->Call({"PERSIST", "c1metadata"}), ":1");
+  EXPECT_EQ(c->Call({"TTL", "c1kv_bytes"}), ":-1");
+  // The same metadata again (the chunk stored twice) changes nothing.
+  EXPECT_EQ(c->Call({"SET", "c1metadata", "meta-1"}), "+OK");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":1");
+  EXPECT_EQ(c->Call({"SET", "c1metadata", "meta-1", "NX"}), Null());
+  // New data is a new version: the old metadata never describes it.
+  EXPECT_EQ(c->Call({"SET", "c1kv_bytes", "chunk-2"}), "+OK");
+  EXPECT_EQ(c->Call({"GET", "c1metadata"}), Null());
+  EXPECT_EQ(c->Call({"EXISTS", "c1metadata"}), ":0");
+  EXPECT_EQ(c->Call({"SET", "c1metadata", "meta-2"}), "+OK");
+  EXPECT_EQ(c->Call({"GET", "c1metadata"}), "$meta-2");
+  // Deleting the metadata deletes the pair (its data is unreachable without it).
+  EXPECT_EQ(c->Call({"DEL", "c1metadata"}), ":1");
+  EXPECT_EQ(c->Call({"EXISTS", "c1kv_bytes", "c1metadata"}), ":0");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":0");
+  // With an expiry of its own, or other bytes than the folded ones, it is a plain key, which
+  // reads see first.
+  EXPECT_EQ(c->Call({"SET", "c2kv_bytes", "chunk"}), "+OK");
+  EXPECT_EQ(c->Call({"SET", "c2metadata", "m", "EX", "100"}), "+OK");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":2");
+  EXPECT_EQ(c->Call({"SET", "c3kv_bytes", "chunk"}), "+OK");
+  EXPECT_EQ(c->Call({"SET", "c3metadata", "first"}), "+OK");
+  EXPECT_EQ(c->Call({"SET", "c3metadata", "second"}), "+OK");
+  EXPECT_EQ(c->Call({"GET", "c3metadata"}), "$second");
+  EXPECT_EQ(c->Call({"GETDEL", "c3metadata"}), "$second");
+  EXPECT_EQ(c->Call({"GET", "c3metadata"}), Null());  // the plain key, then the pair, went
+  EXPECT_EQ(c->Call({"EXISTS", "c3kv_bytes"}), ":0");
+  // Longer than 1 KiB: a plain key.
+  EXPECT_EQ(c->Call({"SET", "c4kv_bytes", "chunk"}), "+OK");
+  EXPECT_EQ(c->Call({"SET", "c4metadata", std::string(1025, 'm')}), "+OK");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":4");
+}
+
+// Through an 8 MiB node, 25 MiB of pairs written as LMCache writes them: whenever a metadata is
+// there, so is its data (as two objects, LRU evicts the data and leaves its metadata).
+TEST_P(RespTest, LMCachePairsAreEvictedTogether) {
+  auto c = Connect();
+  constexpr int kPairs = 100;
+  auto data_of = [](int i) { return ValueFor("chunk" + std::to_string(i), 256 << 10); };
+  for (int i = 0; i < kPairs; ++i) {
+    const std::string p = "chunk" + std::to_string(i);
+    ASSERT_EQ(c->Call({"SET", p + "kv_bytes", data_of(i)}), "+OK");
+    ASSERT_EQ(c->Call({"SET", p + "metadata", "meta" + std::to_string(i)}), "+OK");
+    // LMCache's lookups probe metadata, and its gets read metadata then data: a use of each.
+    for (int j = 0; j <= i; j += 7) {
+      const std::string q = "chunk" + std::to_string(j);
+      if (c->Call({"GET", q + "metadata"}) != Null()) {
+        ASSERT_EQ(c->Call({"EXISTS", q + "kv_bytes"}), ":1") << j << " after " << i;
+      }
+    }
+  }
+  int present = 0;
+  for (int i = 0; i < kPairs; ++i) {
+    const std::string p = "chunk" + std::to_string(i);
+    const std::string meta = c->Call({"GET", p + "metadata"});
+    if (meta == Null()) continue;
+    ++present;
+    EXPECT_EQ(meta, "$meta" + std::to_string(i));
+    ASSERT_TRUE(c->Send({"GET", p + "kv_bytes"}));
+    std::optional<std::string> data = c->ReadBulk();
+    ASSERT_TRUE(data.has_value()) << i;
+    EXPECT_TRUE(*data == data_of(i)) << i;
+  }
+  EXPECT_GT(present, 0);
+  EXPECT_LT(present, kPairs);  // eviction happened
+}
+
 TEST_P(RespTest, ServerCommands) {
   auto c = Connect();
   ASSERT_EQ(c->Call({"SET", "k", "v"}), "+OK");

@@ -39,12 +39,14 @@ TEST(RespBenchTest, SmallRunMeasuresTheNodeAndTheBaseline) {
   ASSERT_EQ(report->rows.size(), 2u);
   for (const RespBenchRow& row : report->rows) {
     EXPECT_GT(row.kvport_rps, 0) << row.op;
+    EXPECT_GT(row.binary_rps, 0) << row.op;  // the binary protocol beside it
     if (report->baseline_note.empty()) {
       EXPECT_GT(row.redis_rps, 0) << row.op;
     }
   }
   const std::string text = FormatRespBenchText(*report);
   EXPECT_NE(text.find("kvport req/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("binary keys/s"), std::string::npos) << text;
 }
 
 }  // namespace

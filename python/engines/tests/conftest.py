@@ -42,18 +42,23 @@ class Node:
     it every client talks TCP. tokens: the node requires KVPORT_TOKEN = SECRET (granted every
     namespace). token_namespaces: one more token per namespace named, each granted every
     namespace with that one as its default namespace (the token file's `namespace`), its secret
-    token_secret(ns). restart() stops it and starts it again, empty, on the same port and
-    socket."""
+    token_secret(ns). resp: it also speaks the Redis protocol (`--resp`) on resp_port.
+    restart() stops it and starts it again, empty, on the same ports and socket."""
 
     def __init__(self, workdir: Path, shared_memory: bool = True, tokens: bool = False,
-                 capacity: str = "512MiB", token_namespaces: tuple = ()):
+                 capacity: str = "512MiB", token_namespaces: tuple = (), resp: bool = False):
         self.workdir = workdir
+        self.resp = resp
+        self.resp_port = 0
         self.shared_memory = shared_memory
         self.capacity = capacity
         self.port = 0
         self.process: Optional[subprocess.Popen] = None
         self.socket = str(workdir / "kvport.sock") if shared_memory else ""
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("KVPORT_")}
+        # Configured by its flags alone: not by the KVPORT_* environment, nor by an LMCache
+        # config file a test set for its engine (kvport serve reads LMCACHE_CONFIG_FILE).
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("KVPORT_") and k != "LMCACHE_CONFIG_FILE"}
         if tokens or token_namespaces:
             tokens_file = workdir / "tokens.yaml"
             text = (f'tokens:\n  - name: engines\n    secret: "{SECRET}"\n'
@@ -76,21 +81,29 @@ class Node:
     def start(self) -> "Node":
         assert self.process is None
         log = open(self.workdir / "serve.log", "ab")
-        self.process = subprocess.Popen(
-            [KVPORT, "serve", "--listen", f"127.0.0.1:{self.port}", "--unix-socket", self.socket,
-             "--capacity", self.capacity, "--threads", "2"],
-            stdout=subprocess.PIPE, stderr=log, env=self.env)
+        command = [KVPORT, "serve", "--listen", f"127.0.0.1:{self.port}", "--unix-socket",
+                   self.socket, "--capacity", self.capacity, "--threads", "2"]
+        if self.resp:
+            command += ["--resp", f"127.0.0.1:{self.resp_port}"]
+        # Unbuffered: each readline takes one line, so select() sees what is still unread.
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=self.env,
+                                        bufsize=0)
         log.close()
         deadline = time.monotonic() + 30
+        last_line = b"kvport: redis protocol on " if self.resp else b"kvport: serving on "
         line = b""
-        while not line.startswith(b"kvport: serving on "):
+        while not line.startswith(last_line):
             left = deadline - time.monotonic()
             ready, _, _ = select.select([self.process.stdout], [], [], max(left, 0))
             if not ready or self.process.poll() is not None:
                 self.stop()
                 raise RuntimeError(f"kvport serve did not start: {self.log_text()}")
             line = self.process.stdout.readline()
-        self.port = int(line.strip().rsplit(b":", 1)[1])
+            port = int(line.strip().rsplit(b":", 1)[1]) if b" on " in line else 0
+            if line.startswith(b"kvport: serving on "):
+                self.port = port
+            elif line.startswith(b"kvport: redis protocol on "):
+                self.resp_port = port
         return self
 
     def stop(self) -> None:

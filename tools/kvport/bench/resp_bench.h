@@ -6,10 +6,11 @@
 // For each value size (4 KiB, 1 MiB) and pipeline depth (-P 1, -P 16), redis-benchmark runs
 // `-t set,get -c CLIENTS -n N --csv` against the node, then against a redis-server started for
 // the run (persistence off, loopback; bench/redis_server.h), and the report puts the two
-// requests-per-second side by side with their ratio. redis-benchmark writes and reads one key
-// per test (no -r), so neither server evicts and the sizes stay bounded. A missing redis-server
-// leaves the baseline out, saying why; a missing redis-benchmark, or one that reports an error
-// against the node, fails the run.
+// requests-per-second side by side with their ratio; beside them, kvport's binary protocol at
+// the same shape (kvport::Client threads, an MSET or MGET of -P keys a call). redis-benchmark
+// writes and reads one key per test (no -r), so neither server evicts and the sizes stay bounded. A
+// missing redis-server leaves the baseline out, saying why; a missing redis-benchmark, or one that
+// reports an error against the node, fails the run.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,8 @@ struct RespBenchRow {
   uint64_t value_bytes = 0;
   unsigned pipeline = 1;
   double kvport_rps = 0;
-  double redis_rps = 0;  // 0: no baseline
+  double redis_rps = 0;   // 0: no baseline
+  double binary_rps = 0;  // kvport's binary protocol, keys per second
 };
 
 struct RespBenchReport {
