@@ -83,6 +83,34 @@ RespParse ParseInline(std::string_view input, const RespLimits& limits,
 
 }  // namespace
 
+namespace {
+
+// The decimal on the line that starts at input[start] (just after its '*' or '$'): *value, and
+// in *next where the line after it starts. kIncomplete (*needed) until the line's CRLF has
+// arrived; kError, "Protocol error: invalid <what> length", for a line too long or not a
+// decimal.
+RespParse ParseLengthLine(std::string_view input, size_t start, std::string_view what,
+                          int64_t* value, size_t* next, size_t* needed, std::string* error) {
+  size_t end = 0;
+  switch (FindCrlf(input, start, 20, &end)) {
+    case Line::kMissing:
+      *needed = input.size() + 1;
+      return RespParse::kIncomplete;
+    case Line::kTooLong:
+      break;
+    case Line::kFound:
+      if (ParseDecimal(input.substr(start, end - start), value)) {
+        *next = end + 2;
+        return RespParse::kComplete;
+      }
+      break;
+  }
+  *error = fmt::format("Protocol error: invalid {} length", what);
+  return RespParse::kError;
+}
+
+}  // namespace
+
 RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
                            std::vector<std::string_view>* args, size_t* consumed, size_t* needed,
                            std::string* error) {
@@ -93,23 +121,10 @@ RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
   }
   if (input[0] != '*') return ParseInline(input, limits, args, consumed, needed, error);
 
-  size_t end = 0;
-  switch (FindCrlf(input, 1, 20, &end)) {
-    case Line::kMissing:
-      *needed = input.size() + 1;
-      return RespParse::kIncomplete;
-    case Line::kTooLong:
-      *error = "Protocol error: invalid multibulk length";
-      return RespParse::kError;
-    case Line::kFound:
-      break;
-  }
   int64_t count = 0;
-  if (!ParseDecimal(input.substr(1, end - 1), &count)) {
-    *error = "Protocol error: invalid multibulk length";
-    return RespParse::kError;
-  }
-  size_t pos = end + 2;
+  size_t pos = 0;
+  const RespParse counted = ParseLengthLine(input, 1, "multibulk", &count, &pos, needed, error);
+  if (counted != RespParse::kComplete) return counted;
   if (count <= 0) {  // "*0", "*-1": an empty command, skipped (as Redis does)
     *consumed = pos;
     return RespParse::kComplete;
@@ -129,18 +144,12 @@ RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
       *error = "Protocol error: expected '$', got '" + Printable(input[pos]) + "'";
       return RespParse::kError;
     }
-    switch (FindCrlf(input, pos + 1, 20, &end)) {
-      case Line::kMissing:
-        *needed = input.size() + 1;
-        return RespParse::kIncomplete;
-      case Line::kTooLong:
-        *error = "Protocol error: invalid bulk length";
-        return RespParse::kError;
-      case Line::kFound:
-        break;
-    }
     int64_t length = 0;
-    if (!ParseDecimal(input.substr(pos + 1, end - pos - 1), &length) || length < 0) {
+    size_t data_pos = 0;
+    const RespParse sized =
+        ParseLengthLine(input, pos + 1, "bulk", &length, &data_pos, needed, error);
+    if (sized != RespParse::kComplete) return sized;
+    if (length < 0) {
       *error = "Protocol error: invalid bulk length";
       return RespParse::kError;
     }
@@ -150,7 +159,7 @@ RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
           length, limits.max_bulk_bytes);
       return RespParse::kError;
     }
-    const uint64_t data = end + 2;
+    const uint64_t data = data_pos;
     const uint64_t after = data + static_cast<uint64_t>(length) + 2;
     if (after > limits.max_command_bytes) {
       *error = fmt::format("Protocol error: a command of more than {} bytes (max_command_bytes)",

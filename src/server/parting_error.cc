@@ -28,4 +28,15 @@ void SendPartingBytes(net::Stream& stream, std::string_view bytes) {
   (void)stream.ReadV(&in, 1);
 }
 
+bool DiscardLingeringInput(net::Stream& stream) {
+  char scratch[4096];
+  for (int i = 0; i < 64; ++i) {
+    iovec iov{scratch, sizeof(scratch)};
+    Result<net::IoProgress> r = stream.ReadV(&iov, 1);
+    if (!r.ok() || r->eof) return false;
+    if (r->would_block) return true;
+  }
+  return true;
+}
+
 }  // namespace kvport::server

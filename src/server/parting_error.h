@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// SendPartingError: the last words to a connection the node is about to close before it has
-// said anything else on it (a refused connection, one closed before HELLO).
+// How a connection ends: SendPartingError, the last words to a connection the node is about to
+// close before it has said anything else on it (a refused connection, one closed before HELLO);
+// DiscardLingeringInput, the reads of a connection half-closed after its last answer.
 #pragma once
 
 #include <string_view>
@@ -18,5 +19,10 @@ namespace kvport::server {
 void SendPartingError(net::Stream& stream, const Status& status);
 // The same with bytes of the caller's protocol (a RESP error line).
 void SendPartingBytes(net::Stream& stream, std::string_view bytes);
+
+// One readiness event of a connection that half-closed after its last answer and waits for the
+// peer to close: reads and drops what the peer still sends, at most 256 KiB (so one peer does
+// not hold the loop). False when the peer has closed or the read failed: the caller closes.
+bool DiscardLingeringInput(net::Stream& stream);
 
 }  // namespace kvport::server

@@ -24,14 +24,14 @@ std::string PairDataKeyOf(std::string_view key) {
   return data_key;
 }
 
-RespKeyHome FindRespKeyHome(CacheService& service, const Grant& grant, std::string_view ns,
-                            std::string_view key) {
+std::optional<std::string> FoldedHomeOf(CacheService& service, const Grant& grant,
+                                        std::string_view ns, std::string_view key) {
   std::string data_key = PairDataKeyOf(key);
   if (data_key.empty() || service.Exists(grant, ns, key, false, nullptr).ok() ||
       !HoldsMeta(service, grant, ns, data_key)) {
-    return {std::string(key), false};
+    return std::nullopt;
   }
-  return {std::move(data_key), true};
+  return data_key;
 }
 
 Status FoldPairMeta(CacheService& service, const Grant& grant, std::string_view ns,

@@ -9,6 +9,7 @@
 // is live (docs/resp.md, "LMCache's Redis connector").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,16 +23,12 @@ inline constexpr size_t kMaxFoldedMetaBytes = 1024;
 // `<P>kv_bytes` for a key `<P>metadata`; empty for any other key.
 std::string PairDataKeyOf(std::string_view key);
 
-// Where the value a command names as `key` lives.
-struct RespKeyHome {
-  std::string key;       // the object to read or change
-  bool in_meta = false;  // the value is that object's metadata (a folded pair's `<P>metadata`)
-};
-
-// `key` itself, unless it is a `<P>metadata` with no live plain key of that name and
-// `<P>kv_bytes` holds metadata: then that. Probes (counting nothing) only for such keys.
-RespKeyHome FindRespKeyHome(CacheService& service, const Grant& grant, std::string_view ns,
-                            std::string_view key);
+// The `<P>kv_bytes` whose object holds the value of `key` as its metadata: when `key` is a
+// `<P>metadata` with no live plain key of that name and `<P>kv_bytes` holds metadata. nullopt
+// otherwise: `key`'s own object holds its value. Probes (counting nothing) only for keys named
+// `<P>metadata`; any other key costs a suffix compare.
+std::optional<std::string> FoldedHomeOf(CacheService& service, const Grant& grant,
+                                        std::string_view ns, std::string_view key);
 
 // Folds `value` as the metadata of `key`'s pair when it can: `key` is a `<P>metadata`, the
 // value at most kMaxFoldedMetaBytes and `<P>kv_bytes` live without metadata (or with these

@@ -127,14 +127,21 @@ struct Found {
   bool in_meta = false;
 };
 
+// The key of the object a command on `key` acts on: `key`, or for a folded `<P>metadata` its
+// pair's data key (kept in *folded, which the answer may point into).
+std::string_view HomeOf(Context& c, std::string_view key, std::optional<std::string>* folded) {
+  *folded = FoldedHomeOf(c.service, c.grant(), c.ns(), key);
+  return folded->has_value() ? std::string_view(**folded) : key;
+}
+
 // Finds `key` for a read: nullopt for a miss; other errors are replied and *failed set.
 std::optional<Found> FindOrMiss(Context& c, std::string_view key, bool* failed) {
-  RespKeyHome home = FindRespKeyHome(c.service, c.grant(), c.ns(), key);
-  Result<store::ReadHandle> pin = c.service.Pin(c.grant(), c.ns(), home.key, false);
+  std::optional<std::string> folded;
+  Result<store::ReadHandle> pin = c.service.Pin(c.grant(), c.ns(), HomeOf(c, key, &folded), false);
   if (pin.ok()) {
     // A version written since the probe without metadata: the pair's metadata is gone.
-    if (home.in_meta && pin->meta().empty()) return std::nullopt;
-    return Found{std::move(pin).value(), home.in_meta};
+    if (folded && pin->meta().empty()) return std::nullopt;
+    return Found{std::move(pin).value(), folded.has_value()};
   }
   if (pin.status().code() == StatusCode::kNotFound) return std::nullopt;
   ReplyStatus(c.w, pin.status());
@@ -368,16 +375,16 @@ void SetCommand(Context& c, Args a) {
     if (failed) return;
     exists = old.has_value();
   } else if (nx || xx) {
-    RespKeyHome home = FindRespKeyHome(c.service, c.grant(), c.ns(), key);
-    Status probe = c.service.Exists(c.grant(), c.ns(), home.key, false, nullptr);
+    std::optional<std::string> folded;
+    Status probe = c.service.Exists(c.grant(), c.ns(), HomeOf(c, key, &folded), false, nullptr);
     if (!probe.ok() && probe.code() != StatusCode::kNotFound) return ReplyStatus(c.w, probe);
     exists = probe.ok();
   }
   const bool write = !(nx && exists) && !(xx && !exists);
   if (write) {
     if (keep_ttl) {
-      RespKeyHome home = FindRespKeyHome(c.service, c.grant(), c.ns(), key);
-      Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), home.key);
+      std::optional<std::string> folded;
+      Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), HomeOf(c, key, &folded));
       if (left.ok()) ttl_ms = *left;
     }
     Status written = Store(c, key, a[2], ttl_ms);
@@ -447,8 +454,8 @@ void Exists(Context& c, Args a) {
   if (a.size() < 2) return WrongArity(c.w, a[0]);
   int64_t count = 0;
   for (size_t i = 1; i < a.size(); ++i) {
-    Status s = c.service.Exists(
-        c.grant(), c.ns(), FindRespKeyHome(c.service, c.grant(), c.ns(), a[i]).key, false, nullptr);
+    std::optional<std::string> folded;
+    Status s = c.service.Exists(c.grant(), c.ns(), HomeOf(c, a[i], &folded), false, nullptr);
     if (s.ok()) {
       ++count;
     } else if (s.code() != StatusCode::kNotFound) {
@@ -474,12 +481,13 @@ void Del(Context& c, Args a) {
 
 void StrLen(Context& c, Args a) {
   if (a.size() != 2) return WrongArity(c.w, a[0]);
-  RespKeyHome home = FindRespKeyHome(c.service, c.grant(), c.ns(), a[1]);
+  std::optional<std::string> folded;
   uint64_t length = 0, meta_length = 0;
-  Status s = c.service.Exists(c.grant(), c.ns(), home.key, false, &length, &meta_length);
+  Status s =
+      c.service.Exists(c.grant(), c.ns(), HomeOf(c, a[1], &folded), false, &length, &meta_length);
   if (s.code() == StatusCode::kNotFound) return c.w.Integer(0);
   if (!s.ok()) return ReplyStatus(c.w, s);
-  c.w.Integer(static_cast<int64_t>(home.in_meta ? meta_length : length));
+  c.w.Integer(static_cast<int64_t>(folded ? meta_length : length));
 }
 
 // EXPIRE key seconds [NX|XX|GT|LT], PEXPIRE key ms [...].
@@ -493,7 +501,8 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
     return c.w.Error(fmt::format("ERR Unsupported option {}", option));
   }
   // A folded `<P>metadata` lives, and expires, with its pair.
-  const std::string key = FindRespKeyHome(c.service, c.grant(), c.ns(), a[1]).key;
+  std::optional<std::string> folded;
+  const std::string_view key = HomeOf(c, a[1], &folded);
   Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
   if (!left.ok()) {
     if (left.status().code() == StatusCode::kNotFound) return c.w.Integer(0);
@@ -525,7 +534,8 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
 void Ttl(Context& c, Args a, bool millis) {
   if (a.size() != 2) return WrongArity(c.w, a[0]);
   // A folded `<P>metadata` lives, and expires, with its pair.
-  const std::string key = FindRespKeyHome(c.service, c.grant(), c.ns(), a[1]).key;
+  std::optional<std::string> folded;
+  const std::string_view key = HomeOf(c, a[1], &folded);
   Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
   if (!left.ok()) {
     if (left.status().code() == StatusCode::kNotFound) return c.w.Integer(-2);
@@ -538,7 +548,8 @@ void Ttl(Context& c, Args a, bool millis) {
 void Persist(Context& c, Args a) {
   if (a.size() != 2) return WrongArity(c.w, a[0]);
   // A folded `<P>metadata` lives, and expires, with its pair.
-  const std::string key = FindRespKeyHome(c.service, c.grant(), c.ns(), a[1]).key;
+  std::optional<std::string> folded;
+  const std::string_view key = HomeOf(c, a[1], &folded);
   Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
   if (!left.ok()) {
     if (left.status().code() == StatusCode::kNotFound) return c.w.Integer(0);

@@ -23,7 +23,6 @@ constexpr size_t kInitialBuffer = 16 << 10;
 constexpr size_t kKeptBuffer = 64 << 10;
 constexpr std::chrono::milliseconds kResumeCheck{10};
 constexpr std::chrono::milliseconds kShrinkAfter{1000};
-constexpr uint64_t kConnectionShareOfNodeQueue = 8;
 
 }  // namespace
 
@@ -36,6 +35,7 @@ RespSession::RespSession(net::EventLoop* loop, net::Socket socket, uint64_t id,
       options_(options),
       on_closed_(std::move(on_closed)),
       peer_(net::PeerName(stream_.fd())),
+      budget_(service.counters(), options_),
       last_activity_(loop->Now()),
       accepted_at_(loop->Now()),
       reply_(&out_) {
@@ -299,16 +299,7 @@ void RespSession::HalfCloseAndLinger() {
 }
 
 void RespSession::DiscardInput() {
-  char scratch[4096];
-  for (int i = 0; i < 64; ++i) {
-    iovec iov{scratch, sizeof(scratch)};
-    Result<net::IoProgress> r = stream_.ReadV(&iov, 1);
-    if (!r.ok() || r->eof) {
-      Close("closed after half-close");
-      return;
-    }
-    if (r->would_block) return;
-  }
+  if (!DiscardLingeringInput(stream_)) Close("closed after half-close");
 }
 
 void RespSession::BeginShutdown() {
@@ -319,25 +310,6 @@ void RespSession::BeginShutdown() {
     return;
   }
   UpdateInterest();
-}
-
-RespSession::Throttle RespSession::QueueThrottle() const {
-  if (out_.memory_bytes() > options_.max_outstanding_bytes) return Throttle::kOwnQueue;
-  const uint64_t cap = options_.max_node_queued_bytes;
-  if (cap == 0) return Throttle::kNone;
-  const uint64_t own = out_.heap_bytes();
-  if (own > cap / kConnectionShareOfNodeQueue) return Throttle::kOwnQueue;
-  const uint64_t node = service_.counters().queued_response_bytes();
-  if (node >= cap || (own > 0 && node >= cap / 2)) return Throttle::kNode;
-  return Throttle::kNone;
-}
-
-size_t RespSession::InputAllowance() const {
-  const uint64_t cap = options_.max_node_input_bytes;
-  if (cap == 0) return SIZE_MAX;
-  const uint64_t node = service_.counters().input_buffer_bytes();
-  const size_t own = in_capacity_;
-  return node >= cap ? own : own + static_cast<size_t>(cap - node);
 }
 
 bool RespSession::InputThrottled() const {
@@ -375,12 +347,7 @@ void RespSession::WatchThrottle() {
                             : (buffered() == 0 || buffered() >= needed_) && !shutting_down_
                                 ? QueueThrottle()
                                 : Throttle::kNone;
-  const bool paused = throttle != Throttle::kNone;
-  if (paused != paused_) {
-    if (paused) service_.counters().CountBackpressurePause();
-    service_.counters().AddPausedConnections(paused ? 1 : -1);
-    paused_ = paused;
-  }
+  budget_.SetPaused(throttle != Throttle::kNone);
   // Over the node's caps other connections must drain, which no event of ours tells.
   if (throttle == Throttle::kNode && resume_timer_ == 0) {
     resume_timer_ = loop_->RunAfter(kResumeCheck, [this] {
@@ -410,11 +377,7 @@ void RespSession::Close(std::string_view reason) {
   in_.reset();
   in_capacity_ = 0;
   in_begin_ = in_end_ = 0;
-  SyncMemory();
-  if (paused_) {
-    service_.counters().AddPausedConnections(-1);
-    paused_ = false;
-  }
+  budget_.Release();
   if (!authenticated()) LeaveUnauthenticated();
   service_.SessionEnded(client_.id);  // its SCAN cursors
   service_.counters().ConnectionClosed();
@@ -424,16 +387,7 @@ void RespSession::Close(std::string_view reason) {
 }
 
 void RespSession::SyncMemory() {
-  const auto queued = static_cast<int64_t>(out_.heap_bytes() + reply_.text().capacity());
-  const auto input = static_cast<int64_t>(in_capacity_);
-  if (queued != accounted_queued_) {
-    service_.counters().AddQueuedResponseBytes(queued - accounted_queued_);
-    accounted_queued_ = queued;
-  }
-  if (input != accounted_input_) {
-    service_.counters().AddInputBufferBytes(input - accounted_input_);
-    accounted_input_ = input;
-  }
+  budget_.Sync(out_.heap_bytes() + reply_.text().capacity(), in_capacity_);
 }
 
 void RespSession::LeaveUnauthenticated() {

@@ -39,6 +39,7 @@
 #include "net/stream.h"
 #include "server/cache_service.h"
 #include "server/connection.h"
+#include "server/connection_budget.h"
 #include "server/resp_commands.h"
 #include "server/session.h"
 
@@ -74,7 +75,7 @@ class RespSession final : public Connection {
     kLinger,   // half-closed: discarding input until the peer closes
     kClosed,
   };
-  enum class Throttle { kNone, kOwnQueue, kNode };
+  using Throttle = ConnectionBudget::Throttle;
 
   void OnReadable();
   // Runs the complete commands buffered (at most a bounded number: see the .cc); false when it
@@ -87,8 +88,8 @@ class RespSession final : public Connection {
   void AfterOutputDrained();
   void HalfCloseAndLinger();
   void DiscardInput();
-  Throttle QueueThrottle() const;
-  size_t InputAllowance() const;
+  Throttle QueueThrottle() const { return budget_.QueueThrottle(out_); }
+  size_t InputAllowance() const { return budget_.InputAllowance(in_capacity_); }
   bool InputThrottled() const;
   bool WantsToRead() const;
   void UpdateInterest();
@@ -117,13 +118,11 @@ class RespSession final : public Connection {
   bool incomplete_ = false;   // the buffer ends with part of a command
   size_t needed_ = 1;         // buffer size at which parsing can progress
   uint32_t interest_ = 0;
-  bool paused_ = false;
   net::TimerId linger_timer_ = 0;
   net::TimerId resume_timer_ = 0;
   net::TimerId serve_timer_ = 0;
   net::TimerId shrink_timer_ = 0;
-  int64_t accounted_queued_ = 0;
-  int64_t accounted_input_ = 0;
+  ConnectionBudget budget_;  // this session's share of the node's gauges
   MonotonicClock::time_point request_arrival_;
   uint64_t request_bytes_ = 0;
   size_t event_read_bytes_ = 0;  // read in the current readiness event

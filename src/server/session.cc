@@ -73,6 +73,7 @@ Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind,
       options_(options),
       on_closed_(std::move(on_closed)),
       peer_(net::PeerName(stream_.fd())),
+      budget_(service.counters(), options_),
       last_activity_(loop->Now()),
       accepted_at_(loop->Now()) {
   state_.id = id;
@@ -540,16 +541,7 @@ void Session::HalfCloseAndLinger() {
 }
 
 void Session::DiscardInput() {
-  char scratch[4096];
-  for (int i = 0; i < 64; ++i) {
-    iovec iov{scratch, sizeof(scratch)};
-    Result<net::IoProgress> r = stream_.ReadV(&iov, 1);
-    if (!r.ok() || r->eof) {
-      Close("closed after half-close");
-      return;
-    }
-    if (r->would_block) return;
-  }
+  if (!DiscardLingeringInput(stream_)) Close("closed after half-close");
 }
 
 void Session::BeginShutdown() {
@@ -564,30 +556,6 @@ void Session::BeginShutdown() {
 
 bool Session::AtRequestBoundary() const {
   return phase_ == Phase::kHeader && in_.size() == 0;
-}
-
-Session::Throttle Session::QueueThrottle() const {
-  // Our own queue: its heap and the values it pins (those are in the arena, bounded node-wide by
-  // max_pinned_bytes; this bounds one connection's share of them).
-  if (out_.memory_bytes() > options_.max_outstanding_bytes) return Throttle::kOwnQueue;
-  const uint64_t cap = options_.max_node_queued_bytes;
-  if (cap == 0) return Throttle::kNone;
-  // The node's queued heap: one connection takes at most an eighth of the cap; half of it is
-  // kept for connections that read their answers: one whose responses are still queued stops
-  // at half, one with nothing queued only at the whole cap.
-  const uint64_t own = out_.heap_bytes();
-  if (own > cap / kConnectionShareOfNodeQueue) return Throttle::kOwnQueue;
-  const uint64_t node = service_.counters().queued_response_bytes();
-  if (node >= cap || (own > 0 && node >= cap / 2)) return Throttle::kNode;
-  return Throttle::kNone;
-}
-
-size_t Session::InputAllowance() const {
-  const uint64_t cap = options_.max_node_input_bytes;
-  if (cap == 0) return SIZE_MAX;
-  const uint64_t node = service_.counters().input_buffer_bytes();
-  const size_t own = in_.allocated_bytes();
-  return node >= cap ? own : own + static_cast<size_t>(cap - node);
 }
 
 bool Session::DescriptorThrottled() const {
@@ -658,11 +626,7 @@ void Session::Close(std::string_view reason) {
   receiver_.reset();  // an MSET in progress: every reservation is aborted
   out_.Clear();       // pins of unsent MGET values are released
   in_.Clear(0);
-  SyncMemory();  // the node's gauges lose this session's share
-  if (paused_) {
-    service_.counters().AddPausedConnections(-1);
-    paused_ = false;
-  }
+  budget_.Release();  // the node's gauges lose this session's share
   if (!authenticated()) LeaveUnauthenticated();
   state_.shm.Clear();                // leases and shared-memory reservations end with the session
   service_.SessionEnded(state_.id);  // and so do its LIST cursors
@@ -674,16 +638,7 @@ void Session::Close(std::string_view reason) {
 }
 
 void Session::SyncMemory() {
-  const auto queued = static_cast<int64_t>(out_.heap_bytes());
-  const auto input = static_cast<int64_t>(in_.allocated_bytes());
-  if (queued != accounted_queued_) {
-    service_.counters().AddQueuedResponseBytes(queued - accounted_queued_);
-    accounted_queued_ = queued;
-  }
-  if (input != accounted_input_) {
-    service_.counters().AddInputBufferBytes(input - accounted_input_);
-    accounted_input_ = input;
-  }
+  budget_.Sync(out_.heap_bytes(), in_.allocated_bytes());
 }
 
 void Session::WatchThrottle() {
@@ -691,12 +646,7 @@ void Session::WatchThrottle() {
   const Throttle throttle = between_requests        ? QueueThrottle()
                             : DescriptorThrottled() ? Throttle::kNode
                                                     : Throttle::kNone;
-  const bool paused = throttle != Throttle::kNone;
-  if (paused != paused_) {
-    if (paused) service_.counters().CountBackpressurePause();
-    service_.counters().AddPausedConnections(paused ? 1 : -1);
-    paused_ = paused;
-  }
+  budget_.SetPaused(throttle != Throttle::kNone);
   // Over our own cap, our queue's EPOLLOUT wakes us; over the node's, other connections'
   // queues must drain, which no event of ours tells: look again shortly.
   if (throttle == Throttle::kNode && resume_timer_ == 0) {

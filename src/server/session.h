@@ -75,6 +75,7 @@
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "server/connection.h"
+#include "server/connection_budget.h"
 #include "server/request_context.h"
 #include "server/unauthenticated.h"
 
@@ -182,11 +183,11 @@ class Session final : public Connection {
   void HalfCloseAndLinger();
   void DiscardInput();
   bool AtRequestBoundary() const;
-  enum class Throttle { kNone, kOwnQueue, kNode };
+  using Throttle = ConnectionBudget::Throttle;
   // Whether queued responses (ours, the node's) hold the next request back.
-  Throttle QueueThrottle() const;
+  Throttle QueueThrottle() const { return budget_.QueueThrottle(out_); }
   // The allocation in_ may grow to now under the node-wide input cap.
-  size_t InputAllowance() const;
+  size_t InputAllowance() const { return budget_.InputAllowance(in_.allocated_bytes()); }
   // Mid-descriptor with a full buffer that the node-wide input cap does not let grow.
   bool DescriptorThrottled() const;
   bool WantsToRead() const;
@@ -199,8 +200,6 @@ class Session final : public Connection {
   // Leaves options_.unauthenticated (at HELLO, or at close before one).
   void LeaveUnauthenticated();
   static constexpr std::chrono::milliseconds kResumeCheck{10};
-  // A connection's queued heap may take at most 1/this of max_node_queued_bytes.
-  static constexpr uint64_t kConnectionShareOfNodeQueue = 8;
   void Touch() { last_activity_ = loop_->Now(); }
 
   net::EventLoop* const loop_;
@@ -219,9 +218,7 @@ class Session final : public Connection {
   net::TimerId buffered_read_timer_ = 0;
   net::TlsWait tls_wait_ = net::TlsWait::kRead;  // kTlsHandshake: what the handshake waits for
   bool first_byte_checked_ = false;              // kTlsHandshake: it opens a TLS record
-  bool paused_ = false;
-  int64_t accounted_queued_ = 0;  // this session's share of the node's gauges
-  int64_t accounted_input_ = 0;
+  ConnectionBudget budget_;                      // this session's share of the node's gauges
   // The current request's first byte, and its bytes so far (header, descriptor, payload).
   MonotonicClock::time_point request_arrival_;
   uint64_t request_bytes_ = 0;

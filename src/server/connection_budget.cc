@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "server/connection_budget.h"
+
+#include "server/session.h"
+
+namespace kvport::server {
+
+ConnectionBudget::Throttle ConnectionBudget::QueueThrottle(const net::OutputQueue& out) const {
+  if (out.memory_bytes() > options_.max_outstanding_bytes) return Throttle::kOwnQueue;
+  const uint64_t cap = options_.max_node_queued_bytes;
+  if (cap == 0) return Throttle::kNone;
+  const uint64_t own = out.heap_bytes();
+  if (own > cap / kShareOfNodeQueue) return Throttle::kOwnQueue;
+  const uint64_t node = counters_.queued_response_bytes();
+  if (node >= cap || (own > 0 && node >= cap / 2)) return Throttle::kNode;
+  return Throttle::kNone;
+}
+
+size_t ConnectionBudget::InputAllowance(size_t own) const {
+  const uint64_t cap = options_.max_node_input_bytes;
+  if (cap == 0) return SIZE_MAX;
+  const uint64_t node = counters_.input_buffer_bytes();
+  return node >= cap ? own : own + static_cast<size_t>(cap - node);
+}
+
+void ConnectionBudget::Sync(uint64_t queued, uint64_t input) {
+  const auto q = static_cast<int64_t>(queued);
+  const auto i = static_cast<int64_t>(input);
+  if (q != accounted_queued_) {
+    counters_.AddQueuedResponseBytes(q - accounted_queued_);
+    accounted_queued_ = q;
+  }
+  if (i != accounted_input_) {
+    counters_.AddInputBufferBytes(i - accounted_input_);
+    accounted_input_ = i;
+  }
+}
+
+void ConnectionBudget::SetPaused(bool paused) {
+  if (paused == paused_) return;
+  if (paused) counters_.CountBackpressurePause();
+  counters_.AddPausedConnections(paused ? 1 : -1);
+  paused_ = paused;
+}
+
+}  // namespace kvport::server

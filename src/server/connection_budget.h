@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// ConnectionBudget: one connection's share of the node-wide memory gauges and the backpressure
+// rule that every protocol's session follows (server/session.h, "Backpressure"): the binary
+// Session and the Redis protocol's RespSession each own one.
+//
+// The rule: between requests a connection reads nothing more while its queued responses cost
+// more than max_outstanding_bytes (net::OutputQueue::memory_bytes: heads, bookkeeping and the
+// values they pin), or their heap more than an eighth of max_node_queued_bytes, or while the
+// heap of the node's queued responses reaches max_node_queued_bytes (half of it when this
+// connection has responses queued itself, so that clients that read their answers keep being
+// served). Pinned values are not the node-wide cap's business: they live in the arena, bounded
+// by the store's max_pinned_bytes.
+//
+// Called on the connection's loop thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "net/output_queue.h"
+#include "server/server_stats.h"
+
+namespace kvport::server {
+
+struct SessionOptions;
+
+class ConnectionBudget {
+ public:
+  // `counters` and `options` must outlive the budget.
+  ConnectionBudget(ServerCounters& counters, const SessionOptions& options)
+      : counters_(counters), options_(options) {}
+  ~ConnectionBudget() = default;
+  ConnectionBudget(const ConnectionBudget&) = delete;
+  ConnectionBudget& operator=(const ConnectionBudget&) = delete;
+
+  enum class Throttle { kNone, kOwnQueue, kNode };
+  // Whether the responses queued in `out` (this connection's), and the node's, hold its next
+  // request back, and whose: kOwnQueue clears as `out` drains (its EPOLLOUT says when), kNode
+  // as other connections drain (no event of this one says when).
+  Throttle QueueThrottle(const net::OutputQueue& out) const;
+  // The allocation an input buffer of `own` bytes may grow to now under max_node_input_bytes.
+  size_t InputAllowance(size_t own) const;
+
+  // Brings the node's gauges (queued_response_bytes, input_buffer_bytes) to this connection's
+  // `queued` response heap and `input` buffer bytes.
+  void Sync(uint64_t queued, uint64_t input);
+  // Counts the connection as paused by backpressure (paused_connections; a new pause also
+  // backpressure_pauses) or not.
+  void SetPaused(bool paused);
+  // At close: the connection's share leaves every gauge.
+  void Release() {
+    Sync(0, 0);
+    SetPaused(false);
+  }
+
+ private:
+  // A connection's queued heap may take at most 1/this of max_node_queued_bytes.
+  static constexpr uint64_t kShareOfNodeQueue = 8;
+
+  ServerCounters& counters_;
+  const SessionOptions& options_;
+  int64_t accounted_queued_ = 0;
+  int64_t accounted_input_ = 0;
+  bool paused_ = false;
+};
+
+}  // namespace kvport::server
