@@ -814,6 +814,11 @@ void RespOutput::Value(store::ReadHandle pin) {
   const uint64_t size = pin.size();
   RespWriter(&text_, 2).BulkHeader(size);
   if (size < kCopyBelowBytes) {
+    // The replies of a pipeline gather here: room for several at once, not regrown by doubling
+    // from nothing with every readiness event (the text leaves with Commit).
+    if (text_.capacity() - text_.size() < size + 2) {
+      text_.reserve(std::max({text_.size() + size + 2, 2 * text_.capacity(), kReplyTextBytes}));
+    }
     text_.append(reinterpret_cast<const char*>(pin.data()), size);
   } else {
     queue_->Append(std::exchange(text_, std::string()));
