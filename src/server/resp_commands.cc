@@ -814,10 +814,11 @@ void RespOutput::Value(store::ReadHandle pin) {
   const uint64_t size = pin.size();
   RespWriter(&text_, 2).BulkHeader(size);
   if (size < kCopyBelowBytes) {
-    // The replies of a pipeline gather here: room for several at once, not regrown by doubling
-    // from nothing with every readiness event (the text leaves with Commit).
+    // The replies of a pipeline gather here: room for a few values of this size at once, not
+    // regrown by doubling from a few bytes with every readiness event (the text leaves with
+    // Commit), nor 64 KiB for a 60-byte value.
     if (text_.capacity() - text_.size() < size + 2) {
-      text_.reserve(std::max({text_.size() + size + 2, 2 * text_.capacity(), kReplyTextBytes}));
+      text_.reserve(std::max({text_.size() + size + 2, 2 * text_.capacity(), 4 * (size + 64)}));
     }
     text_.append(reinterpret_cast<const char*>(pin.data()), size);
   } else {

@@ -39,8 +39,6 @@ class RespOutput {
   // Queues what was gathered.
   void Commit();
   static constexpr size_t kCopyBelowBytes = 16 * 1024;
-  // The reply text's first allocation once a value is copied into it.
-  static constexpr size_t kReplyTextBytes = 64 * 1024;
 
  private:
   net::OutputQueue* queue_;
