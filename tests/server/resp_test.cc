@@ -519,6 +519,16 @@ TEST(RespHostileTest, ClientThatNeverReadsIsBoundedByTheQueueCap) {
   EXPECT_LE(server->Stats().Get("pinned_bytes"), (1u << 20) + 2 * value.size());
   // Others are served meanwhile.
   EXPECT_EQ(writer.Call({"GET", "missing"}), "(nil)");
+  // Closed, the connections give every byte of the node's gauges back.
+  hog.Close();
+  writer.Close();
+  EXPECT_TRUE(Eventually([&] {
+    const ServerStats stats = server->Stats();
+    return stats.Get("connections") == 0 && stats.Get("queued_response_bytes") == 0 &&
+           stats.Get("input_buffer_bytes") == 0 && stats.Get("paused_connections") == 0 &&
+           stats.Get("pinned_bytes") == 0;
+  })) << "queued_response_bytes "
+      << server->Stats().Get("queued_response_bytes");
 }
 
 }  // namespace

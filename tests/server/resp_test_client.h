@@ -44,6 +44,11 @@ class RespTestClient {
   RespTestClient(const RespTestClient&) = delete;
   RespTestClient& operator=(const RespTestClient&) = delete;
 
+  // Closes the connection now (unread replies make it a reset).
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
   bool connected() const { return fd_ >= 0; }
   int fd() const { return fd_; }
 
