@@ -186,6 +186,13 @@ Status SetReceiveLowWater(int fd, int bytes) {
   return Status::Ok();
 }
 
+Status SetNotSentLowWater(int fd, int bytes) {
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof(bytes)) < 0) {
+    return Status::FromErrno("setsockopt(TCP_NOTSENT_LOWAT)", errno);
+  }
+  return Status::Ok();
+}
+
 Status SetSendBufferSize(int fd, int bytes) {
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) < 0) {
     return Status::FromErrno("setsockopt(SO_SNDBUF)", errno);

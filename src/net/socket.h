@@ -58,6 +58,9 @@ Status SetNonBlocking(int fd);
 Status SetNoDelay(int fd);
 // SO_RCVLOWAT: the socket reads as readable (poll, epoll) once this many bytes are queued.
 Status SetReceiveLowWater(int fd, int bytes);
+// TCP_NOTSENT_LOWAT: a write takes bytes (and poll, epoll report writable) only while fewer
+// than this many written bytes wait unsent, held back by the peer's receive window.
+Status SetNotSentLowWater(int fd, int bytes);
 // SO_SNDBUF / SO_RCVBUF. The kernel may round (Linux doubles the value); tests use tiny buffers
 // to force partial writes.
 Status SetSendBufferSize(int fd, int bytes);

@@ -85,6 +85,12 @@ Result<Socket> TcpListener::Accept() {
     // Responses are written whole with writev; Nagle would only delay the last segment.
     Status nodelay = SetNoDelay(s.fd());
     (void)nodelay;  // not fatal: the connection still works, only slower for small frames
+    // A large response written whole waits in the kernel for the client's receive window, and
+    // is then sent by the client's own acknowledgements, on the client's CPU: its reads cost
+    // 1.5-2x (measured: redis-benchmark GET of 1 MiB values, docs/performance.md). Held to a
+    // little unsent data, the rest is written as the window opens, by the node's thread.
+    Status low_water = SetNotSentLowWater(s.fd(), kNotSentLowWaterBytes);
+    (void)low_water;  // not fatal: the connection works, the client pays more per byte
   }
   return s;
 }

@@ -111,31 +111,14 @@ RespParse ParseLengthLine(std::string_view input, size_t start, std::string_view
 
 }  // namespace
 
-RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
-                           std::vector<std::string_view>* args, size_t* consumed, size_t* needed,
-                           std::string* error) {
-  args->clear();
-  if (input.empty()) {
-    *needed = 1;
-    return RespParse::kIncomplete;
-  }
-  if (input[0] != '*') return ParseInline(input, limits, args, consumed, needed, error);
+namespace {
 
-  int64_t count = 0;
-  size_t pos = 0;
-  const RespParse counted = ParseLengthLine(input, 1, "multibulk", &count, &pos, needed, error);
-  if (counted != RespParse::kComplete) return counted;
-  if (count <= 0) {  // "*0", "*-1": an empty command, skipped (as Redis does)
-    *consumed = pos;
-    return RespParse::kComplete;
-  }
-  if (static_cast<uint64_t>(count) > limits.max_args) {
-    *error = fmt::format(
-        "Protocol error: invalid multibulk length ({} arguments; the node takes at most {})", count,
-        limits.max_args);
-    return RespParse::kError;
-  }
-  for (int64_t i = 0; i < count; ++i) {
+// `count` bulk strings from input[pos], appended to `args`; *end: where the last one ends.
+// `before`: bytes of the command ahead of input[0], counted against max_command_bytes.
+RespParse ParseBulks(std::string_view input, size_t pos, uint64_t count, uint64_t before,
+                     const RespLimits& limits, std::vector<std::string_view>* args, size_t* end,
+                     size_t* needed, std::string* error, RespPartialBulk* partial) {
+  for (uint64_t i = 0; i < count; ++i) {
     if (pos >= input.size()) {
       *needed = pos + 1;
       return RespParse::kIncomplete;
@@ -159,26 +142,68 @@ RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
           length, limits.max_bulk_bytes);
       return RespParse::kError;
     }
-    const uint64_t data = data_pos;
-    const uint64_t after = data + static_cast<uint64_t>(length) + 2;
-    if (after > limits.max_command_bytes) {
+    const uint64_t after = data_pos + static_cast<uint64_t>(length) + 2;
+    if (before + after > limits.max_command_bytes) {
       *error = fmt::format("Protocol error: a command of more than {} bytes (max_command_bytes)",
                            limits.max_command_bytes);
       return RespParse::kError;
     }
     if (after > input.size()) {
       *needed = static_cast<size_t>(after);
+      if (partial != nullptr) {
+        *partial = RespPartialBulk{args->size(), data_pos, static_cast<uint64_t>(length)};
+      }
       return RespParse::kIncomplete;
     }
     if (input[after - 2] != '\r' || input[after - 1] != '\n') {
       *error = "Protocol error: a bulk string not followed by CRLF";
       return RespParse::kError;
     }
-    args->push_back(input.substr(static_cast<size_t>(data), static_cast<size_t>(length)));
+    args->push_back(input.substr(data_pos, static_cast<size_t>(length)));
     pos = static_cast<size_t>(after);
   }
-  *consumed = pos;
+  *end = pos;
   return RespParse::kComplete;
+}
+
+}  // namespace
+
+RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
+                           std::vector<std::string_view>* args, size_t* consumed, size_t* needed,
+                           std::string* error, RespPartialBulk* partial) {
+  args->clear();
+  if (input.empty()) {
+    *needed = 1;
+    return RespParse::kIncomplete;
+  }
+  if (input[0] != '*') return ParseInline(input, limits, args, consumed, needed, error);
+
+  int64_t count = 0;
+  size_t pos = 0;
+  const RespParse counted = ParseLengthLine(input, 1, "multibulk", &count, &pos, needed, error);
+  if (counted != RespParse::kComplete) return counted;
+  if (count <= 0) {  // "*0", "*-1": an empty command, skipped (as Redis does)
+    *consumed = pos;
+    return RespParse::kComplete;
+  }
+  if (static_cast<uint64_t>(count) > limits.max_args) {
+    *error = fmt::format(
+        "Protocol error: invalid multibulk length ({} arguments; the node takes at most {})", count,
+        limits.max_args);
+    return RespParse::kError;
+  }
+  const RespParse parsed = ParseBulks(input, pos, static_cast<uint64_t>(count), 0, limits, args,
+                                      consumed, needed, error, partial);
+  if (parsed == RespParse::kIncomplete && partial != nullptr) {
+    partial->arg_count = static_cast<uint64_t>(count);
+  }
+  return parsed;
+}
+
+RespParse ParseRespBulks(std::string_view input, uint64_t count, uint64_t before,
+                         const RespLimits& limits, std::vector<std::string_view>* args,
+                         size_t* consumed, size_t* needed, std::string* error) {
+  return ParseBulks(input, 0, count, before, limits, args, consumed, needed, error, nullptr);
 }
 
 void RespWriter::Header(char type, uint64_t n) {

@@ -36,12 +36,32 @@ enum class RespParse {
   kError,       // a protocol error (*error says which); the stream cannot be resynchronised
 };
 
+// Where an array command stopped when it came back kIncomplete inside a bulk string's bytes
+// (its "$N" line whole, its length within the limits): from there RespSession reads a large
+// value straight into its reservation (server/resp_value_capture.h).
+struct RespPartialBulk {
+  size_t index = 0;        // the incomplete argument (`args` holds those before it)
+  size_t data_pos = 0;     // its first byte in the input
+  uint64_t length = 0;     // its length
+  uint64_t arg_count = 0;  // the command's arguments in all
+};
+
 // Parses one command at the front of `input`. kComplete: `args` holds its arguments (views into
 // `input`; empty for a blank inline line, which the caller skips) and *consumed its size.
-// kIncomplete: *needed is the input size at which parsing can progress (at least size + 1).
+// kIncomplete: *needed is the input size at which parsing can progress (at least size + 1);
+// when it stopped inside a bulk string's bytes and `partial` is given, *partial says where (and
+// `args` holds the arguments before it), else `partial` is left as it was.
 RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
                            std::vector<std::string_view>* args, size_t* consumed, size_t* needed,
-                           std::string* error);
+                           std::string* error, RespPartialBulk* partial = nullptr);
+
+// Parses the last `count` arguments of an array command, whose earlier ones were read apart
+// (RespSession's captured value): `count` bulk strings at the front of `input`, appended to
+// `args`. `before` is the command's size ahead of `input`, counted against max_command_bytes.
+// Results as ParseRespCommand's.
+RespParse ParseRespBulks(std::string_view input, uint64_t count, uint64_t before,
+                         const RespLimits& limits, std::vector<std::string_view>* args,
+                         size_t* consumed, size_t* needed, std::string* error);
 
 class RespWriter {
  public:

@@ -462,6 +462,10 @@ void WriteBatch::MarkWritten(size_t i, uint64_t bytes) {
   SetHeld(i, Unwritten(i));
 }
 
+void WriteBatch::SetTtlSeconds(size_t i, uint32_t ttl_seconds) {
+  if (handles_[i].valid()) handles_[i].SetTtlSeconds(ttl_seconds);
+}
+
 uint64_t WriteBatch::offset(size_t i) const {
   return handles_[i].valid() ? service_->OffsetOf(handles_[i].data()) : 0;
 }

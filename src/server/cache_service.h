@@ -264,6 +264,8 @@ class WriteBatch {
   bool Grow(size_t i, uint64_t capacity);
   // Item i's first `bytes` are written (stepwise batches: they stop counting as unwritten).
   void MarkWritten(size_t i, uint64_t bytes);
+  // Item i's expiry at Commit, in place of Reserve's (store::WriteHandle::SetTtlSeconds).
+  void SetTtlSeconds(size_t i, uint32_t ttl_seconds);
   // The largest step a stepwise batch should reserve ahead of its written bytes: `wanted`, or
   // less on a node whose caps on unwritten bytes (max_reserved_bytes, the grant's share) are
   // small, so that one step never takes a whole cap alone.

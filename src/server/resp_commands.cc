@@ -12,6 +12,7 @@
 
 #include "kvport/size.h"
 #include "server/resp_chunk_pair.h"
+#include "server/resp_value_capture.h"
 
 namespace kvport::server {
 
@@ -29,14 +30,6 @@ std::string Upper(std::string_view text) {
   for (char& c : upper)
     c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return upper;
-}
-
-bool Is(std::string_view arg, std::string_view upper_name) {
-  if (arg.size() != upper_name.size()) return false;
-  for (size_t i = 0; i < arg.size(); ++i) {
-    if (std::toupper(static_cast<unsigned char>(arg[i])) != upper_name[i]) return false;
-  }
-  return true;
 }
 
 // A Redis integer argument: optional '-', digits, fitting int64.
@@ -80,25 +73,13 @@ void WrongArity(RespWriter& w, std::string_view name) {
 
 // A service error as Redis's kind of error: NOPERM for what the token may not do, OOM when the
 // node cannot make room, ERR otherwise; the message is kvport's.
-void ReplyStatus(RespWriter& w, const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kPermissionDenied:
-      w.Error("NOPERM " + status.message());
-      return;
-    case StatusCode::kNoSpace:
-      w.Error("OOM " + status.message());
-      return;
-    default:
-      w.Error(fmt::format("ERR {} ({})", status.message(), StatusCodeName(status.code())));
-      return;
-  }
-}
 
 struct Context {
   CacheService& service;
   RespClient& client;
   RespWriter& w;
   RespOutput& out;
+  RespValueCapture* captured;  // the value read into its reservation, if any (RespValueCapture)
   const Grant& grant() const { return client.access.grant(); }
   const std::string& ns() const { return client.ns; }
 };
@@ -106,15 +87,20 @@ struct Context {
 // The largest TTL a write can carry (the store's whole seconds, 32 bits).
 constexpr uint64_t kMaxTtlMs = uint64_t{UINT32_MAX} * 1000;
 
-// Writes `value` as (ns, key) with `ttl_ms` (0: none): reserved whole, copied, committed.
+// Writes `value` as (ns, key) with `ttl_ms` (0: none): reserved whole, copied, committed; or,
+// when it is the value the session read into its reservation, that reservation committed.
 Status Write(Context& c, std::string_view key, std::string_view value, uint64_t ttl_ms) {
-  const uint64_t seconds = (ttl_ms + 999) / 1000;
-  KVPORT_ASSIGN_OR_RETURN(
-      store::WriteHandle handle,
-      c.service.Reserve(c.grant(), c.ns(), key, value.size(), "",
-                        ttl_ms == 0 ? store::kNoExpiry : static_cast<uint32_t>(seconds)));
-  if (!value.empty()) std::memcpy(handle.data(), value.data(), value.size());
-  KVPORT_RETURN_IF_ERROR(c.service.Commit(std::move(handle)));
+  const uint32_t ttl_seconds =
+      ttl_ms == 0 ? store::kNoExpiry : static_cast<uint32_t>((ttl_ms + 999) / 1000);
+  if (c.captured != nullptr && c.captured->Holds(value)) {
+    KVPORT_RETURN_IF_ERROR(c.captured->Commit(ttl_seconds));
+  } else {
+    KVPORT_ASSIGN_OR_RETURN(
+        store::WriteHandle handle,
+        c.service.Reserve(c.grant(), c.ns(), key, value.size(), "", ttl_seconds));
+    if (!value.empty()) std::memcpy(handle.data(), value.data(), value.size());
+    KVPORT_RETURN_IF_ERROR(c.service.Commit(std::move(handle)));
+  }
   // Whole seconds above; a PX of a fraction of a second is set exactly now.
   if (ttl_ms % 1000 != 0) (void)c.service.SetExpiry(c.grant(), c.ns(), key, ttl_ms);
   return Status::Ok();
@@ -229,10 +215,10 @@ void Hello(Context& c, Args a) {
   }
   std::optional<std::string_view> name;
   for (; i < a.size(); ++i) {
-    if (Is(a[i], "AUTH") && i + 2 < a.size()) {
+    if (ArgIs(a[i], "AUTH") && i + 2 < a.size()) {
       if (!Authenticate(c, a[i + 1], a[i + 2])) return;
       i += 2;
-    } else if (Is(a[i], "SETNAME") && i + 1 < a.size()) {
+    } else if (ArgIs(a[i], "SETNAME") && i + 1 < a.size()) {
       name = a[++i];
     } else {
       return c.w.Error(fmt::format("ERR Syntax error in HELLO option '{}'", a[i]));
@@ -267,19 +253,19 @@ void Hello(Context& c, Args a) {
 
 void Client(Context& c, Args a) {
   if (a.size() < 2) return WrongArity(c.w, a[0]);
-  if (Is(a[1], "SETNAME") && a.size() == 3) {
+  if (ArgIs(a[1], "SETNAME") && a.size() == 3) {
     if (a[2].find_first_of(" \n\r") != std::string_view::npos) {
       return c.w.Error("ERR Client names cannot contain spaces, newlines or special characters.");
     }
     SetClientName(c.client, a[2]);
     return c.w.Simple("OK");
   }
-  if (Is(a[1], "GETNAME") && a.size() == 2) {
+  if (ArgIs(a[1], "GETNAME") && a.size() == 2) {
     if (c.client.name.empty()) return c.w.Null();
     return c.w.Bulk(c.client.name);
   }
-  if (Is(a[1], "ID") && a.size() == 2) return c.w.Integer(static_cast<int64_t>(c.client.id));
-  if (Is(a[1], "NAMESPACE") && a.size() <= 3) {
+  if (ArgIs(a[1], "ID") && a.size() == 2) return c.w.Integer(static_cast<int64_t>(c.client.id));
+  if (ArgIs(a[1], "NAMESPACE") && a.size() <= 3) {
     if (a.size() == 2) return c.w.Bulk(c.client.ns);
     if (!c.grant().may_read(a[2]) && !c.grant().may_write(a[2])) {
       return c.w.Error(
@@ -289,7 +275,7 @@ void Client(Context& c, Args a) {
     return c.w.Simple("OK");
   }
   // redis-py and others announce their library; nothing to keep.
-  if (Is(a[1], "SETINFO") && a.size() == 4) return c.w.Simple("OK");
+  if (ArgIs(a[1], "SETINFO") && a.size() == 4) return c.w.Simple("OK");
   c.w.Error(fmt::format("ERR unknown subcommand '{}'. Try CLIENT HELP.", a[1]));
 }
 
@@ -344,20 +330,21 @@ void SetCommand(Context& c, Args a) {
   uint64_t ttl_ms = 0;
   bool has_ttl = false;
   for (size_t i = 3; i < a.size(); ++i) {
-    if (Is(a[i], "NX") && !xx) {
+    if (ArgIs(a[i], "NX") && !xx) {
       nx = true;
-    } else if (Is(a[i], "XX") && !nx) {
+    } else if (ArgIs(a[i], "XX") && !nx) {
       xx = true;
-    } else if (Is(a[i], "GET")) {
+    } else if (ArgIs(a[i], "GET")) {
       get = true;
-    } else if (Is(a[i], "KEEPTTL") && !has_ttl) {
+    } else if (ArgIs(a[i], "KEEPTTL") && !has_ttl) {
       keep_ttl = true;
-    } else if ((Is(a[i], "EX") || Is(a[i], "PX") || Is(a[i], "EXAT") || Is(a[i], "PXAT")) &&
+    } else if ((ArgIs(a[i], "EX") || ArgIs(a[i], "PX") || ArgIs(a[i], "EXAT") ||
+                ArgIs(a[i], "PXAT")) &&
                !keep_ttl && !has_ttl && i + 1 < a.size()) {
-      if (Is(a[i], "EXAT") || Is(a[i], "PXAT")) {
+      if (ArgIs(a[i], "EXAT") || ArgIs(a[i], "PXAT")) {
         return c.w.Error("ERR SET EXAT/PXAT are not supported by kvport (docs/resp.md)");
       }
-      std::optional<uint64_t> ms = ExpiryArgument(c, a[i + 1], Is(a[i], "EX") ? 1000 : 1, "set");
+      std::optional<uint64_t> ms = ExpiryArgument(c, a[i + 1], ArgIs(a[i], "EX") ? 1000 : 1, "set");
       if (!ms) return;
       ttl_ms = *ms;
       has_ttl = true;
@@ -496,8 +483,8 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
   std::optional<int64_t> v = ParseInteger(a[2]);
   if (!v) return NotInteger(c.w);
   std::string_view option = a.size() == 4 ? a[3] : std::string_view();
-  if (!option.empty() && !Is(option, "NX") && !Is(option, "XX") && !Is(option, "GT") &&
-      !Is(option, "LT")) {
+  if (!option.empty() && !ArgIs(option, "NX") && !ArgIs(option, "XX") && !ArgIs(option, "GT") &&
+      !ArgIs(option, "LT")) {
     return c.w.Error(fmt::format("ERR Unsupported option {}", option));
   }
   // A folded `<P>metadata` lives, and expires, with its pair.
@@ -520,9 +507,9 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
   const uint64_t ttl_ms = static_cast<uint64_t>(*v) * unit_ms;
   const bool has_ttl = *left != 0;
   // No expiry counts as an infinite TTL for GT and LT, as in Redis.
-  if ((Is(option, "NX") && has_ttl) || (Is(option, "XX") && !has_ttl) ||
-      (Is(option, "GT") && (!has_ttl || ttl_ms <= *left)) ||
-      (Is(option, "LT") && has_ttl && ttl_ms >= *left)) {
+  if ((ArgIs(option, "NX") && has_ttl) || (ArgIs(option, "XX") && !has_ttl) ||
+      (ArgIs(option, "GT") && (!has_ttl || ttl_ms <= *left)) ||
+      (ArgIs(option, "LT") && has_ttl && ttl_ms >= *left)) {
     return c.w.Integer(0);
   }
   Status s = c.service.SetExpiry(c.grant(), c.ns(), key, ttl_ms);
@@ -572,15 +559,15 @@ void Scan(Context& c, Args a) {
   std::string_view match;
   int64_t count = 10;
   for (size_t i = 2; i < a.size(); ++i) {
-    if (Is(a[i], "MATCH") && i + 1 < a.size()) {
+    if (ArgIs(a[i], "MATCH") && i + 1 < a.size()) {
       match = a[++i];
-    } else if (Is(a[i], "COUNT") && i + 1 < a.size()) {
+    } else if (ArgIs(a[i], "COUNT") && i + 1 < a.size()) {
       std::optional<int64_t> n = ParseInteger(a[++i]);
       if (!n) return NotInteger(c.w);
       if (*n < 1) return SyntaxError(c.w);
       count = *n;
-    } else if (Is(a[i], "TYPE") && i + 1 < a.size()) {
-      if (!Is(a[++i], "STRING")) {  // every kvport value is a string
+    } else if (ArgIs(a[i], "TYPE") && i + 1 < a.size()) {
+      if (!ArgIs(a[++i], "STRING")) {  // every kvport value is a string
         c.w.Array(2);
         c.w.Bulk("0");
         return c.w.Array(0);
@@ -634,7 +621,7 @@ void DbSize(Context& c, Args a) {
 }
 
 void FlushDb(Context& c, Args a) {
-  if (a.size() > 2 || (a.size() == 2 && !Is(a[1], "ASYNC") && !Is(a[1], "SYNC"))) {
+  if (a.size() > 2 || (a.size() == 2 && !ArgIs(a[1], "ASYNC") && !ArgIs(a[1], "SYNC"))) {
     return SyntaxError(c.w);
   }
   Result<uint64_t> deleted = c.service.DeleteNamespace(c.grant(), c.ns());
@@ -717,7 +704,7 @@ struct ConfigValue {
 
 void Config(Context& c, Args a) {
   if (a.size() < 2) return WrongArity(c.w, a[0]);
-  if (!Is(a[1], "GET")) {
+  if (!ArgIs(a[1], "GET")) {
     return c.w.Error(fmt::format("ERR CONFIG {} is not supported by kvport (docs/resp.md)", a[1]));
   }
   if (a.size() < 3) return WrongArity(c.w, "config|get");
@@ -797,9 +784,9 @@ const Command kCommands[] = {
 // client then has no hints, nothing else), COMMAND COUNT the number of commands served.
 void CommandCommand(Context& c, Args a) {
   if (a.size() == 1) return c.w.Array(0);
-  if (Is(a[1], "COUNT")) return c.w.Integer(static_cast<int64_t>(std::size(kCommands)));
-  if (Is(a[1], "DOCS")) return c.w.Map(0);
-  if (Is(a[1], "INFO")) {
+  if (ArgIs(a[1], "COUNT")) return c.w.Integer(static_cast<int64_t>(std::size(kCommands)));
+  if (ArgIs(a[1], "DOCS")) return c.w.Map(0);
+  if (ArgIs(a[1], "INFO")) {
     c.w.Array(a.size() - 2);
     for (size_t i = 2; i < a.size(); ++i)
       c.w.NullArray();
@@ -834,12 +821,35 @@ void RespOutput::Commit() {
   if (!text_.empty()) queue_->Append(std::exchange(text_, std::string()));
 }
 
-void RunRespCommand(CacheService& service, RespClient& client, Args args, RespOutput& out) {
+void ReplyStatus(RespWriter& w, const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kPermissionDenied:
+      w.Error("NOPERM " + status.message());
+      return;
+    case StatusCode::kNoSpace:
+      w.Error("OOM " + status.message());
+      return;
+    default:
+      w.Error(fmt::format("ERR {} ({})", status.message(), StatusCodeName(status.code())));
+      return;
+  }
+}
+
+bool ArgIs(std::string_view arg, std::string_view upper_name) {
+  if (arg.size() != upper_name.size()) return false;
+  for (size_t i = 0; i < arg.size(); ++i) {
+    if (std::toupper(static_cast<unsigned char>(arg[i])) != upper_name[i]) return false;
+  }
+  return true;
+}
+
+void RunRespCommand(CacheService& service, RespClient& client, Args args, RespOutput& out,
+                    RespValueCapture* captured) {
   RespWriter w(&out.text(), client.version);
   if (args.empty()) return;
   const Command* command = nullptr;
   for (const Command& candidate : kCommands) {
-    if (Is(args[0], candidate.name)) {
+    if (ArgIs(args[0], candidate.name)) {
       command = &candidate;
       break;
     }
@@ -865,7 +875,7 @@ void RunRespCommand(CacheService& service, RespClient& client, Args args, RespOu
       return;
     }
   }
-  Context c{service, client, w, out};
+  Context c{service, client, w, out, captured};
   command->run(c, args);
 }
 

@@ -45,10 +45,22 @@ class RespOutput {
   std::string text_;
 };
 
+class RespValueCapture;  // server/resp_value_capture.h
+
 // Runs one command (args[0] is its name, any case) and writes its reply. Unknown commands,
 // wrong arity and refusals are error replies; the connection always goes on (except QUIT).
+// `captured`: the command's value was read into its reservation (one of `args` views it), which
+// a write of it commits instead of copying.
 void RunRespCommand(CacheService& service, RespClient& client,
-                    std::span<const std::string_view> args, RespOutput& out);
+                    std::span<const std::string_view> args, RespOutput& out,
+                    RespValueCapture* captured = nullptr);
+
+// Replies with a refusal: NOPERM for a denied access, OOM for no space, else ERR with the
+// status's name.
+void ReplyStatus(protocol::RespWriter& w, const Status& status);
+
+// True when a command's name or option `arg` is `upper_name` in any case ("set" is "SET").
+bool ArgIs(std::string_view arg, std::string_view upper_name);
 
 // Redis's glob (SCAN MATCH, CONFIG GET): '*', '?', '[...]' (with '^' and ranges), '\' escapes.
 bool RespGlobMatch(std::string_view pattern, std::string_view text);

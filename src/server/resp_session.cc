@@ -10,6 +10,7 @@
 #include "kvport/log.h"
 #include "server/parting_error.h"
 #include "server/request_deadline.h"
+#include "server/resp_value_capture.h"
 
 namespace kvport::server {
 
@@ -114,11 +115,11 @@ void RespSession::OnReadable() {
 }
 
 void RespSession::ShrinkInputLater() {
-  if (shrink_timer_ != 0 || buffered() != 0 || in_capacity_ <= kKeptBuffer) return;
+  if (shrink_timer_ != 0 || CommandUnderWay() || in_capacity_ <= kKeptBuffer) return;
   shrink_timer_ = loop_->RunAfter(kShrinkAfter, [this] {
     shrink_timer_ = 0;
     if (closed()) return;
-    if (buffered() != 0) {
+    if (CommandUnderWay()) {
       ShrinkInputLater();
       return;
     }
@@ -129,26 +130,47 @@ void RespSession::ShrinkInputLater() {
   });
 }
 
-bool RespSession::ReadSome() {
-  if (in_end_ == in_capacity_) {
-    if (in_begin_ > 0) {
-      std::memmove(in_.get(), in_.get() + in_begin_, buffered());
-      in_end_ -= in_begin_;
-      in_begin_ = 0;
-    }
-    if (in_end_ == in_capacity_) {
-      // Grows with bytes that arrived (doubling), never to a length a command announced.
-      const size_t grown = std::max(kInitialBuffer, in_capacity_ * 2);
-      if (grown > InputAllowance() && in_capacity_ != 0) return false;  // the node's input cap
-      std::unique_ptr<char[]> bigger(new char[grown]);
-      if (in_end_ > 0) std::memcpy(bigger.get(), in_.get(), in_end_);
-      in_ = std::move(bigger);
-      in_capacity_ = grown;
-    }
+bool RespSession::MakeInputRoom() {
+  if (in_end_ < in_capacity_) return true;
+  if (in_begin_ > 0) {
+    std::memmove(in_.get(), in_.get() + in_begin_, buffered());
+    in_end_ -= in_begin_;
+    in_begin_ = 0;
   }
-  iovec iov{in_.get() + in_end_, in_capacity_ - in_end_};
-  Result<net::IoProgress> r = stream_.ReadV(&iov, 1);
-  socket_drained_ = r.ok() && r->bytes < iov.iov_len;
+  if (in_end_ < in_capacity_) return true;
+  // Grows with bytes that arrived (doubling), never to a length a command announced.
+  const size_t grown = std::max(kInitialBuffer, in_capacity_ * 2);
+  if (grown > InputAllowance() && in_capacity_ != 0) return false;  // the node's input cap
+  std::unique_ptr<char[]> bigger(new char[grown]);
+  if (in_end_ > 0) std::memcpy(bigger.get(), in_.get(), in_end_);
+  in_ = std::move(bigger);
+  in_capacity_ = grown;
+  return true;
+}
+
+bool RespSession::ReadSome() {
+  // A captured value's bytes go to its reservation; once the room there holds all the value
+  // still misses, what follows it (its command's last arguments, the next commands) goes to the
+  // input buffer in the same read.
+  iovec iov[2];
+  int count = 0;
+  size_t to_value = 0;
+  if (capture_ != nullptr && !capture_->complete()) {
+    const std::span<char> room = capture_->Room();
+    to_value = room.size();
+    iov[count++] = iovec{room.data(), room.size()};
+  }
+  // Short of the value's last byte, the bytes after the room are value too.
+  const bool past_value = capture_ == nullptr || to_value >= capture_->missing();
+  if (past_value && MakeInputRoom()) {
+    iov[count++] = iovec{in_.get() + in_end_, in_capacity_ - in_end_};
+  }
+  if (count == 0) return false;
+  size_t wanted = 0;
+  for (int i = 0; i < count; ++i)
+    wanted += iov[i].iov_len;
+  Result<net::IoProgress> r = stream_.ReadV(iov, count);
+  socket_drained_ = r.ok() && r->bytes < wanted;
   if (!r.ok()) {
     Close(r.status().message());
     return false;
@@ -156,13 +178,15 @@ bool RespSession::ReadSome() {
   if (r->bytes > 0) {
     Touch();
     service_.counters().AddBytesReceived(r->bytes);
-    if (buffered() == 0) {
+    if (!CommandUnderWay()) {
       request_arrival_ = loop_->Now();  // a command begins with its first byte
       request_bytes_ = 0;
     }
     request_bytes_ += r->bytes;
-    in_end_ += r->bytes;
     event_read_bytes_ += r->bytes;
+    to_value = std::min<size_t>(to_value, r->bytes);
+    if (to_value > 0) capture_->Filled(to_value);
+    in_end_ += r->bytes - to_value;
   }
   SyncMemory();
   if (r->eof) {
@@ -176,6 +200,19 @@ bool RespSession::ServeBuffered() {
   protocol::RespLimits limits = Limits();
   for (int n = 0; n < kMaxCommandsPerEvent; ++n) {
     if (phase_ != Phase::kServing || client_.quit) return false;
+    if (capture_ != nullptr) {
+      // A captured value's command: its value first, then its last arguments.
+      if (!capture_->complete()) {
+        incomplete_ = true;
+        return true;
+      }
+      if (QueueThrottle() != Throttle::kNone) {
+        reply_.Commit();
+        return false;
+      }
+      if (!FinishCapture(limits)) return phase_ == Phase::kServing;
+      continue;
+    }
     if (buffered() == 0 || buffered() < needed_) {
       incomplete_ = buffered() > 0;
       return true;
@@ -188,10 +225,13 @@ bool RespSession::ServeBuffered() {
     std::string_view input(in_.get() + in_begin_, buffered());
     size_t consumed = 0;
     size_t needed = 0;
-    switch (protocol::ParseRespCommand(input, limits, &args_, &consumed, &needed, &parse_error_)) {
+    protocol::RespPartialBulk partial;
+    switch (protocol::ParseRespCommand(input, limits, &args_, &consumed, &needed, &parse_error_,
+                                       &partial)) {
       case protocol::RespParse::kIncomplete:
         needed_ = needed;
         incomplete_ = true;
+        if (partial.length >= RespValueCapture::kMinBytes) BeginCapture(partial);
         return true;
       case protocol::RespParse::kError:
         if (!authenticated() && service_.access().required() &&
@@ -204,26 +244,10 @@ bool RespSession::ServeBuffered() {
       case protocol::RespParse::kComplete:
         break;
     }
-    needed_ = 1;
-    incomplete_ = false;
-    const bool was_authenticated = authenticated();
-    const size_t before = reply_.text().size();
-    RunRespCommand(service_, client_, args_, reply_);
-    if (reply_.text().size() > before && reply_.text()[before] == '-') {
-      service_.counters().CountErrorResponse();
-    }
-    if (!was_authenticated && authenticated()) {
-      LeaveUnauthenticated();
-      limits = Limits();  // a command pipelined behind the AUTH may be a large SET
-    }
-    args_.clear();
+    // A command pipelined behind an AUTH may be a large SET.
+    if (RunCommand(nullptr)) limits = Limits();
     in_begin_ += consumed;
-    if (buffered() == 0) {
-      in_begin_ = in_end_ = 0;
-    } else {
-      request_arrival_ = loop_->Now();  // what follows arrived with this event
-      request_bytes_ = buffered();
-    }
+    AfterCommand();
     if (client_.quit) {
       phase_ = Phase::kClosing;
       return false;
@@ -232,6 +256,105 @@ bool RespSession::ServeBuffered() {
   reply_.Commit();
   ScheduleServe();  // out of this event's budget: the rest runs at the loop's next turn
   return false;
+}
+
+bool RespSession::RunCommand(RespValueCapture* captured) {
+  needed_ = 1;
+  incomplete_ = false;
+  capture_declined_ = false;
+  const bool was_authenticated = authenticated();
+  const size_t before = reply_.text().size();
+  if (captured != nullptr && !captured->status().ok()) {
+    // The store refused a step of its value while it arrived: the command cannot write it.
+    protocol::RespWriter writer(&reply_.text(), client_.version);
+    ReplyStatus(writer, captured->status());
+  } else {
+    RunRespCommand(service_, client_, args_, reply_, captured);
+  }
+  if (reply_.text().size() > before && reply_.text()[before] == '-') {
+    service_.counters().CountErrorResponse();
+  }
+  args_.clear();
+  if (was_authenticated || !authenticated()) return false;
+  LeaveUnauthenticated();
+  return true;
+}
+
+void RespSession::AfterCommand() {
+  if (buffered() == 0) {
+    in_begin_ = in_end_ = 0;
+  } else {
+    request_arrival_ = loop_->Now();  // what follows arrived with this event
+    request_bytes_ = buffered();
+  }
+}
+
+void RespSession::BeginCapture(const protocol::RespPartialBulk& partial) {
+  // Once per command: a store that refused the first step is not asked again on every read.
+  if (!authenticated() || capture_declined_) return;
+  capture_ = RespValueCapture::Begin(service_, client_, args_, partial);
+  args_.clear();
+  if (capture_ == nullptr) {
+    capture_declined_ = true;
+    return;
+  }
+  // The value's bytes already here go to the reservation; the input buffer keeps what follows
+  // them (at most part of the value's CRLF: the command was incomplete).
+  const char* here = in_.get() + in_begin_ + partial.data_pos;
+  const size_t value_bytes =
+      std::min<uint64_t>(in_end_ - (in_begin_ + partial.data_pos), partial.length);
+  for (size_t copied = 0; copied < value_bytes;) {
+    const std::span<char> room = capture_->Room();
+    const size_t n = std::min(room.size(), value_bytes - copied);
+    std::memcpy(room.data(), here + copied, n);
+    capture_->Filled(n);
+    copied += n;
+  }
+  const size_t rest = in_end_ - (in_begin_ + partial.data_pos) - value_bytes;
+  std::memmove(in_.get(), here + value_bytes, rest);
+  in_begin_ = 0;
+  in_end_ = rest;
+  needed_ = 1;
+}
+
+bool RespSession::FinishCapture(const protocol::RespLimits& limits) {
+  std::string_view input(in_.get() + in_begin_, buffered());
+  if (input.size() < 2) {
+    needed_ = 2;
+    incomplete_ = true;
+    return false;
+  }
+  if (input[0] != '\r' || input[1] != '\n') {
+    Fail("ERR Protocol error: a bulk string not followed by CRLF");
+    return false;
+  }
+  std::vector<std::string_view> tail;
+  size_t consumed = 0;
+  size_t needed = 0;
+  switch (protocol::ParseRespBulks(input.substr(2), capture_->arguments_after(),
+                                   capture_->bytes_through_value() + 2, limits, &tail, &consumed,
+                                   &needed, &parse_error_)) {
+    case protocol::RespParse::kIncomplete:
+      needed_ = needed + 2;
+      incomplete_ = true;
+      return false;
+    case protocol::RespParse::kError:
+      Fail("ERR " + parse_error_);
+      return false;
+    case protocol::RespParse::kComplete:
+      break;
+  }
+  // The capture ends with its command: a value the command did not write is aborted with it.
+  const std::unique_ptr<RespValueCapture> capture = std::move(capture_);
+  capture->Arguments(tail, &args_);
+  RunCommand(capture.get());
+  in_begin_ += 2 + consumed;
+  AfterCommand();
+  if (client_.quit) {
+    phase_ = Phase::kClosing;
+    return false;
+  }
+  return true;
 }
 
 void RespSession::ScheduleServe() {
@@ -251,6 +374,7 @@ void RespSession::Fail(std::string_view error_line) {
   protocol::RespWriter(&reply_.text(), client_.version).Error(error_line);
   reply_.Commit();
   in_begin_ = in_end_ = 0;
+  capture_.reset();  // its reservation is aborted: nothing of it was visible
   incomplete_ = false;
   phase_ = Phase::kClosing;
 }
@@ -283,7 +407,7 @@ void RespSession::Flush() {
 void RespSession::AfterOutputDrained() {
   if (phase_ == Phase::kClosing) {
     HalfCloseAndLinger();
-  } else if (shutting_down_ && buffered() == 0) {
+  } else if (shutting_down_ && !CommandUnderWay()) {
     HalfCloseAndLinger();
   }
 }
@@ -305,7 +429,7 @@ void RespSession::DiscardInput() {
 void RespSession::BeginShutdown() {
   if (closed() || shutting_down_) return;
   shutting_down_ = true;
-  if (buffered() == 0 && out_.empty()) {
+  if (!CommandUnderWay() && out_.empty()) {
     Close("server stopping");
     return;
   }
@@ -319,10 +443,12 @@ bool RespSession::InputThrottled() const {
 
 bool RespSession::WantsToRead() const {
   if (phase_ != Phase::kServing || peer_closed_ || client_.quit) return false;
+  // A captured value's bytes go to its reservation, not the input buffer.
+  if (capture_ != nullptr && !capture_->complete()) return true;
   // Complete commands wait to run: read nothing more until they have.
   if (buffered() > 0 && buffered() >= needed_) return false;
   if (InputThrottled()) return false;
-  if (buffered() > 0) return true;  // finish the command under way
+  if (CommandUnderWay()) return true;  // finish the command under way
   return !shutting_down_ && QueueThrottle() == Throttle::kNone;
 }
 
@@ -342,11 +468,12 @@ void RespSession::UpdateInterest() {
 }
 
 void RespSession::WatchThrottle() {
-  const Throttle throttle = phase_ != Phase::kServing ? Throttle::kNone
-                            : InputThrottled()        ? Throttle::kNode
-                            : (buffered() == 0 || buffered() >= needed_) && !shutting_down_
-                                ? QueueThrottle()
-                                : Throttle::kNone;
+  const Throttle throttle =
+      phase_ != Phase::kServing ? Throttle::kNone
+      : InputThrottled()        ? Throttle::kNode
+      : capture_ == nullptr && (buffered() == 0 || buffered() >= needed_) && !shutting_down_
+          ? QueueThrottle()
+          : Throttle::kNone;
   budget_.SetPaused(throttle != Throttle::kNone);
   // Over the node's caps other connections must drain, which no event of ours tells.
   if (throttle == Throttle::kNode && resume_timer_ == 0) {
@@ -372,7 +499,8 @@ void RespSession::Close(std::string_view reason) {
     }
   }
   loop_->Unwatch(stream_.fd());
-  out_.Clear();  // pins of unsent values are released
+  out_.Clear();      // pins of unsent values are released
+  capture_.reset();  // a value under way: its reservation is aborted
   reply_.text().clear();
   in_.reset();
   in_capacity_ = 0;
@@ -409,7 +537,7 @@ void RespSession::CloseWithError(const Status& status) {
 
 bool RespSession::RequestOverdue(MonotonicClock::time_point now) const {
   if (options_.request_timeout.count() <= 0 || phase_ != Phase::kServing || !incomplete_ ||
-      buffered() == 0) {
+      !CommandUnderWay()) {
     return false;
   }
   return now - request_arrival_ >

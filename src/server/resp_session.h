@@ -12,7 +12,8 @@
 // the command's deadline passes. Every complete command in the buffer is run in order
 // (pipelining), its reply gathered with the others of the same readiness event and queued
 // once; a GET's value larger than a few KiB is sent straight from the arena (pinned until
-// written), as a binary MGET's is.
+// written), as a binary MGET's is, and a SET's value of 64 KiB or more is read straight into
+// its reservation, as a binary MSET's is (server/resp_value_capture.h).
 //
 // Backpressure: between commands, the session runs and reads nothing more while its queued
 // replies cost more than max_outstanding_bytes, or the node's queued heap is at its cap (the
@@ -41,6 +42,7 @@
 #include "server/connection.h"
 #include "server/connection_budget.h"
 #include "server/resp_commands.h"
+#include "server/resp_value_capture.h"
 #include "server/session.h"
 
 namespace kvport::server {
@@ -81,8 +83,25 @@ class RespSession final : public Connection {
   // Runs the complete commands buffered (at most a bounded number: see the .cc); false when it
   // stopped with complete commands left (throttled or out of budget).
   bool ServeBuffered();
-  // Reads once into the buffer; false when nothing was read or the session closed.
+  // Reads once into the buffer (and a captured value's reservation); false when nothing was
+  // read or the session closed.
   bool ReadSome();
+  // Room at the input buffer's end (moving what is buffered to its front, growing it within the
+  // node's input cap); false when there is none.
+  bool MakeInputRoom();
+  // Runs the command in args_ (`captured`: its value read into a reservation); true when it
+  // authenticated the session.
+  bool RunCommand(RespValueCapture* captured);
+  // After a command's bytes were consumed: the deadline of what follows.
+  void AfterCommand();
+  // From a command parsed up to `partial` (args_ holds the arguments before it): its large value
+  // goes straight to a reservation from now on (server/resp_value_capture.h), when it may.
+  void BeginCapture(const protocol::RespPartialBulk& partial);
+  // Once the captured value is whole: its CRLF and last arguments, then the command. False when
+  // they have not arrived, or the session stops (a protocol error, QUIT).
+  bool FinishCapture(const protocol::RespLimits& limits);
+  // Part of a command has arrived: in the buffer, or as a captured value.
+  bool CommandUnderWay() const { return buffered() > 0 || capture_ != nullptr; }
   void Fail(std::string_view error_line);
   void Flush();
   void AfterOutputDrained();
@@ -131,6 +150,10 @@ class RespSession final : public Connection {
   const MonotonicClock::time_point accepted_at_;
 
   RespClient client_;
+  // The value of the command under way, read into its reservation (null: none). Declined: the
+  // store refused this command's value once; it is read into the input buffer.
+  std::unique_ptr<RespValueCapture> capture_;
+  bool capture_declined_ = false;
   // [in_begin_, in_end_) of in_ is unread input; not zero-filled when it grows (a large value's
   // bytes are about to be read into it).
   std::unique_ptr<char[]> in_;

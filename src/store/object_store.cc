@@ -775,6 +775,9 @@ uint64_t WriteHandle::size() const {
 uint64_t WriteHandle::capacity() const {
   return std::min(object_->value_len, object_->extent.length);
 }
+void WriteHandle::SetTtlSeconds(uint32_t ttl_seconds) {
+  object_->ttl_seconds = ttl_seconds;
+}
 void WriteHandle::MarkWritten(uint64_t bytes) {
   // The last block's rounding counts as written with the value's last byte.
   const uint64_t written = bytes >= object_->value_len ? object_->extent.length

@@ -219,6 +219,9 @@ class WriteHandle {
   // Declares data()[0, bytes) written (bytes <= capacity()): they no longer count as unwritten
   // (max_reserved_bytes), and a Grow that moves the reservation copies them. Never decreases.
   void MarkWritten(uint64_t bytes);
+  // The expiry the value takes at Commit, in place of Reserve's (kNoExpiry: never): for a
+  // writer that learns it after the value's bytes (a RESP SET's EX comes after its value).
+  void SetTtlSeconds(uint32_t ttl_seconds);
   std::string_view ns() const;
   std::string_view key() const;
 

@@ -169,7 +169,10 @@ TEST(OutputQueueTest, AWriteBudgetStopsTheWriteWhileTheSocketHasRoom) {
   auto listener = TcpListener::Listen(HostPort{"127.0.0.1", 0});
   ASSERT_TRUE(listener.ok());
   LoopbackPair pair = MakeLoopbackPair(**listener);
+  // The socket takes what its buffers hold, not only the listener's low-water mark of unsent
+  // bytes past the peer's window.
   ASSERT_TRUE(SetSendBufferSize(pair.server.fd(), 1 << 20).ok());
+  ASSERT_TRUE(SetNotSentLowWater(pair.server.fd(), 1 << 20).ok());
   // 200 segments of 1 KiB: more than one writev takes (64 segments), far less than the socket
   // buffers hold.
   const std::string value = Pattern(200 * 1024, 'q');

@@ -2,6 +2,9 @@
 #include "net/tcp_listener.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "loopback_pair.h"
@@ -44,6 +47,20 @@ TEST(TcpListenerTest, AcceptedConnectionCarriesBytesBothWays) {
   }
   EXPECT_EQ(std::string(buf, got), "ping");
   EXPECT_NE(PeerName(pair.server.fd()).find("127.0.0.1:"), std::string::npos);
+}
+
+TEST(TcpListenerTest, AcceptedConnectionsSendSmallSegmentsAtOnceAndHoldLittleUnsent) {
+  auto listener = TcpListener::Listen(HostPort{"127.0.0.1", 0});
+  ASSERT_TRUE(listener.ok());
+  LoopbackPair pair = MakeLoopbackPair(**listener);
+  ASSERT_TRUE(pair.server.valid());
+  int value = 0;
+  socklen_t length = sizeof(value);
+  ASSERT_EQ(::getsockopt(pair.server.fd(), IPPROTO_TCP, TCP_NODELAY, &value, &length), 0);
+  EXPECT_NE(value, 0);
+  length = sizeof(value);
+  ASSERT_EQ(::getsockopt(pair.server.fd(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &length), 0);
+  EXPECT_EQ(value, TcpListener::kNotSentLowWaterBytes);
 }
 
 TEST(TcpListenerTest, BindingABusyPortFailsWithTheAddressInTheMessage) {

@@ -62,6 +62,52 @@ TEST(RespParserTest, EveryPrefixIsIncompleteAndNamesWhatItNeeds) {
   EXPECT_EQ(Parse(input.substr(0, 20)).needed, input.size());
 }
 
+TEST(RespParserTest, AnIncompleteBulkSaysWhereItIsAndTheRestParsesApart) {
+  const std::string input =
+      "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n0123456789\r\n"
+      "$2\r\nEX\r\n$2\r\n10\r\n";
+  const size_t value_at = input.find("0123");
+  std::vector<std::string_view> args;
+  size_t consumed = 0, needed = 0;
+  std::string error;
+  RespPartialBulk partial;
+  // Stopped inside the value: the arguments before it, where it starts, its length.
+  ASSERT_EQ(ParseRespCommand(std::string_view(input).substr(0, value_at + 4), RespLimits{}, &args,
+                             &consumed, &needed, &error, &partial),
+            RespParse::kIncomplete);
+  EXPECT_EQ(args, (std::vector<std::string_view>{"SET", "k"}));
+  EXPECT_EQ(partial.index, 2u);
+  EXPECT_EQ(partial.data_pos, value_at);
+  EXPECT_EQ(partial.length, 10u);
+  EXPECT_EQ(partial.arg_count, 5u);
+  // Stopped before a bulk's bytes: no partial.
+  RespPartialBulk untouched;
+  untouched.length = 99;
+  ASSERT_EQ(ParseRespCommand(std::string_view(input).substr(0, value_at - 2), RespLimits{}, &args,
+                             &consumed, &needed, &error, &untouched),
+            RespParse::kIncomplete);
+  EXPECT_EQ(untouched.length, 99u);
+  // The arguments after the value, on their own (after its CRLF).
+  const std::string_view tail = std::string_view(input).substr(value_at + 12);
+  args.clear();
+  ASSERT_EQ(ParseRespBulks(tail, 2, value_at + 12, RespLimits{}, &args, &consumed, &needed, &error),
+            RespParse::kComplete)
+      << error;
+  EXPECT_EQ(args, (std::vector<std::string_view>{"EX", "10"}));
+  EXPECT_EQ(consumed, tail.size());
+  args.clear();
+  EXPECT_EQ(
+      ParseRespBulks(tail.substr(0, 5), 2, 0, RespLimits{}, &args, &consumed, &needed, &error),
+      RespParse::kIncomplete);
+  // The command's bytes before the tail count against max_command_bytes.
+  RespLimits small;
+  small.max_command_bytes = value_at + 12 + 8;
+  args.clear();
+  EXPECT_EQ(ParseRespBulks(tail, 2, value_at + 12, small, &args, &consumed, &needed, &error),
+            RespParse::kError);
+  EXPECT_NE(error.find("max_command_bytes"), std::string::npos) << error;
+}
+
 TEST(RespParserTest, AnnouncedLengthsAreCheckedBeforeUse) {
   RespLimits limits;
   limits.max_bulk_bytes = 1 << 20;

@@ -442,6 +442,112 @@ TEST(RespListenTest, BeyondLoopbackNeedsTokensOrInsecure) {
   EXPECT_EQ((*bare)->resp_address().substr(0, 10), "127.0.0.1:");
 }
 
+// --- large values: read straight into their reservation (server/resp_value_capture.h) ---------
+
+TEST(RespLargeValueTest, ASetsValueGoesToItsReservationNotTheInputBuffer) {
+  auto server = StartNode(RespNodeOptions());
+  ASSERT_NE(server, nullptr);
+  RespTestClient c(server->resp_port());
+  RespTestClient reader(server->resp_port());
+  const std::string value = ValueFor("big", 1536 << 10);
+  const std::string command = RespTestClient::Encode({"SET", "big", value, "EX", "100"});
+  const size_t half = command.find(value) + value.size() / 2;
+  ASSERT_TRUE(c.SendRaw(std::string_view(command).substr(0, half)));
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("bytes_received") >= half; }));
+  // Half the value is in the arena, reserved: read into the input buffer it would hold 768 KiB.
+  EXPECT_LT(server->Stats().Get("input_buffer_bytes"), 128u << 10);
+  EXPECT_GE(server->Stats().Get("reserved_bytes"), value.size() / 2);
+  EXPECT_EQ(reader.Call({"GET", "big"}), "(nil)");  // nothing of it visible yet
+  ASSERT_TRUE(c.SendRaw(std::string_view(command).substr(half)));
+  EXPECT_EQ(c.Read(), "+OK");
+  EXPECT_EQ(reader.Call({"GET", "big"}), "$" + value);
+  const std::string ttl = reader.Call({"TTL", "big"});  // the EX after the value
+  EXPECT_TRUE(ttl == ":100" || ttl == ":99") << ttl;
+
+  const std::string other = ValueFor("other", 1 << 20);
+  // NX on a present key: not written, the reservation dropped.
+  EXPECT_EQ(c.Call({"SET", "big", other, "NX"}), "(nil)");
+  EXPECT_EQ(reader.Call({"GET", "big"}), "$" + value);
+  // A syntax error after the value: nothing written.
+  EXPECT_EQ(c.Call({"SET", "bad", other, "BOGUS"}), "-ERR syntax error");
+  EXPECT_EQ(c.Call({"EXISTS", "bad"}), ":0");
+  // SETEX, PSETEX and SET ... GET; pipelined behind each other with small commands.
+  ASSERT_TRUE(c.SendRaw(RespTestClient::Encode({"PSETEX", "px", "100000", other}) +
+                        RespTestClient::Encode({"SET", "big", other, "GET"}) + "PING\r\n" +
+                        RespTestClient::Encode({"SETEX", "ex", "100", value})));
+  EXPECT_EQ(c.Read(), "+OK");
+  EXPECT_EQ(c.Read(), "$" + value);  // the old value
+  EXPECT_EQ(c.Read(), "+PONG");
+  EXPECT_EQ(c.Read(), "+OK");
+  EXPECT_EQ(reader.Call({"GET", "px"}), "$" + other);
+  EXPECT_EQ(reader.Call({"GET", "big"}), "$" + other);
+  EXPECT_EQ(reader.Call({"GET", "ex"}), "$" + value);
+  EXPECT_TRUE(Eventually([&] { return server->Stats().Get("reserved_bytes") == 0; }));
+}
+
+TEST(RespLargeValueTest, AStalledValueIsDroppedAtItsDeadline) {
+  ServerOptions options = RespNodeOptions();
+  options.request_timeout = std::chrono::milliseconds(300);
+  options.min_request_bytes_per_sec = 0;
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  RespTestClient c(server->resp_port());
+  const std::string value = ValueFor("stalled", 1 << 20);
+  const std::string command = RespTestClient::Encode({"SET", "stalled", value});
+  ASSERT_TRUE(c.SendRaw(std::string_view(command).substr(0, command.find(value) + (100 << 10))));
+  const std::string reply = c.Read();  // the sweep answers within a few deadlines
+  EXPECT_EQ(reply.substr(0, 12), "-ERR timeout") << reply;
+  EXPECT_TRUE(c.ReadsToEof());
+  RespTestClient reader(server->resp_port());
+  EXPECT_EQ(reader.Call({"EXISTS", "stalled"}), ":0");
+  EXPECT_TRUE(Eventually([&] {
+    const ServerStats stats = server->Stats();
+    return stats.Get("reserved_bytes") == 0 && stats.Get("reserved_unwritten_bytes") == 0;
+  }));
+}
+
+TEST(RespLargeValueTest, AStepTheStoreRefusesIsAnsweredAndTheConnectionGoesOn) {
+  ServerOptions options = RespNodeOptions();
+  options.max_reserved_bytes = 1 << 20;  // steps of 512 KiB (WriteBatch::StepBytes)
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  const std::string value = ValueFor("a", 1 << 20);
+  const std::string a_command = RespTestClient::Encode({"SET", "a", value});
+  // All but the last byte of its first step: the step is not full, so not grown yet.
+  const size_t a_first = a_command.find(value) + (512 << 10) - 1;
+  RespTestClient a(server->resp_port());
+  ASSERT_TRUE(a.SendRaw(std::string_view(a_command).substr(0, a_first)));
+  // Written into its first step: one byte of it reserved and not written.
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("reserved_unwritten_bytes") == 1; }));
+  // Two writers stalled after a byte hold the node's max_reserved_bytes between them.
+  std::vector<std::unique_ptr<RespTestClient>> stalled;
+  uint64_t unwritten = 1;
+  for (const std::string key : {"b", "c"}) {
+    const std::string command = RespTestClient::Encode({"SET", key, value});
+    stalled.push_back(std::make_unique<RespTestClient>(server->resp_port()));
+    ASSERT_TRUE(
+        stalled.back()->SendRaw(std::string_view(command).substr(0, command.find(value) + 1)));
+    unwritten += (512 << 10) - 1;
+    ASSERT_TRUE(Eventually([&] {
+      return server->Stats().Get("reserved_unwritten_bytes") == unwritten;
+    })) << key
+        << ": " << server->Stats().Get("reserved_unwritten_bytes");
+  }
+  // a's next step is refused: the rest of its bytes are read and dropped, and it is answered.
+  ASSERT_TRUE(a.SendRaw(std::string_view(a_command).substr(a_first)));
+  const std::string reply = a.Read();
+  EXPECT_EQ(reply.substr(0, 4), "-OOM") << reply;
+  EXPECT_EQ(a.Call({"PING"}), "+PONG");
+  EXPECT_EQ(a.Call({"EXISTS", "a"}), ":0");
+  stalled.clear();
+  EXPECT_TRUE(Eventually([&] {
+    const ServerStats stats = server->Stats();
+    return stats.Get("reserved_bytes") == 0 && stats.Get("reserved_unwritten_bytes") == 0;
+  }));
+  EXPECT_EQ(a.Call({"SET", "a", value}), "+OK");  // with room again, the same value goes in
+  EXPECT_EQ(a.Call({"STRLEN", "a"}), ":" + std::to_string(value.size()));
+}
+
 // --- hostile input ----------------------------------------------------------------------------
 
 TEST(RespHostileTest, AnnouncedHugeBulkIsRefusedWithoutAllocating) {

@@ -57,6 +57,7 @@ struct BenchFlags {
   bool resp = false;
   uint64_t resp_small_requests = 20000;
   uint64_t resp_large_requests = 400;
+  unsigned resp_rounds = 3;
   CLI::Option* value_size_option = nullptr;
 };
 
@@ -213,11 +214,12 @@ int RunRespCommand(BenchFlags& f) {
     if (!capacity.ok()) return Fail(capacity.status().WithContext("--capacity"));
     o.node_capacity = *capacity;
   }
-  if (f.options.node_threads != 0) o.node_threads = f.options.node_threads;
+  o.node_threads = f.options.node_threads;  // 0: one per server CPU
   o.clients = static_cast<unsigned>(std::max(4, f.options.connections));
   o.redis_server = f.options.redis_server;
   o.small_requests = f.resp_small_requests;
   o.large_requests = f.resp_large_requests;
+  o.rounds = f.resp_rounds;
   Result<bench::RespBenchReport> report = bench::RunRespBench(o, [](std::string_view note) {
     std::fprintf(stderr, "bench: %.*s\n", static_cast<int>(note.size()), note.data());
   });
@@ -401,6 +403,11 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--resp-large-requests", flags->resp_large_requests,
                   "--resp: requests per test with 1 MiB values")
       ->capture_default_str();
+  cmd->add_option("--resp-rounds", flags->resp_rounds,
+                  "--resp: rounds of each test, the two servers in turn (the report gives the "
+                  "medians)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 99u));
   cmd->add_option("--peers", flags->peers,
                   "Peers measured in the same run, each in its own best pattern: a list of redis, "
                   "mooncake (Mooncake Store, from `make peers`), lmcache-server (LMCache's own "

@@ -2,7 +2,9 @@
 #include "bench/resp_bench.h"
 
 #include <fmt/core.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -20,17 +22,25 @@ namespace kvport::bench {
 
 namespace {
 
-// One redis-benchmark run of SET and GET against `port`: their rates, or why it failed.
-Result<std::pair<double, double>> RunRedisBenchmark(const std::string& executable, uint16_t port,
-                                                    uint64_t value_bytes, unsigned pipeline,
-                                                    unsigned clients, uint64_t requests) {
+// The user and system CPU seconds of the children waited for so far.
+double ChildrenCpuSeconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_CHILDREN, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// One redis-benchmark test (`op`: "SET", "GET") against `port`.
+Result<RespRun> RunRedisBenchmark(const std::string& executable, uint16_t port, std::string_view op,
+                                  uint64_t value_bytes, unsigned pipeline, unsigned clients,
+                                  uint64_t requests) {
   const std::vector<std::string> args = {executable,
                                          "-h",
                                          "127.0.0.1",
                                          "-p",
                                          std::to_string(port),
                                          "-t",
-                                         "set,get",
+                                         std::string(op),
                                          "-d",
                                          std::to_string(value_bytes),
                                          "-P",
@@ -41,15 +51,22 @@ Result<std::pair<double, double>> RunRedisBenchmark(const std::string& executabl
                                          std::to_string(requests),
                                          "--csv"};
   int status = 0;
+  const double cpu_before = ChildrenCpuSeconds();
+  const auto start = std::chrono::steady_clock::now();
   KVPORT_ASSIGN_OR_RETURN(std::string csv,
                           RunCapturingStdout(args, std::chrono::seconds(600), &status));
-  const double set = RedisBenchmarkCsvRps(csv, "SET");
-  const double get = RedisBenchmarkCsvRps(csv, "GET");
-  if (status != 0 || set <= 0 || get <= 0 || csv.find("rror") != std::string::npos) {
-    return Status::Internal(fmt::format("redis-benchmark against port {} failed (status {}): {}",
-                                        port, status, csv.substr(0, 400)));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RespRun run;
+  run.rps = RedisBenchmarkCsvRps(csv, op);
+  run.load_busy = seconds > 0 ? (ChildrenCpuSeconds() - cpu_before) / seconds : 0;
+  if (status != 0 || run.rps <= 0 || csv.find("rror") != std::string::npos) {
+    return Status::Internal(
+        fmt::format("redis-benchmark -t {} against port {} failed (status "
+                    "{}): {}",
+                    op, port, status, csv.substr(0, 400)));
   }
-  return std::make_pair(set, get);
+  return run;
 }
 
 // The same shape over kvport's binary protocol, in its best pattern: `clients` threads, each
@@ -106,6 +123,70 @@ Result<std::pair<double, double>> RunBinaryProtocol(uint16_t port, uint64_t valu
 
 }  // namespace
 
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+namespace {
+
+std::vector<double> Rates(const std::vector<RespRun>& runs) {
+  std::vector<double> rates;
+  for (const RespRun& run : runs)
+    rates.push_back(run.rps);
+  return rates;
+}
+
+std::vector<double> LoadBusy(const std::vector<RespRun>& runs) {
+  std::vector<double> busy;
+  for (const RespRun& run : runs)
+    busy.push_back(run.load_busy);
+  return busy;
+}
+
+// kvport's rate over redis-server's, round by round.
+std::vector<double> RoundRatios(const RespBenchRow& row) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < std::min(row.kvport_runs.size(), row.redis_runs.size()); ++i) {
+    ratios.push_back(row.kvport_runs[i].rps / row.redis_runs[i].rps);
+  }
+  return ratios;
+}
+
+}  // namespace
+
+double RespBenchRow::kvport_rps() const {
+  return Median(Rates(kvport_runs));
+}
+double RespBenchRow::redis_rps() const {
+  return Median(Rates(redis_runs));
+}
+double RespBenchRow::binary_rps() const {
+  return Median(binary_rounds);
+}
+double RespBenchRow::kvport_load_busy() const {
+  return Median(LoadBusy(kvport_runs));
+}
+double RespBenchRow::redis_load_busy() const {
+  return Median(LoadBusy(redis_runs));
+}
+
+double RespBenchRow::ratio() const {
+  return redis_rps() > 0 ? kvport_rps() / redis_rps() : 0;
+}
+
+double RespBenchRow::lowest_round_ratio() const {
+  const std::vector<double> ratios = RoundRatios(*this);
+  return ratios.empty() ? 0 : *std::min_element(ratios.begin(), ratios.end());
+}
+
+double RespBenchRow::highest_round_ratio() const {
+  const std::vector<double> ratios = RoundRatios(*this);
+  return ratios.empty() ? 0 : *std::max_element(ratios.begin(), ratios.end());
+}
+
 double RedisBenchmarkCsvRps(std::string_view csv, std::string_view name) {
   const std::string head = fmt::format("\"{}\",\"", name);
   size_t at = 0;
@@ -130,73 +211,126 @@ Result<RespBenchReport> RunRespBench(const RespBenchOptions& o,
     return benchmark.status().WithContext(
         "--resp runs redis-benchmark (Debian redis-tools; scripts/bootstrap installs it)");
   }
+  KVPORT_ASSIGN_OR_RETURN(std::vector<int> allowed, AllowedCpus());
+  report.cpus = SplitCpus(allowed);
+  if (!report.cpus.split) {
+    report.cpu_note = fmt::format("not split: {} CPU", allowed.size());
+  }
+  report.node_threads =
+      o.node_threads != 0 ? o.node_threads : static_cast<unsigned>(report.cpus.servers.size());
 
-  ServerOptions so;
-  so.capacity_bytes = o.node_capacity;
-  so.threads = o.node_threads;
-  so.resp_listen = "127.0.0.1:0";
-  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<Server> node, Server::Start(so));
-  log(fmt::format("node: RESP on {}, capacity {}, {} I/O threads", node->resp_address(),
-                  FormatSize(o.node_capacity), o.node_threads));
-
+  // The servers start on their CPUs; their threads and processes keep them.
+  std::unique_ptr<Server> node;
   std::unique_ptr<RedisServer> redis;
-  Result<std::string> redis_path = RedisServer::FindExecutable(o.redis_server);
-  if (redis_path.ok()) {
-    Result<std::unique_ptr<RedisServer>> started = RedisServer::Start(*redis_path);
-    if (started.ok()) {
-      redis = std::move(started).value();
-      log(fmt::format("baseline: redis-server on 127.0.0.1:{}", redis->port()));
-    } else {
-      report.baseline_note = started.status().ToString();
+  {
+    ScopedCpuAffinity on_servers(report.cpus.servers);
+    if (!on_servers.status().ok()) {
+      report.cpu_note = "not split: " + on_servers.status().ToString();
+      report.cpus.split = false;
     }
-  } else {
-    report.baseline_note = redis_path.status().ToString();
+    ServerOptions so;
+    so.capacity_bytes = o.node_capacity;
+    so.threads = report.node_threads;
+    so.resp_listen = "127.0.0.1:0";
+    KVPORT_ASSIGN_OR_RETURN(node, Server::Start(so));
+    log(fmt::format("node: RESP on {}, capacity {}, {} I/O threads", node->resp_address(),
+                    FormatSize(o.node_capacity), report.node_threads));
+    Result<std::string> redis_path = RedisServer::FindExecutable(o.redis_server);
+    if (redis_path.ok()) {
+      Result<std::unique_ptr<RedisServer>> started = RedisServer::Start(*redis_path);
+      if (started.ok()) {
+        redis = std::move(started).value();
+        log(fmt::format("baseline: redis-server on 127.0.0.1:{}", redis->port()));
+      } else {
+        report.baseline_note = started.status().ToString();
+      }
+    } else {
+      report.baseline_note = redis_path.status().ToString();
+    }
   }
   if (!report.baseline_note.empty()) log("no redis-server baseline: " + report.baseline_note);
+  if (report.cpus.split) {
+    log(fmt::format("servers on CPU {}, load on CPU {}", FormatCpuList(report.cpus.servers),
+                    FormatCpuList(report.cpus.clients)));
+  }
 
+  // redis-benchmark and the binary client threads start from here: they run on the load's CPUs.
+  ScopedCpuAffinity on_clients(report.cpus.clients);
+  const unsigned rounds = std::max(1u, o.rounds);
   for (uint64_t size : o.value_sizes) {
     for (unsigned pipeline : o.pipelines) {
       const uint64_t requests = size < (64 << 10) ? o.small_requests : o.large_requests;
-      log(fmt::format("SET/GET {} -P {} -c {} -n {}", FormatSize(size), pipeline, o.clients,
-                      requests));
-      KVPORT_ASSIGN_OR_RETURN(auto kvport, RunRedisBenchmark(*benchmark, node->resp_port(), size,
-                                                             pipeline, o.clients, requests));
-      std::pair<double, double> baseline{0, 0};
-      if (redis != nullptr) {
-        Result<std::pair<double, double>> measured =
-            RunRedisBenchmark(*benchmark, redis->port(), size, pipeline, o.clients, requests);
-        if (measured.ok()) {
-          baseline = *measured;
-        } else {
-          report.baseline_note = measured.status().ToString();
+      log(fmt::format("SET/GET {} -P {} -c {} -n {}, {} rounds", FormatSize(size), pipeline,
+                      o.clients, requests, rounds));
+      RespBenchRow set{"SET", size, pipeline, {}, {}, {}};
+      RespBenchRow get{"GET", size, pipeline, {}, {}, {}};
+      // SET then GET against one server (the GETs read what the SETs wrote).
+      auto measure = [&](uint16_t port, std::vector<RespRun> RespBenchRow::*runs) -> Status {
+        for (RespBenchRow* row : {&set, &get}) {
+          KVPORT_ASSIGN_OR_RETURN(RespRun run, RunRedisBenchmark(*benchmark, port, row->op, size,
+                                                                 pipeline, o.clients, requests));
+          (row->*runs).push_back(run);
         }
+        return Status::Ok();
+      };
+      for (unsigned round = 0; round < rounds; ++round) {
+        // Each round the other server goes first: neither always meets a warmer machine.
+        const bool redis_first = round % 2 == 1;
+        for (int turn = 0; turn < 2; ++turn) {
+          if ((turn == 0) != redis_first) {
+            KVPORT_RETURN_IF_ERROR(measure(node->resp_port(), &RespBenchRow::kvport_runs));
+          } else if (redis != nullptr) {
+            Status measured = measure(redis->port(), &RespBenchRow::redis_runs);
+            if (!measured.ok()) {
+              report.baseline_note = measured.ToString();
+              redis.reset();  // one failure ends the baseline: no row mixes runs with gaps
+            }
+          }
+        }
+        KVPORT_ASSIGN_OR_RETURN(
+            auto binary, RunBinaryProtocol(node->port(), size, pipeline, o.clients, requests));
+        set.binary_rounds.push_back(binary.first);
+        get.binary_rounds.push_back(binary.second);
       }
-      KVPORT_ASSIGN_OR_RETURN(auto binary,
-                              RunBinaryProtocol(node->port(), size, pipeline, o.clients, requests));
-      report.rows.push_back({"SET", size, pipeline, kvport.first, baseline.first, binary.first});
-      report.rows.push_back({"GET", size, pipeline, kvport.second, baseline.second, binary.second});
+      report.rows.push_back(std::move(set));
+      report.rows.push_back(std::move(get));
     }
+  }
+  if (redis == nullptr) {
+    for (RespBenchRow& row : report.rows)
+      row.redis_runs.clear();
   }
   return report;
 }
 
 std::string FormatRespBenchText(const RespBenchReport& r) {
   std::string out = fmt::format(
-      "redis-benchmark -t set,get -c {} --csv: kvport's RESP port (embedded node) and "
-      "redis-server; beside them kvport's binary protocol (kvport::Client, {} threads, an "
-      "MSET/MGET of -P keys a call)\n\n",
-      r.options.clients, r.options.clients);
-  out += fmt::format("{:<4} {:>9} {:>3} {:>14} {:>14} {:>8} {:>14}\n", "op", "value", "-P",
-                     "kvport req/s", "redis req/s", "ratio", "binary keys/s");
+      "redis-benchmark -t set, then -t get, -c {} --csv: kvport's RESP port (embedded node, {} I/O "
+      "threads) and redis-server; beside them kvport's binary protocol (kvport::Client, {} "
+      "threads, an MSET/MGET of -P keys a call). The median of {} rounds, the servers in turn; "
+      "\"rounds\": the lowest and highest ratio of one round; \"load busy\": redis-benchmark's "
+      "CPU time over its run time, against kvport / redis-server (near 100% for both: the "
+      "row measures the load generator).\n",
+      r.options.clients, r.node_threads, r.options.clients, std::max(1u, r.options.rounds));
+  out += r.cpus.split ? fmt::format("Servers on CPU {}, the load on CPU {}.\n\n",
+                                    FormatCpuList(r.cpus.servers), FormatCpuList(r.cpus.clients))
+                      : fmt::format("Servers and load on the same CPUs ({}).\n\n", r.cpu_note);
+  out += fmt::format("{:<4} {:>9} {:>3} {:>14} {:>14} {:>8} {:>13} {:>11} {:>14}\n", "op", "value",
+                     "-P", "kvport req/s", "redis req/s", "ratio", "rounds", "load busy",
+                     "binary keys/s");
   for (const RespBenchRow& row : r.rows) {
     out += fmt::format("{:<4} {:>9} {:>3} {:>14.0f} ", row.op, FormatSize(row.value_bytes),
-                       row.pipeline, row.kvport_rps);
-    if (row.redis_rps > 0) {
-      out += fmt::format("{:>14.0f} {:>7.2f}x", row.redis_rps, row.kvport_rps / row.redis_rps);
+                       row.pipeline, row.kvport_rps());
+    if (row.redis_rps() > 0) {
+      out += fmt::format(
+          "{:>14.0f} {:>7.2f}x {:>13} {:>11}", row.redis_rps(), row.ratio(),
+          fmt::format("{:.2f}-{:.2f}x", row.lowest_round_ratio(), row.highest_round_ratio()),
+          fmt::format("{:.0f}/{:.0f}%", 100 * row.kvport_load_busy(), 100 * row.redis_load_busy()));
     } else {
-      out += fmt::format("{:>14} {:>8}", "-", "-");
+      out += fmt::format("{:>14} {:>8} {:>13} {:>11}", "-", "-", "-",
+                         fmt::format("{:.0f}%", 100 * row.kvport_load_busy()));
     }
-    out += fmt::format(" {:>14.0f}\n", row.binary_rps);
+    out += fmt::format(" {:>14.0f}\n", row.binary_rps());
   }
   if (!r.baseline_note.empty()) out += "\nredis-server baseline: " + r.baseline_note + "\n";
   return out;
