@@ -25,7 +25,7 @@ uint64_t RequestLatencies::UpperBoundNs(size_t i) {
 RequestLatencies::Snapshot RequestLatencies::Read(size_t op_slot) const {
   Snapshot s;
   s.counts.assign(kBuckets, 0);
-  if (op_slot >= kOpSlots) return s;
+  if (op_slot >= slots_) return s;
   const Op& op = ops_[op_slot];
   for (size_t i = 0; i < kBuckets; ++i) {
     s.counts[i] = op.buckets[i].load(std::memory_order_relaxed);

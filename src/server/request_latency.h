@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace kvport::server {
@@ -30,8 +31,12 @@ class RequestLatencies {
   // The exclusive upper bound of bucket `i` in nanoseconds; UINT64_MAX for the overflow bucket.
   static uint64_t UpperBoundNs(size_t i);
 
+  // Histograms for slots [0, slots): kOpSlots for the binary protocol's opcodes.
+  explicit RequestLatencies(size_t slots = kOpSlots)
+      : slots_(slots), ops_(std::make_unique<Op[]>(slots)) {}
+
   void Record(size_t op_slot, uint64_t ns) {
-    if (op_slot >= kOpSlots) return;
+    if (op_slot >= slots_) return;
     Op& op = ops_[op_slot];
     op.buckets[BucketOf(ns)].fetch_add(1, std::memory_order_relaxed);
     op.sum_ns.fetch_add(ns, std::memory_order_relaxed);
@@ -49,7 +54,8 @@ class RequestLatencies {
     std::array<std::atomic<uint64_t>, kBuckets> buckets{};
     std::atomic<uint64_t> sum_ns{0};
   };
-  std::array<Op, kOpSlots> ops_{};
+  const size_t slots_;
+  std::unique_ptr<Op[]> ops_;
 };
 
 }  // namespace kvport::server

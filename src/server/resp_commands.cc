@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -631,6 +632,9 @@ void FlushDb(Context& c, Args a) {
 
 // --- server -----------------------------------------------------------------------------------
 
+// INFO's Commandstats section (after the command table).
+void AppendCommandStats(Context& c, std::string* text);
+
 void Info(Context& c, Args a) {
   std::vector<std::string> sections;
   for (size_t i = 1; i < a.size(); ++i)
@@ -687,6 +691,12 @@ void Info(Context& c, Args a) {
     line("expired_keys", stats.Get("expirations"));
     line("kvport_error_responses", stats.Get("error_responses"));
     text += "\r\n";
+  }
+  // Not among the default sections, as in Redis: INFO commandstats, all or everything.
+  if (std::any_of(sections.begin(), sections.end(), [](const std::string& s) {
+        return s == "COMMANDSTATS" || s == "ALL" || s == "EVERYTHING";
+      })) {
+    AppendCommandStats(c, &text);
   }
   if (wanted("KEYSPACE")) {
     text += "# Keyspace\r\n";
@@ -779,9 +789,31 @@ const Command kCommands[] = {
     {"QUIT", Quit, true},
     {"FLUSHDB", FlushDb, false},
 };
+static_assert(std::size(kCommands) <= ServerCounters::kRespCommandSlots,
+              "each RESP command has a slot in the node's counters");
 
 // COMMAND: what clients ask at start. COMMAND (no argument) and COMMAND DOCS answer empty (a
 // client then has no hints, nothing else), COMMAND COUNT the number of commands served.
+// Redis's cmdstat lines: calls, usec (the time spent running it), usec_per_call, rejected_calls
+// (always 0: a command refused before it runs, as NOAUTH, is not counted) and failed_calls (its
+// error replies).
+void AppendCommandStats(Context& c, std::string* text) {
+  *text += "# Commandstats\r\n";
+  for (size_t slot = 0; slot < std::size(kCommands); ++slot) {
+    const ServerCounters::RespCommandCounts counts = c.service.counters().RespCommand(slot);
+    if (counts.calls == 0) continue;
+    std::string name(kCommands[slot].name);
+    for (char& ch : name)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const double usec = static_cast<double>(counts.sum_ns) / 1e3;
+    *text += fmt::format(
+        "cmdstat_{}:calls={},usec={:.0f},usec_per_call={:.2f},rejected_calls=0,failed_calls={}"
+        "\r\n",
+        name, counts.calls, usec, usec / static_cast<double>(counts.calls), counts.errors);
+  }
+  *text += "\r\n";
+}
+
 void CommandCommand(Context& c, Args a) {
   if (a.size() == 1) return c.w.Array(0);
   if (ArgIs(a[1], "COUNT")) return c.w.Integer(static_cast<int64_t>(std::size(kCommands)));
@@ -843,10 +875,10 @@ bool ArgIs(std::string_view arg, std::string_view upper_name) {
   return true;
 }
 
-void RunRespCommand(CacheService& service, RespClient& client, Args args, RespOutput& out,
+bool RunRespCommand(CacheService& service, RespClient& client, Args args, RespOutput& out,
                     RespValueCapture* captured) {
   RespWriter w(&out.text(), client.version);
-  if (args.empty()) return;
+  if (args.empty()) return false;
   const Command* command = nullptr;
   for (const Command& candidate : kCommands) {
     if (ArgIs(args[0], candidate.name)) {
@@ -859,11 +891,11 @@ void RunRespCommand(CacheService& service, RespClient& client, Args args, RespOu
     for (char& ch : shown)
       if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
     w.Error(fmt::format("ERR unknown command '{}', with args beginning with: ", shown));
-    return;
+    return true;
   }
   if (!client.access.authenticated() && !command->before_auth) {
     w.Error("NOAUTH Authentication required.");
-    return;
+    return true;
   }
   if (client.access.authenticated()) {
     // The node's tokens may have been replaced (SIGHUP) since this client's AUTH.
@@ -872,11 +904,21 @@ void RunRespCommand(CacheService& service, RespClient& client, Args args, RespOu
       // As a binary session: the connection ends (its grant is gone).
       w.Error("NOAUTH " + still.message());
       client.quit = true;
-      return;
+      return true;
     }
   }
   Context c{service, client, w, out, captured};
+  const size_t before = out.text().size();
+  const auto start = std::chrono::steady_clock::now();
   command->run(c, args);
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  // An error reply starts with '-' (a value sent from the arena never comes first).
+  const bool error = out.text().size() > before && out.text()[before] == '-';
+  service.counters().RecordRespCommand(static_cast<size_t>(command - kCommands), &command->name,
+                                       error, static_cast<uint64_t>(ns));
+  return error;
 }
 
 bool RespGlobMatch(std::string_view p, std::string_view s) {

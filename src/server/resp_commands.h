@@ -47,11 +47,12 @@ class RespOutput {
 
 class RespValueCapture;  // server/resp_value_capture.h
 
-// Runs one command (args[0] is its name, any case) and writes its reply. Unknown commands,
-// wrong arity and refusals are error replies; the connection always goes on (except QUIT).
-// `captured`: the command's value was read into its reservation (one of `args` views it), which
-// a write of it commits instead of copying.
-void RunRespCommand(CacheService& service, RespClient& client,
+// Runs one command (args[0] is its name, any case) and writes its reply; true when the reply is
+// an error. Unknown commands, wrong arity and refusals are error replies; the connection always
+// goes on (except QUIT). A command that runs is counted in the node's counters
+// (ServerCounters::RecordRespCommand). `captured`: the command's value was read into its
+// reservation (one of `args` views it), which a write of it commits instead of copying.
+bool RunRespCommand(CacheService& service, RespClient& client,
                     std::span<const std::string_view> args, RespOutput& out,
                     RespValueCapture* captured = nullptr);
 

@@ -263,17 +263,15 @@ bool RespSession::RunCommand(RespValueCapture* captured) {
   incomplete_ = false;
   capture_declined_ = false;
   const bool was_authenticated = authenticated();
-  const size_t before = reply_.text().size();
+  bool error = true;
   if (captured != nullptr && !captured->status().ok()) {
     // The store refused a step of its value while it arrived: the command cannot write it.
     protocol::RespWriter writer(&reply_.text(), client_.version);
     ReplyStatus(writer, captured->status());
   } else {
-    RunRespCommand(service_, client_, args_, reply_, captured);
+    error = RunRespCommand(service_, client_, args_, reply_, captured);
   }
-  if (reply_.text().size() > before && reply_.text()[before] == '-') {
-    service_.counters().CountErrorResponse();
-  }
+  if (error) service_.counters().CountErrorResponse();
   args_.clear();
   if (was_authenticated || !authenticated()) return false;
   LeaveUnauthenticated();

@@ -57,7 +57,32 @@ constexpr protocol::Opcode kCountedOps[] = {
     protocol::Opcode::kShmGet,    protocol::Opcode::kShmRelease, protocol::Opcode::kUcxAttach,
 };
 
+// "resp_get" from "GET".
+std::string RespOpName(std::string_view command) {
+  std::string name = "resp_";
+  for (char c : command)
+    name.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return name;
+}
+
 }  // namespace
+
+void ServerCounters::RecordRespCommand(size_t slot, const std::string_view* name, bool error,
+                                       uint64_t ns) {
+  if (slot >= kRespCommandSlots) return;
+  // The name lives in the command table's static storage: publishing its address is enough.
+  if (resp_names_[slot].load(std::memory_order_relaxed) == nullptr) {
+    resp_names_[slot].store(name, std::memory_order_relaxed);
+  }
+  if (error) resp_errors_[slot].fetch_add(1, std::memory_order_relaxed);
+  resp_latencies_.Record(slot, ns);
+}
+
+ServerCounters::RespCommandCounts ServerCounters::RespCommand(size_t slot) const {
+  if (slot >= kRespCommandSlots) return {};
+  const RequestLatencies::Snapshot s = resp_latencies_.Read(slot);
+  return {s.count, resp_errors_[slot].load(std::memory_order_relaxed), s.sum_ns};
+}
 
 void ServerCounters::CountRequest(protocol::Opcode op) {
   size_t slot = static_cast<size_t>(op);
@@ -69,19 +94,39 @@ void ServerCounters::CountRequestError(protocol::Opcode op) {
   if (slot < kOpcodeSlots) op_errors_[slot].fetch_add(1, std::memory_order_relaxed);
 }
 
+std::vector<size_t> ServerCounters::CalledRespSlots() const {
+  std::vector<size_t> slots;
+  for (size_t slot = 0; slot < kRespCommandSlots; ++slot) {
+    if (resp_names_[slot].load(std::memory_order_relaxed) != nullptr) slots.push_back(slot);
+  }
+  return slots;
+}
+
 void ServerCounters::AppendLatencies(std::vector<ServerStats::Latency>* out) const {
+  AppendLatencies(CalledRespSlots(), out);
+}
+
+void ServerCounters::AppendLatencies(const std::vector<size_t>& resp_slots,
+                                     std::vector<ServerStats::Latency>* out) const {
   std::vector<uint64_t> upper(RequestLatencies::kBuckets);
   for (size_t i = 0; i < upper.size(); ++i)
     upper[i] = RequestLatencies::UpperBoundNs(i);
-  for (protocol::Opcode op : kCountedOps) {
-    RequestLatencies::Snapshot s = latencies_.Read(static_cast<size_t>(op));
+  auto append = [&](std::string op, RequestLatencies::Snapshot s) {
     ServerStats::Latency latency;
-    latency.op = OpCounterName(op).substr(3);  // "mget" from "op_mget"
+    latency.op = std::move(op);
     latency.upper_ns = upper;
     latency.counts = std::move(s.counts);
     latency.count = s.count;
     latency.sum_ns = s.sum_ns;
     out->push_back(std::move(latency));
+  };
+  for (protocol::Opcode op : kCountedOps) {
+    // "mget" from "op_mget"
+    append(OpCounterName(op).substr(3), latencies_.Read(static_cast<size_t>(op)));
+  }
+  for (size_t slot : resp_slots) {
+    append(RespOpName(*resp_names_[slot].load(std::memory_order_relaxed)),
+           resp_latencies_.Read(slot));
   }
 }
 
@@ -136,20 +181,28 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   out->emplace_back("cluster_registered", get(cluster_registered_));
   out->emplace_back("cluster_reregistrations", get(cluster_reregistrations_));
   out->emplace_back("cluster_etcd_failures", get(cluster_etcd_failures_));
+  // The ops in AppendLatencies's order, with their errors: the opcodes, then the RESP commands
+  // called so far.
+  std::vector<uint64_t> errors;
   for (protocol::Opcode op : kCountedOps) {
     out->emplace_back(OpCounterName(op), get(ops_[static_cast<size_t>(op)]));
+    errors.push_back(get(op_errors_[static_cast<size_t>(op)]));
+  }
+  const std::vector<size_t> resp_slots = CalledRespSlots();
+  std::vector<ServerStats::Latency> latencies;
+  AppendLatencies(resp_slots, &latencies);
+  for (size_t i = 0; i < resp_slots.size(); ++i) {
+    const ServerStats::Latency& l = latencies[std::size(kCountedOps) + i];
+    out->emplace_back("op_" + l.op, l.count);  // its calls: its histogram's count
+    errors.push_back(resp_errors_[resp_slots[i]].load(std::memory_order_relaxed));
   }
   // Per-op errors and latency quantiles (what `kvport top` shows), after every op_* counter.
-  std::vector<ServerStats::Latency> latencies;
-  AppendLatencies(&latencies);
-  size_t i = 0;
-  for (protocol::Opcode op : kCountedOps) {
-    const std::string name = OpCounterName(op).substr(3);
-    out->emplace_back("errors_" + name, get(op_errors_[static_cast<size_t>(op)]));
-    const ServerStats::Latency& l = latencies[i++];
-    out->emplace_back("latency_" + name + "_p50_us",
+  for (size_t i = 0; i < latencies.size(); ++i) {
+    const ServerStats::Latency& l = latencies[i];
+    out->emplace_back("errors_" + l.op, errors[i]);
+    out->emplace_back("latency_" + l.op + "_p50_us",
                       static_cast<uint64_t>(std::llround(l.QuantileNs(0.50) / 1000.0)));
-    out->emplace_back("latency_" + name + "_p99_us",
+    out->emplace_back("latency_" + l.op + "_p99_us",
                       static_cast<uint64_t>(std::llround(l.QuantileNs(0.99) / 1000.0)));
   }
 }

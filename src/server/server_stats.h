@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,19 @@ class ServerCounters {
   void RecordLatency(protocol::Opcode op, uint64_t ns) {
     latencies_.Record(static_cast<size_t>(op), ns);
   }
+  // A command of the Redis protocol ran in `ns` nanoseconds (`error`: its reply was an error).
+  // `slot` is its row in the RESP command table (server/resp_commands.cc), `name` that row's
+  // name, in static storage: STATS and /metrics count it as the op "resp_<name>", from its first
+  // call on (op_resp_get, errors_resp_get, latency_resp_get_p50_us, ...).
+  static constexpr size_t kRespCommandSlots = 32;
+  void RecordRespCommand(size_t slot, const std::string_view* name, bool error, uint64_t ns);
+  struct RespCommandCounts {
+    uint64_t calls = 0;
+    uint64_t errors = 0;
+    uint64_t sum_ns = 0;
+  };
+  // What RecordRespCommand counted for `slot` (INFO commandstats).
+  RespCommandCounts RespCommand(size_t slot) const;
   void CountIdleTimeout() { idle_timeouts_.fetch_add(1, std::memory_order_relaxed); }
   void CountAbortedMset() { aborted_msets_.fetch_add(1, std::memory_order_relaxed); }
   void AddBytesReceived(uint64_t n) { bytes_received_.fetch_add(n, std::memory_order_relaxed); }
@@ -128,17 +142,27 @@ class ServerCounters {
   // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes, backpressure_pauses,
   // paused_connections, request_timeouts, cluster_registered, cluster_reregistrations,
   // cluster_etcd_failures,
-  // op_<opcode> for every opcode, then errors_<opcode>,
-  // latency_<opcode>_p50_us and latency_<opcode>_p99_us for each.
+  // op_<opcode> for every opcode (and op_resp_<command> for every RESP command called), then
+  // errors_<op>, latency_<op>_p50_us and latency_<op>_p99_us for each.
   void AppendTo(std::vector<std::pair<std::string, uint64_t>>* counters) const;
   // One histogram per opcode counted in op_*, in the same order.
   void AppendLatencies(std::vector<ServerStats::Latency>* latencies) const;
 
  private:
+  // The RESP slots called so far, and the latencies of the opcodes and of those slots.
+  std::vector<size_t> CalledRespSlots() const;
+  void AppendLatencies(const std::vector<size_t>& resp_slots,
+                       std::vector<ServerStats::Latency>* latencies) const;
+
   static constexpr size_t kOpcodeSlots = 16;
   std::array<std::atomic<uint64_t>, kOpcodeSlots> ops_{};
   std::array<std::atomic<uint64_t>, kOpcodeSlots> op_errors_{};
   RequestLatencies latencies_;
+  // RESP commands: the name of each slot counted so far (null: never called), and its errors;
+  // the calls are its histogram's count.
+  std::array<std::atomic<const std::string_view*>, kRespCommandSlots> resp_names_{};
+  std::array<std::atomic<uint64_t>, kRespCommandSlots> resp_errors_{};
+  RequestLatencies resp_latencies_{kRespCommandSlots};
   ClientErrorLog client_errors_;
   std::atomic<uint64_t> connections_{0};
   std::atomic<uint64_t> connections_accepted_{0};

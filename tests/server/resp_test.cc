@@ -295,6 +295,36 @@ TEST_P(RespTest, ServerCommands) {
   EXPECT_EQ(c->Call({"DBSIZE"}), ":0");
 }
 
+TEST_P(RespTest, CommandsAreCountedPerCommand) {
+  auto c = Connect();
+  ASSERT_EQ(c->Call({"SET", "k", "v"}), "+OK");
+  ASSERT_EQ(c->Call({"GET", "k"}), "$v");
+  ASSERT_EQ(c->Call({"GET", "missing"}), Null());
+  ASSERT_EQ(c->Call({"SET", "k"}).substr(0, 4), "-ERR");  // wrong arity: a failed call
+  // INFO commandstats, in Redis's form; not among INFO's default sections.
+  const std::string stats = c->Call({"INFO", "commandstats"});
+  EXPECT_NE(stats.find("# Commandstats"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("cmdstat_get:calls=2,usec="), std::string::npos) << stats;
+  EXPECT_NE(stats.find("cmdstat_set:calls=2,"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("rejected_calls=0,failed_calls=1\r\n"), std::string::npos) << stats;
+  EXPECT_EQ(stats.find("cmdstat_del:"), std::string::npos) << stats;  // never called
+  EXPECT_EQ(c->Call({"INFO"}).find("# Commandstats"), std::string::npos);
+  // STATS (and so /metrics, `kvport top`): the op resp_<command>, with errors and latency.
+  const ServerStats counters = server_->Stats();
+  EXPECT_EQ(counters.Get("op_resp_get"), 2u);
+  EXPECT_EQ(counters.Get("op_resp_set"), 2u);
+  EXPECT_EQ(counters.Get("errors_resp_set"), 1u);
+  EXPECT_EQ(counters.Get("errors_resp_get"), 0u);
+  bool found = false;
+  for (const ServerStats::Latency& l : counters.latencies) {
+    if (l.op != "resp_get") continue;
+    found = true;
+    EXPECT_EQ(l.count, 2u);
+    EXPECT_GT(l.sum_ns, 0u);
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST_P(RespTest, PipelinedCommandsAnswerInOrder) {
   auto c = Connect();
   std::string batch;
