@@ -6,7 +6,10 @@
 // an error message; what it returns must hold: a complete command consumed at least one byte
 // and no more than the input, its arguments lie inside what it consumed, an incomplete one
 // names a size larger than the input, every shorter prefix of a complete array command is
-// incomplete, and its arguments encoded again parse back to the same arguments.
+// incomplete, and its arguments encoded again parse back to the same arguments. And a complete
+// array command cut at the start of any argument's bytes says where (RespPartialBulk: the
+// arguments before it, its position and length), and the arguments after that one parse apart
+// (ParseRespBulks) to the same ones: how RespSession reads a large value into its reservation.
 //
 // Build (clang only): cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang
 //   -DCMAKE_CXX_COMPILER=clang++ -DKVPORT_FUZZ=ON && ninja -C build-fuzz fuzz_resp; seeds:
@@ -23,9 +26,11 @@
 
 namespace {
 
+using kvport::protocol::ParseRespBulks;
 using kvport::protocol::ParseRespCommand;
 using kvport::protocol::RespLimits;
 using kvport::protocol::RespParse;
+using kvport::protocol::RespPartialBulk;
 
 [[noreturn]] void Die(const char* what, const char* which) {
   std::fprintf(stderr, "[%s limits] %s\n", which, what);
@@ -40,6 +45,40 @@ std::string Encode(const std::vector<std::string_view>& args) {
     out += "\r\n";
   }
   return out;
+}
+
+// `command`: one complete array command, whose arguments are `args`.
+void CheckApart(std::string_view command, const std::vector<std::string_view>& args,
+                const RespLimits& limits, const char* which) {
+  std::vector<std::string_view> before;
+  std::vector<std::string_view> after;
+  std::string error;
+  for (size_t k = 0; k < args.size() && k < 8; ++k) {
+    const size_t data_pos = static_cast<size_t>(args[k].data() - command.data());
+    RespPartialBulk partial;
+    size_t consumed = 0, needed = 0;
+    if (ParseRespCommand(command.substr(0, data_pos), limits, &before, &consumed, &needed, &error,
+                         &partial) != RespParse::kIncomplete) {
+      Die("a command cut at an argument's bytes is not incomplete", which);
+    }
+    if (partial.index != k || partial.data_pos != data_pos || partial.length != args[k].size() ||
+        partial.arg_count != args.size()) {
+      Die("the partial bulk is not where the argument is", which);
+    }
+    for (size_t i = 0; i < k; ++i) {
+      if (before.size() != k || before[i] != args[i]) Die("the arguments before differ", which);
+    }
+    const size_t tail_pos = data_pos + args[k].size() + 2;
+    after.clear();
+    if (ParseRespBulks(command.substr(tail_pos), args.size() - k - 1, tail_pos, limits, &after,
+                       &consumed, &needed, &error) != RespParse::kComplete ||
+        consumed != command.size() - tail_pos) {
+      Die("the arguments after do not parse apart", which);
+    }
+    for (size_t i = k + 1; i < args.size(); ++i) {
+      if (after[i - k - 1] != args[i]) Die("the arguments after differ", which);
+    }
+  }
 }
 
 void Check(std::string_view input, const RespLimits& limits, const char* which) {
@@ -83,6 +122,8 @@ void Check(std::string_view input, const RespLimits& limits, const char* which) 
         Die("re-encoded arguments are incomplete", which);
       }
     }
+    if (input[0] == '*' && !args.empty())
+      CheckApart(input.substr(0, consumed), args, limits, which);
     input.remove_prefix(consumed);
   }
 }
