@@ -266,6 +266,12 @@ class WriteBatch {
   void MarkWritten(size_t i, uint64_t bytes);
   // Item i's expiry at Commit, in place of Reserve's (store::WriteHandle::SetTtlSeconds).
   void SetTtlSeconds(size_t i, uint32_t ttl_seconds);
+  // How far ahead of the bytes read a stepwise item (a binary MSET's value, a large RESP SET's)
+  // is reserved: a value whose bytes stop coming makes the store evict (and hold) at most this
+  // much more than was sent. A fixed step (not doubling) keeps what an item holds unwritten
+  // within the node's and the token's caps on it (max_reserved_bytes, a quarter of it); a 32 MiB
+  // value grows about 8 times, nearly always in place (store/object_store.h).
+  static constexpr uint64_t kReserveAhead = 4 << 20;
   // The largest step a stepwise batch should reserve ahead of its written bytes: `wanted`, or
   // less on a node whose caps on unwritten bytes (max_reserved_bytes, the grant's share) are
   // small, so that one step never takes a whole cap alone.

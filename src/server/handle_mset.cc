@@ -10,20 +10,13 @@ namespace kvport::server {
 
 namespace {
 
-// How far ahead of the bytes read an item is reserved: a value whose bytes stop coming makes
-// the store evict (and hold) at most this much more than was sent. A fixed step (not doubling)
-// keeps what an item holds unwritten within the node's and the token's caps on it
-// (max_reserved_bytes, a quarter of it); a 32 MiB value grows about 8 times, nearly always in
-// place (store/object_store.h).
-constexpr uint64_t kReserveAhead = 4 << 20;
-
 // The socket's side of a WriteBatch: its destinations, in item order, as the ranges the
 // session reads the payload into (a refused item's bytes are read and dropped).
 //
 // Items are reserved as their bytes arrive, not when the header does: Prepare() reserves the
 // next item once its first payload byte is in the socket (an empty item once the bytes before
-// it are), kReserveAhead of it (all of a smaller one); it grows the item (Grow) to kReserveAhead
-// past what has been read as more arrives. So a client that announces a
+// it are), WriteBatch::kReserveAhead of it (all of a smaller one); it grows the item (Grow) to
+// WriteBatch::kReserveAhead past what has been read as more arrives. So a client that announces a
 // large value and sends a few bytes of it, or stalls between items, makes the store evict for what
 // it sent plus one step, and hold no more (issue 22: a 64 MiB MSET stalled after 10 bytes used to
 // empty a 64 MiB node). What the items hold reserved and not yet written counts against the node's
@@ -42,7 +35,7 @@ class MsetReceiver final : public PayloadReceiver {
         version_(ctx.header.version),
         mset_(mset),
         batch_(&ctx.service, ctx.session.access.shared_grant(), /*stepwise=*/true),
-        step_(batch_.StepBytes(kReserveAhead)) {
+        step_(batch_.StepBytes(WriteBatch::kReserveAhead)) {
     for (const protocol::MsetItem& item : mset.items)
       total_ += item.value_length;
     remaining_ = total_;

@@ -9,16 +9,13 @@ namespace kvport::server {
 
 namespace {
 
-// How far ahead of the bytes read the value is reserved (handle_mset.cc's kReserveAhead, for
-// the same reasons).
-constexpr uint64_t kReserveAhead = 4 << 20;
 constexpr uint64_t kScratchBytes = 64 << 10;
 
 }  // namespace
 
 RespValueCapture::RespValueCapture(CacheService& service, const RespClient& client)
     : batch_(&service, client.access.shared_grant(), /*stepwise=*/true),
-      step_(batch_.StepBytes(kReserveAhead)) {}
+      step_(batch_.StepBytes(WriteBatch::kReserveAhead)) {}
 
 std::unique_ptr<RespValueCapture> RespValueCapture::Begin(
     CacheService& service, const RespClient& client, std::span<const std::string_view> head,
