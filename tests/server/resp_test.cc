@@ -21,6 +21,14 @@ ServerOptions RespNodeOptions() {
   return options;
 }
 
+// A node whose commands must arrive whole within `deadline`, at any rate.
+ServerOptions RespNodeWithDeadline(std::chrono::milliseconds deadline) {
+  ServerOptions options = RespNodeOptions();
+  options.request_timeout = deadline;
+  options.min_request_bytes_per_sec = 0;
+  return options;
+}
+
 class RespTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
@@ -516,10 +524,7 @@ TEST(RespLargeValueTest, ASetsValueGoesToItsReservationNotTheInputBuffer) {
 }
 
 TEST(RespLargeValueTest, AStalledValueIsDroppedAtItsDeadline) {
-  ServerOptions options = RespNodeOptions();
-  options.request_timeout = std::chrono::milliseconds(300);
-  options.min_request_bytes_per_sec = 0;
-  auto server = StartNode(options);
+  auto server = StartNode(RespNodeWithDeadline(std::chrono::milliseconds(300)));
   ASSERT_NE(server, nullptr);
   RespTestClient c(server->resp_port());
   const std::string value = ValueFor("stalled", 1 << 20);
@@ -613,10 +618,7 @@ TEST(RespHostileTest, OneByteAtATimeWriterIsServed) {
 }
 
 TEST(RespHostileTest, IncompleteCommandMissesItsDeadline) {
-  ServerOptions options = RespNodeOptions();
-  options.request_timeout = std::chrono::milliseconds(200);
-  options.min_request_bytes_per_sec = 0;
-  auto server = StartNode(options);
+  auto server = StartNode(RespNodeWithDeadline(std::chrono::milliseconds(200)));
   ASSERT_NE(server, nullptr);
   RespTestClient c(server->resp_port());
   ASSERT_TRUE(c.SendRaw("*2\r\n$3\r\nGET\r\n$10\r\nabc"));

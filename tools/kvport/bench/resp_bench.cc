@@ -62,9 +62,8 @@ Result<RespRun> RunRedisBenchmark(const std::string& executable, uint16_t port, 
   run.load_busy = seconds > 0 ? (ChildrenCpuSeconds() - cpu_before) / seconds : 0;
   if (status != 0 || run.rps <= 0 || csv.find("rror") != std::string::npos) {
     return Status::Internal(
-        fmt::format("redis-benchmark -t {} against port {} failed (status "
-                    "{}): {}",
-                    op, port, status, csv.substr(0, 400)));
+        fmt::format("redis-benchmark -t {} against port {} failed (status {}): {}", op, port,
+                    status, csv.substr(0, 400)));
   }
   return run;
 }
@@ -132,18 +131,12 @@ double Median(std::vector<double> values) {
 
 namespace {
 
-std::vector<double> Rates(const std::vector<RespRun>& runs) {
-  std::vector<double> rates;
+// The median of one field of `runs`.
+double MedianOf(const std::vector<RespRun>& runs, double RespRun::*field) {
+  std::vector<double> values;
   for (const RespRun& run : runs)
-    rates.push_back(run.rps);
-  return rates;
-}
-
-std::vector<double> LoadBusy(const std::vector<RespRun>& runs) {
-  std::vector<double> busy;
-  for (const RespRun& run : runs)
-    busy.push_back(run.load_busy);
-  return busy;
+    values.push_back(run.*field);
+  return Median(std::move(values));
 }
 
 // kvport's rate over redis-server's, round by round.
@@ -158,19 +151,19 @@ std::vector<double> RoundRatios(const RespBenchRow& row) {
 }  // namespace
 
 double RespBenchRow::kvport_rps() const {
-  return Median(Rates(kvport_runs));
+  return MedianOf(kvport_runs, &RespRun::rps);
 }
 double RespBenchRow::redis_rps() const {
-  return Median(Rates(redis_runs));
+  return MedianOf(redis_runs, &RespRun::rps);
 }
 double RespBenchRow::binary_rps() const {
   return Median(binary_rounds);
 }
 double RespBenchRow::kvport_load_busy() const {
-  return Median(LoadBusy(kvport_runs));
+  return MedianOf(kvport_runs, &RespRun::load_busy);
 }
 double RespBenchRow::redis_load_busy() const {
-  return Median(LoadBusy(redis_runs));
+  return MedianOf(redis_runs, &RespRun::load_busy);
 }
 
 double RespBenchRow::ratio() const {
