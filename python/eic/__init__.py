@@ -89,7 +89,7 @@ class TransportType(enum.IntEnum):
     """eic_trans_type. AUTO (kvport's own value, the InitOption default): shared memory with a
     node on this host that offers it, UCX where it finds RDMA hardware, TCP otherwise. TCP: TCP
     even to a node on this host. RDMA: shared memory with a node on this host, else UCX
-    (one-sided) with a node that offers it, else TCP (logged at init). GDR: fails at init
+    (node-checked messages) with a node that offers it, else TCP (logged at init). GDR: fails at init
     without a usable CUDA runtime, naming it; with one, as RDMA with device buffers staged
     through pinned host memory. An endpoint "unix:/PATH" asks for shared memory whatever the
     type."""

@@ -363,7 +363,7 @@ class Server:
     address), lease_ttl_secs (10), tls_cert_file + tls_key_file (TLS 1.3 on the TCP port) and
     tls_ca_file (clients must then present a certificate: docs/security.md), busy_poll_us (0:
     how long an I/O thread polls for the next request before it sleeps, at most 1 s; see
-    docs/operations.md), ucx (False: offer one-sided access over UCX to clients asking for RDMA,
+    docs/operations.md), ucx (False: serve values over UCX, node-checked, to clients asking for RDMA,
     transport_type 2; docs/transports.md). The node stops when the `with` block ends, on stop(), or
     when the object is collected; stopping lets requests in flight finish (a cluster node
     deregisters first)."""

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """UCX from Python: a node offering it (kvport.Server(ucx=True)), a client asking for RDMA
-(transport_type 2) that gets it and moves values one-sided, over UCX's tcp transport here, and
+(transport_type 2) that gets it and moves values over it (messages the node checks), over UCX's tcp transport here, and
 the eic facade over it. Skipped where this process has no usable UCX."""
 
 from __future__ import annotations

@@ -4,20 +4,19 @@
 //
 //   MappedArena  a node on this host: its arena is mapped here (SHM_ATTACH on every Unix-socket
 //                session), and a value moves by one memcpy, or none when lent in place.
-//   UcxArena     any node offering UCX (protocol version 8): the arena is registered with UCX on
-//                the node (UCX_ATTACH on every TCP session), and a value moves by one one-sided
-//                read or write over RDMA where the host has it, UCX's tcp or shared memory
-//                otherwise (client/ucx_arena.h).
+//   UcxArena     any node offering UCX (protocol version 9): UCX_ATTACH on every TCP session,
+//                and a value moves as one UCX message that the node copies into or out of the
+//                arena after checking it against the session's holdings (client/ucx_arena.h).
 //
 // The protocol is the same for both. A put reserves (SHM_RESERVE), writes each value into its
 // reserved extent and commits (SHM_COMMIT) on the same session; a get pins (SHM_GET), reads each
 // hit out of the arena and releases the lease (with the connection's next request); after the
-// reads the session's lease word says whether the node still held the leases while they ran
-// (otherwise the bytes may have been reused: the frame fails). A value whose write or read
-// fails on its own (a one-sided operation the network lost) fails that key alone: a put aborts
-// its extent, a get reports it Unavailable. Meta-only gets are ordinary MGETs (no value moves).
-// A put of at most kMaxInlinePutBytes of values is an ordinary MSET: one exchange, its values
-// through the socket, costs less than a reservation's second exchange (docs/performance.md).
+// reads the access says whether the node still held the leases while they ran (a mapped arena
+// asks the session's lease word; otherwise the bytes may have been reused: the frame fails). A
+// value whose write or read fails on its own (a transfer the network lost) fails that key alone: a
+// put aborts its extent, a get reports it Unavailable. Meta-only gets are ordinary MGETs (no value
+// moves). A put of at most kMaxInlinePutBytes of values is an ordinary MSET: one exchange, its
+// values through the socket, costs less than a reservation's second exchange (docs/performance.md).
 //
 // A session the node closes takes its leases and reservations with it; a connection is closed
 // by this process only once no thread writes into its reservations (Connection::BeginArenaWrite).
@@ -53,6 +52,8 @@ class ArenaAccess {
   virtual std::string_view name() const = 0;
   // Whether Lend works (the arena is mapped in this process).
   virtual bool lends() const = 0;
+  // What bounds this process's reach into the node (TransportCapabilities::memory_protection).
+  virtual MemoryProtection protection() const = 0;
 
   // Copies each move's bytes into the arena (extents `conn`'s session reserved), or out of it
   // (values it leased), all of a frame's at once so that their transfers may overlap; returns
@@ -74,6 +75,7 @@ class MappedArena final : public ArenaAccess {
  public:
   std::string_view name() const override { return "shared memory"; }
   bool lends() const override { return true; }
+  MemoryProtection protection() const override { return MemoryProtection::kTrustedPeer; }
   // PoolOptions::arena_mapper of the pool this access is used with.
   ArenaMapper* mapper() { return &mapper_; }
 
@@ -101,6 +103,7 @@ class ArenaTransport final : public Transport {
   TransportCapabilities capabilities() const override {
     TransportCapabilities c;
     c.zero_copy_reads = access_->lends();
+    c.memory_protection = access_->protection();
     return c;
   }
   ConnectionPool& pool() override { return stream_.pool(); }

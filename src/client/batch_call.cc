@@ -193,8 +193,8 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::NodeInfoRequest&, const protoc
 }
 
 uint64_t MaxAnswerDescriptorBytes(const protocol::UcxAttachRequest&, const protocol::Limits&) {
-  // u8 status; a worker address and two keys, each with its length; seven u64; the reason.
-  return 1 + 3 * (4 + protocol::kMaxUcxBlobBytes) + 7 * 8 + 2 + protocol::kMaxErrorMessageBytes;
+  // u8 status, u16 port, a session key with its u8 length, u64 arena_bytes, the reason.
+  return 1 + 2 + 1 + 255 + 8 + 2 + protocol::kMaxErrorMessageBytes;
 }
 
 uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReserveRequest& request,

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client/connection.h"
 
+#include <arpa/inet.h>
 #include <fmt/core.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -222,6 +224,20 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
     conn->watcher_->Watch(conn.get(), /*readable=*/true, kNoDeadline);
   }
   return conn;
+}
+
+std::string Connection::PeerIp() const {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (::getpeername(stream_.fd(), reinterpret_cast<sockaddr*>(&address), &length) != 0) return "";
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text, sizeof(text));
+  } else if (address.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text,
+              sizeof(text));
+  }
+  return text;
 }
 
 Status Connection::ReadControlResponse(uint64_t id, protocol::Opcode opcode, uint32_t most,

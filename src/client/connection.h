@@ -190,15 +190,20 @@ class Connection : private SocketWatcher::Watched {
     return std::shared_lock<std::shared_mutex>(arena_writers_);
   }
 
-  // A UCX session's lease word (UCX_ATTACH): its byte offset in the node's lease words and the
-  // generation it holds while the session's leases stand. Set once, before the connection is
-  // used (PoolOptions::attach); read by the UCX transport after its one-sided reads.
-  struct RemoteLeaseWord {
-    uint64_t offset = 0;
-    uint64_t generation = 0;
+  // What an arena access keeps for this connection's session (UCX: the session key the node
+  // gave and the endpoints that carry the session's values). Set once, before the connection is
+  // used (PoolOptions::attach); destroyed with the connection.
+  class ArenaSession {
+   public:
+    virtual ~ArenaSession() = default;
   };
-  void SetRemoteLeaseWord(RemoteLeaseWord word) { remote_lease_word_ = word; }
-  const RemoteLeaseWord& remote_lease_word() const { return remote_lease_word_; }
+  void SetArenaSession(std::unique_ptr<ArenaSession> session) {
+    arena_session_ = std::move(session);
+  }
+  ArenaSession* arena_session() const { return arena_session_.get(); }
+  // The numeric address of the node's end of the connection ("127.0.0.1", "::1"); empty for a
+  // Unix socket or a socket that is gone.
+  std::string PeerIp() const;
 
   // True until the connection is closed.
   bool alive() const { return alive_.load(std::memory_order_acquire); }
@@ -300,7 +305,7 @@ class Connection : private SocketWatcher::Watched {
   const uint64_t* lease_word_ = nullptr;  // in arena_'s lease words; null: none (version < 6)
   uint64_t lease_generation_ = 0;
   std::shared_mutex arena_writers_;  // see BeginArenaWrite
-  RemoteLeaseWord remote_lease_word_;
+  std::unique_ptr<ArenaSession> arena_session_;
 
   std::timed_mutex write_mu_;     // one frame at a time
   std::vector<iovec> write_iov_;  // the frame being written (guarded by write_mu_), kept grown

@@ -8,8 +8,8 @@
 //   ArenaTransport values move straight into an extent of the node's arena the node reserved
 //                  (SHM_RESERVE, SHM_COMMIT) and out of the pinned object (SHM_GET, SHM_RELEASE);
 //                  the socket carries only control frames. The arena is mapped here (a node on
-//                  this host: shared memory, one memcpy or a loan in place) or reached one-sided
-//                  over UCX (RDMA where the host has it).
+//                  this host: shared memory, one memcpy or a loan in place) or reached through the
+//                  node's UCX service (node-checked messages; RDMA where the host has it).
 //   (later)        GPUDirect over UCX: needs_registration, device memory it moves itself.
 //
 // Everything else of a call is the Client's and the same for every transport: checking keys
@@ -44,6 +44,13 @@ constexpr uint32_t MemoryKindBit(RuntimeKind kind) {
   return 1u << static_cast<unsigned>(kind);
 }
 
+// What bounds the bytes a transport's peer can reach in the node (docs/transports.md, "Memory
+// protection, per path"): a node-checked path is served by the node, which copies only inside
+// what the session holds; a trusted peer has the arena mapped and is bounded by who may attach
+// (the node's uid and a token granting every namespace), not per value. No path hands out a
+// remote key to node memory.
+enum class MemoryProtection { kNodeChecked, kTrustedPeer };
+
 struct TransportCapabilities {
   bool zero_copy_reads = false;     // values can be lent in place (Client::MGetInPlace)
   bool needs_registration = false;  // buffers must be registered with the transport first
@@ -51,6 +58,7 @@ struct TransportCapabilities {
   // only where the backend reaches that memory directly (UCX with CUDA support: GPUDirect RDMA).
   // Every other kind is staged by the client, so the transport sees host memory in its place.
   uint32_t memory_kinds = MemoryKindBit(RuntimeKind::kHost);
+  MemoryProtection memory_protection = MemoryProtection::kNodeChecked;
   bool Moves(RuntimeKind kind) const { return (memory_kinds & MemoryKindBit(kind)) != 0; }
 };
 

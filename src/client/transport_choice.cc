@@ -128,7 +128,8 @@ Result<ChosenTransport> OpenTransport(const NodeAddress& address, const Transpor
         pool->CloseAll();
         chosen.transport = std::move(ucx).value();
         chosen.reason = fmt::format(
-            "{}; values one-sided over UCX to the arena of {}{}", choice.reason, address.ToString(),
+            "{}; values over UCX, copied by the node into and out of the arena of {}{}",
+            choice.reason, address.ToString(),
             ucx_devices.size() > 1
                 ? fmt::format(" on {} lanes ({})", ucx_devices.size(), fmt::join(ucx_devices, "; "))
                 : "");

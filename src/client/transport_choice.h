@@ -10,9 +10,9 @@
 //                         when the node runs on this host (same boot id), offers shared memory
 //                         and answers on its Unix socket with the same node id, the client
 //                         switches to it. Otherwise, when the resolved choice wants UCX
-//                         (TransportChoice::ucx) and the node offers it (protocol version 8), a
-//                         new pool's sessions attach the node's arena over UCX (UCX_ATTACH) and
-//                         values move one-sided. eic_trans_type 1 keeps TCP.
+//                         (TransportChoice::ucx) and the node offers it (protocol version 9), a
+//                         new pool's sessions attach to the node's UCX service (UCX_ATTACH) and
+//                         values move as UCX messages the node checks. eic_trans_type 1 keeps TCP.
 //
 // Every outcome carries the one-line reason the client logs (a fallback is logged as a warning).
 #pragma once

@@ -33,6 +33,16 @@ std::string UcxTransportText(const UcxInfo& ucx) {
   return names.empty() ? "no transports" : device_internal::JoinNames(names);
 }
 
+// Each transport of a UCX that has no RDMA transport, once, without "self" (UCX's loopback
+// within one process, which never reaches a node): "tcp, sysv, posix, cma". Empty when UCX has
+// an RDMA transport or no transport at all.
+std::string UcxSoftwareOnlyText(const UcxInfo& ucx) {
+  if (UcxHasRdma(ucx)) return "";
+  std::vector<std::string> names = UcxTransportNames(ucx);
+  std::erase(names, "self");
+  return device_internal::JoinNames(names);
+}
+
 }  // namespace
 
 DoctorReport BuildDoctorReport(const RuntimeOptions& options, const DeviceRuntime& host,
@@ -63,13 +73,13 @@ DoctorReport BuildDoctorReport(const RuntimeOptions& options, const DeviceRuntim
   if (ucx.usable()) {
     r.transports.push_back(
         {"rdma", true,
-         fmt::format(
-             "UCX {} ({}){}, one-sided with a node that offers UCX (kvport serve --ucx); {}",
-             r.ucx.version, UcxTransportText(r.ucx),
-             UcxHasRdma(r.ucx) ? ""
-                               : ": no RDMA hardware transport, UCX over TCP or "
-                                 "shared memory",
-             rdma_seen)});
+         fmt::format("UCX {} ({}){}, node-checked UCX messages with a node that offers UCX (kvport "
+                     "serve --ucx); {}",
+                     r.ucx.version, UcxTransportText(r.ucx),
+                     UcxHasRdma(r.ucx) ? ""
+                                       : ": no RDMA hardware transport, UCX over TCP or "
+                                         "shared memory",
+                     rdma_seen)});
   } else {
     r.transports.push_back(
         {"rdma", false,
@@ -138,6 +148,22 @@ std::string FormatDoctorText(const DoctorReport& r) {
       resources += res.transport + "/" + res.device;
     }
     line(fmt::format("  resources     {}", OrDefault(resources, "none")));
+    // Said plainly, since a node with `ucx: true` starts either way: without an RDMA transport
+    // UCX moves bytes over its software transports, no faster than kvport's own TCP, and a node
+    // serves them as a node-checked path (docs/operations.md, "Running a node with RDMA").
+    if (const std::string software = UcxSoftwareOnlyText(r.ucx); !software.empty()) {
+      line(fmt::format(
+          "  note          UCX has only software transports here ({}): a node's UCX path is "
+          "node-checked and no faster than TCP",
+          software));
+      if (!r.rdma_devices.empty()) {
+        line(fmt::format(
+            "  note          RDMA devices {} are on this host but UCX reaches none of them: is "
+            "/dev/infiniband withheld from this process? (docs/operations.md, \"Running a node "
+            "with RDMA\")",
+            device_internal::JoinNames(r.rdma_devices)));
+      }
+    }
   } else {
     line(fmt::format("  reason        {}", r.ucx.reason));
   }

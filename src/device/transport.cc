@@ -94,11 +94,12 @@ Result<TransportChoice> ResolveTransport(int eic_trans_type, const TransportEnvi
       }
       choice.resolved = TransportKind::kRdma;
       choice.ucx = true;
-      choice.reason = fmt::format("{}: {}, one-sided with a node that offers UCX ({})",
-                                  Label(requested), DescribeUcx(*env.ucx), RdmaDevicesSeen(env));
+      choice.reason =
+          fmt::format("{}: {}, node-checked UCX messages with a node that offers UCX ({})",
+                      Label(requested), DescribeUcx(*env.ucx), RdmaDevicesSeen(env));
       if (!UcxHasRdma(env.ucx->info())) {
-        // As asked, but worth a warning: UCX emulates one-sided access over TCP with messages,
-        // several times slower than kvport's own TCP (docs/performance.md, "UCX").
+        // As asked, but worth a warning: UCX over TCP is slower than kvport's own TCP
+        // (docs/performance.md, "UCX").
         choice.fallback = true;
         choice.reason +=
             "; UCX has no RDMA transport here, and UCX over TCP is slower than kvport's TCP "

@@ -35,25 +35,21 @@ struct UcxApi {
   decltype(&uct_md_query_tl_resources) md_query_tl_resources = nullptr;
   decltype(&uct_release_tl_resource_list) release_tl_resource_list = nullptr;
   const char** memory_type_names = nullptr;  // ucs_memory_type_names[UCS_MEMORY_TYPE_LAST]
-  // Workers, endpoints, registered memory and one-sided operations (ucx_rma.cc).
+  // Workers, endpoints, a listener and active messages (ucx_worker.cc).
   decltype(&ucp_worker_create) worker_create = nullptr;
   decltype(&ucp_worker_destroy) worker_destroy = nullptr;
-  decltype(&ucp_worker_get_address) worker_get_address = nullptr;
-  decltype(&ucp_worker_release_address) worker_release_address = nullptr;
   decltype(&ucp_worker_progress) worker_progress = nullptr;
   decltype(&ucp_worker_get_efd) worker_get_efd = nullptr;
   decltype(&ucp_worker_arm) worker_arm = nullptr;
+  decltype(&ucp_worker_set_am_recv_handler) worker_set_am_recv_handler = nullptr;
+  decltype(&ucp_listener_create) listener_create = nullptr;
+  decltype(&ucp_listener_destroy) listener_destroy = nullptr;
+  decltype(&ucp_listener_query) listener_query = nullptr;
+  decltype(&ucp_listener_reject) listener_reject = nullptr;
   decltype(&ucp_ep_create) ep_create = nullptr;
   decltype(&ucp_ep_close_nbx) ep_close_nbx = nullptr;
-  decltype(&ucp_ep_flush_nbx) ep_flush_nbx = nullptr;
-  decltype(&ucp_mem_map) mem_map = nullptr;
-  decltype(&ucp_mem_unmap) mem_unmap = nullptr;
-  decltype(&ucp_rkey_pack) rkey_pack = nullptr;
-  decltype(&ucp_rkey_buffer_release) rkey_buffer_release = nullptr;
-  decltype(&ucp_ep_rkey_unpack) ep_rkey_unpack = nullptr;
-  decltype(&ucp_rkey_destroy) rkey_destroy = nullptr;
-  decltype(&ucp_put_nbx) put_nbx = nullptr;
-  decltype(&ucp_get_nbx) get_nbx = nullptr;
+  decltype(&ucp_am_send_nbx) am_send_nbx = nullptr;
+  decltype(&ucp_am_recv_data_nbx) am_recv_data_nbx = nullptr;
   decltype(&ucp_request_check_status) request_check_status = nullptr;
   decltype(&ucp_request_cancel) request_cancel = nullptr;
   decltype(&ucp_request_free) request_free = nullptr;
@@ -61,7 +57,7 @@ struct UcxApi {
   // "Destination is unreachable (-6)".
   std::string StatusText(ucs_status_t status) const;
   // A UCP context with this process's UCX_* configuration and the features the UCX transport
-  // uses (one-sided RMA, active messages for control, an event fd to sleep on); with
+  // uses (active messages, an event fd to sleep on); with
   // `net_devices` (UCX_NET_DEVICES' syntax: "mlx5_0:1", "eth0"), limited to those devices. The
   // caller cleans it up.
   Result<ucp_context_h> CreateContext(std::string_view net_devices = "") const;

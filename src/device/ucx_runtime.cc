@@ -78,22 +78,19 @@ bool Resolve(void* handle, UcxApi* api, std::vector<std::string>* missing) {
       ResolveSymbol(handle, "uct_release_tl_resource_list", api->release_tl_resource_list, missing);
   ok &= ResolveSymbol(handle, "ucp_worker_create", api->worker_create, missing);
   ok &= ResolveSymbol(handle, "ucp_worker_destroy", api->worker_destroy, missing);
-  ok &= ResolveSymbol(handle, "ucp_worker_get_address", api->worker_get_address, missing);
-  ok &= ResolveSymbol(handle, "ucp_worker_release_address", api->worker_release_address, missing);
   ok &= ResolveSymbol(handle, "ucp_worker_progress", api->worker_progress, missing);
   ok &= ResolveSymbol(handle, "ucp_worker_get_efd", api->worker_get_efd, missing);
   ok &= ResolveSymbol(handle, "ucp_worker_arm", api->worker_arm, missing);
+  ok &= ResolveSymbol(handle, "ucp_worker_set_am_recv_handler", api->worker_set_am_recv_handler,
+                      missing);
+  ok &= ResolveSymbol(handle, "ucp_listener_create", api->listener_create, missing);
+  ok &= ResolveSymbol(handle, "ucp_listener_destroy", api->listener_destroy, missing);
+  ok &= ResolveSymbol(handle, "ucp_listener_query", api->listener_query, missing);
+  ok &= ResolveSymbol(handle, "ucp_listener_reject", api->listener_reject, missing);
   ok &= ResolveSymbol(handle, "ucp_ep_create", api->ep_create, missing);
   ok &= ResolveSymbol(handle, "ucp_ep_close_nbx", api->ep_close_nbx, missing);
-  ok &= ResolveSymbol(handle, "ucp_ep_flush_nbx", api->ep_flush_nbx, missing);
-  ok &= ResolveSymbol(handle, "ucp_mem_map", api->mem_map, missing);
-  ok &= ResolveSymbol(handle, "ucp_mem_unmap", api->mem_unmap, missing);
-  ok &= ResolveSymbol(handle, "ucp_rkey_pack", api->rkey_pack, missing);
-  ok &= ResolveSymbol(handle, "ucp_rkey_buffer_release", api->rkey_buffer_release, missing);
-  ok &= ResolveSymbol(handle, "ucp_ep_rkey_unpack", api->ep_rkey_unpack, missing);
-  ok &= ResolveSymbol(handle, "ucp_rkey_destroy", api->rkey_destroy, missing);
-  ok &= ResolveSymbol(handle, "ucp_put_nbx", api->put_nbx, missing);
-  ok &= ResolveSymbol(handle, "ucp_get_nbx", api->get_nbx, missing);
+  ok &= ResolveSymbol(handle, "ucp_am_send_nbx", api->am_send_nbx, missing);
+  ok &= ResolveSymbol(handle, "ucp_am_recv_data_nbx", api->am_recv_data_nbx, missing);
   ok &= ResolveSymbol(handle, "ucp_request_check_status", api->request_check_status, missing);
   ok &= ResolveSymbol(handle, "ucp_request_cancel", api->request_cancel, missing);
   ok &= ResolveSymbol(handle, "ucp_request_free", api->request_free, missing);
@@ -271,13 +268,13 @@ Result<ucp_context_h> UcxApi::CreateContext(std::string_view net_devices) const 
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   ucp_context_h context = nullptr;
   status = init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context);
   config_release(config);
   if (status != UCS_OK) {
     return Status::Unavailable("ucp_init failed: " + StatusText(status) +
-                               " (no transport for RMA and active messages? see UCX_TLS)");
+                               " (no transport for active messages? see UCX_TLS)");
   }
   return context;
 }

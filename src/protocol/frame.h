@@ -60,11 +60,15 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //   7: SHM_RELEASE has no response: the node releases the leases and answers nothing (an ERROR
 //      only for a request it cannot serve), so a shared-memory get is one exchange and a
 //      message the client sends (docs/protocol.md, "Version 7"). No byte layout changes.
-//   8: adds the opcode UCX_ATTACH (a TCP session's one-sided access to the arena over UCX) and
+//   8: adds the opcode UCX_ATTACH (a TCP session's one-sided access to the arena over UCX, since
+//      withdrawn: version 9) and
 //      the NODE_INFO offer bit kOfferUcx (docs/protocol.md, "Version 8"). Every other byte layout
 //      is unchanged.
+//   9: UCX_ATTACH answers with the node's UCX listener port and a session key for messages the
+//      node checks, and no longer hands out remote keys to its memory; UCX_ATTACH is valid from
+//      version 9 only (docs/protocol.md, "Version 9"). Every other byte layout is unchanged.
 inline constexpr uint8_t kMinProtocolVersion = 1;
-inline constexpr uint8_t kMaxProtocolVersion = 8;
+inline constexpr uint8_t kMaxProtocolVersion = 9;
 inline constexpr uint8_t kHelloVersion = 1;
 // The first version in which kFlagAnyNamespace is valid.
 inline constexpr uint8_t kAnyNamespaceVersion = 2;
@@ -78,8 +82,9 @@ inline constexpr uint8_t kDefaultNamespaceVersion = 5;
 inline constexpr uint8_t kLeaseWordVersion = 6;
 // The first version in which SHM_RELEASE is not answered.
 inline constexpr uint8_t kUnansweredReleaseVersion = 7;
-// The first version with UCX_ATTACH.
-inline constexpr uint8_t kUcxVersion = 8;
+// The first version with UCX_ATTACH as it is now (version 8's handed out remote keys to node
+// memory and is served no more).
+inline constexpr uint8_t kUcxVersion = 9;
 
 enum class Opcode : uint8_t {
   kHello = 1,   // version negotiation; must be the first request on a connection
@@ -98,9 +103,8 @@ enum class Opcode : uint8_t {
   kShmGet = 13,      // MGET answered with arena offsets; hits pinned under a lease
   kShmRelease = 14,  // ends leases
   kError = 15,       // response only: the request was malformed; the sender closes after it
-  // Version kUcxVersion on (docs/protocol.md, "Version 8").
-  kUcxAttach =
-      16,  // the arena's UCX remote key and the node's worker address, for one-sided access
+  // Version kUcxVersion on (docs/protocol.md, "Version 9").
+  kUcxAttach = 16,  // the node's UCX listener and a session key for node-checked transfers
 };
 
 // A short stable name such as "MSET"; "UNKNOWN" for values outside Opcode.

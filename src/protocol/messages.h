@@ -257,7 +257,7 @@ struct ErrorResponse {
 struct NodeInfoRequest {};
 // The node maps its arena for clients on unix_path (SHM_ATTACH on a session there).
 inline constexpr uint32_t kOfferSharedMemory = 0x1;
-inline constexpr uint32_t kOfferUcx = 0x2;        // version 8: UCX_ATTACH is served on the TCP port
+inline constexpr uint32_t kOfferUcx = 0x2;        // version 9: UCX_ATTACH is served on the TCP port
 inline constexpr size_t kMaxHostIdBytes = 255;    // host_id is length-prefixed with a u8
 inline constexpr size_t kMaxUnixPathBytes = 107;  // sun_path of a sockaddr_un, less its NUL
 struct NodeInfoResponse {
@@ -289,30 +289,56 @@ struct ShmAttachResponse {
   uint64_t lease_generation = 0;
 };
 
-// ---- UCX_ATTACH (version 8) -- one-sided access to the arena over UCX, for a TCP session.
+// ---- UCX_ATTACH (version 9) -- the arena over UCX, for a TCP session.
 // Once granted, the session's SHM_RESERVE / SHM_COMMIT / SHM_GET / SHM_RELEASE are served as on a
-// shared-memory session: the client moves the bytes itself, with UCX reads and writes of
-// [arena_base, arena_base + arena_bytes) under arena_key (docs/protocol.md, "Version 8").
-inline constexpr size_t kMaxUcxBlobBytes = 16 << 10;  // a worker address or a packed key
+// shared-memory session, and the client moves the bytes as UCX messages to the node's UCX
+// listener (the UcxPut / UcxGet below), each carrying the session key; the node checks every
+// range against what the session holds before it copies (docs/protocol.md, "Version 9").
+inline constexpr size_t kUcxSessionKeyBytes = 16;
 struct UcxAttachRequest {};
 struct UcxAttachResponse {
   StatusCode status = StatusCode::kOk;
-  // kOk: the node's UCX worker address, the arena's packed remote key and its range (base is
-  // the node's virtual address; bytes > 0), the lease words' key and range, and the session's
-  // lease word (its byte offset in the lease words, a multiple of 8, and the generation it holds
-  // while the session's leases stand). Otherwise all empty and 0.
-  std::string_view worker_address;
-  std::string_view arena_key;
-  uint64_t arena_base = 0;
+  // kOk: the port of the node's UCX listener (on the address this session's TCP connection
+  // reached), the session key (kUcxSessionKeyBytes bytes) and the arena's size. Otherwise all
+  // empty and 0.
+  uint16_t ucx_port = 0;
+  std::string_view session_key;
   uint64_t arena_bytes = 0;
-  std::string_view lease_words_key;
-  uint64_t lease_words_base = 0;
-  uint64_t lease_words_bytes = 0;
-  uint64_t lease_word_offset = 0;
-  uint64_t lease_generation = 0;
   // Empty when kOk; otherwise 1..kMaxErrorMessageBytes bytes (encoders truncate longer ones).
   std::string_view reason;
 };
+
+// ---- Messages over UCX (version 9): UCX active messages between a UCX-attached client and the
+// node's UCX listener. The header is the fixed layout below (little-endian); a data part follows
+// where noted. A message whose header is not exactly its layout is dropped.
+enum class UcxMessage : unsigned {
+  kPut = 1,      // session_key[16] u64 offset u64 token; data: the bytes for [offset, +length)
+  kPutDone = 2,  // u64 token u8 status: the put's bytes are in the arena (kOk), or why not
+  kGet = 3,      // session_key[16] u64 offset u64 bytes u64 token
+  kGetDone = 4,  // u64 token u8 status; data: the `bytes` requested when kOk, none otherwise
+};
+struct UcxPut {
+  std::string_view session_key;
+  uint64_t offset = 0;
+  uint64_t token = 0;
+};
+struct UcxGet {
+  std::string_view session_key;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  uint64_t token = 0;
+};
+struct UcxDone {
+  uint64_t token = 0;
+  StatusCode status = StatusCode::kOk;
+};
+std::string EncodeUcxPut(const UcxPut& m);
+std::string EncodeUcxGet(const UcxGet& m);
+std::string EncodeUcxDone(const UcxDone& m);
+// Corruption for a header that is not exactly the layout (or an unknown status code).
+Status DecodeUcxPut(std::string_view header, UcxPut* out);
+Status DecodeUcxGet(std::string_view header, UcxGet* out);
+Status DecodeUcxDone(std::string_view header, UcxDone* out);
 
 // ---- SHM_RESERVE -- MSET without a payload: the node reserves space and says where.
 struct ShmReserveRequest {  // the descriptor layout of an MSET request; payload_length 0

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Version 8: UCX_ATTACH. An empty request; the response hands a TCP session what it needs for
-// one-sided access to the arena over UCX (docs/protocol.md, "Version 8").
+// Version 9: UCX_ATTACH (an empty request; the response hands a TCP session the node's UCX
+// listener port and its session key) and the messages a UCX-attached client and the node
+// exchange over UCX (docs/protocol.md, "Version 9").
 #include <fmt/core.h>
 
 #include <string>
@@ -21,25 +22,16 @@ using internal::IsKnownStatusCode;
 namespace {
 
 bool AnyGrantField(const UcxAttachResponse& m) {
-  return !m.worker_address.empty() || !m.arena_key.empty() || m.arena_base != 0 ||
-         m.arena_bytes != 0 || !m.lease_words_key.empty() || m.lease_words_base != 0 ||
-         m.lease_words_bytes != 0 || m.lease_word_offset != 0 || m.lease_generation != 0;
+  return m.ucx_port != 0 || !m.session_key.empty() || m.arena_bytes != 0;
 }
 
 // What an OK response must hold, for both directions; empty when it does.
 std::string GrantProblem(const UcxAttachResponse& m) {
-  if (m.worker_address.empty() || m.arena_key.empty() || m.lease_words_key.empty())
-    return "an empty worker address or key";
-  if (m.worker_address.size() > kMaxUcxBlobBytes || m.arena_key.size() > kMaxUcxBlobBytes ||
-      m.lease_words_key.size() > kMaxUcxBlobBytes)
-    return fmt::format("a worker address or key over {} bytes", kMaxUcxBlobBytes);
-  if (m.arena_bytes == 0 || m.arena_base + m.arena_bytes < m.arena_base)
-    return "an empty or wrapping arena range";
-  if (m.lease_words_bytes == 0 || m.lease_words_base + m.lease_words_bytes < m.lease_words_base)
-    return "an empty or wrapping lease words range";
-  if (m.lease_word_offset % 8 != 0 || m.lease_word_offset + 8 > m.lease_words_bytes)
-    return fmt::format("lease_word_offset {} is not an 8-byte word of the {} lease word bytes",
-                       m.lease_word_offset, m.lease_words_bytes);
+  if (m.ucx_port == 0) return "UCX port 0";
+  if (m.session_key.size() != kUcxSessionKeyBytes)
+    return fmt::format("a session key of {} bytes, not {}", m.session_key.size(),
+                       kUcxSessionKeyBytes);
+  if (m.arena_bytes == 0) return "an empty arena";
   return "";
 }
 
@@ -75,13 +67,10 @@ Status EncodeResponse(uint64_t request_id, const UcxAttachResponse& m, const Lim
   BeginFrame(out);
   WireWriter w(&out->head);
   w.PutU8(code);
-  for (std::string_view blob : {m.worker_address, m.arena_key, m.lease_words_key}) {
-    w.PutU16(static_cast<uint16_t>(blob.size()));
-    w.PutBytes(blob);
-  }
-  for (uint64_t v : {m.arena_base, m.arena_bytes, m.lease_words_base, m.lease_words_bytes,
-                     m.lease_word_offset, m.lease_generation})
-    w.PutU64(v);
+  w.PutU16(m.ucx_port);
+  w.PutU8(static_cast<uint8_t>(m.session_key.size()));
+  w.PutBytes(m.session_key);
+  w.PutU64(m.arena_bytes);
   w.PutU16(static_cast<uint16_t>(reason.size()));
   w.PutBytes(reason);
   return FinishFrame(Opcode::kUcxAttach, kFlagResponse, request_id, l, version, out);
@@ -96,23 +85,11 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   if (!IsKnownStatusCode(code))
     return r.Error(StatusCode::kCorruption, fmt::format("unknown status code {}", code));
   out->status = static_cast<StatusCode>(code);
-  const auto blob = [&](std::string_view field, std::string_view* v) -> Status {
-    uint16_t length = 0;
-    KVPORT_RETURN_IF_ERROR(r.ReadU16(field, &length));
-    if (length > kMaxUcxBlobBytes)
-      return r.Error(StatusCode::kTooLarge,
-                     fmt::format("{} of {} bytes exceeds {}", field, length, kMaxUcxBlobBytes));
-    return r.ReadBytes(field, length, v);
-  };
-  KVPORT_RETURN_IF_ERROR(blob("worker_address", &out->worker_address));
-  KVPORT_RETURN_IF_ERROR(blob("arena_key", &out->arena_key));
-  KVPORT_RETURN_IF_ERROR(blob("lease_words_key", &out->lease_words_key));
-  KVPORT_RETURN_IF_ERROR(r.ReadU64("arena_base", &out->arena_base));
+  KVPORT_RETURN_IF_ERROR(r.ReadU16("ucx_port", &out->ucx_port));
+  uint8_t key_length = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU8("session_key_length", &key_length));
+  KVPORT_RETURN_IF_ERROR(r.ReadBytes("session_key", key_length, &out->session_key));
   KVPORT_RETURN_IF_ERROR(r.ReadU64("arena_bytes", &out->arena_bytes));
-  KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_words_base", &out->lease_words_base));
-  KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_words_bytes", &out->lease_words_bytes));
-  KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_word_offset", &out->lease_word_offset));
-  KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_generation", &out->lease_generation));
   uint16_t length = 0;
   KVPORT_RETURN_IF_ERROR(r.ReadU16("reason_length", &length));
   if (length > kMaxErrorMessageBytes)
@@ -127,6 +104,79 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   } else if (AnyGrantField(*out) || out->reason.empty()) {
     return r.Error(StatusCode::kCorruption, "a refusal needs a reason and nothing else");
   }
+  return Status::Ok();
+}
+
+// ---- Messages over UCX ----------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kUcxPutBytes = kUcxSessionKeyBytes + 8 + 8;
+constexpr size_t kUcxGetBytes = kUcxSessionKeyBytes + 8 + 8 + 8;
+constexpr size_t kUcxDoneBytes = 8 + 1;
+
+Status WrongLength(std::string_view what, size_t got, size_t want) {
+  return Status::Corruption(fmt::format("{} header of {} bytes, not {}", what, got, want));
+}
+
+}  // namespace
+
+std::string EncodeUcxPut(const UcxPut& m) {
+  std::string out;
+  WireWriter w(&out);
+  w.PutBytes(m.session_key.substr(0, kUcxSessionKeyBytes));
+  out.resize(kUcxSessionKeyBytes);  // a short key is padded: the node refuses it
+  w.PutU64(m.offset);
+  w.PutU64(m.token);
+  return out;
+}
+
+std::string EncodeUcxGet(const UcxGet& m) {
+  std::string out;
+  WireWriter w(&out);
+  w.PutBytes(m.session_key.substr(0, kUcxSessionKeyBytes));
+  out.resize(kUcxSessionKeyBytes);
+  w.PutU64(m.offset);
+  w.PutU64(m.bytes);
+  w.PutU64(m.token);
+  return out;
+}
+
+std::string EncodeUcxDone(const UcxDone& m) {
+  std::string out;
+  WireWriter w(&out);
+  w.PutU64(m.token);
+  w.PutU8(static_cast<uint8_t>(m.status));
+  return out;
+}
+
+Status DecodeUcxPut(std::string_view header, UcxPut* out) {
+  if (header.size() != kUcxPutBytes) return WrongLength("UCX put", header.size(), kUcxPutBytes);
+  WireReader r(header, "UCX put");
+  KVPORT_RETURN_IF_ERROR(r.ReadBytes("session_key", kUcxSessionKeyBytes, &out->session_key));
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("offset", &out->offset));
+  return r.ReadU64("token", &out->token);
+}
+
+Status DecodeUcxGet(std::string_view header, UcxGet* out) {
+  if (header.size() != kUcxGetBytes) return WrongLength("UCX get", header.size(), kUcxGetBytes);
+  WireReader r(header, "UCX get");
+  KVPORT_RETURN_IF_ERROR(r.ReadBytes("session_key", kUcxSessionKeyBytes, &out->session_key));
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("offset", &out->offset));
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("bytes", &out->bytes));
+  return r.ReadU64("token", &out->token);
+}
+
+Status DecodeUcxDone(std::string_view header, UcxDone* out) {
+  if (header.size() != kUcxDoneBytes)
+    return WrongLength("UCX answer", header.size(), kUcxDoneBytes);
+  WireReader r(header, "UCX answer");
+  KVPORT_RETURN_IF_ERROR(r.ReadU64("token", &out->token));
+  uint8_t code = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU8("status", &code));
+  if (!IsKnownStatusCode(code))
+    return Status::Corruption(fmt::format("UCX answer: unknown status code {}", code));
+  out->status = static_cast<StatusCode>(code);
   return Status::Ok();
 }
 

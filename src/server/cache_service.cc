@@ -18,7 +18,7 @@ CacheService::CacheService(store::ObjectStore* store, ServerCounters* counters,
       counters_(counters),
       options_(std::move(options)),
       access_(options_.access_required, options_.tokens) {
-  if ((options_.offer_shared_memory && store_->arena().shareable()) || options_.offer_ucx) {
+  if (options_.offer_shared_memory && store_->arena().shareable()) {
     Result<std::unique_ptr<LeaseWords>> words = LeaseWords::Create(options_.max_connections);
     if (words.ok()) {
       lease_words_ = std::move(words).value();

@@ -37,7 +37,7 @@
 
 namespace kvport::server {
 
-class UcxOffer;
+class UcxService;
 class DiskOffload;
 
 // Who the node is, as NODE_INFO tells it.
@@ -53,8 +53,6 @@ struct ServiceOptions {
   NodeIdentity identity;
   // Shared memory is offered on the Unix socket when the arena is shareable (a memfd).
   bool offer_shared_memory = true;
-  // The node will offer UCX (Server sets the offer once made): lease words are needed then too.
-  bool offer_ucx = false;
   // Per session: leases (SHM_GET answers not yet released) and reservations (SHM_RESERVE
   // answers not yet committed) it may hold at once. Beyond them the items are NoSpace.
   uint32_t max_leases_per_session = 4096;
@@ -170,10 +168,10 @@ class CacheService {
   uint8_t* arena_base() const;
 
   // --- UCX --------------------------------------------------------------------------------
-  // The node's UCX offer (server/ucx_offer.h), or null: set once by Server::Start before any
-  // session runs, and constant after.
-  void set_ucx(const UcxOffer* offer) { ucx_ = offer; }
-  const UcxOffer* ucx() const { return ucx_; }
+  // The node's UCX service (server/ucx_service.h), or null: set once by Server::Start before
+  // any session runs, and constant after.
+  void set_ucx(UcxService* service) { ucx_ = service; }
+  UcxService* ucx() const { return ucx_; }
 
   // --- the disk tier ----------------------------------------------------------------------
   // The node's disk tier (server/disk_offload.h), or null: set once by Server::Start before any
@@ -209,7 +207,7 @@ class CacheService {
   ListCursorTable list_cursors_;
   std::unique_ptr<LeaseWords> lease_words_;  // null: shared memory is not offered
   std::string lease_words_error_;            // why lease_words_ could not be made
-  const UcxOffer* ucx_ = nullptr;
+  UcxService* ucx_ = nullptr;
   DiskOffload* disk_ = nullptr;
   std::atomic<uint64_t> next_session_id_{1};
   // With a disk tier, a key's promotion from disk, its commits and its deletes (both tiers)

@@ -57,10 +57,10 @@ constexpr Command kCommands[] = {
   {Opcode::kShmRelease, true, HandleShmRelease,
    "End leases (the client does not wait for the answer)."},
   {Opcode::kUcxAttach, true, HandleUcxAttach,
-   "Version 8, a node started with UCX. Hand the session the node's UCX worker address and the "
-   "packed remote keys and ranges of the arena and of the lease words, and its lease word, if "
-   "its token grants every namespace; otherwise say why not. Enables the SHM_* requests: the "
-   "client moves the bytes with one-sided UCX reads and writes."},
+   "Version 9, a node started with UCX. Hand the session the node's UCX listener port and a "
+   "session key, if its token grants every namespace (and, on an open node, its peer runs as "
+   "the node's uid); otherwise say why not. Enables the SHM_* requests: the client moves the "
+   "bytes as UCX messages, which the node copies only inside what the session holds."},
 };
 // clang-format on
 

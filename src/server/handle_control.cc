@@ -104,7 +104,10 @@ Result<HandlerOutcome> HandleNodeInfo(const RequestContext& ctx, protocol::AnyRe
     reply.offers |= protocol::kOfferSharedMemory;
     reply.unix_path = identity.unix_path;
   }
-  if (ctx.service.ucx() != nullptr) reply.offers |= protocol::kOfferUcx;
+  // UCX_ATTACH as it is now needs version 9: an older session is not told of it (its own
+  // UCX_ATTACH would be refused, and the error end its session).
+  if (ctx.service.ucx() != nullptr && ctx.session.version >= protocol::kUcxVersion)
+    reply.offers |= protocol::kOfferUcx;
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }

@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // The shared-memory requests (protocol version 3, Unix-socket sessions): SHM_ATTACH hands the
-// peer the arena's memfd (UCX_ATTACH, version 8, a TCP session the arena's UCX key); SHM_RESERVE /
+// peer the arena's memfd (UCX_ATTACH, version 9, a TCP session a key for node-checked UCX
+// transfers); SHM_RESERVE /
 // SHM_COMMIT are an MSET whose bytes the client copies into the arena itself; SHM_GET / SHM_RELEASE
 // are an MGET whose bytes the client reads from its mapping, under a lease. No value byte crosses
 // the socket.
 #include <variant>
 #include <vector>
 
+#include <unistd.h>
+
 #include "kvport/log.h"
+#include "net/peer_uid.h"
 #include "server/command_table.h"
-#include "server/ucx_offer.h"
+#include "server/ucx_service.h"
 
 namespace kvport::server {
 
@@ -24,10 +28,9 @@ Status RequireAttached(const RequestContext& ctx) {
                                  " on a session without a granted SHM_ATTACH or UCX_ATTACH");
 }
 
-// Puts the session's lease word in an attach answer (SHM_ATTACH, UCX_ATTACH); NotSupported,
+// Puts the session's lease word in an SHM_ATTACH answer; NotSupported,
 // with the reason, when no word is left.
-template <typename AttachResponse>
-Status TakeLeaseWord(const RequestContext& ctx, AttachResponse* reply) {
+Status TakeLeaseWord(const RequestContext& ctx, protocol::ShmAttachResponse* reply) {
   Result<LeaseWords::Word> word = ctx.session.shm.TakeLeaseWord(ctx.service.lease_words());
   if (!word.ok()) return Status::NotSupported(word.status().message());
   reply->lease_word_offset = word->offset;
@@ -76,28 +79,44 @@ Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyR
   return HandlerOutcome{std::move(response), nullptr};
 }
 
+// Who may reach the arena over UCX. Every value moves through the node's checks (ArenaWindow),
+// but the window covers whatever the session reserves and leases, in any namespace: a token
+// that grants every namespace, as for a mapping of the arena; and on an open node (no tokens,
+// so loopback only), a peer of the node's own uid, as SO_PEERCRED decides for shared memory.
+Status MayAttachUcx(const RequestContext& ctx) {
+  if (ctx.service.ucx() == nullptr) {
+    return Status::NotSupported("this node offers no UCX (kvport serve --ucx)");
+  }
+  if (!ctx.grant().grants_every_namespace()) {
+    return Status::NotSupported("token '" + ctx.grant().name() +
+                                "' does not grant every namespace, and the arena holds them all");
+  }
+  if (ctx.service.options().access_required) return Status::Ok();
+  Result<uid_t> peer = net::LoopbackPeerUid(ctx.session.fd);
+  if (!peer.ok()) {
+    return Status::NotSupported("an open node offers UCX to local peers of its own uid only: " +
+                                peer.status().message());
+  }
+  if (*peer != ::geteuid()) {
+    return Status::NotSupported(
+        "an open node offers UCX to peers of its own uid only; this peer runs as uid " +
+        std::to_string(*peer) + " (give the node tokens to grant other users access)");
+  }
+  return Status::Ok();
+}
+
 Result<HandlerOutcome> HandleUcxAttach(const RequestContext& ctx, protocol::AnyRequest&) {
   protocol::UcxAttachResponse reply;
-  const UcxOffer* ucx = ctx.service.ucx();
-  Status may = Status::Ok();
-  if (ucx == nullptr) {
-    may = Status::NotSupported("this node offers no UCX (kvport serve --ucx)");
-  } else if (!ctx.grant().grants_every_namespace()) {
-    // One-sided access reaches every namespace's bytes, as a mapping of the arena does.
-    may = Status::NotSupported("token '" + ctx.grant().name() +
-                               "' does not grant every namespace, and the arena holds them all");
-  }
-  // The session's word (the same one if it attached before).
-  if (may.ok()) may = TakeLeaseWord(ctx, &reply);
-  std::string reason;  // outlives the encoding
+  const Status may = MayAttachUcx(ctx);
+  std::string key;  // outlive the encoding
+  std::string reason;
   if (may.ok()) {
-    reply.worker_address = ucx->worker_address();
-    reply.arena_key = ucx->arena().packed_key();
-    reply.arena_base = ucx->arena().base();
-    reply.arena_bytes = ucx->arena().bytes();
-    reply.lease_words_key = ucx->lease_words().packed_key();
-    reply.lease_words_base = ucx->lease_words().base();
-    reply.lease_words_bytes = ucx->lease_words().bytes();
+    UcxService* ucx = ctx.service.ucx();
+    key = ctx.session.shm.OpenUcxWindow(ucx, ctx.service.arena_base(), ctx.service.arena_bytes(),
+                                        &ctx.service.access(), ctx.session.access);
+    reply.ucx_port = ucx->port();
+    reply.session_key = key;
+    reply.arena_bytes = ctx.service.arena_bytes();
     ctx.session.ucx_attached = true;
   } else {
     reason = may.message();

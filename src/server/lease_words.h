@@ -40,8 +40,6 @@ class LeaseWords {
   // The memfd clients map (owned; valid while this object lives), and its size.
   int fd() const { return fd_; }
   uint64_t bytes() const { return bytes_; }
-  // The words as mapped here (what UCX registers for clients' one-sided reads).
-  const void* data() const { return words_; }
 
   struct Word {
     uint64_t offset = 0;      // byte offset of the word in the memfd (8-byte aligned)

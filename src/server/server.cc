@@ -32,7 +32,7 @@
 #include "server/disk_offload.h"
 #include "server/server_stats.h"
 #include "server/token_file.h"
-#include "server/ucx_offer.h"
+#include "server/ucx_service.h"
 #include "server/worker.h"
 #include "store/object_store.h"
 
@@ -60,9 +60,10 @@ struct Server::Impl {
   // loop still holds, and a closed session's task calls OnConnectionClosed, which locks it.
   std::mutex closed_mu;
   std::condition_variable closed_cv;
-  // The UCX offer (ServerOptions::ucx), or null. Declared after the store (it registered the
-  // arena, and is unregistered first) and before the workers (whose first loop progresses it).
-  std::unique_ptr<server::UcxOffer> ucx;
+  // The UCX service (ServerOptions::ucx), or null. Declared after the service and the store
+  // (the transfers it still finishes as it closes hold their pins and reservations) and before
+  // the workers (whose first loop progresses it, and whose sessions close their windows in it).
+  std::unique_ptr<server::UcxService> ucx;
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<std::unique_ptr<Acceptor>> acceptors;  // TCP first, then the Unix socket if any
   net::HostPort address;
@@ -354,7 +355,6 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   service_options.server_name = options.server_name;
   service_options.identity = {RandomNodeId(), HostBootId(), impl->unix_path};
   service_options.offer_shared_memory = options.shared_memory;
-  service_options.offer_ucx = options.ucx;
   service_options.max_leases_per_session = options.max_leases_per_session;
   service_options.max_reservations_per_session = options.max_reservations_per_session;
   service_options.max_connections = options.max_connections;
@@ -366,14 +366,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->service = std::make_unique<server::CacheService>(impl->store.get(), &impl->counters,
                                                          std::move(service_options));
   if (options.ucx) {
-    server::LeaseWords* words = impl->service->lease_words();
-    if (words == nullptr)
-      return Status::Unavailable("ucx: the sessions' lease words could not be made");
-    Result<std::unique_ptr<server::UcxOffer>> offer =
-        server::UcxOffer::Create(options.ucx_library, impl->service->arena_base(),
-                                 impl->service->arena_bytes(), words->data(), words->bytes());
-    if (!offer.ok()) return offer.status().WithContext("ucx");
-    impl->ucx = std::move(offer).value();
+    Result<std::unique_ptr<server::UcxService>> ucx = server::UcxService::Create(
+        options.ucx_library, impl->address.host, options.max_connections);
+    if (!ucx.ok()) return ucx.status().WithContext("ucx");
+    impl->ucx = std::move(ucx).value();
     impl->service->set_ucx(impl->ucx.get());
   }
   impl->service->set_disk(impl->disk.get());
@@ -449,7 +445,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
                                     (impl->service->offers_shared_memory() ? " (shared memory)"
                                                                            : " (no shared memory)"),
       FormatSize(impl->store->Stats().capacity_bytes), threads,
-      impl->ucx == nullptr ? std::string() : "; one-sided access over " + impl->ucx->Describe(),
+      impl->ucx == nullptr ? std::string() : "; values over " + impl->ucx->Describe(),
       (impl->resp_address ? "; Redis protocol on " + impl->resp_address->ToString()
                           : std::string()) +
           (impl->registration == nullptr

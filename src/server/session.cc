@@ -78,6 +78,7 @@ Session::Session(net::EventLoop* loop, net::Socket socket, net::StreamKind kind,
       accepted_at_(loop->Now()) {
   state_.id = id;
   state_.kind = kind;
+  state_.fd = stream_.fd();
   state_.shm.set_counters(&service_.counters());
   if (kind == net::StreamKind::kUnix) {
     Result<net::PeerCredentials> cred = net::PeerCredentialsOf(stream_.fd());

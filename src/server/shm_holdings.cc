@@ -1,7 +1,28 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/shm_holdings.h"
 
+#include "server/arena_window.h"
+#include "server/ucx_service.h"
+
 namespace kvport::server {
+
+std::string ShmHoldings::OpenUcxWindow(UcxService* service, uint8_t* arena, uint64_t arena_bytes,
+                                       const AccessPolicy* policy, const SessionAccess& access) {
+  if (window_ != nullptr) return ucx_key_;
+  window_ = std::make_shared<ArenaWindow>(arena, arena_bytes, policy, access);
+  ucx_ = service;
+  ucx_key_ = service->Open(window_);
+  // What the session held before it attached is reachable too.
+  for (const auto& [id, lease] : leases_)
+    window_->OpenLease(id, lease.pins);
+  for (const auto& [id, reservation] : reservations_)
+    window_->OpenReservation(id, reservation.batch);
+  return ucx_key_;
+}
+
+bool ShmHoldings::CloseInWindow(uint64_t id, WriteBatch* batch) {
+  return window_ == nullptr || window_->CloseReservation(id, batch);
+}
 
 Result<LeaseWords::Word> ShmHoldings::TakeLeaseWord(LeaseWords* words) {
   if (lease_words_ != nullptr) return lease_word_;
@@ -17,6 +38,7 @@ uint64_t ShmHoldings::AddLease(std::vector<store::ReadHandle> pins) {
   lease.pins = std::move(pins);
   if (counters_ != nullptr) counters_->LeaseTaken(lease.bytes);
   const uint64_t id = next_id_++;
+  if (window_ != nullptr) window_->OpenLease(id, lease.pins);
   leases_.emplace(id, std::move(lease));
   return id;
 }
@@ -25,12 +47,14 @@ bool ShmHoldings::ReleaseLease(uint64_t id) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
   if (counters_ != nullptr) counters_->LeaseReleased(it->second.bytes);
+  if (window_ != nullptr) window_->CloseLease(id);
   leases_.erase(it);  // drops the pins
   return true;
 }
 
 uint64_t ShmHoldings::AddReservation(WriteBatch batch, MonotonicClock::time_point made) {
   const uint64_t id = next_id_++;
+  if (window_ != nullptr) window_->OpenReservation(id, batch);
   reservations_.emplace(id, Reservation{std::move(batch), made});
   return id;
 }
@@ -41,7 +65,8 @@ size_t ShmHoldings::AbortOverdueReservations(
   size_t aborted = 0;
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     if (now - it->second.made > allowed(it->second.batch.reserved_bytes())) {
-      it = reservations_.erase(it);  // the WriteBatch aborts what it holds
+      CloseInWindow(it->first, &it->second.batch);
+      it = reservations_.erase(it);  // the WriteBatch (unless the window kept it) aborts
       ++aborted;
     } else {
       ++it;
@@ -58,6 +83,10 @@ Result<WriteBatch> ShmHoldings::TakeReservation(uint64_t id) {
   }
   WriteBatch batch = std::move(it->second.batch);
   reservations_.erase(it);
+  if (!CloseInWindow(id, &batch)) {
+    return Status::Aborted("reservation " + std::to_string(id) +
+                           " was committed while UCX writes into it were still arriving");
+  }
   return batch;
 }
 
@@ -70,8 +99,14 @@ void ShmHoldings::Clear() {
     for (const auto& [id, lease] : leases_)
       counters_->LeaseReleased(lease.bytes);
   }
+  for (auto& [id, reservation] : reservations_)
+    CloseInWindow(id, &reservation.batch);
+  if (window_ != nullptr) {
+    ucx_->Close(ucx_key_);  // shuts the window and closes the session's UCX endpoints
+    window_.reset();
+  }
   leases_.clear();
-  reservations_.clear();  // each WriteBatch aborts what it holds
+  reservations_.clear();  // each WriteBatch (unless the window kept it) aborts what it holds
 }
 
 }  // namespace kvport::server

@@ -15,21 +15,31 @@
 // Eviction never frees leased bytes: a lease is a store pin, and the store frees an object's
 // extent only with its last pin (an evicted or overwritten object just stops being visible).
 //
+// A session attached over UCX (UCX_ATTACH) has an ArenaWindow besides: every lease and
+// reservation is opened in it as it is made and closed as it ends, so the node's UCX service
+// copies into and out of exactly these ranges (server/arena_window.h).
+//
 // Loop thread only (a session's state); the node-wide gauges are in ServerCounters.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "common/monotonic_clock.h"
+#include "server/access_policy.h"
 #include "server/cache_service.h"
 #include "server/lease_words.h"
 #include "store/object_store.h"
 
 namespace kvport::server {
+
+class ArenaWindow;
+class UcxService;
 
 class ShmHoldings {
  public:
@@ -44,6 +54,11 @@ class ShmHoldings {
   // word). `words` must outlive this object.
   Result<LeaseWords::Word> TakeLeaseWord(LeaseWords* words);
 
+  // Opens a window for UCX on `service` (which must outlive this object); its key, which the
+  // session's peer names in its UCX messages, is returned (the same one on a second call).
+  std::string OpenUcxWindow(UcxService* service, uint8_t* arena, uint64_t arena_bytes,
+                            const AccessPolicy* policy, const SessionAccess& access);
+
   size_t leases() const { return leases_.size(); }
   size_t reservations() const { return reservations_.size(); }
   bool holds_ranges() const { return !leases_.empty() || !reservations_.empty(); }
@@ -57,7 +72,8 @@ class ShmHoldings {
   // TakeReservation; returns its id.
   uint64_t AddReservation(WriteBatch batch, MonotonicClock::time_point made);
   // Hands the reservation back for commit; NotFound for an unknown id (or one aborted as
-  // overdue).
+  // overdue); Aborted when UCX writes into it were still arriving (the window aborts it once
+  // they end).
   Result<WriteBatch> TakeReservation(uint64_t id);
   // Aborts every reservation older at `now` than `allowed(its reserved bytes)`; returns how many.
   size_t AbortOverdueReservations(
@@ -72,7 +88,13 @@ class ShmHoldings {
     std::vector<store::ReadHandle> pins;
     uint64_t bytes = 0;
   };
+  // Closes reservation `it` in the window; false when the window kept its batch.
+  bool CloseInWindow(uint64_t id, WriteBatch* batch);
+
   ServerCounters* counters_;
+  UcxService* ucx_ = nullptr;  // set with window_ and ucx_key_
+  std::shared_ptr<ArenaWindow> window_;
+  std::string ucx_key_;
   LeaseWords* lease_words_ = nullptr;  // set with lease_word_
   LeaseWords::Word lease_word_;
   uint64_t next_id_ = 1;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The UCX transport against a real node offering UCX (kvport serve --ucx): choosing it for
-// eic_trans_type 2, moving values one-sided into and out of the node's arena (and not through
-// the session's socket), per-key outcomes as over TCP, a failed transfer failing its key alone
-// and the next one reconnecting, a restarted node. UCX runs over its tcp transport and over its
-// shared-memory ones (UCX_TLS, set before the workers are made); skipped where this process has
+// eic_trans_type 2, moving values into and out of the node's arena as UCX messages (and not
+// through the session's socket), per-key outcomes as over TCP, a failed transfer failing its key
+// alone and the next one reconnecting, a restarted node. UCX runs over its tcp transport and over
+// its shared-memory ones (UCX_TLS, set before the workers are made); skipped where this process has
 // no usable UCX.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 #include "client/arena_transport.h"
 #include "client/connection_pool.h"
 #include "client/ucx_arena.h"
+#include "fake_node.h"
 #include "kvport/client.h"
 #include "kvport/device.h"
 #include "kvport/server.h"
@@ -62,13 +63,13 @@ class UcxTransportTest : public ::testing::TestWithParam<const char*> {
   }
 };
 
-TEST_P(UcxTransportTest, RdmaMovesValuesOneSidedNotThroughTheSocket) {
+TEST_P(UcxTransportTest, UcxMovesValuesNotThroughTheSocket) {
   auto server = StartNode(UcxNodeOptions());
   ASSERT_NE(server, nullptr);
   Client client;
   ASSERT_TRUE(InitRdma(client, server->address()).ok());
   ASSERT_EQ(client.transport(), "UCX") << client.transport_reason();
-  EXPECT_NE(client.transport_reason().find("one-sided over UCX"), std::string::npos)
+  EXPECT_NE(client.transport_reason().find("values over UCX"), std::string::npos)
       << client.transport_reason();
 
   std::vector<std::string> keys = {"big", "mid", "empty"};
@@ -166,7 +167,7 @@ TEST_P(UcxTransportTest, ABatchLargerThanOneFrameIsSplitOverTheSessions) {
 }
 
 // LMCache's default, eic_trans_type 3, on a host with a usable CUDA runtime (the fake one): the
-// device buffers are staged through pinned host memory, which UCX moves one-sided.
+// device buffers are staged through pinned host memory, which then go over UCX.
 TEST_P(UcxTransportTest, GpuDirectStagesDeviceBuffersAndMovesThemOverUcx) {
   auto server = StartNode(UcxNodeOptions());
   ASSERT_NE(server, nullptr);
@@ -266,6 +267,7 @@ class LosingAccess final : public client::ArenaAccess {
   explicit LosingAccess(client::UcxArena* real) : real_(real) {}
   std::string_view name() const override { return "UCX (losing)"; }
   bool lends() const override { return false; }
+  client::MemoryProtection protection() const override { return real_->protection(); }
   void Write(client::Connection& conn, std::span<client::ArenaMove> moves,
              Deadline deadline) override {
     real_->Write(conn, moves, deadline);
@@ -367,8 +369,9 @@ TEST_P(UcxTransportTest, ALostTransferFailsItsKeyAloneAndTheNextOneReconnects) {
                                                     StatusCode::kOk}));
   EXPECT_EQ(out[2], values[2]);
 
-  // A real failure: a read past its deadline, which UCX cannot finish without the node's
-  // worker, closes the endpoint; the next transfer connects a fresh one.
+  // A real failure: a read past its deadline closes the lane's endpoint; the next transfer
+  // connects a fresh one, which the node admits under the session's key.
+  EXPECT_EQ(transport.capabilities().memory_protection, client::MemoryProtection::kNodeChecked);
   EXPECT_EQ(arena->endpoints_connected(), 1u);
   std::vector<char> late(64 << 10);
   Status lost = ReadOne(*arena, **conn, 0, late.data(), late.size(), MonotonicClock::now());
@@ -401,8 +404,10 @@ std::vector<std::string> TcpDevices() {
 TEST_P(UcxTransportTest, TwoLanesStripeACallOverBoth) {
   const std::vector<std::string> tcp = TcpDevices();
   ASSERT_FALSE(tcp.empty());
-  // Two devices where there are two; the same one twice otherwise (still two lanes).
-  const std::vector<std::string> lanes = {tcp.front(), tcp.back()};
+  // The node listens on loopback, and its UCX only there: both lanes on "lo" (two workers, two
+  // endpoints per session, still two lanes).
+  ASSERT_NE(std::find(tcp.begin(), tcp.end(), "lo"), tcp.end());
+  const std::vector<std::string> lanes = {"lo", "lo"};
   auto server = StartNode(UcxNodeOptions());
   ASSERT_NE(server, nullptr);
 
@@ -459,6 +464,71 @@ TEST_P(UcxTransportTest, TwoLanesStripeACallOverBoth) {
   ASSERT_EQ(moved.size(), 2u);
   EXPECT_EQ(moved[0], uint64_t{2} << 20);  // stripes 0 and 2 of the 3 MiB + 17 value
   EXPECT_EQ(moved[1], (uint64_t{1} << 20) + 17);
+}
+
+// A node that answers UCX_ATTACH with garbage, or with a UCX port where nothing listens: the
+// attach fails with a clear error, the process lives, and a plain TCP session still connects.
+TEST(UcxArenaTest, AGarbageAttachAnswerFailsTheAttachCleanly) {
+  ::setenv("UCX_TLS", "tcp", 1);
+  if (!ProcessUcxRuntime().usable()) {
+    ::unsetenv("UCX_TLS");
+    GTEST_SKIP() << "no usable UCX here: " << ProcessUcxRuntime().reason();
+  }
+  // A port nobody listens on: bound, then closed.
+  uint16_t nowhere = 0;
+  ::close(testing::ListenOnLoopback(&nowhere));
+  testing::FakeNode node([nowhere](testing::FakeConn& conn, int index) {
+    if (!conn.Hello()) return;
+    testing::FakeFrame request;
+    if (index < 2) {
+      if (!conn.Read(&request) || request.header.opcode != protocol::Opcode::kUcxAttach) return;
+      protocol::UcxAttachResponse answer;
+      const std::string key(protocol::kUcxSessionKeyBytes, 'k');
+      answer.ucx_port = nowhere;
+      answer.session_key = key;
+      answer.arena_bytes = 1 << 20;
+      protocol::EncodedFrame frame;
+      ASSERT_TRUE(protocol::EncodeResponse(request.header.request_id, answer, {}, &frame).ok());
+      std::string bytes = frame.Flatten();
+      // The first answer's key length says 200 bytes: more than the frame holds.
+      if (index == 0) bytes[protocol::kFrameHeaderSize + 3] = static_cast<char>(200);
+      conn.Write(bytes);
+    }
+    while (conn.Read(&request)) {  // held open until the client closes
+    }
+  });
+  Result<std::unique_ptr<client::UcxArena>> opened = client::UcxArena::Open(ProcessUcxRuntime());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  client::UcxArena* arena = opened->get();
+  Result<client::Endpoint> endpoint = client::ParseEndpoint(node.address());
+  ASSERT_TRUE(endpoint.ok());
+  const Deadline deadline = MonotonicClock::now() + std::chrono::seconds(20);
+  client::PoolOptions with_ucx;
+  with_ucx.connections = 1;
+  with_ucx.attach = [arena](client::Connection& conn, Deadline d) {
+    return arena->Attach(conn, d);
+  };
+  {
+    client::ConnectionPool garbage(endpoint->nodes[0], with_ucx);
+    Result<std::shared_ptr<client::Connection>> conn = garbage.ConnectFirst(deadline);
+    ASSERT_FALSE(conn.ok());
+    EXPECT_EQ(conn.status().code(), StatusCode::kCorruption) << conn.status().ToString();
+  }
+  {
+    client::ConnectionPool unreachable(endpoint->nodes[0], with_ucx);
+    Result<std::shared_ptr<client::Connection>> conn = unreachable.ConnectFirst(deadline);
+    ASSERT_FALSE(conn.ok());
+    EXPECT_EQ(conn.status().code(), StatusCode::kUnavailable) << conn.status().ToString();
+    EXPECT_NE(conn.status().message().find(":" + std::to_string(nowhere)), std::string::npos)
+        << conn.status().ToString();
+  }
+  client::PoolOptions plain;
+  plain.connections = 1;
+  client::ConnectionPool tcp(endpoint->nodes[0], plain);
+  Result<std::shared_ptr<client::Connection>> conn = tcp.ConnectFirst(deadline);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();  // its HELLO was answered
+  EXPECT_TRUE((*conn)->alive());
+  ::unsetenv("UCX_TLS");
 }
 
 TEST(UcxArenaTest, AnUnknownDeviceIsRefusedNamingTheLane) {

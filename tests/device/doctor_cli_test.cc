@@ -84,7 +84,7 @@ TEST(DoctorCli, ReportsUcxWhereTheConfigurationSays) {
   EXPECT_THAT(found.out, HasSubstr("  memory types  host"));
   EXPECT_THAT(found.out, HasSubstr("tcp/lo"));
   EXPECT_THAT(found.out, HasSubstr("  rdma  available: UCX 1."));
-  EXPECT_THAT(found.out, HasSubstr("one-sided with a node that offers UCX"));
+  EXPECT_THAT(found.out, HasSubstr("node-checked UCX messages with a node that offers UCX"));
 }
 
 TEST(DoctorCli, MissingConfigFileIsAnError) {

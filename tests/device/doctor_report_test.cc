@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "kvport/host_info.h"
 #include "test_support.h"
@@ -132,6 +133,65 @@ TEST(DoctorReport, SaysWhetherTheConfiguredTransportWorksHere) {
   r.configured_trans_type_origin = "env:LMCACHE_EIC_TRANS_TYPE";
   EXPECT_THAT(FormatDoctorText(r),
               HasSubstr("eic_trans_type 2 (from env:LMCACHE_EIC_TRANS_TYPE) works here\n"));
+}
+
+// A usable UCX with the given resources, as OpenUcxRuntime reports one.
+class StaticUcx final : public UcxRuntime {
+ public:
+  explicit StaticUcx(std::vector<UcxResource> resources) {
+    info_.state = RuntimeState::kAvailable;
+    info_.library = "libucp.so.0";
+    info_.version = "1.13.1";
+    info_.resources = std::move(resources);
+    info_.memory_types = {"host"};
+  }
+  const UcxInfo& info() const override { return info_; }
+
+ private:
+  UcxInfo info_;
+};
+
+// UCX 1.13 on a host without an RDMA device (`ucx_info -d` here).
+const std::vector<UcxResource> kSoftwareOnly = {
+    {"self", "memory0", "self"}, {"tcp", "lo", "tcp"},         {"tcp", "eth0", "tcp"},
+    {"sysv", "memory", "sysv"},  {"posix", "memory", "posix"}, {"cma", "memory", "cma"}};
+
+TEST(DoctorReport, SaysPlainlyWhenUcxHasOnlySoftwareTransports) {
+  auto host = OpenHostRuntime();
+  auto cuda = OpenCudaRuntime("/nonexistent/libcudart.so");
+  auto ascend = OpenAscendRuntime("/nonexistent/libascendcl.so");
+  const std::string software_only =
+      "  note          UCX has only software transports here (tcp, sysv, posix, cma): a node's "
+      "UCX path is node-checked and no faster than TCP\n";
+
+  StaticUcx software(kSoftwareOnly);
+  std::string text = FormatDoctorText(BuildDoctorReport({}, *host, *cuda, *ascend, software, {}));
+  EXPECT_THAT(text, HasSubstr("  resources     self/memory0, tcp/lo, tcp/eth0, sysv/memory, "
+                              "posix/memory, cma/memory\n" +
+                              software_only));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("RDMA devices mlx5_0")));  // none seen here
+
+  // RDMA devices in /sys/class/infiniband that UCX does not reach: what a unit or a pod
+  // without /dev/infiniband sees.
+  text = FormatDoctorText(BuildDoctorReport({}, *host, *cuda, *ascend, software, {"mlx5_0"}));
+  EXPECT_THAT(text, HasSubstr(software_only +
+                              "  note          RDMA devices mlx5_0 are on this host but UCX "
+                              "reaches none of them: is /dev/infiniband withheld from this "
+                              "process? (docs/operations.md, \"Running a node with RDMA\")\n"));
+
+  // With an RDMA transport there is nothing to say.
+  std::vector<UcxResource> with_rdma = kSoftwareOnly;
+  with_rdma.push_back({"rc_mlx5", "mlx5_0:1", "mlx5_0"});
+  StaticUcx rdma(with_rdma);
+  text = FormatDoctorText(BuildDoctorReport({}, *host, *cuda, *ascend, rdma, {"mlx5_0"}));
+  EXPECT_THAT(text, HasSubstr("cma/memory, rc_mlx5/mlx5_0:1\n"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("only software transports")));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("  note ")));
+
+  // Nor without a usable UCX: the reason says why.
+  auto absent = OpenUcxRuntime("/nonexistent/libucp.so.0");
+  text = FormatDoctorText(BuildDoctorReport({}, *host, *cuda, *ascend, *absent, {"mlx5_0"}));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("  note ")));
 }
 
 TEST(DoctorReport, JsonIsValidWhateverBytesThePathsAndMessagesHold) {

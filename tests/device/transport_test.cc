@@ -76,8 +76,10 @@ TEST(ResolveTransport, RdmaUsesAUsableUcxWhateverItsDevices) {
   EXPECT_EQ(c->resolved, TransportKind::kRdma);
   EXPECT_TRUE(c->ucx);
   EXPECT_FALSE(c->fallback);
-  EXPECT_THAT(c->reason,
-              HasSubstr("UCX 1.13.1 (tcp, rc_mlx5), one-sided with a node that offers UCX"));
+  EXPECT_THAT(
+      c->reason,
+      HasSubstr(
+          "UCX 1.13.1 (tcp, rc_mlx5), node-checked UCX messages with a node that offers UCX"));
 
   // Without RDMA hardware UCX is still used, as asked, with a warning: it is slower than TCP.
   StaticUcx tcp_only = UsableUcx({kTcpLo});

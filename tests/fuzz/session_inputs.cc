@@ -147,6 +147,11 @@ std::vector<SeedInput> SeedInputs() {
         "ucx", Frame(2, protocol::NodeInfoRequest{}) + Frame(3, protocol::UcxAttachRequest{}) +
                    Frame(4, reserve) + Frame(5, commit) + Frame(6, get) + Frame(7, release) +
                    Frame(8, protocol::UcxAttachRequest{}) + Mget(9, "s", {"r", "q"}));
+    // Version 8's UCX_ATTACH is served no more: its frame is malformed (ERROR, half-close).
+    std::string v8_attach = Frame(3, protocol::UcxAttachRequest{});
+    v8_attach[4] = 8;
+    streams.emplace_back("ucx_v8", Frame(2, protocol::PingRequest{}) + v8_attach +
+                                       Frame(4, protocol::PingRequest{}));
   }
 
   std::vector<SeedInput> seeds;

@@ -159,15 +159,14 @@ std::vector<SampleFrame> SampleFrames() {
   AddRequest(&out, "v3_shm_release_request", 29, ShmReleaseRequest{{5, 6, 0xFFFFFFFFFFFFFFFFull}},
              3);
   AddResponse(&out, "v3_shm_release_response", 29, ShmReleaseResponse{2}, 3);
-  AddRequest(&out, "v8_ucx_attach_request", 30, UcxAttachRequest{}, 8);
-  AddResponse(&out, "v8_ucx_attach_response", 30,
-              UcxAttachResponse{StatusCode::kOk, "worker-address", "arena-key", 0x7f0000000000ull,
-                                1ull << 30, "words-key", 0x7f1000000000ull, 4096, 64, 1, ""},
-              8);
-  AddResponse(&out, "v8_ucx_attach_refused_response", 31,
-              UcxAttachResponse{StatusCode::kNotSupported, "", "", 0, 0, "", 0, 0, 0, 0,
-                                "this node offers no UCX"},
-              8);
+  // Version 9: UCX_ATTACH (version 8's layout is served no more).
+  AddRequest(&out, "v9_ucx_attach_request", 30, UcxAttachRequest{}, kUcxVersion);
+  AddResponse(&out, "v9_ucx_attach_response", 30,
+              UcxAttachResponse{StatusCode::kOk, 40123, "0123456789abcdef", 1ull << 30, ""},
+              kUcxVersion);
+  AddResponse(&out, "v9_ucx_attach_refused_response", 31,
+              UcxAttachResponse{StatusCode::kNotSupported, 0, "", 0, "this node offers no UCX"},
+              kUcxVersion);
   return out;
 }
 

@@ -22,7 +22,9 @@ struct SampleFrame {
 // (names "v2_..."), among them the any-namespace MGET (plain and meta-only), MEXIST and MDEL
 // requests; then version 3 frames (names "v3_..."): both directions of NODE_INFO and every
 // SHM_* opcode (granted and refused attach, reservations and gets with and without hits, an
-// any-namespace SHM_GET) and older opcodes in version 3 frames. Encoded with default Limits.
+// any-namespace SHM_GET) and older opcodes in version 3 frames; then both directions of
+// UCX_ATTACH in version 9 frames (names "v9_...", granted and refused). Encoded with default
+// Limits.
 std::vector<SampleFrame> SampleFrames();
 
 // Decodes `frame` as one complete frame (SplitFrame, then DecodeAnyRequest/DecodeAnyResponse by

@@ -141,11 +141,11 @@ TEST(FrameHeaderTest, RejectsEachMalformedField) {
   const HeaderCase cases[] = {
       {"magic", 0, "KVPX", StatusCode::kCorruption, "magic"},
       {"version 0", 4, std::string(1, '\0'), StatusCode::kNotSupported, "version"},
-      {"version 9", 4, "\x09", StatusCode::kNotSupported, "version"},
+      {"version 10", 4, "\x0A", StatusCode::kNotSupported, "version"},
       {"opcode 0", 5, std::string(1, '\0'), StatusCode::kCorruption, "opcode"},
       {"opcode 17", 5, "\x11", StatusCode::kCorruption, "opcode"},
-      {"version 8 opcode in a version 1 frame", 5, "\x10", StatusCode::kCorruption,
-       "UCX_ATTACH frame of version 1; it needs protocol version 8"},
+      {"version 9 opcode in a version 1 frame", 5, "\x10", StatusCode::kCorruption,
+       "UCX_ATTACH frame of version 1; it needs protocol version 9"},
       {"version 3 opcode in a version 1 frame", 5, "\x0D", StatusCode::kCorruption,
        "SHM_GET frame of version 1; it needs protocol version 3"},
       {"opcode 255", 5, "\xFF", StatusCode::kCorruption, "opcode"},
@@ -251,7 +251,7 @@ TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
     return DecodeFrameHeader(bytes, Limits{}, &h);
   };
   EXPECT_EQ(kShmVersion, 3);
-  EXPECT_EQ(kMaxProtocolVersion, 8);
+  EXPECT_EQ(kMaxProtocolVersion, 9);
   EXPECT_EQ(KnownFlags(3), KnownFlags(2));
   for (Opcode op : {Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kShmReserve, Opcode::kShmCommit,
                     Opcode::kShmGet, Opcode::kShmRelease}) {
@@ -291,7 +291,9 @@ TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
   EXPECT_EQ(OpcodeName(Opcode::kShmGet), "SHM_GET");
   EXPECT_EQ(OpcodeName(Opcode::kShmRelease), "SHM_RELEASE");
   EXPECT_EQ(static_cast<int>(Opcode::kError), 15);
-  // Version 8: UCX_ATTACH, 16, no payload either way, in version 8 frames only.
+  // Version 9: UCX_ATTACH, 16, no payload either way, in version 9 frames only. Version 8's
+  // UCX_ATTACH (remote keys to the node's memory) is served no more: a version 8 frame of it is
+  // refused like any opcode newer than its frame.
   EXPECT_TRUE(IsKnownOpcode(16));
   EXPECT_FALSE(IsKnownOpcode(17));
   EXPECT_EQ(OpcodeName(Opcode::kUcxAttach), "UCX_ATTACH");
@@ -300,8 +302,17 @@ TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
     const uint16_t flags = response ? kFlagResponse : 0;
     EXPECT_FALSE(CarriesPayload(Opcode::kUcxAttach, response));
     EXPECT_TRUE(decode(Opcode::kUcxAttach, flags, kUcxVersion).ok());
-    EXPECT_EQ(decode(Opcode::kUcxAttach, flags, kUcxVersion - 1).code(), StatusCode::kCorruption);
+    for (uint8_t old = kMinProtocolVersion; old < kUcxVersion; ++old) {
+      Status s = decode(Opcode::kUcxAttach, flags, old);
+      EXPECT_EQ(s.code(), StatusCode::kCorruption) << "v" << int{old};
+      EXPECT_NE(s.message().find("UCX_ATTACH frame of version " + std::to_string(old) +
+                                 "; it needs protocol version 9"),
+                std::string::npos)
+          << s.ToString();
+    }
+    EXPECT_EQ(decode(Opcode::kUcxAttach, flags, kUcxVersion, 1).code(), StatusCode::kCorruption);
   }
+  EXPECT_EQ(kUcxVersion, 9);
   // The older opcodes are unchanged in version 3 frames.
   EXPECT_EQ(OpcodeMinVersion(Opcode::kMget), kMinProtocolVersion);
   EXPECT_TRUE(decode(Opcode::kMget, kFlagMetaOnly | kFlagAnyNamespace, 3).ok());

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frame_samples.h"
@@ -223,7 +224,7 @@ TEST(MalformedTest, HelloListErrorStatsFields) {
   ASSERT_TRUE(EncodeResponse(1, HelloResponse{1, Limits{}, "s", std::nullopt}, Limits{}, &f).ok());
   ExpectFieldCases(
       f.Flatten(),
-      {{"version 9", 32, std::string(1, '\x09'), StatusCode::kNotSupported, "version 9"},
+      {{"version 10", 32, std::string(1, '\x0A'), StatusCode::kNotSupported, "version 10"},
        {"key limit 0", 33, U64(0), StatusCode::kCorruption, "unusable limits: max_key_bytes"}});
   ASSERT_TRUE(EncodeRequest(1, ListRequest{"ns", 5, 10}, Limits{}, &f).ok());
   ExpectFieldCases(f.Flatten(),
@@ -506,38 +507,343 @@ TEST(MalformedShmTest, ShmAttachResponseFields) {
       << s.ToString();
 }
 
-// UCX_ATTACH (version 8): status 32; worker address (length 33, bytes 35: "wa"), arena key
-// (length 37, 39: "ak"), lease words key (41, 43: "lk"); arena base 45, bytes 53; lease words base
-// 61, bytes 69; lease word offset 77, generation 85; reason length 93.
-TEST(MalformedUcxTest, UcxAttachResponseFields) {
-  UcxAttachResponse ok{StatusCode::kOk, "wa", "ak", 4096, 1 << 20, "lk", 8192, 4096, 8, 3, ""};
+// ---- Version 9: UCX_ATTACH -----------------------------------------------------------------
+
+// A version 9 UCX_ATTACH response frame built byte by byte from whatever its fields hold, so
+// that layouts the encoder refuses can be decoded: status 32, ucx_port 33, session_key_length 35,
+// session_key 36, then arena_bytes (u64), reason_length (u16) and the reason; `extra` after it.
+std::string UcxAttachFrame(uint8_t status, uint16_t port, std::string_view key,
+                           uint64_t arena_bytes, std::string_view reason,
+                           std::string_view extra = "", uint8_t version = kUcxVersion) {
+  std::string descriptor(1, static_cast<char>(status));
+  descriptor += U16(port);
+  descriptor += static_cast<char>(key.size());
+  descriptor += key;
+  descriptor += U64(arena_bytes);
+  descriptor += U16(static_cast<uint16_t>(reason.size()));
+  descriptor += reason;
+  descriptor += extra;
+  FrameHeader h;
+  h.version = version;
+  h.opcode = Opcode::kUcxAttach;
+  h.flags = kFlagResponse;
+  h.request_id = 1;
+  h.descriptor_length = static_cast<uint32_t>(descriptor.size());
+  std::string frame;
+  AppendFrameHeader(h, &frame);
+  return frame + descriptor;
+}
+
+// The UCX_ATTACH response decoder alone (no re-encoding), on a whole frame.
+Status DecodeUcxAttach(std::string_view frame, UcxAttachResponse* out) {
+  FrameView view;
+  KVPORT_RETURN_IF_ERROR(SplitFrame(frame, Limits{}, &view));
+  return DecodeResponse(view.header, view.descriptor, Limits{}, out);
+}
+
+constexpr std::string_view kKey16 = "0123456789abcdef";
+constexpr uint8_t kOkCode = static_cast<uint8_t>(StatusCode::kOk);
+constexpr uint8_t kNotSupportedCode = static_cast<uint8_t>(StatusCode::kNotSupported);
+
+TEST(MalformedUcxTest, HandBuiltUcxAttachFramesAreTheEncoders) {
   EncodedFrame f;
-  ASSERT_TRUE(EncodeResponse(1, ok, Limits{}, &f, kUcxVersion).ok());
+  ASSERT_TRUE(EncodeResponse(1, UcxAttachResponse{StatusCode::kOk, 40123, kKey16, 1 << 20, ""},
+                             Limits{}, &f, kUcxVersion)
+                  .ok());
+  EXPECT_EQ(UcxAttachFrame(kOkCode, 40123, kKey16, 1 << 20, ""), f.Flatten());
+  ASSERT_TRUE(EncodeResponse(1, UcxAttachResponse{StatusCode::kNotSupported, 0, "", 0, "no"},
+                             Limits{}, &f, kUcxVersion)
+                  .ok());
+  EXPECT_EQ(UcxAttachFrame(kNotSupportedCode, 0, "", 0, "no"), f.Flatten());
+  UcxAttachResponse out;
+  ASSERT_TRUE(DecodeUcxAttach(UcxAttachFrame(kOkCode, 40123, kKey16, 1 << 20, ""), &out).ok());
+  EXPECT_EQ(out.status, StatusCode::kOk);
+  EXPECT_EQ(out.ucx_port, 40123);
+  EXPECT_EQ(out.session_key, kKey16);
+  EXPECT_EQ(out.arena_bytes, 1u << 20);
+  EXPECT_EQ(out.reason, "");
+}
+
+// Granted: status 32, ucx_port 33, session_key_length 35, session_key 36, arena_bytes 52,
+// reason_length 60. Refused ("no"): status 32, ucx_port 33, session_key_length 35,
+// arena_bytes 36, reason_length 44, reason 46.
+TEST(MalformedUcxTest, UcxAttachResponseFields) {
   ExpectFieldCases(
-      f.Flatten(),
+      UcxAttachFrame(kOkCode, 40123, kKey16, 1 << 20, ""),
       {
-          {"blob over the cap", 37, U16(16385), StatusCode::kTooLarge, "arena_key of 16385"},
-          {"empty arena", 53, U64(0), StatusCode::kCorruption, "empty or wrapping arena"},
-          {"wrapping arena", 45, U64(~uint64_t{0}), StatusCode::kCorruption, "wrapping arena"},
-          {"word unaligned", 77, U64(4), StatusCode::kCorruption, "not an 8-byte word"},
-          {"word past the words", 77, U64(4096), StatusCode::kCorruption, "not an 8-byte word"},
+          {"port 0", 33, U16(0), StatusCode::kCorruption, "UCX port 0"},
+          {"empty arena", 52, U64(0), StatusCode::kCorruption, "an empty arena"},
           {"refused with a grant", 32, std::string(1, '\x09'), StatusCode::kCorruption,
            "a refusal needs a reason and nothing else"},
           {"unknown status", 32, std::string(1, '\x0E'), StatusCode::kCorruption,
            "unknown status code 14"},
+          {"key past the end", 35, std::string(1, '\xFF'), StatusCode::kCorruption,
+           "truncated at session_key:"},
+          {"reason past the end", 60, U16(1), StatusCode::kCorruption, "truncated at reason:"},
+          {"reason too long", 60, U16(1025), StatusCode::kTooLarge, "reason_length 1025"},
       });
-  // Not in a frame of an older version, and every grant field checked when encoding too.
-  EXPECT_FALSE(EncodeResponse(1, ok, Limits{}, &f, kUcxVersion - 1).ok());
-  UcxAttachResponse bad = ok;
-  bad.arena_key = "";
-  EXPECT_EQ(EncodeResponse(1, bad, Limits{}, &f, kUcxVersion).code(), StatusCode::kInvalidArgument);
-  UcxAttachResponse refused{};
-  refused.status = StatusCode::kNotSupported;
-  refused.reason = "no UCX";
+  ExpectFieldCases(UcxAttachFrame(kNotSupportedCode, 0, "", 0, "no"),
+                   {
+                       {"refused with a port", 33, U16(1), StatusCode::kCorruption,
+                        "a refusal needs a reason and nothing else"},
+                       {"refused with an arena", 36, U64(1), StatusCode::kCorruption,
+                        "a refusal needs a reason and nothing else"},
+                       {"granted without port, key or arena", 32, std::string(1, '\0'),
+                        StatusCode::kCorruption, "UCX port 0"},
+                       {"unknown status", 32, std::string(1, '\xFF'), StatusCode::kCorruption,
+                        "unknown status code 255"},
+                   });
+
+  // Layouts a field overwrite cannot make, hand-built whole; the decoder alone judges them.
+  struct Case {
+    const char* what;
+    std::string frame;
+    const char* message_part;
+  };
+  const std::string reason_1024(1024, 'r');
+  const Case cases[] = {
+      {"OK, key of 15 bytes", UcxAttachFrame(kOkCode, 1, kKey16.substr(0, 15), 1, ""),
+       "a session key of 15 bytes, not 16"},
+      {"OK, key of 17 bytes", UcxAttachFrame(kOkCode, 1, std::string(kKey16) + "g", 1, ""),
+       "a session key of 17 bytes, not 16"},
+      {"OK, no key", UcxAttachFrame(kOkCode, 1, "", 1, ""), "a session key of 0 bytes, not 16"},
+      {"OK with a reason", UcxAttachFrame(kOkCode, 1, kKey16, 1, "x"), "OK with a reason"},
+      {"OK with the longest reason", UcxAttachFrame(kOkCode, 1, kKey16, 1, reason_1024),
+       "OK with a reason"},
+      {"refused with a port", UcxAttachFrame(kNotSupportedCode, 7, "", 0, "no"),
+       "a refusal needs a reason and nothing else"},
+      {"refused with a key", UcxAttachFrame(kNotSupportedCode, 0, kKey16, 0, "no"),
+       "a refusal needs a reason and nothing else"},
+      {"refused with a 1-byte key", UcxAttachFrame(kNotSupportedCode, 0, "k", 0, "no"),
+       "a refusal needs a reason and nothing else"},
+      {"refused with an arena", UcxAttachFrame(kNotSupportedCode, 0, "", 4096, "no"),
+       "a refusal needs a reason and nothing else"},
+      {"refused without a reason", UcxAttachFrame(kNotSupportedCode, 0, "", 0, ""),
+       "a refusal needs a reason and nothing else"},
+      {"OK, trailing byte", UcxAttachFrame(kOkCode, 1, kKey16, 1, "", "x"), "trailing"},
+      {"refused, trailing byte", UcxAttachFrame(kNotSupportedCode, 0, "", 0, "no", "x"),
+       "trailing"},
+  };
+  for (const Case& c : cases) {
+    UcxAttachResponse out;
+    Status s = DecodeUcxAttach(c.frame, &out);
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << c.what << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.message_part), std::string::npos)
+        << c.what << ": " << s.ToString();
+    // The whole-frame path (decode, then re-encode) refuses it the same way.
+    EXPECT_EQ(DecodeWhole(c.frame).code(), StatusCode::kCorruption) << c.what;
+  }
+  // The longest reason is fine on a refusal.
+  UcxAttachResponse out;
+  ASSERT_TRUE(DecodeUcxAttach(UcxAttachFrame(kNotSupportedCode, 0, "", 0, reason_1024), &out).ok());
+  EXPECT_EQ(out.reason.size(), 1024u);
+}
+
+// A descriptor cut short anywhere is "truncated at" the field the cut falls in.
+TEST(MalformedUcxTest, UcxAttachResponseTruncatedAtEachField) {
+  struct Field {
+    const char* name;
+    size_t bytes;
+  };
+  const auto check = [](const std::string& frame, const std::vector<Field>& fields) {
+    FrameView view;
+    ASSERT_TRUE(SplitFrame(frame, Limits{}, &view).ok());
+    size_t total = 0;
+    for (const Field& field : fields)
+      total += field.bytes;
+    ASSERT_EQ(view.descriptor.size(), total);
+    size_t start = 0;
+    for (const Field& field : fields) {
+      for (size_t n = start; n < start + field.bytes; ++n) {
+        FrameHeader h = view.header;
+        h.descriptor_length = static_cast<uint32_t>(n);
+        UcxAttachResponse out;
+        Status s = DecodeResponse(h, view.descriptor.substr(0, n), Limits{}, &out);
+        EXPECT_EQ(s.code(), StatusCode::kCorruption) << field.name << " prefix " << n;
+        EXPECT_NE(s.message().find(std::string("truncated at ") + field.name + ":"),
+                  std::string::npos)
+            << "prefix " << n << ": " << s.ToString();
+      }
+      start += field.bytes;
+    }
+  };
+  check(UcxAttachFrame(kOkCode, 40123, kKey16, 1 << 20, ""), {{"status", 1},
+                                                              {"ucx_port", 2},
+                                                              {"session_key_length", 1},
+                                                              {"session_key", 16},
+                                                              {"arena_bytes", 8},
+                                                              {"reason_length", 2}});
+  check(UcxAttachFrame(kNotSupportedCode, 0, "", 0, "no UCX"), {{"status", 1},
+                                                                {"ucx_port", 2},
+                                                                {"session_key_length", 1},
+                                                                {"arena_bytes", 8},
+                                                                {"reason_length", 2},
+                                                                {"reason", 6}});
+}
+
+// Version 8's UCX_ATTACH (remote keys to the node's memory) is served no more: no version 8
+// frame of the opcode is encoded or decoded.
+TEST(MalformedUcxTest, UcxAttachOnlyInVersion9Frames) {
+  EXPECT_EQ(kUcxVersion, 9);
+  const UcxAttachResponse ok{StatusCode::kOk, 40123, kKey16, 1 << 20, ""};
+  EncodedFrame f;
+  for (uint8_t version = kMinProtocolVersion; version < kUcxVersion; ++version) {
+    Status s = EncodeResponse(1, ok, Limits{}, &f, version);
+    EXPECT_EQ(s.code(), StatusCode::kNotSupported) << "v" << int{version};
+    EXPECT_NE(s.message().find("needs protocol version 9; this frame is version " +
+                               std::to_string(version)),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_EQ(EncodeRequest(1, UcxAttachRequest{}, Limits{}, &f, version).code(),
+              StatusCode::kNotSupported)
+        << "v" << int{version};
+  }
+  ASSERT_TRUE(EncodeResponse(1, ok, Limits{}, &f, kUcxVersion).ok());
+  EXPECT_EQ(f.head[4], '\x09');
+  ASSERT_TRUE(EncodeRequest(1, UcxAttachRequest{}, Limits{}, &f, kUcxVersion).ok());
+  EXPECT_EQ(f.head[4], '\x09');
+  // A version 8 frame: the header is refused, and so is the descriptor given to the decoder.
+  const std::string v8 = UcxAttachFrame(kOkCode, 40123, kKey16, 1 << 20, "", "", 8);
+  Status s = DecodeWhole(v8);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("UCX_ATTACH frame of version 8; it needs protocol version 9"),
+            std::string::npos)
+      << s.ToString();
+  FrameHeader h;
+  h.version = 8;
+  h.opcode = Opcode::kUcxAttach;
+  h.flags = kFlagResponse;
+  h.descriptor_length = static_cast<uint32_t>(v8.size() - kFrameHeaderSize);
+  UcxAttachResponse out;
+  s = DecodeResponse(h, std::string_view(v8).substr(kFrameHeaderSize), Limits{}, &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("needs protocol version 9"), std::string::npos) << s.ToString();
+}
+
+// The encoder holds every rule the decoder does.
+TEST(MalformedUcxTest, UcxAttachEncoderRefusesWhatTheDecoderWould) {
+  const UcxAttachResponse ok{StatusCode::kOk, 40123, kKey16, 1 << 20, ""};
+  const UcxAttachResponse refused{StatusCode::kNotSupported, 0, "", 0, "no UCX"};
+  const std::string key17 = std::string(kKey16) + "g";
+  struct Case {
+    const char* what;
+    UcxAttachResponse m;
+    const char* message_part;
+  };
+  std::vector<Case> cases;
+  auto with = [&](const char* what, UcxAttachResponse m, auto change, const char* part) {
+    change(m);
+    cases.push_back({what, m, part});
+  };
+  with(
+      "OK, port 0", ok, [](UcxAttachResponse& m) { m.ucx_port = 0; }, "UCX port 0");
+  with(
+      "OK, key of 15", ok, [](UcxAttachResponse& m) { m.session_key = kKey16.substr(0, 15); },
+      "a session key of 15 bytes, not 16");
+  with(
+      "OK, key of 17", ok, [&](UcxAttachResponse& m) { m.session_key = key17; },
+      "a session key of 17 bytes, not 16");
+  with(
+      "OK, no key", ok, [](UcxAttachResponse& m) { m.session_key = ""; },
+      "a session key of 0 bytes");
+  with(
+      "OK, empty arena", ok, [](UcxAttachResponse& m) { m.arena_bytes = 0; }, "an empty arena");
+  with(
+      "OK with a reason", ok, [](UcxAttachResponse& m) { m.reason = "x"; }, "OK with a reason");
+  with(
+      "refused with a port", refused, [](UcxAttachResponse& m) { m.ucx_port = 1; },
+      "needs a reason and nothing else");
+  with(
+      "refused with a key", refused, [](UcxAttachResponse& m) { m.session_key = kKey16; },
+      "needs a reason and nothing else");
+  with(
+      "refused with an arena", refused, [](UcxAttachResponse& m) { m.arena_bytes = 1; },
+      "needs a reason and nothing else");
+  with(
+      "refused without a reason", refused, [](UcxAttachResponse& m) { m.reason = ""; },
+      "needs a reason and nothing else");
+  with(
+      "unknown status", ok, [](UcxAttachResponse& m) { m.status = static_cast<StatusCode>(14); },
+      "unknown status code 14");
+  EncodedFrame f;
+  ASSERT_TRUE(EncodeResponse(1, ok, Limits{}, &f, kUcxVersion).ok());
   ASSERT_TRUE(EncodeResponse(1, refused, Limits{}, &f, kUcxVersion).ok());
-  refused.arena_bytes = 1;
-  EXPECT_EQ(EncodeResponse(1, refused, Limits{}, &f, kUcxVersion).code(),
-            StatusCode::kInvalidArgument);
+  for (const Case& c : cases) {
+    Status s = EncodeResponse(1, c.m, Limits{}, &f, kUcxVersion);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.what << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.message_part), std::string::npos)
+        << c.what << ": " << s.ToString();
+  }
+  // A refusal's reason over 1024 bytes is cut to 1024, and the frame decodes.
+  const std::string long_reason(2000, 'r');
+  UcxAttachResponse long_refusal = refused;
+  long_refusal.reason = long_reason;
+  ASSERT_TRUE(EncodeResponse(1, long_refusal, Limits{}, &f, kUcxVersion).ok());
+  const std::string frame = f.Flatten();
+  UcxAttachResponse out;
+  ASSERT_TRUE(DecodeUcxAttach(frame, &out).ok());
+  EXPECT_EQ(out.reason, long_reason.substr(0, 1024));
+}
+
+// ---- Version 9: the messages over UCX ------------------------------------------------------
+
+TEST(MalformedUcxTest, UcxMessageHeadersOfTheWrongLength) {
+  const std::string put = EncodeUcxPut({kKey16, 1, 2});
+  const std::string get = EncodeUcxGet({kKey16, 1, 2, 3});
+  const std::string done = EncodeUcxDone({1, StatusCode::kOk});
+  ASSERT_EQ(put.size(), 32u);
+  ASSERT_EQ(get.size(), 40u);
+  ASSERT_EQ(done.size(), 9u);
+  UcxPut put_out;
+  UcxGet get_out;
+  UcxDone done_out;
+  ASSERT_TRUE(DecodeUcxPut(put, &put_out).ok());
+  ASSERT_TRUE(DecodeUcxGet(get, &get_out).ok());
+  ASSERT_TRUE(DecodeUcxDone(done, &done_out).ok());
+  const auto expect_corruption = [](const char* what, const Status& s, const char* part) {
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << what << ": " << s.ToString();
+    EXPECT_NE(s.message().find(part), std::string::npos) << what << ": " << s.ToString();
+  };
+  // One byte short, one byte over (a zero byte or a copy of the last), and none at all.
+  for (const std::string& extra : {std::string(1, '\0'), std::string(1, '\x01')}) {
+    expect_corruption("put + 1", DecodeUcxPut(put + extra, &put_out), "of 33 bytes, not 32");
+    expect_corruption("get + 1", DecodeUcxGet(get + extra, &get_out), "of 41 bytes, not 40");
+    expect_corruption("done + 1", DecodeUcxDone(done + extra, &done_out), "of 10 bytes, not 9");
+  }
+  expect_corruption("put - 1", DecodeUcxPut(put.substr(0, 31), &put_out), "of 31 bytes, not 32");
+  expect_corruption("get - 1", DecodeUcxGet(get.substr(0, 39), &get_out), "of 39 bytes, not 40");
+  expect_corruption("done - 1", DecodeUcxDone(done.substr(0, 8), &done_out), "of 8 bytes, not 9");
+  expect_corruption("empty put", DecodeUcxPut("", &put_out), "of 0 bytes, not 32");
+  expect_corruption("empty get", DecodeUcxGet("", &get_out), "of 0 bytes, not 40");
+  expect_corruption("empty done", DecodeUcxDone("", &done_out), "of 0 bytes, not 9");
+  // One message's header is not another's.
+  expect_corruption("a get as a put", DecodeUcxPut(get, &put_out), "UCX put header of 40 bytes");
+  expect_corruption("a put as a get", DecodeUcxGet(put, &get_out), "UCX get header of 32 bytes");
+  expect_corruption("a put as an answer", DecodeUcxDone(put, &done_out),
+                    "UCX answer header of 32 bytes");
+  // Every prefix of each header, and every longer one up to twice its length: exactly one
+  // length decodes.
+  for (size_t n = 0; n <= 2 * put.size(); ++n)
+    EXPECT_EQ(DecodeUcxPut((put + put).substr(0, n), &put_out).ok(), n == put.size()) << n;
+  for (size_t n = 0; n <= 2 * get.size(); ++n)
+    EXPECT_EQ(DecodeUcxGet((get + get).substr(0, n), &get_out).ok(), n == get.size()) << n;
+  for (size_t n = 0; n <= 2 * done.size(); ++n)
+    EXPECT_EQ(DecodeUcxDone((done + done).substr(0, n), &done_out).ok(), n == done.size()) << n;
+}
+
+TEST(MalformedUcxTest, UcxDoneWithAnUnknownStatusCode) {
+  std::string done = EncodeUcxDone({0x0102030405060708ull, StatusCode::kPermissionDenied});
+  ASSERT_EQ(done.size(), 9u);
+  ASSERT_EQ(done[8], '\x0D');
+  UcxDone out;
+  ASSERT_TRUE(DecodeUcxDone(done, &out).ok());
+  for (int code : {14, 15, 0x80, 0xFF}) {
+    done[8] = static_cast<char>(code);
+    Status s = DecodeUcxDone(done, &out);
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << code;
+    EXPECT_NE(s.message().find("unknown status code " + std::to_string(code)), std::string::npos)
+        << s.ToString();
+  }
 }
 
 TEST(MalformedShmTest, ShmReserveFields) {

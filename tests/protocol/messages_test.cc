@@ -51,9 +51,13 @@ TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   Result<uint8_t> v = NegotiateVersion(req_out);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, kMaxProtocolVersion);
-  EXPECT_EQ(*v, 8);
-  EXPECT_EQ(NegotiateVersion(HelloRequest{9, 10, "", ""}).status().code(),
+  EXPECT_EQ(*v, 9);
+  EXPECT_EQ(NegotiateVersion(HelloRequest{10, 11, "", ""}).status().code(),
             StatusCode::kNotSupported);
+  // A version 8 client gets version 8 (its sessions are served; its UCX_ATTACH is not).
+  Result<uint8_t> v8 = NegotiateVersion(HelloRequest{1, 8, "", ""});
+  ASSERT_TRUE(v8.ok());
+  EXPECT_EQ(*v8, 8);
   // A version 2 client gets version 2.
   Result<uint8_t> v2 = NegotiateVersion(HelloRequest{1, 2, "", ""});
   ASSERT_TRUE(v2.ok());
@@ -933,6 +937,146 @@ TEST(GoldenBytesTest, NodeInfoResponse) {
   NodeInfoResponse in{0x0102030405060708ull, kOfferSharedMemory, "hb", "/s"};
   EncodedFrame f;
   ASSERT_TRUE(EncodeResponse(1, in, Limits{}, &f, 3).ok());
+  EXPECT_EQ(f.Flatten(), expected);
+}
+
+// ---- Version 9: UCX_ATTACH and the messages over UCX ---------------------------------------
+
+TEST(UcxMessagesTest, UcxAttachRoundTrip) {
+  std::string frame;
+  FrameView view;
+  UcxAttachRequest req;
+  RequestRoundTrip(50, UcxAttachRequest{}, &req, &frame, &view);  // kUcxVersion by default
+  EXPECT_EQ(view.header.version, kUcxVersion);
+  EXPECT_EQ(view.header.opcode, Opcode::kUcxAttach);
+  EXPECT_EQ(view.header.descriptor_length, 0u);
+
+  const std::string key(kUcxSessionKeyBytes, '\xA5');
+  UcxAttachResponse granted{StatusCode::kOk, 65535, key, ~0ull, ""}, out;
+  ResponseRoundTrip(50, granted, &out, &frame, &view);
+  EXPECT_EQ(view.header.version, kUcxVersion);
+  EXPECT_EQ(view.header.payload_length, 0u);
+  EXPECT_EQ(view.descriptor.size(), 1u + 2 + 1 + 16 + 8 + 2);
+  EXPECT_EQ(out.status, StatusCode::kOk);
+  EXPECT_EQ(out.ucx_port, 65535);
+  EXPECT_EQ(out.session_key, key);
+  EXPECT_EQ(out.arena_bytes, ~0ull);
+  EXPECT_TRUE(out.reason.empty());
+
+  UcxAttachResponse refused{StatusCode::kNotSupported, 0, "", 0, "this node offers no UCX"};
+  ResponseRoundTrip(51, refused, &out, &frame, &view);
+  EXPECT_EQ(view.descriptor.size(), 1u + 2 + 1 + 8 + 2 + refused.reason.size());
+  EXPECT_EQ(out.status, StatusCode::kNotSupported);
+  EXPECT_EQ(out.ucx_port, 0);
+  EXPECT_TRUE(out.session_key.empty());
+  EXPECT_EQ(out.arena_bytes, 0u);
+  EXPECT_EQ(out.reason, "this node offers no UCX");
+  // Long reasons are truncated, as ERROR messages are.
+  const std::string long_reason(3000, 'r');
+  ResponseRoundTrip(52, UcxAttachResponse{StatusCode::kUnavailable, 0, "", 0, long_reason}, &out,
+                    &frame, &view);
+  EXPECT_EQ(out.reason.size(), kMaxErrorMessageBytes);
+}
+
+TEST(UcxMessagesTest, PutGetDoneRoundTrip) {
+  const std::string key = "0123456789abcdef";
+  ASSERT_EQ(key.size(), kUcxSessionKeyBytes);
+  for (uint64_t v : {0ull, 1ull, 0x0102030405060708ull, ~0ull}) {
+    const std::string put = EncodeUcxPut({key, v, ~v});
+    ASSERT_EQ(put.size(), kUcxSessionKeyBytes + 16);
+    UcxPut put_out;
+    ASSERT_TRUE(DecodeUcxPut(put, &put_out).ok());
+    EXPECT_EQ(put_out.session_key, key);
+    EXPECT_EQ(put_out.offset, v);
+    EXPECT_EQ(put_out.token, ~v);
+    EXPECT_EQ(EncodeUcxPut(put_out), put);
+
+    const std::string get = EncodeUcxGet({key, v, v ^ 0xFF, ~v});
+    ASSERT_EQ(get.size(), kUcxSessionKeyBytes + 24);
+    UcxGet get_out;
+    ASSERT_TRUE(DecodeUcxGet(get, &get_out).ok());
+    EXPECT_EQ(get_out.session_key, key);
+    EXPECT_EQ(get_out.offset, v);
+    EXPECT_EQ(get_out.bytes, v ^ 0xFF);
+    EXPECT_EQ(get_out.token, ~v);
+    EXPECT_EQ(EncodeUcxGet(get_out), get);
+  }
+  // Every status code the table has rides in an answer.
+  for (int code = 0; code <= static_cast<int>(StatusCode::kPermissionDenied); ++code) {
+    const UcxDone in{0x1122334455667788ull + code, static_cast<StatusCode>(code)};
+    const std::string done = EncodeUcxDone(in);
+    ASSERT_EQ(done.size(), 9u);
+    UcxDone out;
+    ASSERT_TRUE(DecodeUcxDone(done, &out).ok()) << code;
+    EXPECT_EQ(out.token, in.token);
+    EXPECT_EQ(out.status, in.status);
+    EXPECT_EQ(EncodeUcxDone(out), done);
+  }
+}
+
+// The fixed layouts, byte for byte (little-endian).
+TEST(UcxMessagesTest, GoldenHeaders) {
+  const std::string key = "0123456789abcdef";
+  EXPECT_EQ(EncodeUcxPut({key, 0x0102030405060708ull, 0x1112131415161718ull}),
+            std::string("0123456789abcdef"
+                        "\x08\x07\x06\x05\x04\x03\x02\x01"   // offset
+                        "\x18\x17\x16\x15\x14\x13\x12\x11",  // token
+                        32));
+  EXPECT_EQ(
+      EncodeUcxGet({key, 0x0102030405060708ull, 0x2122232425262728ull, 0x1112131415161718ull}),
+      std::string("0123456789abcdef"
+                  "\x08\x07\x06\x05\x04\x03\x02\x01"   // offset
+                  "\x28\x27\x26\x25\x24\x23\x22\x21"   // bytes
+                  "\x18\x17\x16\x15\x14\x13\x12\x11",  // token
+                  40));
+  EXPECT_EQ(EncodeUcxDone({0x1112131415161718ull, StatusCode::kPermissionDenied}),
+            std::string("\x18\x17\x16\x15\x14\x13\x12\x11"  // token
+                        "\x0D",                             // status: PermissionDenied
+                        9));
+  EXPECT_EQ(static_cast<unsigned>(UcxMessage::kPut), 1u);
+  EXPECT_EQ(static_cast<unsigned>(UcxMessage::kPutDone), 2u);
+  EXPECT_EQ(static_cast<unsigned>(UcxMessage::kGet), 3u);
+  EXPECT_EQ(static_cast<unsigned>(UcxMessage::kGetDone), 4u);
+}
+
+// The encoders write exactly kUcxSessionKeyBytes of key whatever they are given: a short key is
+// padded with zero bytes (the node knows no such key), a long one cut; the layout never shifts.
+TEST(UcxMessagesTest, KeysOfTheWrongSizeKeepTheLayout) {
+  const std::string put = EncodeUcxPut({"short", 7, 9});
+  ASSERT_EQ(put.size(), 32u);
+  EXPECT_EQ(put.substr(0, 16), std::string("short") + std::string(11, '\0'));
+  UcxPut put_out;
+  ASSERT_TRUE(DecodeUcxPut(put, &put_out).ok());
+  EXPECT_EQ(put_out.offset, 7u);
+  EXPECT_EQ(put_out.token, 9u);
+
+  const std::string get = EncodeUcxGet({"0123456789abcdefXYZ", 7, 8, 9});
+  ASSERT_EQ(get.size(), 40u);
+  UcxGet get_out;
+  ASSERT_TRUE(DecodeUcxGet(get, &get_out).ok());
+  EXPECT_EQ(get_out.session_key, "0123456789abcdef");
+  EXPECT_EQ(get_out.offset, 7u);
+  EXPECT_EQ(get_out.bytes, 8u);
+  EXPECT_EQ(get_out.token, 9u);
+}
+
+// docs/protocol.md's version 9 UCX_ATTACH response.
+TEST(GoldenBytesTest, UcxAttachResponse) {
+  const std::string expected(
+      "KVPT\x09\x10\x01\x00"              // magic, version 9, UCX_ATTACH, flags: response
+      "\x01\x00\x00\x00\x00\x00\x00\x00"  // request_id 1
+      "\x1E\x00\x00\x00\x00\x00\x00\x00"  // descriptor_length 30, reserved
+      "\x00\x00\x00\x00\x00\x00\x00\x00"  // payload_length 0
+      "\x00"                              // status OK
+      "\xBB\x9C"                          // ucx_port 40123
+      "\x10"                              // session_key_length 16
+      "0123456789abcdef"                  // session_key
+      "\x00\x00\x00\x40\x00\x00\x00\x00"  // arena_bytes 1 GiB
+      "\x00\x00",                         // reason_length 0
+      62);
+  UcxAttachResponse in{StatusCode::kOk, 40123, "0123456789abcdef", 1ull << 30, ""};
+  EncodedFrame f;
+  ASSERT_TRUE(EncodeResponse(1, in, Limits{}, &f).ok());
   EXPECT_EQ(f.Flatten(), expected);
 }
 

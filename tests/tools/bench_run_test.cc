@@ -261,7 +261,7 @@ TEST(BenchRunTest, TransportChoicesThatCannotWorkAreRefused) {
   EXPECT_FALSE(ParseTransportChoice("rdma").ok());
 }
 
-// --transport ucx: the phases one-sided over UCX (its tcp here) against an embedded node with
+// --transport ucx: the phases over UCX (its tcp here) against an embedded node with
 // UCX, and ucx_perftest's put and get of the same message size as the limit, in one run.
 TEST(BenchRunTest, UcxIsMeasuredAgainstUcxPerftest) {
   ::setenv("UCX_TLS", "tcp", 1);

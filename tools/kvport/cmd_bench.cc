@@ -314,7 +314,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
              "node), reporting cluster/node ratios")
           ->capture_default_str();
   cmd->add_option("--transport", flags->transport,
-                  "tcp, shm (same-host shared memory), both, ucx (one-sided over UCX, over the "
+                  "tcp, shm (same-host shared memory), both, ucx (values as UCX messages the node "
+                  "checks, over the "
                   "transports UCX_TLS allows, against ucx_perftest), or auto: both when the node "
                   "offers shared memory (an embedded node of a build whose server has it, or a "
                   "unix: URL), else tcp")

@@ -283,7 +283,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                    "microseconds (default: busy_poll_us, 0 = at once; docs/performance.md)")
       ->check(CLI::Range(0, 1000000));
   serve->add_flag("--ucx", flags->ucx,
-                  "offer one-sided access to the arena over UCX on the TCP port (UCX_ATTACH; "
+                  "serve values over UCX beside the TCP port (UCX_ATTACH; a listener where the "
+                  "node listens, every range checked against the session's holdings; "
                   "default: the config's ucx; docs/transports.md). Start fails naming why when "
                   "UCX is not usable here (kvport doctor)");
   serve->add_option("--disk", flags->disk,

@@ -25,9 +25,9 @@ std::string OpList(const std::vector<Op>& ops);
 
 // How the client reaches the node: TCP (loopback here), the same-host shared-memory transport
 // (a Unix socket for control frames, value bytes copied through the node's arena mapped into
-// the client), or UCX (control frames over TCP, value bytes read and written one-sided in the
-// node's registered arena, over the transports UCX_TLS allows). Each is compared with its own
-// limit: the raw loopback socket for TCP, one memcpy of the same bytes for shared memory,
+// the client), or UCX (control frames over TCP, value bytes as UCX messages that the node
+// copies into and out of its arena, over the transports UCX_TLS allows). Each is compared with its
+// own limit: the raw loopback socket for TCP, one memcpy of the same bytes for shared memory,
 // ucx_perftest's put and get of the same message size for UCX.
 enum class Transport { kTcp, kShm, kUcx };
 // "tcp", "shm", "ucx".

@@ -3,8 +3,8 @@
 // row's value size between two processes on this host over the transports this process's UCX_*
 // environment selects (UCX_TLS), the same ones kvport's UCX transport then uses: ucp_put_bw for
 // puts, ucp_get for gets, each in UCX's own best pattern (its window of operations in flight).
-// Its overall bandwidth is what a one-sided put or get of that size can reach here; kvport's UCX
-// rows are compared with it.
+// Its overall bandwidth is what UCX's own put or get of that size can reach here; kvport's UCX
+// rows (node-checked messages) are compared with it.
 #pragma once
 
 #include <cstdint>
