@@ -264,7 +264,7 @@ TEST_P(UcxWorkerTest, AClientSendsAMessageAndTheNodeAnswersOnItsEndpoint) {
   EXPECT_EQ(sent.calls, 1);
 
   ASSERT_EQ(node->requests.size(), 1u);
-  const Received& request = node->requests[0];
+  const Received request = node->requests[0];  // a copy: more requests come below
   EXPECT_EQ(request.header, "hdr");
   EXPECT_EQ(request.bytes, data.size());
   EXPECT_TRUE(request.data_with_message);
