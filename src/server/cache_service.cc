@@ -65,11 +65,13 @@ std::span<char> Landing(store::WriteHandle& handle) {
   return {reinterpret_cast<char*>(handle.data()), static_cast<size_t>(handle.capacity())};
 }
 
-// Makes a filled promotion visible, unless a version is visible already (which stays). The
-// disk copy stays: it is this very version (a commit or a delete of the key removes it), so
-// evicting the object again writes nothing. The caller holds the key's stripe, so no other
-// version can have been committed meanwhile; CommitIfAbsent makes sure of it.
-Status CommitPromotion(store::ObjectStore& store, store::WriteHandle&& handle) {
+// Makes a filled promotion of version `sequence` visible as that very version, unless a version
+// is visible already (which stays). The disk copy stays: it is the same version (a commit or a
+// delete of the key ends it), so evicting the object again writes nothing. The caller holds the
+// key's stripe, so no other version can have been committed meanwhile; CommitIfAbsent makes
+// sure of it.
+Status CommitPromotion(store::ObjectStore& store, store::WriteHandle&& handle, uint64_t sequence) {
+  handle.SetSequence(sequence);
   Status committed = store.CommitIfAbsent(std::move(handle));
   return committed.code() == StatusCode::kAborted ? Status::Ok() : committed;
 }
@@ -109,12 +111,12 @@ Result<store::ReadHandle> CacheService::PromoteFromDisk(std::string_view ns, std
   if (store_->Exists(ns, key).ok()) return store_->Lookup(ns, key);
   KVPORT_ASSIGN_OR_RETURN(DiskOffload::Found found, disk_->Find(ns, key));
   KVPORT_ASSIGN_OR_RETURN(store::WriteHandle handle, ReserveFor(*store_, ns, key, found));
-  if (found.sequence == 0) {  // still in the writer's queue, its value with it
+  if (found.queued) {  // still in the writer's queue, its value with it
     if (!found.value.empty()) std::memcpy(handle.data(), found.value.data(), found.value.size());
   } else {
     KVPORT_RETURN_IF_ERROR(disk_->ReadValue(ns, key, found.sequence, Landing(handle)));
   }
-  KVPORT_RETURN_IF_ERROR(CommitPromotion(*store_, std::move(handle)));
+  KVPORT_RETURN_IF_ERROR(CommitPromotion(*store_, std::move(handle), found.sequence));
   return store_->Lookup(ns, key);
 }
 
@@ -147,7 +149,7 @@ void CacheService::PromoteFromDiskAhead(const Grant& grant, std::string_view ns,
     }
     // On disk (not in the queue, whose objects the pin copies), with room for it in memory.
     Result<DiskOffload::Found> found = disk_->Find(key_ns, key);
-    if (!found.ok() || found->sequence == 0) continue;
+    if (!found.ok() || found->queued) continue;
     Result<store::WriteHandle> handle = ReserveFor(*store_, key_ns, key, *found);
     if (!handle.ok()) continue;
     landings.push_back(std::move(handle).value());
@@ -163,7 +165,8 @@ void CacheService::PromoteFromDiskAhead(const Grant& grant, std::string_view ns,
         !disk_->Holds(reads[i].ns, reads[i].key, reads[i].sequence)) {
       continue;
     }
-    (void)CommitPromotion(*store_, std::move(landings[i]));  // failed: the pin says why
+    // Failed: the pin says why.
+    (void)CommitPromotion(*store_, std::move(landings[i]), reads[i].sequence);
   }
 }
 
@@ -220,9 +223,10 @@ Status CacheService::Delete(const Grant& grant, std::string_view ns, std::string
 Status CacheService::DeleteBothTiers(std::string_view ns, std::string_view key) {
   MutexLock stripe(DiskStripe(ns, key));
   Status in_memory = store_->Delete(ns, key);
-  if (!disk_->Contains(ns, key, nullptr)) return in_memory;
-  KVPORT_RETURN_IF_ERROR(disk_->Erase(ns, key));
-  return Status::Ok();
+  // A number of the delete's own: it ends every version before it, on disk, in the writer's
+  // queue or still being copied there by an eviction.
+  KVPORT_ASSIGN_OR_RETURN(bool ended, disk_->Erase(ns, key, store_->NewSequence()));
+  return ended ? Status::Ok() : in_memory;
 }
 
 Result<store::WriteHandle> CacheService::Reserve(const Grant& grant, std::string_view ns,
@@ -254,10 +258,11 @@ Status CacheService::Commit(store::WriteHandle&& handle) {
   // Under the key's stripe: a promotion of the old version reads the disk and commits either
   // wholly before this (and is replaced) or wholly after (and finds this version).
   MutexLock stripe(DiskStripe(ns, key));
-  KVPORT_RETURN_IF_ERROR(store_->Commit(std::move(handle)));
-  // The new value replaces a copy on disk too (none: nothing is written).
-  Status erased = disk_->Erase(ns, key);
-  if (!erased.ok()) log::Warn("disk tier: {}", erased.ToString());
+  uint64_t sequence = 0;
+  KVPORT_RETURN_IF_ERROR(store_->Commit(std::move(handle), &sequence));
+  // The new version ends every older one, on disk and on its way there.
+  Result<bool> erased = disk_->Erase(ns, key, sequence);
+  if (!erased.ok()) log::Warn("disk tier: {}", erased.status().ToString());
   return Status::Ok();
 }
 
@@ -318,6 +323,8 @@ ServerStats CacheService::Stats() const {
                            {"disk_evicted_objects", d.tier.evicted_objects},
                            {"disk_dropped_records", d.tier.dropped_records},
                            {"disk_read_errors", d.tier.read_errors},
+                           {"disk_killed_records", d.tier.killed_records},
+                           {"disk_quarantined_segments", d.tier.quarantined},
                            {"disk_restored", d.tier.restored},
                            {"disk_restore_ms", d.restore_ms},
                            {"disk_torn_tails", d.tier.torn_tails},
@@ -477,7 +484,8 @@ bool WriteBatch::any_reserved() const {
   return false;
 }
 
-std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep) {
+std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep,
+                                           std::vector<store::WriteHandle>* not_kept) {
   committed_ = true;
   for (size_t i = 0; i < handles_.size(); ++i) {
     if (!handles_[i].valid()) continue;
@@ -486,7 +494,11 @@ std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep) {
       continue;
     }
     if (!keep.empty() && keep[i] == 0) {
-      handles_[i] = store::WriteHandle();  // aborts the reservation
+      if (not_kept != nullptr) {
+        not_kept->push_back(std::move(handles_[i]));
+      } else {
+        handles_[i] = store::WriteHandle();  // aborts the reservation
+      }
       statuses_[i] = StatusCode::kAborted;
       continue;
     }
@@ -502,32 +514,48 @@ std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep) {
   return std::move(statuses_);
 }
 
+void WriteBatch::AbortInto(std::vector<store::WriteHandle>* held) {
+  if (any_reserved()) service_->counters().CountAbortedMset();
+  committed_ = true;  // counted here, not again by the destructor
+  for (store::WriteHandle& handle : handles_) {
+    if (handle.valid()) held->push_back(std::move(handle));
+  }
+  for (size_t i = 0; i < held_.size(); ++i)
+    SetHeld(i, 0);
+  handles_.clear();
+}
+
 Status CacheService::SetExpiry(const Grant& grant, std::string_view ns, std::string_view key,
                                uint64_t ttl_ms) {
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  return ChangeInPlace(grant, ns, key, [&] { return store_->SetExpiry(ns, key, ttl_ms); });
+  return ChangeInPlace(grant, ns, key, [&](uint64_t* sequence) {
+    return store_->SetExpiry(ns, key, ttl_ms, sequence);
+  });
 }
 
 Status CacheService::ChangeInPlace(const Grant& grant, std::string_view ns, std::string_view key,
-                                   const std::function<Status()>& change) {
-  if (disk_ == nullptr) return change();
+                                   const std::function<Status(uint64_t*)>& change) {
+  uint64_t sequence = 0;
+  if (disk_ == nullptr) return change(&sequence);
   // Only on disk: brought back into memory (the pin), then changed there.
   if (store_->Exists(ns, key).code() == StatusCode::kNotFound) {
     KVPORT_ASSIGN_OR_RETURN(store::ReadHandle promoted, Pin(grant, ns, key, false));
   }
   MutexLock stripe(DiskStripe(ns, key));
-  KVPORT_RETURN_IF_ERROR(change());
-  // The change makes another version: the disk copy (the old one) goes, and the object is
+  KVPORT_RETURN_IF_ERROR(change(&sequence));
+  // The change makes another version: the disk copy (the old one) ends, and the object is
   // written again when it is evicted.
-  Status erased = disk_->Erase(ns, key);
-  if (!erased.ok()) log::Warn("disk tier: {}", erased.ToString());
+  Result<bool> erased = disk_->Erase(ns, key, sequence);
+  if (!erased.ok()) log::Warn("disk tier: {}", erased.status().ToString());
   return Status::Ok();
 }
 
 Status CacheService::AttachMeta(const Grant& grant, std::string_view ns, std::string_view key,
                                 std::string_view meta) {
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  return ChangeInPlace(grant, ns, key, [&] { return store_->AttachMeta(ns, key, meta); });
+  return ChangeInPlace(grant, ns, key, [&](uint64_t* sequence) {
+    return store_->AttachMeta(ns, key, meta, sequence);
+  });
 }
 
 Result<uint64_t> CacheService::TimeToLive(const Grant& grant, std::string_view ns,

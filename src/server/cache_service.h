@@ -222,11 +222,12 @@ class CacheService {
   // and pinned there. NotFound when the disk has it not; the store's error when it cannot take
   // it.
   Result<store::ReadHandle> PromoteFromDisk(std::string_view ns, std::string_view key);
-  // `change` (of the live version of (ns, key) in memory: its expiry, its meta) run as one: with
-  // a disk tier, a key held only on disk is brought back into memory first, and the disk copy
-  // (the version before the change) is erased under the key's stripe.
+  // `change` (of the live version of (ns, key) in memory: its expiry, its meta; it answers the
+  // changed version's sequence number) run as one: with a disk tier, a key held only on disk is
+  // brought back into memory first, and the disk copy (the version before the change) is ended
+  // under the key's stripe.
   Status ChangeInPlace(const Grant& grant, std::string_view ns, std::string_view key,
-                       const std::function<Status()>& change);
+                       const std::function<Status(uint64_t* sequence)>& change);
   // Delete of (ns, key) from memory and from the disk tier, under its stripe: OK when either
   // held it.
   Status DeleteBothTiers(std::string_view ns, std::string_view key);
@@ -290,10 +291,16 @@ class WriteBatch {
   uint64_t reserved_bytes() const;
 
   // Commits the reserved items in item order (so a key written twice in one batch ends with
-  // its last value); with `keep` (one byte per item), only those whose byte is 1, aborting the
-  // others (their status becomes Aborted), and those whose Grow failed. Returns the per-item
-  // statuses. The batch is empty afterwards.
-  std::vector<StatusCode> Commit(std::span<const uint8_t> keep = {});
+  // its last value); with `keep` (one byte per item), only those whose byte is 1, the others'
+  // status becoming Aborted: their reservations are aborted, or, with `not_kept`, handed over
+  // there (for a caller whose writer may still be writing them: ShmHoldings). Those whose Grow
+  // failed are aborted. Returns the per-item statuses. The batch is empty afterwards.
+  std::vector<StatusCode> Commit(std::span<const uint8_t> keep = {},
+                                 std::vector<store::WriteHandle>* not_kept = nullptr);
+  // Ends the batch uncommitted (counted as an aborted write, nothing of it visible), handing its
+  // reservations to `held` instead of freeing them: for a caller whose writer may still be
+  // writing them (ShmHoldings). The batch is empty afterwards.
+  void AbortInto(std::vector<store::WriteHandle>* held);
 
  private:
   // Item i's hold on its grant's share: its reservation's capacity less what is written.

@@ -56,6 +56,9 @@ Result<std::unique_ptr<DiskOffload>> DiskOffload::Open(const DiskOffloadOptions&
     KVPORT_ASSIGN_OR_RETURN(std::vector<uint64_t> numbers, folder->List());
     for (uint64_t number : numbers)
       KVPORT_RETURN_IF_ERROR(folder->Remove(number));
+    // Durable before the tier starts over: a power loss must not bring back segments of the
+    // old size under a superblock of the new one.
+    if (!numbers.empty()) KVPORT_RETURN_IF_ERROR(folder->SyncDir());
     if (!numbers.empty()) {
       log::Info("disk tier {}: disk_restore is off: removed {} segments", options.dir,
                 numbers.size());
@@ -172,43 +175,97 @@ bool DiskOffload::GoesToDisk(std::string_view ns) const {
   return true;
 }
 
-void DiskOffload::Offer(const store::EvictedObject& object) {
-  if (!GoesToDisk(object.ns)) return;
-  // Already on disk: it was promoted from there, and the copy is this very version (every
-  // commit and delete of the key removes the disk copy).
-  if (tier_->Contains(object.ns, object.key, UnixMs())) return;
+bool DiskOffload::Leaving(const store::EvictedObject& object) {
+  if (!GoesToDisk(object.ns)) return false;
+  // This very version is on disk already: it was promoted from there.
+  if (tier_->Holds(object.ns, object.key, object.sequence)) return false;
   Pending item;
   item.ns = object.ns;
   item.key = object.key;
-  item.meta = object.meta;
   item.expiry_ms = object.ttl_left_ms == 0 ? 0 : UnixMs() + object.ttl_left_ms;
+  item.sequence = object.sequence;
+  item.bytes = object.value.size();
+  item.filling = true;
+  std::lock_guard lock(mu_);
+  if (pending_bytes_ + item.bytes > options_.max_pending_bytes) {
+    ++stats_.queue_drops;
+    return false;
+  }
+  pending_bytes_ += item.bytes;
+  const uint64_t sequence = item.sequence;
+  filling_[sequence] = Enqueue(std::move(item));
+  return true;
+}
+
+void DiskOffload::Evicted(const store::EvictedObject& object) {
+  Queue::iterator item;
   {
     std::lock_guard lock(mu_);
-    if (pending_bytes_ + object.value.size() > options_.max_pending_bytes) {
-      ++stats_.queue_drops;
+    auto it = filling_.find(object.sequence);
+    if (it == filling_.end()) return;  // never: Leaving registered it
+    item = it->second;
+  }
+  // The copy without mu_: a filling item is its filler's alone (Pending::filling).
+  item->meta = object.meta;
+  item->value.assign(object.value.begin(), object.value.end());
+  {
+    std::lock_guard lock(mu_);
+    filling_.erase(object.sequence);
+    item->filling = false;
+    if (item->ended) {
+      Unqueue(item);
       return;
     }
-    pending_bytes_ += object.value.size();
-  }
-  // The copy outside the lock: the object's bytes stay valid until Offer returns.
-  item.value.assign(object.value.begin(), object.value.end());
-  {
-    std::lock_guard lock(mu_);
-    Enqueue(std::move(item));
   }
   wake_.notify_one();
 }
 
-void DiskOffload::Enqueue(Pending item) {
-  std::string id = store::DiskObjectId(item.ns, item.key);
-  // An older version still waiting is superseded (one being written is followed by this one,
-  // whose higher sequence number wins on disk).
-  if (auto older = queued_.find(id); older != queued_.end() && !older->second->writing) {
-    pending_bytes_ -= older->second->value.size();
-    queue_.erase(older->second);
-  }
+DiskOffload::Queue::iterator DiskOffload::Enqueue(Pending item) {
+  std::string id = store::ObjectId(item.ns, item.key);
+  EndBelow(id, item.sequence);
   queue_.push_back(std::move(item));
-  queued_[std::move(id)] = std::prev(queue_.end());
+  const Queue::iterator added = std::prev(queue_.end());
+  queued_[std::move(id)].push_back(added);
+  return added;
+}
+
+bool DiskOffload::EndBelow(const std::string& id, uint64_t sequence) {
+  auto found = queued_.find(id);
+  if (found == queued_.end()) return false;
+  bool ended = false;
+  // Copied: Unqueue edits the list.
+  const std::vector<Queue::iterator> items = found->second;
+  for (const Queue::iterator& item : items) {
+    if (item->sequence >= sequence || item->ended) continue;
+    ended = true;
+    if (item->filling) {
+      item->ended = true;  // its filler takes it out
+    } else if (!item->writing) {
+      Unqueue(item);
+    }
+  }
+  return ended;
+}
+
+void DiskOffload::Unqueue(Queue::iterator item) {
+  const std::string id = store::ObjectId(item->ns, item->key);
+  if (auto found = queued_.find(id); found != queued_.end()) {
+    std::erase(found->second, item);
+    if (found->second.empty()) queued_.erase(found);
+  }
+  pending_bytes_ -= item->bytes;
+  queue_.erase(item);
+}
+
+DiskOffload::Queue::iterator DiskOffload::NewestQueued(const std::string& id) {
+  Queue::iterator newest = queue_.end();
+  auto found = queued_.find(id);
+  if (found == queued_.end()) return newest;
+  for (const Queue::iterator& item : found->second) {
+    if (item->filling || item->ended) continue;
+    if (newest == queue_.end() || item->sequence > newest->sequence) newest = item;
+  }
+  return newest;
 }
 
 void DiskOffload::FlushAtStop(store::ObjectStore& store,
@@ -224,9 +281,10 @@ void DiskOffload::FlushAtStop(store::ObjectStore& store,
       Result<store::KeyListing> page = store.ListKeys(usage.ns, cursor, 1024);
       if (!page.ok()) break;
       for (const std::string& key : page->keys) {
-        if (tier_->Contains(usage.ns, key, UnixMs())) continue;  // its copy is there
         Result<store::ReadHandle> object = store.Lookup(usage.ns, key);
         if (!object.ok()) continue;  // expired meanwhile
+        // This very version is on disk (it was promoted from there): nothing to write.
+        if (tier_->Holds(usage.ns, key, object->sequence())) continue;
         const uint64_t bytes = object->size();
         std::unique_lock lock(mu_);
         // Room in the queue (an object larger than the whole queue waits for an empty one).
@@ -242,6 +300,8 @@ void DiskOffload::FlushAtStop(store::ObjectStore& store,
         const uint64_t ttl_left = object->ttl_left_ms();
         item.expiry_ms = ttl_left == 0 ? 0 : UnixMs() + ttl_left;
         item.value.assign(object->data(), object->data() + bytes);
+        item.sequence = object->sequence();
+        item.bytes = bytes;
         Enqueue(std::move(item));
         ++stats_.stop_flushed;
         lock.unlock();
@@ -289,26 +349,51 @@ void DiskOffload::WriterLoop() {
       continue;
     }
     // A batch from the front of the queue, written in as few writes as the segments allow (a
-    // disk takes one large write far faster than many small ones in a row).
+    // disk takes one large write far faster than many small ones in a row). The index may take
+    // half of max_index_bytes (the store keeps the other half): near that share a batch holds
+    // only as many objects as the room left takes at the index's average entry, so that the
+    // write that reaches it goes past by about one entry, not a whole batch.
+    const uint64_t index_share = options_.max_index_bytes / 2;
+    size_t max_objects = kWriteBatchObjects;
+    if (index_share != 0) {
+      const store::DiskTierStats tier = tier_->stats();
+      if (tier.objects > 0 && tier.index_bytes < index_share) {
+        const uint64_t per_entry = std::max<uint64_t>(tier.index_bytes / tier.objects, 1);
+        max_objects = static_cast<size_t>(std::clamp<uint64_t>(
+            (index_share - tier.index_bytes) / per_entry, 1, kWriteBatchObjects));
+      }
+    }
     std::vector<Queue::iterator> batch;
     uint64_t batch_bytes = 0;
-    for (auto it = queue_.begin(); it != queue_.end() && batch.size() < kWriteBatchObjects; ++it) {
+    for (auto it = queue_.begin(); it != queue_.end() && batch.size() < max_objects; ++it) {
+      if (it->filling) continue;  // its bytes are still on their way
       if (!batch.empty() && batch_bytes + it->value.size() > kWriteBatchBytes) break;
       it->writing = true;
-      writing_ids_.push_back(store::DiskObjectId(it->ns, it->key));
+      writing_ids_.push_back(store::ObjectId(it->ns, it->key));
       batch.push_back(it);
       batch_bytes += it->value.size();
     }
-    // The index may take half of max_index_bytes (the store keeps the other half).
-    const uint64_t index_share = options_.max_index_bytes / 2;
+    if (batch.empty()) {  // everything queued is still being filled: Evicted wakes the writer
+      wake_.wait(lock, [this] {
+        return stopping_ || std::any_of(queue_.begin(), queue_.end(),
+                                        [](const Pending& item) { return !item.filling; });
+      });
+      if (stopping_ && std::all_of(queue_.begin(), queue_.end(),
+                                   [](const Pending& item) { return item.filling; })) {
+        return;
+      }
+      continue;
+    }
     const bool index_full =
         index_share != 0 && index_bytes_.load(std::memory_order_relaxed) >= index_share;
     lock.unlock();
     std::vector<Status> written(batch.size(), Status::Ok());
     if (!index_full) {
       std::vector<store::DiskPut> puts;
-      for (const Queue::iterator& item : batch)
-        puts.push_back({item->ns, item->key, item->meta, item->value, item->expiry_ms});
+      for (const Queue::iterator& item : batch) {
+        puts.push_back(
+            {item->ns, item->key, item->meta, item->value, item->expiry_ms, item->sequence});
+      }
       written = tier_->PutMany(puts);
       index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
     }
@@ -324,15 +409,15 @@ void DiskOffload::WriterLoop() {
         }
       } else if (written[k].ok()) {
         ++stats_.written;
-      } else {
-        log::Warn("disk tier: an evicted object ({} bytes) was not written: {}", item->value.size(),
-                  written[k].ToString());
+      } else if (uint64_t held_back = 0; write_error_log_.Allow(&held_back)) {
+        // Rate-limited: a full disk fails every eviction, and the log may be on that disk.
+        log::Warn("disk tier: an evicted object ({} bytes) was not written: {}{}",
+                  item->value.size(), written[k].ToString(),
+                  held_back == 0 ? std::string()
+                                 : fmt::format(" ({} more failed writes since the last such line)",
+                                               held_back));
       }
-      if (auto it = queued_.find(writing_ids_[k]); it != queued_.end() && it->second == item) {
-        queued_.erase(it);
-      }
-      pending_bytes_ -= item->value.size();
-      queue_.erase(item);
+      Unqueue(item);
     }
     writing_ids_.clear();
     compact = true;      // what this write evicted or replaced may have left a segment mostly dead
@@ -344,16 +429,16 @@ Result<DiskOffload::Found> DiskOffload::Find(std::string_view ns, std::string_vi
   const uint64_t now = UnixMs();
   {
     std::lock_guard lock(mu_);
-    if (auto it = queued_.find(store::DiskObjectId(ns, key)); it != queued_.end()) {
-      const Pending& item = *it->second;
-      if (item.expiry_ms != 0 && item.expiry_ms <= now) return Status::NotFound("expired");
+    if (auto item = NewestQueued(store::ObjectId(ns, key)); item != queue_.end()) {
+      if (item->expiry_ms != 0 && item->expiry_ms <= now) return Status::NotFound("expired");
       ++stats_.hits;
-      return Found{item.meta, item.value, TtlLeft(item.expiry_ms, now), 0, item.value.size()};
+      return Found{item->meta,     item->value,        TtlLeft(item->expiry_ms, now),
+                   item->sequence, item->value.size(), /*queued=*/true};
     }
   }
   KVPORT_ASSIGN_OR_RETURN(store::DiskEntry entry, tier_->Find(ns, key, now));
-  return Found{
-      std::move(entry.meta), {}, TtlLeft(entry.expiry_ms, now), entry.sequence, entry.value_bytes};
+  return Found{std::move(entry.meta), {},   TtlLeft(entry.expiry_ms, now), entry.sequence,
+               entry.value_bytes,     false};
 }
 
 Status DiskOffload::ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
@@ -369,7 +454,7 @@ std::vector<std::string> DiskOffload::KeysOf(std::string_view ns) {
   {
     std::lock_guard lock(mu_);
     for (const Pending& item : queue_) {
-      if (item.ns == ns) keys.push_back(item.key);
+      if (item.ns == ns && !item.filling && !item.ended) keys.push_back(item.key);
     }
   }
   std::sort(keys.begin(), keys.end());
@@ -384,7 +469,8 @@ std::vector<std::string> DiskOffload::NamespacesOf(std::string_view key) {
     // The queue is at most max_pending_bytes of objects: a scan, on an any-namespace miss only.
     std::lock_guard lock(mu_);
     for (const Pending& item : queue_) {
-      if (item.key == key && (item.expiry_ms == 0 || item.expiry_ms > now)) {
+      if (item.key == key && !item.filling && !item.ended &&
+          (item.expiry_ms == 0 || item.expiry_ms > now)) {
         namespaces.push_back(item.ns);
       }
     }
@@ -399,35 +485,35 @@ bool DiskOffload::Contains(std::string_view ns, std::string_view key, uint64_t* 
   const uint64_t now = UnixMs();
   {
     std::lock_guard lock(mu_);
-    if (auto it = queued_.find(store::DiskObjectId(ns, key)); it != queued_.end()) {
-      const Pending& item = *it->second;
-      if (item.expiry_ms != 0 && item.expiry_ms <= now) return false;
-      if (value_bytes != nullptr) *value_bytes = item.value.size();
-      if (meta_bytes != nullptr) *meta_bytes = item.meta.size();
+    if (auto item = NewestQueued(store::ObjectId(ns, key)); item != queue_.end()) {
+      if (item->expiry_ms != 0 && item->expiry_ms <= now) return false;
+      if (value_bytes != nullptr) *value_bytes = item->value.size();
+      if (meta_bytes != nullptr) *meta_bytes = item->meta.size();
       return true;
     }
   }
   return tier_->Contains(ns, key, now, value_bytes, meta_bytes);
 }
 
-Status DiskOffload::Erase(std::string_view ns, std::string_view key) {
-  const std::string id = store::DiskObjectId(ns, key);
+Result<bool> DiskOffload::Erase(std::string_view ns, std::string_view key, uint64_t sequence) {
+  const std::string id = store::ObjectId(ns, key);
+  bool ended = false;
   {
     std::unique_lock lock(mu_);
-    if (auto it = queued_.find(id); it != queued_.end() && !it->second->writing) {
-      pending_bytes_ -= it->second->value.size();
-      queue_.erase(it->second);
-      queued_.erase(it);
-    }
-    // A version being written is waited for (one record's write), or it would land on disk
-    // after the tombstone below.
+    ended = EndBelow(id, sequence);
+    // A version being written is waited for (one batch's write), or it would land on disk after
+    // the tombstone below.
     wake_.wait(lock, [&] {
       return std::find(writing_ids_.begin(), writing_ids_.end(), id) == writing_ids_.end();
     });
   }
-  Status erased = tier_->Erase(ns, key);
+  // Most commits meet no disk copy: nothing more to do (every commit of a node with a disk tier
+  // comes here).
+  if (!tier_->Contains(ns, key, 0)) return ended;
+  Status erased = tier_->Erase(ns, key, sequence);
   index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
-  return erased;
+  KVPORT_RETURN_IF_ERROR(erased);
+  return ended || !tier_->Contains(ns, key, 0);
 }
 
 Result<std::string> DiskOffload::KeepNodeId(const std::string& id, bool configured) {
@@ -472,12 +558,19 @@ DiskOffloadStats DiskOffload::stats() const {
 
 std::string DiskOffload::Describe() const {
   const DiskOffloadStats s = stats();
+  std::string notes;
+  if (!s.tier.clean_start) notes += "; the last stop was not clean (a crash or a power loss)";
+  if (s.tier.dropped_records + s.tier.torn_tails > 0) {
+    notes += fmt::format("; {} records dropped, {} torn tails cut off", s.tier.dropped_records,
+                         s.tier.torn_tails);
+  }
+  if (s.tier.quarantined > 0) {
+    notes +=
+        fmt::format("; {} unreadable segments moved aside (*.quarantined)", s.tier.quarantined);
+  }
   return fmt::format("disk tier {}: {} ({}), {} objects restored in {} ms{}", options_.dir,
                      FormatSize(options_.capacity_bytes), io_mode_, s.tier.restored, s.restore_ms,
-                     s.tier.dropped_records + s.tier.torn_tails > 0
-                         ? fmt::format(" ({} records dropped, {} torn tails cut off)",
-                                       s.tier.dropped_records, s.tier.torn_tails)
-                         : std::string());
+                     notes);
 }
 
 }  // namespace kvport::server

@@ -1,14 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 // DiskOffload: a node's disk tier (ServerOptions::disk_dir; docs/store.md, "The disk tier").
 //
-// An object the store evicts to make room is copied (StoreOptions::on_evict) into a queue that a
+// An object the store evicts to make room is copied (store::EvictionSink) into a queue that a
 // thread of the offload's own writes to the DiskTier, so that no I/O thread waits for the disk
 // on a put; at most max_pending_bytes wait (past that an evicted object is dropped, and
 // counted, as it would have been without a disk tier). A get that misses memory finds the
-// object on disk (or still in the queue), and CacheService copies it back into memory; the disk
-// copy stays, the same version (a delete or an overwrite removes it), so an object the disk
-// holds is not written again when it is evicted again. Exists sees both tiers. Compaction of
-// mostly-dead segments runs on the writer thread when nothing waits, rate-limited.
+// object on disk (or still in the queue), and CacheService copies it back into memory.
+//
+// Versions, not keys: every queued object and every disk record carries the sequence number of
+// the version it holds (store::ReadHandle::sequence). The invariant: what the queue and the disk
+// hold of a key is never older than the newest version a commit or a delete of the key has
+// acknowledged; Erase(ns, key, s), which CacheService calls after every commit and delete (s:
+// the new version's number, or the delete's), ends every version below s wherever it is, even
+// one still being copied out of memory. That holds because an eviction is registered here
+// (Leaving) under the store's lock of the key, before the object leaves memory: an eviction and
+// a change of its key are ordered one way or the other, and either way the older version ends.
+// A version the disk already holds (it was promoted from there) is not written again.
+//
+// Exists sees both tiers. Compaction of mostly-dead segments runs on the writer thread when
+// nothing waits, rate-limited.
 //
 // Times on disk are unix ms (system_clock), so that a TTL still counts across a restart.
 //
@@ -31,6 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/log_limiter.h"
 #include "kvport/status.h"
 #include "store/disk_tier.h"
 #include "store/object_store.h"
@@ -63,7 +74,7 @@ struct DiskOffloadStats {
   uint64_t batch_reads = 0;    // values read by ReadMany calls of more than one
 };
 
-class DiskOffload {
+class DiskOffload final : public store::EvictionSink {
  public:
   // Opens (creating) the folder, rebuilds the index of what is on disk, starts the writer.
   // InvalidArgument for bad options; the folder's and the segments' errors as they are.
@@ -76,26 +87,35 @@ class DiskOffload {
   // Whether `ns`'s objects go to disk (its namespace_tiers entry, else "*"'s, else yes).
   bool GoesToDisk(std::string_view ns) const;
 
-  // StoreOptions::on_evict: queues a copy of `object` for the writer, when its namespace goes
-  // to disk and the queue has room (otherwise it is gone, as without a disk tier).
-  void Offer(const store::EvictedObject& object);
+  // store::EvictionSink. Leaving registers `object`'s version in the queue (under the store's
+  // lock of its key) when its namespace goes to disk, the disk does not hold that very version
+  // already, and the queue has room (otherwise it is gone, as without a disk tier); Evicted then
+  // copies its bytes in, and the writer may take it. Until then it is invisible (a get misses,
+  // as for an object being evicted without a disk tier).
+  bool Leaving(const store::EvictedObject& object) override;
+  void Evicted(const store::EvictedObject& object) override;
 
-  // A clean stop: queues a copy of every object still in `store` whose namespace goes to disk,
-  // waiting for room in the queue, until `deadline`; what is left then is not written (and
-  // counted in the log line). The store must no longer change (the node's I/O threads have
-  // stopped). The destructor then writes what is queued.
+  // The highest sequence number the disk holds (store::StoreOptions::first_sequence starts
+  // above it).
+  uint64_t last_sequence() const { return tier_->last_sequence(); }
+
+  // A clean stop: queues a copy of every object still in `store` whose namespace goes to disk
+  // and whose version the disk does not hold already, waiting for room in the queue, until
+  // `deadline`; what is left then is not written (and counted in the log line). The store must no
+  // longer change (the node's I/O threads have stopped). The destructor then writes what is queued.
   void FlushAtStop(store::ObjectStore& store, std::chrono::steady_clock::time_point deadline);
 
-  // The object under (`ns`, `key`) on disk or in the queue, with its TTL left (0: none),
-  // without reading a value from disk: its length and version (`sequence`), for ReadValue into
-  // a buffer of the caller's (an object still in the queue comes with its value). NotFound
+  // The newest version of (`ns`, `key`) in the queue or on disk, with its TTL left (0: none),
+  // without reading a value from disk: its length and sequence number, for ReadValue into a
+  // buffer of the caller's (an object still in the queue comes with its value). NotFound
   // otherwise (absent or expired).
   struct Found {
     std::string meta;
     std::vector<char> value;  // only for an object found in the queue
     uint64_t ttl_left_ms = 0;
-    uint64_t sequence = 0;  // its disk record's (ReadValue, Holds); 0 when found in the queue
+    uint64_t sequence = 0;  // the version's (ReadValue and Holds take it for a disk record)
     uint64_t value_bytes = 0;
+    bool queued = false;  // found in the queue: `value` holds it
   };
   Result<Found> Find(std::string_view ns, std::string_view key);
   // store::DiskTier::ReadValue: version `sequence` of (ns, key) into `out`, straight from the
@@ -121,9 +141,11 @@ class DiskOffload {
   std::vector<std::string> KeysOf(std::string_view ns);
   // The namespaces holding `key` on disk or in the queue, ascending ("" first).
   std::vector<std::string> NamespacesOf(std::string_view key);
-  // Removes it from the queue and the disk; OK when it was in neither. The tier's error when a
-  // tombstone could not be written.
-  Status Erase(std::string_view ns, std::string_view key);
+  // Ends every version of (ns, key) below `sequence` in the queue and on disk
+  // (store::DiskTier::Erase): whether it ended any. A version the writer is writing is waited
+  // for (one batch's write) and then ended on disk. The tier's error when neither a tombstone
+  // nor a kill in place could be written.
+  Result<bool> Erase(std::string_view ns, std::string_view key, uint64_t sequence);
 
   // The node's name in its cluster, kept in the folder (file node-id) across restarts: `id`
   // when `configured` (the config names the node; the file follows it) or when the folder has
@@ -143,7 +165,13 @@ class DiskOffload {
     std::string ns, key, meta;
     std::vector<char> value;
     uint64_t expiry_ms = 0;  // unix ms; 0 never
-    bool writing = false;    // in the batch the writer is writing now
+    uint64_t sequence = 0;   // the version's
+    uint64_t bytes = 0;      // the value's length, counted in pending_bytes_
+    // Registered by Leaving and not yet copied in by Evicted: meta and value are its filler's
+    // (written without mu_), nobody else reads them or removes the item.
+    bool filling = false;
+    bool ended = false;  // a newer version or a delete ended it while filling: it goes when filled
+    bool writing = false;  // in the batch the writer is writing now
   };
   using Queue = std::list<Pending>;
 
@@ -160,9 +188,18 @@ class DiskOffload {
   // Reads the job's values until none is left.
   void ReadSome(ReadJob& job);
 
-  // Queues `item`, whose value's bytes pending_bytes_ already counts; an older queued version
-  // of its key goes. mu_ held.
-  void Enqueue(Pending item);
+  // Queues `item`, whose bytes pending_bytes_ already counts; an older queued version of its
+  // key ends (EndBelow). mu_ held.
+  Queue::iterator Enqueue(Pending item);
+  // Ends the queued versions of `id` below `sequence`: removed, or marked ended while being
+  // filled; one being written is left to the caller (Erase waits for it). Whether any was
+  // ended. mu_ held.
+  bool EndBelow(const std::string& id, uint64_t sequence);
+  // Takes `item` out of the queue, its bytes out of pending_bytes_. mu_ held.
+  void Unqueue(Queue::iterator item);
+  // The newest version of `id` in the queue that a reader may see (filled, not ended), or
+  // queue_.end(). mu_ held.
+  Queue::iterator NewestQueued(const std::string& id);
 
   // Compaction (store::DiskTier::CompactStep) runs on the writer thread when no evicted object
   // waits, in steps of kCompactStepBytes, at most kCompactRate bytes a second: a fraction of
@@ -179,9 +216,14 @@ class DiskOffload {
   // mu_ guards everything below (a std::mutex: it pairs with the condition variable).
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  Queue queue_;                                              // oldest first
-  std::unordered_map<std::string, Queue::iterator> queued_;  // the newest queued item per key
-  std::vector<std::string> writing_ids_;  // the DiskObjectIds of the batch being written
+  Queue queue_;  // oldest first
+  // Each key's queued items (by ObjectId): nearly always one; more while an ended version is
+  // still being filled or written.
+  std::unordered_map<std::string, std::vector<Queue::iterator>> queued_;
+  // The items being filled, by sequence number (unique: one version is evicted once at a time).
+  std::unordered_map<uint64_t, Queue::iterator> filling_;
+  LogLimiter write_error_log_{std::chrono::seconds(10)};
+  std::vector<std::string> writing_ids_;  // the ObjectIds of the batch being written
   uint64_t pending_bytes_ = 0;
   bool stopping_ = false;
   DiskOffloadStats stats_;

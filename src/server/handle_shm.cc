@@ -157,14 +157,9 @@ Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::Any
 Result<HandlerOutcome> HandleShmCommit(const RequestContext& ctx, protocol::AnyRequest& request) {
   KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
   auto& commit = std::get<protocol::ShmCommitRequest>(request);
-  KVPORT_ASSIGN_OR_RETURN(WriteBatch batch, ctx.session.shm.TakeReservation(commit.reservation_id));
-  if (commit.commit.size() != batch.size()) {
-    return Status::InvalidArgument(
-        "SHM_COMMIT of reservation " + std::to_string(commit.reservation_id) + " names " +
-        std::to_string(commit.commit.size()) + " items; it has " + std::to_string(batch.size()));
-  }
   protocol::ShmCommitResponse reply;
-  reply.statuses = batch.Commit(commit.commit);
+  KVPORT_ASSIGN_OR_RETURN(reply.statuses,
+                          ctx.session.shm.Commit(commit.reservation_id, commit.commit));
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }

@@ -257,9 +257,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   store::StoreOptions store_options;
   store_options.capacity_bytes = options.capacity_bytes;
   if (impl->disk != nullptr) {
-    store_options.on_evict = [disk = impl->disk.get()](const store::EvictedObject& object) {
-      disk->Offer(object);
-    };
+    store_options.eviction_sink = impl->disk.get();
+    // Versions committed from now on are newer than every one the disk holds.
+    store_options.first_sequence = impl->disk->last_sequence() + 1;
     store_options.index_bytes_elsewhere = &impl->disk->index_bytes();
   }
   store_options.max_value_bytes = options.max_value_bytes;

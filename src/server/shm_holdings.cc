@@ -65,8 +65,10 @@ size_t ShmHoldings::AbortOverdueReservations(
   size_t aborted = 0;
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     if (now - it->second.made > allowed(it->second.batch.reserved_bytes())) {
-      CloseInWindow(it->first, &it->second.batch);
-      it = reservations_.erase(it);  // the WriteBatch (unless the window kept it) aborts
+      if (CloseInWindow(it->first, &it->second.batch) && mapped()) {
+        it->second.batch.AbortInto(&quarantine_.emplace_back());
+      }
+      it = reservations_.erase(it);  // the WriteBatch (unless kept above) aborts
       ++aborted;
     } else {
       ++it;
@@ -75,11 +77,16 @@ size_t ShmHoldings::AbortOverdueReservations(
   return aborted;
 }
 
-Result<WriteBatch> ShmHoldings::TakeReservation(uint64_t id) {
+Result<std::vector<StatusCode>> ShmHoldings::Commit(uint64_t id, std::span<const uint8_t> keep) {
   auto it = reservations_.find(id);
   if (it == reservations_.end()) {
     return Status::NotFound("reservation " + std::to_string(id) +
                             " is not open on this session (committed already, or never made)");
+  }
+  if (keep.size() != it->second.batch.size()) {
+    return Status::InvalidArgument("SHM_COMMIT of reservation " + std::to_string(id) + " names " +
+                                   std::to_string(keep.size()) + " items; it has " +
+                                   std::to_string(it->second.batch.size()));
   }
   WriteBatch batch = std::move(it->second.batch);
   reservations_.erase(it);
@@ -87,7 +94,19 @@ Result<WriteBatch> ShmHoldings::TakeReservation(uint64_t id) {
     return Status::Aborted("reservation " + std::to_string(id) +
                            " was committed while UCX writes into it were still arriving");
   }
-  return batch;
+  std::vector<store::WriteHandle> left_out;
+  std::vector<StatusCode> statuses = batch.Commit(keep, mapped() ? &left_out : nullptr);
+  if (!left_out.empty()) quarantine_.push_back(std::move(left_out));
+  return statuses;
+}
+
+uint64_t ShmHoldings::quarantined_bytes() const {
+  uint64_t bytes = 0;
+  for (const std::vector<store::WriteHandle>& held : quarantine_) {
+    for (const store::WriteHandle& handle : held)
+      bytes += handle.capacity();
+  }
+  return bytes;
 }
 
 void ShmHoldings::Clear() {
@@ -107,6 +126,7 @@ void ShmHoldings::Clear() {
   }
   leases_.clear();
   reservations_.clear();  // each WriteBatch (unless the window kept it) aborts what it holds
+  quarantine_.clear();    // the client's session is over: it writes none of them any more
 }
 
 }  // namespace kvport::server

@@ -15,6 +15,13 @@
 // Eviction never frees leased bytes: a lease is a store pin, and the store frees an object's
 // extent only with its last pin (an evicted or overwritten object just stops being visible).
 //
+// A reservation that ends without its commit (overdue, or an item the commit left out) is not
+// given back to the arena while this session has the arena mapped (SHM_ATTACH): the client may
+// still be copying into it, and those bytes would land in whatever key reused the space. Such
+// reservations are quarantined, still reserved (they count against max_reserved_bytes and this
+// session's reservations), until the session ends. A session without a mapping needs none: its
+// bytes arrive through the node (a socket, or UCX messages the window checks).
+//
 // A session attached over UCX (UCX_ATTACH) has an ArenaWindow besides: every lease and
 // reservation is opened in it as it is made and closed as it ends, so the node's UCX service
 // copies into and out of exactly these ranges (server/arena_window.h).
@@ -26,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,7 +68,10 @@ class ShmHoldings {
                             const AccessPolicy* policy, const SessionAccess& access);
 
   size_t leases() const { return leases_.size(); }
-  size_t reservations() const { return reservations_.size(); }
+  // Open reservations, and quarantined ones (each batch or commit's leftovers counts one).
+  size_t reservations() const { return reservations_.size() + quarantine_.size(); }
+  // Arena bytes held in quarantine.
+  uint64_t quarantined_bytes() const;
   bool holds_ranges() const { return !leases_.empty() || !reservations_.empty(); }
 
   // Keeps `pins` (non-empty) until ReleaseLease; returns the lease id (never 0).
@@ -71,16 +82,20 @@ class ShmHoldings {
   // Keeps `batch` (with at least one reserved item), reserved at `made`, until
   // TakeReservation; returns its id.
   uint64_t AddReservation(WriteBatch batch, MonotonicClock::time_point made);
-  // Hands the reservation back for commit; NotFound for an unknown id (or one aborted as
-  // overdue); Aborted when UCX writes into it were still arriving (the window aborts it once
-  // they end).
-  Result<WriteBatch> TakeReservation(uint64_t id);
-  // Aborts every reservation older at `now` than `allowed(its reserved bytes)`; returns how many.
+  // Commits reservation `id` (WriteBatch::Commit with `keep`, one byte per item): the per-item
+  // statuses. The items left out are quarantined when the session has the arena mapped.
+  // NotFound for an unknown id (or one ended as overdue); InvalidArgument when `keep` does not
+  // have one byte per item (the reservation stays open); Aborted when UCX writes into it were
+  // still arriving (the window aborts it once they end).
+  Result<std::vector<StatusCode>> Commit(uint64_t id, std::span<const uint8_t> keep);
+  // Ends every reservation older at `now` than `allowed(its reserved bytes)` (quarantined when
+  // the session has the arena mapped, else aborted); returns how many.
   size_t AbortOverdueReservations(
       MonotonicClock::time_point now,
       const std::function<std::chrono::microseconds(uint64_t bytes)>& allowed);
 
-  // Ends every lease and aborts every reservation, the lease word's generation moved on first.
+  // Ends every lease and aborts every reservation, quarantined ones too, the lease word's
+  // generation moved on first.
   void Clear();
 
  private:
@@ -90,6 +105,8 @@ class ShmHoldings {
   };
   // Closes reservation `it` in the window; false when the window kept its batch.
   bool CloseInWindow(uint64_t id, WriteBatch* batch);
+  // Whether the session's client may be writing into the arena through a mapping.
+  bool mapped() const { return lease_words_ != nullptr; }
 
   ServerCounters* counters_;
   UcxService* ucx_ = nullptr;  // set with window_ and ucx_key_
@@ -104,6 +121,9 @@ class ShmHoldings {
     MonotonicClock::time_point made;
   };
   std::unordered_map<uint64_t, Reservation> reservations_;
+  // Reservations ended without their commit while the client may still write them: each
+  // overdue batch's, or each commit's left-out items.
+  std::vector<std::vector<store::WriteHandle>> quarantine_;
 };
 
 }  // namespace kvport::server

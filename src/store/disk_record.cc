@@ -13,6 +13,7 @@ namespace {
 constexpr uint32_t kMagic = 0x5244564b;  // "KVDR" little-endian
 constexpr uint16_t kFormat = 2;          // 1: the value right after the names (not block-aligned)
 constexpr uint16_t kTombstoneFlag = 1;
+constexpr uint16_t kKilledFlag = 2;  // a record deleted in place (KillFixedPart)
 
 // Field offsets in the fixed part.
 constexpr size_t kMagicAt = 0, kFormatAt = 4, kFlagsAt = 6, kSequenceAt = 8, kRecordBytesAt = 16,
@@ -121,12 +122,15 @@ FixedPart ParseFixedPart(std::span<const char> fixed, uint64_t room, DiskRecordH
       meta_bytes > kMaxRecordMetaBytes || value_bytes > room || record_bytes > room ||
       record_bytes % kDiskBlock != 0 ||
       record_bytes != DiskRecordBytes(ns_bytes, key_bytes, meta_bytes, value_bytes) ||
-      (flags != 0 && flags != kTombstoneFlag) ||
+      (flags != 0 && flags != kTombstoneFlag && flags != kKilledFlag) ||
       (flags == kTombstoneFlag && (meta_bytes != 0 || value_bytes != 0))) {
     return FixedPart::kCorrupt;
   }
-  h->tombstone = flags == kTombstoneFlag;
-  h->sequence = Get<uint64_t>(p + kSequenceAt);
+  // A killed record keeps its lengths (the scan moves on by them) and is a tombstone from then.
+  h->tombstone = flags != 0;
+  // Killed at sequence s, it ends s itself, which a tombstone of s + 1 does (a tombstone ends
+  // what is below it): a copy of the record left elsewhere (a compaction's) cannot outlive it.
+  h->sequence = Get<uint64_t>(p + kSequenceAt) + (flags == kKilledFlag ? 1 : 0);
   h->record_bytes = record_bytes;
   h->expiry_ms = Get<uint64_t>(p + kExpiryAt);
   h->value_bytes = value_bytes;
@@ -136,6 +140,17 @@ FixedPart ParseFixedPart(std::span<const char> fixed, uint64_t room, DiskRecordH
   h->key.clear();
   h->meta.clear();
   return FixedPart::kValid;
+}
+
+Status KillFixedPart(std::span<char> fixed) {
+  DiskRecordHeader header;
+  if (ParseFixedPart(fixed, UINT64_MAX, &header) != FixedPart::kValid) {
+    return Status::Corruption("disk record: no valid fixed part to kill");
+  }
+  char* p = fixed.data();
+  Put<uint16_t>(p + kFlagsAt, kKilledFlag);
+  Put<uint64_t>(p + kFixedChecksumAt, Hash({p, kFixedChecksumAt}));
+  return Status::Ok();
 }
 
 Status ParseNames(std::span<const char> fixed, std::span<const char> names, DiskRecordHeader* h) {

@@ -6,7 +6,7 @@
 // blocks). Little-endian:
 //
 //   fixed part, kFixedBytes:
-//     u32 magic "KVDR"      u16 format (2)        u16 flags (0, or 1: a tombstone)
+//     u32 magic "KVDR"      u16 format (2)        u16 flags (0; 1: a tombstone; 2: killed)
 //     u64 sequence          u64 record_bytes      (the whole record, a multiple of kDiskBlock)
 //     u64 expiry_ms         (unix ms; 0 never)    u64 value_bytes
 //     u32 meta_bytes        u32 key_bytes         u16 ns_bytes        6 bytes reserved (0)
@@ -18,6 +18,12 @@
 //   a block-aligned buffer (a node reads it into its arena: no copy); the cost is at most one
 //   block per record, under 0.5% of a 1 MiB value. Format 1 (the value right after the names)
 //   is not read: its records are dropped as corrupt.
+//
+// A killed record (flags 2) is a record deleted in place, where no tombstone could be appended
+// (a full disk): only its fixed part was rewritten, its lengths kept so that a scan moves on by
+// them, and from then on it counts as a tombstone of its key that ends its own sequence number s
+// too: it parses as a tombstone of s + 1 (so that another copy of the record, left by a
+// compaction, cannot outlive it).
 //
 // Three checksums, so that a restart can rebuild its index from headers alone and still never
 // trust a corrupt byte: fixed_checksum makes record_bytes trustworthy (without it the scan stops:
@@ -72,7 +78,7 @@ Status EncodeDiskRecord(const DiskRecord& record, std::span<char> out);
 
 // A record's header as read back: everything but the value, whose bytes are checked on read.
 struct DiskRecordHeader {
-  bool tombstone = false;
+  bool tombstone = false;  // a tombstone, or a killed record (whose value is not to be read)
   uint64_t sequence = 0;
   uint64_t record_bytes = 0;
   uint64_t expiry_ms = 0;
@@ -96,6 +102,11 @@ enum class FixedPart {
 // Checks the fixed part at fixed[0, kFixedBytes) against `room`, the bytes from the record's
 // start to the segment's end; on kValid fills header's fixed fields.
 FixedPart ParseFixedPart(std::span<const char> fixed, uint64_t room, DiskRecordHeader* header);
+
+// Rewrites the valid fixed part at fixed[0, kFixedBytes) as killed (flags 2, checksum
+// recomputed): the record then parses as a tombstone of its key at its sequence number + 1.
+// Corruption when `fixed` is not a valid fixed part.
+Status KillFixedPart(std::span<char> fixed);
 
 // With the fixed part parsed, checks the names (namespace, key, meta: header->names_bytes bytes)
 // against names_checksum and fills them in. Corruption when they do not match.

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kvport/log.h"
+#include "store/superblock.h"
 
 namespace kvport::store {
 
@@ -61,24 +62,40 @@ Status ReadWholeRecord(File& file, uint64_t offset, uint64_t bytes, uint64_t seq
   }
   KVPORT_RETURN_IF_ERROR(
       ParseNames(fixed, record.subspan(kFixedBytes, header->names_bytes), header));
+  if (header->tombstone) return Status::Ok();  // a killed record's value is never read
   return CheckValue(*header, record.subspan(header->value_offset(), header->value_bytes));
 }
 
 }  // namespace
 
-std::string DiskObjectId(std::string_view ns, std::string_view key) {
-  std::string id;
-  id.reserve(ns.size() + 1 + key.size());
-  id.append(ns);
-  id.push_back('\0');
-  id.append(key);
-  return id;
-}
-
 DiskTier::DiskTier(std::unique_ptr<SegmentFolder> folder, const DiskTierOptions& options)
     : folder_(std::move(folder)), options_(options) {}
 
-DiskTier::~DiskTier() = default;
+DiskTier::~DiskTier() {
+  if (!superblock_written_) return;  // Open failed: the superblock is as it found it
+  // A clean stop: what the segments hold is made durable first, so that the flag never claims
+  // more than is on disk.
+  Status synced = Status::Ok();
+  {
+    MutexLock lock(mu_);
+    for (const auto& [number, segment] : segments_) {
+      synced = segment->file->Sync();
+      if (!synced.ok()) break;
+    }
+  }
+  if (synced.ok()) synced = WriteSuperblock(/*clean=*/true);
+  if (!synced.ok()) {
+    log::Warn("disk tier {}: the stop is not marked clean: {}", folder_->dir(), synced.ToString());
+  }
+}
+
+Status DiskTier::WriteSuperblock(bool clean) {
+  Superblock superblock;
+  superblock.block_bytes = kDiskBlock;
+  superblock.segment_bytes = options_.segment_bytes;
+  superblock.clean = clean;
+  return folder_->WriteSuperblock(EncodeSuperblock(superblock));
+}
 
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::unique_ptr<SegmentFolder> folder,
                                                  const DiskTierOptions& options, uint64_t now_ms) {
@@ -87,14 +104,82 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::unique_ptr<SegmentFolder> 
         fmt::format("disk segment size {} is not a positive multiple of {}", options.segment_bytes,
                     kDiskBlock));
   }
-  if (options.capacity_bytes / options.segment_bytes < 2) {
+  DiskTierOptions used = options;
+  bool clean_start = true;
+  bool stored_size = false;
+  const std::string superblock_path = folder->dir() + "/SUPERBLOCK";
+  KVPORT_ASSIGN_OR_RETURN(const std::vector<uint64_t> listed, folder->List());
+  Result<std::string> stored = folder->ReadSuperblock();
+  if (stored.ok()) {
+    Result<Superblock> superblock = DecodeSuperblock(*stored);
+    if (!superblock.ok()) {
+      return Status(superblock.status().code(),
+                    fmt::format("the disk tier's superblock {}: {}. The tier was not opened and "
+                                "its segments were left as they are: restore the superblock, "
+                                "move it aside (the segments are then read with the configured "
+                                "segment size), or point disk_dir at another folder",
+                                superblock_path, superblock.status().message()));
+    }
+    clean_start = superblock->clean;
+    // The segments were written at the stored size: read at another, the scan would cut the
+    // newest short (or run past a segment's end). An empty folder starts at the options'.
+    if (!listed.empty()) {
+      stored_size = true;
+      if (superblock->segment_bytes != options.segment_bytes) {
+        log::Info(
+            "disk tier {}: its segments are of {} bytes (its superblock), kept rather than the "
+            "{} the options ask for; empty the folder to change it",
+            folder->dir(), superblock->segment_bytes, options.segment_bytes);
+      }
+      used.segment_bytes = superblock->segment_bytes;
+    }
+  } else if (stored.status().code() == StatusCode::kNotFound) {
+    if (!listed.empty()) {
+      clean_start = false;  // not recorded
+      log::Info(
+          "disk tier {}: {} segments and no superblock (an earlier version's folder): adopted "
+          "with segments of {} bytes",
+          folder->dir(), listed.size(), options.segment_bytes);
+    }
+  } else {
+    return stored.status().WithContext("reading the disk tier's superblock");
+  }
+  if (used.capacity_bytes / used.segment_bytes < 2) {
+    if (stored_size) {
+      return Status::InvalidArgument(fmt::format(
+          "disk capacity {} holds fewer than two segments of {} bytes, the size the segments "
+          "in {} were written with ({}): raise the capacity to at least {}, or start the folder "
+          "over (disk_restore off) at the configured size",
+          used.capacity_bytes, used.segment_bytes, folder->dir(), superblock_path,
+          2 * used.segment_bytes));
+    }
     return Status::InvalidArgument(
         fmt::format("disk capacity {} holds fewer than two segments of {} bytes",
-                    options.capacity_bytes, options.segment_bytes));
+                    used.capacity_bytes, used.segment_bytes));
   }
-  std::unique_ptr<DiskTier> tier(new DiskTier(std::move(folder), options));
+  std::unique_ptr<DiskTier> tier(new DiskTier(std::move(folder), used));
   KVPORT_RETURN_IF_ERROR(tier->Restore(now_ms));
+  {
+    MutexLock lock(tier->mu_);
+    tier->stats_.clean_start = clean_start;
+  }
+  // Cleared before anything is written, so that a crash from now on reads as one.
+  KVPORT_RETURN_IF_ERROR(tier->WriteSuperblock(/*clean=*/false));
+  tier->superblock_written_ = true;
   return tier;
+}
+
+void DiskTier::QuarantineSegment(uint64_t number, const Status& why) {
+  const Status moved = folder_->Quarantine(number);
+  if (moved.ok()) {
+    log::Warn(
+        "disk tier: {} cannot be read ({}): moved aside to {}.quarantined (or .quarantined.N) "
+        "for a look; the tier opens without its objects",
+        folder_->PathOf(number), why.ToString(), folder_->PathOf(number));
+  } else {
+    log::Warn("disk tier: {} cannot be read ({}) nor moved aside ({}): skipped",
+              folder_->PathOf(number), why.ToString(), moved.ToString());
+  }
 }
 
 Status DiskTier::Restore(uint64_t now_ms) {
@@ -106,14 +191,24 @@ Status DiskTier::Restore(uint64_t now_ms) {
   std::vector<Found> found;
   // The segments are scanned side by side (a scan is one small read per record, each waiting for
   // the disk): up to kRestoreThreads at once.
+  // A segment that cannot be opened or scanned is moved aside rather than stopping the open:
+  // a node that refused to start over one bad file would refuse at every restart.
+  uint64_t quarantined = 0;
   std::vector<std::shared_ptr<Segment>> opened;
   for (uint64_t number : numbers) {  // opened in order, the newest last
+    Result<std::unique_ptr<File>> file = folder_->Open(number, /*create=*/false);
+    if (!file.ok()) {
+      if (file.status().code() == StatusCode::kNotFound) continue;  // gone since the listing
+      QuarantineSegment(number, file.status());
+      ++quarantined;
+      continue;
+    }
     auto segment = std::make_shared<Segment>();
     segment->number = number;
-    KVPORT_ASSIGN_OR_RETURN(segment->file, folder_->Open(number, /*create=*/false));
+    segment->file = std::move(file).value();
     opened.push_back(std::move(segment));
   }
-  std::vector<Result<SegmentScan>> scans(numbers.size(), Status::Internal("not scanned"));
+  std::vector<Result<SegmentScan>> scans(opened.size(), Status::Internal("not scanned"));
   {
     std::atomic<size_t> next{0};
     auto scan_some = [&] {
@@ -127,12 +222,26 @@ Status DiskTier::Restore(uint64_t now_ms) {
     for (std::thread& thread : threads)
       thread.join();
   }
+  for (size_t i = 0; i < opened.size(); ++i) {
+    if (scans[i].ok()) continue;
+    const uint64_t number = opened[i]->number;
+    opened[i] = nullptr;  // closed before it is moved
+    QuarantineSegment(number, scans[i].status());
+    ++quarantined;
+  }
+  if (quarantined > 0) {
+    if (Status synced = folder_->SyncDir(); !synced.ok()) {
+      log::Warn("disk tier: syncing the folder after moving segments aside: {}", synced.ToString());
+    }
+  }
   MutexLock lock(mu_);
-  for (size_t i = 0; i < numbers.size(); ++i) {
-    const uint64_t number = numbers[i];
+  stats_.quarantined = quarantined;
+  if (!numbers.empty()) next_segment_ = numbers.back() + 1;
+  for (size_t i = 0; i < opened.size(); ++i) {
+    if (opened[i] == nullptr) continue;
     Result<SegmentScan>& scan = scans[i];
-    if (!scan.ok()) return scan.status().WithContext("restoring " + folder_->PathOf(number));
     std::shared_ptr<Segment>& segment = opened[i];
+    const uint64_t number = segment->number;
     segment->end = scan->end;
     stats_.dropped_records += scan->dropped;
     if (scan->torn) {
@@ -147,13 +256,17 @@ Status DiskTier::Restore(uint64_t now_ms) {
     }
     segments_[number] = std::move(segment);
   }
+  // In sequence order; at one sequence a tombstone first: it ends what is below it, not the
+  // version it was written for.
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
-    return a.record.header.sequence < b.record.header.sequence;
+    const DiskRecordHeader& x = a.record.header;
+    const DiskRecordHeader& y = b.record.header;
+    return x.sequence != y.sequence ? x.sequence < y.sequence : x.tombstone > y.tombstone;
   });
   for (Found& f : found) {
     const DiskRecordHeader& h = f.record.header;
-    next_sequence_ = std::max(next_sequence_, h.sequence + 1);
-    std::string id = DiskObjectId(h.ns, h.key);
+    last_sequence_ = std::max(last_sequence_, h.sequence);
+    std::string id = ObjectId(h.ns, h.key);
     // Superseded, deleted, or about to be replaced (two copies of one sequence number, from a
     // crash in the middle of a compaction, are the same record: either is right).
     Forget(id);
@@ -167,13 +280,22 @@ Status DiskTier::Restore(uint64_t now_ms) {
   if (!segments_.empty()) {
     Segment& newest = *segments_.rbegin()->second;
     // The next record goes where the scan stopped; a torn tail after it goes now, or every
-    // restart would stop at what is left of it behind a shorter record.
+    // restart would stop at what is left of it behind a shorter record. The space after it is
+    // reserved again (best effort: writes there find a full disk as they would have anyway).
     KVPORT_ASSIGN_OR_RETURN(uint64_t size, newest.file->Size());
     if (size > newest.end) {
       KVPORT_RETURN_IF_ERROR(newest.file->Truncate(newest.end));
+      if (Status reserved = newest.file->Allocate(newest.end, options_.segment_bytes - newest.end);
+          !reserved.ok()) {
+        log::Warn("disk tier: {}", reserved.ToString());
+      }
     }
     newest.writer =
         std::make_unique<SegmentWriter>(newest.file.get(), options_.segment_bytes, newest.end);
+  }
+  if (removals_ > synced_removals_) {
+    // Segments evicted for a lowered capacity: durable before a tombstone relies on it.
+    if (folder_->SyncDir().ok()) synced_removals_ = removals_;
   }
   return Status::Ok();
 }
@@ -203,6 +325,18 @@ void DiskTier::Index(std::string id, std::shared_ptr<Segment> segment, ScannedRe
   index_.emplace(std::move(id), Entry{std::move(segment), std::move(record)});
 }
 
+void DiskTier::Drop(const std::string& id, Entry entry, const Status& why) {
+  Forget(id);
+  if (why.code() == StatusCode::kCorruption) {
+    ++stats_.dropped_records;
+  } else {
+    ++stats_.read_errors;
+  }
+  log::Warn("disk tier: {} of {}: {}: dropped", entry.record.offset,
+            folder_->PathOf(entry.segment->number), why.ToString());
+  if (KillRecord(*entry.segment->file, entry.record.offset).ok()) ++stats_.killed_records;
+}
+
 void DiskTier::Forget(const std::string& id) {
   auto it = index_.find(id);
   if (it == index_.end()) return;
@@ -227,10 +361,26 @@ uint64_t DiskTier::RemoveSegment(const std::shared_ptr<Segment>& segment) {
     ++forgotten;
   }
   disk_bytes_ -= segment->end;
-  // Readers holding the segment keep reading its (unlinked) file until they let it go.
+  // Readers holding the segment keep reading its (unlinked) file until they let it go. Durable
+  // at the next SyncDir (SyncRemovals, StartSegment).
   Status removed = folder_->Remove(segment->number);
   if (!removed.ok()) log::Warn("disk tier: removing a segment: {}", removed.ToString());
+  ++removals_;
   return forgotten;
+}
+
+Status DiskTier::SyncRemovals() {
+  uint64_t removals = 0;
+  {
+    MutexLock lock(mu_);
+    if (synced_removals_ == removals_) return Status::Ok();
+    removals = removals_;
+  }
+  // Without the lock (a sync waits for the disk); a removal meanwhile stays unsynced.
+  KVPORT_RETURN_IF_ERROR(folder_->SyncDir());
+  MutexLock lock(mu_);
+  synced_removals_ = std::max(synced_removals_, removals);
+  return Status::Ok();
 }
 
 void DiskTier::EvictOldest() {
@@ -245,12 +395,62 @@ bool DiskTier::Holds(const std::shared_ptr<Segment>& segment) const {
 }
 
 Status DiskTier::StartSegment() {
-  const uint64_t number = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
+  // A name is used once: one that could not be made (taken by something planted there) is not
+  // tried again.
+  const uint64_t number =
+      std::max(next_segment_, segments_.empty() ? 1 : segments_.rbegin()->first + 1);
+  next_segment_ = number + 1;
   while (segments_.size() >= options_.capacity_bytes / options_.segment_bytes)
     EvictOldest();
+  // The file's I/O without mu_, so that reads of the index never wait for it; append_mu_ keeps
+  // the other appenders (the only ones that start segments or evict) out meanwhile.
+  mu_.Unlock();
+  Result<std::unique_ptr<File>> file = folder_->Open(number, /*create=*/true);
+  Status made = file.status();
+  uint64_t evicted = 0;
+  if (made.ok()) {
+    for (;;) {
+      made = (*file)->Allocate(0, options_.segment_bytes);
+      if (made.code() != StatusCode::kNoSpace) break;
+      // The disk is full: the tier makes room for itself from its own oldest segments, as it
+      // does at its capacity, and fails only when it has none left to give.
+      mu_.Lock();
+      const bool older = !segments_.empty();
+      if (older) EvictOldest();
+      mu_.Unlock();
+      if (!older) break;
+      ++evicted;
+    }
+  }
+  uint64_t removals = 0;
+  if (made.ok()) {
+    {
+      MutexLock lock(mu_);
+      removals = removals_;
+    }
+    // The new file's name, and the evictions before it, durable before anything is written
+    // there (a record in a file whose name a power loss takes is lost with it).
+    made = folder_->SyncDir();
+  }
+  if (!made.ok() && file.ok()) {
+    file->reset();
+    (void)folder_->Remove(number);  // an empty file, if a power loss brings it back
+  }
+  mu_.Lock();
+  if (evicted > 0) {
+    log::Warn(
+        "disk tier: the disk was full: {} of the tier's oldest segments evicted to make "
+        "room for {}",
+        evicted, folder_->PathOf(number));
+  }
+  if (!made.ok()) {
+    ++stats_.write_errors;
+    return made.WithContext("starting a disk segment");
+  }
+  synced_removals_ = std::max(synced_removals_, removals);
   auto segment = std::make_shared<Segment>();
   segment->number = number;
-  KVPORT_ASSIGN_OR_RETURN(segment->file, folder_->Open(number, /*create=*/true));
+  segment->file = std::move(file).value();
   segment->writer = std::make_unique<SegmentWriter>(segment->file.get(), options_.segment_bytes, 0);
   if (!segments_.empty()) segments_.rbegin()->second->writer = nullptr;  // no longer written
   segments_[number] = std::move(segment);
@@ -290,8 +490,8 @@ Result<std::pair<std::shared_ptr<DiskTier::Segment>, uint64_t>> DiskTier::Append
 }
 
 Status DiskTier::Put(std::string_view ns, std::string_view key, std::string_view meta,
-                     std::span<const char> value, uint64_t expiry_ms) {
-  const DiskPut put{ns, key, meta, value, expiry_ms};
+                     std::span<const char> value, uint64_t expiry_ms, uint64_t sequence) {
+  const DiskPut put{ns, key, meta, value, expiry_ms, sequence};
   return PutMany({&put, 1})[0];
 }
 
@@ -324,7 +524,7 @@ std::vector<Status> DiskTier::PutMany(std::span<const DiskPut> puts) {
     for (; j < puts.size() && bytes + record_bytes(puts[j]) <= room; ++j) {
       const DiskPut& p = puts[j];
       DiskRecord record;
-      record.sequence = next_sequence_ + (j - i);
+      record.sequence = p.sequence;
       record.expiry_ms = p.expiry_ms;
       record.ns = p.ns;
       record.key = p.key;
@@ -346,7 +546,7 @@ std::vector<Status> DiskTier::PutMany(std::span<const DiskPut> puts) {
       ScannedRecord scanned;
       scanned.offset = offset;
       DiskRecordHeader& h = scanned.header;
-      h.sequence = next_sequence_ + (k - i);
+      h.sequence = p.sequence;
       h.record_bytes = record_bytes(p);
       h.expiry_ms = p.expiry_ms;
       h.value_bytes = p.value.size();
@@ -356,9 +556,16 @@ std::vector<Status> DiskTier::PutMany(std::span<const DiskPut> puts) {
       h.key = p.key;
       h.meta = p.meta;
       offset += h.record_bytes;
-      Index(DiskObjectId(p.ns, p.key), placed->first, std::move(scanned));
+      last_sequence_ = std::max(last_sequence_, p.sequence);
+      std::string id = ObjectId(p.ns, p.key);
+      // A newer version got here first: this record is dead from the start (a restart sees the
+      // same: the higher sequence wins).
+      if (auto it = index_.find(id);
+          it != index_.end() && it->second.record.header.sequence > p.sequence) {
+        continue;
+      }
+      Index(std::move(id), placed->first, std::move(scanned));
     }
-    next_sequence_ += j - i;
     i = j;
   }
   return statuses;
@@ -366,7 +573,7 @@ std::vector<Status> DiskTier::PutMany(std::span<const DiskPut> puts) {
 
 Result<DiskEntry> DiskTier::Find(std::string_view ns, std::string_view key, uint64_t now_ms) const {
   MutexLock lock(mu_);
-  auto it = index_.find(DiskObjectId(ns, key));
+  auto it = index_.find(ObjectId(ns, key));
   if (it == index_.end()) return Status::NotFound("not on disk");
   const DiskRecordHeader& h = it->second.record.header;
   if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) return Status::NotFound("expired on disk");
@@ -375,7 +582,7 @@ Result<DiskEntry> DiskTier::Find(std::string_view ns, std::string_view key, uint
 
 Status DiskTier::ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
                            std::span<char> out) {
-  const std::string id = DiskObjectId(ns, key);
+  const std::string id = ObjectId(ns, key);
   Entry entry;
   {
     MutexLock lock(mu_);
@@ -393,21 +600,14 @@ Status DiskTier::ReadValue(std::string_view ns, std::string_view key, uint64_t s
   if (read.ok()) return read;
   MutexLock lock(mu_);
   auto it = index_.find(id);
-  if (it != index_.end() && it->second.record.header.sequence == sequence) Forget(id);
-  if (read.code() == StatusCode::kCorruption) {
-    ++stats_.dropped_records;
-  } else {
-    ++stats_.read_errors;
-  }
-  log::Warn("disk tier: {} of {}: {}: dropped", entry.record.offset,
-            folder_->PathOf(entry.segment->number), read.ToString());
+  if (it != index_.end() && it->second.record.header.sequence == sequence) Drop(id, entry, read);
   return Status::NotFound("dropped from disk: " + read.message());
 }
 
 Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint64_t now_ms) {
   {
     MutexLock lock(mu_);
-    const std::string id = DiskObjectId(ns, key);
+    const std::string id = ObjectId(ns, key);
     auto it = index_.find(id);
     const uint64_t expiry = it == index_.end() ? 0 : it->second.record.header.expiry_ms;
     if (expiry != 0 && expiry <= now_ms) {
@@ -428,7 +628,7 @@ Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint
 bool DiskTier::Contains(std::string_view ns, std::string_view key, uint64_t now_ms,
                         uint64_t* value_bytes, uint64_t* meta_bytes) const {
   MutexLock lock(mu_);
-  auto it = index_.find(DiskObjectId(ns, key));
+  auto it = index_.find(ObjectId(ns, key));
   if (it == index_.end()) return false;
   const DiskRecordHeader& h = it->second.record.header;
   if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) return false;
@@ -448,7 +648,7 @@ std::vector<std::string> DiskTier::KeysOf(std::string_view ns) const {
 
 bool DiskTier::Holds(std::string_view ns, std::string_view key, uint64_t sequence) const {
   MutexLock lock(mu_);
-  auto it = index_.find(DiskObjectId(ns, key));
+  auto it = index_.find(ObjectId(ns, key));
   return it != index_.end() && it->second.record.header.sequence == sequence;
 }
 
@@ -458,7 +658,7 @@ std::vector<std::string> DiskTier::NamespacesOf(std::string_view key, uint64_t n
   auto it = namespaces_of_.find(std::string(key));
   if (it == namespaces_of_.end()) return live;
   for (const std::string& ns : it->second) {
-    const auto entry = index_.find(DiskObjectId(ns, key));
+    const auto entry = index_.find(ObjectId(ns, key));
     if (entry == index_.end()) continue;  // never: the two maps change together
     const uint64_t expiry = entry->second.record.header.expiry_ms;
     if (expiry == 0 || expiry > now_ms) live.push_back(ns);
@@ -466,26 +666,53 @@ std::vector<std::string> DiskTier::NamespacesOf(std::string_view key, uint64_t n
   return live;
 }
 
-Status DiskTier::Erase(std::string_view ns, std::string_view key) {
+Status DiskTier::Erase(std::string_view ns, std::string_view key, uint64_t sequence) {
   MutexLock append(append_mu_);
   MutexLock lock(mu_);
-  const std::string id = DiskObjectId(ns, key);
-  if (index_.find(id) == index_.end()) return Status::Ok();
+  const std::string id = ObjectId(ns, key);
+  auto it = index_.find(id);
+  if (it == index_.end() || it->second.record.header.sequence >= sequence) return Status::Ok();
+  const Entry ended = it->second;
   Forget(id);
+  last_sequence_ = std::max(last_sequence_, sequence);
   DiskRecord tombstone;
   tombstone.tombstone = true;
-  tombstone.sequence = next_sequence_;
+  tombstone.sequence = sequence;
   tombstone.ns = ns;
   tombstone.key = key;
   Result<std::pair<std::shared_ptr<Segment>, uint64_t>> placed = Append({&tombstone, 1});
-  if (!placed.ok()) {
-    return placed.status().WithContext(
-        "the delete's tombstone was not written, so the key may "
-        "come back at a restart");
+  if (placed.ok()) {
+    placed->first->tombstone_bytes += DiskRecordBytes(ns.size(), key.size(), 0, 0);
+    // Durable before the change it records is acknowledged: after a power loss the ended
+    // version must not be back. (A lost put is only a miss; a lost tombstone is a wrong answer.)
+    // Synced without mu_, as Append writes.
+    mu_.Unlock();
+    Status synced = placed->first->file->Sync();
+    mu_.Lock();
+    if (!synced.ok()) {
+      ++stats_.write_errors;
+      return synced.WithContext(
+          "the tombstone of a replaced or deleted version was not synced, so a power loss may "
+          "bring that version back");
+    }
+    return Status::Ok();
   }
-  placed->first->tombstone_bytes += DiskRecordBytes(ns.size(), key.size(), 0, 0);
-  ++next_sequence_;
-  return Status::Ok();
+  // No room for a tombstone (or its write failed): the ended record is killed where it lies,
+  // which takes no new block. Older records of the key are below it, so its kill ends them too.
+  Status killed = KillRecord(*ended.segment->file, ended.record.offset);
+  if (killed.ok()) {
+    ++stats_.killed_records;
+    ended.segment->tombstone_bytes += ended.record.header.record_bytes;
+    return Status::Ok();
+  }
+  return placed.status().WithContext(
+      "neither a tombstone nor a kill in place (" + killed.ToString() +
+      ") could be written, so the replaced or deleted version may come back at a restart");
+}
+
+uint64_t DiskTier::last_sequence() const {
+  MutexLock lock(mu_);
+  return last_sequence_;
 }
 
 bool DiskTier::RoomWithoutEviction(uint64_t bytes) const {
@@ -537,7 +764,7 @@ Status DiskTier::StartCompaction(uint64_t now_ms) {
   uint64_t heap = 0;
   for (const ScannedRecord& record : scan->records) {
     const DiskRecordHeader& h = record.header;
-    std::string id = DiskObjectId(h.ns, h.key);
+    std::string id = ObjectId(h.ns, h.key);
     if (!h.tombstone) {
       auto it = index_.find(id);
       if (it == index_.end() || it->second.segment != segment ||
@@ -585,19 +812,20 @@ Result<DiskTier::Copied> DiskTier::CopyForward(const CompactionItem& item, uint6
   if (!read.ok()) {
     // Never copied: a copy would carry the damage. A live record goes as a get would drop it; a
     // tombstone that does not check out would not be believed at a restart either.
-    if (live) Forget(item.id);
-    if (read.code() == StatusCode::kCorruption) {
-      ++stats_.dropped_records;
+    if (live) {
+      Drop(item.id, it->second, read.WithContext("compacting"));
     } else {
-      ++stats_.read_errors;
+      ++stats_.dropped_records;
     }
-    log::Warn("disk tier: compacting {} of {}: {}: dropped", item.offset,
-              folder_->PathOf(from->number), read.ToString());
     return Copied::kSkipped;
   }
   if (item.tombstone) {
     // It hides older records of its key; those can only be in this segment or older ones.
-    if (segments_.begin()->first >= from->number) return Copied::kSkipped;
+    // Dropped only when none is left, durably: a removed segment's name comes back after a
+    // power loss until the folder is synced, and its records with it.
+    if (segments_.begin()->first >= from->number && synced_removals_ == removals_) {
+      return Copied::kSkipped;
+    }
   } else if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) {
     Forget(item.id);
     return Copied::kSkipped;
@@ -608,17 +836,21 @@ Result<DiskTier::Copied> DiskTier::CopyForward(const CompactionItem& item, uint6
   record.expiry_ms = h.expiry_ms;
   record.ns = h.ns;
   record.key = h.key;
-  record.meta = h.meta;
-  record.value = std::string_view(buffer.data() + h.value_offset(), h.value_bytes);
   record.tombstone = h.tombstone;
+  if (!h.tombstone) {  // a killed record moves as the plain tombstone it counts as
+    record.meta = h.meta;
+    record.value = std::string_view(buffer.data() + h.value_offset(), h.value_bytes);
+  }
+  const uint64_t copied_bytes =
+      DiskRecordBytes(record.ns.size(), record.key.size(), record.meta.size(), record.value.size());
   KVPORT_ASSIGN_OR_RETURN(auto placed, Append({&record, 1}));
-  stats_.compacted_bytes += item.record_bytes;
+  stats_.compacted_bytes += copied_bytes;
   if (std::find(compaction_.targets.begin(), compaction_.targets.end(), placed.first) ==
       compaction_.targets.end()) {
     compaction_.targets.push_back(placed.first);
   }
   if (item.tombstone) {
-    placed.first->tombstone_bytes += item.record_bytes;
+    placed.first->tombstone_bytes += copied_bytes;
   } else {
     ScannedRecord scanned;
     scanned.offset = placed.second;
@@ -631,6 +863,11 @@ Result<DiskTier::Copied> DiskTier::CopyForward(const CompactionItem& item, uint6
 Result<CompactionProgress> DiskTier::CompactStep(uint64_t max_bytes, uint64_t now_ms) {
   MutexLock compact_lock(compact_mu_);
   CompactionProgress progress;
+  // Removals durable first, so that the tombstones of a segment with nothing older left can be
+  // dropped (CopyForward carries them forward otherwise).
+  if (Status synced = SyncRemovals(); !synced.ok()) {
+    log::Warn("disk tier: syncing the folder before compaction: {}", synced.ToString());
+  }
   if (compaction_.segment == nullptr) {
     KVPORT_RETURN_IF_ERROR(StartCompaction(now_ms));
     if (compaction_.segment == nullptr) return progress;  // nothing worth compacting
@@ -669,20 +906,26 @@ Result<CompactionProgress> DiskTier::CompactStep(uint64_t max_bytes, uint64_t no
   }
   const std::shared_ptr<Segment> done = compaction_.segment;
   EndCompaction();
-  MutexLock lock(mu_);
-  if (Holds(done)) {
-    // Nothing should point here any more; what does was past a header that stopped the scan
-    // (damaged since the restart), so it goes as a damaged record does.
-    const uint64_t lost = RemoveSegment(done);
-    if (lost > 0) {
-      stats_.dropped_records += lost;
-      log::Warn("disk tier: compacting {}: {} records past a damaged header dropped",
-                folder_->PathOf(done->number), lost);
+  {
+    MutexLock lock(mu_);
+    if (Holds(done)) {
+      // Nothing should point here any more; what does was past a header that stopped the scan
+      // (damaged since the restart), so it goes as a damaged record does.
+      const uint64_t lost = RemoveSegment(done);
+      if (lost > 0) {
+        stats_.dropped_records += lost;
+        log::Warn("disk tier: compacting {}: {} records past a damaged header dropped",
+                  folder_->PathOf(done->number), lost);
+      }
+      ++stats_.compacted_segments;
+      progress.finished_segment = true;
     }
-    ++stats_.compacted_segments;
-    progress.finished_segment = true;
+    progress.more = PickCompaction() != nullptr;
   }
-  progress.more = PickCompaction() != nullptr;
+  // The removal made durable, without mu_.
+  if (Status synced = SyncRemovals(); !synced.ok()) {
+    log::Warn("disk tier: syncing the folder after compaction: {}", synced.ToString());
+  }
   return progress;
 }
 

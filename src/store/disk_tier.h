@@ -5,13 +5,20 @@
 // Records are appended to the newest segment; when it is full the next one is started. The tier
 // is a cache: when a record would take the segments past the capacity, the oldest segments go
 // first, with every record in them (eviction by whole segments, oldest first: space comes back
-// without rewriting anything, and what goes is what was written longest ago). A put of a key
-// already there appends a new record (a higher sequence number) and the index follows it; a
-// delete appends a tombstone, so that neither the old value nor the deleted one comes back at a
-// restart.
+// without rewriting anything, and what goes is what was written longest ago).
 //
-// Open rebuilds the index from the segments' headers alone (ScanSegment), in sequence order:
-// the highest sequence of a key wins, a tombstone removes it, an expired record is skipped; a
+// Every record carries the sequence number of the version it holds, given by the caller (the
+// memory store's: store::ReadHandle::sequence), so a disk copy is "this version of the key",
+// never just "the key". Of a key's records the highest sequence is the one the index follows, in
+// whatever order they were written; a tombstone of sequence s ends every record of its key
+// below s and none at s or above (an overwrite's tombstone carries the new version's number, a
+// delete's a number of its own). When no tombstone can be appended (a full disk), the record it
+// would have ended is killed in place (KillRecord): a deleted or replaced version never comes
+// back at a restart.
+//
+// Open rebuilds the index from the segments' headers alone (ScanSegment), in sequence order
+// (at one sequence, a tombstone before the record it does not end): the highest sequence of a
+// key wins, a tombstone removes what is below it, an expired record is skipped; a
 // torn tail is cut off (the newest segment's next record goes there), a record whose names do
 // not check out is dropped and counted. A value is read only by Get and checked against its
 // checksum there: a mismatch (a torn write, a flipped bit, a file cut short under the node) is a
@@ -40,6 +47,7 @@
 #include "common/thread_annotations.h"
 #include "kvport/status.h"
 #include "store/file_io.h"
+#include "store/object_id.h"
 #include "store/segment.h"
 
 namespace kvport::store {
@@ -63,8 +71,14 @@ struct DiskTierStats {
   uint64_t evicted_objects = 0;     // live objects they took with them
   uint64_t write_errors = 0;        // appends that failed (the put failed)
   uint64_t read_errors = 0;         // value reads that failed (the get missed)
+  uint64_t killed_records = 0;      // records deleted in place (no tombstone could be appended)
   uint64_t compacted_segments = 0;  // segments removed by compaction, their live records moved
   uint64_t compacted_bytes = 0;     // records' bytes compaction copied forward
+  uint64_t quarantined = 0;         // segments the last Open could not open or scan: moved aside
+  // Whether the tier was stopped cleanly before the last Open (its destructor ran: every
+  // segment synced), as the superblock said; true for a new folder, false for a folder without
+  // a superblock (an earlier version's) or after a crash or power loss.
+  bool clean_start = false;
   // An estimate of the heap the in-memory index takes: per object its hash node (the id, the
   // entry and the node's link and cached hash) with the id's and the header's namespace, key
   // and meta strings when too long for the string's inline buffer, each heap block sized as
@@ -101,6 +115,7 @@ struct DiskPut {
   std::string_view meta;
   std::span<const char> value;
   uint64_t expiry_ms = 0;  // unix ms; 0 never
+  uint64_t sequence = 0;   // the version's (at least 1)
 };
 
 // What the index knows of an object, without reading it (DiskTier::Find).
@@ -111,28 +126,38 @@ struct DiskEntry {
   uint64_t sequence = 0;  // which version: ReadValue reads this one or none
 };
 
-// The index's key for (`ns`, `key`): a namespace holds no NUL (protocol.md), so the pair is
-// unambiguous. DiskOffload keys its queue the same way.
-std::string DiskObjectId(std::string_view ns, std::string_view key);
-
 class DiskTier {
  public:
   // Opens the tier over `folder`, rebuilding its index from the segments there (none: empty).
-  // `now_ms` (unix ms) decides which records have expired. InvalidArgument for options that do
-  // not hold together (capacity below two segments, a segment size off the block); the
-  // folder's errors as they are.
+  // `now_ms` (unix ms) decides which records have expired.
+  //
+  // The folder's superblock (superblock.h) says the size its segments were written with: when
+  // there are segments, that size is used whatever options.segment_bytes says (reading them at
+  // another size would cut them short); an empty folder takes the options'. A folder with
+  // segments and no superblock (an earlier version's) is adopted at the options' size. The
+  // superblock is then written with the clean flag cleared, and set again by the destructor.
+  // A segment that cannot be opened or scanned (EIO, not a regular file) is quarantined
+  // (SegmentFolder::Quarantine), counted and logged, and the tier opens with the rest.
+  //
+  // InvalidArgument for options that do not hold together (capacity below two segments, of
+  // the size in use; a segment size off the block); a superblock that is not one this build
+  // can read (bad magic, failing checksum, newer format) refuses the open, touching nothing,
+  // with what was found; the folder's errors as they are.
   static Result<std::unique_ptr<DiskTier>> Open(std::unique_ptr<SegmentFolder> folder,
                                                 const DiskTierOptions& options, uint64_t now_ms);
+  // A clean stop: every segment synced, then the superblock's clean flag set.
   ~DiskTier();
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;
 
-  // Stores `value` under (`ns`, `key`) with `meta`, expiring at `expiry_ms` (0 never),
-  // replacing what was there. NoSpace when the record cannot fit in a segment or the capacity
-  // even with every older segment gone, or the disk is full; IoError when the write fails. On
-  // failure the key keeps its previous value (if any) and nothing half-written is ever read.
+  // Stores version `sequence` (at least 1) of (`ns`, `key`): `value` with `meta`, expiring at
+  // `expiry_ms` (0 never). It replaces a lower sequence of the key; a record of a sequence below
+  // the key's is written but never read (it is dead from the start). NoSpace when the record
+  // cannot fit in a segment or the capacity even with every older segment gone, or the disk is
+  // full; IoError when the write fails. On failure the key keeps its previous value (if any) and
+  // nothing half-written is ever read.
   Status Put(std::string_view ns, std::string_view key, std::string_view meta,
-             std::span<const char> value, uint64_t expiry_ms);
+             std::span<const char> value, uint64_t expiry_ms, uint64_t sequence);
   // Put of each, in order, with as few writes as the segments allow: the records that fit in
   // the newest segment go in one write (a disk takes one large write far faster than many
   // small ones in a row). Each one's status, as Put's; a failed write fails the records it
@@ -175,10 +200,17 @@ class DiskTier {
   // The keys of namespace `ns` here, in no order (a pass over the index: an operator's call).
   std::vector<std::string> KeysOf(std::string_view ns) const;
 
-  // Removes (`ns`, `key`) (a tombstone on disk). OK when it was not there either; IoError or
-  // NoSpace when the tombstone cannot be written (the key is then gone until a restart, which
-  // may bring it back: the error says so).
-  Status Erase(std::string_view ns, std::string_view key);
+  // Ends every version of (`ns`, `key`) below `sequence` (a delete's own sequence number, or the
+  // version's that replaced them): a tombstone of `sequence` on disk. OK, writing nothing, when
+  // the index holds no version of the key below it. When the tombstone cannot be appended, the
+  // record it would end is killed in place instead; only when that fails too is the answer an
+  // error (IoError, NoSpace), saying that the key is gone until a restart, which may bring it
+  // back.
+  Status Erase(std::string_view ns, std::string_view key, uint64_t sequence);
+
+  // The highest sequence number of any record the tier has held (restored or written since):
+  // what the memory store's numbers must start above.
+  uint64_t last_sequence() const;
 
   // One bounded step of compaction. When none is under way, picks the sealed segment (never
   // the one being written) whose needed bytes (its live records', and its tombstones' while an
@@ -195,11 +227,12 @@ class DiskTier {
   // What is not copied: a record overwritten, deleted, evicted or expired (at `now_ms`) since;
   // a record that fails its checksums or cannot be read (dropped from the index as a get drops
   // it, counted in dropped_records or read_errors, never propagated); a tombstone when no older
-  // segment exists (no older record of its key can be left for it to hide; otherwise it is carried
-  // forward). A copy never evicts: when the next record fits neither in the newest segment nor in a
-  // new one below the capacity, the step stops (more: false) and a later one goes on from there. A
-  // crash mid-compaction leaves two identical copies of a record (same sequence number), either of
-  // which is right.
+  // segment exists and the removals of the older ones are durable (the folder synced since: no
+  // older record of its key can be left, nor come back after a power loss, for it to hide;
+  // otherwise it is carried forward). A copy never evicts: when the next record fits neither in the
+  // newest segment nor in a new one below the capacity, the step stops (more: false) and a later
+  // one goes on from there. A crash mid-compaction leaves two identical copies of a record (same
+  // sequence number), either of which is right.
   //
   // Errors: a failed scan, write (IoError, NoSpace; counted in write_errors) or sync ends the
   // step; nothing is lost (what was not copied is still read from the old segment) and
@@ -226,7 +259,7 @@ class DiskTier {
 
   // A compaction under way: its segment and what is left to copy from it.
   struct CompactionItem {
-    std::string id;  // DiskObjectId: the record's names may fail their check on the read back
+    std::string id;  // ObjectId: the record's names may fail their check on the read back
     uint64_t offset = 0;
     uint64_t record_bytes = 0;
     uint64_t sequence = 0;
@@ -256,12 +289,28 @@ class DiskTier {
   // never wait for the disk.
   Result<std::pair<std::shared_ptr<Segment>, uint64_t>> Append(std::span<const DiskRecord> records)
       REQUIRES(append_mu_, mu_);
+  // Starts the next segment: evicts the oldest ones while the tier is at its capacity, creates
+  // the file, reserves its segment_bytes (File::Allocate; when the disk is full, the tier's own
+  // oldest segments are evicted one at a time until the reservation succeeds or none is left:
+  // NoSpace then) and syncs the folder, so that the segment and the evictions are durable
+  // before anything is written to it. Releases mu_ during the file's I/O (append_mu_ keeps the
+  // other appenders out). On failure no new segment is left behind.
   Status StartSegment() REQUIRES(append_mu_, mu_);
   void EvictOldest() REQUIRES(mu_);
   // Removes `segment` from the tier and its file from the folder, with the index entries that
-  // still point into it; how many those were.
+  // still point into it; how many those were. The removal is durable only after a SyncDir
+  // (removals_ against synced_removals_).
   uint64_t RemoveSegment(const std::shared_ptr<Segment>& segment) REQUIRES(mu_);
+  // Makes the removals so far durable (a SyncDir when one is not yet).
+  Status SyncRemovals() EXCLUDES(mu_);
+  // Moves segment `number` aside at Open (SegmentFolder::Quarantine), logging why.
+  void QuarantineSegment(uint64_t number, const Status& why);
+  Status WriteSuperblock(bool clean);
   void Forget(const std::string& id) REQUIRES(mu_);
+  // Forget of `id`, whose record `entry` failed its read (`why`), killed in place so that no
+  // restart reads it again (a transient EIO would otherwise bring back a version that a newer
+  // one, written while the index had none of the key, should have ended). Best effort.
+  void Drop(const std::string& id, Entry entry, const Status& why) REQUIRES(mu_);
   // Whether `segment` is still one of the tier's (not evicted meanwhile).
   bool Holds(const std::shared_ptr<Segment>& segment) const REQUIRES(mu_);
   // Whether a record of `bytes` can be appended without evicting a segment.
@@ -280,12 +329,21 @@ class DiskTier {
   Compaction compaction_ GUARDED_BY(compact_mu_);
   mutable Mutex mu_;
   std::map<uint64_t, std::shared_ptr<Segment>> segments_ GUARDED_BY(mu_);  // by number
-  std::unordered_map<std::string, Entry> index_ GUARDED_BY(mu_);           // by DiskObjectId
+  std::unordered_map<std::string, Entry> index_ GUARDED_BY(mu_);           // by ObjectId
   // Each key's namespaces in index_, ascending (NamespacesOf).
   std::unordered_map<std::string, std::vector<std::string>> namespaces_of_ GUARDED_BY(mu_);
-  uint64_t next_sequence_ GUARDED_BY(mu_) = 1;
+  uint64_t last_sequence_ GUARDED_BY(mu_) = 0;
   uint64_t disk_bytes_ GUARDED_BY(mu_) = 0;
   DiskTierStats stats_ GUARDED_BY(mu_);
+  // The next segment's number: above every name the folder listed at Open (quarantined ones
+  // too), so that no name is ever reused.
+  uint64_t next_segment_ GUARDED_BY(mu_) = 1;
+  // Segments removed from the folder, and how many of those removals a SyncDir has made
+  // durable: a tombstone is dropped only when they are equal (a removed segment that could come
+  // back after a power loss may hold what it hides).
+  uint64_t removals_ GUARDED_BY(mu_) = 0;
+  uint64_t synced_removals_ GUARDED_BY(mu_) = 0;
+  bool superblock_written_ = false;  // by Open: the destructor then marks the stop clean
   uint64_t entries_heap_bytes_ GUARDED_BY(mu_) = 0;     // index_bytes' part for the entries
   uint64_t compaction_heap_bytes_ GUARDED_BY(mu_) = 0;  // and for compaction_.items
 };

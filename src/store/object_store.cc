@@ -16,6 +16,7 @@
 #include "common/thread_annotations.h"
 #include "kvport/log.h"
 #include "store/extent_allocator.h"
+#include "store/object_id.h"
 
 // Locks. Each of the 64 shards has one mutex guarding everything about the objects whose key
 // hashes to it (the key alone, whatever its namespace: so every namespace's version of a key is
@@ -87,6 +88,9 @@ struct StoredObject {
   // Impl::generation when the object was reserved: a version from before the last DropAll
   // never becomes (or stays) visible.
   uint64_t generation = 0;
+  // ReadHandle::sequence: set at commit (or before it, WriteHandle::SetSequence; 0: none set)
+  // and at a change in place, under the shard mutex; read by pinners without it.
+  std::atomic<uint64_t> sequence{0};
   std::atomic<uint32_t> refs{1};
   // ReadHandles on this version: the first adds its extent to Impl::pinned_bytes, the last
   // takes it away. 0 -> 1 happens only under the shard mutex (Lookup) or from a live pin.
@@ -115,30 +119,12 @@ struct StoredObject {
 
 namespace {
 
-// (ns, key) as one string, in *k: a 4-byte length of ns, ns, then key. The length prefix keeps
-// ("a", "bc") and ("ab", "c") apart without forbidding any byte in names.
-void SetIndexKey(std::string_view ns, std::string_view key, std::string* k) {
-  k->clear();
-  const auto n = static_cast<uint32_t>(ns.size());
-  for (int i = 0; i < 4; ++i)
-    k->push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  k->append(ns);
-  k->append(key);
-}
-
-std::string MakeIndexKey(std::string_view ns, std::string_view key) {
-  std::string k;
-  k.reserve(4 + ns.size() + key.size());
-  SetIndexKey(ns, key, &k);
-  return k;
-}
-
-// MakeIndexKey for a search: built in this thread's buffer, which keeps its capacity, so that
+// ObjectId for a search: built in this thread's buffer, which keeps its capacity, so that
 // looking a key up allocates nothing once the thread has seen a key as long. Valid until the
 // thread's next LookupKey.
 const std::string& LookupKey(std::string_view ns, std::string_view key) {
   thread_local std::string k;
-  SetIndexKey(ns, key, &k);
+  SetObjectId(ns, key, &k);
   return k;
 }
 
@@ -210,8 +196,12 @@ struct ObjectStore::Impl {
 
   ExtentAllocator* allocator = nullptr;
   const TtlClock* clock = nullptr;
-  std::function<void(const EvictedObject&)> on_evict;  // StoreOptions::on_evict
-  uint64_t max_index_bytes = 0;                        // StoreOptions' caps; 0: none
+  EvictionSink* eviction_sink = nullptr;  // StoreOptions::eviction_sink
+  // The next sequence number (ReadHandle::sequence). Taken under the key's shard mutex by a
+  // commit, so that one key's versions are numbered in the order they became visible.
+  std::atomic<uint64_t> next_sequence{1};
+  uint64_t NewSequence() { return next_sequence.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t max_index_bytes = 0;  // StoreOptions' caps; 0: none
   uint64_t max_reserved_bytes = 0;
   uint64_t max_pinned_bytes = 0;
 
@@ -627,6 +617,16 @@ struct ObjectStore::Impl {
     Shard& shard = shards[oldest];
     StoredObject* victim = nullptr;
     bool offer = false;
+    // What the sink is told: the object's names and bytes stay valid until the Unref below.
+    auto evicted = [&] {
+      return EvictedObject{
+          victim->ns,
+          victim->key,
+          victim->Meta(),
+          {victim->data, victim->value_len},
+          victim->expires_at_ms == kNeverExpires ? 0 : TtlLeftMs(victim->expires_at_ms, now_ms),
+          victim->sequence.load(std::memory_order_relaxed)};
+    };
     {
       MutexLock lock(shard.mu);
       victim = shard.lru_tail;
@@ -641,21 +641,16 @@ struct ObjectStore::Impl {
       }
       const bool expired = IsExpired(*victim, now_ms);
       const bool dropped = StaleLocked(*victim);  // DropAll's pass is on its way: not evicted
+      // Told while the key's changes are held off: a commit or delete of it that follows this
+      // eviction is ordered after the sink has the version in hand (and can drop it).
+      offer = !expired && !dropped && eviction_sink != nullptr && eviction_sink->Leaving(evicted());
       RetireLocked(shard, victim);
       if (!dropped) {
         (expired ? shard.expirations : shard.evictions).fetch_add(1, std::memory_order_relaxed);
       }
-      offer = !expired && !dropped && on_evict;
     }
-    if (offer) {
-      // Out of the index, unpinned: nobody else reaches it, and its bytes stay until the Unref.
-      on_evict(EvictedObject{
-          victim->ns,
-          victim->key,
-          victim->Meta(),
-          {victim->data, victim->value_len},
-          victim->expires_at_ms == kNeverExpires ? 0 : victim->expires_at_ms - now_ms});
-    }
+    // Out of the index, unpinned: nobody else reaches it, and its bytes stay until the Unref.
+    if (offer) eviction_sink->Evicted(evicted());
     Unref(victim);  // the index's reference: frees the extent now
     return EvictOutcome::kRemoved;
   }
@@ -751,6 +746,10 @@ uint64_t ReadHandle::ttl_left_ms() const {
   return TtlLeftMs(expires_at_ms, now_ms);
 }
 
+uint64_t ReadHandle::sequence() const {
+  return object_->sequence.load(std::memory_order_relaxed);
+}
+
 WriteHandle::WriteHandle(WriteHandle&& other) noexcept
     : object_(std::exchange(other.object_, nullptr)) {}
 
@@ -777,6 +776,9 @@ uint64_t WriteHandle::capacity() const {
 }
 void WriteHandle::SetTtlSeconds(uint32_t ttl_seconds) {
   object_->ttl_seconds = ttl_seconds;
+}
+void WriteHandle::SetSequence(uint64_t sequence) {
+  object_->sequence.store(sequence, std::memory_order_relaxed);
 }
 void WriteHandle::MarkWritten(uint64_t bytes) {
   // The last block's rounding counts as written with the value's last byte.
@@ -821,7 +823,8 @@ ObjectStore::ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,
   }
   impl_->allocator = allocator_.get();
   impl_->clock = options_.ttl_clock ? options_.ttl_clock : SteadyTtlClock::Get();
-  impl_->on_evict = options_.on_evict;
+  impl_->eviction_sink = options_.eviction_sink;
+  impl_->next_sequence.store(std::max<uint64_t>(options_.first_sequence, 1));
   impl_->max_index_bytes = options_.max_index_bytes;
   impl_->max_reserved_bytes = options_.max_reserved_bytes;
   impl_->max_pinned_bytes = options_.max_pinned_bytes;
@@ -955,7 +958,7 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   o->store = this;
   o->ns.assign(ns);
   o->key.assign(key);
-  o->index_key = MakeIndexKey(ns, key);
+  o->index_key = ObjectId(ns, key);
   o->meta.assign(meta);
   o->extent = *extent;
   o->data = arena_->base() + extent->offset;
@@ -1010,15 +1013,19 @@ Status ObjectStore::Grow(WriteHandle& handle, uint64_t capacity) {
   return Status::Ok();
 }
 
-Status ObjectStore::Commit(WriteHandle&& handle) {
-  return CommitVersion(std::move(handle), /*if_absent=*/false);
+Status ObjectStore::Commit(WriteHandle&& handle, uint64_t* sequence) {
+  return CommitVersion(std::move(handle), /*if_absent=*/false, sequence);
 }
 
 Status ObjectStore::CommitIfAbsent(WriteHandle&& handle) {
-  return CommitVersion(std::move(handle), /*if_absent=*/true);
+  return CommitVersion(std::move(handle), /*if_absent=*/true, nullptr);
 }
 
-Status ObjectStore::CommitVersion(WriteHandle&& handle, bool if_absent) {
+uint64_t ObjectStore::NewSequence() {
+  return impl_->NewSequence();
+}
+
+Status ObjectStore::CommitVersion(WriteHandle&& handle, bool if_absent, uint64_t* sequence) {
   StoredObject* o = handle.object_;
   if (!o) return Status::InvalidArgument("commit of an empty write handle");
   if (o->store != this) return Status::InvalidArgument("commit of another store's write handle");
@@ -1046,6 +1053,10 @@ Status ObjectStore::CommitVersion(WriteHandle&& handle, bool if_absent) {
                 !IsExpired(*it->second, now);
     }
     if (!stale && !present) {
+      if (o->sequence.load(std::memory_order_relaxed) == 0) {
+        o->sequence.store(impl_->NewSequence(), std::memory_order_relaxed);
+      }
+      if (sequence != nullptr) *sequence = o->sequence.load(std::memory_order_relaxed);
       o->expires_at_ms =
           o->ttl_seconds == kNoExpiry ? kNeverExpires : now + uint64_t{o->ttl_seconds} * 1000;
       auto [it, inserted] = shard.index.try_emplace(o->index_key, o);
@@ -1304,7 +1315,8 @@ void ObjectStore::SetUseHookForTesting(UseHook hook) {
   impl_->use_hook = std::move(hook);
 }
 
-Status ObjectStore::SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms) {
+Status ObjectStore::SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms,
+                              uint64_t* sequence) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
   const std::string& index_key = LookupKey(ns, key);
   const uint64_t now = impl_->clock->NowMillis();
@@ -1320,6 +1332,8 @@ Status ObjectStore::SetExpiry(std::string_view ns, std::string_view key, uint64_
       impl_->HeapRemoveLocked(shard, o);
       o->expires_at_ms = ttl_ms == 0 ? kNeverExpires : now + ttl_ms;
       if (o->expires_at_ms != kNeverExpires) impl_->HeapAddLocked(shard, o);
+      o->sequence.store(impl_->NewSequence(), std::memory_order_relaxed);
+      if (sequence != nullptr) *sequence = o->sequence.load(std::memory_order_relaxed);
     }
   }
   if (expired) impl_->Unref(expired);
@@ -1334,7 +1348,8 @@ uint64_t ObjectStore::IndexCap() const {
   return cap;
 }
 
-Status ObjectStore::AttachMeta(std::string_view ns, std::string_view key, std::string_view meta) {
+Status ObjectStore::AttachMeta(std::string_view ns, std::string_view key, std::string_view meta,
+                               uint64_t* sequence) {
   KVPORT_RETURN_IF_ERROR(CheckName(options_, ns, key));
   if (meta.empty()) return Status::InvalidArgument("no metadata to attach");
   if (meta.size() > options_.max_meta_bytes) {
@@ -1362,6 +1377,8 @@ Status ObjectStore::AttachMeta(std::string_view ns, std::string_view key, std::s
         o->attached_meta.store(new std::string(meta), std::memory_order_release);
         o->charge += meta.size();
         shard.namespaces.find(o->ns)->second.meta_bytes += meta.size();
+        o->sequence.store(impl_->NewSequence(), std::memory_order_relaxed);
+        if (sequence != nullptr) *sequence = o->sequence.load(std::memory_order_relaxed);
         status = Status::Ok();
       }
     }

@@ -73,13 +73,29 @@ struct StoredObject;  // one version of one object; defined in object_store.cc
 // Never expires.
 inline constexpr uint32_t kNoExpiry = 0;
 
-// An object leaving memory to make room (StoreOptions::on_evict).
+// An object leaving memory to make room (EvictionSink).
 struct EvictedObject {
   std::string_view ns;
   std::string_view key;
   std::string_view meta;
   std::span<const uint8_t> value;
   uint64_t ttl_left_ms = 0;  // how long it had left to live; 0: no expiry
+  uint64_t sequence = 0;     // which version it is (ReadHandle::sequence)
+};
+
+// Where evicted objects go (the disk tier), told in two steps so that no change of a key can
+// fall between an eviction and the copy it makes:
+//   Leaving: the object is leaving the index, under the lock every change of its key takes (a
+//     commit or a delete of the key is ordered wholly before or wholly after it). Must be quick,
+//     copy no value and not call into the store. True when the sink wants the bytes.
+//   Evicted: then, outside the store's locks, with the object's bytes valid until it returns
+//     (only after a Leaving that answered true).
+// Neither is called for expired, deleted or replaced objects.
+class EvictionSink {
+ public:
+  virtual ~EvictionSink() = default;
+  virtual bool Leaving(const EvictedObject& object) = 0;
+  virtual void Evicted(const EvictedObject& object) = 0;
 };
 
 struct StoreOptions {
@@ -114,11 +130,12 @@ struct StoreOptions {
   const std::atomic<uint64_t>* index_bytes_elsewhere = nullptr;
   // Time source for TTLs; null means SteadyTtlClock::Get(). Must outlive the store.
   const TtlClock* ttl_clock = nullptr;
-  // Called for each object evicted to make room (not for expired, deleted or replaced ones),
-  // on the evicting thread, outside the store's locks, while the object's bytes are still
-  // valid (they are freed when it returns): the disk tier copies them. It must not call into
-  // the store.
-  std::function<void(const EvictedObject&)> on_evict;
+  // Told of each object evicted to make room, on the evicting thread (EvictionSink), or null.
+  // Must outlive the store.
+  EvictionSink* eviction_sink = nullptr;
+  // The first sequence number the store hands out (ReadHandle::sequence): above every one
+  // a disk tier already holds, so that a version committed now is newer than any found there.
+  uint64_t first_sequence = 1;
 };
 
 struct StoreStats {
@@ -187,6 +204,10 @@ class ReadHandle {
   // How long the object has left to live, in ms by the store's clock: 0 when it never expires,
   // at least 1 otherwise (an object pinned past its expiry is still readable through its pin).
   uint64_t ttl_left_ms() const;
+  // Which version this is: a number given at its commit (or at a change in place: SetExpiry,
+  // AttachMeta), higher than that of every earlier version of the key. A disk copy carrying
+  // the same number is this very version (value, meta and expiry).
+  uint64_t sequence() const;
   // Drops the pin now; the handle becomes empty.
   void Reset();
 
@@ -222,6 +243,10 @@ class WriteHandle {
   // The expiry the value takes at Commit, in place of Reserve's (kNoExpiry: never): for a
   // writer that learns it after the value's bytes (a RESP SET's EX comes after its value).
   void SetTtlSeconds(uint32_t ttl_seconds);
+  // The sequence number the version takes at Commit, in place of a new one: for a version
+  // moved back into memory from the disk tier, which is that very version (it stays older than
+  // anything committed since).
+  void SetSequence(uint64_t sequence);
   std::string_view ns() const;
   std::string_view key() const;
 
@@ -274,13 +299,19 @@ class ObjectStore {
   // Makes the reserved object visible, atomically replacing the previous version of the key
   // if any (whose readers keep their pins). If two reservations of one key are committed, the
   // last Commit wins. Consumes the handle. InvalidArgument for an empty handle, or one not
-  // grown to its whole value (the handle then stays the caller's).
-  Status Commit(WriteHandle&& handle);
+  // grown to its whole value (the handle then stays the caller's). The version's sequence
+  // number into *sequence when not null: above that of every version of the key committed
+  // before (for one key, commit order and sequence order agree).
+  Status Commit(WriteHandle&& handle, uint64_t* sequence = nullptr);
 
   // Commit unless a live version of the key is visible: then the reservation is freed, that
   // version stays, and the answer is Aborted. What moves an object from the disk tier back
   // into memory uses, so that it can never replace a version committed meanwhile.
   Status CommitIfAbsent(WriteHandle&& handle);
+
+  // A sequence number nothing has yet: what a delete of a key in both tiers stamps its
+  // tombstone with, so that it hides every version before it and none after.
+  uint64_t NewSequence();
 
   // Frees the reservation; nothing becomes visible. An empty handle is a no-op.
   void Abort(WriteHandle&& handle);
@@ -354,18 +385,23 @@ class ObjectStore {
   uint64_t DropAll();
 
   // --- Expiry of a live object (the Redis protocol's EXPIRE, PERSIST, TTL: docs/resp.md) ----
-  // Sets the live version of (ns, key) to expire `ttl_ms` from now (0: never), in place: the
-  // same version, its value and LRU place unchanged. NotFound when there is no live version.
-  // A pin taken before keeps reading the object; its ttl_left_ms() reads the new expiry.
-  Status SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms);
+  // Sets the live version of (ns, key) to expire `ttl_ms` from now (0: never), in place: its
+  // value and LRU place unchanged, a new sequence number (into *sequence when not null: a copy
+  // elsewhere of the number before is of the version before the change). NotFound when there is
+  // no live version. A pin taken before keeps reading the object; its ttl_left_ms() reads the
+  // new expiry.
+  Status SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms,
+                   uint64_t* sequence = nullptr);
   // --- Metadata of a live object (the Redis protocol's folded pairs: docs/resp.md) ---------
-  // Attaches `meta` to the live version of (ns, key) committed without metadata, in place: the
-  // same version, its value, expiry and LRU place unchanged; from then on it is that version's
-  // meta() (a pin taken before sees it too) and goes wherever the object goes (eviction to the
-  // disk tier, removal). Once only: Aborted when the version has metadata already. NotFound
-  // when there is no live version; InvalidArgument for empty meta; TooLarge beyond
-  // max_meta_bytes; NoSpace when its bytes do not fit max_index_bytes (nothing is evicted).
-  Status AttachMeta(std::string_view ns, std::string_view key, std::string_view meta);
+  // Attaches `meta` to the live version of (ns, key) committed without metadata, in place: its
+  // value, expiry and LRU place unchanged, a new sequence number (into *sequence, as
+  // SetExpiry); from then on it is the object's meta() (a pin taken before sees it too) and
+  // goes wherever the object goes (eviction to the disk tier, removal). Once only: Aborted when
+  // the version has metadata already. NotFound when there is no live version; InvalidArgument
+  // for empty meta; TooLarge beyond max_meta_bytes; NoSpace when its bytes do not fit
+  // max_index_bytes (nothing is evicted).
+  Status AttachMeta(std::string_view ns, std::string_view key, std::string_view meta,
+                    uint64_t* sequence = nullptr);
 
   // *ttl_left_ms: how long the live version of (ns, key) has left (0: it never expires).
   // NotFound when there is no live version. Counts nothing and leaves the LRU order alone.
@@ -390,7 +426,7 @@ class ObjectStore {
  private:
   friend class ReadHandle;
   friend class WriteHandle;
-  Status CommitVersion(WriteHandle&& handle, bool if_absent);
+  Status CommitVersion(WriteHandle&& handle, bool if_absent, uint64_t* sequence);
   // max_index_bytes less what is charged elsewhere (StoreOptions::index_bytes_elsewhere).
   uint64_t IndexCap() const;
   struct Impl;

@@ -77,6 +77,15 @@ Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes) {
   return scan;
 }
 
+Status KillRecord(File& file, uint64_t offset) {
+  FileAlignedBytes block(kDiskBlock);  // aligned: an O_DIRECT file reads and writes it direct
+  KVPORT_ASSIGN_OR_RETURN(size_t got, file.ReadAt(offset, block.data(), block.size()));
+  if (got < kFixedBytes) return Status::Corruption("no record to kill: the file ends there");
+  KVPORT_RETURN_IF_ERROR(KillFixedPart(std::span<char>(block.data(), kFixedBytes)));
+  KVPORT_RETURN_IF_ERROR(file.WriteAt(offset, block.data(), got));
+  return file.Sync();
+}
+
 Status ReadRecordValue(File& file, const ScannedRecord& record, std::span<char> out) {
   const DiskRecordHeader& h = record.header;
   if (out.size() < h.value_bytes) {

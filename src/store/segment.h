@@ -58,6 +58,12 @@ struct SegmentScan {
 // read.
 Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes);
 
+// Deletes the scanned record at `offset` in place (KillFixedPart): its first block read,
+// rewritten and synced. What a tier does when it cannot append a tombstone (a full disk takes
+// no new block, but an allocated one can be rewritten). Corruption when no valid record starts
+// there; the file's errors as they are.
+Status KillRecord(File& file, uint64_t offset);
+
 // Reads a scanned record's value into out[0, header.value_bytes), checked against its checksum:
 // Corruption, never wrong bytes, when it does not match (a torn write, a flipped bit, a file
 // truncated under the node). `out` may be longer: with room for the value's last whole block

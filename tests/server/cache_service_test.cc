@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// CacheService's shared-memory policy, which the Unix-socket tests cannot reach as another user.
+// CacheService's shared-memory policy, which the Unix-socket tests cannot reach as another user,
+// and what a shared-memory session holds (ShmHoldings).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include "server/cache_service.h"
 #include "server/request_context.h"
+#include "server/shm_holdings.h"
 #include "store/object_store.h"
 
 namespace kvport::server {
@@ -46,6 +48,46 @@ TEST(CacheServiceTest, SharedMemoryNeedsTheOptionAUnixSocketAndAMemfdArena) {
             std::string::npos);
   CacheService no_socket(store.get(), &counters, ServiceOptions{});
   EXPECT_FALSE(no_socket.offers_shared_memory());
+}
+
+// A reservation ended without its commit stays reserved while its session has the arena
+// mapped: the client may still be copying into it, and those bytes must not land in a key that
+// reused the space. A session without a mapping gives it back at once.
+TEST(ShmHoldingsTest, AReservationEndedWithoutItsCommitIsKeptUntilTheMappingSessionEnds) {
+  auto store = SmallStore();
+  ServerCounters counters;
+  ServiceOptions options;
+  options.identity.unix_path = "/tmp/kvport-test.sock";
+  CacheService service(store.get(), &counters, options);
+  ASSERT_NE(service.lease_words(), nullptr);
+  const auto now = MonotonicClock::now();
+  const auto overdue = [](uint64_t) { return std::chrono::microseconds(0); };
+  auto reserve = [&](ShmHoldings& holdings, std::string_view key) {
+    WriteBatch batch(&service, Grant::Everything());
+    batch.Reserve("ns", key, 4096, "", 0);
+    EXPECT_TRUE(batch.any_reserved());
+    return holdings.AddReservation(std::move(batch), now);
+  };
+  {
+    ShmHoldings mapped;
+    ASSERT_TRUE(mapped.TakeLeaseWord(service.lease_words()).ok());
+    reserve(mapped, "overdue");
+    EXPECT_EQ(mapped.AbortOverdueReservations(now + std::chrono::hours(1), overdue), 1u);
+    const uint64_t left_out = reserve(mapped, "left out");
+    Result<std::vector<StatusCode>> committed = mapped.Commit(left_out, std::vector<uint8_t>{0});
+    ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+    EXPECT_EQ(*committed, std::vector<StatusCode>{StatusCode::kAborted});
+    EXPECT_EQ(mapped.quarantined_bytes(), 2 * 4096u);
+    EXPECT_EQ(store->Stats().reserved_bytes, 2 * 4096u);  // neither back in the arena
+    EXPECT_EQ(mapped.reservations(), 2u);  // they count against the session's reservations
+    mapped.Clear();                        // the session ends
+    EXPECT_EQ(store->Stats().reserved_bytes, 0u);
+  }
+  ShmHoldings unmapped;
+  reserve(unmapped, "overdue");
+  EXPECT_EQ(unmapped.AbortOverdueReservations(now + std::chrono::hours(1), overdue), 1u);
+  EXPECT_EQ(store->Stats().reserved_bytes, 0u);
+  EXPECT_EQ(unmapped.reservations(), 0u);
 }
 
 }  // namespace

@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kvport serve --disk` as a real process (labelled needs-exec): 512 MiB through 64 MiB of
-// memory and read back bytes-equal with the process's memory bounded, and kill -9 in the middle
-// of a write storm, twenty times, with every acknowledged key either the right bytes or a miss
-// after each restart (docs/store.md, "The disk tier").
+// memory and read back bytes-equal with the process's memory bounded, and a storm of overwrites
+// and deletes ended by kill -9, by a kill in the stop's flush or by a clean stop, twelve times,
+// with every key its newest acknowledged version or a miss after each restart (docs/store.md,
+// "The disk tier").
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -171,69 +176,140 @@ TEST_F(DiskProcessTest, HalfAGigabyteThroughSixtyFourMegabytesOfMemory) {
   EXPECT_EQ(node_->Terminate(), 0) << Slurp(dir_ / "err");
 }
 
-TEST_F(DiskProcessTest, KillNineMidStormNeverServesWrongBytes) {
-  constexpr int kRounds = 20;
-  constexpr size_t kValueBytes = 96 << 10;
-  std::mt19937 random(20261205);
-  std::vector<std::string> acknowledged;  // every key a node answered SUCCESS for, all rounds
-  uint64_t hits_after_kills = 0;
-  std::vector<std::string> acked_last_round;
-  for (int round = 0; round < kRounds; ++round) {
+// The value of version `version` of `key`: the version in its first 8 bytes, then bytes that
+// follow from both, so that a reader can tell which version it got and that every byte is right.
+std::vector<char> VersionValue(const std::string& key, uint64_t version, size_t base_bytes) {
+  std::vector<char> value = ValueOf(key + "@" + std::to_string(version), base_bytes);
+  std::memcpy(value.data(), &version, sizeof(version));
+  return value;
+}
+
+// Overwrites and deletes of a small set of keys, far more than memory holds (so versions go to
+// disk, come back, and are replaced there), with the node ended at a random point of each round:
+// kill -9 mid-storm, SIGTERM followed at once by kill -9 (into the stop's flush), or a clean stop.
+// After every restart each key reads as its newest acknowledged version or a miss (or, for the
+// keys of the request the end cut off, that request's version): never an older version, never a
+// deleted key's, never a wrong byte.
+TEST_F(DiskProcessTest, EndedMidStormANodeNeverServesAnOldOrDeletedVersion) {
+  constexpr int kRounds = 12;
+  constexpr int kKeys = 192;
+  constexpr size_t kValueBytes = 64 << 10;  // ~14 MiB of keys through 8 MiB of memory
+  const uint32_t seed = std::random_device{}();
+  std::printf("seed %u\n", seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 random(seed);
+  auto key_of = [](int i) { return "k" + std::to_string(i); };
+  // Per key: the newest acknowledged version (kAbsent: deleted, never written or seen missing),
+  // and the version of a request still in flight when the node ended (kAbsent for a delete).
+  constexpr int64_t kAbsent = 0;
+  std::vector<int64_t> acked(kKeys, kAbsent);
+  std::vector<std::optional<int64_t>> in_flight(kKeys);
+  std::vector<int64_t> last_version(kKeys, 0);
+  uint64_t hits = 0, old_or_deleted = 0;
+  for (int round = 0; round <= kRounds; ++round) {
     StartNode("8MiB", "64MiB");
-    // The keys acknowledged before the last kill, and a sample of the older ones: each a hit
-    // with the right bytes, or a miss (all of them are checked at the end).
-    std::vector<std::string> checked = acked_last_round;
-    for (int i = 0; i < 32 && !acknowledged.empty(); ++i)
-      checked.push_back(acknowledged[random() % acknowledged.size()]);
-    for (const std::string& key : checked) {
-      const KeyCode code = CheckedGet(key, kValueBytes);
-      ASSERT_TRUE(code == KeyCode::kSuccess || code == KeyCode::kKeyNotExist)
-          << key << ": " << static_cast<int>(code);
-      if (code == KeyCode::kSuccess) ++hits_after_kills;
+    // Every key: a miss, or the version it may be. What was seen becomes its state.
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string key = key_of(i);
+      std::vector<char> out(kValueBytes + 5 * 4096);
+      IOBuffers buffers;
+      buffers.Append(out.data(), out.size());
+      Result<GetResult> got = client_->MGet({key}, GetOptions{"kv"}, buffers);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      int64_t seen = kAbsent;
+      if (got->codes[0] == KeyCode::kSuccess) {
+        out.resize(got->value_sizes[0]);
+        uint64_t version = 0;
+        ASSERT_GE(out.size(), sizeof(version)) << key;
+        std::memcpy(&version, out.data(), sizeof(version));
+        ASSERT_TRUE(out == VersionValue(key, version, kValueBytes))
+            << key << ": wrong bytes for version " << version << " (round " << round << ")";
+        seen = static_cast<int64_t>(version);
+        ++hits;
+      } else {
+        ASSERT_EQ(got->codes[0], KeyCode::kKeyNotExist) << key;
+      }
+      const bool allowed = seen == kAbsent || seen == acked[i] || seen == in_flight[i];
+      if (!allowed) ++old_or_deleted;
+      EXPECT_TRUE(allowed) << key << " read as version " << seen << "; acknowledged: " << acked[i]
+                           << (in_flight[i] ? ", in flight: " : "")
+                           << (in_flight[i] ? std::to_string(*in_flight[i]) : "") << " (round "
+                           << round << ")";
+      acked[i] = seen;
+      in_flight[i].reset();
     }
-    // The storm: a writer thread puts batches of fresh keys until the node is gone; the kill
-    // comes after a random number of acknowledged batches, while the writer is mid-request.
-    const int kill_after = std::uniform_int_distribution<int>(20, 80)(random);
-    std::atomic<int> batches{0};
-    std::vector<std::string> acked_this_round;
+    if (round == kRounds) break;
+    // The storm: puts of new versions (4 keys a request) and deletes (2), until the node ends.
+    const int end_after = std::uniform_int_distribution<int>(20, 80)(random);
+    std::atomic<int> requests{0};
+    std::mt19937 writer_random(random());
     std::thread writer([&] {
-      for (int b = 0;; ++b) {
-        std::vector<std::string> keys;
-        for (int k = 0; k < 4; ++k)
-          keys.push_back("r" + std::to_string(round) + "-" + std::to_string(b) + "-" +
-                         std::to_string(k));
-        const std::vector<KeyCode> codes = Put(keys, kValueBytes);
-        bool any = false;
-        for (size_t k = 0; k < keys.size(); ++k) {
-          if (codes[k] == KeyCode::kSuccess) {
-            acked_this_round.push_back(keys[k]);
-            any = true;
-          }
+      for (;;) {
+        std::vector<int> picked;
+        const bool del = writer_random() % 4 == 0;
+        while (picked.size() < (del ? 2u : 4u)) {
+          const int i = static_cast<int>(writer_random() % kKeys);
+          if (std::find(picked.begin(), picked.end(), i) == picked.end()) picked.push_back(i);
         }
-        if (!any) return;  // the node is gone
-        batches.fetch_add(1, std::memory_order_release);
+        std::vector<std::string> keys;
+        for (int i : picked)
+          keys.push_back(key_of(i));
+        std::vector<KeyCode> codes(keys.size(), KeyCode::kUnavailable);
+        if (del) {
+          for (int i : picked)
+            in_flight[i] = kAbsent;
+          Result<BatchResult> deleted = client_->MDel(keys, DelOptions{"kv"});
+          if (deleted.ok()) codes = deleted->codes;
+        } else {
+          std::vector<std::vector<char>> values;
+          IOBuffers buffers;
+          for (int i : picked) {
+            in_flight[i] = ++last_version[i];
+            values.push_back(
+                VersionValue(key_of(i), static_cast<uint64_t>(*in_flight[i]), kValueBytes));
+          }
+          for (std::vector<char>& v : values)
+            buffers.Append(v.data(), v.size());
+          Result<BatchResult> put = client_->MSet(keys, buffers, SetOptions{"kv"});
+          if (put.ok()) codes = put->codes;
+        }
+        bool answered = false;
+        for (size_t k = 0; k < picked.size(); ++k) {
+          const int i = picked[k];
+          if (codes[k] == KeyCode::kUnavailable || codes[k] == KeyCode::kTimeout) continue;
+          answered = true;
+          // A put answered with an error did not happen; a delete of an absent key did.
+          if (del || codes[k] == KeyCode::kSuccess) acked[i] = *in_flight[i];
+          in_flight[i].reset();
+        }
+        if (!answered) return;  // the node is gone: what is in flight stays in flight
+        requests.fetch_add(1, std::memory_order_release);
       }
     });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (batches.load(std::memory_order_acquire) < kill_after &&
+    while (requests.load(std::memory_order_acquire) < end_after &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::yield();
-    node_->Kill();
+    switch (round % 3) {
+      case 0:
+        node_->Kill();
+        break;
+      case 1:  // into the stop: its flush to disk may be under way
+        ::kill(node_->pid(), SIGTERM);
+        node_->Kill();
+        break;
+      case 2:
+        EXPECT_EQ(node_->Terminate(), 0) << Slurp(dir_ / "err");
+        break;
+    }
     writer.join();
-    ASSERT_GE(batches.load(), kill_after) << Slurp(dir_ / "err");
-    acknowledged.insert(acknowledged.end(), acked_this_round.begin(), acked_this_round.end());
-    acked_last_round = std::move(acked_this_round);
+    ASSERT_GE(requests.load(), end_after) << Slurp(dir_ / "err");
   }
-  StartNode("8MiB", "64MiB");
-  for (const std::string& key : acknowledged) {
-    const KeyCode code = CheckedGet(key, kValueBytes);
-    ASSERT_TRUE(code == KeyCode::kSuccess || code == KeyCode::kKeyNotExist) << key;
-    if (code == KeyCode::kSuccess) ++hits_after_kills;
-  }
-  std::printf("%zu keys acknowledged in %d rounds; %llu hits with the right bytes after kills\n",
-              acknowledged.size(), kRounds, static_cast<unsigned long long>(hits_after_kills));
-  // What was evicted and written before a kill comes back: the disk tier survived the kills.
-  EXPECT_GT(hits_after_kills, 0u);
+  std::printf("%d rounds, %llu hits, all of the newest acknowledged version\n", kRounds,
+              static_cast<unsigned long long>(hits));
+  EXPECT_EQ(old_or_deleted, 0u);
+  // Versions written before an end come back: the disk tier survived the ends.
+  EXPECT_GT(hits, 0u);
   EXPECT_EQ(node_->Terminate(), 0) << Slurp(dir_ / "err");
 }
 

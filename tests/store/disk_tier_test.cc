@@ -22,37 +22,12 @@
 namespace kvport::store {
 namespace {
 
+using testing::Bytes;
 using testing::FaultyFile;
+using testing::FaultyFolder;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kSegment = 128 << 10;
-
-std::vector<char> Bytes(char seed, size_t n) {
-  std::vector<char> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = static_cast<char>(seed + i * 7 + (i >> 9));
-  return v;
-}
-
-// The real folder, its files wrapped so that the test can make the newest one's writes fail.
-class FaultyFolder final : public SegmentFolder {
- public:
-  explicit FaultyFolder(std::unique_ptr<SegmentFolder> real) : real_(std::move(real)) {}
-  Result<std::vector<uint64_t>> List() override { return real_->List(); }
-  Result<std::unique_ptr<File>> Open(uint64_t number, bool create) override {
-    KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<File> file, real_->Open(number, create));
-    auto faulty = std::make_unique<FaultyFile>(std::move(file));
-    newest_ = faulty.get();
-    return std::unique_ptr<File>(std::move(faulty));
-  }
-  Status Remove(uint64_t number) override { return real_->Remove(number); }
-  std::string PathOf(uint64_t number) const override { return real_->PathOf(number); }
-  FaultyFile* newest() { return newest_; }
-
- private:
-  std::unique_ptr<SegmentFolder> real_;
-  FaultyFile* newest_ = nullptr;  // owned by the tier
-};
 
 class DiskTierTest : public ::testing::Test {
  protected:
@@ -79,11 +54,18 @@ class DiskTierTest : public ::testing::Test {
     Result<std::unique_ptr<DiskTier>> tier = DiskTier::Open(std::move(folder), options, now_ms);
     ASSERT_TRUE(tier.ok()) << tier.status().ToString();
     tier_ = std::move(tier).value();
+    sequence_ = tier_->last_sequence();
   }
 
+  // A new version of (ns, key), numbered as the memory store numbers them: above every one
+  // before.
   Status Put(std::string_view key, const std::vector<char>& value, std::string_view meta = "",
              uint64_t expiry_ms = 0, std::string_view ns = "ns") {
-    return tier_->Put(ns, key, meta, value, expiry_ms);
+    return tier_->Put(ns, key, meta, value, expiry_ms, ++sequence_);
+  }
+  // A delete of (ns, key): it ends every version before it.
+  Status Erase(std::string_view ns, std::string_view key) {
+    return tier_->Erase(ns, key, ++sequence_);
   }
 
   size_t SegmentFiles() const {
@@ -137,6 +119,7 @@ class DiskTierTest : public ::testing::Test {
   std::string dir_;
   FaultyFolder* folder_ = nullptr;
   std::unique_ptr<DiskTier> tier_;
+  uint64_t sequence_ = 0;  // the last sequence number given (Put, Erase)
 };
 
 TEST_F(DiskTierTest, ObjectsSurviveARestartWithTheirLatestValueAndDeletesStayDeleted) {
@@ -145,7 +128,7 @@ TEST_F(DiskTierTest, ObjectsSurviveARestartWithTheirLatestValueAndDeletesStayDel
   ASSERT_TRUE(Put("b", Bytes('b', 1)).ok());
   ASSERT_TRUE(Put("c", Bytes('c', 30000)).ok());
   ASSERT_TRUE(Put("a", Bytes('A', 20000), "meta-A").ok());  // overwritten
-  ASSERT_TRUE(tier_->Erase("ns", "b").ok());
+  ASSERT_TRUE(Erase("ns", "b").ok());
   ASSERT_TRUE(Put("c", Bytes('x', 5), "", 0, "other").ok());  // same key, another namespace
   ASSERT_TRUE(Put("empty", {}).ok());
 
@@ -181,7 +164,7 @@ TEST_F(DiskTierTest, NamespacesOfAKeyAreListedInOrderAcrossARestart) {
     EXPECT_TRUE(tier_->NamespacesOf("none", 1000).empty());
     Open();
   }
-  ASSERT_TRUE(tier_->Erase("a", "k").ok());
+  ASSERT_TRUE(Erase("a", "k").ok());
   EXPECT_EQ(tier_->NamespacesOf("k", 1000), (std::vector<std::string>{"", "b"}));
 }
 
@@ -257,7 +240,7 @@ TEST_F(DiskTierTest, PutManyWritesRunsThatFitAndFailsOnlyTheRunAWriteFailed) {
   }
   std::vector<DiskPut> puts;
   for (int i = 0; i < 20; ++i)
-    puts.push_back({"ns", keys[i], "", values[i], 0});
+    puts.push_back({"ns", keys[i], "", values[i], 0, ++sequence_});
   std::vector<Status> statuses = tier_->PutMany(puts);
   for (int i = 0; i < 20; ++i)
     EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].ToString();
@@ -270,7 +253,7 @@ TEST_F(DiskTierTest, PutManyWritesRunsThatFitAndFailsOnlyTheRunAWriteFailed) {
   for (int i = 0; i < 16; ++i)
     more_values.push_back(Bytes(static_cast<char>('A' + i), 3000));
   for (int i = 0; i < 16; ++i)
-    more.push_back({"ns", keys[i], "", more_values[i], 0});
+    more.push_back({"ns", keys[i], "", more_values[i], 0, ++sequence_});
   statuses = tier_->PutMany(more);
   for (int i = 0; i < 12; ++i)
     EXPECT_EQ(statuses[i].code(), StatusCode::kIoError) << i;
@@ -361,14 +344,70 @@ TEST_F(DiskTierTest, AFullDiskFailsThePutAndKeepsThePreviousValue) {
   folder_->newest()->FailNextWrite(FaultyFile::Fault::kNoSpace);
   EXPECT_EQ(Put("k", Bytes('2', 3000)).code(), StatusCode::kNoSpace);
   EXPECT_EQ(tier_->Get("ns", "k", 1000)->value, Bytes('1', 3000));
-  folder_->newest()->FailNextWrite(FaultyFile::Fault::kIoError);
-  Status erased = tier_->Erase("ns", "k");
-  EXPECT_EQ(erased.code(), StatusCode::kIoError);
-  EXPECT_THAT(erased.message(), HasSubstr("may come back at a restart"));
-  EXPECT_FALSE(tier_->Contains("ns", "k", 1000));  // gone for now, as asked
   ASSERT_TRUE(Put("k", Bytes('3', 3000)).ok());
   Open();
   EXPECT_EQ(tier_->Get("ns", "k", 1000)->value, Bytes('3', 3000));
+}
+
+// A delete whose tombstone cannot be appended (the disk is full) kills the record in place,
+// which needs no new block: the key stays deleted across a restart, and so does an older
+// version of it that the killed one had replaced.
+TEST_F(DiskTierTest, ADeleteOnAFullDiskKillsTheRecordInPlaceAndStaysDeletedAcrossARestart) {
+  Open();
+  ASSERT_TRUE(Put("k", Bytes('1', 3000)).ok());
+  ASSERT_TRUE(Put("k", Bytes('2', 3000)).ok());
+  ASSERT_TRUE(Put("other", Bytes('o', 3000)).ok());
+  folder_->newest()->FailNextWrite(FaultyFile::Fault::kNoSpace);
+  ASSERT_TRUE(Erase("ns", "k").ok());
+  EXPECT_EQ(tier_->stats().killed_records, 1u);
+  EXPECT_FALSE(tier_->Contains("ns", "k", 1000));
+  for (int restart = 0; restart < 2; ++restart) {
+    Open();
+    EXPECT_FALSE(tier_->Contains("ns", "k", 1000)) << "restart " << restart;
+    EXPECT_EQ(tier_->Get("ns", "other", 1000)->value, Bytes('o', 3000));
+    // The scan moved past the killed record: what comes after it is read.
+    EXPECT_EQ(tier_->stats().restored, 1u);
+  }
+  // A killed record is compacted as the tombstone it is.
+  ASSERT_TRUE(Put("k", Bytes('3', 3000)).ok());
+  Open();
+  EXPECT_EQ(tier_->Get("ns", "k", 1000)->value, Bytes('3', 3000));
+}
+
+// Versions, not arrival order: a record of a lower sequence written after a higher one (a late
+// copy of an older version) is dead from the start, before and after a restart; a tombstone
+// ends what is below its sequence and not the version it was written for.
+TEST_F(DiskTierTest, TheHighestSequenceWinsWhateverTheOrderOfWrites) {
+  Open();
+  ASSERT_TRUE(tier_->Put("ns", "k", "", Bytes('n', 3000), 0, 20).ok());
+  ASSERT_TRUE(tier_->Put("ns", "k", "", Bytes('o', 3000), 0, 10).ok());  // late, older
+  EXPECT_EQ(tier_->Get("ns", "k", 1000)->value, Bytes('n', 3000));
+  ASSERT_TRUE(tier_->Erase("ns", "k", 20).ok());  // nothing below 20 is left: a no-op
+  EXPECT_EQ(tier_->Get("ns", "k", 1000)->value, Bytes('n', 3000));
+  // A tombstone of 30, then the version 30 it was written for (an overwrite's erase can reach
+  // the disk before the new version's copy does).
+  ASSERT_TRUE(tier_->Erase("ns", "k", 30).ok());
+  EXPECT_FALSE(tier_->Contains("ns", "k", 1000));
+  ASSERT_TRUE(tier_->Put("ns", "k", "", Bytes('v', 3000), 0, 30).ok());
+  EXPECT_EQ(tier_->last_sequence(), 30u);
+  Open();
+  EXPECT_EQ(tier_->Get("ns", "k", 1000)->value, Bytes('v', 3000));
+  EXPECT_EQ(tier_->last_sequence(), 30u);
+}
+
+// A namespace may hold any byte, NUL too: ("a\0b", "c") and ("a", "b\0c") are two objects.
+TEST_F(DiskTierTest, NamespacesWithANulDoNotCollideWithKeys) {
+  Open();
+  const std::string ns1("a\0b", 3), key1("c");
+  const std::string ns2("a"), key2("b\0c", 3);
+  ASSERT_TRUE(Put(key1, Bytes('1', 3000), "", 0, ns1).ok());
+  ASSERT_TRUE(Put(key2, Bytes('2', 3000), "", 0, ns2).ok());
+  for (int restart = 0; restart < 2; ++restart) {
+    EXPECT_EQ(tier_->Get(ns1, key1, 1000)->value, Bytes('1', 3000));
+    EXPECT_EQ(tier_->Get(ns2, key2, 1000)->value, Bytes('2', 3000));
+    EXPECT_EQ(tier_->stats().objects, 2u);
+    Open();
+  }
 }
 
 TEST_F(DiskTierTest, CompactionMovesTheLiveRecordsOfAMostlyDeadSegmentAndFreesIt) {
@@ -434,7 +473,7 @@ TEST_F(DiskTierTest, CompactionStepsAreBoundedAndPutsAndDeletesBetweenThemWin) {
   EXPECT_TRUE(step->more);
   // Meanwhile: k11 rewritten, k12 deleted, k10 (already moved) rewritten too.
   ASSERT_TRUE(PutSmall(11, 'X').ok());
-  ASSERT_TRUE(tier_->Erase("ns", K(12)).ok());
+  ASSERT_TRUE(Erase("ns", K(12)).ok());
   ASSERT_TRUE(PutSmall(10, 'Y').ok());
   uint64_t moved = 0, finished = 0;
   CompactAll(kRecord, &moved, &finished);
@@ -460,7 +499,7 @@ TEST_F(DiskTierTest, ATombstoneIsCarriedForwardWhileAnOlderSegmentMayHoldItsKey)
   for (int i = 1; i < 16; ++i)
     ASSERT_TRUE(PutSmall(100 + i, 'a').ok());
   // Segment 2: gone's tombstone, then b0..b14, which are rewritten at once (segment 3).
-  ASSERT_TRUE(tier_->Erase("ns", "gone").ok());
+  ASSERT_TRUE(Erase("ns", "gone").ok());
   for (int i = 0; i < 15; ++i)
     ASSERT_TRUE(PutSmall(200 + i, 'b').ok());
   for (int i = 0; i < 15; ++i)
@@ -488,7 +527,7 @@ TEST_F(DiskTierTest, ATombstoneIsCarriedForwardWhileAnOlderSegmentMayHoldItsKey)
   // Delete b0..b14: segment 3 (their records and gone's carried tombstone) is the oldest and
   // all dead; the tombstone goes with it, nothing older being left for it to hide.
   for (int i = 0; i < 15; ++i)
-    ASSERT_TRUE(tier_->Erase("ns", K(200 + i)).ok());
+    ASSERT_TRUE(Erase("ns", K(200 + i)).ok());
   step = tier_->CompactStep(1 << 20, kNow);
   ASSERT_TRUE(step.ok()) << step.status().ToString();
   EXPECT_EQ(step->moved_bytes, 0u);
@@ -642,7 +681,7 @@ TEST_F(DiskTierTest, IndexBytesCountEachEntrysStringsAndNode) {
   EXPECT_GE(full - empty, kObjects * (3 * 103 + 50));
   EXPECT_LE(full - empty, kObjects * 2048);
   for (int i = 0; i < kObjects; ++i)
-    ASSERT_TRUE(tier_->Erase("ns", long_key + std::to_string(i)).ok());
+    ASSERT_TRUE(Erase("ns", long_key + std::to_string(i)).ok());
   const uint64_t erased = tier_->stats().index_bytes;
   // The entries go (their ids stay listed in their segments until those go).
   EXPECT_LE(erased, full - kObjects * (2 * 103 + 50));

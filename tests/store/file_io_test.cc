@@ -7,12 +7,15 @@
 #include "store/file_io.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -275,6 +278,72 @@ TEST(SegmentFolderIoTest, TheFolderSaysHowItsSegmentsAreReadAndWritten) {
     EXPECT_FALSE(std::filesystem::exists(dir + "/.kvport-io-probe"));
     ASSERT_TRUE((*folder)->Remove(1).ok());
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Segment files are made new, never over or through something else, and only regular files
+// are opened; a bad one is moved aside and no longer listed.
+TEST(SegmentFolderIoTest, SegmentsAreMadeNewAndOnlyRegularFilesAreOpened) {
+  const std::string dir =
+      ::testing::TempDir() + "kvport_file_io_strict_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  Result<std::unique_ptr<SegmentFolder>> folder = OpenSegmentFolder(dir);
+  ASSERT_TRUE(folder.ok()) << folder.status().ToString();
+  SegmentFolder& f = **folder;
+  ASSERT_TRUE(f.Open(1, /*create=*/true).ok());
+  Result<std::unique_ptr<File>> again = f.Open(1, /*create=*/true);
+  EXPECT_EQ(again.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(again.status().message(), ::testing::HasSubstr("already exists"));
+  const std::string target = dir + "/target";
+  { std::ofstream(target) << "x"; }
+  ASSERT_EQ(::symlink(target.c_str(), f.PathOf(2).c_str()), 0);
+  Result<std::unique_ptr<File>> link = f.Open(2, /*create=*/false);
+  EXPECT_THAT(link.status().message(), ::testing::HasSubstr("is a symbolic link"));
+  EXPECT_FALSE(f.Open(2, /*create=*/true).ok());
+  ASSERT_TRUE(std::filesystem::create_directory(f.PathOf(3)));
+  Result<std::unique_ptr<File>> folder_named = f.Open(3, /*create=*/false);
+  EXPECT_THAT(folder_named.status().message(), ::testing::HasSubstr("is a folder"));
+  ASSERT_EQ(::link(target.c_str(), f.PathOf(4).c_str()), 0);
+  EXPECT_THAT(f.Open(4, /*create=*/false).status().message(), ::testing::HasSubstr("2 links"));
+  EXPECT_EQ(f.Open(5, /*create=*/false).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*f.List(), (std::vector<uint64_t>{1, 2, 3, 4}));
+  ASSERT_TRUE(f.Quarantine(2).ok());
+  ASSERT_TRUE(f.Quarantine(3).ok());
+  ASSERT_TRUE(f.SyncDir().ok());
+  EXPECT_EQ(*f.List(), (std::vector<uint64_t>{1, 4}));
+  EXPECT_TRUE(std::filesystem::is_symlink(f.PathOf(2) + ".quarantined"));
+  EXPECT_TRUE(std::filesystem::is_directory(f.PathOf(3) + ".quarantined"));
+  std::ifstream in(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "x");
+  std::filesystem::remove_all(dir);
+}
+
+// Allocate reserves the blocks and leaves the size to the writes; the superblock is replaced
+// whole; the free space is the filesystem's.
+TEST(SegmentFolderIoTest, AllocateSuperblockAndFreeBytes) {
+  const std::string dir =
+      ::testing::TempDir() + "kvport_file_io_allocate_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  Result<std::unique_ptr<SegmentFolder>> folder = OpenSegmentFolder(dir);
+  ASSERT_TRUE(folder.ok()) << folder.status().ToString();
+  Result<std::unique_ptr<File>> file = (*folder)->Open(1, /*create=*/true);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ASSERT_TRUE((*file)->Allocate(0, 256 << 10).ok());
+  EXPECT_EQ(*(*file)->Size(), 0u);
+  struct stat st {};
+  ASSERT_EQ(::stat((*folder)->PathOf(1).c_str(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, uint64_t{256} << 10);
+  const std::vector<char> block(4096, 'b');
+  ASSERT_TRUE((*file)->WriteAt(0, block.data(), block.size()).ok());
+  EXPECT_EQ(*(*file)->Size(), 4096u);
+  EXPECT_EQ((*folder)->ReadSuperblock().status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE((*folder)->WriteSuperblock("first").ok());
+  ASSERT_TRUE((*folder)->WriteSuperblock("second").ok());
+  EXPECT_EQ(*(*folder)->ReadSuperblock(), "second");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/SUPERBLOCK.tmp"));
+  Result<uint64_t> free_bytes = (*folder)->FreeBytes();
+  ASSERT_TRUE(free_bytes.ok());
+  EXPECT_GT(*free_bytes, 0u);
   std::filesystem::remove_all(dir);
 }
 

@@ -46,6 +46,76 @@ TEST(ObjectStoreTest, CommitIfAbsentLeavesAVisibleVersionAndTakesAnAbsentOrExpir
   EXPECT_EQ(Get(*store, "ns", "k"), "old");
 }
 
+// Sequence numbers say which version an object is: every commit of a key and every change in
+// place gives a higher one than the key had; a promotion keeps the one it is given; the first
+// one is the options'.
+TEST(ObjectStoreTest, SequencesRiseWithEveryCommitAndChangeAndAPresetOneIsKept) {
+  StoreOptions options;
+  options.capacity_bytes = 64 * kBlock;
+  options.first_sequence = 1000;
+  auto store = ObjectStore::Create(options).value();
+  uint64_t first = 0, second = 0, changed = 0, other = 0;
+  auto put = [&](std::string_view key, uint64_t* sequence) {
+    Result<WriteHandle> w = store->Reserve("ns", key, 10, "", kNoExpiry);
+    ASSERT_TRUE(w.ok());
+    std::memset(w->data(), 'x', 10);
+    ASSERT_TRUE(store->Commit(std::move(*w), sequence).ok());
+  };
+  put("k", &first);
+  EXPECT_GE(first, 1000u);
+  EXPECT_EQ(store->Lookup("ns", "k")->sequence(), first);
+  put("k", &second);
+  EXPECT_GT(second, first);
+  ASSERT_TRUE(store->SetExpiry("ns", "k", 60000, &changed).ok());
+  EXPECT_GT(changed, second);
+  EXPECT_EQ(store->Lookup("ns", "k")->sequence(), changed);
+  uint64_t attached = 0;
+  ASSERT_TRUE(store->AttachMeta("ns", "k", "m", &attached).ok());
+  EXPECT_GT(attached, changed);
+  EXPECT_GT(store->NewSequence(), attached);
+  // A version brought back from elsewhere keeps its number.
+  Result<WriteHandle> w = store->Reserve("ns", "promoted", 10, "", kNoExpiry);
+  ASSERT_TRUE(w.ok());
+  std::memset(w->data(), 'p', 10);
+  w->SetSequence(7);
+  ASSERT_TRUE(store->CommitIfAbsent(std::move(*w)).ok());
+  EXPECT_EQ(store->Lookup("ns", "promoted")->sequence(), 7u);
+  put("other", &other);
+  EXPECT_GT(other, attached);
+}
+
+// The sink is asked before the object leaves memory and handed its bytes only when it wants
+// them, with the version's sequence number.
+TEST(ObjectStoreTest, TheEvictionSinkIsAskedFirstAndGetsTheBytesOnlyWhenItWantsThem) {
+  class Sink final : public EvictionSink {
+   public:
+    bool Leaving(const EvictedObject& o) override {
+      asked.emplace_back(o.key);
+      return o.key != "unwanted";
+    }
+    void Evicted(const EvictedObject& o) override {
+      handed.emplace_back(o.key);
+      sequences.push_back(o.sequence);
+      values.emplace_back(reinterpret_cast<const char*>(o.value.data()), o.value.size());
+    }
+    std::vector<std::string> asked, handed, values;
+    std::vector<uint64_t> sequences;
+  } sink;
+  StoreOptions options;
+  options.capacity_bytes = 2 * kBlock;
+  options.eviction_sink = &sink;
+  auto store = ObjectStore::Create(options).value();
+  ASSERT_TRUE(Put(*store, "ns", "unwanted", Blocks(1, 'u')).ok());
+  ASSERT_TRUE(Put(*store, "ns", "wanted", Blocks(1, 'w')).ok());
+  const uint64_t wanted_sequence = store->Lookup("ns", "wanted")->sequence();
+  ASSERT_TRUE(Put(*store, "ns", "a", Blocks(1, 'a')).ok());
+  ASSERT_TRUE(Put(*store, "ns", "b", Blocks(1, 'b')).ok());
+  EXPECT_EQ(sink.asked, (std::vector<std::string>{"unwanted", "wanted"}));
+  EXPECT_EQ(sink.handed, (std::vector<std::string>{"wanted"}));
+  EXPECT_EQ(sink.sequences, (std::vector<uint64_t>{wanted_sequence}));
+  EXPECT_EQ(sink.values, (std::vector<std::string>{Blocks(1, 'w')}));
+}
+
 TEST(ObjectStoreTest, CreateRejectsTinyCapacity) {
   StoreOptions options;
   options.capacity_bytes = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "store/object_store.h"
+#include "store_test_util.h"
 
 namespace kvport::store {
 namespace {
@@ -84,9 +85,10 @@ TEST(StoreAttachMetaTest, ANewVersionStartsWithoutIt) {
 TEST(StoreAttachMetaTest, EvictionHandsTheMetaOn) {
   StoreOptions options = Options(64 * 1024);
   std::vector<std::string> evicted_metas;
-  options.on_evict = [&](const EvictedObject& o) {
+  testing::EvictedTo sink([&](const EvictedObject& o) {
     if (o.key == "first") evicted_metas.emplace_back(o.meta);
-  };
+  });
+  options.eviction_sink = &sink;
   auto store = MakeStore(options);
   Put(*store, "first");
   ASSERT_TRUE(store->AttachMeta("ns", "first", "its meta").ok());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,18 @@ inline std::unique_ptr<ObjectStore> MakeStore(uint64_t blocks, const TtlClock* c
   auto store = ObjectStore::Create(options);
   return store.ok() ? std::move(store).value() : nullptr;
 }
+
+// An EvictionSink that wants every evicted object and hands it to `evicted`.
+class EvictedTo final : public EvictionSink {
+ public:
+  explicit EvictedTo(std::function<void(const EvictedObject&)> evicted)
+      : evicted_(std::move(evicted)) {}
+  bool Leaving(const EvictedObject&) override { return true; }
+  void Evicted(const EvictedObject& object) override { evicted_(object); }
+
+ private:
+  std::function<void(const EvictedObject&)> evicted_;
+};
 
 // Reserve + copy + Commit, the way the server does it.
 inline Status Put(ObjectStore& store, std::string_view ns, std::string_view key,

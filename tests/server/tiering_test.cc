@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: Apache-2.0
+// Memory and the disk tier together (CacheService over an ObjectStore and a DiskOffload): a read
+// returns the newest acknowledged version of a key or a miss, never an older one, never a
+// deleted one, across evictions, promotions, in-place changes and restarts. The interleavings
+// that once broke it (a change of a key while its older version was being copied to disk) are
+// forced with a latch in the eviction path.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "server/cache_service.h"
+#include "server/disk_offload.h"
+#include "store/object_store.h"
+
+namespace kvport::server {
+namespace {
+
+constexpr uint64_t kBlock = 4096;
+constexpr uint64_t kValueBytes = 4 * kBlock;  // four values fill the store below
+
+// Hands evictions to the disk tier, holding the one of `key` (if set) between Leaving and
+// Evicted until Release: where a change of the key used to slip in and be lost.
+class LatchedSink final : public store::EvictionSink {
+ public:
+  void set_disk(DiskOffload* disk) { disk_ = disk; }
+  void Hold(std::string key) {
+    std::lock_guard lock(mu_);
+    held_key_ = std::move(key);
+    reached_ = released_ = false;
+  }
+  // Waits until the held key's eviction is between its two steps.
+  bool WaitReached() {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, std::chrono::seconds(30), [&] { return reached_; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+  bool Leaving(const store::EvictedObject& object) override { return disk_->Leaving(object); }
+  void Evicted(const store::EvictedObject& object) override {
+    {
+      std::unique_lock lock(mu_);
+      if (object.key == held_key_) {
+        reached_ = true;
+        changed_.notify_all();
+        changed_.wait_for(lock, std::chrono::seconds(30), [&] { return released_; });
+      }
+    }
+    disk_->Evicted(object);
+  }
+
+ private:
+  DiskOffload* disk_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::string held_key_;
+  bool reached_ = false;
+  bool released_ = false;
+};
+
+std::string Value(char seed) {
+  std::string value(kValueBytes, seed);
+  value[0] = static_cast<char>(seed ^ 0x5a);  // not one repeated byte: a shifted read shows
+  return value;
+}
+
+// What a get answered, in a line a failure can print: the seed of the Value it was, "miss", or
+// "other bytes".
+std::string Seen(const std::optional<std::string>& got) {
+  if (!got) return "miss";
+  if (got->size() == kValueBytes && *got == Value((*got)[1]))
+    return std::string("value ") + (*got)[1];
+  return "other bytes";
+}
+
+class TieringTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "kvport_tiering_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    Open();
+  }
+  void TearDown() override {
+    Close(/*flush=*/false);
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A node: 16 blocks of memory over a disk tier in dir_, restored from what is there.
+  void Open() {
+    DiskOffloadOptions disk_options;
+    disk_options.dir = dir_;
+    disk_options.capacity_bytes = 8 << 20;
+    Result<std::unique_ptr<DiskOffload>> disk = DiskOffload::Open(disk_options);
+    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    disk_ = std::move(disk).value();
+    sink_.set_disk(disk_.get());
+    store::StoreOptions store_options;
+    store_options.capacity_bytes = 16 * kBlock;
+    store_options.eviction_sink = &sink_;
+    store_options.first_sequence = disk_->last_sequence() + 1;
+    Result<std::unique_ptr<store::ObjectStore>> store = store::ObjectStore::Create(store_options);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    service_ = std::make_unique<CacheService>(store_.get(), &counters_, ServiceOptions{});
+    service_->set_disk(disk_.get());
+  }
+  // A stop: with `flush`, what memory holds goes to disk first, as a clean stop does.
+  void Close(bool flush) {
+    if (flush && disk_ != nullptr) {
+      disk_->FlushAtStop(*store_, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+    }
+    service_.reset();
+    store_.reset();
+    disk_.reset();
+  }
+  void Restart() {
+    Close(/*flush=*/true);
+    Open();
+  }
+
+  Status Put(std::string_view key, const std::string& value) {
+    Result<store::WriteHandle> handle = service_->Reserve(*grant_, "ns", key, value.size(), "", 0);
+    if (!handle.ok()) return handle.status();
+    std::memcpy(handle->data(), value.data(), value.size());
+    return service_->Commit(std::move(handle).value());
+  }
+  // The value a get answers, or nullopt for a miss.
+  std::optional<std::string> Get(std::string_view key) {
+    Result<store::ReadHandle> pin = service_->Pin(*grant_, "ns", key, /*any_namespace=*/false);
+    if (!pin.ok()) {
+      EXPECT_EQ(pin.status().code(), StatusCode::kNotFound) << pin.status().ToString();
+      return std::nullopt;
+    }
+    return std::string(reinterpret_cast<const char*>(pin->data()), pin->size());
+  }
+  Status Delete(std::string_view key) {
+    return service_->Delete(*grant_, "ns", key, /*any_namespace=*/false);
+  }
+  // Puts four other values: whatever else memory held is evicted (to the disk tier).
+  void FillMemory(const std::string& prefix) {
+    for (int i = 0; i < 4; ++i)
+      ASSERT_TRUE(Put(prefix + std::to_string(i), Value(static_cast<char>('0' + i))).ok());
+  }
+  // Waits until the disk tier's writer has written everything queued.
+  void Drain() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (disk_->stats().pending_bytes != 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(disk_->stats().pending_bytes, 0u);
+  }
+
+  std::string dir_;
+  LatchedSink sink_;
+  ServerCounters counters_;
+  std::unique_ptr<DiskOffload> disk_;
+  std::unique_ptr<store::ObjectStore> store_;
+  std::unique_ptr<CacheService> service_;
+  const std::shared_ptr<const Grant> grant_ = Grant::Everything();
+};
+
+// K@v1 is being evicted (out of memory, its copy to disk not made yet) when K@v2 is committed.
+// v1 must not land on disk after v2's commit: when v2 is evicted in turn, the disk would already
+// "have K" and the next get would answer v1.
+TEST_F(TieringTest, AnOverwriteDuringTheOldVersionsEvictionWinsOnDiskAndAfterARestart) {
+  ASSERT_TRUE(Put("K", Value('a')).ok());
+  sink_.Hold("K");
+  std::thread evictor([&] { FillMemory("filler"); });  // K is the least recently used
+  ASSERT_TRUE(sink_.WaitReached());
+  ASSERT_TRUE(Put("K", Value('b')).ok());  // between the eviction's two steps
+  sink_.Release();
+  evictor.join();
+  Drain();
+  FillMemory("more");  // v2 goes to disk now
+  Drain();
+  ASSERT_EQ(store_->Exists("ns", "K").code(), StatusCode::kNotFound);  // only the disk has K
+  EXPECT_EQ(Seen(Get("K")), "value b");
+  Restart();
+  EXPECT_EQ(Seen(Get("K")), "value b");
+}
+
+// The same window, with a delete: the deleted version never comes back.
+TEST_F(TieringTest, ADeleteDuringTheEvictionKeepsTheKeyDeletedOnDiskAndAfterARestart) {
+  ASSERT_TRUE(Put("K", Value('a')).ok());
+  sink_.Hold("K");
+  std::thread evictor([&] { FillMemory("filler"); });
+  ASSERT_TRUE(sink_.WaitReached());
+  EXPECT_TRUE(Delete("K").ok());  // it was there (on its way to disk): a delete of something
+  sink_.Release();
+  evictor.join();
+  Drain();
+  EXPECT_EQ(Seen(Get("K")), "miss");
+  Restart();
+  EXPECT_EQ(Seen(Get("K")), "miss");
+}
+
+// A version promoted from disk and evicted again is that very version: not written twice. One
+// changed in place (a new expiry) is another: the disk copy of the old one ends.
+TEST_F(TieringTest, APromotedVersionIsNotWrittenAgainAndAChangedOneIs) {
+  ASSERT_TRUE(Put("K", Value('a')).ok());
+  FillMemory("filler");
+  Drain();
+  const uint64_t written = disk_->stats().written;
+  EXPECT_EQ(Seen(Get("K")), "value a");  // promoted
+  FillMemory("more");                    // evicted again: its copy is on disk already
+  Drain();
+  // The fillers (one evicted by the promotion, three by the puts), not K again.
+  EXPECT_EQ(disk_->stats().written, written + 4);
+  EXPECT_EQ(Seen(Get("K")), "value a");
+  ASSERT_TRUE(service_->SetExpiry(*grant_, "ns", "K", 3600 * 1000).ok());
+  EXPECT_FALSE(disk_->Contains("ns", "K", nullptr));  // the version before the change ended
+  FillMemory("again");
+  Drain();
+  Restart();
+  EXPECT_EQ(Seen(Get("K")), "value a");
+  Result<uint64_t> ttl = service_->TimeToLive(*grant_, "ns", "K");
+  ASSERT_TRUE(ttl.ok());
+  EXPECT_GT(*ttl, 3000u * 1000);  // the changed version is the one kept
+}
+
+// Random puts, overwrites, deletes, in-place changes and restarts against a reference map, with
+// memory far smaller than the keys' values so that gets go through evictions and promotions:
+// each get answers the newest value put or a miss, and never a deleted key's value.
+TEST_F(TieringTest, RandomOperationsAgainstAReferenceMap) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 random(seed);
+  std::map<std::string, std::string> model;  // absent: deleted or never put
+  uint64_t misses = 0, hits = 0;
+  for (int step = 0; step < 600; ++step) {
+    const std::string key = "key" + std::to_string(random() % 12);
+    const uint32_t op = random() % 100;
+    if (op < 40) {
+      const std::string value = Value(static_cast<char>('A' + random() % 50));
+      ASSERT_TRUE(Put(key, value).ok());
+      model[key] = value;
+    } else if (op < 50) {
+      (void)Delete(key);
+      model.erase(key);
+    } else if (op < 55) {
+      if (service_->SetExpiry(*grant_, "ns", key, 3600 * 1000).ok()) {
+        ASSERT_TRUE(model.count(key) != 0) << key << " changed in place after its delete";
+      }
+    } else if (op < 57) {
+      Restart();
+    } else {
+      const std::optional<std::string> got = Get(key);
+      auto expected = model.find(key);
+      if (!got) {
+        misses += expected != model.end() ? 1 : 0;
+      } else {
+        ++hits;
+        ASSERT_TRUE(expected != model.end())
+            << key << ": a deleted key came back (step " << step << ")";
+        ASSERT_TRUE(*got == expected->second)
+            << key << ": an older version came back (step " << step << ")";
+      }
+    }
+  }
+  // The disk holds every key many times over and one thread waits for each eviction's copy:
+  // every key put and not deleted is found, in memory, in the writer's queue or on disk.
+  EXPECT_EQ(misses, 0u) << hits << " hits";
+  EXPECT_GT(hits, 0u);
+}
+
+}  // namespace
+}  // namespace kvport::server
