@@ -72,6 +72,7 @@ DiskTier::DiskTier(std::unique_ptr<SegmentFolder> folder, const DiskTierOptions&
     : folder_(std::move(folder)), options_(options) {}
 
 DiskTier::~DiskTier() {
+  UnlinkRemoved();
   if (!superblock_written_) return;  // Open failed: the superblock is as it found it
   // A clean stop: what the segments hold is made durable first, so that the flag never claims
   // more than is on disk.
@@ -294,8 +295,15 @@ Status DiskTier::Restore(uint64_t now_ms) {
         std::make_unique<SegmentWriter>(newest.file.get(), options_.segment_bytes, newest.end);
   }
   if (removals_ > synced_removals_) {
-    // Segments evicted for a lowered capacity: durable before a tombstone relies on it.
-    if (folder_->SyncDir().ok()) synced_removals_ = removals_;
+    // Segments evicted for a lowered capacity: unlinked now (nothing else runs yet) and durable
+    // before a tombstone relies on it.
+    for (uint64_t number : to_unlink_) {
+      Status removed = folder_->Remove(number);
+      if (!removed.ok()) log::Warn("disk tier: removing a segment: {}", removed.ToString());
+    }
+    unlinked_ += to_unlink_.size();
+    to_unlink_.clear();
+    if (folder_->SyncDir().ok()) synced_removals_ = unlinked_;
   }
   return Status::Ok();
 }
@@ -334,7 +342,20 @@ void DiskTier::Drop(const std::string& id, Entry entry, const Status& why) {
   }
   log::Warn("disk tier: {} of {}: {}: dropped", entry.record.offset,
             folder_->PathOf(entry.segment->number), why.ToString());
-  if (KillRecord(*entry.segment->file, entry.record.offset).ok()) ++stats_.killed_records;
+  to_kill_.push_back(std::move(entry));
+}
+
+void DiskTier::KillDropped() {
+  std::vector<Entry> entries;
+  {
+    MutexLock lock(mu_);
+    entries.swap(to_kill_);
+  }
+  uint64_t killed = 0;
+  for (const Entry& entry : entries)
+    killed += KillRecord(*entry.segment->file, entry.record.offset).ok() ? 1 : 0;
+  MutexLock lock(mu_);
+  stats_.killed_records += killed;
 }
 
 void DiskTier::Forget(const std::string& id) {
@@ -361,25 +382,38 @@ uint64_t DiskTier::RemoveSegment(const std::shared_ptr<Segment>& segment) {
     ++forgotten;
   }
   disk_bytes_ -= segment->end;
-  // Readers holding the segment keep reading its (unlinked) file until they let it go. Durable
-  // at the next SyncDir (SyncRemovals, StartSegment).
-  Status removed = folder_->Remove(segment->number);
-  if (!removed.ok()) log::Warn("disk tier: removing a segment: {}", removed.ToString());
+  // Readers holding the segment keep reading its file, unlinked or not, until they let it go.
+  to_unlink_.push_back(segment->number);
   ++removals_;
   return forgotten;
 }
 
+void DiskTier::UnlinkRemoved() {
+  std::vector<uint64_t> numbers;
+  {
+    MutexLock lock(mu_);
+    numbers.swap(to_unlink_);
+  }
+  for (uint64_t number : numbers) {
+    Status removed = folder_->Remove(number);
+    if (!removed.ok()) log::Warn("disk tier: removing a segment: {}", removed.ToString());
+  }
+  MutexLock lock(mu_);
+  unlinked_ += numbers.size();
+}
+
 Status DiskTier::SyncRemovals() {
-  uint64_t removals = 0;
+  UnlinkRemoved();
+  uint64_t unlinked = 0;
   {
     MutexLock lock(mu_);
     if (synced_removals_ == removals_) return Status::Ok();
-    removals = removals_;
+    unlinked = unlinked_;
   }
   // Without the lock (a sync waits for the disk); a removal meanwhile stays unsynced.
   KVPORT_RETURN_IF_ERROR(folder_->SyncDir());
   MutexLock lock(mu_);
-  synced_removals_ = std::max(synced_removals_, removals);
+  synced_removals_ = std::max(synced_removals_, unlinked);
   return Status::Ok();
 }
 
@@ -405,6 +439,7 @@ Status DiskTier::StartSegment() {
   // The file's I/O without mu_, so that reads of the index never wait for it; append_mu_ keeps
   // the other appenders (the only ones that start segments or evict) out meanwhile.
   mu_.Unlock();
+  UnlinkRemoved();  // what the capacity evicted: its space back before the new one's
   Result<std::unique_ptr<File>> file = folder_->Open(number, /*create=*/true);
   Status made = file.status();
   uint64_t evicted = 0;
@@ -419,6 +454,7 @@ Status DiskTier::StartSegment() {
       if (older) EvictOldest();
       mu_.Unlock();
       if (!older) break;
+      UnlinkRemoved();  // the space comes back with the unlink (and its last reader)
       ++evicted;
     }
   }
@@ -426,7 +462,7 @@ Status DiskTier::StartSegment() {
   if (made.ok()) {
     {
       MutexLock lock(mu_);
-      removals = removals_;
+      removals = unlinked_;
     }
     // The new file's name, and the evictions before it, durable before anything is written
     // there (a record in a file whose name a power loss takes is lost with it).
@@ -598,9 +634,12 @@ Status DiskTier::ReadValue(std::string_view ns, std::string_view key, uint64_t s
   }
   Status read = ReadRecordValue(*entry.segment->file, entry.record, out);
   if (read.ok()) return read;
-  MutexLock lock(mu_);
-  auto it = index_.find(id);
-  if (it != index_.end() && it->second.record.header.sequence == sequence) Drop(id, entry, read);
+  {
+    MutexLock lock(mu_);
+    auto it = index_.find(id);
+    if (it != index_.end() && it->second.record.header.sequence == sequence) Drop(id, entry, read);
+  }
+  KillDropped();
   return Status::NotFound("dropped from disk: " + read.message());
 }
 
@@ -699,7 +738,10 @@ Status DiskTier::Erase(std::string_view ns, std::string_view key, uint64_t seque
   }
   // No room for a tombstone (or its write failed): the ended record is killed where it lies,
   // which takes no new block. Older records of the key are below it, so its kill ends them too.
+  // Without mu_, as Append writes.
+  mu_.Unlock();
   Status killed = KillRecord(*ended.segment->file, ended.record.offset);
+  mu_.Lock();
   if (killed.ok()) {
     ++stats_.killed_records;
     ended.segment->tombstone_bytes += ended.record.header.record_bytes;
@@ -880,6 +922,7 @@ Result<CompactionProgress> DiskTier::CompactStep(uint64_t max_bytes, uint64_t no
     }
     KVPORT_ASSIGN_OR_RETURN(Copied copied,
                             CopyForward(compaction_.items[compaction_.next], now_ms, buffer));
+    KillDropped();  // what the copy found damaged
     switch (copied) {
       case Copied::kMoved:
         progress.moved_bytes += compaction_.items[compaction_.next].record_bytes;

@@ -28,9 +28,10 @@
 // newest segment, and removes it: space that overwrites and deletes left dead comes back before
 // eviction would reach that segment, and its live objects are not evicted with it.
 //
-// Thread-safe: the index under one mutex, held briefly; appends (puts, tombstones, compaction's
-// copies) one at a time under another, which they hold across their write (so a read of the
-// index never waits for the disk). A Get reads its value outside both, through the segment's
+// Thread-safe: the index under one mutex, held briefly and never across I/O (a segment's
+// creation, reservation and unlink, and every write and sync, run without it); appends (puts,
+// tombstones, compaction's copies) one at a time under another, which they hold across their
+// write. A Get reads its value outside both, through the segment's
 // file, which stays open (and its bytes readable) while any reader holds it, even after its
 // segment was evicted or compacted. Compaction reads outside them too.
 #pragma once
@@ -297,20 +298,26 @@ class DiskTier {
   // other appenders out). On failure no new segment is left behind.
   Status StartSegment() REQUIRES(append_mu_, mu_);
   void EvictOldest() REQUIRES(mu_);
-  // Removes `segment` from the tier and its file from the folder, with the index entries that
-  // still point into it; how many those were. The removal is durable only after a SyncDir
-  // (removals_ against synced_removals_).
+  // Removes `segment` from the tier, with the index entries that still point into it; how many
+  // those were. Its file is unlinked later, by UnlinkRemoved without mu_ (an unlink waits for
+  // the filesystem, and the index's readers must not); the removal is durable only after a
+  // SyncDir that follows the unlink (removals_ against synced_removals_).
   uint64_t RemoveSegment(const std::shared_ptr<Segment>& segment) REQUIRES(mu_);
-  // Makes the removals so far durable (a SyncDir when one is not yet).
+  // Unlinks the files of the segments removed so far (unlinked_ counts them).
+  void UnlinkRemoved() EXCLUDES(mu_);
+  // Makes the removals so far durable: their files unlinked, then a SyncDir when one is due.
   Status SyncRemovals() EXCLUDES(mu_);
   // Moves segment `number` aside at Open (SegmentFolder::Quarantine), logging why.
   void QuarantineSegment(uint64_t number, const Status& why);
   Status WriteSuperblock(bool clean);
   void Forget(const std::string& id) REQUIRES(mu_);
-  // Forget of `id`, whose record `entry` failed its read (`why`), killed in place so that no
-  // restart reads it again (a transient EIO would otherwise bring back a version that a newer
-  // one, written while the index had none of the key, should have ended). Best effort.
+  // Forget of `id`, whose record `entry` failed its read (`why`), to be killed in place
+  // (KillDropped) so that no restart reads it again (a transient EIO would otherwise bring back
+  // a version that a newer one, written while the index had none of the key, should have
+  // ended). Best effort.
   void Drop(const std::string& id, Entry entry, const Status& why) REQUIRES(mu_);
+  // Kills the records Drop dropped, without mu_.
+  void KillDropped() EXCLUDES(mu_);
   // Whether `segment` is still one of the tier's (not evicted meanwhile).
   bool Holds(const std::shared_ptr<Segment>& segment) const REQUIRES(mu_);
   // Whether a record of `bytes` can be appended without evicting a segment.
@@ -338,11 +345,16 @@ class DiskTier {
   // The next segment's number: above every name the folder listed at Open (quarantined ones
   // too), so that no name is ever reused.
   uint64_t next_segment_ GUARDED_BY(mu_) = 1;
-  // Segments removed from the folder, and how many of those removals a SyncDir has made
+  // Segments removed from the tier, and how many of those removals a SyncDir has made
   // durable: a tombstone is dropped only when they are equal (a removed segment that could come
   // back after a power loss may hold what it hides).
   uint64_t removals_ GUARDED_BY(mu_) = 0;
   uint64_t synced_removals_ GUARDED_BY(mu_) = 0;
+  // Removed segments whose files are still to be unlinked (UnlinkRemoved), and how many have
+  // been: a SyncDir makes durable only the removals unlinked before it.
+  std::vector<uint64_t> to_unlink_ GUARDED_BY(mu_);
+  std::vector<Entry> to_kill_ GUARDED_BY(mu_);  // dropped records to kill (KillDropped)
+  uint64_t unlinked_ GUARDED_BY(mu_) = 0;
   bool superblock_written_ = false;  // by Open: the destructor then marks the stop clean
   uint64_t entries_heap_bytes_ GUARDED_BY(mu_) = 0;     // index_bytes' part for the entries
   uint64_t compaction_heap_bytes_ GUARDED_BY(mu_) = 0;  // and for compaction_.items

@@ -279,6 +279,12 @@ TEST_F(DiskTierTest, AnEioOnReadIsAMissAndCounted) {
   EXPECT_THAT(victim.status().message(), HasSubstr("EIO"));
   EXPECT_EQ(tier_->stats().read_errors, 1u);
   EXPECT_EQ(tier_->Get("ns", "bystander", 1000)->value, Bytes('b', 9000));
+  // The dropped record was killed in place: a restart, where the read may well succeed, does
+  // not bring back a version that a newer one, written while the index held none, replaced.
+  EXPECT_EQ(tier_->stats().killed_records, 1u);
+  Open();
+  EXPECT_FALSE(tier_->Contains("ns", "victim", 1000));
+  EXPECT_EQ(tier_->Get("ns", "bystander", 1000)->value, Bytes('b', 9000));
 }
 
 TEST_F(DiskTierTest, AFileCutShortUnderTheTierIsAMissNeverWrongBytes) {
