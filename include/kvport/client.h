@@ -206,6 +206,16 @@ struct KVPORT_API InitOptions {
   // path opens a runtime of this client's own from that file (how tests load the fakes).
   std::string cuda_runtime_library;
   std::string ascend_runtime_library;
+  // Checksums end to end (docs/client.md, "Checksums"): each value's xxh3-64 computed at its
+  // put, kept by the node with the value (in memory and in its disk record), and checked at
+  // every get before the caller sees the bytes (a buffer, a device buffer's staging, a view in
+  // place): a value that fails is a miss (KeyCode::kKeyNotExist), counted
+  // (Client::checksum_mismatches) and logged once per key. Values of a namespace in
+  // unchecked_namespaces are neither checksummed nor checked. A node before protocol version
+  // 10 keeps no checksums; values written without one (checksums off, the Redis protocol) are
+  // not checked until the node's disk tier has given them its own.
+  bool checksums = true;
+  std::vector<std::string> unchecked_namespaces;
 };
 
 // Values a same-host node lends in place (Client::MGetInPlace): views into the node's arena
@@ -414,6 +424,8 @@ class KVPORT_API Client {
 
   // One round trip to the node.
   Status Ping();
+  // Values a get found failing their checksum since Init (each answered as a miss).
+  uint64_t checksum_mismatches() const;
   // The node's statistics; for a cluster, every node's counters summed (quantiles and other
   // counters a sum would make meaningless: the largest) and its namespaces merged.
   Result<NodeStats> Stats();

@@ -149,7 +149,9 @@ class Client:
     tls_cert_file and tls_key_file for a node that requires a client certificate; each empty
     one from KVPORT_TLS_CA_FILE, KVPORT_TLS_CERT_FILE, KVPORT_TLS_KEY_FILE: docs/security.md),
     ucx_devices (a list: UCX multi-rail, one lane per entry, each lane's devices in
-    UCX_NET_DEVICES' syntax; docs/transports.md); and instance_id ("").
+    UCX_NET_DEVICES' syntax; docs/transports.md), checksums (True: each value's checksum computed
+    at its put and checked at its get, a value that fails being a miss; docs/client.md) and
+    unchecked_namespaces (a list of namespaces without them); and instance_id ("").
 
     close() (or the end of a `with` block) closes the connections; collecting the object does
     the same. Every call after close() raises Error ("... the client is closed").
@@ -279,6 +281,11 @@ class Client:
     @property
     def transport_reason(self) -> str:
         return self._core.transport_reason
+
+    @property
+    def checksum_mismatches(self) -> int:
+        """Values a get found failing their checksum (each answered as a miss)."""
+        return self._core.checksum_mismatches
 
     @property
     def default_namespace(self) -> Optional[str]:

@@ -87,6 +87,8 @@ class Client:
         tls_cert_file: str = ...,
         tls_key_file: str = ...,
         ucx_devices: Sequence[str] = ...,
+        checksums: bool = ...,
+        unchecked_namespaces: Sequence[str] = ...,
     ) -> None: ...
     def mset(
         self,
@@ -144,6 +146,8 @@ class Client:
     def transport(self) -> str: ...
     @property
     def transport_reason(self) -> str: ...
+    @property
+    def checksum_mismatches(self) -> int: ...
     @property
     def default_namespace(self) -> Optional[str]: ...
     @property

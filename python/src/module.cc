@@ -256,9 +256,12 @@ class PyClient {
             const std::string& cuda_runtime_library, const std::string& ascend_runtime_library,
             const std::string& token, const std::string& token_file, int replicas, int write_quorum,
             int64_t busy_poll_us, const std::string& tls_ca_file, const std::string& tls_cert_file,
-            const std::string& tls_key_file, const std::vector<std::string>& ucx_devices) {
+            const std::string& tls_key_file, const std::vector<std::string>& ucx_devices,
+            bool checksums, const std::vector<std::string>& unchecked_namespaces) {
     CallGate::Pass pass = Enter("init");
     InitOptions options;
+    options.checksums = checksums;
+    options.unchecked_namespaces = unchecked_namespaces;
     options.busy_poll = std::chrono::microseconds(busy_poll_us);
     options.ucx_devices = ucx_devices;
     options.token = token;
@@ -431,6 +434,10 @@ class PyClient {
   std::string transport_reason() {
     CallGate::Pass pass = Enter("transport_reason");
     return client_->transport_reason();
+  }
+  uint64_t checksum_mismatches() {
+    CallGate::Pass pass = Enter("checksum_mismatches");
+    return client_->checksum_mismatches();
   }
   std::string endpoint() {
     CallGate::Pass pass = Enter("endpoint");
@@ -646,7 +653,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("tls_ca_file") = kDefaults.tls_ca_file,
            py::arg("tls_cert_file") = kDefaults.tls_cert_file,
            py::arg("tls_key_file") = kDefaults.tls_key_file,
-           py::arg("ucx_devices") = kDefaults.ucx_devices)
+           py::arg("ucx_devices") = kDefaults.ucx_devices,
+           py::arg("checksums") = kDefaults.checksums,
+           py::arg("unchecked_namespaces") = kDefaults.unchecked_namespaces)
       .def("mset", &PyClient::MSet, py::arg("keys"), py::arg("values"), py::arg("ns"),
            py::arg("ttl_seconds"), py::arg("metas"), py::arg("timeout"))
       .def("mget", &PyClient::MGet, py::arg("keys"), py::arg("buffers"), py::arg("ns"),
@@ -668,6 +677,7 @@ PYBIND11_MODULE(_core, m) {
       .def("unregister_memory", &PyClient::UnregisterMemory, py::arg("buffers"))
       .def_property_readonly("transport", &PyClient::transport)
       .def_property_readonly("transport_reason", &PyClient::transport_reason)
+      .def_property_readonly("checksum_mismatches", &PyClient::checksum_mismatches)
       .def_property_readonly("endpoint", &PyClient::endpoint)
       .def_property_readonly("default_namespace", &PyClient::default_namespace)
       .def_property_readonly("is_cluster", &PyClient::is_cluster)

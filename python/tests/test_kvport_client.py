@@ -330,6 +330,19 @@ def test_busy_poll_option(node):
         kvport.Client(node.address, busy_poll_us=2_000_000)
 
 
+def test_checksum_options(node):
+    # InitOptions::checksums from Python: values put and got with checksums on, off, and for a
+    # namespace left unchecked; none fails its check.
+    for options in ({}, {"checksums": False}, {"unchecked_namespaces": ["ns"]}):
+        client = kvport.Client(node.address, **options)
+        key = unique("checked")
+        assert client.mset([key], [b"value" * 100], ns="ns").ok
+        out = bytearray(500)
+        assert client.mget([key], [out], ns="ns").ok
+        assert bytes(out) == b"value" * 100
+        assert client.checksum_mismatches == 0
+
+
 def test_a_busy_polling_embedded_node():
     # ServerOptions::busy_poll from Python: a node polling for a second finds each next call of
     # a client calling back to back without sleeping (busy_poll_hits), and one over 1 s is refused.

@@ -118,6 +118,13 @@ class PutCall final : public TransportCall {
       protocol::ShmCommitRequest& request = commit->handler.request;
       request.reservation_id = reserved.reservation_id;
       request.commit.assign(reserved.items.size(), 0);
+      // The values' checksums ride with the commit (from protocol version 10 on): the bytes are
+      // in the arena by then.
+      request.checksums.clear();
+      if (call.conn->version() >= protocol::kChecksumVersion) {
+        for (size_t k = 0; k < reserved.items.size(); ++k)
+          request.checksums.push_back(batch_.items[call.slice.begin + k].checksum);
+      }
       moves_.clear();
       for (size_t k = 0; k < reserved.items.size(); ++k) {
         if (reserved.items[k].status != StatusCode::kOk) continue;
@@ -202,6 +209,7 @@ class GetCall final : public TransportCall {
         r.codes.push_back(item.status);
         r.value_lengths.push_back(item.value_length);
         r.metas.emplace_back(item.meta);
+        r.checksums.push_back(item.checksum);
         if (item.status != StatusCode::kOk) continue;
         const size_t i = call->slice.begin + k;
         if (loan_ == nullptr) {

@@ -169,8 +169,9 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::MsetRequest& request, const pr
 
 uint64_t MaxAnswerDescriptorBytes(const protocol::MgetRequest& request,
                                   const protocol::Limits& limits) {
-  // u8 status, u32 meta_len, u64 value_len, meta; a meta-only answer has the same layout.
-  return BatchAnswerBytes(request.keys.size(), 1 + 4 + 8 + limits.max_meta_bytes);
+  // u8 status, u32 meta_len, u64 value_len, u64 checksum (version 10), meta; a meta-only
+  // answer has the same layout.
+  return BatchAnswerBytes(request.keys.size(), 1 + 4 + 8 + 8 + limits.max_meta_bytes);
 }
 
 uint64_t MaxAnswerDescriptorBytes(const protocol::MexistRequest& request, const protocol::Limits&) {
@@ -209,8 +210,9 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::ShmCommitRequest& request,
 
 uint64_t MaxAnswerDescriptorBytes(const protocol::ShmGetRequest& request,
                                   const protocol::Limits& limits) {
-  // lease id; u8 status, u32 meta_len, u64 value_len, u64 offset, meta.
-  return 8 + BatchAnswerBytes(request.keys.size(), 1 + 4 + 8 + 8 + limits.max_meta_bytes);
+  // lease id; u8 status, u32 meta_len, u64 value_len, u64 offset, u64 checksum (version 10),
+  // meta.
+  return 8 + BatchAnswerBytes(request.keys.size(), 1 + 4 + 8 + 8 + 8 + limits.max_meta_bytes);
 }
 
 uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReleaseRequest&, const protocol::Limits&) {

@@ -15,6 +15,7 @@
 #include "client/endpoint.h"
 #include "client/fork_guard.h"
 #include "client/node_client.h"
+#include "client/value_checksums.h"
 #include "cluster/etcd_membership.h"
 #include "cluster/membership.h"
 #include "common/endpoint_text.h"
@@ -103,9 +104,10 @@ Status CountMismatch(std::string_view op, size_t keys, size_t buffers, std::stri
 struct Client::Impl {
   std::string endpoint_text;
   bool is_cluster = false;
-  client::DeviceStaging devices;             // runtimes, registered memory and staging pools
-  std::unique_ptr<client::Backend> backend;  // null until Init succeeded
-  client::ForkGuard process;                 // the process whose connections these are
+  client::DeviceStaging devices;  // runtimes, registered memory and staging pools
+  std::unique_ptr<client::ValueChecksums> checksums;  // set by Init, before any node is opened
+  std::unique_ptr<client::Backend> backend;           // null until Init succeeded
+  client::ForkGuard process;                          // the process whose connections these are
 
   // OK when the client may serve `op` here: connected, and in the process that connected.
   Status Usable(const char* op) const {
@@ -211,10 +213,13 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   KVPORT_ASSIGN_OR_RETURN(credentials.token, TokenOf(options));
   KVPORT_ASSIGN_OR_RETURN(credentials.tls, TlsOf(options));
 
+  impl_->checksums =
+      std::make_unique<client::ValueChecksums>(options.checksums, options.unchecked_namespaces);
   std::unique_ptr<client::Backend> backend;
   if (!parsed.is_cluster()) {
-    Result<std::unique_ptr<client::NodeClient>> node = client::NodeClient::Open(
-        instance_id, parsed.nodes[0], options, *choice, credentials, &impl_->devices);
+    Result<std::unique_ptr<client::NodeClient>> node =
+        client::NodeClient::Open(instance_id, parsed.nodes[0], options, *choice, credentials,
+                                 &impl_->devices, impl_->checksums.get());
     if (!node.ok()) return node.status().WithContext("client init");
     backend = std::move(node).value();
   } else {
@@ -237,7 +242,7 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
                                        : std::min(options.write_quorum, cluster_options.replicas);
     auto cluster = std::make_unique<client::ClusterClient>(
         std::string(instance_id), std::move(membership), options, *choice, credentials,
-        &impl_->devices, cluster_options);
+        &impl_->devices, impl_->checksums.get(), cluster_options);
     KVPORT_RETURN_IF_ERROR(cluster->Connect().WithContext("client init"));
     backend = std::move(cluster);
   }
@@ -440,6 +445,10 @@ Result<MemoryInfo> Client::RegisteredMemoryOf(const void* data, size_t size) con
 Status Client::Ping() {
   KVPORT_RETURN_IF_ERROR(impl_->Usable("Ping"));
   return impl_->backend->Ping();
+}
+
+uint64_t Client::checksum_mismatches() const {
+  return impl_->checksums == nullptr ? 0 : impl_->checksums->mismatches();
 }
 
 Result<NodeStats> Client::Stats() {

@@ -102,13 +102,15 @@ void SetOverall(BatchResult& result, std::span<const std::string> keys,
 ClusterClient::ClusterClient(std::string instance_id,
                              std::unique_ptr<cluster::Membership> membership,
                              const InitOptions& init_options, TransportChoice choice,
-                             NodeCredentials credentials, DeviceStaging* devices, Options options)
+                             NodeCredentials credentials, DeviceStaging* devices,
+                             ValueChecksums* checksums, Options options)
     : instance_id_(std::move(instance_id)),
       membership_(std::move(membership)),
       init_options_(init_options),
       choice_(std::move(choice)),
       credentials_(std::move(credentials)),
       devices_(devices),
+      checksums_(checksums),
       options_(options) {
   MutexLock lock(list_mu_);
   list_cursor_seed_ = std::random_device{}();
@@ -194,7 +196,7 @@ Result<std::shared_ptr<NodeClient>> ClusterClient::Open(Slot& slot) {
   Result<net::HostPort> tcp = net::ParseHostPort(slot.member.address);
   Result<std::unique_ptr<NodeClient>> opened =
       tcp.ok() ? NodeClient::Open(instance_id_, NodeAddress{*tcp, {}}, init_options_, choice_,
-                                  credentials_, devices_)
+                                  credentials_, devices_, checksums_)
                : Result<std::unique_ptr<NodeClient>>(tcp.status());
   MutexLock lock(slot.mu);
   slot.opening = false;

@@ -50,10 +50,11 @@ class ClusterClient final : public Backend {
     int replicas = 1;      // 1..16; more than the live nodes means all of them
     int write_quorum = 1;  // 1..replicas
   };
-  // `devices` must outlive the client.
+  // `devices` and `checksums` must outlive the client.
   ClusterClient(std::string instance_id, std::unique_ptr<cluster::Membership> membership,
                 const InitOptions& init_options, TransportChoice choice,
-                NodeCredentials credentials, DeviceStaging* devices, Options options);
+                NodeCredentials credentials, DeviceStaging* devices, ValueChecksums* checksums,
+                Options options);
   ~ClusterClient() override;
 
   // Connects to every member now, at once. Unavailable when there are members and none
@@ -174,6 +175,7 @@ class ClusterClient final : public Backend {
   const TransportChoice choice_;
   const NodeCredentials credentials_;
   DeviceStaging* const devices_;
+  ValueChecksums* const checksums_;
   const Options options_;
   std::string transport_;         // the data path of the nodes reached at Connect
   std::string transport_reason_;  // "cluster ...: N nodes, ..."

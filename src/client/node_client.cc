@@ -92,7 +92,8 @@ Status WholeCallFailure(std::span<const FrameResult> frames, size_t rejected_loc
 
 Result<std::unique_ptr<NodeClient>> NodeClient::Open(
     std::string_view instance_id, const NodeAddress& address, const InitOptions& options,
-    const TransportChoice& choice, const NodeCredentials& credentials, DeviceStaging* devices) {
+    const TransportChoice& choice, const NodeCredentials& credentials, DeviceStaging* devices,
+    ValueChecksums* checksums) {
   PoolOptions pool_options;
   pool_options.connections = options.connections;
   pool_options.connect_timeout = options.connect_timeout;
@@ -116,7 +117,7 @@ Result<std::unique_ptr<NodeClient>> NodeClient::Open(
   KVPORT_ASSIGN_OR_RETURN(
       std::shared_ptr<Connection> first,
       chosen.transport->pool().ConnectFirst(MonotonicClock::now() + options.connect_timeout));
-  std::unique_ptr<NodeClient> node(new NodeClient(address.ToString(), options, devices,
+  std::unique_ptr<NodeClient> node(new NodeClient(address.ToString(), options, devices, checksums,
                                                   std::move(chosen), first->default_namespace()));
   log::Info("client {}: connected to kvport node {} over {}{} ({} connections, timeout {} ms)",
             instance_id, node->address_, node->transport(),
@@ -126,10 +127,12 @@ Result<std::unique_ptr<NodeClient>> NodeClient::Open(
 }
 
 NodeClient::NodeClient(std::string address, const InitOptions& options, DeviceStaging* devices,
-                       ChosenTransport chosen, std::optional<std::string> default_namespace)
+                       ValueChecksums* checksums, ChosenTransport chosen,
+                       std::optional<std::string> default_namespace)
     : address_(std::move(address)),
       timeout_(options.timeout),
       devices_(devices),
+      checksums_(checksums),
       transport_reason_(std::move(chosen.reason)),
       transport_(std::move(chosen.transport)),
       default_namespace_(std::move(default_namespace)),
@@ -247,10 +250,15 @@ PendingCallPtr<BatchResult> NodeClient::StartMSet(std::span<const std::string> k
 
   op->items.clear();
   op->memory.clear();
+  const bool checksummed = checksums_->enabled_for(options.ns);
   for (size_t i : send) {
-    op->items.push_back(
-        protocol::MsetItem{keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]),
-                           values[i].size, wire.address[i]});
+    // The checksum of the bytes as they leave the caller (a device buffer's, of its staged
+    // copy): whatever happens to them from here on, a get notices.
+    op->items.push_back(protocol::MsetItem{
+        keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]), values[i].size,
+        wire.address[i],
+        checksummed && values[i].size > 0 ? ValueChecksums::Of(wire.address[i], values[i].size)
+                                          : 0});
     op->memory.push_back(wire.memory[i]);
   }
   PutBatch batch;
@@ -291,6 +299,21 @@ class NodeClient::GetCall final : public CachedCall<GetResult, GetCall> {
         }
         const size_t j = k - frame.slice.begin;
         const StatusCode code = frame.codes[j];
+        if (code == StatusCode::kOk && !meta_only) {
+          // The bytes received, where they are (the caller's buffer, its staging, or a view in
+          // place), checked before the caller is told they are there.
+          const void* bytes = loans != nullptr ? static_cast<const void*>(loans->views[i])
+                                               : static_cast<const void*>(destinations[k]);
+          const uint64_t expected = j < frame.checksums.size() ? frame.checksums[j] : 0;
+          Status checked = bytes == nullptr ? Status::Ok()
+                                            : checksums->Check(ns, keys[i], frame.peer, expected,
+                                                               bytes, frame.value_lengths[j]);
+          if (!checked.ok()) {
+            outcomes.Fail(i, KeyCode::kKeyNotExist, checked);
+            if (loans != nullptr) loans->views[i] = nullptr;
+            continue;
+          }
+        }
         outcomes.FromWire(i, code, /*mget=*/!meta_only, frame.peer);
         if (code == StatusCode::kOk || code == StatusCode::kTooLarge) {
           result.value_sizes[i] = frame.value_lengths[j];
@@ -321,6 +344,8 @@ class NodeClient::GetCall final : public CachedCall<GetResult, GetCall> {
   const char* op = "MGet";
   KeyOutcomes outcomes;
   DeviceStaging* devices = nullptr;
+  ValueChecksums* checksums = nullptr;
+  std::string ns;  // the call's (what decides whether its values are checked)
   Deadline deadline;
   bool meta_only = false;
   WireBuffers wire;
@@ -363,6 +388,8 @@ PendingCallPtr<GetResult> NodeClient::StartMGet(std::span<const std::string> key
   call->keys = keys;
   call->op = op;
   call->devices = devices_;
+  call->checksums = checksums_;
+  call->ns.assign(get_options.ns);
   call->deadline = deadline;
   call->meta_only = meta_only;
   KeyOutcomes& outcomes = call->outcomes;

@@ -16,6 +16,7 @@
 #include "client/pending_call.h"
 #include "client/transport.h"
 #include "client/transport_choice.h"
+#include "client/value_checksums.h"
 #include "kvport/client.h"
 #include "kvport/transport.h"
 #include "net/tls.h"
@@ -33,11 +34,12 @@ struct NodeCredentials {
 class NodeClient final : public Backend {
  public:
   // Opens the transport `choice` resolves to for `address`, connecting its first connection:
-  // Unavailable when the node does not answer. `devices` (shared by every node of a client)
-  // must outlive the NodeClient. Logs which data path it chose and why.
+  // Unavailable when the node does not answer. `devices` and `checksums` (shared by every node
+  // of a client) must outlive the NodeClient. Logs which data path it chose and why.
   static Result<std::unique_ptr<NodeClient>> Open(
       std::string_view instance_id, const NodeAddress& address, const InitOptions& options,
-      const TransportChoice& choice, const NodeCredentials& credentials, DeviceStaging* devices);
+      const TransportChoice& choice, const NodeCredentials& credentials, DeviceStaging* devices,
+      ValueChecksums* checksums);
   ~NodeClient() override;
 
   PendingCallPtr<BatchResult> StartMSet(std::span<const std::string> keys, const IOBuffers& values,
@@ -66,7 +68,8 @@ class NodeClient final : public Backend {
 
  private:
   NodeClient(std::string address, const InitOptions& options, DeviceStaging* devices,
-             ChosenTransport chosen, std::optional<std::string> default_namespace);
+             ValueChecksums* checksums, ChosenTransport chosen,
+             std::optional<std::string> default_namespace);
 
   class PutCall;
   class GetCall;
@@ -89,6 +92,7 @@ class NodeClient final : public Backend {
   const std::string address_;
   const std::chrono::milliseconds timeout_;  // InitOptions::timeout: a call's default
   DeviceStaging* const devices_;
+  ValueChecksums* const checksums_;
   std::string transport_reason_;  // why transport_ is what it is, as logged at Open
   std::unique_ptr<Transport> transport_;
   const std::optional<std::string> default_namespace_;  // what the first HELLO said

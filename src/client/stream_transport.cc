@@ -31,6 +31,7 @@ struct CollectGet {
       r->codes.push_back(got.status);
       r->value_lengths.push_back(got.value_length);
       r->metas.emplace_back(got.meta);
+      r->checksums.push_back(got.checksum);
     }
   }
 };

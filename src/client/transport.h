@@ -126,6 +126,7 @@ struct FrameResult {
   std::vector<StatusCode> codes;
   std::vector<uint64_t> value_lengths;
   std::vector<std::string> metas;
+  std::vector<uint64_t> checksums;  // gets: each value's as the node answered it (0: none)
 };
 
 // Starts *r over as the result of `call`'s frame (its slice, status and node), before its
@@ -142,6 +143,7 @@ void BeginFrameResult(const FrameCall<Handler>& call, FrameResult* r) {
   r->codes.clear();
   r->value_lengths.clear();
   r->metas.clear();
+  r->checksums.clear();
 }
 
 // Values lent in place (zero_copy_reads): `views[k]` points at item k's value (for kOk items;

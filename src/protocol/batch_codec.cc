@@ -11,6 +11,7 @@ namespace kvport::protocol {
 
 using internal::AnyNamespaceFlag;
 using internal::BeginFrame;
+using internal::CarriesChecksums;
 using internal::CheckAnyNamespaceDecoded;
 using internal::CheckAnyNamespaceToEncode;
 using internal::CheckBatchToEncode;
@@ -23,6 +24,7 @@ using internal::DecodeStatuses;
 using internal::EncodeStatuses;
 using internal::FinishFrame;
 using internal::ItemError;
+using internal::MsetItemFixedBytes;
 using internal::ReadCount;
 using internal::ReadKey;
 using internal::ReadMgetDescriptor;
@@ -38,9 +40,14 @@ namespace {
 
 // Smallest encoding of one item (with a 1-byte key where there is a key), used to bound counts.
 constexpr uint64_t kKeyMinBytes = 2 + 1;
-constexpr uint64_t kMgetResultMinBytes = 1 + 4 + 8;
 constexpr uint64_t kExistResultBytes = 1 + 8;
 constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
+
+// Bytes of one MGET result in a frame of `version`, without its meta: u8 status, u32 meta_len,
+// u64 value_len and, from kChecksumVersion on, u64 checksum.
+constexpr uint64_t MgetResultFixedBytes(uint8_t version) {
+  return CarriesChecksums(version) ? 1 + 4 + 8 + 8 : 1 + 4 + 8;
+}
 
 // MEXIST and MDEL requests: namespace, count, keys.
 Status EncodeKeys(Opcode op, uint64_t request_id, std::string_view ns,
@@ -89,11 +96,11 @@ Status EncodeRequest(uint64_t request_id, const MsetRequest& m, const Limits& l,
                      uint8_t version) {
   size_t bytes = 16 + m.ns.size();
   for (const MsetItem& item : m.items)
-    bytes += 14 + item.key.size() + item.meta.size();
+    bytes += MsetItemFixedBytes(version) + item.key.size() + item.meta.size();
   BeginFrame(out, bytes);
   WireWriter w(&out->head);
-  KVPORT_RETURN_IF_ERROR(
-      WriteMsetDescriptor(w, "MSET request", m.ns, m.ttl_seconds, m.items, l, &out->payloads));
+  KVPORT_RETURN_IF_ERROR(WriteMsetDescriptor(w, "MSET request", m.ns, m.ttl_seconds, m.items, l,
+                                             version, &out->payloads));
   return FinishFrame(Opcode::kMset, 0, request_id, l, version, out);
 }
 
@@ -103,7 +110,7 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
   WireReader r(descriptor, "MSET request");
   uint64_t payload = 0;
   KVPORT_RETURN_IF_ERROR(
-      ReadMsetDescriptor(r, l, &out->ns, &out->ttl_seconds, &out->items, &payload));
+      ReadMsetDescriptor(r, l, h.version, &out->ns, &out->ttl_seconds, &out->items, &payload));
   if (payload != h.payload_length)
     return r.Error(
         StatusCode::kCorruption,
@@ -154,9 +161,10 @@ Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& 
                       EncodedFrame* out, uint8_t version) {
   constexpr std::string_view kContext = "MGET response";
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.results.size(), l));
+  const bool checksums = CarriesChecksums(version);
   size_t bytes = 5;
   for (const MgetResult& res : m.results)
-    bytes += 13 + res.meta.size();
+    bytes += MgetResultFixedBytes(version) + res.meta.size();
   BeginFrame(out, bytes);
   if (!m.meta_only) out->payloads.reserve(m.results.size());
   WireWriter w(&out->head);
@@ -165,7 +173,7 @@ Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& 
   for (size_t i = 0; i < m.results.size(); ++i) {
     const MgetResult& res = m.results[i];
     KVPORT_RETURN_IF_ERROR(
-        CheckResultToEncode(kContext, i, res.status, res.meta, res.value_length, l));
+        CheckResultToEncode(kContext, i, res.status, res.meta, res.value_length, res.checksum, l));
     const bool carried = m.CarriesPayload(i);
     if (carried && res.value == nullptr && res.value_length != 0)
       return ItemError(kContext, i,
@@ -174,6 +182,7 @@ Status EncodeResponse(uint64_t request_id, const MgetResponse& m, const Limits& 
     w.PutU8(static_cast<uint8_t>(res.status));
     w.PutU32(static_cast<uint32_t>(res.meta.size()));
     w.PutU64(res.value_length);
+    if (checksums) w.PutU64(res.checksum);
     w.PutBytes(res.meta);
     if (carried && res.value_length != 0) out->payloads.push_back({res.value, res.value_length});
   }
@@ -189,8 +198,9 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   uint32_t count = 0;
   out->meta_only = h.meta_only();
   KVPORT_RETURN_IF_ERROR(ReadOverall(r, &overall));
-  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kMgetResultMinBytes, &count));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, MgetResultFixedBytes(h.version), &count));
   out->results.resize(count);
+  const bool checksums = CarriesChecksums(h.version);
   uint64_t payload = 0;
   for (uint32_t i = 0; i < count; ++i) {
     MgetResult& res = out->results[i];
@@ -198,7 +208,10 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
     KVPORT_RETURN_IF_ERROR(ReadStatusCode(r, i, &res.status));
     KVPORT_RETURN_IF_ERROR(r.ReadU32("meta_length", &meta_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("value_length", &res.value_length));
-    KVPORT_RETURN_IF_ERROR(CheckResultDecoded(r, i, res.status, meta_length, res.value_length, l));
+    res.checksum = 0;  // the result may be reused from an earlier decode
+    if (checksums) KVPORT_RETURN_IF_ERROR(r.ReadU64("checksum", &res.checksum));
+    KVPORT_RETURN_IF_ERROR(
+        CheckResultDecoded(r, i, res.status, meta_length, res.value_length, res.checksum, l));
     KVPORT_RETURN_IF_ERROR(r.ReadBytes("meta", meta_length, &res.meta));
     res.value = nullptr;
     if (out->CarriesPayload(i)) {

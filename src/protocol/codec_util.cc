@@ -11,8 +11,8 @@ namespace kvport::protocol::internal {
 
 namespace {
 
-// Smallest encoding of one item (with a 1-byte key), used to bound counts.
-constexpr uint64_t kMsetItemMinBytes = 2 + 4 + 8 + 1;
+// Smallest encoding of one item (with a 1-byte key), used to bound counts. MSET items:
+// MsetItemFixedBytes(version) + 1.
 constexpr uint64_t kMgetKeyMinBytes = 2 + 8 + 1;
 constexpr uint64_t kStatusItemBytes = 1;
 constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
@@ -252,7 +252,8 @@ Status CheckAnyNamespaceDecoded(const WireReader& r, const FrameHeader& h, std::
 // ---- Layouts shared by several opcodes ---------------------------------------------------
 
 Status CheckResultToEncode(std::string_view context, size_t index, StatusCode status,
-                           std::string_view meta, uint64_t value_length, const Limits& limits) {
+                           std::string_view meta, uint64_t value_length, uint64_t checksum,
+                           const Limits& limits) {
   KVPORT_RETURN_IF_ERROR(CheckStatusToEncode(context, index, status));
   if (HasObjectInfo(status)) {
     for (const Status& s : {CheckMeta(meta, limits), CheckValueLength(value_length, limits)})
@@ -261,16 +262,24 @@ Status CheckResultToEncode(std::string_view context, size_t index, StatusCode st
     return ItemError(context, index,
                      Status::InvalidArgument(fmt::format("status {} with a meta or value length",
                                                          StatusCodeName(status))));
+  } else if (checksum != 0) {
+    return ItemError(context, index,
+                     Status::InvalidArgument(fmt::format("status {} with checksum {:#x}",
+                                                         StatusCodeName(status), checksum)));
   }
   return Status::Ok();
 }
 
 Status CheckResultDecoded(const WireReader& r, size_t index, StatusCode status,
-                          uint32_t meta_length, uint64_t value_length, const Limits& limits) {
+                          uint32_t meta_length, uint64_t value_length, uint64_t checksum,
+                          const Limits& limits) {
   if (!HasObjectInfo(status) && (meta_length != 0 || value_length != 0))
     return r.Error(StatusCode::kCorruption,
                    fmt::format("item {}: status {} with meta_length {} and value_length {}", index,
                                StatusCodeName(status), meta_length, value_length));
+  if (!HasObjectInfo(status) && checksum != 0)
+    return r.Error(StatusCode::kCorruption, fmt::format("item {}: status {} with checksum {:#x}",
+                                                        index, StatusCodeName(status), checksum));
   if (meta_length > limits.max_meta_bytes)
     return r.Error(StatusCode::kTooLarge,
                    fmt::format("item {}: meta_length {} exceeds max_meta_bytes {}", index,
@@ -284,7 +293,9 @@ Status CheckResultDecoded(const WireReader& r, size_t index, StatusCode status,
 
 Status WriteMsetDescriptor(WireWriter& w, std::string_view context, std::string_view ns,
                            uint32_t ttl_seconds, const std::vector<MsetItem>& items,
-                           const Limits& limits, std::vector<PayloadSpan>* payloads) {
+                           const Limits& limits, uint8_t version,
+                           std::vector<PayloadSpan>* payloads) {
+  const bool checksums = CarriesChecksums(version);
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(context, items.size(), limits));
   KVPORT_RETURN_IF_ERROR(WriteNamespace(w, ns, limits, context));
   if (payloads != nullptr) payloads->reserve(items.size());
@@ -302,6 +313,7 @@ Status WriteMsetDescriptor(WireWriter& w, std::string_view context, std::string_
     w.PutU16(static_cast<uint16_t>(item.key.size()));
     w.PutU32(static_cast<uint32_t>(item.meta.size()));
     w.PutU64(item.value_length);
+    if (checksums) w.PutU64(item.checksum);
     w.PutBytes(item.key);
     w.PutBytes(item.meta);
     if (payloads != nullptr && item.value_length != 0)
@@ -310,13 +322,14 @@ Status WriteMsetDescriptor(WireWriter& w, std::string_view context, std::string_
   return Status::Ok();
 }
 
-Status ReadMsetDescriptor(WireReader& r, const Limits& limits, std::string_view* ns,
-                          uint32_t* ttl_seconds, std::vector<MsetItem>* items,
+Status ReadMsetDescriptor(WireReader& r, const Limits& limits, uint8_t version,
+                          std::string_view* ns, uint32_t* ttl_seconds, std::vector<MsetItem>* items,
                           uint64_t* value_bytes) {
+  const bool checksums = CarriesChecksums(version);
   uint32_t count = 0;
   KVPORT_RETURN_IF_ERROR(ReadNamespace(r, limits, ns));
   KVPORT_RETURN_IF_ERROR(r.ReadU32("ttl_seconds", ttl_seconds));
-  KVPORT_RETURN_IF_ERROR(ReadCount(r, limits, kMsetItemMinBytes, &count));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, limits, MsetItemFixedBytes(version) + 1, &count));
   items->resize(count);
   uint64_t sum = 0;
   for (uint32_t i = 0; i < count; ++i) {
@@ -326,6 +339,8 @@ Status ReadMsetDescriptor(WireReader& r, const Limits& limits, std::string_view*
     KVPORT_RETURN_IF_ERROR(r.ReadU16("key_length", &key_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU32("meta_length", &meta_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("value_length", &item.value_length));
+    item.checksum = 0;  // the item may be reused from an earlier decode
+    if (checksums) KVPORT_RETURN_IF_ERROR(r.ReadU64("checksum", &item.checksum));
     KVPORT_RETURN_IF_ERROR(CheckKeyLength(r, limits, i, key_length));
     if (meta_length > limits.max_meta_bytes)
       return r.Error(StatusCode::kTooLarge,

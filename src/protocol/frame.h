@@ -68,7 +68,7 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //      node checks, and no longer hands out remote keys to its memory; UCX_ATTACH is valid from
 //      version 9 only (docs/protocol.md, "Version 9"). Every other byte layout is unchanged.
 inline constexpr uint8_t kMinProtocolVersion = 1;
-inline constexpr uint8_t kMaxProtocolVersion = 9;
+inline constexpr uint8_t kMaxProtocolVersion = 10;
 inline constexpr uint8_t kHelloVersion = 1;
 // The first version in which kFlagAnyNamespace is valid.
 inline constexpr uint8_t kAnyNamespaceVersion = 2;
@@ -85,6 +85,9 @@ inline constexpr uint8_t kUnansweredReleaseVersion = 7;
 // The first version with UCX_ATTACH as it is now (version 8's handed out remote keys to node
 // memory and is served no more).
 inline constexpr uint8_t kUcxVersion = 9;
+// Values carry their checksum (xxh3-64; 0: none) end to end: MSET items and SHM_COMMIT items from
+// the writer, MGET and SHM_GET results to the reader (docs/protocol.md, "Version 10").
+inline constexpr uint8_t kChecksumVersion = 10;
 
 enum class Opcode : uint8_t {
   kHello = 1,   // version negotiation; must be the first request on a connection

@@ -10,7 +10,9 @@ namespace {
 // limit set must admit it, or a valid item could never be sent. Header (32), namespace length
 // (1) and bytes, ttl (4), count (4), item lengths (2 + 4 + 8), key and meta.
 uint64_t LargestSingleItemFrame(const Limits& l) {
-  return 32 + 1 + l.max_namespace_bytes + 4 + 4 + 14 + l.max_key_bytes + l.max_meta_bytes;
+  // Header, namespace, ttl, count, then one item: u16 key_len, u32 meta_len, u64 value_len,
+  // u64 checksum (version 10), key and meta.
+  return 32 + 1 + l.max_namespace_bytes + 4 + 4 + 22 + l.max_key_bytes + l.max_meta_bytes;
 }
 
 }  // namespace
@@ -43,14 +45,16 @@ Status ValidateLimits(const Limits& l) {
         fmt::format("max_frame_bytes {} is above 2 GiB", l.max_frame_bytes));
   if (MaxResponseFrameBytes(l) > 0xffffffffull)
     return Status::InvalidArgument(fmt::format(
-        "max_frame_bytes {} + max_batch_keys {} * (max_meta_bytes {} + 16) exceeds 4 GiB, the "
+        "max_frame_bytes {} + max_batch_keys {} * (max_meta_bytes {} + 24) exceeds 4 GiB, the "
         "largest response frame",
         l.max_frame_bytes, l.max_batch_keys, l.max_meta_bytes));
   return Status::Ok();
 }
 
 uint64_t MaxResponseFrameBytes(const Limits& l) {
-  return l.max_frame_bytes + l.max_batch_keys * (l.max_meta_bytes + 16);
+  // Per key at most its fixed result (SHM_GET's in version 10: u8 status, u32 meta_len, u64
+  // value_len, u64 offset, u64 checksum) beside its meta, over what the request could carry.
+  return l.max_frame_bytes + l.max_batch_keys * (l.max_meta_bytes + 24);
 }
 
 uint64_t MaxPayloadBytes(const Limits& l) {

@@ -33,7 +33,7 @@ Status ValidateLimits(const Limits& limits);
 
 // The largest header+descriptor size of a response frame. Responses may exceed max_frame_bytes
 // by the metadata they return, so a full batch of maximal metas can always be answered:
-// max_frame_bytes + max_batch_keys * (max_meta_bytes + 16). Assumes ValidateLimits passed.
+// max_frame_bytes + max_batch_keys * (max_meta_bytes + 24). Assumes ValidateLimits passed.
 uint64_t MaxResponseFrameBytes(const Limits& limits);
 
 // The largest payload section of one frame: max_batch_keys * max_value_bytes (no overflow for

@@ -128,6 +128,9 @@ struct MsetItem {
   // Encode: the value's bytes (may be null only when value_length is 0); the frame borrows
   // them. Decode: always null; the values are the payload section, in item order.
   const void* value = nullptr;
+  // The value's xxh3-64, computed by its writer; 0: none. On the wire from kChecksumVersion on
+  // (MSET; SHM_RESERVE ignores it: its checksums come with SHM_COMMIT).
+  uint64_t checksum = 0;
 };
 struct MsetRequest {
   std::string_view ns;       // 0 .. max_namespace_bytes ("" is the default namespace)
@@ -176,6 +179,9 @@ struct MgetResult {
   // Encode: the value's bytes when the item carries a payload (pinned by the server until the
   // frame is written). Decode: always null.
   const void* value = nullptr;
+  // kOk and kTooLarge: the stored value's checksum as its writer gave it (0: none); else 0. On
+  // the wire from kChecksumVersion on.
+  uint64_t checksum = 0;
 };
 struct MgetResponse {
   bool meta_only = false;           // echoes the request (header flag kFlagMetaOnly)
@@ -366,6 +372,9 @@ struct ShmCommitRequest {
   uint64_t reservation_id = 0;  // != 0
   // One per item of the SHM_RESERVE request: 1 commit, 0 abort; other values Corruption.
   std::vector<uint8_t> commit;
+  // From kChecksumVersion on, one per item (its value's checksum, 0: none); before, empty
+  // (decoders leave it empty, encoders refuse one of another length).
+  std::vector<uint64_t> checksums;
 };
 // The MSET response layout: one status per item of the commit, in item order.
 struct ShmCommitResponse {
@@ -385,6 +394,7 @@ struct ShmGetResult {
   std::string_view meta;      // kOk and kTooLarge: the stored meta; else empty
   uint64_t value_length = 0;  // kOk and kTooLarge: stored length; else 0
   uint64_t offset = 0;        // kOk: arena offset of the value; else 0
+  uint64_t checksum = 0;      // as MgetResult's (kChecksumVersion on)
 };
 struct ShmGetResponse {
   // != 0 iff at least one result is kOk: every kOk value stays pinned until SHM_RELEASE of this

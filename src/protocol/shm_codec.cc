@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Version 3: NODE_INFO and the shared-memory opcodes SHM_ATTACH, SHM_RESERVE, SHM_COMMIT,
 // SHM_GET and SHM_RELEASE. None carries a payload; SHM_RESERVE and SHM_GET requests reuse the
-// MSET and MGET request descriptors, SHM_COMMIT responses the MSET response layout.
+// MSET and MGET request descriptors, SHM_COMMIT responses the MSET response layout. From
+// kChecksumVersion on, SHM_RESERVE items (as MSET items), SHM_COMMIT requests and SHM_GET results
+// carry value checksums.
 #include <fmt/core.h>
 
 #include <string>
@@ -13,6 +15,7 @@ namespace kvport::protocol {
 
 using internal::AnyNamespaceFlag;
 using internal::BeginFrame;
+using internal::CarriesChecksums;
 using internal::CheckBatchToEncode;
 using internal::CheckFrameFor;
 using internal::CheckOverall;
@@ -41,9 +44,18 @@ namespace {
 
 // Smallest encoding of one item, used to bound counts.
 constexpr uint64_t kReservationBytes = 1 + 8;
-constexpr uint64_t kCommitByteBytes = 1;
-constexpr uint64_t kShmGetResultMinBytes = 1 + 4 + 8 + 8;
 constexpr uint64_t kLeaseIdBytes = 8;
+
+// Bytes of one SHM_COMMIT item in a frame of `version`: its commit byte and, from
+// kChecksumVersion on, its u64 checksum (in the checksum table after the commit bytes).
+constexpr uint64_t CommitItemBytes(uint8_t version) {
+  return CarriesChecksums(version) ? 1 + 8 : 1;
+}
+// Bytes of one SHM_GET result in a frame of `version`, without its meta: u8 status, u32
+// meta_len, u64 value_len, u64 offset and, from kChecksumVersion on, u64 checksum.
+constexpr uint64_t ShmGetResultFixedBytes(uint8_t version) {
+  return CarriesChecksums(version) ? 1 + 4 + 8 + 8 + 8 : 1 + 4 + 8 + 8;
+}
 
 // The id rule of SHM_RESERVE and SHM_GET responses: an id (reservation, lease) iff some item is
 // kOk.
@@ -222,8 +234,10 @@ Status EncodeRequest(uint64_t request_id, const ShmReserveRequest& m, const Limi
   KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmReserve, /*response=*/false, version));
   BeginFrame(out);
   WireWriter w(&out->head);
+  // From kChecksumVersion on the items carry MsetItem::checksum as MSET's do (one item layout for
+  // both); the node ignores it here, the checksums that count come with SHM_COMMIT.
   KVPORT_RETURN_IF_ERROR(WriteMsetDescriptor(w, "SHM_RESERVE request", m.ns, m.ttl_seconds, m.items,
-                                             l, /*payloads=*/nullptr));
+                                             l, version, /*payloads=*/nullptr));
   return FinishFrame(Opcode::kShmReserve, 0, request_id, l, version, out);
 }
 
@@ -232,7 +246,8 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
   KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmReserve, /*response=*/false));
   WireReader r(descriptor, "SHM_RESERVE request");
   uint64_t value_bytes = 0;  // no payload: the values go to the arena, not over the socket
-  return ReadMsetDescriptor(r, l, &out->ns, &out->ttl_seconds, &out->items, &value_bytes);
+  return ReadMsetDescriptor(r, l, h.version, &out->ns, &out->ttl_seconds, &out->items,
+                            &value_bytes);
 }
 
 BatchStatus ShmReserveResponse::overall() const {
@@ -318,7 +333,18 @@ Status EncodeRequest(uint64_t request_id, const ShmCommitRequest& m, const Limit
   if (m.reservation_id == 0)
     return Status::InvalidArgument(fmt::format("{}: reservation_id is 0", kContext));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.commit.size(), l));
-  BeginFrame(out);
+  // Checksums: one per item from kChecksumVersion on (none given: all 0, "no checksum"); before
+  // it the frame cannot carry them, and a caller that has some must not lose them silently.
+  const bool checksums = CarriesChecksums(version);
+  if (checksums && !m.checksums.empty() && m.checksums.size() != m.commit.size())
+    return Status::InvalidArgument(
+        fmt::format("{}: {} checksums for {} items; give one per item or none", kContext,
+                    m.checksums.size(), m.commit.size()));
+  if (!checksums && !m.checksums.empty())
+    return Status::InvalidArgument(
+        fmt::format("{}: {} checksums in a version {} frame; they need protocol version {}",
+                    kContext, m.checksums.size(), version, kChecksumVersion));
+  BeginFrame(out, 12 + CommitItemBytes(version) * m.commit.size());
   WireWriter w(&out->head);
   w.PutU64(m.reservation_id);
   w.PutU32(static_cast<uint32_t>(m.commit.size()));
@@ -328,6 +354,10 @@ Status EncodeRequest(uint64_t request_id, const ShmCommitRequest& m, const Limit
                        Status::InvalidArgument(fmt::format(
                            "commit byte {}; it is 1 (commit) or 0 (abort)", m.commit[i])));
     w.PutU8(m.commit[i]);
+  }
+  if (checksums) {
+    for (size_t i = 0; i < m.commit.size(); ++i)
+      w.PutU64(m.checksums.empty() ? 0 : m.checksums[i]);
   }
   return FinishFrame(Opcode::kShmCommit, 0, request_id, l, version, out);
 }
@@ -339,7 +369,7 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
   uint32_t count = 0;
   KVPORT_RETURN_IF_ERROR(r.ReadU64("reservation_id", &out->reservation_id));
   if (out->reservation_id == 0) return r.Error(StatusCode::kCorruption, "reservation_id is 0");
-  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kCommitByteBytes, &count));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, CommitItemBytes(h.version), &count));
   out->commit.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
     KVPORT_RETURN_IF_ERROR(r.ReadU8("commit", &out->commit[i]));
@@ -347,6 +377,14 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
       return r.Error(
           StatusCode::kCorruption,
           fmt::format("item {}: commit byte {}; it is 1 (commit) or 0 (abort)", i, out->commit[i]));
+  }
+  // The checksum table, one u64 per item after the commit bytes, from kChecksumVersion on; any
+  // value is valid (0: none; an aborted item's is ignored by the node).
+  out->checksums.clear();
+  if (CarriesChecksums(h.version)) {
+    out->checksums.resize(count);
+    for (uint32_t i = 0; i < count; ++i)
+      KVPORT_RETURN_IF_ERROR(r.ReadU64("checksum", &out->checksums[i]));
   }
   return r.ExpectEnd();
 }
@@ -391,7 +429,11 @@ Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits
   constexpr std::string_view kContext = "SHM_GET response";
   KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmGet, /*response=*/true, version));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.results.size(), l));
-  BeginFrame(out);
+  const bool checksums = CarriesChecksums(version);
+  size_t bytes = 13;
+  for (const ShmGetResult& res : m.results)
+    bytes += ShmGetResultFixedBytes(version) + res.meta.size();
+  BeginFrame(out, bytes);
   WireWriter w(&out->head);
   w.PutU8(static_cast<uint8_t>(m.overall()));
   w.PutU64(m.lease_id);
@@ -400,13 +442,14 @@ Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits
   for (size_t i = 0; i < m.results.size(); ++i) {
     const ShmGetResult& res = m.results[i];
     KVPORT_RETURN_IF_ERROR(
-        CheckResultToEncode(kContext, i, res.status, res.meta, res.value_length, l));
+        CheckResultToEncode(kContext, i, res.status, res.meta, res.value_length, res.checksum, l));
     KVPORT_RETURN_IF_ERROR(CheckOffsetToEncode(kContext, i, res.status, res.offset));
     ok += res.status == StatusCode::kOk;
     w.PutU8(static_cast<uint8_t>(res.status));
     w.PutU32(static_cast<uint32_t>(res.meta.size()));
     w.PutU64(res.value_length);
     w.PutU64(res.offset);
+    if (checksums) w.PutU64(res.checksum);
     w.PutBytes(res.meta);
   }
   if (!IdAgrees(m.lease_id, ok))
@@ -423,8 +466,9 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   uint32_t count = 0;
   KVPORT_RETURN_IF_ERROR(ReadOverall(r, &overall));
   KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_id", &out->lease_id));
-  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kShmGetResultMinBytes, &count));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, ShmGetResultFixedBytes(h.version), &count));
   out->results.resize(count);
+  const bool checksums = CarriesChecksums(h.version);
   size_t ok = 0;
   for (uint32_t i = 0; i < count; ++i) {
     ShmGetResult& res = out->results[i];
@@ -433,7 +477,10 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
     KVPORT_RETURN_IF_ERROR(r.ReadU32("meta_length", &meta_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("value_length", &res.value_length));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("offset", &res.offset));
-    KVPORT_RETURN_IF_ERROR(CheckResultDecoded(r, i, res.status, meta_length, res.value_length, l));
+    res.checksum = 0;  // the result may be reused from an earlier decode
+    if (checksums) KVPORT_RETURN_IF_ERROR(r.ReadU64("checksum", &res.checksum));
+    KVPORT_RETURN_IF_ERROR(
+        CheckResultDecoded(r, i, res.status, meta_length, res.value_length, res.checksum, l));
     KVPORT_RETURN_IF_ERROR(CheckOffsetDecoded(r, i, res.status, res.offset));
     KVPORT_RETURN_IF_ERROR(r.ReadBytes("meta", meta_length, &res.meta));
     ok += res.status == StatusCode::kOk;

@@ -48,15 +48,20 @@ store::ObjectStore::NamespaceFilter Writable(const Grant& grant) {
   return [&grant](std::string_view ns) { return grant.may_write(ns); };
 }
 
-// A reservation in memory for an object the disk tier holds, with the TTL it has left.
+// A reservation in memory for an object the disk tier holds, with the TTL it has left and its
+// checksum.
 Result<store::WriteHandle> ReserveFor(store::ObjectStore& store, std::string_view ns,
                                       std::string_view key, const DiskOffload::Found& found) {
   // Whole seconds, rounded up: an object never outlives its TTL by less than a second.
   const uint64_t ttl_seconds = (found.ttl_left_ms + 999) / 1000;
-  return store.Reserve(ns, key, found.value_bytes, found.meta,
-                       ttl_seconds == 0
-                           ? store::kNoExpiry
-                           : static_cast<uint32_t>(std::min<uint64_t>(ttl_seconds, UINT32_MAX)));
+  Result<store::WriteHandle> reserved = store.Reserve(
+      ns, key, found.value_bytes, found.meta,
+      ttl_seconds == 0 ? store::kNoExpiry
+                       : static_cast<uint32_t>(std::min<uint64_t>(ttl_seconds, UINT32_MAX)));
+  // The value comes back with its checksum: its writer's, or the one the disk computed, which
+  // the read from disk checks it against before it is committed.
+  if (reserved.ok()) reserved->SetChecksum(found.checksum);
+  return reserved;
 }
 
 // The whole reservation, where a value read from disk lands: the extent is whole blocks and
@@ -471,6 +476,10 @@ void WriteBatch::MarkWritten(size_t i, uint64_t bytes) {
 
 void WriteBatch::SetTtlSeconds(size_t i, uint32_t ttl_seconds) {
   if (handles_[i].valid()) handles_[i].SetTtlSeconds(ttl_seconds);
+}
+
+void WriteBatch::SetChecksum(size_t i, uint64_t checksum) {
+  if (handles_[i].valid()) handles_[i].SetChecksum(checksum);
 }
 
 uint64_t WriteBatch::offset(size_t i) const {

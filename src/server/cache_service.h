@@ -265,6 +265,8 @@ class WriteBatch {
   void MarkWritten(size_t i, uint64_t bytes);
   // Item i's expiry at Commit, in place of Reserve's (store::WriteHandle::SetTtlSeconds).
   void SetTtlSeconds(size_t i, uint32_t ttl_seconds);
+  // Item i's value checksum as its writer gave it (store::WriteHandle::SetChecksum; 0: none).
+  void SetChecksum(size_t i, uint64_t checksum);
   // How far ahead of the bytes read a stepwise item (a binary MSET's value, a large RESP SET's)
   // is reserved: a value whose bytes stop coming makes the store evict (and hold) at most this
   // much more than was sent. A fixed step (not doubling) keeps what an item holds unwritten

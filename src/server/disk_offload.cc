@@ -184,6 +184,7 @@ bool DiskOffload::Leaving(const store::EvictedObject& object) {
   item.key = object.key;
   item.expiry_ms = object.ttl_left_ms == 0 ? 0 : UnixMs() + object.ttl_left_ms;
   item.sequence = object.sequence;
+  item.checksum = object.checksum;
   item.bytes = object.value.size();
   item.filling = true;
   std::lock_guard lock(mu_);
@@ -301,6 +302,7 @@ void DiskOffload::FlushAtStop(store::ObjectStore& store,
         item.expiry_ms = ttl_left == 0 ? 0 : UnixMs() + ttl_left;
         item.value.assign(object->data(), object->data() + bytes);
         item.sequence = object->sequence();
+        item.checksum = object->checksum();
         item.bytes = bytes;
         Enqueue(std::move(item));
         ++stats_.stop_flushed;
@@ -391,8 +393,8 @@ void DiskOffload::WriterLoop() {
     if (!index_full) {
       std::vector<store::DiskPut> puts;
       for (const Queue::iterator& item : batch) {
-        puts.push_back(
-            {item->ns, item->key, item->meta, item->value, item->expiry_ms, item->sequence});
+        puts.push_back({item->ns, item->key, item->meta, item->value, item->expiry_ms,
+                        item->sequence, item->checksum});
       }
       written = tier_->PutMany(puts);
       index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
@@ -433,12 +435,13 @@ Result<DiskOffload::Found> DiskOffload::Find(std::string_view ns, std::string_vi
       if (item->expiry_ms != 0 && item->expiry_ms <= now) return Status::NotFound("expired");
       ++stats_.hits;
       return Found{item->meta,     item->value,        TtlLeft(item->expiry_ms, now),
-                   item->sequence, item->value.size(), /*queued=*/true};
+                   item->sequence, item->value.size(), /*queued=*/true,
+                   item->checksum};
     }
   }
   KVPORT_ASSIGN_OR_RETURN(store::DiskEntry entry, tier_->Find(ns, key, now));
-  return Found{std::move(entry.meta), {},   TtlLeft(entry.expiry_ms, now), entry.sequence,
-               entry.value_bytes,     false};
+  return Found{std::move(entry.meta), {},    TtlLeft(entry.expiry_ms, now), entry.sequence,
+               entry.value_bytes,     false, entry.value_checksum};
 }
 
 Status DiskOffload::ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,

@@ -115,7 +115,8 @@ class DiskOffload final : public store::EvictionSink {
     uint64_t ttl_left_ms = 0;
     uint64_t sequence = 0;  // the version's (ReadValue and Holds take it for a disk record)
     uint64_t value_bytes = 0;
-    bool queued = false;  // found in the queue: `value` holds it
+    bool queued = false;    // found in the queue: `value` holds it
+    uint64_t checksum = 0;  // the value's xxh3-64 (its writer's, or the disk's own)
   };
   Result<Found> Find(std::string_view ns, std::string_view key);
   // store::DiskTier::ReadValue: version `sequence` of (ns, key) into `out`, straight from the
@@ -166,6 +167,7 @@ class DiskOffload final : public store::EvictionSink {
     std::vector<char> value;
     uint64_t expiry_ms = 0;  // unix ms; 0 never
     uint64_t sequence = 0;   // the version's
+    uint64_t checksum = 0;   // the value's, as its writer gave it (0: none)
     uint64_t bytes = 0;      // the value's length, counted in pending_bytes_
     // Registered by Leaving and not yet copied in by Evicted: meta and value are its filler's
     // (written without mu_), nobody else reads them or removes the item.

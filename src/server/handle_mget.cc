@@ -48,6 +48,7 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
     if (!pin.valid()) continue;
     result.meta = pin.meta();
     result.value_length = pin.size();
+    result.checksum = pin.checksum();
     if (result.status == StatusCode::kOk) result.value = pin.data();
     if (!mget.meta_only && result.status == StatusCode::kOk) answer_bytes += pin.size();
   }

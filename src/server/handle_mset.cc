@@ -54,6 +54,7 @@ class MsetReceiver final : public PayloadReceiver {
       const uint64_t first = std::min(item.value_length, step_);
       batch_.Reserve(mset_.ns, item.key, item.value_length, item.meta, mset_.ttl_seconds, first);
       const size_t i = batch_.size() - 1;
+      batch_.SetChecksum(i, item.checksum);
       if (uint8_t* destination = batch_.destination(i); destination != nullptr) {
         const uint64_t capacity = batch_.capacity(i);
         reader_.Add(destination, capacity);

@@ -158,8 +158,8 @@ Result<HandlerOutcome> HandleShmCommit(const RequestContext& ctx, protocol::AnyR
   KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
   auto& commit = std::get<protocol::ShmCommitRequest>(request);
   protocol::ShmCommitResponse reply;
-  KVPORT_ASSIGN_OR_RETURN(reply.statuses,
-                          ctx.session.shm.Commit(commit.reservation_id, commit.commit));
+  KVPORT_ASSIGN_OR_RETURN(reply.statuses, ctx.session.shm.Commit(commit.reservation_id,
+                                                                 commit.commit, commit.checksums));
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }
@@ -188,6 +188,7 @@ Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequ
     if (!found.valid()) continue;
     result.meta = found.meta();
     result.value_length = found.size();
+    result.checksum = found.checksum();
     if (result.status == StatusCode::kTooLarge) {
       metas.push_back(std::move(found));
     } else if (over_cap) {
@@ -195,6 +196,7 @@ Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequ
       result.status = StatusCode::kNoSpace;
       result.meta = {};
       result.value_length = 0;
+      result.checksum = 0;
     } else {
       result.offset = ctx.service.OffsetOf(found.data());
       pins.push_back(std::move(found));

@@ -77,7 +77,8 @@ size_t ShmHoldings::AbortOverdueReservations(
   return aborted;
 }
 
-Result<std::vector<StatusCode>> ShmHoldings::Commit(uint64_t id, std::span<const uint8_t> keep) {
+Result<std::vector<StatusCode>> ShmHoldings::Commit(uint64_t id, std::span<const uint8_t> keep,
+                                                    std::span<const uint64_t> checksums) {
   auto it = reservations_.find(id);
   if (it == reservations_.end()) {
     return Status::NotFound("reservation " + std::to_string(id) +
@@ -88,8 +89,15 @@ Result<std::vector<StatusCode>> ShmHoldings::Commit(uint64_t id, std::span<const
                                    std::to_string(keep.size()) + " items; it has " +
                                    std::to_string(it->second.batch.size()));
   }
+  if (!checksums.empty() && checksums.size() != it->second.batch.size()) {
+    return Status::InvalidArgument("SHM_COMMIT of reservation " + std::to_string(id) + " has " +
+                                   std::to_string(checksums.size()) + " checksums for " +
+                                   std::to_string(it->second.batch.size()) + " items");
+  }
   WriteBatch batch = std::move(it->second.batch);
   reservations_.erase(it);
+  for (size_t i = 0; i < checksums.size(); ++i)
+    batch.SetChecksum(i, checksums[i]);
   if (!CloseInWindow(id, &batch)) {
     return Status::Aborted("reservation " + std::to_string(id) +
                            " was committed while UCX writes into it were still arriving");

@@ -82,12 +82,14 @@ class ShmHoldings {
   // Keeps `batch` (with at least one reserved item), reserved at `made`, until
   // TakeReservation; returns its id.
   uint64_t AddReservation(WriteBatch batch, MonotonicClock::time_point made);
-  // Commits reservation `id` (WriteBatch::Commit with `keep`, one byte per item): the per-item
-  // statuses. The items left out are quarantined when the session has the arena mapped.
-  // NotFound for an unknown id (or one ended as overdue); InvalidArgument when `keep` does not
-  // have one byte per item (the reservation stays open); Aborted when UCX writes into it were
-  // still arriving (the window aborts it once they end).
-  Result<std::vector<StatusCode>> Commit(uint64_t id, std::span<const uint8_t> keep);
+  // Commits reservation `id` (WriteBatch::Commit with `keep`, one byte per item, and the
+  // values' `checksums`, one per item or none): the per-item statuses. The items left out are
+  // quarantined when the session has the arena mapped. NotFound for an unknown id (or one ended
+  // as overdue); InvalidArgument when `keep` does not have one byte per item, or `checksums` is
+  // neither empty nor one per item (the reservation stays open); Aborted when UCX writes into
+  // it were still arriving (the window aborts it once they end).
+  Result<std::vector<StatusCode>> Commit(uint64_t id, std::span<const uint8_t> keep,
+                                         std::span<const uint64_t> checksums = {});
   // Ends every reservation older at `now` than `allowed(its reserved bytes)` (quarantined when
   // the session has the arena mapped, else aborted); returns how many.
   size_t AbortOverdueReservations(

@@ -87,7 +87,7 @@ Status EncodeDiskRecord(const DiskRecord& r, std::span<char> out) {
   Put<uint32_t>(p + kKeyBytesAt, static_cast<uint32_t>(r.key.size()));
   Put<uint16_t>(p + kNsBytesAt, static_cast<uint16_t>(r.ns.size()));
   // kReservedAt: 6 zero bytes (memset above).
-  Put<uint64_t>(p + kValueChecksumAt, Hash(r.value));
+  Put<uint64_t>(p + kValueChecksumAt, r.value_checksum != 0 ? r.value_checksum : Hash(r.value));
   char* names = p + kFixedBytes;
   char* at = CopyTo(names, r.ns);
   at = CopyTo(at, r.key);

@@ -62,6 +62,10 @@ struct DiskRecord {
   // A tombstone says `key` was deleted (at `sequence`): no meta, no value. Segments are
   // append-only, so a delete is a record too, or the key would come back at a restart.
   bool tombstone = false;
+  // The value's xxh3-64 as its writer computed it (a client, at its put), written as the
+  // record's value_checksum so that a read from disk checks the writer's bytes end to end;
+  // 0: computed here.
+  uint64_t value_checksum = 0;
 };
 
 // Where a record's value starts, from the record's start: after the fixed part and

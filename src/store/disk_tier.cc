@@ -526,8 +526,9 @@ Result<std::pair<std::shared_ptr<DiskTier::Segment>, uint64_t>> DiskTier::Append
 }
 
 Status DiskTier::Put(std::string_view ns, std::string_view key, std::string_view meta,
-                     std::span<const char> value, uint64_t expiry_ms, uint64_t sequence) {
-  const DiskPut put{ns, key, meta, value, expiry_ms, sequence};
+                     std::span<const char> value, uint64_t expiry_ms, uint64_t sequence,
+                     uint64_t checksum) {
+  const DiskPut put{ns, key, meta, value, expiry_ms, sequence, checksum};
   return PutMany({&put, 1})[0];
 }
 
@@ -566,6 +567,9 @@ std::vector<Status> DiskTier::PutMany(std::span<const DiskPut> puts) {
       record.key = p.key;
       record.meta = p.meta;
       record.value = std::string_view(p.value.data(), p.value.size());
+      // The writer's checksum, or one computed here once (the index keeps it too).
+      record.value_checksum =
+          p.checksum != 0 ? p.checksum : XXH3_64bits(p.value.data(), p.value.size());
       run.push_back(record);
       bytes += record_bytes(p);
     }
@@ -586,7 +590,7 @@ std::vector<Status> DiskTier::PutMany(std::span<const DiskPut> puts) {
       h.record_bytes = record_bytes(p);
       h.expiry_ms = p.expiry_ms;
       h.value_bytes = p.value.size();
-      h.value_checksum = XXH3_64bits(p.value.data(), p.value.size());
+      h.value_checksum = run[k - i].value_checksum;
       h.names_bytes = static_cast<uint32_t>(p.ns.size() + p.key.size() + p.meta.size());
       h.ns = p.ns;
       h.key = p.key;
@@ -613,7 +617,7 @@ Result<DiskEntry> DiskTier::Find(std::string_view ns, std::string_view key, uint
   if (it == index_.end()) return Status::NotFound("not on disk");
   const DiskRecordHeader& h = it->second.record.header;
   if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) return Status::NotFound("expired on disk");
-  return DiskEntry{h.meta, h.expiry_ms, h.value_bytes, h.sequence};
+  return DiskEntry{h.meta, h.expiry_ms, h.value_bytes, h.sequence, h.value_checksum};
 }
 
 Status DiskTier::ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
@@ -659,6 +663,7 @@ Result<DiskObject> DiskTier::Get(std::string_view ns, std::string_view key, uint
   object.meta = std::move(entry.meta);
   object.expiry_ms = entry.expiry_ms;
   object.sequence = entry.sequence;
+  object.value_checksum = entry.value_checksum;
   object.value.resize(entry.value_bytes);
   KVPORT_RETURN_IF_ERROR(ReadValue(ns, key, entry.sequence, object.value));
   return object;
@@ -882,6 +887,7 @@ Result<DiskTier::Copied> DiskTier::CopyForward(const CompactionItem& item, uint6
   if (!h.tombstone) {  // a killed record moves as the plain tombstone it counts as
     record.meta = h.meta;
     record.value = std::string_view(buffer.data() + h.value_offset(), h.value_bytes);
+    record.value_checksum = h.value_checksum;  // checked above: not computed again
   }
   const uint64_t copied_bytes =
       DiskRecordBytes(record.ns.size(), record.key.size(), record.meta.size(), record.value.size());

@@ -106,7 +106,8 @@ struct DiskObject {
   std::string meta;
   std::vector<char> value;
   uint64_t expiry_ms = 0;
-  uint64_t sequence = 0;  // its record's: which version this is (Holds)
+  uint64_t sequence = 0;        // its record's: which version this is (Holds)
+  uint64_t value_checksum = 0;  // the value's xxh3-64, as written (and checked) on disk
 };
 
 // One object for DiskTier::PutMany (Put's arguments).
@@ -117,6 +118,7 @@ struct DiskPut {
   std::span<const char> value;
   uint64_t expiry_ms = 0;  // unix ms; 0 never
   uint64_t sequence = 0;   // the version's (at least 1)
+  uint64_t checksum = 0;   // the value's xxh3-64 as its writer gave it; 0: computed here
 };
 
 // What the index knows of an object, without reading it (DiskTier::Find).
@@ -124,7 +126,8 @@ struct DiskEntry {
   std::string meta;
   uint64_t expiry_ms = 0;  // unix ms; 0 never
   uint64_t value_bytes = 0;
-  uint64_t sequence = 0;  // which version: ReadValue reads this one or none
+  uint64_t sequence = 0;        // which version: ReadValue reads this one or none
+  uint64_t value_checksum = 0;  // what ReadValue checks the value against
 };
 
 class DiskTier {
@@ -156,9 +159,12 @@ class DiskTier {
   // the key's is written but never read (it is dead from the start). NoSpace when the record
   // cannot fit in a segment or the capacity even with every older segment gone, or the disk is
   // full; IoError when the write fails. On failure the key keeps its previous value (if any) and
-  // nothing half-written is ever read.
+  // nothing half-written is ever read. `checksum`: the value's xxh3-64 as its writer computed
+  // it, kept as the record's (0: the tier computes it); a value that does not match it is a
+  // miss when read.
   Status Put(std::string_view ns, std::string_view key, std::string_view meta,
-             std::span<const char> value, uint64_t expiry_ms, uint64_t sequence);
+             std::span<const char> value, uint64_t expiry_ms, uint64_t sequence,
+             uint64_t checksum = 0);
   // Put of each, in order, with as few writes as the segments allow: the records that fit in
   // the newest segment go in one write (a disk takes one large write far faster than many
   // small ones in a row). Each one's status, as Put's; a failed write fails the records it

@@ -91,6 +91,8 @@ struct StoredObject {
   // ReadHandle::sequence: set at commit (or before it, WriteHandle::SetSequence; 0: none set)
   // and at a change in place, under the shard mutex; read by pinners without it.
   std::atomic<uint64_t> sequence{0};
+  // ReadHandle::checksum: set by the writer before the commit, constant after.
+  uint64_t checksum = 0;
   std::atomic<uint32_t> refs{1};
   // ReadHandles on this version: the first adds its extent to Impl::pinned_bytes, the last
   // takes it away. 0 -> 1 happens only under the shard mutex (Lookup) or from a live pin.
@@ -625,7 +627,8 @@ struct ObjectStore::Impl {
           victim->Meta(),
           {victim->data, victim->value_len},
           victim->expires_at_ms == kNeverExpires ? 0 : TtlLeftMs(victim->expires_at_ms, now_ms),
-          victim->sequence.load(std::memory_order_relaxed)};
+          victim->sequence.load(std::memory_order_relaxed),
+          victim->checksum};
     };
     {
       MutexLock lock(shard.mu);
@@ -749,6 +752,9 @@ uint64_t ReadHandle::ttl_left_ms() const {
 uint64_t ReadHandle::sequence() const {
   return object_->sequence.load(std::memory_order_relaxed);
 }
+uint64_t ReadHandle::checksum() const {
+  return object_->checksum;
+}
 
 WriteHandle::WriteHandle(WriteHandle&& other) noexcept
     : object_(std::exchange(other.object_, nullptr)) {}
@@ -779,6 +785,9 @@ void WriteHandle::SetTtlSeconds(uint32_t ttl_seconds) {
 }
 void WriteHandle::SetSequence(uint64_t sequence) {
   object_->sequence.store(sequence, std::memory_order_relaxed);
+}
+void WriteHandle::SetChecksum(uint64_t checksum) {
+  object_->checksum = checksum;
 }
 void WriteHandle::MarkWritten(uint64_t bytes) {
   // The last block's rounding counts as written with the value's last byte.

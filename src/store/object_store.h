@@ -81,6 +81,7 @@ struct EvictedObject {
   std::span<const uint8_t> value;
   uint64_t ttl_left_ms = 0;  // how long it had left to live; 0: no expiry
   uint64_t sequence = 0;     // which version it is (ReadHandle::sequence)
+  uint64_t checksum = 0;     // its value's, as its writer gave it (ReadHandle::checksum)
 };
 
 // Where evicted objects go (the disk tier), told in two steps so that no change of a key can
@@ -208,6 +209,9 @@ class ReadHandle {
   // AttachMeta), higher than that of every earlier version of the key. A disk copy carrying
   // the same number is this very version (value, meta and expiry).
   uint64_t sequence() const;
+  // The value's checksum (xxh3-64) as its writer gave it (WriteHandle::SetChecksum); 0: none.
+  // The store keeps it beside the value and never computes or checks it: a reader does.
+  uint64_t checksum() const;
   // Drops the pin now; the handle becomes empty.
   void Reset();
 
@@ -247,6 +251,9 @@ class WriteHandle {
   // moved back into memory from the disk tier, which is that very version (it stays older than
   // anything committed since).
   void SetSequence(uint64_t sequence);
+  // The value's checksum (xxh3-64 of its size() bytes, computed where they were produced; 0:
+  // none), kept with it from Commit on (ReadHandle::checksum).
+  void SetChecksum(uint64_t checksum);
   std::string_view ns() const;
   std::string_view key() const;
 

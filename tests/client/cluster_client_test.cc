@@ -474,11 +474,12 @@ TEST_F(ClusterClientTest, JoinsLeavesAndNewEpochsTakeEffectAtTheNextCall) {
   EditableMembership* membership = owned.get();
   membership->Set({NodeMember("n0", *nodes_[0], 1), NodeMember("n1", *nodes_[1], 1)});
   client::DeviceStaging devices;
+  client::ValueChecksums checksums(/*enabled=*/true, {});
   Result<TransportChoice> tcp = ResolveTransport(1, TransportEnvironment{});
   ASSERT_TRUE(tcp.ok());
   InitOptions init;
   init.connect_timeout = std::chrono::milliseconds(500);
-  client::ClusterClient cluster("t", std::move(owned), init, *tcp, {}, &devices, {});
+  client::ClusterClient cluster("t", std::move(owned), init, *tcp, {}, &devices, &checksums, {});
   ASSERT_TRUE(cluster.Connect().ok());
   auto put = [&](int from, int n) {
     std::vector<std::string> keys;

@@ -488,7 +488,9 @@ TEST(UcxArenaTest, AGarbageAttachAnswerFailsTheAttachCleanly) {
       answer.session_key = key;
       answer.arena_bytes = 1 << 20;
       protocol::EncodedFrame frame;
-      ASSERT_TRUE(protocol::EncodeResponse(request.header.request_id, answer, {}, &frame).ok());
+      ASSERT_TRUE(protocol::EncodeResponse(request.header.request_id, answer, {}, &frame,
+                                           request.header.version)
+                      .ok());
       std::string bytes = frame.Flatten();
       // The first answer's key length says 200 bytes: more than the frame holds.
       if (index == 0) bytes[protocol::kFrameHeaderSize + 3] = static_cast<char>(200);

@@ -137,7 +137,7 @@ std::vector<SampleFrame> SampleFrames() {
               3);
   AddResponse(&out, "v3_shm_reserve_failed_response", 25,
               ShmReserveResponse{0, {{StatusCode::kTooLarge, 0}}}, 3);
-  AddRequest(&out, "v3_shm_commit_request", 26, ShmCommitRequest{9, {1, 0, 1}}, 3);
+  AddRequest(&out, "v3_shm_commit_request", 26, ShmCommitRequest{9, {1, 0, 1}, {}}, 3);
   AddResponse(&out, "v3_shm_commit_response", 26,
               ShmCommitResponse{{StatusCode::kOk, StatusCode::kNoSpace, StatusCode::kAborted}}, 3);
   ShmGetRequest shm_get;
@@ -167,6 +167,40 @@ std::vector<SampleFrame> SampleFrames() {
   AddResponse(&out, "v9_ucx_attach_refused_response", 31,
               UcxAttachResponse{StatusCode::kNotSupported, 0, "", 0, "this node offers no UCX"},
               kUcxVersion);
+
+  // Version 10: values carry their checksums (MSET and SHM_RESERVE items, MGET and SHM_GET
+  // results, SHM_COMMIT requests); some are 0 ("none"). The other layouts are unchanged.
+  constexpr uint64_t kSumA = 0x0123456789ABCDEFull, kSumB = 0xFEDCBA9876543210ull;
+  MsetRequest mset_sums = mset;
+  mset_sums.items[0].checksum = kSumA;
+  mset_sums.items[1].checksum = kSumB;
+  AddRequest(&out, "v10_mset_request", 32, mset_sums, kChecksumVersion);
+  AddResponse(&out, "v10_mset_response", 32,
+              MsetResponse{{StatusCode::kOk, StatusCode::kNoSpace, StatusCode::kOk}},
+              kChecksumVersion);
+  AddRequest(&out, "v10_mget_request", 33, mget, kChecksumVersion);  // meta-only
+  MgetResponse mget_sums = mget_response;
+  mget_sums.results[0].checksum = kSumA;
+  mget_sums.results[1].checksum = kSumB;  // TooLarge carries it too
+  AddResponse(&out, "v10_mget_response", 34, mget_sums, kChecksumVersion);
+  MgetResponse meta_only_sums = meta_only_response;
+  meta_only_sums.results[0].checksum = kSumB;
+  AddResponse(&out, "v10_mget_meta_only_response", 33, meta_only_sums, kChecksumVersion);
+  ShmReserveRequest reserve_sums = reserve;
+  reserve_sums.items[1].checksum = kSumA;  // ignored by the node, but on the wire
+  AddRequest(&out, "v10_shm_reserve_request", 35, reserve_sums, kChecksumVersion);
+  AddRequest(&out, "v10_shm_commit_request", 36, ShmCommitRequest{9, {1, 0, 1}, {kSumA, 0, kSumB}},
+             kChecksumVersion);
+  AddRequest(&out, "v10_shm_commit_no_checksums_request", 37, ShmCommitRequest{9, {1, 1}, {}},
+             kChecksumVersion);
+  AddResponse(&out, "v10_shm_get_response", 38,
+              ShmGetResponse{5,
+                             {{StatusCode::kOk, "meta-1", 4096, 1ull << 20, kSumA},
+                              {StatusCode::kTooLarge, "", 1ull << 20, 0, kSumB},
+                              {StatusCode::kNotFound, "", 0, 0, 0}}},
+              kChecksumVersion);
+  AddResponse(&out, "v10_shm_get_miss_response", 39,
+              ShmGetResponse{0, {{StatusCode::kNotFound, "", 0, 0, 0}}}, kChecksumVersion);
   return out;
 }
 

@@ -21,7 +21,7 @@ TEST(LimitsTest, DefaultsAreValidAndDocumented) {
   EXPECT_EQ(l.max_value_bytes, 1ull << 30);
   EXPECT_EQ(l.max_batch_keys, 4096u);
   EXPECT_EQ(l.max_frame_bytes, 16ull << 20);
-  EXPECT_EQ(MaxResponseFrameBytes(l), (16ull << 20) + 4096 * (4096 + 16));
+  EXPECT_EQ(MaxResponseFrameBytes(l), (16ull << 20) + 4096 * (4096 + 24));
   EXPECT_EQ(MaxPayloadBytes(l), 4096ull << 30);
 }
 
@@ -141,7 +141,7 @@ TEST(FrameHeaderTest, RejectsEachMalformedField) {
   const HeaderCase cases[] = {
       {"magic", 0, "KVPX", StatusCode::kCorruption, "magic"},
       {"version 0", 4, std::string(1, '\0'), StatusCode::kNotSupported, "version"},
-      {"version 10", 4, "\x0A", StatusCode::kNotSupported, "version"},
+      {"version 11", 4, "\x0B", StatusCode::kNotSupported, "version"},
       {"opcode 0", 5, std::string(1, '\0'), StatusCode::kCorruption, "opcode"},
       {"opcode 17", 5, "\x11", StatusCode::kCorruption, "opcode"},
       {"version 9 opcode in a version 1 frame", 5, "\x10", StatusCode::kCorruption,
@@ -251,7 +251,8 @@ TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
     return DecodeFrameHeader(bytes, Limits{}, &h);
   };
   EXPECT_EQ(kShmVersion, 3);
-  EXPECT_EQ(kMaxProtocolVersion, 9);
+  EXPECT_EQ(kMaxProtocolVersion, 10);
+  EXPECT_EQ(kChecksumVersion, 10);
   EXPECT_EQ(KnownFlags(3), KnownFlags(2));
   for (Opcode op : {Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kShmReserve, Opcode::kShmCommit,
                     Opcode::kShmGet, Opcode::kShmRelease}) {

@@ -224,7 +224,7 @@ TEST(MalformedTest, HelloListErrorStatsFields) {
   ASSERT_TRUE(EncodeResponse(1, HelloResponse{1, Limits{}, "s", std::nullopt}, Limits{}, &f).ok());
   ExpectFieldCases(
       f.Flatten(),
-      {{"version 10", 32, std::string(1, '\x0A'), StatusCode::kNotSupported, "version 10"},
+      {{"version 11", 32, std::string(1, '\x0B'), StatusCode::kNotSupported, "version 11"},
        {"key limit 0", 33, U64(0), StatusCode::kCorruption, "unusable limits: max_key_bytes"}});
   ASSERT_TRUE(EncodeRequest(1, ListRequest{"ns", 5, 10}, Limits{}, &f).ok());
   ExpectFieldCases(f.Flatten(),
@@ -449,19 +449,28 @@ TEST(EncoderLimitsTest, ResponsesAndControlMessages) {
 
 // ---- Version 3: NODE_INFO and the shared-memory opcodes ----------------------------------
 
+// `m` encoded in a frame of `version`, flattened (the encoding must succeed).
 template <typename Message>
-std::string EncodeV3Response(const Message& m) {
+std::string FlatResponse(const Message& m, uint8_t version) {
   EncodedFrame f;
-  Status s = EncodeResponse(1, m, Limits{}, &f, kShmVersion);
+  Status s = EncodeResponse(1, m, Limits{}, &f, version);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return f.Flatten();
 }
 template <typename Message>
-std::string EncodeV3Request(const Message& m) {
+std::string FlatRequest(const Message& m, uint8_t version) {
   EncodedFrame f;
-  Status s = EncodeRequest(1, m, Limits{}, &f, kShmVersion);
+  Status s = EncodeRequest(1, m, Limits{}, &f, version);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return f.Flatten();
+}
+template <typename Message>
+std::string EncodeV3Response(const Message& m) {
+  return FlatResponse(m, kShmVersion);
+}
+template <typename Message>
+std::string EncodeV3Request(const Message& m) {
+  return FlatRequest(m, kShmVersion);
 }
 
 TEST(MalformedShmTest, NodeInfoResponseFields) {
@@ -888,7 +897,7 @@ TEST(MalformedShmTest, ShmReserveFields) {
 TEST(MalformedShmTest, ShmCommitFields) {
   // reservation_id 32, count 40, commit bytes 44, 45, 46.
   ExpectFieldCases(
-      EncodeV3Request(ShmCommitRequest{9, {1, 0, 1}}),
+      EncodeV3Request(ShmCommitRequest{9, {1, 0, 1}, {}}),
       {
           {"reservation id 0", 32, U64(0), StatusCode::kCorruption, "reservation_id is 0"},
           {"commit byte 2", 45, std::string(1, '\x02'), StatusCode::kCorruption,
@@ -1049,7 +1058,7 @@ TEST(EncoderShmTest, RefusedBelowVersion3AndAboveThisBuild) {
     return EncodeResponse(1, ShmReserveResponse{1, {{StatusCode::kOk, 0}}}, l, f, v);
   });
   expect("SHM_COMMIT request", [&](EncodedFrame* f, uint8_t v) {
-    return EncodeRequest(1, ShmCommitRequest{1, {1}}, l, f, v);
+    return EncodeRequest(1, ShmCommitRequest{1, {1}, {}}, l, f, v);
   });
   expect("SHM_COMMIT response", [&](EncodedFrame* f, uint8_t v) {
     return EncodeResponse(1, ShmCommitResponse{{StatusCode::kOk}}, l, f, v);
@@ -1152,12 +1161,12 @@ TEST(EncoderShmTest, RefusesWhatDecodersReject) {
       {"reserve reservation without an id",
        EncodeResponse(1, ShmReserveResponse{0, {{StatusCode::kOk, 0}}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "reservation_id 0 with 1"},
-      {"commit id 0", EncodeRequest(1, ShmCommitRequest{0, {1}}, Limits{}, &f),
+      {"commit id 0", EncodeRequest(1, ShmCommitRequest{0, {1}, {}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "reservation_id is 0"},
-      {"commit byte 2", EncodeRequest(1, ShmCommitRequest{1, {1, 2}}, Limits{}, &f),
+      {"commit byte 2", EncodeRequest(1, ShmCommitRequest{1, {1, 2}, {}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "item 1: commit byte 2"},
       {"commit too many",
-       EncodeRequest(1, ShmCommitRequest{1, std::vector<uint8_t>(4097, 1)}, Limits{}, &f),
+       EncodeRequest(1, ShmCommitRequest{1, std::vector<uint8_t>(4097, 1), {}}, Limits{}, &f),
        StatusCode::kTooLarge, "max_batch_keys"},
       {"commit response unknown status",
        EncodeResponse(1, ShmCommitResponse{{static_cast<StatusCode>(99)}}, Limits{}, &f),
@@ -1191,6 +1200,220 @@ TEST(EncoderShmTest, RefusesWhatDecodersReject) {
     EXPECT_NE(c.status.message().find(c.message_part), std::string::npos)
         << c.what << ": " << c.status.ToString();
   }
+}
+
+// ---- Version 10: checksums -----------------------------------------------------------------
+
+constexpr uint64_t kSumA = 0x0123456789ABCDEFull;
+constexpr uint64_t kSumB = 0xFEDCBA9876543210ull;
+
+template <typename Message>
+std::string EncodeV10Request(const Message& m) {
+  return FlatRequest(m, kChecksumVersion);
+}
+template <typename Message>
+std::string EncodeV10Response(const Message& m) {
+  return FlatResponse(m, kChecksumVersion);
+}
+
+// Every cut of the descriptor of `frame` that ends inside the 8 bytes at `offset` (into the
+// whole frame) is Corruption "truncated at checksum".
+void ExpectTruncatedInChecksum(const std::string& frame, size_t offset) {
+  FrameView view;
+  ASSERT_TRUE(SplitFrame(frame, Limits{}, &view).ok());
+  for (size_t n = offset - kFrameHeaderSize; n < offset - kFrameHeaderSize + 8; ++n) {
+    FrameHeader h = view.header;
+    h.descriptor_length = static_cast<uint32_t>(n);
+    const std::string_view prefix = view.descriptor.substr(0, n);
+    Status s;
+    if (h.is_response()) {
+      AnyResponse r;
+      s = DecodeAnyResponse(h, prefix, Limits{}, &r);
+    } else {
+      AnyRequest r;
+      s = DecodeAnyRequest(h, prefix, Limits{}, &r);
+    }
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << n << ": " << s.ToString();
+    EXPECT_NE(s.message().find("truncated at checksum"), std::string::npos)
+        << n << ": " << s.ToString();
+  }
+}
+
+TEST(MalformedChecksumTest, MsetFields) {
+  // Namespace 32 ("ns"), ttl 35, count 39; item 0: key_len 43, meta_len 45, value_len 49,
+  // checksum 57, key 65, meta 66; item 1: key_len 67, meta_len 69, value_len 73, checksum 81,
+  // key 89; payload 91.
+  static const std::string v1 = "xyz", v2 = "pq";
+  const MsetRequest in{
+      "ns", 60, {{"a", "m", 3, v1.data(), kSumA}, {"bc", "", 2, v2.data(), kSumB}}};
+  ExpectFieldCases(
+      EncodeV10Request(in),
+      {
+          // 48 bytes are left: enough for 3 items of version 9 (3 x 15), not of version 10.
+          {"count above bytes", 39, U32(3), StatusCode::kCorruption, "count 3 needs at least 69"},
+          {"count below items", 39, U32(1), StatusCode::kCorruption, "trailing"},
+          {"empty key", 43, U16(0), StatusCode::kInvalidArgument, "item 0: empty key"},
+          {"key too long", 67, U16(8193), StatusCode::kTooLarge, "item 1: key_length 8193"},
+          {"key past end", 67, U16(3), StatusCode::kCorruption, "truncated at key"},
+          {"meta past end", 69, U32(1), StatusCode::kCorruption, "truncated at meta"},
+          {"value too long", 49, U64((1ull << 30) + 1), StatusCode::kTooLarge, "max_value_bytes"},
+          {"value sum above payload", 49, U64(4), StatusCode::kCorruption, "payload_length"},
+          {"value sum below payload", 73, U64(1), StatusCode::kCorruption, "payload_length"},
+      });
+  // A cut inside the last item's checksum (the first item's key is long enough for the count
+  // check to pass): item 1's checksum at 32 + 11 + (22 + 40) + 14.
+  const std::string long_key(40, 'k');
+  ExpectTruncatedInChecksum(
+      EncodeV10Request(
+          MsetRequest{"ns", 0, {{long_key, "", 3, v1.data(), 0}, {"b", "", 0, nullptr, kSumB}}}),
+      32 + 11 + 62 + 14);
+  // SHM_RESERVE has the same items.
+  ExpectTruncatedInChecksum(
+      EncodeV10Request(ShmReserveRequest{
+          "ns", 0, {{long_key, "", 3, nullptr, 0}, {"b", "", 0, nullptr, kSumB}}}),
+      32 + 11 + 62 + 14);
+}
+
+TEST(MalformedChecksumTest, MgetResponseFields) {
+  // Overall 32, count 33; item 0: status 37, meta_length 38, value_length 42, checksum 50,
+  // meta 58; item 1: status 59, meta_length 60, value_length 64, checksum 72; payload 80.
+  const std::string hit = "hi";
+  MgetResponse in;
+  in.results = {{StatusCode::kOk, "M", 2, hit.data(), kSumA},
+                {StatusCode::kNotFound, "", 0, nullptr, 0}};
+  ExpectFieldCases(
+      EncodeV10Response(in),
+      {
+          {"checksum on a miss", 72, U64(1), StatusCode::kCorruption,
+           "item 1: status NotFound with checksum 0x1"},
+          {"miss with value", 64, U64(1), StatusCode::kCorruption, "NotFound"},
+          // 43 bytes are left: enough for 3 results of version 9 (3 x 13), not of version 10.
+          {"count above bytes", 33, U32(3), StatusCode::kCorruption, "count 3 needs at least 63"},
+          {"hit payload mismatch", 42, U64(3), StatusCode::kCorruption, "payload_length"},
+          {"meta past end", 38, U32(30), StatusCode::kCorruption, "truncated at meta"},
+      });
+  // TooLarge carries the stored checksum; any status without object info may not.
+  MgetResponse too_large;
+  too_large.results = {{StatusCode::kTooLarge, "", 0, nullptr, kSumA}};
+  ExpectFieldCases(EncodeV10Response(too_large),
+                   {{"checksum on NotFound", 37, std::string(1, '\x02'), StatusCode::kCorruption,
+                     "item 0: status NotFound with checksum 0x123456789abcdef"},
+                    {"checksum on NoSpace", 37, std::string(1, '\x03'), StatusCode::kCorruption,
+                     "item 0: status NoSpace with checksum"}});
+  // A cut inside the last result's checksum: item 1's at 32 + 5 + (21 + 40) + 13.
+  const std::string meta(40, 'm');
+  MgetResponse long_meta;
+  long_meta.results = {{StatusCode::kOk, meta, 0, nullptr, 0},
+                       {StatusCode::kOk, "", 0, nullptr, kSumB}};
+  ExpectTruncatedInChecksum(EncodeV10Response(long_meta), 32 + 5 + 61 + 13);
+}
+
+TEST(MalformedChecksumTest, ShmCommitFields) {
+  // reservation_id 32, count 40, commit bytes 44, 45, 46, checksums 47, 55, 63.
+  const std::string frame = EncodeV10Request(ShmCommitRequest{9, {1, 0, 1}, {kSumA, 0, kSumB}});
+  ASSERT_EQ(frame.size(), 71u);
+  ExpectFieldCases(
+      frame,
+      {
+          {"commit byte 2", 45, std::string(1, '\x02'), StatusCode::kCorruption,
+           "item 1: commit byte 2"},
+          {"count above bytes", 40, U32(4), StatusCode::kCorruption, "count 4 needs at least 36"},
+          {"count below items", 40, U32(2), StatusCode::kCorruption, "trailing"},
+          {"count above limit", 40, U32(4097), StatusCode::kTooLarge, "max_batch_keys"},
+          // Read as version 9, the checksum table is 24 bytes too many.
+          {"a version 9 frame", 4, std::string(1, '\x09'), StatusCode::kCorruption,
+           "24 trailing bytes"},
+      });
+  // A version 9 frame read as version 10 lacks its checksums.
+  EncodedFrame f;
+  ASSERT_TRUE(
+      EncodeRequest(1, ShmCommitRequest{9, {1, 0, 1}, {}}, Limits{}, &f, kChecksumVersion - 1)
+          .ok());
+  std::string v9 = f.Flatten();
+  v9[4] = static_cast<char>(kChecksumVersion);
+  Status s = DecodeWhole(v9);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("count 3 needs at least 27 bytes"), std::string::npos) << s.ToString();
+}
+
+TEST(MalformedChecksumTest, ShmGetResponseFields) {
+  // Overall 32, lease_id 33, count 41; item 0: status 45, meta_length 46, value_length 50,
+  // offset 58, checksum 66, meta 74; item 1: status 75, meta_length 76, value_length 80,
+  // offset 88, checksum 96.
+  ExpectFieldCases(
+      EncodeV10Response(ShmGetResponse{
+          3, {{StatusCode::kOk, "M", 2, 64, kSumA}, {StatusCode::kNotFound, "", 0, 0, 0}}}),
+      {
+          {"checksum on a miss", 96, U64(7), StatusCode::kCorruption,
+           "item 1: status NotFound with checksum 0x7"},
+          {"offset on a miss", 88, U64(64), StatusCode::kCorruption,
+           "item 1: status NotFound with offset 64"},
+          {"count above bytes", 41, U32(3), StatusCode::kCorruption, "count 3 needs at least 87"},
+          {"meta past end", 46, U32(31), StatusCode::kCorruption, "truncated at meta"},
+      });
+  ExpectFieldCases(EncodeV10Response(ShmGetResponse{0, {{StatusCode::kTooLarge, "", 9, 0, kSumB}}}),
+                   {{"offset on TooLarge", 58, U64(1), StatusCode::kCorruption,
+                     "status TooLarge with offset 1"}});
+  // A cut inside the last result's checksum: item 1's at 32 + 13 + (29 + 40) + 21.
+  const std::string meta(40, 'm');
+  ExpectTruncatedInChecksum(
+      EncodeV10Response(ShmGetResponse{
+          1, {{StatusCode::kOk, meta, 1, 64, 0}, {StatusCode::kOk, "", 0, 0, kSumB}}}),
+      32 + 13 + 69 + 21);
+}
+
+TEST(EncoderChecksumTest, RefusesWhatDecodersReject) {
+  EncodedFrame f;
+  for (uint8_t version : {uint8_t{kChecksumVersion - 1}, kChecksumVersion}) {
+    // A checksum on a result without object info is a caller bug whatever the version.
+    MgetResponse mget;
+    mget.results = {{StatusCode::kOk, "", 0, nullptr, kSumA},
+                    {StatusCode::kNotFound, "", 0, nullptr, kSumB}};
+    Status s = EncodeResponse(1, mget, Limits{}, &f, version);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << int{version} << ": " << s.ToString();
+    EXPECT_NE(s.message().find("item 1: status NotFound with checksum 0xfedcba9876543210"),
+              std::string::npos)
+        << s.ToString();
+    ShmGetResponse get{0, {{StatusCode::kUnavailable, "", 0, 0, 1}}};
+    s = EncodeResponse(1, get, Limits{}, &f, version);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << int{version} << ": " << s.ToString();
+    EXPECT_NE(s.message().find("item 0: status Unavailable with checksum 0x1"), std::string::npos)
+        << s.ToString();
+    // TooLarge answers carry the stored checksum.
+    get.results[0].status = StatusCode::kTooLarge;
+    s = EncodeResponse(1, get, Limits{}, &f, version);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  Status s = EncodeRequest(1, ShmCommitRequest{9, {1, 0, 1}, {1, 2, 3, 4}}, Limits{}, &f,
+                           kChecksumVersion);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("4 checksums for 3 items"), std::string::npos) << s.ToString();
+  s = EncodeRequest(1, ShmCommitRequest{9, {1}, {0}}, Limits{}, &f, kShmVersion);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("1 checksums in a version 3 frame"), std::string::npos)
+      << s.ToString();
+}
+
+// Whatever MGET or SHM_GET request fits max_frame_bytes, its largest version 10 answer fits the
+// response frame limit, as in older versions.
+TEST(EncoderChecksumTest, FullAnswersFitInVersion10) {
+  Limits l;
+  l.max_key_bytes = 1024;
+  l.max_frame_bytes = 8192;
+  l.max_batch_keys = 256;
+  ASSERT_TRUE(ValidateLimits(l).ok());
+  const std::string meta(l.max_meta_bytes, 'm');
+  EncodedFrame f;
+  MgetResponse mget;
+  mget.meta_only = true;
+  mget.results.assign(l.max_batch_keys, MgetResult{StatusCode::kOk, meta, 1, nullptr, kSumA});
+  Status s = EncodeResponse(1, mget, l, &f, kChecksumVersion);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  ShmGetResponse get;
+  get.lease_id = 1;
+  get.results.assign(l.max_batch_keys, ShmGetResult{StatusCode::kOk, meta, 1, 1, kSumA});
+  s = EncodeResponse(1, get, l, &f, kChecksumVersion);
+  EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
 }  // namespace

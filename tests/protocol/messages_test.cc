@@ -7,6 +7,7 @@
 #include <string>
 
 #include "protocol/frame.h"
+#include "protocol/wire.h"
 
 namespace kvport::protocol {
 namespace {
@@ -42,18 +43,22 @@ void ResponseRoundTrip(uint64_t id, const Message& in, Message* out, std::string
 TEST(MessagesTest, HelloRoundTripAndNegotiation) {
   std::string frame;
   FrameView view;
-  HelloRequest req{1, 9, "client", ""}, req_out;
+  HelloRequest req{1, 10, "client", ""}, req_out;
   RequestRoundTrip(1, req, &req_out, &frame, &view);
   EXPECT_EQ(req_out.min_version, 1);
-  EXPECT_EQ(req_out.max_version, 9);
+  EXPECT_EQ(req_out.max_version, 10);
   EXPECT_EQ(req_out.client_name, "client");
   EXPECT_EQ(view.header.version, kHelloVersion);
   Result<uint8_t> v = NegotiateVersion(req_out);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, kMaxProtocolVersion);
-  EXPECT_EQ(*v, 9);
-  EXPECT_EQ(NegotiateVersion(HelloRequest{10, 11, "", ""}).status().code(),
+  EXPECT_EQ(*v, 10);
+  EXPECT_EQ(NegotiateVersion(HelloRequest{11, 12, "", ""}).status().code(),
             StatusCode::kNotSupported);
+  // A version 9 client gets version 9: values without checksums, byte for byte as before.
+  Result<uint8_t> v9 = NegotiateVersion(HelloRequest{1, 9, "", ""});
+  ASSERT_TRUE(v9.ok());
+  EXPECT_EQ(*v9, 9);
   // A version 8 client gets version 8 (its sessions are served; its UCX_ATTACH is not).
   Result<uint8_t> v8 = NegotiateVersion(HelloRequest{1, 8, "", ""});
   ASSERT_TRUE(v8.ok());
@@ -745,7 +750,7 @@ TEST(ShmMessagesTest, ShmReserveRoundTripHasNoPayload) {
 TEST(ShmMessagesTest, ShmCommitRoundTrip) {
   std::string frame;
   FrameView view;
-  ShmCommitRequest in{0xABCDEF0123456789ull, {1, 0, 1, 1}}, out;
+  ShmCommitRequest in{0xABCDEF0123456789ull, {1, 0, 1, 1}, {}}, out;
   RequestRoundTrip(47, in, &out, &frame, &view);
   ExpectVersion3WithoutPayload(view);
   EXPECT_EQ(out.reservation_id, in.reservation_id);
@@ -1078,6 +1083,328 @@ TEST(GoldenBytesTest, UcxAttachResponse) {
   EncodedFrame f;
   ASSERT_TRUE(EncodeResponse(1, in, Limits{}, &f).ok());
   EXPECT_EQ(f.Flatten(), expected);
+}
+
+// ---- Version 10: values carry their checksums ----------------------------------------------
+
+constexpr uint64_t kSumA = 0x0123456789ABCDEFull;
+constexpr uint64_t kSumB = 0xFEDCBA9876543210ull;
+
+std::string Le64(uint64_t v) {
+  std::string s(8, '\0');
+  StoreLE64(s.data(), v);
+  return s;
+}
+
+// The flattened frame of `m` as a request (response) of `version`.
+template <typename Message>
+std::string RequestBytes(const Message& m, uint8_t version) {
+  EncodedFrame f;
+  Status s = EncodeRequest(1, m, Limits{}, &f, version);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return f.Flatten();
+}
+template <typename Message>
+std::string ResponseBytes(const Message& m, uint8_t version) {
+  EncodedFrame f;
+  Status s = EncodeResponse(1, m, Limits{}, &f, version);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return f.Flatten();
+}
+
+// Decodes a whole frame into `out` (which may hold an earlier decode: decoders overwrite it).
+template <typename Message>
+Status DecodeFrame(std::string_view frame, Message* out) {
+  FrameView view;
+  KVPORT_RETURN_IF_ERROR(SplitFrame(frame, Limits{}, &view));
+  if constexpr (requires { DecodeRequest(view.header, view.descriptor, Limits{}, out); })
+    return DecodeRequest(view.header, view.descriptor, Limits{}, out);
+  else
+    return DecodeResponse(view.header, view.descriptor, Limits{}, out);
+}
+
+// `frame` with its version byte set to `version`.
+std::string WithVersion(std::string frame, uint8_t version) {
+  frame[4] = static_cast<char>(version);
+  return frame;
+}
+
+TEST(ChecksumMessagesTest, MsetItemsCarryTheirChecksumFromVersion10) {
+  const std::string v1 = "xyz", v2 = "pq";
+  MsetRequest in{"ns", 60, {{"a", "m", 3, v1.data(), kSumA}, {"bc", "", 2, v2.data(), 0}}};
+  MsetRequest plain = in;
+  for (MsetItem& item : plain.items)
+    item.checksum = 0;
+  // Below version 10 the checksums are not on the wire: the version 9 frame is the one a caller
+  // without checksums sends, and the version 1 frame but for its version byte.
+  const std::string v9 = RequestBytes(in, kChecksumVersion - 1);
+  EXPECT_EQ(v9, RequestBytes(plain, kChecksumVersion - 1));
+  EXPECT_EQ(v9, WithVersion(RequestBytes(plain, kMinProtocolVersion), kChecksumVersion - 1));
+  MsetRequest out;
+  ASSERT_TRUE(DecodeFrame(v9, &out).ok());
+  ASSERT_EQ(out.items.size(), 2u);
+  EXPECT_EQ(out.items[0].checksum, 0u);
+
+  // Version 10: each item has a u64 checksum after value_len; the payload is unchanged.
+  const std::string v10 = RequestBytes(in, kChecksumVersion);
+  ASSERT_EQ(v10.size(), v9.size() + 2 * 8);
+  EXPECT_EQ(v10.substr(v10.size() - 5), "xyzpq");
+  EXPECT_EQ(v10.substr(57, 8), Le64(kSumA));  // item 0: lengths at 43, checksum at 57
+  Status s = DecodeFrame(v10, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(out.items.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(out.items[i].key, in.items[i].key);
+    EXPECT_EQ(out.items[i].meta, in.items[i].meta);
+    EXPECT_EQ(out.items[i].value_length, in.items[i].value_length);
+    EXPECT_EQ(out.items[i].checksum, in.items[i].checksum);
+    EXPECT_EQ(out.items[i].value, nullptr);
+  }
+  // Decoding a version 9 frame into the same items clears the checksums.
+  ASSERT_TRUE(DecodeFrame(v9, &out).ok());
+  EXPECT_EQ(out.items[0].checksum, 0u);
+}
+
+// SHM_RESERVE keeps the MSET descriptor in version 10 too, checksums included (the node ignores
+// them there: SHM_COMMIT carries the ones it stores).
+TEST(ChecksumMessagesTest, ShmReserveItemsAreMsetItemsInVersion10) {
+  const std::string v1 = "xyz";
+  MsetRequest mset{"ns", 60, {{"a", "m", 3, v1.data(), kSumA}, {"bc", "", 0, nullptr, kSumB}}};
+  ShmReserveRequest reserve{
+      "ns", 60, {{"a", "m", 3, nullptr, kSumA}, {"bc", "", 0, nullptr, kSumB}}};
+  const std::string a = RequestBytes(mset, kChecksumVersion);
+  const std::string b = RequestBytes(reserve, kChecksumVersion);
+  EXPECT_EQ(a.substr(kFrameHeaderSize, a.size() - kFrameHeaderSize - 3),
+            b.substr(kFrameHeaderSize));
+  ShmReserveRequest out;
+  ASSERT_TRUE(DecodeFrame(b, &out).ok());
+  ASSERT_EQ(out.items.size(), 2u);
+  EXPECT_EQ(out.items[0].checksum, kSumA);
+  EXPECT_EQ(out.items[1].checksum, kSumB);
+  // Version 9: as before, without them.
+  ShmReserveRequest plain = reserve;
+  for (MsetItem& item : plain.items)
+    item.checksum = 0;
+  const std::string v9 = RequestBytes(reserve, kChecksumVersion - 1);
+  EXPECT_EQ(v9, RequestBytes(plain, kChecksumVersion - 1));
+  EXPECT_EQ(v9, WithVersion(RequestBytes(plain, kShmVersion), kChecksumVersion - 1));
+  EXPECT_EQ(v9.size() + 2 * 8, b.size());
+  ASSERT_TRUE(DecodeFrame(v9, &out).ok());
+  EXPECT_EQ(out.items[1].checksum, 0u);
+}
+
+TEST(ChecksumMessagesTest, MgetResultsCarryTheStoredChecksumFromVersion10) {
+  const std::string hit = "payload";
+  MgetResponse in;
+  in.results = {{StatusCode::kOk, "m0", hit.size(), hit.data(), kSumA},
+                {StatusCode::kTooLarge, "m1", 4096, nullptr, kSumB},
+                {StatusCode::kNotFound, "", 0, nullptr, 0},
+                {StatusCode::kOk, "", 0, nullptr, 0}};
+  MgetResponse plain = in;
+  for (MgetResult& res : plain.results)
+    res.checksum = 0;
+  const std::string v9 = ResponseBytes(in, kChecksumVersion - 1);
+  EXPECT_EQ(v9, ResponseBytes(plain, kChecksumVersion - 1));
+  EXPECT_EQ(v9, WithVersion(ResponseBytes(plain, kMinProtocolVersion), kChecksumVersion - 1));
+  MgetResponse out;
+  ASSERT_TRUE(DecodeFrame(v9, &out).ok());
+  ASSERT_EQ(out.results.size(), 4u);
+  EXPECT_EQ(out.results[0].checksum, 0u);
+  EXPECT_EQ(out.results[1].checksum, 0u);
+
+  const std::string v10 = ResponseBytes(in, kChecksumVersion);
+  ASSERT_EQ(v10.size(), v9.size() + 4 * 8);
+  EXPECT_EQ(v10.substr(v10.size() - hit.size()), hit);
+  // Result 0: status 37, meta_len 38, value_len 42, checksum 50, meta 58.
+  EXPECT_EQ(v10.substr(50, 8), Le64(kSumA));
+  Status s = DecodeFrame(v10, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(out.results.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(out.results[i].status, in.results[i].status);
+    EXPECT_EQ(out.results[i].meta, in.results[i].meta);
+    EXPECT_EQ(out.results[i].value_length, in.results[i].value_length);
+    EXPECT_EQ(out.results[i].checksum, in.results[i].checksum);
+  }
+  ASSERT_TRUE(DecodeFrame(v9, &out).ok());
+  EXPECT_EQ(out.results[0].checksum, 0u);
+
+  // Meta-only answers carry the checksums as well.
+  MgetResponse meta_only;
+  meta_only.meta_only = true;
+  meta_only.results = {{StatusCode::kOk, "m", 1ull << 20, nullptr, kSumB}};
+  const std::string mo = ResponseBytes(meta_only, kChecksumVersion);
+  ASSERT_TRUE(DecodeFrame(mo, &out).ok());
+  EXPECT_TRUE(out.meta_only);
+  EXPECT_EQ(out.results[0].checksum, kSumB);
+  EXPECT_EQ(out.results[0].value_length, 1ull << 20);
+}
+
+TEST(ChecksumMessagesTest, ShmCommitCarriesOneChecksumPerItemFromVersion10) {
+  const ShmCommitRequest in{9, {1, 0, 1}, {kSumA, 0, kSumB}};
+  const ShmCommitRequest plain{9, {1, 0, 1}, {}};
+  const std::string v9 = RequestBytes(plain, kChecksumVersion - 1);
+  EXPECT_EQ(v9, WithVersion(RequestBytes(plain, kShmVersion), kChecksumVersion - 1));
+  ShmCommitRequest out;
+  ASSERT_TRUE(DecodeFrame(v9, &out).ok());
+  EXPECT_EQ(out.commit, plain.commit);
+  EXPECT_TRUE(out.checksums.empty());
+
+  // Version 10: the commit bytes as before, then count x u64 checksum.
+  const std::string v10 = RequestBytes(in, kChecksumVersion);
+  EXPECT_EQ(v10.substr(0, 4), "KVPT");
+  EXPECT_EQ(v10.substr(kFrameHeaderSize),
+            v9.substr(kFrameHeaderSize) + Le64(kSumA) + Le64(0) + Le64(kSumB));
+  ASSERT_TRUE(DecodeFrame(v10, &out).ok());
+  EXPECT_EQ(out.reservation_id, 9u);
+  EXPECT_EQ(out.commit, in.commit);
+  EXPECT_EQ(out.checksums, in.checksums);
+  // A version 9 decode into the same request leaves no checksums behind.
+  ASSERT_TRUE(DecodeFrame(v9, &out).ok());
+  EXPECT_TRUE(out.checksums.empty());
+
+  // No checksums given in version 10: all zero ("none"), one per item.
+  const std::string zeros = RequestBytes(plain, kChecksumVersion);
+  EXPECT_EQ(zeros.substr(kFrameHeaderSize),
+            v9.substr(kFrameHeaderSize) + Le64(0) + Le64(0) + Le64(0));
+  ASSERT_TRUE(DecodeFrame(zeros, &out).ok());
+  EXPECT_EQ(out.checksums, (std::vector<uint64_t>{0, 0, 0}));
+  EXPECT_EQ(RequestBytes(out, kChecksumVersion), zeros);
+
+  // The encoder refuses checksums it cannot place: another count, or a frame without them.
+  EncodedFrame f;
+  Status s = EncodeRequest(1, ShmCommitRequest{9, {1, 0, 1}, {kSumA, kSumB}}, Limits{}, &f,
+                           kChecksumVersion);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("2 checksums for 3 items"), std::string::npos) << s.ToString();
+  for (uint8_t version = kShmVersion; version < kChecksumVersion; ++version) {
+    s = EncodeRequest(1, in, Limits{}, &f, version);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << int{version} << ": " << s.ToString();
+    EXPECT_NE(s.message().find("need protocol version 10"), std::string::npos) << s.ToString();
+  }
+}
+
+TEST(ChecksumMessagesTest, ShmGetResultsCarryTheStoredChecksumFromVersion10) {
+  ShmGetResponse in;
+  in.lease_id = 99;
+  in.results = {{StatusCode::kOk, "m0", 1ull << 20, 1ull << 34, kSumA},
+                {StatusCode::kTooLarge, "m1", 4096, 0, kSumB},
+                {StatusCode::kNotFound, "", 0, 0, 0},
+                {StatusCode::kOk, "", 0, 12345, 0}};
+  ShmGetResponse plain = in;
+  for (ShmGetResult& res : plain.results)
+    res.checksum = 0;
+  const std::string v9 = ResponseBytes(in, kChecksumVersion - 1);
+  EXPECT_EQ(v9, ResponseBytes(plain, kChecksumVersion - 1));
+  EXPECT_EQ(v9, WithVersion(ResponseBytes(plain, kShmVersion), kChecksumVersion - 1));
+  ShmGetResponse out;
+  ASSERT_TRUE(DecodeFrame(v9, &out).ok());
+  ASSERT_EQ(out.results.size(), 4u);
+  EXPECT_EQ(out.results[0].checksum, 0u);
+
+  const std::string v10 = ResponseBytes(in, kChecksumVersion);
+  ASSERT_EQ(v10.size(), v9.size() + 4 * 8);
+  // Result 0: status 45, meta_len 46, value_len 50, offset 58, checksum 66, meta 74.
+  EXPECT_EQ(v10.substr(58, 8), Le64(1ull << 34));
+  EXPECT_EQ(v10.substr(66, 8), Le64(kSumA));
+  EXPECT_EQ(v10.substr(74, 2), "m0");
+  Status s = DecodeFrame(v10, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out.lease_id, 99u);
+  ASSERT_EQ(out.results.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(out.results[i].status, in.results[i].status);
+    EXPECT_EQ(out.results[i].meta, in.results[i].meta);
+    EXPECT_EQ(out.results[i].value_length, in.results[i].value_length);
+    EXPECT_EQ(out.results[i].offset, in.results[i].offset);
+    EXPECT_EQ(out.results[i].checksum, in.results[i].checksum);
+  }
+  ASSERT_TRUE(DecodeFrame(v9, &out).ok());
+  EXPECT_EQ(out.results[1].checksum, 0u);
+}
+
+// The opcodes that carry no value are the same in version 10 as in version 9 but for the
+// version byte.
+TEST(ChecksumMessagesTest, OtherLayoutsAreUnchangedInVersion10) {
+  MgetRequest mget;
+  mget.ns = "n";
+  mget.keys = {{"k1", 7}, {"k2", kUnlimitedCapacity}};
+  EXPECT_EQ(RequestBytes(mget, kChecksumVersion),
+            WithVersion(RequestBytes(mget, kChecksumVersion - 1), kChecksumVersion));
+  const std::vector<StatusCode> statuses = {StatusCode::kOk, StatusCode::kAborted};
+  EXPECT_EQ(
+      ResponseBytes(MsetResponse{statuses}, kChecksumVersion),
+      WithVersion(ResponseBytes(MsetResponse{statuses}, kChecksumVersion - 1), kChecksumVersion));
+  EXPECT_EQ(ResponseBytes(ShmCommitResponse{statuses}, kChecksumVersion),
+            WithVersion(ResponseBytes(ShmCommitResponse{statuses}, kChecksumVersion - 1),
+                        kChecksumVersion));
+  const ShmReserveResponse reserved{5, {{StatusCode::kOk, 64}}};
+  EXPECT_EQ(ResponseBytes(reserved, kChecksumVersion),
+            WithVersion(ResponseBytes(reserved, kChecksumVersion - 1), kChecksumVersion));
+  const MexistResponse exist{{{StatusCode::kOk, 13}}};
+  EXPECT_EQ(ResponseBytes(exist, kChecksumVersion),
+            WithVersion(ResponseBytes(exist, kChecksumVersion - 1), kChecksumVersion));
+}
+
+// docs/protocol.md's version 10 example: the two-key MSET with a checksum on its first item.
+TEST(GoldenBytesTest, TwoKeyMsetRequestVersion10) {
+  const std::string expected(
+      "KVPT\x0A\x03\x00\x00"                                      // magic, version 10, MSET
+      "\x08\x07\x06\x05\x04\x03\x02\x01"                          // request_id 0x0102030405060708
+      "\x3B\x00\x00\x00\x00\x00\x00\x00"                          // descriptor_length 59, reserved
+      "\x05\x00\x00\x00\x00\x00\x00\x00"                          // payload_length 5
+      "\x02ns"                                                    // namespace "ns"
+      "\x3C\x00\x00\x00"                                          // ttl_seconds 60
+      "\x02\x00\x00\x00"                                          // count 2
+      "\x01\x00\x01\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00"  // key 1, meta 1, value 3
+      "\xEF\xCD\xAB\x89\x67\x45\x23\x01"                          // checksum 0x0123456789ABCDEF
+      "a"
+      "m"
+      "\x02\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00"  // key 2, meta 0, value 2
+      "\x00\x00\x00\x00\x00\x00\x00\x00"                          // checksum 0: none
+      "bc"
+      "xyzpq",  // payload: the two values back to back
+      96);
+  const std::string v1 = "xyz", v2 = "pq";
+  MsetRequest in{"ns", 60, {{"a", "m", 3, v1.data(), kSumA}, {"bc", "", 2, v2.data(), 0}}};
+  EncodedFrame f;
+  ASSERT_TRUE(EncodeRequest(0x0102030405060708ull, in, Limits{}, &f, kChecksumVersion).ok());
+  EXPECT_EQ(f.head, expected.substr(0, 91));
+  EXPECT_EQ(f.Flatten(), expected);
+  MsetRequest out;
+  ASSERT_TRUE(DecodeFrame(expected, &out).ok());
+  ASSERT_EQ(out.items.size(), 2u);
+  EXPECT_EQ(out.items[0].checksum, kSumA);
+  EXPECT_EQ(out.items[1].checksum, 0u);
+  EXPECT_EQ(out.items[1].key, "bc");
+}
+
+TEST(GoldenBytesTest, MgetResponseWithHitAndMissVersion10) {
+  const std::string expected(
+      "KVPT\x0A\x04\x01\x00"                                  // version 10, MGET, flags: response
+      "\x09\x00\x00\x00\x00\x00\x00\x00"                      // request_id 9
+      "\x30\x00\x00\x00\x00\x00\x00\x00"                      // descriptor_length 48
+      "\x02\x00\x00\x00\x00\x00\x00\x00"                      // payload_length 2
+      "\x01"                                                  // overall: PARTIAL
+      "\x02\x00\x00\x00"                                      // count 2
+      "\x00\x01\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00"  // OK, meta 1, value 2
+      "\x10\x32\x54\x76\x98\xBA\xDC\xFE"                      // checksum 0xFEDCBA9876543210
+      "M"
+      "\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"  // NotFound
+      "\x00\x00\x00\x00\x00\x00\x00\x00"                      // checksum 0
+      "hi",
+      82);
+  const std::string hit = "hi";
+  MgetResponse in;
+  in.results = {{StatusCode::kOk, "M", 2, hit.data(), kSumB},
+                {StatusCode::kNotFound, "", 0, nullptr, 0}};
+  EncodedFrame f;
+  ASSERT_TRUE(EncodeResponse(9, in, Limits{}, &f, kChecksumVersion).ok());
+  EXPECT_EQ(f.Flatten(), expected);
+  MgetResponse out;
+  ASSERT_TRUE(DecodeFrame(expected, &out).ok());
+  EXPECT_EQ(out.results[0].checksum, kSumB);
+  EXPECT_EQ(out.results[1].checksum, 0u);
 }
 
 }  // namespace

@@ -101,4 +101,22 @@ class TestClient {
   uint64_t next_request_id_ = 1;
 };
 
+// Sends `request` in the client's version and decodes its answer as a `Response` (whose views
+// point into *descriptor). An ERROR frame's status when the node sent one.
+template <typename Response, typename Request>
+Result<Response> Exchange(TestClient& client, const Request& request, std::string* descriptor) {
+  static uint64_t next_id = 1 << 20;  // apart from the ids the client's own calls take
+  protocol::EncodedFrame frame;
+  KVPORT_RETURN_IF_ERROR(
+      protocol::EncodeRequest(next_id++, request, client.limits(), &frame, client.version()));
+  KVPORT_RETURN_IF_ERROR(client.Send(frame));
+  KVPORT_ASSIGN_OR_RETURN(RawFrame raw, client.ReadFrame());
+  KVPORT_RETURN_IF_ERROR(client.ErrorOf(raw));
+  *descriptor = std::move(raw.descriptor);
+  Response response;
+  KVPORT_RETURN_IF_ERROR(
+      protocol::DecodeResponse(raw.header, *descriptor, client.limits(), &response));
+  return response;
+}
+
 }  // namespace kvport::testing

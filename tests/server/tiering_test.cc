@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -133,10 +134,13 @@ class TieringTest : public ::testing::Test {
     Open();
   }
 
-  Status Put(std::string_view key, const std::string& value) {
+  // A put as a client's reaches the node: its value and the checksum the client computed (0:
+  // none).
+  Status Put(std::string_view key, const std::string& value, uint64_t checksum = 0) {
     Result<store::WriteHandle> handle = service_->Reserve(*grant_, "ns", key, value.size(), "", 0);
     if (!handle.ok()) return handle.status();
     std::memcpy(handle->data(), value.data(), value.size());
+    handle->SetChecksum(checksum);
     return service_->Commit(std::move(handle).value());
   }
   // The value a get answers, or nullopt for a miss.
@@ -230,6 +234,25 @@ TEST_F(TieringTest, APromotedVersionIsNotWrittenAgainAndAChangedOneIs) {
   Result<uint64_t> ttl = service_->TimeToLive(*grant_, "ns", "K");
   ASSERT_TRUE(ttl.ok());
   EXPECT_GT(*ttl, 3000u * 1000);  // the changed version is the one kept
+}
+
+// A value goes to disk and comes back with its writer's checksum, which a reader checks; one
+// put without comes back with the checksum the disk computed for its own record.
+TEST_F(TieringTest, AValueComesBackFromDiskWithItsChecksum) {
+  const std::string value = Value('c');
+  const uint64_t checksum = XXH3_64bits(value.data(), value.size());
+  ASSERT_TRUE(Put("checked", value, checksum).ok());
+  ASSERT_TRUE(Put("unchecked", value).ok());
+  EXPECT_EQ(store_->Lookup("ns", "checked")->checksum(), checksum);
+  EXPECT_EQ(store_->Lookup("ns", "unchecked")->checksum(), 0u);
+  FillMemory("filler");
+  Drain();
+  ASSERT_EQ(store_->Exists("ns", "checked").code(), StatusCode::kNotFound);  // on disk only
+  for (const char* key : {"checked", "unchecked"}) {
+    Result<store::ReadHandle> pin = service_->Pin(*grant_, "ns", key, false);
+    ASSERT_TRUE(pin.ok()) << key;
+    EXPECT_EQ(pin->checksum(), checksum) << key;
+  }
 }
 
 // Random puts, overwrites, deletes, in-place changes and restarts against a reference map, with

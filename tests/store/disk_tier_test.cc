@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <filesystem>
 #include <string>
@@ -378,6 +379,34 @@ TEST_F(DiskTierTest, ADeleteOnAFullDiskKillsTheRecordInPlaceAndStaysDeletedAcros
   ASSERT_TRUE(Put("k", Bytes('3', 3000)).ok());
   Open();
   EXPECT_EQ(tier_->Get("ns", "k", 1000)->value, Bytes('3', 3000));
+}
+
+// A value's checksum as its writer computed it is the record's: a read from disk checks the
+// writer's bytes end to end, and one whose bytes are not what its writer's checksum says is a
+// miss, never those bytes. Without one, the tier computes its own.
+TEST_F(DiskTierTest, TheWritersChecksumIsTheRecordsAndAWrongOneIsAMiss) {
+  Open();
+  const std::vector<char> value = Bytes('c', 9000);
+  const uint64_t checksum = XXH3_64bits(value.data(), value.size());
+  ASSERT_TRUE(tier_->Put("ns", "right", "", value, 0, ++sequence_, checksum).ok());
+  ASSERT_TRUE(tier_->Put("ns", "wrong", "", value, 0, ++sequence_, checksum ^ 1).ok());
+  ASSERT_TRUE(tier_->Put("ns", "none", "", value, 0, ++sequence_, 0).ok());
+  for (int restart = 0; restart < 2; ++restart) {
+    Result<DiskObject> right = tier_->Get("ns", "right", kNow);
+    ASSERT_TRUE(right.ok()) << right.status().ToString();
+    EXPECT_EQ(right->value_checksum, checksum);
+    Result<DiskObject> none = tier_->Get("ns", "none", kNow);
+    ASSERT_TRUE(none.ok());
+    EXPECT_EQ(none->value_checksum, checksum);  // computed by the tier
+    if (restart == 0) {
+      Result<DiskObject> wrong = tier_->Get("ns", "wrong", kNow);
+      EXPECT_EQ(wrong.status().code(), StatusCode::kNotFound);
+      EXPECT_THAT(wrong.status().message(), HasSubstr("checksum"));
+    } else {
+      EXPECT_FALSE(tier_->Contains("ns", "wrong", kNow));  // dropped and killed
+    }
+    Open();
+  }
 }
 
 // Versions, not arrival order: a record of a lower sequence written after a higher one (a late

@@ -350,6 +350,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "kvport calls each thread keeps in flight (1-64; MSetAsync/MGetAsync/"
                   "MExistAsync, then Wait): a phase's call is then a group of that many")
       ->capture_default_str();
+  cmd->add_option("--checksums", o.checksums,
+                  "kvport client: compute each value's checksum at its put and check it at its "
+                  "get (InitOptions::checksums; on or off)")
+      ->capture_default_str();
   cmd->add_option("--busy-poll-us", o.busy_poll_us,
                   "kvport client and embedded node: how long a call polls for its answer, and "
                   "an I/O thread for the next request, before it sleeps (InitOptions::busy_poll, "

@@ -66,6 +66,9 @@ struct BenchOptions {
   int inflight = 1;
   // The kvport client's InitOptions::busy_poll, in microseconds (0..1000000).
   int64_t busy_poll_us = 0;
+  // The kvport client's InitOptions::checksums: each value's checksum computed at its put and
+  // checked at its get (--checksums off measures what they cost).
+  bool checksums = true;
   // Phases, run in this order; get and exists read what put wrote (written untimed first when
   // there is no put phase).
   std::vector<Op> ops = {Op::kPut, Op::kGet, Op::kExists};

@@ -145,6 +145,7 @@ std::string FormatBenchText(const BenchReport& report) {
     out += fmt::format("kvport client: busy polls {} us for each answer before it sleeps\n",
                        o.busy_poll_us);
   }
+  if (!o.checksums) out += "kvport client: checksums off (--checksums off)\n";
   out += fmt::format("node: {}\n", report.node);
   if (o.nodes > 1) {
     out += fmt::format(
@@ -260,6 +261,7 @@ std::string FormatBenchJson(const BenchReport& report) {
                   {"threads", o.worker_threads()},
                   {"inflight", o.inflight},
                   {"busy_poll_us", o.busy_poll_us},
+                  {"checksums", o.checksums},
                   {"ops", std::move(ops)},
                   {"count", o.count},
                   {"max_seconds", o.max_seconds},

@@ -203,6 +203,7 @@ Status InitClient(Client& client, const Node& node, Transport transport,
   InitOptions init;
   init.connections = options.connections;
   init.busy_poll = std::chrono::microseconds(options.busy_poll_us);
+  init.checksums = options.checksums;
   init.timeout = std::chrono::seconds(120);
   if (transport == Transport::kTcp) {
     init.transport_type = 1;

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+// Checksums end to end (protocol version 10; docs/client.md, "Checksums"): the client computes a
+// value's checksum at its put, the node keeps it beside the value and answers it with every get,
+// and the client checks the bytes against it before the caller sees them, over TCP, shared
+// memory and reads in place. A value that fails is a miss, counted, never the bytes.
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "kvport/client.h"
+#include "server_fixture.h"
+#include "test_client.h"
+
+namespace kvport::testing {
+namespace {
+
+ServerOptions ShmNode() {
+  ServerOptions options = SmallNodeOptions();
+  options.unix_socket = "auto";
+  return options;
+}
+
+std::unique_ptr<Client> Connect(const std::string& endpoint, bool checksums = true) {
+  auto client = std::make_unique<Client>();
+  InitOptions options;
+  options.checksums = checksums;
+  // A TCP endpoint stays on TCP (a same-host node would otherwise be read through shared memory).
+  if (endpoint.rfind("unix:", 0) != 0) options.transport_type = 1;
+  EXPECT_TRUE(client->Init("checksum-test", endpoint, options).ok());
+  return client;
+}
+
+// Puts `items` (key, value, checksum) with a writer of its own: any checksum, right or not.
+void RawPut(TestClient& writer,
+            const std::vector<std::tuple<std::string, std::string, uint64_t>>& items) {
+  protocol::MsetRequest mset;
+  mset.ns = "ns";
+  for (const auto& [key, value, checksum] : items)
+    mset.items.push_back({key, {}, value.size(), value.data(), checksum});
+  std::string descriptor;
+  Result<protocol::MsetResponse> put = Exchange<protocol::MsetResponse>(writer, mset, &descriptor);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  for (StatusCode code : put->statuses)
+    ASSERT_EQ(code, StatusCode::kOk);
+}
+
+// The checksum a node answers for `key` to a reader of `version`.
+uint64_t AnsweredChecksum(TestClient& reader, const std::string& key) {
+  protocol::MgetRequest get;
+  get.ns = "ns";
+  get.keys = {{key, protocol::kUnlimitedCapacity}};
+  std::string descriptor;
+  Result<protocol::MgetResponse> got = Exchange<protocol::MgetResponse>(reader, get, &descriptor);
+  EXPECT_TRUE(got.ok()) << got.status().ToString();
+  return got.ok() ? got->results[0].checksum : 0;
+}
+
+uint64_t Xxh3(const std::string& value) {
+  return XXH3_64bits(value.data(), value.size());
+}
+
+// A value whose bytes are not those its writer's checksum describes (what a flipped bit
+// anywhere between the put and the get looks like to the reader) is a miss over every read
+// path, counted, and the other keys of the call are served.
+TEST(ChecksumTest, AValueFailingItsChecksumIsAMissOnEveryReadPath) {
+  auto server = StartNode(ShmNode());
+  ASSERT_NE(server, nullptr);
+  TestClient writer = MustConnect(*server);
+  ASSERT_GE(writer.version(), protocol::kChecksumVersion);
+  const std::string value = ValueFor("v", 20000);
+  RawPut(writer, {{"bad", value, Xxh3(value) ^ 0x100}, {"good", value, Xxh3(value)}});
+
+  const std::vector<std::string> keys = {"bad", "good"};
+  for (const std::string& endpoint : {server->address(), "unix:" + server->unix_socket_path()}) {
+    SCOPED_TRACE(endpoint);
+    std::unique_ptr<Client> connected = Connect(endpoint);
+    Client& reader = *connected;
+    std::vector<char> bad(value.size()), good(value.size());
+    IOBuffers buffers;
+    buffers.Append(bad.data(), bad.size());
+    buffers.Append(good.data(), good.size());
+    Result<GetResult> got = reader.MGet(keys, GetOptions{"ns"}, buffers);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->codes[0], KeyCode::kKeyNotExist);
+    EXPECT_NE(got->error.message().find("checksum"), std::string::npos) << got->error.ToString();
+    EXPECT_EQ(got->codes[1], KeyCode::kSuccess);
+    EXPECT_EQ(std::string(good.begin(), good.end()), value);
+    EXPECT_EQ(reader.checksum_mismatches(), 1u);
+    if (endpoint.rfind("unix:", 0) == 0) {  // in place: the view is never handed out
+      Result<LentValues> lent = reader.MGetInPlace(keys, GetOptions{"ns"});
+      ASSERT_TRUE(lent.ok()) << lent.status().ToString();
+      EXPECT_EQ(lent->result().codes[0], KeyCode::kKeyNotExist);
+      EXPECT_TRUE(lent->value(0).empty());
+      EXPECT_EQ(lent->result().codes[1], KeyCode::kSuccess);
+      EXPECT_EQ(std::string(lent->value(1).begin(), lent->value(1).end()), value);
+      EXPECT_EQ(reader.checksum_mismatches(), 2u);
+    }
+  }
+  // A client with checksums off checks nothing: it gets the bytes as they are.
+  std::unique_ptr<Client> connected = Connect(server->address(), /*checksums=*/false);
+  Client& unchecked = *connected;
+  std::vector<char> out(value.size());
+  IOBuffers buffer;
+  buffer.Append(out.data(), out.size());
+  Result<GetResult> got = unchecked.MGet({"bad"}, GetOptions{"ns"}, buffer);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->codes[0], KeyCode::kSuccess);
+  EXPECT_EQ(unchecked.checksum_mismatches(), 0u);
+}
+
+// What a client puts carries its checksum, over TCP and over shared memory (where it rides with
+// SHM_COMMIT), and the node answers it unchanged to a version-10 reader and not at all to an
+// older one.
+TEST(ChecksumTest, AClientsPutsCarryTheirChecksumsToTheNodeAndBack) {
+  auto server = StartNode(ShmNode());
+  ASSERT_NE(server, nullptr);
+  const std::string value = ValueFor("w", 70000);
+  for (const std::string& endpoint : {server->address(), "unix:" + server->unix_socket_path()}) {
+    std::unique_ptr<Client> connected_writer = Connect(endpoint);
+    Client& writer = *connected_writer;
+    IOBuffers buffer;
+    buffer.Append(value.data(), value.size());
+    const std::string key = "from " + endpoint;
+    Result<BatchResult> put = writer.MSet({key}, buffer, SetOptions{"ns"});
+    ASSERT_TRUE(put.ok() && put->status == BatchCode::kSuccess) << endpoint;
+    TestClient reader = MustConnect(*server);
+    EXPECT_EQ(AnsweredChecksum(reader, key), Xxh3(value)) << endpoint;
+    Result<TestClient> connected =
+        TestClient::Connect(server->port(), /*hello=*/true, protocol::kChecksumVersion - 1);
+    ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+    TestClient older = std::move(connected).value();
+    EXPECT_EQ(older.version(), protocol::kChecksumVersion - 1);
+    EXPECT_EQ(AnsweredChecksum(older, key), 0u);  // a version-9 answer has no checksum
+  }
+  // Without checksums, and for a namespace turned off, none is sent.
+  InitOptions off;
+  off.transport_type = 1;
+  off.unchecked_namespaces = {"ns"};
+  Client unchecked;
+  ASSERT_TRUE(unchecked.Init("unchecked", server->address(), off).ok());
+  IOBuffers buffer;
+  buffer.Append(value.data(), value.size());
+  ASSERT_TRUE(unchecked.MSet({"plain"}, buffer, SetOptions{"ns"}).ok());
+  TestClient reader = MustConnect(*server);
+  EXPECT_EQ(AnsweredChecksum(reader, "plain"), 0u);
+}
+
+}  // namespace
+}  // namespace kvport::testing
