@@ -4,11 +4,34 @@
 #include <cstring>
 #include <utility>
 
+#include "client/xxh3.h"
 #include "kvport/log.h"
 
 namespace kvport::client {
 
 namespace {
+
+// Copies `bytes` from `from` to `to` a chunk at a time; with `hash`, hashes each chunk right
+// after its copy, from `hashed_side` (the source or the destination), while it is in cache: the
+// checksum costs no pass over the value of its own. The digest when hashing, else 0.
+uint64_t CopyHashing(void* to, const void* from, size_t bytes, bool hash, bool hash_destination) {
+  if (!hash) {
+    std::memcpy(to, from, bytes);
+    return 0;
+  }
+  constexpr size_t kChunk = 64 << 10;  // well within L2
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  for (size_t done = 0; done < bytes; done += kChunk) {
+    const size_t n = std::min(kChunk, bytes - done);
+    std::memcpy(static_cast<char*>(to) + done, static_cast<const char*>(from) + done, n);
+    Xxh3Update(
+        &state,
+        (hash_destination ? static_cast<const char*>(to) : static_cast<const char*>(from)) + done,
+        n);
+  }
+  return XXH3_64bits_digest(&state);
+}
 
 using ReserveHandler = DecodingHandler<protocol::ShmReserveRequest, protocol::ShmReserveResponse>;
 using CommitHandler = DecodingHandler<protocol::ShmCommitRequest, protocol::ShmCommitResponse>;
@@ -121,20 +144,27 @@ class PutCall final : public TransportCall {
       // The values' checksums ride with the commit (from protocol version 10 on): the bytes are
       // in the arena by then.
       request.checksums.clear();
-      if (call.conn->version() >= protocol::kChecksumVersion) {
-        for (size_t k = 0; k < reserved.items.size(); ++k)
-          request.checksums.push_back(batch_.items[call.slice.begin + k].checksum);
-      }
+      const bool checksums = call.conn->version() >= protocol::kChecksumVersion;
+      if (checksums) request.checksums.assign(reserved.items.size(), 0);
       moves_.clear();
       for (size_t k = 0; k < reserved.items.size(); ++k) {
         if (reserved.items[k].status != StatusCode::kOk) continue;
         const protocol::MsetItem& item = batch_.items[call.slice.begin + k];
-        moves_.push_back({reserved.items[k].offset, item.value_length,
-                          const_cast<void*>(item.value), k, Status::Ok()});  // only read
+        ArenaMove& move = moves_.emplace_back();
+        move.offset = reserved.items[k].offset;
+        move.bytes = item.value_length;
+        move.local = const_cast<void*>(item.value);  // only read
+        move.item = k;
+        move.hash = checksums && batch_.hash_values && item.value_length > 0;
       }
       {
         std::shared_lock writing = call.conn->BeginArenaWrite();
         access_->Write(*call.conn, moves_, deadline_);
+      }
+      for (const ArenaMove& move : moves_) {
+        if (!move.hash || !move.status.ok()) continue;
+        // An access that could not hash as it copied: the source's bytes, hashed here.
+        request.checksums[move.item] = move.hashed ? move.checksum : Xxh3(move.local, move.bytes);
       }
       for (const ArenaMove& move : moves_) {
         if (move.status.code() == StatusCode::kCorruption) {
@@ -213,8 +243,12 @@ class GetCall final : public TransportCall {
         if (item.status != StatusCode::kOk) continue;
         const size_t i = call->slice.begin + k;
         if (loan_ == nullptr) {
-          moves_.push_back(
-              {item.offset, item.value_length, batch_.destinations[i], k, Status::Ok()});
+          ArenaMove& move = moves_.emplace_back();
+          move.offset = item.offset;
+          move.bytes = item.value_length;
+          move.local = batch_.destinations[i];
+          move.item = k;
+          move.hash = batch_.hash_values && item.checksum != 0;
           continue;
         }
         Result<const uint8_t*> view = access_->Lend(*call->conn, item.offset, item.value_length);
@@ -233,6 +267,16 @@ class GetCall final : public TransportCall {
           break;
         }
         if (!move.status.ok()) r.codes[move.item] = move.status.code();  // this value alone
+      }
+      if (batch_.hash_values && loan_ == nullptr) {
+        // Each value's checksum as received (0 where there is nothing to check), hashed by the
+        // access as it copied, or here when it could not.
+        r.received_checksums.assign(got.results.size(), 0);
+        for (const ArenaMove& move : moves_) {
+          if (!move.hash || !move.status.ok()) continue;
+          r.received_checksums[move.item] =
+              move.hashed ? move.checksum : Xxh3(move.local, move.bytes);
+        }
       }
       // Read under the lease: trusted only if the node had not ended it (the session closed
       // meanwhile, and the bytes may have been reused) by the time the reads were done.
@@ -267,7 +311,10 @@ void MappedArena::Write(Connection& conn, std::span<ArenaMove> moves, Deadline) 
   for (ArenaMove& move : moves) {
     Result<uint8_t*> to = conn.arena()->WriteRange(move.offset, move.bytes);
     move.status = to.status();
-    if (to.ok() && move.bytes > 0) std::memcpy(*to, move.local, move.bytes);
+    if (!to.ok() || move.bytes == 0) continue;
+    // The caller's bytes are hashed, as they are read for the copy.
+    move.checksum = CopyHashing(*to, move.local, move.bytes, move.hash, /*hash_destination=*/false);
+    move.hashed = move.hash;
   }
 }
 
@@ -275,7 +322,11 @@ void MappedArena::Read(Connection& conn, std::span<ArenaMove> moves, Deadline) {
   for (ArenaMove& move : moves) {
     Result<const uint8_t*> from = conn.arena()->ReadRange(move.offset, move.bytes);
     move.status = from.status();
-    if (from.ok() && move.bytes > 0) std::memcpy(move.local, *from, move.bytes);
+    if (!from.ok() || move.bytes == 0) continue;
+    // What the caller gets is hashed, as it is written.
+    move.checksum =
+        CopyHashing(move.local, *from, move.bytes, move.hash, /*hash_destination=*/true);
+    move.hashed = move.hash;
   }
 }
 

@@ -41,6 +41,12 @@ struct ArenaMove {
   void* local = nullptr;  // a write's source (only read), a read's destination
   size_t item = 0;        // which item of its frame (for the caller)
   Status status;          // the outcome, set by the access
+  // Hash the bytes moved (xxh3-64: a write's source, a read's destination), where the access
+  // can fuse it with its copy: it then sets `hashed` and `checksum`. An access that cannot
+  // leaves them, and the transport hashes the bytes itself.
+  bool hash = false;
+  bool hashed = false;
+  uint64_t checksum = 0;
 };
 
 // How values reach the arena of the node a session (a Connection of the transport's pool) is

@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include "client/xxh3.h"
+
 namespace kvport::client {
 
 KeyCode KeyCodeFromWire(StatusCode code, bool mget) {
@@ -227,17 +229,44 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::StatsRequest&, const protocol:
   return protocol::MaxResponseFrameBytes(limits) - protocol::kFrameHeaderSize;
 }
 
+// One xxh3 streaming state per payload iov, and which iov each result's value went to.
+struct MgetHandler::ValueHashes {
+  std::vector<XXH3_state_t> states;  // XXH3_state_t is over-aligned: the vector's new aligns it
+  std::vector<size_t> iov_of;        // per result; SIZE_MAX: no payload bytes
+};
+
+MgetHandler::MgetHandler() = default;
+MgetHandler::~MgetHandler() = default;
+
 Status MgetHandler::OnResponse(const protocol::FrameHeader& header, std::vector<iovec>* payload) {
   Status decoded = protocol::DecodeResponse(header, descriptor_view(), limits, &response);
   if (!decoded.ok()) return MalformedAnswer(header, decoded);
   KVPORT_RETURN_IF_ERROR(CheckAnswer(request, response));
+  if (hash_values) {
+    if (hashes_ == nullptr) hashes_ = std::make_unique<ValueHashes>();
+    hashes_->iov_of.assign(response.results.size(), SIZE_MAX);
+    hashes_->states.clear();
+  }
   for (size_t i = 0; i < response.results.size(); ++i) {
     if (!response.CarriesPayload(i)) continue;
     const uint64_t n = response.results[i].value_length;
     if (n == 0) continue;
+    if (hash_values) {
+      hashes_->iov_of[i] = payload->size();
+      XXH3_64bits_reset(&hashes_->states.emplace_back());
+    }
     payload->push_back(iovec{destinations[i], n});
   }
   return Status::Ok();
+}
+
+void MgetHandler::OnPayloadBytes(size_t index, const void* data, size_t bytes) {
+  if (hash_values) Xxh3Update(&hashes_->states[index], data, bytes);
+}
+
+uint64_t MgetHandler::ReceivedChecksum(size_t i) const {
+  const size_t iov = hashes_ == nullptr ? SIZE_MAX : hashes_->iov_of[i];
+  return iov == SIZE_MAX ? Xxh3(nullptr, 0) : XXH3_64bits_digest(&hashes_->states[iov]);
 }
 
 }  // namespace kvport::client

@@ -254,15 +254,28 @@ Status RoundTripOn(Connection& conn, DecodingHandler<Request, Response>* handler
 // buffer, or its staging area in pinned host memory).
 class MgetHandler : public ResponseHandler {
  public:
+  MgetHandler();
+  ~MgetHandler() override;
+
   protocol::MgetRequest request;
   protocol::MgetResponse response;
   protocol::Limits limits;
   std::vector<char*> destinations;  // one per request key
+  // Hash each value as its bytes arrive (client/value_checksums.h: the check then costs no
+  // pass over the value of its own): ReceivedChecksum answers for every result with a payload.
+  bool hash_values = false;
 
   Status OnResponse(const protocol::FrameHeader& header, std::vector<iovec>* payload) override;
+  void OnPayloadBytes(size_t index, const void* data, size_t bytes) override;
   uint64_t MaxDescriptorBytes(const protocol::Limits& conn_limits) const override {
     return MaxAnswerDescriptorBytes(request, conn_limits);
   }
+  // With hash_values, the checksum of result i's value as it arrived (once the response is in).
+  uint64_t ReceivedChecksum(size_t i) const;
+
+ private:
+  struct ValueHashes;  // xxh3 streaming states, per payload iov
+  std::unique_ptr<ValueHashes> hashes_;
 };
 
 }  // namespace kvport::client

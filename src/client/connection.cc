@@ -820,6 +820,16 @@ Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
           f.abandoned = true;
         } else {
           read = stream_.ReadV(&f.iov[first], static_cast<int>(end - first));
+          // Shown to the handler before the iovs move past them, under io_mu: the buffers are
+          // the call's until it gives up.
+          if (read.ok()) {
+            size_t landed = read->bytes;
+            for (size_t i = first; landed > 0 && i < end; ++i) {
+              const size_t step = std::min(landed, f.iov[i].iov_len);
+              if (step > 0) f.call->handler->OnPayloadBytes(i, f.iov[i].iov_base, step);
+              landed -= step;
+            }
+          }
         }
       } else {
         read = stream_.ReadV(&f.iov[first], static_cast<int>(end - first));

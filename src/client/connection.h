@@ -99,6 +99,12 @@ class ResponseHandler {
   // closes the connection, since the node broke the protocol.
   virtual Status OnResponse(const protocol::FrameHeader& header, std::vector<iovec>* payload) = 0;
 
+  // Called by the connection with each run of payload bytes as it lands where OnResponse put
+  // payload iov `index` (in order; each byte once; never for discarded bytes), on the thread
+  // reading the connection, while the caller's buffers are still the call's: a handler can hash
+  // the bytes while they are in cache. Default: nothing.
+  virtual void OnPayloadBytes(size_t /*index*/, const void* /*data*/, size_t /*bytes*/) {}
+
   // The largest descriptor a well-formed answer to this handler's request can have, given the
   // connection's limits. A response announcing more is Corruption, refused before anything is
   // allocated for it. Called by Send, on the sending thread.

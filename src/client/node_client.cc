@@ -250,15 +250,10 @@ PendingCallPtr<BatchResult> NodeClient::StartMSet(std::span<const std::string> k
 
   op->items.clear();
   op->memory.clear();
-  const bool checksummed = checksums_->enabled_for(options.ns);
   for (size_t i : send) {
-    // The checksum of the bytes as they leave the caller (a device buffer's, of its staged
-    // copy): whatever happens to them from here on, a get notices.
-    op->items.push_back(protocol::MsetItem{
-        keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]), values[i].size,
-        wire.address[i],
-        checksummed && values[i].size > 0 ? ValueChecksums::Of(wire.address[i], values[i].size)
-                                          : 0});
+    op->items.push_back(
+        protocol::MsetItem{keys[i], metas.empty() ? std::string_view() : std::string_view(metas[i]),
+                           values[i].size, wire.address[i]});
     op->memory.push_back(wire.memory[i]);
   }
   PutBatch batch;
@@ -268,6 +263,10 @@ PendingCallPtr<BatchResult> NodeClient::StartMSet(std::span<const std::string> k
   batch.items = op->items;
   batch.slices = op->slices;
   batch.first = std::move(first).value();
+  // The checksum of the bytes as they leave the caller (a device buffer's: of its staged copy),
+  // computed by the transport where it makes a copy anyway: whatever happens to them from then
+  // on, a get notices.
+  batch.hash_values = checksums_->enabled_for(options.ns);
   transport_->StartPut(batch, deadline, &op->call);
   return PendingCallPtr<BatchResult>(op.release());
 }
@@ -305,9 +304,14 @@ class NodeClient::GetCall final : public CachedCall<GetResult, GetCall> {
           const void* bytes = loans != nullptr ? static_cast<const void*>(loans->views[i])
                                                : static_cast<const void*>(destinations[k]);
           const uint64_t expected = j < frame.checksums.size() ? frame.checksums[j] : 0;
-          Status checked = bytes == nullptr ? Status::Ok()
-                                            : checksums->Check(ns, keys[i], frame.peer, expected,
-                                                               bytes, frame.value_lengths[j]);
+          Status checked = Status::Ok();
+          if (j < frame.received_checksums.size()) {  // hashed as they arrived
+            checked = checksums->Compare(ns, keys[i], frame.peer, expected,
+                                         frame.received_checksums[j], frame.value_lengths[j]);
+          } else if (bytes != nullptr) {
+            checked =
+                checksums->Check(ns, keys[i], frame.peer, expected, bytes, frame.value_lengths[j]);
+          }
           if (!checked.ok()) {
             outcomes.Fail(i, KeyCode::kKeyNotExist, checked);
             if (loans != nullptr) loans->views[i] = nullptr;
@@ -434,6 +438,7 @@ PendingCallPtr<GetResult> NodeClient::StartMGet(std::span<const std::string> key
   batch.memory = call->memory;
   batch.slices = call->slices;
   batch.first = std::move(first).value();
+  batch.hash_values = buffers != nullptr && checksums_->enabled_for(get_options.ns);
   if (loans != nullptr) {
     call->loans = loans;
     call->loan = std::make_unique<Loan>();

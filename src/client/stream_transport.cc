@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "client/xxh3.h"
+
 namespace kvport::client {
 
 namespace {
@@ -33,6 +35,10 @@ struct CollectGet {
       r->metas.emplace_back(got.meta);
       r->checksums.push_back(got.checksum);
     }
+    if (call.handler.hash_values) {
+      for (size_t i = 0; i < call.handler.response.results.size(); ++i)
+        r->received_checksums.push_back(call.handler.ReceivedChecksum(i));
+    }
   }
 };
 using PutFrames =
@@ -61,6 +67,15 @@ void StreamTransport::StartPut(const PutBatch& batch, Deadline deadline,
   SendFrames<Handler>(batch.slices, batch.first, *pool_, deadline,
                       EncodeWith<Handler>([&](FrameCall<Handler>& frame_call) {
                         FillPutRequest(batch, frame_call.slice, &frame_call.handler.request);
+                        // The descriptor, sent before the values, carries their checksums: a
+                        // pass over each value before it goes (no copy here to fuse it with).
+                        if (batch.hash_values) {
+                          for (protocol::MsetItem& item : frame_call.handler.request.items) {
+                            if (item.value_length > 0) {
+                              item.checksum = Xxh3(item.value, item.value_length);
+                            }
+                          }
+                        }
                       }),
                       frames->calls(), frames->frame());
 }
@@ -82,6 +97,7 @@ void StreamTransport::StartGet(const GetBatch& batch, Deadline deadline, Loan* l
                             frame_call.handler.destinations.assign(
                                 batch.destinations.begin() + frame_call.slice.begin,
                                 batch.destinations.begin() + frame_call.slice.end);
+                            frame_call.handler.hash_values = batch.hash_values;
                           }),
                           frames->calls(), frames->frame());
 }

@@ -72,6 +72,9 @@ struct PutBatch {
   std::span<const MemoryInfo> memory;
   std::span<const FrameSlice> slices;
   std::shared_ptr<Connection> first;
+  // The values' checksums go with them (client/value_checksums.h), computed by the transport
+  // where it can fuse them with a copy it makes anyway (items' own checksum fields are 0).
+  bool hash_values = false;
 };
 
 // One batched get: keys[k] (with the capacity of their buffer) into destinations[k] (in the
@@ -86,6 +89,8 @@ struct GetBatch {
   std::span<const MemoryInfo> memory;
   std::span<const FrameSlice> slices;
   std::shared_ptr<Connection> first;
+  // Hash each value as it arrives, where the transport can (FrameResult::received_checksums).
+  bool hash_values = false;
 };
 
 // The request for one frame of a put: an MSET, or an SHM_RESERVE (the same fields).
@@ -127,6 +132,9 @@ struct FrameResult {
   std::vector<uint64_t> value_lengths;
   std::vector<std::string> metas;
   std::vector<uint64_t> checksums;  // gets: each value's as the node answered it (0: none)
+  // Gets whose transport hashed the values as they arrived (GetBatch::hash_values): each
+  // value's checksum as received; empty otherwise (the caller hashes what landed).
+  std::vector<uint64_t> received_checksums;
 };
 
 // Starts *r over as the result of `call`'s frame (its slice, status and node), before its
@@ -144,6 +152,7 @@ void BeginFrameResult(const FrameCall<Handler>& call, FrameResult* r) {
   r->value_lengths.clear();
   r->metas.clear();
   r->checksums.clear();
+  r->received_checksums.clear();
 }
 
 // Values lent in place (zero_copy_reads): `views[k]` points at item k's value (for kOk items;

@@ -2,11 +2,11 @@
 #include "client/value_checksums.h"
 
 #include <fmt/core.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <utility>
 
+#include "client/xxh3.h"
 #include "kvport/log.h"
 
 namespace kvport::client {
@@ -20,14 +20,18 @@ bool ValueChecksums::enabled_for(std::string_view ns) const {
 }
 
 uint64_t ValueChecksums::Of(const void* data, size_t size) {
-  return XXH3_64bits(data, size);
+  return Xxh3(data, size);
 }
 
 Status ValueChecksums::Check(std::string_view ns, std::string_view key, std::string_view peer,
                              uint64_t expected, const void* data, size_t size) {
   if (expected == 0 || !enabled_for(ns)) return Status::Ok();
-  const uint64_t got = Of(data, size);
-  if (got == expected) return Status::Ok();
+  return Compare(ns, key, peer, expected, Of(data, size), size);
+}
+
+Status ValueChecksums::Compare(std::string_view ns, std::string_view key, std::string_view peer,
+                               uint64_t expected, uint64_t got, size_t size) {
+  if (expected == 0 || !enabled_for(ns) || got == expected) return Status::Ok();
   mismatches_.fetch_add(1, std::memory_order_relaxed);
   const std::string what = fmt::format(
       "the value of key '{}' (namespace '{}', {} bytes) from node {} fails its "

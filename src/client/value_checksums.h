@@ -43,6 +43,10 @@ class ValueChecksums {
   // is Corruption naming the key and `peer`.
   Status Check(std::string_view ns, std::string_view key, std::string_view peer, uint64_t expected,
                const void* data, size_t size);
+  // Check of a value of `size` bytes whose checksum as received, `got`, is known already (hashed
+  // as its bytes arrived).
+  Status Compare(std::string_view ns, std::string_view key, std::string_view peer,
+                 uint64_t expected, uint64_t got, size_t size);
 
   // Values that failed their check so far.
   uint64_t mismatches() const { return mismatches_.load(std::memory_order_relaxed); }
