@@ -287,6 +287,17 @@ void DiskOffload::FlushAtStop(store::ObjectStore& store,
         // This very version is on disk (it was promoted from there): nothing to write.
         if (tier_->Holds(usage.ns, key, object->sequence())) continue;
         const uint64_t bytes = object->size();
+        // What the object says of itself, before mu_: its expiry is read under its shard's
+        // mutex, and an eviction takes mu_ under that one (Leaving).
+        Pending item;
+        item.ns = usage.ns;
+        item.key = key;
+        item.meta = object->meta();
+        const uint64_t ttl_left = object->ttl_left_ms();
+        item.expiry_ms = ttl_left == 0 ? 0 : UnixMs() + ttl_left;
+        item.sequence = object->sequence();
+        item.checksum = object->checksum();
+        item.bytes = bytes;
         std::unique_lock lock(mu_);
         // Room in the queue (an object larger than the whole queue waits for an empty one).
         out_of_time = !wake_.wait_until(lock, deadline, [&] {
@@ -294,16 +305,7 @@ void DiskOffload::FlushAtStop(store::ObjectStore& store,
         });
         if (out_of_time) break;
         pending_bytes_ += bytes;
-        Pending item;
-        item.ns = usage.ns;
-        item.key = key;
-        item.meta = object->meta();
-        const uint64_t ttl_left = object->ttl_left_ms();
-        item.expiry_ms = ttl_left == 0 ? 0 : UnixMs() + ttl_left;
         item.value.assign(object->data(), object->data() + bytes);
-        item.sequence = object->sequence();
-        item.checksum = object->checksum();
-        item.bytes = bytes;
         Enqueue(std::move(item));
         ++stats_.stop_flushed;
         lock.unlock();
