@@ -279,7 +279,8 @@ TEST_F(DiskTierNodeTest, AFoldedRedisPairTravelsThroughTheDiskWhole) {
     Put("k" + std::to_string(i), Value(i, 1 << 20));
   // b's metadata arrives with b on disk only: b comes back, takes it, and its disk copy (without
   // it) goes.
-  ASSERT_EQ(Stat("disk_objects") > 0, true);
+  DiskWritesWhenIdle();
+  ASSERT_GT(Stat("disk_objects"), 0u);
   ASSERT_EQ(redis->Call({"SET", "bmetadata", "meta-b"}), "+OK");
   for (int i = 24; i < 48; ++i)  // b out of memory again: written with its metadata
     Put("k" + std::to_string(i), Value(i, 1 << 20));
