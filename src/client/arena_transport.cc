@@ -12,8 +12,8 @@ namespace kvport::client {
 namespace {
 
 // Copies `bytes` from `from` to `to` a chunk at a time; with `hash`, hashes each chunk right
-// after its copy, from `hashed_side` (the source or the destination), while it is in cache: the
-// checksum costs no pass over the value of its own. The digest when hashing, else 0.
+// after its copy, from the destination or the source (`hash_destination`), while it is in cache:
+// the checksum costs no pass over the value of its own. The digest when hashing, else 0.
 uint64_t CopyHashing(void* to, const void* from, size_t bytes, bool hash, bool hash_destination) {
   if (!hash) {
     std::memcpy(to, from, bytes);

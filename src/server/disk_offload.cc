@@ -263,7 +263,7 @@ DiskOffload::Queue::iterator DiskOffload::NewestQueued(const std::string& id) {
   auto found = queued_.find(id);
   if (found == queued_.end()) return newest;
   for (const Queue::iterator& item : found->second) {
-    if (item->filling || item->ended) continue;
+    if (!item->readable()) continue;
     if (newest == queue_.end() || item->sequence > newest->sequence) newest = item;
   }
   return newest;
@@ -459,7 +459,7 @@ std::vector<std::string> DiskOffload::KeysOf(std::string_view ns) {
   {
     std::lock_guard lock(mu_);
     for (const Pending& item : queue_) {
-      if (item.ns == ns && !item.filling && !item.ended) keys.push_back(item.key);
+      if (item.ns == ns && item.readable()) keys.push_back(item.key);
     }
   }
   std::sort(keys.begin(), keys.end());
@@ -474,8 +474,7 @@ std::vector<std::string> DiskOffload::NamespacesOf(std::string_view key) {
     // The queue is at most max_pending_bytes of objects: a scan, on an any-namespace miss only.
     std::lock_guard lock(mu_);
     for (const Pending& item : queue_) {
-      if (item.key == key && !item.filling && !item.ended &&
-          (item.expiry_ms == 0 || item.expiry_ms > now)) {
+      if (item.key == key && item.readable() && (item.expiry_ms == 0 || item.expiry_ms > now)) {
         namespaces.push_back(item.ns);
       }
     }

@@ -174,6 +174,8 @@ class DiskOffload final : public store::EvictionSink {
     bool filling = false;
     bool ended = false;  // a newer version or a delete ended it while filling: it goes when filled
     bool writing = false;  // in the batch the writer is writing now
+    // Whether a reader may see it (Find, Contains, KeysOf, NamespacesOf).
+    bool readable() const { return !filling && !ended; }
   };
   using Queue = std::list<Pending>;
 

@@ -18,13 +18,13 @@ namespace {
 // it are), WriteBatch::kReserveAhead of it (all of a smaller one); it grows the item (Grow) to
 // WriteBatch::kReserveAhead past what has been read as more arrives. So a client that announces a
 // large value and sends a few bytes of it, or stalls between items, makes the store evict for what
-// it sent plus one step, and hold no more (issue 22: a 64 MiB MSET stalled after 10 bytes used to
-// empty a 64 MiB node). What the items hold reserved and not yet written counts against the node's
-// max_reserved_bytes and, on a node with tokens, against the token's share of it (WriteBatch); the
-// request's deadline (session.h) bounds how long any of it may wait for its last byte. (The
-// alternative, reserving everything up front and letting eviction reclaim a stalled writer's
-// reservations, would need the session to be told mid-read that its destination is gone; reserving
-// late keeps one owner per extent.)
+// it sent plus one step, and hold no more (a 64 MiB MSET stalled after 10 bytes holds about one
+// step, not a 64 MiB node's whole arena). What the items hold reserved and not yet written counts
+// against the node's max_reserved_bytes and, on a node with tokens, against the token's share of it
+// (WriteBatch); the request's deadline (session.h) bounds how long any of it may wait for its last
+// byte. (The alternative, reserving everything up front and letting eviction reclaim a stalled
+// writer's reservations, would need the session to be told mid-read that its destination is gone;
+// reserving late keeps one owner per extent.)
 //
 // `mset` (its keys and metas view the session's descriptor buffer) outlives the receiver.
 class MsetReceiver final : public PayloadReceiver {

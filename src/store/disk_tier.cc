@@ -160,6 +160,11 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::unique_ptr<SegmentFolder> 
   }
   std::unique_ptr<DiskTier> tier(new DiskTier(std::move(folder), used));
   KVPORT_RETURN_IF_ERROR(tier->Restore(now_ms));
+  // Segments Restore evicted for a lowered capacity: unlinked, and durable before a tombstone
+  // relies on their being gone.
+  if (Status synced = tier->SyncRemovals(); !synced.ok()) {
+    log::Warn("disk tier: removing segments over the capacity: {}", synced.ToString());
+  }
   {
     MutexLock lock(tier->mu_);
     tier->stats_.clean_start = clean_start;
@@ -293,17 +298,6 @@ Status DiskTier::Restore(uint64_t now_ms) {
     }
     newest.writer =
         std::make_unique<SegmentWriter>(newest.file.get(), options_.segment_bytes, newest.end);
-  }
-  if (removals_ > synced_removals_) {
-    // Segments evicted for a lowered capacity: unlinked now (nothing else runs yet) and durable
-    // before a tombstone relies on it.
-    for (uint64_t number : to_unlink_) {
-      Status removed = folder_->Remove(number);
-      if (!removed.ok()) log::Warn("disk tier: removing a segment: {}", removed.ToString());
-    }
-    unlinked_ += to_unlink_.size();
-    to_unlink_.clear();
-    if (folder_->SyncDir().ok()) synced_removals_ = unlinked_;
   }
   return Status::Ok();
 }

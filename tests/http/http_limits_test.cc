@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The HTTP endpoint against hostile and careless peers (issue 22, items 6 and 7): idle and
+// The HTTP endpoint against hostile and careless peers: idle and
 // half-sent connections never delay /health, the connection cap holds, oversized heads and
 // bodies are refused, idle and slow connections are closed at their deadlines, keep-alive and
 // pipelining work. Peers are raw sockets, doing what an HTTP client library would not. Every

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Access control (issue 11): tokens presented in HELLO, what each grants, the token file and
+// Access control: tokens presented in HELLO, what each grants, the token file and
 // its reload, the loopback rule, and what STATS, LIST and shared memory show a tenant. Real
 // in-process nodes on loopback and the real C++ client, plus the raw test client where an old
 // protocol version is needed.

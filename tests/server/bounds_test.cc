@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memory bounded under any client, and request deadlines (issue 11): hostile or broken clients
+// Memory bounded under any client, and request deadlines: hostile or broken clients
 // over raw loopback sockets against an in-process node, each test asserting the observable
 // bound (a node gauge under its cap, the stalled client's reservation gone, another client
 // still served). Waits are bounded polls on the node's counters; no test sleeps for a time.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Hostile peers that could stall, fill or lock out a node (issue 22): each test is one failure
+// Hostile peers that could stall, fill or lock out a node: each test is one failure
 // of a hostile-client run, replayed over raw loopback sockets against an in-process node, with
 // the bound asserted (a refusal, a close, a gauge under its cap, another client still served).
 // Waits are bounded polls on the node's counters or bounded socket reads; nothing here asserts

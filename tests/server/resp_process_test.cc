@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Real Redis clients against `kvport serve --resp` as a child process (issue 27): redis-cli
+// Real Redis clients against `kvport serve --resp` as a child process: redis-cli
 // scripted through the commands, redis-benchmark (4 KiB and 1 MiB values, pipelined) with no
 // error, and redis-py (tests/server/resp_redis_py.py). Each client is Debian's (redis-tools,
 // python3-redis; scripts/bootstrap installs them); a test whose client is missing is skipped.

@@ -120,6 +120,23 @@ class DiskFolderTest : public ::testing::Test {
     return dir_ + name;
   }
 
+  // (Re)opens the tier of `capacity` over a power-loss model of the folder (*power), as a
+  // restarted node does: its versions numbered above everything on disk.
+  void OpenOverPowerLossModel(uint64_t capacity, PowerLossFolder** power) {
+    tier_.reset();
+    Result<std::unique_ptr<SegmentFolder>> real = OpenSegmentFolder(dir_);
+    ASSERT_TRUE(real.ok()) << real.status().ToString();
+    auto folder = std::make_unique<PowerLossFolder>(std::move(real).value());
+    *power = folder.get();
+    DiskTierOptions options;
+    options.segment_bytes = kSegment;
+    options.capacity_bytes = capacity;
+    Result<std::unique_ptr<DiskTier>> tier = DiskTier::Open(std::move(folder), options, kNow);
+    ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+    tier_ = std::move(tier).value();
+    sequence_ = std::max(sequence_, tier_->last_sequence());
+  }
+
   // In a child: puts past a file size limit; exits 0 when one failed (and the process lived).
   void PutPastTheFileSizeLimit() {
     const rlimit limit{kSegment / 2, kSegment / 2};
@@ -413,20 +430,7 @@ TEST_F(DiskFolderTest, ADeletedKeyNeverReturnsAfterAPowerLoss) {
     tier_.reset();
     std::filesystem::remove_all(dir_);
     PowerLossFolder* power = nullptr;
-    auto open = [&] {
-      tier_.reset();
-      Result<std::unique_ptr<SegmentFolder>> real = OpenSegmentFolder(dir_);
-      ASSERT_TRUE(real.ok()) << real.status().ToString();
-      auto folder = std::make_unique<PowerLossFolder>(std::move(real).value());
-      power = folder.get();
-      DiskTierOptions options;
-      options.segment_bytes = kSegment;
-      options.capacity_bytes = 16 * kSegment;
-      Result<std::unique_ptr<DiskTier>> tier = DiskTier::Open(std::move(folder), options, kNow);
-      ASSERT_TRUE(tier.ok()) << tier.status().ToString();
-      tier_ = std::move(tier).value();
-      sequence_ = tier_->last_sequence();
-    };
+    auto open = [&] { OpenOverPowerLossModel(16 * kSegment, &power); };
     ASSERT_NO_FATAL_FAILURE(open());
     // Segment 1: "gone" and k1..k15. Segment 2: gone's tombstone and b0..b14.
     ASSERT_TRUE(tier_->Put("ns", "gone", "", Bytes('g', 3000), 0, ++sequence_).ok());
@@ -481,21 +485,7 @@ TEST_F(DiskFolderTest, AfterPowerLossesKillsAndStopsEveryKeyIsItsNewestVersionOr
     tier_.reset();
     std::filesystem::remove_all(dir_);
     PowerLossFolder* power = nullptr;
-    auto open = [&] {
-      tier_.reset();
-      Result<std::unique_ptr<SegmentFolder>> real = OpenSegmentFolder(dir_);
-      ASSERT_TRUE(real.ok()) << real.status().ToString();
-      auto folder = std::make_unique<PowerLossFolder>(std::move(real).value());
-      power = folder.get();
-      DiskTierOptions options;
-      options.segment_bytes = kSegment;
-      options.capacity_bytes = 8 * kSegment;
-      Result<std::unique_ptr<DiskTier>> tier = DiskTier::Open(std::move(folder), options, kNow);
-      ASSERT_TRUE(tier.ok()) << tier.status().ToString();
-      tier_ = std::move(tier).value();
-      // The node's store numbers its versions above everything on disk.
-      sequence_ = std::max(sequence_, tier_->last_sequence());
-    };
+    auto open = [&] { OpenOverPowerLossModel(8 * kSegment, &power); };
     ASSERT_NO_FATAL_FAILURE(open());
     // Per key: the number below which every version ended (commits and deletes acknowledged),
     // the versions written to the tier, and the one memory holds (committed, not yet written).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Stepwise reservations (issue 22): a value reserved a step at a time as its bytes arrive,
+// Stepwise reservations: a value reserved a step at a time as its bytes arrive,
 // grown in place or moved with what was written, and counted against max_reserved_bytes only
 // for what is not written yet.
 #include <gtest/gtest.h>
