@@ -37,7 +37,7 @@ enum class RespParse {
 };
 
 // Where an array command stopped when it came back kIncomplete inside a bulk string's bytes
-// (its "$N" line whole, its length within the limits): from there RespSession reads a large
+// (its "$N" line whole, its length within the limits): from there the node's RESP handler reads a large
 // value straight into its reservation (server/resp_value_capture.h).
 struct RespPartialBulk {
   size_t index = 0;        // the incomplete argument (`args` holds those before it)
@@ -56,7 +56,7 @@ RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
                            std::string* error, RespPartialBulk* partial = nullptr);
 
 // Parses the last `count` arguments of an array command, whose earlier ones were read apart
-// (RespSession's captured value): `count` bulk strings at the front of `input`, appended to
+// (the RESP handler's captured value): `count` bulk strings at the front of `input`, appended to
 // `args`. `before` is the command's size ahead of `input`, counted against max_command_bytes.
 // Results as ParseRespCommand's.
 RespParse ParseRespBulks(std::string_view input, uint64_t count, uint64_t before,

@@ -24,7 +24,7 @@
 #include "net/event_loop.h"
 #include "net/listener.h"
 #include "server/cache_service.h"
-#include "server/connection.h"
+#include "server/stream_connection.h"
 #include "server/unauthenticated.h"
 #include "server/worker.h"
 

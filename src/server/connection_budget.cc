@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/connection_budget.h"
 
-#include "server/session.h"
+#include "server/stream_connection.h"
 
 namespace kvport::server {
 
@@ -11,8 +11,7 @@ ConnectionBudget::Throttle ConnectionBudget::QueueThrottle(const net::OutputQueu
   if (cap == 0) return Throttle::kNone;
   const uint64_t own = out.heap_bytes();
   if (own > cap / kShareOfNodeQueue) return Throttle::kOwnQueue;
-  const uint64_t node = counters_.queued_response_bytes();
-  if (node >= cap || (own > 0 && node >= cap / 2)) return Throttle::kNode;
+  if (own > 0 && counters_.queued_response_bytes() >= cap / 2) return Throttle::kNode;
   return Throttle::kNone;
 }
 

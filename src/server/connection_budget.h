@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // ConnectionBudget: one connection's share of the node-wide memory gauges and the backpressure
-// rule that every protocol's session follows (server/session.h, "Backpressure"): the binary
-// Session and the Redis protocol's RespSession each own one.
+// rule every connection follows, whatever its protocol (server/stream_connection.h).
 //
 // The rule: between requests a connection reads nothing more while its queued responses cost
 // more than max_outstanding_bytes (net::OutputQueue::memory_bytes: heads, bookkeeping and the
-// values they pin), or their heap more than an eighth of max_node_queued_bytes, or while the
-// heap of the node's queued responses reaches max_node_queued_bytes (half of it when this
-// connection has responses queued itself, so that clients that read their answers keep being
-// served). Pinned values are not the node-wide cap's business: they live in the arena, bounded
-// by the store's max_pinned_bytes.
+// values they pin), or their heap more than an eighth of max_node_queued_bytes, or while it has
+// responses queued and the heap of the node's queued responses is at half of
+// max_node_queued_bytes or more. A connection with nothing queued is never held back by the
+// others' answers: a client that reads its answers keeps being served while one that does not
+// pauses itself alone (and is closed past the request deadline). The node's queued heap is then
+// at most max_node_queued_bytes plus one answer per connection. Pinned values are not the
+// node-wide cap's business: they live in the arena, bounded by the store's max_pinned_bytes.
 //
 // Called on the connection's loop thread only.
 #pragma once
@@ -22,12 +23,12 @@
 
 namespace kvport::server {
 
-struct SessionOptions;
+struct ConnectionOptions;
 
 class ConnectionBudget {
  public:
   // `counters` and `options` must outlive the budget.
-  ConnectionBudget(ServerCounters& counters, const SessionOptions& options)
+  ConnectionBudget(ServerCounters& counters, const ConnectionOptions& options)
       : counters_(counters), options_(options) {}
   ~ConnectionBudget() = default;
   ConnectionBudget(const ConnectionBudget&) = delete;
@@ -58,7 +59,7 @@ class ConnectionBudget {
   static constexpr uint64_t kShareOfNodeQueue = 8;
 
   ServerCounters& counters_;
-  const SessionOptions& options_;
+  const ConnectionOptions& options_;
   int64_t accounted_queued_ = 0;
   int64_t accounted_input_ = 0;
   bool paused_ = false;

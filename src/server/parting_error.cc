@@ -8,14 +8,18 @@
 
 namespace kvport::server {
 
-void SendPartingError(net::Stream& stream, const Status& status) {
-  if (stream.tls() != nullptr && !stream.tls()->handshake_done()) return;
+std::string ErrorFrameBytes(const Status& status) {
   protocol::ErrorResponse error;
   error.code = status.code();
   error.message = status.message();
   protocol::EncodedFrame frame;
-  if (!protocol::EncodeResponse(0, error, protocol::Limits{}, &frame).ok()) return;
-  SendPartingBytes(stream, frame.head);
+  if (!protocol::EncodeResponse(0, error, protocol::Limits{}, &frame).ok()) return {};
+  return std::move(frame.head);
+}
+
+void SendPartingError(net::Stream& stream, const Status& status) {
+  const std::string frame = ErrorFrameBytes(status);
+  if (!frame.empty()) SendPartingBytes(stream, frame);
 }
 
 void SendPartingBytes(net::Stream& stream, std::string_view bytes) {
@@ -28,15 +32,20 @@ void SendPartingBytes(net::Stream& stream, std::string_view bytes) {
   (void)stream.ReadV(&in, 1);
 }
 
-bool DiscardLingeringInput(net::Stream& stream) {
+DiscardedInput DiscardLingeringInput(net::Stream& stream) {
+  DiscardedInput dropped;
   char scratch[4096];
   for (int i = 0; i < 64; ++i) {
     iovec iov{scratch, sizeof(scratch)};
     Result<net::IoProgress> r = stream.ReadV(&iov, 1);
-    if (!r.ok() || r->eof) return false;
-    if (r->would_block) return true;
+    if (!r.ok() || r->eof) {
+      dropped.open = false;
+      break;
+    }
+    dropped.bytes += r->bytes;
+    if (r->would_block) break;
   }
-  return true;
+  return dropped;
 }
 
 }  // namespace kvport::server

@@ -4,12 +4,17 @@
 // DiscardLingeringInput, the reads of a connection half-closed after its last answer.
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "kvport/status.h"
 #include "net/stream.h"
 
 namespace kvport::server {
+
+// One ERROR frame of the kvport protocol (request id 0) carrying `status`.
+std::string ErrorFrameBytes(const Status& status);
 
 // Writes one ERROR frame (request id 0) carrying `status` and half-closes `stream`, best
 // effort: the few bytes fit a socket that has sent nothing yet, so nothing waits on them. Unread
@@ -20,9 +25,15 @@ void SendPartingError(net::Stream& stream, const Status& status);
 // The same with bytes of the caller's protocol (a RESP error line).
 void SendPartingBytes(net::Stream& stream, std::string_view bytes);
 
+// What one DiscardLingeringInput call did: the bytes dropped, and whether the peer's side is
+// still open (false: it closed, or the read failed, and the caller closes).
+struct DiscardedInput {
+  bool open = true;
+  size_t bytes = 0;
+};
 // One readiness event of a connection that half-closed after its last answer and waits for the
 // peer to close: reads and drops what the peer still sends, at most 256 KiB (so one peer does
-// not hold the loop). False when the peer has closed or the read failed: the caller closes.
-bool DiscardLingeringInput(net::Stream& stream);
+// not hold the loop).
+DiscardedInput DiscardLingeringInput(net::Stream& stream);
 
 }  // namespace kvport::server

@@ -33,6 +33,7 @@ class RespOutput {
  public:
   explicit RespOutput(net::OutputQueue* queue) : queue_(queue) {}
   std::string& text() { return text_; }
+  const std::string& text() const { return text_; }
   // A value as a bulk string: copied into the text when small, else sent from the arena under
   // its pin.
   void Value(store::ReadHandle pin);

@@ -336,8 +336,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
       log::Warn("INSECURE: Redis protocol on {} is open to anyone who can reach it",
                 impl->resp_address->ToString());
     }
-    if (access_required && !resp_listener->loopback_only()) {
-      log::Warn("Redis protocol on {}: AUTH sends tokens in the clear (no TLS on the RESP port)",
+    if (access_required && tls == nullptr && !resp_listener->loopback_only()) {
+      log::Warn("Redis protocol on {}: AUTH sends tokens in the clear (no TLS: tls_cert_file)",
                 impl->resp_address->ToString());
     }
   }
@@ -375,20 +375,20 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->service->set_disk(impl->disk.get());
 
   server::WorkerOptions worker_options;
-  worker_options.session.max_outstanding_bytes = options.max_connection_outstanding_bytes;
-  worker_options.session.max_node_queued_bytes = QueuedResponseCap(options);
-  worker_options.session.request_timeout = options.request_timeout;
-  worker_options.session.min_request_bytes_per_sec = options.min_request_bytes_per_sec;
-  impl->counters.SetMaxQueuedResponseBytes(worker_options.session.max_node_queued_bytes);
-  worker_options.session.max_node_input_bytes = options.max_input_buffer_bytes;
+  worker_options.connection.max_outstanding_bytes = options.max_connection_outstanding_bytes;
+  worker_options.connection.max_node_queued_bytes = QueuedResponseCap(options);
+  worker_options.connection.request_timeout = options.request_timeout;
+  worker_options.connection.min_request_bytes_per_sec = options.min_request_bytes_per_sec;
+  impl->counters.SetMaxQueuedResponseBytes(worker_options.connection.max_node_queued_bytes);
+  worker_options.connection.max_node_input_bytes = options.max_input_buffer_bytes;
   impl->counters.SetMaxInputBufferBytes(options.max_input_buffer_bytes);
   worker_options.idle_timeout = options.idle_timeout;
   worker_options.busy_poll = options.busy_poll;
   impl->unauthenticated =
       std::make_unique<server::UnauthenticatedConnections>(options.max_unauthenticated_per_address);
-  worker_options.session.hello_timeout = options.hello_timeout;
-  worker_options.session.unauthenticated = impl->unauthenticated.get();
-  worker_options.session.tls = tls;
+  worker_options.connection.hello_timeout = options.hello_timeout;
+  worker_options.connection.unauthenticated = impl->unauthenticated.get();
+  worker_options.connection.tls = tls;
   const unsigned threads = options.threads > 0 ? options.threads : HostCpuCount();
   Impl* raw = impl.get();
   for (unsigned i = 0; i < threads; ++i) {

@@ -178,6 +178,7 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   out->emplace_back("backpressure_pauses", get(backpressure_pauses_));
   out->emplace_back("paused_connections", get(paused_connections_));
   out->emplace_back("request_timeouts", get(request_timeouts_));
+  out->emplace_back("unread_answers_closes", get(unread_answers_closes_));
   out->emplace_back("cluster_registered", get(cluster_registered_));
   out->emplace_back("cluster_reregistrations", get(cluster_reregistrations_));
   out->emplace_back("cluster_etcd_failures", get(cluster_etcd_failures_));

@@ -122,6 +122,9 @@ class ServerCounters {
   void AddPausedConnections(int64_t delta) { Add(paused_connections_, delta); }
   // A request did not arrive whole within its deadline (request_timeout + min rate).
   void CountRequestTimeout() { request_timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  // A connection held back by backpressure was closed because its peer took none of its queued
+  // answers within the request deadline (server/stream_connection.h).
+  void CountUnreadAnswersClose() { unread_answers_closes_.fetch_add(1, std::memory_order_relaxed); }
   // Cluster membership (docs/cluster.md): cluster_registered is 1 while the node's record is
   // in etcd, cluster_reregistrations counts the new epochs taken after a lapsed lease,
   // cluster_etcd_failures the renewals and registrations etcd did not answer.
@@ -140,10 +143,10 @@ class ServerCounters {
   // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures, leases
   // (live shared-memory leases), leased_bytes (value bytes they pin), queued_response_bytes,
   // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes, backpressure_pauses,
-  // paused_connections, request_timeouts, cluster_registered, cluster_reregistrations,
-  // cluster_etcd_failures,
-  // op_<opcode> for every opcode (and op_resp_<command> for every RESP command called), then
-  // errors_<op>, latency_<op>_p50_us and latency_<op>_p99_us for each.
+  // paused_connections, request_timeouts, unread_answers_closes, cluster_registered,
+  // cluster_reregistrations, cluster_etcd_failures, op_<opcode> for every opcode (and
+  // op_resp_<command> for every RESP command called), then errors_<op>, latency_<op>_p50_us and
+  // latency_<op>_p99_us for each.
   void AppendTo(std::vector<std::pair<std::string, uint64_t>>* counters) const;
   // One histogram per opcode counted in op_*, in the same order.
   void AppendLatencies(std::vector<ServerStats::Latency>* latencies) const;
@@ -195,6 +198,7 @@ class ServerCounters {
   std::atomic<uint64_t> backpressure_pauses_{0};
   std::atomic<uint64_t> paused_connections_{0};
   std::atomic<uint64_t> request_timeouts_{0};
+  std::atomic<uint64_t> unread_answers_closes_{0};
   std::atomic<uint64_t> cluster_registered_{0};
   std::atomic<uint64_t> cluster_reregistrations_{0};
   std::atomic<uint64_t> cluster_etcd_failures_{0};

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "kvport/log.h"
-#include "server/resp_session.h"
+#include "server/kvport_protocol.h"
+#include "server/resp_protocol.h"
 
 namespace kvport::server {
 
@@ -49,23 +50,22 @@ void Worker::Adopt(net::Socket socket, net::StreamKind kind, uint64_t id, WirePr
   loop_->Post([this, carried, kind, id, protocol] {
     if (stopping_) {
       // Admitted, never served: `carried` closes it.
-      if (options_.session.unauthenticated != nullptr &&
-          options_.session.unauthenticated->Remove(id)) {
+      if (options_.connection.unauthenticated != nullptr &&
+          options_.connection.unauthenticated->Remove(id)) {
         service_.counters().AddUnauthenticated(-1);
       }
       service_.counters().ConnectionClosed();
       return;
     }
-    std::unique_ptr<Connection> session;
+    auto session = std::make_unique<StreamConnection>(loop_.get(), std::move(*carried), kind, id,
+                                                      service_, options_.connection,
+                                                      [this](StreamConnection* c) { OnClosed(c); });
     if (protocol == WireProtocol::kResp) {
-      session =
-          std::make_unique<RespSession>(loop_.get(), std::move(*carried), id, service_,
-                                        options_.session, [this](Connection* c) { OnClosed(c); });
+      session->set_handler(std::make_unique<RespProtocol>(*session, loop_.get()));
     } else {
-      session = std::make_unique<Session>(loop_.get(), std::move(*carried), kind, id, service_,
-                                          options_.session, [this](Connection* c) { OnClosed(c); });
+      session->set_handler(std::make_unique<KvportProtocol>(*session));
     }
-    Connection* raw = session.get();
+    StreamConnection* raw = session.get();
     sessions_.emplace(raw, std::move(session));
     Status started = raw->Start();
     if (!started.ok()) log::Warn("cannot serve a new connection: {}", started.ToString());
@@ -93,10 +93,10 @@ void Worker::CloseUnauthenticated(uint64_t id) {
 void Worker::BeginShutdown() {
   loop_->Post([this] {
     stopping_ = true;
-    std::vector<Connection*> all;
+    std::vector<StreamConnection*> all;
     for (auto& [raw, owned] : sessions_)
       all.push_back(raw);
-    for (Connection* c : all)
+    for (StreamConnection* c : all)
       c->BeginShutdown();
   });
 }
@@ -104,10 +104,10 @@ void Worker::BeginShutdown() {
 void Worker::CloseAll() {
   loop_->Post([this] {
     stopping_ = true;
-    std::vector<Connection*> all;
+    std::vector<StreamConnection*> all;
     for (auto& [raw, owned] : sessions_)
       all.push_back(raw);
-    for (Connection* c : all)
+    for (StreamConnection* c : all)
       c->Close("server stopped before the connection finished");
   });
 }
@@ -117,7 +117,7 @@ void Worker::StopAndJoin() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::OnClosed(Connection* session) {
+void Worker::OnClosed(StreamConnection* session) {
   // Called from inside the session: destroy it after the current event batch.
   loop_->Post([this, session] {
     sessions_.erase(session);
@@ -130,7 +130,8 @@ void Worker::ScheduleIdleSweep() {
   // last byte (or past its request or HELLO deadline), without a timer per session.
   std::chrono::milliseconds shortest = std::chrono::milliseconds::max();
   for (std::chrono::milliseconds timeout :
-       {options_.idle_timeout, options_.session.request_timeout, options_.session.hello_timeout}) {
+       {options_.idle_timeout, options_.connection.request_timeout,
+        options_.connection.hello_timeout}) {
     if (timeout.count() > 0) shortest = std::min(shortest, timeout);
   }
   if (shortest == std::chrono::milliseconds::max()) return;
@@ -144,9 +145,9 @@ void Worker::ScheduleIdleSweep() {
 
 void Worker::SweepIdle() {
   const MonotonicClock::time_point now = MonotonicClock::now();
-  std::vector<Connection*> idle;
-  std::vector<Connection*> overdue;
-  std::vector<Connection*> no_hello;
+  std::vector<StreamConnection*> idle;
+  std::vector<StreamConnection*> overdue;
+  std::vector<StreamConnection*> no_hello;
   for (auto& [raw, owned] : sessions_) {
     if (raw->closed()) continue;
     if (raw->HelloOverdue(now)) {
@@ -168,19 +169,19 @@ void Worker::SweepIdle() {
       idle.push_back(raw);
     }
   }
-  for (Connection* c : no_hello) {
+  for (StreamConnection* c : no_hello) {
     service_.counters().CountHelloTimeout();
     log::Debug("connection {}: no HELLO within {} ms: closing", c->peer(),
-               options_.session.hello_timeout.count());
+               options_.connection.hello_timeout.count());
     c->CloseWithError(
         Status::Timeout(fmt::format("no HELLO within the node's hello_timeout ({} ms)",
-                                    options_.session.hello_timeout.count())));
+                                    options_.connection.hello_timeout.count())));
   }
-  for (Connection* c : overdue) {
+  for (StreamConnection* c : overdue) {
     log::Info("connection {}: request not received within its deadline: closing", c->peer());
     c->AbortOverdueRequest();
   }
-  for (Connection* c : idle) {
+  for (StreamConnection* c : idle) {
     service_.counters().CountIdleTimeout();
     log::Info("connection {} idle for {} ms: closing", c->peer(), options_.idle_timeout.count());
     c->Close("idle timeout");

@@ -6,9 +6,9 @@
 // than the idle timeout (a periodic sweep rather than a timer per session: one timer per loop,
 // and activity costs nothing but a timestamp); a session whose shared-memory client holds
 // leases or reservations is not idle (its bytes move without touching the socket). The same
-// sweep aborts requests past their deadline (SessionOptions::request_timeout): a trickle of
+// sweep aborts requests past their deadline (ConnectionOptions::request_timeout): a trickle of
 // bytes keeps a session from being idle, never a request from being late. It also closes
-// connections that have not completed HELLO within SessionOptions::hello_timeout.
+// connections that have not completed HELLO within ConnectionOptions::hello_timeout.
 #pragma once
 
 #include <atomic>
@@ -20,14 +20,13 @@
 
 #include "net/event_loop.h"
 #include "net/socket.h"
-#include "server/connection.h"
 #include "server/request_context.h"
-#include "server/session.h"
+#include "server/stream_connection.h"
 
 namespace kvport::server {
 
 struct WorkerOptions {
-  SessionOptions session;
+  ConnectionOptions connection;
   std::chrono::milliseconds idle_timeout{0};  // 0: never
   std::chrono::microseconds busy_poll{0};     // ServerOptions::busy_poll
 };
@@ -64,15 +63,16 @@ class Worker {
          std::function<void()> on_connection_closed);
   void ScheduleIdleSweep();
   void SweepIdle();
-  void OnClosed(Connection* connection);
+  void OnClosed(StreamConnection* connection);
 
   CacheService& service_;
   const WorkerOptions options_;
   std::unique_ptr<net::EventLoop> loop_;
   std::function<void()> on_connection_closed_;
   std::thread thread_;
-  bool stopping_ = false;                                                  // loop thread only
-  std::unordered_map<Connection*, std::unique_ptr<Connection>> sessions_;  // loop thread only
+  bool stopping_ = false;  // loop thread only
+  // Loop thread only.
+  std::unordered_map<StreamConnection*, std::unique_ptr<StreamConnection>> sessions_;
 };
 
 }  // namespace kvport::server

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Real Redis clients against `kvport serve --resp` as a child process: redis-cli
 // scripted through the commands, redis-benchmark (4 KiB and 1 MiB values, pipelined) with no
-// error, and redis-py (tests/server/resp_redis_py.py). Each client is Debian's (redis-tools,
-// python3-redis; scripts/bootstrap installs them); a test whose client is missing is skipped.
-// Child processes: labelled needs-exec.
+// error, and redis-py (tests/server/resp_redis_py.py); then the same clients over TLS
+// (`redis-cli --tls`, redis-py's ssl=True) against a node with a certificate. Each client is
+// Debian's (redis-tools, python3-redis; scripts/bootstrap installs them); a test whose client is
+// missing is skipped. Child processes: labelled needs-exec.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "net/tls.h"
 #include "support/cli_run.h"
 #include "support/serve_process.h"
 
@@ -30,17 +32,26 @@ std::string Which(const std::string& tool) {
 
 class RespProcessTest : public ::testing::Test {
  protected:
+  // Whether the node serves TLS (with certificates in dir_/certs).
+  virtual bool tls() const { return false; }
+
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
            ("kvport-resp-" + std::to_string(::getpid()) + "-" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    node_ = std::make_unique<ServeProcess>(
-        KVPORT_BINARY,
-        std::vector<std::string>{"serve", "--listen", "127.0.0.1:0", "--unix-socket", "",
-                                 "--capacity", "256MiB", "--threads", "2", "--resp", "0"},
-        dir_ / "serve.err");
+    std::vector<std::string> args{
+        "serve",  "--listen",  "127.0.0.1:0", "--unix-socket", "", "--capacity",
+        "256MiB", "--threads", "2",           "--resp",        "0"};
+    if (tls()) {
+      ASSERT_TRUE(net::WriteTestCertificates((dir_ / "certs").string(), {}).ok());
+      const fs::path config = dir_ / "node.yaml";
+      std::ofstream(config) << "tls_cert_file: " << (dir_ / "certs" / "node.pem").string()
+                            << "\ntls_key_file: " << (dir_ / "certs" / "node.key").string() << "\n";
+      args.insert(args.begin() + 1, {"--config", config.string()});
+    }
+    node_ = std::make_unique<ServeProcess>(KVPORT_BINARY, args, dir_ / "serve.err");
     const std::string address = node_->WaitForLine("kvport: redis protocol on ");
     ASSERT_FALSE(address.empty()) << Slurp(dir_ / "serve.err");
     port_ = address.substr(address.rfind(':') + 1);
@@ -145,6 +156,43 @@ TEST_F(RespProcessTest, RedisPy) {
     GTEST_SKIP() << "redis-py is not installed (Debian python3-redis)";
   }
   CliRun run = Run(python, std::string("'") + KVPORT_RESP_PY_SCRIPT + "' " + port_);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("redis-py: ok"), std::string::npos) << run.out << run.err;
+}
+
+class RespTlsProcessTest : public RespProcessTest {
+ protected:
+  bool tls() const override { return true; }
+  std::string ca() const { return (dir_ / "certs" / "ca.pem").string(); }
+};
+
+// The RESP port speaks TLS with the node's certificate: redis-cli --tls verifies it with the
+// CA and runs commands; a client in the clear is told the node requires TLS.
+TEST_F(RespTlsProcessTest, RedisCliOverTls) {
+  const std::string cli = Which("redis-cli");
+  if (cli.empty()) GTEST_SKIP() << "redis-cli is not installed (Debian redis-tools)";
+  CliRun run = Run(cli, "--tls --cacert '" + ca() + "' -h 127.0.0.1 -p " + port_,
+                   "PING\nSET k v\nGET k\nDBSIZE\n");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.out, "PONG\nOK\nv\n1\n");
+  CliRun clear = Run(cli, "-h 127.0.0.1 -p " + port_ + " PING");
+  EXPECT_NE((clear.out + clear.err).find("requires TLS"), std::string::npos)
+      << clear.out << clear.err;
+  // A certificate the client's CA did not sign: redis-cli refuses the node.
+  ASSERT_TRUE(net::WriteTestCertificates((dir_ / "other").string(), {}).ok());
+  CliRun other = Run(cli, "--tls --cacert '" + (dir_ / "other" / "ca.pem").string() +
+                              "' -h 127.0.0.1 -p " + port_ + " PING");
+  EXPECT_EQ(other.out.find("PONG"), std::string::npos) << other.out;
+}
+
+TEST_F(RespTlsProcessTest, RedisPyWithSsl) {
+  const std::string python = Which("python3");
+  if (python.empty()) GTEST_SKIP() << "no python3";
+  if (std::system(("'" + python + "' -c 'import redis' 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "redis-py is not installed (Debian python3-redis)";
+  }
+  CliRun run =
+      Run(python, std::string("'") + KVPORT_RESP_PY_SCRIPT + "' " + port_ + " '" + ca() + "'");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("redis-py: ok"), std::string::npos) << run.out << run.err;
 }

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """redis-py (Debian's python3-redis) against a kvport node's RESP port: the commands an
 application and LMCache's Redis connector use, in RESP2 and (where the library has it) RESP3,
-pipelined. Usage: resp_redis_py.py PORT. Prints "redis-py: ok" when every check held."""
+pipelined. Usage: resp_redis_py.py PORT [CA_FILE]: with CA_FILE, over TLS (ssl=True), the
+node's certificate verified with that CA. Prints "redis-py: ok" when every check held."""
 import sys
 
 import redis
@@ -56,9 +57,12 @@ def check(client):
 
 def main():
     port = int(sys.argv[1])
-    check(redis.Redis(host="127.0.0.1", port=port))
+    tls = {}
+    if len(sys.argv) > 2:
+        tls = {"ssl": True, "ssl_ca_certs": sys.argv[2], "ssl_cert_reqs": "required"}
+    check(redis.Redis(host="127.0.0.1", port=port, **tls))
     try:
-        resp3 = redis.Redis(host="127.0.0.1", port=port, protocol=3)
+        resp3 = redis.Redis(host="127.0.0.1", port=port, protocol=3, **tls)
     except TypeError:  # redis-py before 5.0 speaks RESP2 only
         resp3 = None
     if resp3 is not None:
