@@ -27,7 +27,9 @@
 // Fork: a client belongs to the process that called Init. In a child forked after that (vLLM's
 // multiprocess executor, Python multiprocessing's fork start method) every call fails with
 // NotSupported ("client used after fork(): ... create a new client in this one"), and destroying
-// it there abandons its memory and descriptors instead of touching the parent's connections.
+// it there abandons its memory instead of touching the parent's connections. The child does not
+// keep the parent's sockets to nodes open (they are closed in it at the fork), so a parent that
+// dies ends its sessions on the node even while its children live.
 #pragma once
 
 #include <chrono>

@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "client/fork_guard.h"
 #include "kvport/log.h"
 #include "net/connect.h"
 #include "net/unix_listener.h"
@@ -172,11 +173,14 @@ Connection::Connection(net::Stream stream, std::string peer, const ConnectionOpt
       options_(options),
       frame_(std::make_unique<Frame>()) {
   frame_->Reset();
+  KeepFromForkedChildren(stream_.fd());
 }
 
 Connection::~Connection() {
   Close(Status::Aborted("the client closed the connection"));
   if (watcher_ != nullptr) watcher_->Remove(this);
+  // After the watcher let go of the descriptor: epoll must not see its number reused.
+  CloseKeptFromForkedChildren(stream_);
 }
 
 Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
@@ -191,13 +195,15 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
   Result<net::Socket> socket = address.is_unix() ? net::ConnectUnix(address.unix_path)
                                                  : net::ConnectTcp(address.tcp, deadline);
   if (!socket.ok()) return socket.status();
-  net::Stream stream(std::move(socket).value());
+  // Owned by the connection from here on, so that it is kept from forked children (and taken
+  // off their list when closed) on every path, the TLS handshake's failures included.
+  std::shared_ptr<Connection> conn(
+      new Connection(net::Stream(std::move(socket).value()), address.ToString(), options));
   if (options.tls != nullptr && !address.is_unix()) {
-    KVPORT_RETURN_IF_ERROR(stream.StartTls(*options.tls, address.tcp.host));
-    Status secured = CompleteTlsHandshake(stream, deadline);
+    KVPORT_RETURN_IF_ERROR(conn->stream_.StartTls(*options.tls, address.tcp.host));
+    Status secured = CompleteTlsHandshake(conn->stream_, deadline);
     if (!secured.ok()) return secured.WithContext("TLS handshake with " + address.ToString());
   }
-  std::shared_ptr<Connection> conn(new Connection(std::move(stream), address.ToString(), options));
   Status hello = conn->Handshake(client_name, options.token, deadline);
   if (!hello.ok()) {
     conn->alive_ = false;

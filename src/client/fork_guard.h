@@ -12,6 +12,15 @@
 //
 // The generation is a process-wide counter that a pthread_atfork child handler increments: one
 // relaxed atomic load per call, where getpid() would be a system call.
+//
+// The same handler takes the parent's sockets to nodes away from the child. A node ends a
+// session (releasing its leases, aborting its reservations, freeing its connection slot) when it
+// reads end-of-file, which comes only once every copy of the client's socket is closed: a child
+// that kept its copies (a worker that outlives a crashed parent) would hold the dead parent's
+// sessions for as long as it lives. So every socket a Connection opens is listed here
+// (KeepFromForkedChildren) and, in a forked child, replaced by a descriptor of nothing. A socket
+// still being connected by another thread at the moment of the fork is not listed yet and stays
+// in the child.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +28,7 @@
 #include <cstdint>
 
 #include "kvport/status.h"
+#include "net/stream.h"
 
 namespace kvport::client {
 
@@ -38,5 +48,13 @@ class ForkGuard {
   uint64_t generation_;
   pid_t pid_;
 };
+
+// Lists `fd`, a socket to a node this process owns: a child forked from now on does not keep
+// it open (its number there holds a descriptor on which every read and write fails).
+void KeepFromForkedChildren(int fd);
+// Closes `stream` and takes its socket off the list in one step, so that a fork in between
+// cannot leave a child a copy, nor the list a number that the process may reuse for a file of
+// its own.
+void CloseKeptFromForkedChildren(net::Stream& stream);
 
 }  // namespace kvport::client

@@ -353,9 +353,8 @@ Status CacheService::MayMapArena(uid_t uid) const {
         "shared memory is switched off on this node (shared_memory: false)");
   }
   if (!store_->arena().shareable()) {
-    return Status::NotSupported(
-        "this node's arena is anonymous memory (memfd_create was unavailable), which cannot be "
-        "shared");
+    return Status::NotSupported("this node's arena is anonymous memory, which cannot be shared (" +
+                                store_->arena().unshared_reason() + ")");
   }
   if (lease_words_ == nullptr) {
     return Status::NotSupported("the sessions' lease words could not be made: " +

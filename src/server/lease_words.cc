@@ -8,18 +8,27 @@
 #include <cerrno>
 #include <string>
 
+#include "common/sealed_memfd.h"
+
 namespace kvport::server {
 
 Result<std::unique_ptr<LeaseWords>> LeaseWords::Create(uint32_t slots) {
   if (slots == 0) return Status::InvalidArgument("lease words: 0 slots");
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t bytes = (uint64_t{slots} * sizeof(uint64_t) + page - 1) / page * page;
-  const int fd = ::memfd_create("kvport-lease-words", MFD_CLOEXEC);
+  const int fd = ::memfd_create("kvport-lease-words", kMemfdSealable);
   if (fd < 0) return Status::FromErrno("lease words: memfd_create", errno);
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     Status failed = Status::FromErrno("lease words: ftruncate to " + std::to_string(bytes), errno);
     ::close(fd);
     return failed;
+  }
+  // Every shared-memory client gets this memfd: unsealed, one could shrink it and the node's
+  // next write of a word past the new end would kill it (common/sealed_memfd.h). Without the
+  // seals the node offers no shared memory, and SHM_ATTACH says why.
+  if (Status sealed = SealMemfdSize(fd, "lease words"); !sealed.ok()) {
+    ::close(fd);
+    return sealed;
   }
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {

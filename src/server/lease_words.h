@@ -30,8 +30,9 @@ namespace kvport::server {
 
 class LeaseWords {
  public:
-  // A memfd of `slots` words (rounded up to whole pages), mapped read-write here. IoError when
-  // the kernel refuses the memfd or the mapping; InvalidArgument for 0 slots.
+  // A memfd of `slots` words (rounded up to whole pages), its size sealed (no holder can shrink
+  // or grow it), mapped read-write here. IoError when the kernel refuses the memfd, the seals or
+  // the mapping; InvalidArgument for 0 slots.
   static Result<std::unique_ptr<LeaseWords>> Create(uint32_t slots);
   ~LeaseWords();
   LeaseWords(const LeaseWords&) = delete;

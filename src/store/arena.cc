@@ -7,17 +7,18 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/sealed_memfd.h"
 #include "kvport/log.h"
 
 namespace kvport::store {
 namespace {
 
-// Returns a memfd, or -1 with errno set. memfd_create is in glibc >= 2.27; the kernel may
-// still lack it (ENOSYS) or a seccomp policy may refuse it (EPERM).
+// Returns a memfd whose size can be sealed, or -1 with errno set. memfd_create is in
+// glibc >= 2.27; the kernel may still lack it (ENOSYS) or a seccomp policy may refuse it (EPERM).
 int CreateMemfd(const std::string& name) {
   // The kernel limits memfd names to 249 bytes; a longer one is EINVAL.
   std::string label = name.substr(0, 200);
-  return memfd_create(label.c_str(), MFD_CLOEXEC);
+  return memfd_create(label.c_str(), kMemfdSealable);
 }
 
 }  // namespace
@@ -40,18 +41,29 @@ Result<std::unique_ptr<Arena>> Arena::Create(uint64_t capacity_bytes, Backing ba
   }
 
   int fd = -1;
+  std::string unshared_reason = "the arena was asked to be anonymous memory";
   if (backing == Backing::kAuto) {
     fd = CreateMemfd(name);
     if (fd < 0) {
-      log::Warn(
-          "arena: memfd_create failed ({}); using anonymous memory, so the arena cannot "
-          "be shared with same-host clients",
-          std::strerror(errno));
+      unshared_reason = std::string("memfd_create failed: ") + std::strerror(errno);
     } else if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
       int err = errno;
       close(fd);
       return Status::FromErrno(
           "arena: ftruncate of the memfd to " + std::to_string(size) + " bytes", err);
+    } else if (Status sealed = SealMemfdSize(fd, "arena"); !sealed.ok()) {
+      // An unsealed arena is never handed out: a client could shrink it under the node, whose
+      // next touch of a page past the new end would kill it (common/sealed_memfd.h). The node
+      // still serves, over sockets only.
+      close(fd);
+      fd = -1;
+      unshared_reason = sealed.message();
+    }
+    if (fd < 0) {
+      log::Warn(
+          "arena: {}; using anonymous memory, so the arena cannot be shared with same-host "
+          "clients",
+          unshared_reason);
     }
   }
 
@@ -71,7 +83,8 @@ Result<std::unique_ptr<Arena>> Arena::Create(uint64_t capacity_bytes, Backing ba
   }
   log::Debug("arena: {} bytes at {} ({})", size, p,
              fd >= 0 ? "memfd, shareable" : "anonymous memory");
-  return std::unique_ptr<Arena>(new Arena(static_cast<uint8_t*>(p), size, fd));
+  return std::unique_ptr<Arena>(new Arena(static_cast<uint8_t*>(p), size, fd,
+                                          fd >= 0 ? std::string() : std::move(unshared_reason)));
 }
 
 Arena::~Arena() {

@@ -3,9 +3,11 @@
 //
 // It is mapped once, up front, from a memfd (memfd_create + ftruncate + mmap MAP_SHARED) so
 // that it can later be shared with same-host clients by passing fd() over a Unix socket, and
-// registered once for RDMA (base(), size()). When memfd_create is unavailable (old kernel,
-// seccomp) the arena falls back to an anonymous private mapping and says so in a log line;
-// fd() is then -1 and same-host sharing is not possible.
+// registered once for RDMA (base(), size()). The memfd's size is sealed (common/sealed_memfd.h):
+// a client holding the descriptor cannot shrink it under the node (a SIGBUS in the node) or
+// grow it. When memfd_create is unavailable (old kernel, seccomp) or the seals are refused, the
+// arena falls back to an anonymous private mapping and says so in a log line; fd() is then -1,
+// same-host sharing is not possible, and unshared_reason() says why.
 //
 // Pages are not touched up front (no MAP_POPULATE, no memset): a 512 GiB node starts in
 // milliseconds and its memory is committed by the kernel as values are first written. The
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "kvport/status.h"
 
@@ -53,13 +56,18 @@ class Arena {
   // The memfd backing the arena (owned by the Arena; dup() it to keep it), or -1 if anonymous.
   int fd() const { return fd_; }
   bool shareable() const { return fd_ >= 0; }
+  // Why the arena is not shareable (memfd_create failed, the seals were refused, anonymous
+  // backing was asked for); empty when it is.
+  const std::string& unshared_reason() const { return unshared_reason_; }
 
  private:
-  Arena(uint8_t* base, uint64_t size, int fd) : base_(base), size_(size), fd_(fd) {}
+  Arena(uint8_t* base, uint64_t size, int fd, std::string unshared_reason)
+      : base_(base), size_(size), fd_(fd), unshared_reason_(std::move(unshared_reason)) {}
 
   uint8_t* const base_;
   const uint64_t size_;
   const int fd_;
+  const std::string unshared_reason_;
 };
 
 }  // namespace kvport::store

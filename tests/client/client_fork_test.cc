@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // A client used in a child process after fork() (vLLM's multiprocess executor, Python's fork
-// start method): every call there fails naming the fork, without a byte written into the
-// parent's connections; destroying it there returns (no join of reader threads the child does
-// not have); the parent's client goes on; a client created in the child works. A binary of its
-// own: ThreadSanitizer does not support threads started after a multi-threaded fork.
+// start method): the parent's sockets are not open in the child; every call there fails naming
+// the fork, without a byte written into the parent's connections; destroying it there returns (no
+// join of reader threads the child does not have); the parent's client goes on; a client created in
+// the child works. A binary of its own: ThreadSanitizer does not support threads started after a
+// multi-threaded fork.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,7 +37,26 @@ enum ChildFailure : int {
   kNoForkInMessage = 8,
   kFreshInitFailed = 16,
   kFreshGetFailed = 32,
+  kParentSocketOpen = 64,
 };
+
+// Whether this process has a socket open whose peer is 127.0.0.1:port (a connection to the
+// node, not one of the node's own sockets, whose peers are the clients).
+bool HasSocketTo(uint16_t port) {
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in peer{};
+    socklen_t length = sizeof(peer);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) == 0 &&
+        peer.sin_family == AF_INET && ntohs(peer.sin_port) == port) {
+      return true;
+    }
+  }
+  return false;
+}
+
+uint16_t PortOf(const std::string& address) {
+  return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
 
 std::string GetValue(Client& client, const std::string& key) {
   std::string out(64, '\0');
@@ -54,6 +77,9 @@ bool PutValue(Client& client, const std::string& key, const std::string& value) 
 
 int InChild(std::unique_ptr<Client> inherited, const std::string& address) {
   int failures = 0;
+  // The parent's connections are not the child's to keep open: while a copy is, the node
+  // cannot see the parent's sessions end.
+  if (HasSocketTo(PortOf(address))) failures |= kParentSocketOpen;
   const std::string value = "child bytes";
   IOBuffers buffers;
   buffers.Append(value.data(), value.size());
@@ -100,8 +126,9 @@ TEST(ClientForkTest, AClientUsedAfterForkFailsThereAndTheParentsGoesOn) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) ::_exit(InChild(std::move(client), server->address()));
-  EXPECT_EQ(WaitForChild(pid), 0) << "bits: 1 set, 2 get, 4 ping worked in the child; 8 no "
-                                     "fork in the message; 16/32 a new client failed; -1 hung";
+  EXPECT_EQ(WaitForChild(pid), 0)
+      << "bits: 1 set, 2 get, 4 ping worked in the child; 8 no fork in the message; 16/32 a new "
+         "client failed; 64 the parent's socket was open in the child; -1 hung";
 
   // The parent's connections carry nothing of the child's: its calls go on.
   EXPECT_EQ(GetValue(*client, "k"), "parent bytes");

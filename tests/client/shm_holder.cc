@@ -8,9 +8,12 @@
 //   shm_holder ucx-lease HOST:PORT KEY          the same over a TCP session attached to the
 //   shm_holder ucx-reserve HOST:PORT KEY BYTES  node's UCX (UCX_ATTACH; UCX_TLS from the parent)
 //
-// It prints "ready" on stdout once it holds the range, then sleeps until killed.
+// It prints "ready" on stdout once it holds the range, then sleeps until killed. With
+// --fork-child first, it then forks a child that sleeps until killed too (what a worker process
+// forked by a client's process does), and prints "ready CHILD_PID".
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -30,8 +33,21 @@ int Fail(const kvport::Status& s) {
   return 1;
 }
 
+bool g_fork_child = false;
+
 int Ready() {
-  std::printf("ready\n");
+  if (g_fork_child) {
+    std::fflush(stdout);  // nothing buffered may be written twice
+    const pid_t child = ::fork();
+    if (child < 0) return Fail(kvport::Status::FromErrno("fork", errno));
+    if (child == 0) {
+      for (;;)
+        ::pause();
+    }
+    std::printf("ready %d\n", static_cast<int>(child));
+  } else {
+    std::printf("ready\n");
+  }
   std::fflush(stdout);
   for (;;)
     ::pause();
@@ -41,8 +57,13 @@ int Ready() {
 
 int main(int argc, char** argv) {
   using namespace kvport;
+  if (argc > 1 && std::string(argv[1]) == "--fork-child") {
+    g_fork_child = true;
+    --argc;
+    ++argv;
+  }
   if (argc < 4) {
-    std::fprintf(stderr, "usage: shm_holder lease|reserve PATH KEY [BYTES]\n");
+    std::fprintf(stderr, "usage: shm_holder [--fork-child] lease|reserve PATH KEY [BYTES]\n");
     return 2;
   }
   const std::string mode = argv[1];

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,14 +50,27 @@ class Holder {
     ::close(out[1]);
     stdout_ = ::fdopen(out[0], "r");
   }
-  ~Holder() { Kill(); }
+  ~Holder() {
+    Kill();
+    if (forked_ > 0) {
+      ::kill(forked_, SIGKILL);
+      ::waitpid(forked_, nullptr, 0);  // ours once its parent died: the test is a subreaper
+    }
+  }
 
-  // Blocks until the child printed "ready" (true) or exited (false).
+  // Blocks until the child printed "ready" (true) or exited (false). With --fork-child, the
+  // pid of the child it forked follows "ready" (forked()).
   bool WaitReady() {
     if (stdout_ == nullptr) return false;
     char line[64] = {};
-    return std::fgets(line, sizeof(line), stdout_) != nullptr && std::string(line) == "ready\n";
+    if (std::fgets(line, sizeof(line), stdout_) == nullptr) return false;
+    if (std::string(line) == "ready\n") return true;
+    int pid = 0;
+    if (std::sscanf(line, "ready %d", &pid) != 1 || pid <= 0) return false;
+    forked_ = pid;
+    return true;
   }
+  pid_t forked() const { return forked_; }
   void Kill() {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
@@ -72,8 +86,20 @@ class Holder {
 
  private:
   pid_t pid_ = -1;
+  pid_t forked_ = -1;
   FILE* stdout_ = nullptr;
 };
+
+// Whether process `pid` is alive: it exists and has not exited (a zombie has).
+bool Alive(pid_t pid) {
+  FILE* stat = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (stat == nullptr) return false;
+  char state = 'X';
+  // "PID (COMM) STATE ...": the holder's command name has no spaces or parentheses.
+  const bool read = std::fscanf(stat, "%*d %*s %c", &state) == 1;
+  std::fclose(stat);
+  return read && state != 'Z' && state != 'X';
+}
 
 // Waits (bounded) until the node's counter `name` reads `want`: the node notices the closed
 // socket on its own loop thread, shortly after the kill.
@@ -131,6 +157,47 @@ TEST(ShmProcessTest, AKilledClientsReservationIsAbortedAndNeverVisible) {
   Result<BatchResult> exists = reader.MExist({"half-written"});
   ASSERT_TRUE(exists.ok());
   EXPECT_EQ(exists->codes[0], KeyCode::kKeyNotExist);
+}
+
+// A client that forked a child (a worker process) and then died: the child, still alive, does
+// not keep the dead client's sessions open. A forked child's copies of the client's sockets are
+// closed in it, so the node sees the sessions end when the client dies, and their lease,
+// reservation and connection slots go with them.
+TEST(ShmProcessTest, AForkedChildDoesNotKeepADeadClientsSessions) {
+  // The holders' children become this process's when their parents are killed, to be reaped.
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  auto server = StartNode(ShmNode());
+  ASSERT_NE(server, nullptr);
+  Client writer;
+  ASSERT_TRUE(writer.Init("writer", server->address()).ok());
+  std::vector<char> value = Pattern(3, 1 << 20);
+  IOBuffers buffers;
+  buffers.Append(value.data(), value.size());
+  ASSERT_TRUE(writer.MSet({"held"}, buffers).ok());
+  const uint64_t writers_connections = server->Stats().Get("connections");
+
+  Holder leasing({"--fork-child", "lease", server->unix_socket_path(), "held"});
+  ASSERT_TRUE(leasing.WaitReady());
+  ASSERT_GT(leasing.forked(), 0);
+  Holder reserving({"--fork-child", "reserve", server->unix_socket_path(), "half-written",
+                    std::to_string(1 << 20)});
+  ASSERT_TRUE(reserving.WaitReady());
+  ASSERT_GT(reserving.forked(), 0);
+  EXPECT_EQ(server->Stats().Get("leases"), 1u);
+  EXPECT_EQ(server->Stats().Get("reserved_bytes"), uint64_t{1} << 20);
+  EXPECT_GT(server->Stats().Get("connections"), writers_connections);
+
+  leasing.Kill();
+  reserving.Kill();
+  EXPECT_TRUE(EventuallyEquals(*server, "leases", 0));
+  EXPECT_TRUE(EventuallyEquals(*server, "reserved_bytes", 0));
+  EXPECT_TRUE(EventuallyEquals(*server, "connections", writers_connections));
+  // The sessions ended while the children lived on.
+  EXPECT_TRUE(Alive(leasing.forked()));
+  EXPECT_TRUE(Alive(reserving.forked()));
+  Result<BatchResult> exists = writer.MExist({"held", "half-written"});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ(exists->codes, (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kKeyNotExist}));
 }
 
 // The same over UCX: a client whose TCP session attached the node's UCX is killed holding a

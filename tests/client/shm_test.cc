@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -18,9 +19,13 @@
 #include "client/arena_mapping.h"
 #include "client/arena_transport.h"
 #include "client/endpoint.h"
+#include "client/socket_io.h"
 #include "client/socket_watcher.h"
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "net/stream.h"
+#include "net/unix_listener.h"
+#include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "test_node.h"
 
@@ -477,6 +482,97 @@ TEST(ShmTransportTest, ANodeWithoutSharedMemoryServesTheUnixSocketWithBytes) {
   Client tcp;
   ASSERT_TRUE(tcp.Init("shm-off-tcp", server->address()).ok());
   EXPECT_EQ(tcp.transport(), "TCP");
+}
+
+// One round trip on a raw Unix-socket session: `request` sent as frame `id`, the answer's
+// header and descriptor read back, with whatever descriptors ride with it.
+template <typename Request>
+Status RawCall(net::Stream& stream, uint64_t id, const Request& request, uint8_t version,
+               protocol::FrameHeader* header, std::string* descriptor,
+               std::vector<net::Socket>* passed) {
+  const client::Deadline deadline = MonotonicClock::now() + std::chrono::seconds(10);
+  const protocol::Limits defaults;
+  protocol::EncodedFrame frame;
+  KVPORT_RETURN_IF_ERROR(protocol::EncodeRequest(id, request, defaults, &frame, version));
+  iovec iov{frame.head.data(), frame.head.size()};
+  KVPORT_RETURN_IF_ERROR(client::WriteFully(stream, std::span<iovec>(&iov, 1), deadline));
+  char head[protocol::kFrameHeaderSize];
+  KVPORT_RETURN_IF_ERROR(
+      client::ReadFullyWithDescriptors(stream.fd(), head, sizeof(head), deadline, passed));
+  KVPORT_RETURN_IF_ERROR(
+      protocol::DecodeFrameHeader(std::string_view(head, sizeof(head)), defaults, header));
+  descriptor->assign(header->descriptor_length, '\0');
+  return client::ReadFully(stream, descriptor->data(), descriptor->size(), deadline);
+}
+
+// A same-host client holds the descriptors SHM_ATTACH passes it (the arena's memfd, the lease
+// words'): whatever it does with them, ftruncate included, must not crash the node. Both are
+// sealed against resizing, so the node goes on serving every byte, and ends sessions (writing
+// their lease words) as before.
+TEST(ShmTransportTest, AClientCannotResizeTheMemoryTheNodeShares) {
+  auto server = StartNode(ShmNodeOptions());
+  ASSERT_NE(server, nullptr);
+  Client client;
+  ASSERT_TRUE(client.Init("shm-sealed", "unix:" + server->unix_socket_path()).ok());
+  ASSERT_EQ(client.transport(), "shared memory") << client.transport_reason();
+  std::vector<std::vector<char>> values = {Pattern(21, 1 << 20)};
+  ASSERT_TRUE(client.MSet({"before"}, Buffers(values)).ok());
+
+  // Attached the way any process of the node's user can: HELLO, then SHM_ATTACH.
+  Result<net::Socket> socket = net::ConnectUnix(server->unix_socket_path());
+  ASSERT_TRUE(socket.ok()) << socket.status().ToString();
+  net::Stream stream(std::move(socket).value());
+  protocol::FrameHeader header;
+  std::string descriptor;
+  protocol::HelloRequest hello;
+  hello.client_name = "resizer";
+  ASSERT_TRUE(
+      RawCall(stream, 1, hello, protocol::kMinProtocolVersion, &header, &descriptor, nullptr).ok());
+  protocol::HelloResponse hello_response;
+  ASSERT_TRUE(
+      protocol::DecodeResponse(header, descriptor, protocol::Limits{}, &hello_response).ok());
+  ASSERT_GE(hello_response.version, protocol::kLeaseWordVersion);
+  std::vector<net::Socket> memfds;
+  ASSERT_TRUE(RawCall(stream, 2, protocol::ShmAttachRequest{}, hello_response.version, &header,
+                      &descriptor, &memfds)
+                  .ok());
+  protocol::ShmAttachResponse attach;
+  ASSERT_TRUE(protocol::DecodeResponse(header, descriptor, hello_response.limits, &attach).ok());
+  ASSERT_EQ(attach.status, StatusCode::kOk) << attach.reason;
+  ASSERT_EQ(memfds.size(), 2u);  // the arena, the lease words
+
+  for (const net::Socket& memfd : memfds) {
+    struct stat before {};
+    ASSERT_EQ(::fstat(memfd.fd(), &before), 0);
+    // Shrinking last: unsealed, the node would die of SIGBUS serving what follows.
+    for (off_t size : {before.st_size + 65536, before.st_size / 2, off_t{0}}) {
+      errno = 0;
+      EXPECT_EQ(::ftruncate(memfd.fd(), size), -1) << "to " << size << " of " << before.st_size;
+      EXPECT_EQ(errno, EPERM) << "to " << size << " of " << before.st_size;
+    }
+    struct stat after {};
+    ASSERT_EQ(::fstat(memfd.fd(), &after), 0);
+    EXPECT_EQ(after.st_size, before.st_size);
+  }
+
+  // The node serves every byte of its arena as before: the value stored before, and enough
+  // new ones to wrap the 64 MiB arena, through shared memory and over TCP.
+  for (int i = 0; i < 80; ++i) {
+    std::vector<std::vector<char>> filler = {Pattern(100 + i, 1 << 20)};
+    ASSERT_TRUE(client.MSet({"filler-" + std::to_string(i)}, Buffers(filler)).ok());
+  }
+  std::vector<std::vector<char>> out = {std::vector<char>(1 << 20)};
+  ASSERT_TRUE(client.MGet({"filler-79"}, {}, Buffers(out)).ok());
+  EXPECT_EQ(out[0], Pattern(179, 1 << 20));
+  Client tcp;
+  ASSERT_TRUE(tcp.Init("shm-sealed-tcp", server->address()).ok());
+  ASSERT_TRUE(tcp.MGet({"filler-79"}, {}, Buffers(out)).ok());
+  EXPECT_EQ(out[0], Pattern(179, 1 << 20));
+  // Ending the raw session writes its lease word; the node goes on.
+  stream.Close();
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(client.Ping().ok());
+  EXPECT_TRUE(tcp.Ping().ok());
 }
 
 TEST(ShmTransportTest, TheUnixSocketIsOwnerOnlyAndRemovedOnStop) {

@@ -3,9 +3,13 @@
 // as a client mapping the memfd sees it.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "server/lease_words.h"
 #include "server/shm_holdings.h"
@@ -60,6 +64,40 @@ TEST(LeaseWordsTest, AnEndedSessionsWordMovesOnAndItsSlotNeverShowsAnOldGenerati
   words.End(*c);
   EXPECT_NE(client.at(c->offset), c->generation);
   EXPECT_NE(client.at(c->offset), a->generation);
+}
+
+// Every shared-memory client holds the lease words' memfd: its ftruncate must fail (EPERM)
+// rather than shrink the words under the node, whose next End() past the new end would be a
+// SIGBUS, or grow them.
+TEST(LeaseWordsTest, AClientCannotResizeTheLeaseWords) {
+  Result<std::unique_ptr<LeaseWords>> created = LeaseWords::Create(1024);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  LeaseWords& words = **created;
+  const int fd = ::dup(words.fd());  // as a client gets it: the same open file
+  ASSERT_GE(fd, 0);
+  // Shrinking last: unsealed, the End() calls below would then die of SIGBUS.
+  for (off_t size :
+       {static_cast<off_t>(words.bytes() * 2), static_cast<off_t>(words.bytes() / 2), off_t{0}}) {
+    errno = 0;
+    EXPECT_EQ(::ftruncate(fd, size), -1) << "to " << size << " bytes";
+    EXPECT_EQ(errno, EPERM) << "to " << size << " bytes";
+  }
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), words.bytes());
+  ::close(fd);
+  // The node still writes every word, the last one included.
+  ClientView client(words);
+  std::vector<LeaseWords::Word> taken;
+  for (int i = 0; i < 1024; ++i) {
+    Result<LeaseWords::Word> word = words.Take();
+    ASSERT_TRUE(word.ok());
+    taken.push_back(*word);
+  }
+  for (const LeaseWords::Word& word : taken) {
+    words.End(word);
+    EXPECT_EQ(client.at(word.offset), word.generation + 1);
+  }
 }
 
 TEST(LeaseWordsTest, ZeroSlotsAreRefused) {

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/arena.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace kvport::store {
@@ -34,11 +38,43 @@ TEST(ArenaTest, MemfdArenaIsVisibleThroughItsFd) {
   munmap(view, a.size());
 }
 
+// A same-host client holds the arena's memfd: its ftruncate must fail (EPERM) rather than
+// shrink the arena under the node, whose next touch of a page past the new end would be a
+// SIGBUS, or grow it. No holder can add seals of its own either.
+TEST(ArenaTest, AShareableArenaCannotBeResizedThroughItsFd) {
+  auto arena = Arena::Create(16 * Arena::kBlockBytes);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  Arena& a = **arena;
+  if (!a.shareable()) GTEST_SKIP() << "not shareable here: " << a.unshared_reason();
+  EXPECT_TRUE(a.unshared_reason().empty());
+  // A descriptor of its own, as a client gets one over SCM_RIGHTS: the same open file.
+  const int fd = ::dup(a.fd());
+  ASSERT_GE(fd, 0);
+  // Shrinking last: unsealed, the write below would then die of SIGBUS.
+  for (off_t size : {static_cast<off_t>(a.size() + Arena::kBlockBytes),
+                     static_cast<off_t>(a.size() / 2), off_t{0}}) {
+    errno = 0;
+    EXPECT_EQ(::ftruncate(fd, size), -1) << "to " << size << " bytes";
+    EXPECT_EQ(errno, EPERM) << "to " << size << " bytes";
+  }
+  errno = 0;
+  EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+  EXPECT_EQ(errno, EPERM);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), a.size());
+  // Every byte is still the node's to use, the last page included.
+  a.base()[a.size() - 1] = 42;
+  EXPECT_EQ(a.base()[a.size() - 1], 42);
+  ::close(fd);
+}
+
 TEST(ArenaTest, AnonymousBackingWorksWithoutFd) {
   auto arena = Arena::Create(4 * Arena::kBlockBytes, Arena::Backing::kAnonymous);
   ASSERT_TRUE(arena.ok()) << arena.status().ToString();
   EXPECT_FALSE((*arena)->shareable());
   EXPECT_EQ((*arena)->fd(), -1);
+  EXPECT_FALSE((*arena)->unshared_reason().empty());
   (*arena)->base()[(*arena)->size() - 1] = 7;  // writable to the last byte
   EXPECT_EQ((*arena)->base()[(*arena)->size() - 1], 7);
 }
