@@ -16,14 +16,16 @@ surface, argument order, return shapes and status semantics are the ones those c
     outcome.status_codes[i]                                          # one per key
 
 Where the vendor's behaviour is unknown kvport chose, and docs/python.md says what:
-  - Namespaces. An option whose `ns` was never assigned means the namespace the client's token
-    names (its `namespace` field, learned at init), else the one in KVPORT_EIC_NS when that is
-    set (at init); with neither it matches the key in ANY namespace on reads, probes
-    and deletes (the default namespace "" first, then the others by name), and writes go to "".
-    An explicit `ns = ""` means the default namespace only. This is what makes unmodified
-    LMCache, which sets ns on SetOption/GetOption but never on ExistOption nor on mdel, find and
-    delete its own chunks; KVPORT_EIC_NS=<its eic_kv_ns> keeps it inside its namespace. SGLang
-    assigns ns everywhere and keeps exact semantics.
+  - Namespaces. An option whose `ns` was never assigned (LMCache's ExistOption and mdel,
+    SGLang's delete(), AIBrix's ExistOption) means, in this order: the namespace this client
+    named first (the first `ns` assigned on an option passed to any of its calls: an engine
+    configured with namespace X names X on its puts and gets, so its probes and deletes stay in
+    X); else the namespace its token names (its `namespace` field, learned at init); else the
+    one in KVPORT_EIC_NS when that is set (at init); with none of them it matches the key in ANY
+    namespace on reads, probes and deletes (the default namespace "" first, then the others by
+    name), and writes go to "". The first named namespace stays for the client's life: naming
+    another later is logged once and changes nothing, so what a client's unassigned calls reach
+    never widens. An explicit `ns = ""` means the default namespace only, and names it.
   - LMCache's `K_meta` + `K` pair. When one mset carries both a key K and K + "_meta" (a
     small value), the meta is stored as K's metadata blob: one object, so the pair is written
     all-or-nothing and can never be evicted apart (a meta without its data is never readable).
@@ -224,7 +226,9 @@ class _NsOption:
 
 
 class SetOption(_NsOption):
-    """ns (unassigned: the default namespace ""), ttl_second (-1 or 0: never expires)."""
+    """ns (unassigned: the namespace rule of the module doc; for a client with no namespace
+    named, no token's and no KVPORT_EIC_NS, the default namespace ""), ttl_second (-1 or 0:
+    never expires)."""
     __slots__ = ("ttl_second",)
 
     def __init__(self) -> None:
@@ -371,8 +375,9 @@ def _region(item: Any) -> Tuple[int, int]:
 
 
 def _unassigned_ns(core) -> Tuple[Optional[str], str]:
-    """(namespace, where it came from) that an unassigned ns means: the token's, else
-    KVPORT_EIC_NS, else (None, "") for any namespace the token may read."""
+    """(namespace, where it came from) that an unassigned ns means while the client has named
+    none: the token's, else KVPORT_EIC_NS, else (None, "") for any namespace the token may
+    read."""
     env = os.environ.get(_NS_ENV)
     token_ns = core.default_namespace
     if token_ns is not None:
@@ -396,6 +401,11 @@ class Client:
     def __init__(self) -> None:
         self._core: Optional[_core.Client] = None
         self._default_ns: Optional[str] = None  # the token's namespace, or KVPORT_EIC_NS
+        self._default_source = ""  # which of the two _default_ns is
+        # The first namespace an option of this client's calls named (see _namespace), and
+        # whether naming a different one later was logged.
+        self._named_ns: Optional[str] = None
+        self._named_another = False
         self._lock = threading.Lock()
         self._regions: List[Tuple[int, int, int, int]] = []  # (ptr, size, type, cuda_id)
         self._managed: dict = {}  # ptr -> (mmap, exported c_char)
@@ -426,17 +436,60 @@ class Client:
                 _log.error("eic init called twice on one Client")
                 return _INVALID_ARGUMENT
             self._core = core
-            self._default_ns, source = _unassigned_ns(core)
+            self._default_ns, self._default_source = _unassigned_ns(core)
+            named = self._named_ns
+        if named is not None:
+            rule = f"; an unassigned ns means {named!r} (the namespace this client named)"
+        elif self._default_ns is not None:
+            rule = (f"; an unassigned ns means {self._default_ns!r} ({self._default_source}) "
+                    f"until a call names one")
+        else:
+            rule = "; an unassigned ns matches any namespace until a call names one"
         _log.info("eic: connected to %s over %s (%s)%s", core.endpoint, core.transport,
-                  core.transport_reason,
-                  f"; an unassigned ns means {self._default_ns!r} ({source})"
-                  if self._default_ns is not None else "")
+                  core.transport_reason, rule)
         return 0
+
+    def _option(self, option: Optional[_NsOption], kind: type) -> _NsOption:
+        """The call's option (a fresh, unassigned one for None). An assigned ns names a
+        namespace for this client: the first one named is what its unassigned options mean
+        from then on (_namespace), because an engine configured with one namespace assigns it
+        on some calls (puts, gets) and not on others (probes, deletes), and those must stay in
+        it without any setting beside the engine's own."""
+        if option is None:
+            return kind()
+        ns = option._ns
+        if ns is not None and ns != self._named_ns and not self._named_another:
+            self._note_named(ns)
+        return option
+
+    def _note_named(self, ns: str) -> None:
+        with self._lock:
+            first = self._named_ns is None
+            if first:
+                self._named_ns = ns
+            elif self._named_another or ns == self._named_ns:
+                return  # logged already, or another thread named the same one first
+            else:
+                self._named_another = True
+            named, default, source = self._named_ns, self._default_ns, self._default_source
+        if not first:
+            # Following the latest name would let calls that name none move between
+            # namespaces with the order of other threads' calls; the first one is kept.
+            _log.warning("eic: this client named namespace %r after %r: an unassigned ns "
+                         "still means %r", ns, named, named)
+        elif default is not None and default != ns:
+            _log.warning("eic: this client named namespace %r: an unassigned ns now means it, "
+                         "not %r (%s)", ns, default, source)
+        else:
+            _log.info("eic: this client named namespace %r: an unassigned ns now means it", ns)
 
     def _namespace(self, option: _NsOption) -> Tuple[str, bool]:
         """(namespace, any namespace?) of an option: see the module doc."""
         if option._ns is not None:
             return option._ns, False
+        named = self._named_ns
+        if named is not None:
+            return named, False
         if self._default_ns is not None:
             return self._default_ns, False
         return "", True
@@ -456,7 +509,7 @@ class Client:
         vals = list(vals)
         if len(keys) != len(vals):
             raise ValueError(f"mset: {len(keys)} keys but {len(vals)} values")
-        option = set_option if set_option is not None else SetOption()
+        option = self._option(set_option, SetOption)
         core = self._ready("mset")
         if core is None or not keys:
             return self._failed_or_empty(core, len(keys), _overall_all_or_some)
@@ -496,7 +549,7 @@ class Client:
         """(status, vals, outcome): value i is read into vals[i]. With vals None the values
         come back as a list of bytes (None per miss)."""
         keys = list(keys)
-        option = get_option if get_option is not None else GetOption()
+        option = self._option(get_option, GetOption)
         core = self._ready("mget")
         new_values = vals is None
         if core is not None and new_values and keys:
@@ -574,7 +627,7 @@ class Client:
         """(status, outcome): overall SUCCESS whenever the probe worked, per key SUCCESS or
         KEY_NOT_EXIST."""
         keys = list(keys)
-        option = exist_option if exist_option is not None else ExistOption()
+        option = self._option(exist_option, ExistOption)
         core = self._ready("mexist")
         if core is None or not keys:
             return self._failed_or_empty(core, len(keys), _overall_probe)
@@ -599,7 +652,7 @@ class Client:
         unless a key failed. Deleting K_meta whose meta is folded into K deletes K (the pair
         is one object)."""
         keys = list(keys)
-        option = del_option if del_option is not None else DelOption()
+        option = self._option(del_option, DelOption)
         core = self._ready("mdel")
         if core is None or not keys:
             return self._failed_or_empty(core, len(keys), _overall_probe)

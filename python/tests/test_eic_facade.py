@@ -198,8 +198,9 @@ def test_buffers_exact_and_too_small(ec):
     assert status == S.PARTIAL_FAILED
     assert list(outcome.status_codes) == [S.SIZE_MISMATCH, S.SUCCESS]
     assert meta == bytearray(48) and data == b"d" * 64  # the folded meta is not written
-    # mget(keys, option, None) sizes its own buffers: no mismatch there.
-    assert ec.mget(keys_of(key), get_option(), None)[1] == [b"0123456789"]
+    # mget(keys, option, None) sizes its own buffers: no mismatch there. (The key is in "":
+    # written before the client named "ns", which its unassigned options now mean.)
+    assert ec.mget(keys_of(key), get_option(""), None)[1] == [b"0123456789"]
 
 
 def test_multi_mib_values_from_tensors_bytes_bytearrays_pointers(ec):
@@ -244,25 +245,108 @@ def test_ttl_second_is_honoured(ec):
         time.sleep(0.05)
 
 
-def test_namespace_rule_unassigned_matches_any_explicit_is_exact(ec):
+def test_namespace_rule_unassigned_matches_any_explicit_is_exact(node, ec):
+    """A client that has named no namespace: an unassigned ns matches any namespace on reads,
+    probes and deletes and writes the default one; an assigned one is exact."""
     key = unique("chunk")
     ec.mset(keys_of(key), put_buffers(b"data"), set_option("kvport_ns"))
-    # LMCache: ExistOption never assigned -> finds the key in its namespace.
-    status, outcome = ec.mexist(keys_of(key), eic.ExistOption())
+    fresh = connect(node.address)
+    # LMCache before its first put or get: ExistOption never assigned finds the key anywhere.
+    status, outcome = fresh.mexist(keys_of(key), eic.ExistOption())
     assert status == S.SUCCESS and outcome.status_codes[0] == S.SUCCESS
-    # SGLang: explicit "" is the default namespace only; another namespace does not see it.
-    assert ec.mexist(keys_of(key), exist_option(""))[1].status_codes[0] == S.KEY_NOT_EXIST
-    assert ec.mexist(keys_of(key), exist_option("other"))[1].status_codes[0] == S.KEY_NOT_EXIST
     out = bytearray(4)
-    assert ec.mget(keys_of(key), get_option("other"), get_buffers(out))[0] == S.FAILED
-    assert ec.mget(keys_of(key), eic.GetOption(), get_buffers(out))[0] == S.SUCCESS
+    assert fresh.mget(keys_of(key), eic.GetOption(), get_buffers(out))[0] == S.SUCCESS
     # A SetOption with ns never assigned writes the default namespace.
     plain = unique("plain")
-    ec.mset(keys_of(plain), put_buffers(b"p"), eic.SetOption())
+    fresh.mset(keys_of(plain), put_buffers(b"p"), eic.SetOption())
     assert ec.mexist(keys_of(plain), exist_option(""))[1].status_codes[0] == S.SUCCESS
-    # LMCache's delete: mdel(keys) without option deletes in the namespace that holds it.
-    assert ec.mdel(keys_of(key))[0] == S.SUCCESS
-    assert ec.mexist(keys_of(key), eic.ExistOption())[1].status_codes[0] == S.KEY_NOT_EXIST
+    # mdel(keys) without option deletes in the namespace that holds it.
+    assert fresh.mdel(keys_of(key))[0] == S.SUCCESS
+    assert ec.mexist(keys_of(key), exist_option("kvport_ns"))[1].status_codes[0] == \
+        S.KEY_NOT_EXIST
+    # SGLang: explicit "" is the default namespace only; another namespace does not see it.
+    ec.mset(keys_of(key), put_buffers(b"data"), set_option("kvport_ns"))
+    assert fresh.mexist(keys_of(key), exist_option(""))[1].status_codes[0] == S.KEY_NOT_EXIST
+    assert fresh.mexist(keys_of(key), exist_option("other"))[1].status_codes[0] == \
+        S.KEY_NOT_EXIST
+    assert fresh.mget(keys_of(key), get_option("other"), get_buffers(out))[0] == S.FAILED
+
+
+def test_an_unassigned_ns_means_the_namespace_the_client_named(node, ec, caplog):
+    """An engine configured with namespace "mine" (LMCache's eic_kv_ns, AIBrix's) assigns it on
+    its SetOption and GetOption only: once a call named it, the client's unassigned ExistOption,
+    GetOption, SetOption and option-less mdel mean "mine" exactly, with no token and no
+    KVPORT_EIC_NS, so another namespace's keys are neither seen nor deleted."""
+    theirs, mine = unique("theirs"), unique("mine")
+    ec.mset(keys_of(theirs), put_buffers(b"t"), set_option("other"))
+    engine = connect(node.address)
+    # Named none yet: any namespace (its warm-up probes, a lookup before its first put).
+    assert engine.mexist(keys_of(theirs), eic.ExistOption())[1].status_codes[0] == S.SUCCESS
+    with caplog.at_level(logging.INFO, logger="eic"):
+        assert engine.mset(keys_of(mine), put_buffers(b"m"), set_option("mine"))[0] == S.SUCCESS
+    assert any("named namespace 'mine'" in r.getMessage() for r in caplog.records)
+    status, outcome = engine.mexist(keys_of(theirs, mine), eic.ExistOption())
+    assert status == S.SUCCESS and list(outcome.status_codes) == [S.KEY_NOT_EXIST, S.SUCCESS]
+    out = bytearray(1)
+    status, _, outcome = engine.mget(keys_of(theirs, mine), eic.GetOption(),
+                                     get_buffers(out, bytearray(1)))
+    assert list(outcome.status_codes) == [S.KEY_NOT_EXIST, S.SUCCESS] and out == b"\0"
+    status, _, outcome = engine.mget(keys_of(theirs), None, None)
+    assert outcome.status_codes == [S.KEY_NOT_EXIST]
+    assert engine.mdel(keys_of(theirs))[1].status_codes[0] == S.KEY_NOT_EXIST
+    assert engine.mdel(keys_of(theirs), eic.DelOption())[1].status_codes[0] == S.KEY_NOT_EXIST
+    assert ec.mexist(keys_of(theirs), exist_option("other"))[1].status_codes[0] == S.SUCCESS
+    # Unassigned writes go there too; an assigned ns is still exact.
+    plain = unique("plain")
+    engine.mset(keys_of(plain), put_buffers(b"p"), eic.SetOption())
+    assert ec.mexist(keys_of(plain), exist_option("mine"))[1].status_codes[0] == S.SUCCESS
+    assert ec.mexist(keys_of(plain), exist_option(""))[1].status_codes[0] == S.KEY_NOT_EXIST
+    assert engine.mexist(keys_of(theirs), exist_option("other"))[1].status_codes[0] == S.SUCCESS
+    assert engine.mdel(keys_of(mine))[1].status_codes[0] == S.SUCCESS
+    assert ec.mexist(keys_of(mine), exist_option("mine"))[1].status_codes[0] == S.KEY_NOT_EXIST
+
+
+def test_the_first_namespace_named_stays(node, ec, caplog):
+    """Naming a second namespace changes nothing (logged once): what a client's unassigned
+    calls reach never moves or widens. An explicit "" names the default namespace; a call
+    naming one counts whatever it finds (here a probe of an absent key)."""
+    key = unique("first")
+    ec.mset(keys_of(key), put_buffers(b"a"), set_option("a"))
+    ec.mset(keys_of(key), put_buffers(b"b"), set_option("b"))
+    client = connect(node.address)
+    assert client.mexist(keys_of(unique("absent")), exist_option("a"))[0] == S.SUCCESS
+    caplog.clear()  # ec's own lines (it named "a", then "b")
+    with caplog.at_level(logging.WARNING, logger="eic"):
+        client.mexist(keys_of(key), exist_option("b"))
+        client.mset(keys_of(unique("c")), put_buffers(b"c"), set_option("c"))
+    warnings = [r.getMessage() for r in caplog.records if "named namespace" in r.getMessage()]
+    assert len(warnings) == 1 and "named namespace 'b' after 'a'" in warnings[0], warnings
+    out = bytearray(1)
+    assert client.mget(keys_of(key), eic.GetOption(), get_buffers(out))[0] == S.SUCCESS
+    assert out == b"a"
+    assert client.mdel(keys_of(key))[1].status_codes[0] == S.SUCCESS
+    assert ec.mexist(keys_of(key), exist_option("b"))[1].status_codes[0] == S.SUCCESS
+
+    default = connect(node.address)  # SGLang with eic_namespace "" assigns it
+    assert default.mexist(keys_of(unique("absent")), exist_option(""))[0] == S.SUCCESS
+    assert default.mexist(keys_of(key), eic.ExistOption())[1].status_codes[0] == \
+        S.KEY_NOT_EXIST
+
+
+def test_the_named_namespace_wins_over_kvport_eic_ns(node, monkeypatch, caplog):
+    """KVPORT_EIC_NS means what an unassigned ns means until the client names a namespace;
+    naming another one then wins, with a warning (the engine's own setting is what its assigned
+    calls use, so its unassigned ones follow it)."""
+    writer = connect(node.address)
+    key = unique("env")
+    writer.mset(keys_of(key), put_buffers(b"e"), set_option("env-ns"))
+    monkeypatch.setenv("KVPORT_EIC_NS", "env-ns")
+    client = connect(node.address)
+    assert client.mexist(keys_of(key), eic.ExistOption())[1].status_codes[0] == S.SUCCESS
+    with caplog.at_level(logging.WARNING, logger="eic"):
+        client.mexist(keys_of(unique("absent")), exist_option("engine-ns"))
+    assert any("not 'env-ns' (KVPORT_EIC_NS)" in r.getMessage() for r in caplog.records)
+    assert client.mexist(keys_of(key), eic.ExistOption())[1].status_codes[0] == S.KEY_NOT_EXIST
 
 
 def test_kvport_eic_ns_bounds_the_unassigned_namespace(node, monkeypatch):
@@ -283,7 +367,7 @@ def test_kvport_eic_ns_bounds_the_unassigned_namespace(node, monkeypatch):
     bounded.mset(keys_of(plain), put_buffers(b"p"), eic.SetOption())
     assert ec.mexist(keys_of(plain), exist_option("mine"))[1].status_codes[0] == S.SUCCESS
     assert bounded.mexist(keys_of(theirs), exist_option("other"))[1].status_codes[0] == S.SUCCESS
-    # The client initialized before the variable keeps the any-namespace rule.
+    # The client initialized before the variable named "other" on its first call.
     assert ec.mexist(keys_of(theirs), eic.ExistOption())[1].status_codes[0] == S.SUCCESS
     assert bounded.mdel(keys_of(mine))[1].status_codes[0] == S.SUCCESS
 

@@ -333,18 +333,26 @@ def test_concurrent_calls_on_the_executor(node, aibrix, allocator, engine_log, r
            "bytes equal")
 
 
-def test_namespace(node, aibrix, tmp_path, executor, allocator, engine_log, record):
-    """eic_kv_ns set. AIBrix sets it on its SetOption and GetOption but never on its
-    ExistOption: kvport reads that as any namespace (docs/python.md, "Namespaces"), so exists
-    finds the key from a connector of another namespace while get, exact, does not."""
-    config = eic_yaml(tmp_path / "eic.yaml", node.url, eic_kv_ns="aibrix_ns")
-    # The other way in: EicConfig with the file's path, the suffix Connector.create would give.
+def opened_connector(config: Path, executor, allocator) -> EICConnector:
+    """A connector built the other way in, EicConfig with the file's path and the suffix
+    Connector.create would give, then opened with the slabs registered."""
     conn = EICConnector(EicConfig(config_file=str(config)), KEY_SUFFIX, executor)
-    mark = engine_log.mark()
-    # Its warm-up keys are 30 + 29 x len(eic_kv_ns) characters (the namespace joins them).
-    status, seconds = timed_open(conn)
+    status, _ = timed_open(conn)
     assert status.is_ok(), status
     assert conn.register_slabs(allocator.slabs).is_ok()
+    return conn
+
+
+def test_namespace(node, tmp_path, executor, allocator, engine_log, record):
+    """Two connectors of one node with eic_kv_ns "aibrix_ns" and "aibrix_b", no token and no
+    KVPORT_EIC_NS. AIBrix sets the namespace on its SetOption and GetOption but never on its
+    ExistOption: kvport reads an unassigned ns as the namespace the client named on its other
+    calls (docs/python.md, "Namespaces"), so once B has put or got anything, its exists stays
+    in "aibrix_b"; before that, having named none, it matches any namespace."""
+    # Its warm-up keys are 30 + 29 x len(eic_kv_ns) characters (the namespace joins them).
+    mark = engine_log.mark()
+    conn = opened_connector(eic_yaml(tmp_path / "a.yaml", node.url, eic_kv_ns="aibrix_ns"),
+                            executor, allocator)
     (block,) = filled(allocator, 1, seed=5)
     got, got_elsewhere = zeroed(allocator, 2)
     objects = namespace_objects(node, "aibrix_ns")
@@ -354,15 +362,31 @@ def test_namespace(node, aibrix, tmp_path, executor, allocator, engine_log, reco
     assert run(conn.get(b"ns-1", got)).is_ok()
     assert same_bytes(got, block)
     assert engine_log.errors(mark) == []
-    # aibrix is this node's connector with eic_kv_ns "" and the same key suffix.
-    assert run(aibrix.conn.get(b"ns-1", got_elsewhere)).is_not_found()
-    assert untouched(got_elsewhere)
-    assert run(aibrix.conn.exists(b"ns-1")).is_ok()
-    conn.close()
     record(ENGINE, f"eic_kv_ns \"aibrix_ns\" (EicConfig), {transport_of(node)}",
            "open ok, put / exists / get bytes equal")
-    record(ENGINE, f"another eic_kv_ns, {transport_of(node)}",
-           "get NOT_FOUND; exists found (AIBrix leaves ExistOption.ns unset: any namespace)")
+
+    other = opened_connector(eic_yaml(tmp_path / "b.yaml", node.url, eic_kv_ns="aibrix_b"),
+                             executor, allocator)
+    # B has named no namespace yet (only its warm-up ran): exists matches any namespace.
+    assert run(other.exists(b"ns-1")).is_ok()
+    (mine,) = filled(allocator, 1, seed=6)
+    objects = namespace_objects(node, "aibrix_b")
+    assert run(other.put(b"ns-2", mine)).is_ok()
+    assert namespace_objects(node, "aibrix_b") == objects + 1
+    # Its put named "aibrix_b": A's key is no longer seen, by exists or get.
+    assert run(other.exists(b"ns-1")).is_not_found()
+    assert other._exists(b"ns-1").is_not_found()
+    assert run(other.get(b"ns-1", got_elsewhere)).is_not_found()
+    assert untouched(got_elsewhere)
+    assert run(other.exists(b"ns-2")).is_ok()
+    assert run(conn.exists(b"ns-2")).is_not_found()
+    assert run(conn.exists(b"ns-1")).is_ok()
+    assert engine_log.errors(mark) == []
+    conn.close()
+    other.close()
+    record(ENGINE, f"another eic_kv_ns, no token or KVPORT_EIC_NS, {transport_of(node)}",
+           "get NOT_FOUND; exists NOT_FOUND once the connector's put named its namespace "
+           "(found before: a client that named none matches any namespace)")
 
 
 def test_gpudirect_is_refused_with_the_reason(node, tmp_path, executor, engine_log, record):

@@ -421,6 +421,46 @@ def test_token_namespaces(node_factory, tmp_path, monkeypatch, engine_log, recor
            "each sees only its namespace: contains, get, delete_sync")
 
 
+def test_namespaces_without_tokens(node, tmp_path, monkeypatch, engine_log, record):
+    """Two LMCache instances on one node with eic_kv_ns "lmc_a" and "lmc_b", no token and no
+    KVPORT_EIC_NS. LMCache's connector sets eic_kv_ns on its SetOption and GetOption only; its
+    probes (contains, exists_sync, batched_async_contains) and delete_sync name no namespace,
+    and kvport reads those as the namespace the client named on its other calls. Before B's
+    first put or get it has named none, and a probe matches any namespace (the fallback)."""
+    monkeypatch.delenv("KVPORT_EIC_NS", raising=False)
+    monkeypatch.delenv("KVPORT_TOKEN", raising=False)
+    mark = engine_log.mark()
+    a = LMCache(lmcache_yaml(tmp_path / "a.yaml", node.url, eic_kv_ns="lmc_a"), monkeypatch)
+    b = LMCache(lmcache_yaml(tmp_path / "b.yaml", node.url, eic_kv_ns="lmc_b"), monkeypatch)
+    try:
+        expected = a.put(1001, seed=100)
+        assert b.remote.contains(key(1001))  # named none yet: any namespace
+        assert b.remote.get_blocking(key(1001)) is None  # its get names "lmc_b"
+        assert not b.remote.contains(key(1001))
+        assert not b.remote.connection.exists_sync(key(1001))
+        assert b.run(b.remote.batched_async_contains("lookup-b", [key(1001)])) == 0
+        b.eic.delete_sync(key(1001).to_string())  # its answer does not say what was deleted
+        assert a.remote.contains(key(1001))
+        assert same(a.remote.get_blocking(key(1001)), expected)
+        mine = b.put(1002, seed=101)
+        assert b.remote.contains(key(1002))
+        assert not a.remote.contains(key(1002))
+        a.eic.delete_sync(key(1002).to_string())
+        assert same(b.remote.get_blocking(key(1002)), mine)
+        assert b.eic.delete_sync(key(1002).to_string())
+        assert not b.remote.contains(key(1002))
+        names = {n["name"]: n["objects"] for n in node.stats()["namespaces"]}
+        assert names.get("lmc_a") == 1 and names.get("lmc_b", 0) == 0
+    finally:
+        a.close()
+        b.close()
+    assert engine_log.errors(mark) == []
+    record(ENGINE, f"eic_kv_ns lmc_a / lmc_b, no token or KVPORT_EIC_NS, {transport_of(node)}",
+           "each sees and deletes only its namespace (contains, exists_sync, "
+           "batched_async_contains, delete_sync) once its put or get named it; before, "
+           "contains matches any namespace")
+
+
 PATCH_CHECK = """
 import ctypes
 import lmcache.v1.storage_backend.connector.eic_connector as connector

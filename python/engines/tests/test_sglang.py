@@ -368,10 +368,10 @@ def test_namespaces_are_isolated(node, sglang, layout, engine_log, record):
 
 def test_delete_stays_in_its_namespace_with_kvport_eic_ns(node, sglang, monkeypatch, engine_log,
                                                           record):
-    """EICStorage.delete() passes a DelOption() whose ns is never assigned: under the
-    any-namespace rule it deletes the page in every namespace; with KVPORT_EIC_NS set for the
-    process (read at eic init) only in its own. layer_first: page_first's delete() names the
-    bare key while its pages are stored as KEY_k / KEY_v, so it deletes nothing there."""
+    """EICStorage.delete() passes a DelOption() whose ns is never assigned; with KVPORT_EIC_NS
+    set for the process (read at eic init), a storage that has named no namespace on its own
+    calls yet deletes only in that one. layer_first: page_first's delete() names the bare key
+    while its pages are stored as KEY_k / KEY_v, so it deletes nothing there."""
     layout = "layer_first"
     pages = sglang.pages[layout]
     keys = page_keys("delete", 1)
@@ -389,11 +389,41 @@ def test_delete_stays_in_its_namespace_with_kvport_eic_ns(node, sglang, monkeypa
     assert engine_log.errors(mark) == []
     record(ENGINE, f"delete() with KVPORT_EIC_NS, {transport_of(node)}",
            "deletes its own namespace's page only")
-    assert mine.batch_set_v1(keys, src) == [True]
+
+
+def test_delete_stays_in_the_namespace_its_calls_named(node, sglang, monkeypatch, engine_log,
+                                                       record):
+    """No token and no KVPORT_EIC_NS: EICStorage assigns eic_namespace on its SetOption,
+    GetOption and ExistOption, so once it has made one of those calls its delete() (DelOption
+    never assigned) means that namespace and leaves another storage's page of the same key. A
+    storage whose calls have named none yet (only its warm-up, whose ExistOption is unassigned
+    too) falls back to any namespace: its delete() deletes the page in every namespace."""
+    layout = "layer_first"
+    pages = sglang.pages[layout]
+    keys = page_keys("delete-named", 1)
+    src = pages.take(1)
+    pages.fill(src, seed=12)
+    monkeypatch.delenv("KVPORT_EIC_NS", raising=False)
+    monkeypatch.delenv("KVPORT_TOKEN", raising=False)
+    mine, theirs = sglang.storage(layout), sglang.storage(layout, namespace="sglang_b")
+    fresh = sglang.new_storage(layout, namespace="sglang_c")
+    mark = engine_log.mark()
+    for storage in (mine, theirs):
+        assert storage.batch_set_v1(keys, src) == [True]
     mine.delete(keys[0])
+    assert mine.batch_exists(keys) == 0 and theirs.batch_exists(keys) == 1
+    theirs.delete(keys[0])
+    assert theirs.batch_exists(keys) == 0
+    assert engine_log.errors(mark) == []
+    record(ENGINE, f"delete() without a token or KVPORT_EIC_NS, {transport_of(node)}",
+           "deletes its own namespace's page only (the namespace its other calls named)")
+    for storage in (mine, theirs):
+        assert storage.batch_set_v1(keys, src) == [True]
+    fresh.delete(keys[0])
     assert mine.batch_exists(keys) == 0 and theirs.batch_exists(keys) == 0
-    record(ENGINE, f"delete() without KVPORT_EIC_NS, {transport_of(node)}",
-           "deletes the page in every namespace (DelOption's ns unassigned)")
+    record(ENGINE, f"delete() of a storage whose calls named no namespace yet, "
+                   f"{transport_of(node)}",
+           "deletes the page in every namespace (the fallback: any namespace)")
 
 
 def test_delete_stays_in_the_tokens_namespace(node, sglang, monkeypatch, engine_log, record):
