@@ -169,6 +169,10 @@ void Worker::SweepIdle() {
     }
   }
   for (Connection* c : no_hello) {
+    // A silent connection counts against its address like a wrong token, so an address that
+    // renews connections which never authenticate is backed off as a guesser is.
+    if (options_.session.unauthenticated != nullptr)
+      options_.session.unauthenticated->ChargeHelloTimeout(c->id());
     service_.counters().CountHelloTimeout();
     log::Debug("connection {}: no HELLO within {} ms: closing", c->peer(),
                options_.session.hello_timeout.count());
