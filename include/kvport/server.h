@@ -305,6 +305,11 @@ class KVPORT_API Server {
   // to do without a tokens_file.
   Status ReloadTokens();
 
+  // Tests only: moves the clock that backs off peers after failed authentications
+  // (docs/security.md, "Failed authentications") forward by `by`, so a test sees a back-off end
+  // without waiting for it.
+  void AdvanceAuthClockForTesting(std::chrono::milliseconds by);
+
   // Tests only: while paused, the node renews nothing in etcd and does not re-register, as if
   // cut off from etcd (its lease lapses after lease_ttl_secs); resuming lets it find out and
   // re-register with a new epoch. No-op for a standalone node.

@@ -119,7 +119,11 @@ std::vector<MetricInfo> MakeCatalog() {
       {"kvport_shm_attaches_total", kCounter, "", "", "Shared-memory attaches granted",
        "shm_attaches"},
       {"kvport_auth_failures_total", kCounter, "", "",
-       "HELLOs refused for a missing or unknown token", "auth_failures"},
+       "HELLOs and AUTHs refused for a missing or unknown token", "auth_failures"},
+      {"kvport_auth_throttled_total", kCounter, "", "",
+       "Connections, HELLOs and AUTHs refused unchecked: their peer is backed off after failed "
+       "authentications",
+       "auth_throttled"},
       {"kvport_auth_required", kGauge, "", "", "1 when clients must present a token",
        "auth_required"},
       {"kvport_insecure", kGauge, "", "",

@@ -79,6 +79,20 @@ void Acceptor::Admit(net::Socket socket) {
   const uint64_t id = service_->NewSessionId();
   const size_t worker = next_worker_;
   const std::string address = net::PeerAddress(socket.fd());
+  if (AuthThrottle* throttle = unauthenticated_->throttle(); throttle != nullptr) {
+    // A peer backed off after failed authentications gets no session to guess on, nor to hold
+    // until its HELLO deadline.
+    Status admitted = throttle->Admit(address);
+    if (!admitted.ok()) {
+      counters.CountAuthThrottled();
+      // Such a peer may reconnect as fast as it can: one line per address and interval.
+      counters.client_errors().Warn(address, "auth throttled",
+                                    "connection refused: " + admitted.message(),
+                                    MonotonicClock::now());
+      Refuse(std::move(socket), admitted.message(), /*warn=*/false);
+      return;
+    }
+  }
   if (!unauthenticated_->Add(id, worker, address)) {
     counters.CountRefusedForAddress();
     Refuse(std::move(socket), fmt::format("{} has {} connections that have not completed HELLO "
@@ -106,8 +120,8 @@ void Acceptor::Admit(net::Socket socket) {
   workers_[worker]->Adopt(std::move(socket), kind_, id, protocol_);
 }
 
-void Acceptor::Refuse(net::Socket socket, const std::string& why) {
-  log::Warn("refusing a connection on {}: {}", name_, why);
+void Acceptor::Refuse(net::Socket socket, const std::string& why, bool warn) {
+  if (warn) log::Warn("refusing a connection on {}: {}", name_, why);
   // In the clear even on a TLS listener (no handshake is worth its cost for a refusal): a TLS
   // client sees a failed handshake, a plain one reads why.
   net::Stream stream(std::move(socket));

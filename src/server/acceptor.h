@@ -55,8 +55,9 @@ class Acceptor final : public net::EventHandler {
   void PauseAfterError();
   // Admits `socket` (or refuses it) and hands it to the next worker.
   void Admit(net::Socket socket);
-  // Tells a refused connection why (ERROR Unavailable, request id 0) and closes it.
-  void Refuse(net::Socket socket, const std::string& why);
+  // Tells a refused connection why (ERROR Unavailable, request id 0) and closes it; logs a
+  // warning unless `warn` is false (the caller rate-limits its own).
+  void Refuse(net::Socket socket, const std::string& why, bool warn = true);
 
   net::EventLoop* const loop_;
   std::unique_ptr<net::Listener> listener_;  // null once stopped

@@ -39,6 +39,7 @@ namespace kvport::server {
 
 class UcxService;
 class DiskOffload;
+class UnauthenticatedConnections;
 
 // Who the node is, as NODE_INFO tells it.
 struct NodeIdentity {
@@ -181,6 +182,14 @@ class CacheService {
   // the disk, each in the any-namespace order.
   void set_disk(DiskOffload* disk) { disk_ = disk; }
 
+  // --- authentication ---------------------------------------------------------------------
+  // The node's connections that have not authenticated yet, and its budget of failed
+  // authentications (server/unauthenticated.h), or null: set once by Server::Start before any
+  // session runs. HELLO and AUTH ask it before they check a secret and charge it when they
+  // refuse one.
+  void set_unauthenticated(UnauthenticatedConnections* table) { unauthenticated_ = table; }
+  UnauthenticatedConnections* unauthenticated() const { return unauthenticated_; }
+
   // --- expiry and flushing (the Redis protocol's EXPIRE, TTL, FLUSHDB: docs/resp.md) --------
   // Sets the live version of (ns, key) to expire `ttl_ms` from now (0: never). Needs write of
   // `ns`. With a disk tier, a key held only on disk is brought back into memory first (its disk
@@ -209,6 +218,7 @@ class CacheService {
   std::string lease_words_error_;            // why lease_words_ could not be made
   UcxService* ucx_ = nullptr;
   DiskOffload* disk_ = nullptr;
+  UnauthenticatedConnections* unauthenticated_ = nullptr;
   std::atomic<uint64_t> next_session_id_{1};
   // With a disk tier, a key's promotion from disk, its commits and its deletes (both tiers)
   // hold its stripe: neither a delete nor a commit (whose new version may be evicted at once)

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <variant>
 
+#include "net/socket.h"
 #include "server/command_table.h"
+#include "server/unauthenticated.h"
 
 namespace kvport::server {
 
@@ -22,9 +24,24 @@ Result<HandlerOutcome> HandleHello(const RequestContext& ctx, protocol::AnyReque
         "(upgrade it)",
         protocol::kAccessVersion, hello.max_version));
   }
+  // On a node with tokens a peer that failed too often is refused before its secret is looked
+  // at; each refused secret is charged to it (server/auth_throttle.h). Either error closes the
+  // connection.
+  UnauthenticatedConnections* table = ctx.service.unauthenticated();
+  AuthThrottle* throttle = table != nullptr ? table->throttle() : nullptr;
+  std::string peer;
+  if (throttle != nullptr) {
+    peer = net::PeerAddress(ctx.session.fd);
+    Status admitted = throttle->Admit(peer);
+    if (!admitted.ok()) {
+      ctx.service.counters().CountAuthThrottled();
+      return admitted;
+    }
+  }
   Status authenticated = ctx.session.access.Authenticate(access, hello.token);
   if (!authenticated.ok()) {
     ctx.service.counters().CountAuthFailure();
+    if (throttle != nullptr && !hello.token.empty()) throttle->Charge(peer);
     return authenticated;
   }
   ctx.session.version = *version;

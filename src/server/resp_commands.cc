@@ -14,6 +14,7 @@
 #include "kvport/size.h"
 #include "server/resp_chunk_pair.h"
 #include "server/resp_value_capture.h"
+#include "server/unauthenticated.h"
 
 namespace kvport::server {
 
@@ -172,7 +173,29 @@ void TakeDefaultNamespace(RespClient& client) {
 }
 
 // AUTH [name] secret: a kvport token. With a name, the token must be the one of that name.
+// On a node with tokens a peer that failed too often is refused before its secret is looked at,
+// and the connection closes once its peer is backed off, so guesses cannot be pipelined on it
+// (server/auth_throttle.h).
 bool Authenticate(Context& c, std::optional<std::string_view> name, std::string_view secret) {
+  UnauthenticatedConnections* table = c.service.unauthenticated();
+  AuthThrottle* throttle = table != nullptr ? table->throttle() : nullptr;
+  std::string peer;
+  if (throttle != nullptr) {
+    // Until its first success the connection is in the table, under its address; after it, a
+    // new AUTH is charged to the token it holds.
+    if (std::optional<std::string> address = table->AddressOf(c.client.id)) {
+      peer = std::move(*address);
+    } else if (c.client.access.authenticated()) {
+      peer = AuthThrottle::TokenPeer(c.client.access.grant().name());
+    }
+    Status admitted = throttle->Admit(peer);
+    if (!admitted.ok()) {
+      c.service.counters().CountAuthThrottled();
+      c.w.Error("ERR " + admitted.message());
+      c.client.quit = true;
+      return false;
+    }
+  }
   SessionAccess attempt;
   Status s = attempt.Authenticate(c.service.access(), secret);
   if (s.ok() && name && c.service.access().required() && attempt.grant().name() != *name &&
@@ -182,6 +205,7 @@ bool Authenticate(Context& c, std::optional<std::string_view> name, std::string_
   if (!s.ok()) {
     c.service.counters().CountAuthFailure();
     c.w.Error("WRONGPASS invalid username-password pair or user is disabled.");
+    if (throttle != nullptr && !secret.empty() && throttle->Charge(peer)) c.client.quit = true;
     return false;
   }
   c.client.access = std::move(attempt);

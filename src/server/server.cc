@@ -28,6 +28,7 @@
 #include "protocol/frame.h"
 #include "protocol/limits.h"
 #include "server/acceptor.h"
+#include "server/auth_throttle.h"
 #include "server/cache_service.h"
 #include "server/disk_offload.h"
 #include "server/server_stats.h"
@@ -52,7 +53,11 @@ struct Server::Impl {
   std::unique_ptr<store::ObjectStore> store;
   server::ServerCounters counters;
   std::unique_ptr<server::CacheService> service;
-  // Connections that have not completed HELLO; outlives the workers and acceptors that use it.
+  // How far tests moved the clock of the budget of failed authentications (nanoseconds);
+  // declared before the table whose throttle reads it.
+  std::atomic<int64_t> auth_clock_ahead_ns{0};
+  // Connections that have not completed HELLO, with the budget of failed authentications on a
+  // node with tokens; outlives the workers and acceptors that use it.
   std::unique_ptr<server::UnauthenticatedConnections> unauthenticated;
   // Only the condition-variable handshake of StopGracefully (it guards no data: the count it
   // waits for is an atomic), so a plain std::mutex, invisible to the thread-safety analysis.
@@ -384,8 +389,20 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->counters.SetMaxInputBufferBytes(options.max_input_buffer_bytes);
   worker_options.idle_timeout = options.idle_timeout;
   worker_options.busy_poll = options.busy_poll;
-  impl->unauthenticated =
-      std::make_unique<server::UnauthenticatedConnections>(options.max_unauthenticated_per_address);
+  // Only a node with tokens has a secret to guess: an open one throttles nothing.
+  std::unique_ptr<server::AuthThrottle> throttle;
+  if (access_required) {
+    Impl* clock_owner = impl.get();
+    throttle =
+        std::make_unique<server::AuthThrottle>(server::AuthThrottle::Options(), [clock_owner] {
+          return MonotonicClock::now() +
+                 std::chrono::nanoseconds(
+                     clock_owner->auth_clock_ahead_ns.load(std::memory_order_relaxed));
+        });
+  }
+  impl->unauthenticated = std::make_unique<server::UnauthenticatedConnections>(
+      options.max_unauthenticated_per_address, std::move(throttle));
+  impl->service->set_unauthenticated(impl->unauthenticated.get());
   worker_options.connection.hello_timeout = options.hello_timeout;
   worker_options.connection.unauthenticated = impl->unauthenticated.get();
   worker_options.connection.tls = tls;
@@ -484,6 +501,11 @@ std::string Server::resp_address() const {
 
 uint64_t Server::epoch() const {
   return impl_->registration != nullptr ? impl_->registration->epoch() : 0;
+}
+
+void Server::AdvanceAuthClockForTesting(std::chrono::milliseconds by) {
+  impl_->auth_clock_ahead_ns.fetch_add(std::chrono::nanoseconds(by).count(),
+                                       std::memory_order_relaxed);
 }
 
 void Server::PauseClusterKeepAliveForTesting(bool paused) {

@@ -169,6 +169,7 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   out->emplace_back("bytes_sent", get(bytes_sent_));
   out->emplace_back("shm_attaches", get(shm_attaches_));
   out->emplace_back("auth_failures", get(auth_failures_));
+  out->emplace_back("auth_throttled", get(auth_throttled_));
   out->emplace_back("leases", get(leases_));
   out->emplace_back("leased_bytes", get(leased_bytes_));
   out->emplace_back("queued_response_bytes", get(queued_response_bytes_));

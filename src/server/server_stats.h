@@ -84,8 +84,11 @@ class ServerCounters {
   // An I/O thread busy polling (ServerOptions::busy_poll) found events instead of sleeping.
   void CountBusyPollHit() { busy_poll_hits_.fetch_add(1, std::memory_order_relaxed); }
   void CountShmAttach() { shm_attaches_.fetch_add(1, std::memory_order_relaxed); }
-  // A HELLO refused for its token (none, unknown, or a client too old to present one).
+  // A HELLO or AUTH refused for its token (none, unknown, or a client too old to present one).
   void CountAuthFailure() { auth_failures_.fetch_add(1, std::memory_order_relaxed); }
+  // A connection, HELLO or AUTH refused without its secret being checked: its peer is backed
+  // off after failed authentications (server/auth_throttle.h).
+  void CountAuthThrottled() { auth_throttled_.fetch_add(1, std::memory_order_relaxed); }
   void LeaseTaken(uint64_t bytes) {
     leases_.fetch_add(1, std::memory_order_relaxed);
     leased_bytes_.fetch_add(bytes, std::memory_order_relaxed);
@@ -140,7 +143,8 @@ class ServerCounters {
   // (over max_connections), unauthenticated_connections, connections_refused_per_address,
   // hello_timeouts, unauthenticated_evictions, tls_handshakes, tls_handshake_failures,
   // tls_kernel_offloads, error_responses,
-  // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures, leases
+  // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures,
+  // auth_throttled, leases
   // (live shared-memory leases), leased_bytes (value bytes they pin), queued_response_bytes,
   // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes, backpressure_pauses,
   // paused_connections, request_timeouts, unread_answers_closes, cluster_registered,
@@ -186,6 +190,7 @@ class ServerCounters {
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> shm_attaches_{0};
   std::atomic<uint64_t> auth_failures_{0};
+  std::atomic<uint64_t> auth_throttled_{0};
   std::atomic<uint64_t> leases_{0};
   std::atomic<uint64_t> leased_bytes_{0};
   static void Add(std::atomic<uint64_t>& gauge, int64_t delta) {

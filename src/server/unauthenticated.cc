@@ -32,6 +32,19 @@ std::optional<UnauthenticatedConnections::Entry> UnauthenticatedConnections::Tak
   return entry;
 }
 
+std::optional<std::string> UnauthenticatedConnections::AddressOf(uint64_t id) const {
+  MutexLock lock(mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return std::nullopt;
+  return it->second.address;
+}
+
+void UnauthenticatedConnections::ChargeHelloTimeout(uint64_t id) {
+  if (throttle_ == nullptr) return;
+  std::optional<std::string> address = AddressOf(id);
+  if (address) throttle_->Charge(*address);
+}
+
 size_t UnauthenticatedConnections::size() const {
   MutexLock lock(mu_);
   return by_id_.size();

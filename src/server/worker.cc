@@ -170,6 +170,10 @@ void Worker::SweepIdle() {
     }
   }
   for (StreamConnection* c : no_hello) {
+    // A silent connection counts against its address like a wrong token, so an address that
+    // renews connections which never authenticate is backed off as a guesser is.
+    if (options_.connection.unauthenticated != nullptr)
+      options_.connection.unauthenticated->ChargeHelloTimeout(c->id());
     service_.counters().CountHelloTimeout();
     log::Debug("connection {}: no HELLO within {} ms: closing", c->peer(),
                options_.connection.hello_timeout.count());
