@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,8 @@ struct KVPORT_API NodeSettings {
   std::string http_listen;
   // The Redis protocol (docs/resp.md): "" none; HOST:PORT; a bare PORT is loopback.
   std::string resp_listen;
+  // Where the Redis protocol folds LMCache's key pairs (ParseRespFoldPairs): "" nowhere.
+  std::string resp_fold_pairs;
   // Cluster membership in etcd (docs/cluster.md): "" = a standalone node. Otherwise the node
   // registers under this cluster's name at the etcd endpoints ("HOST:PORT,HOST:PORT").
   std::string cluster;
@@ -221,6 +224,11 @@ KVPORT_API std::vector<std::string_view> SplitUcxLanes(std::string_view ucx_devi
 // around names and tiers are dropped; a namespace holding ',' or '=' cannot be named.
 // InvalidArgument for an unknown tier, a part without '=', or a name given twice.
 KVPORT_API Result<std::map<std::string, bool>> ParseNamespaceTiers(std::string_view text);
+
+// A resp_fold_pairs value: namespace names separated by commas (blanks around them dropped),
+// "*" for every namespace; an empty item names the default namespace ("," alone: just it). ""
+// is none. InvalidArgument for a name given twice.
+KVPORT_API Result<std::set<std::string, std::less<>>> ParseRespFoldPairs(std::string_view text);
 
 // `kvport config check` output: one "key: value  (origin)" line per entry (sizes followed by
 // "= <human>", strings in double quotes), then one "warning: ..." line per warning. Control

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -68,6 +69,11 @@ struct KVPORT_API ServerOptions {
   // under the same limits and access rule as `listen` (beyond loopback it needs tokens or
   // `insecure`; it has no TLS of its own). Config key resp_listen, `kvport serve --resp`.
   std::string resp_listen;
+  // The namespaces where the Redis protocol folds LMCache's `<P>metadata`/`<P>kv_bytes` key
+  // pairs into one object (docs/resp.md, "LMCache's Redis connector"); "*" for every namespace,
+  // "" for the default one. Elsewhere every key is its own object, as in Redis, unless the client
+  // announces itself as LMCache. Config key resp_fold_pairs (ParseRespFoldPairs).
+  std::set<std::string, std::less<>> resp_fold_namespaces;
   // Bytes of the arena that holds every value (rounded down to 4 KiB).
   uint64_t capacity_bytes = uint64_t{1} << 30;
   // I/O threads; 0 means one per online CPU.

@@ -154,6 +154,10 @@ Status CheckNamespaceTiers(std::string_view tiers) {
   return ParseNamespaceTiers(tiers).status();
 }
 
+Status CheckRespFoldPairs(std::string_view namespaces) {
+  return ParseRespFoldPairs(namespaces).status();
+}
+
 Status CheckLogLevel(std::string_view level) {
   for (std::string_view known : {"debug", "info", "warn", "error", "off"}) {
     if (level == known) return Status::Ok();
@@ -300,6 +304,8 @@ std::vector<KeySpec> MakeKeys() {
       BoolKey("insecure", "KVPORT_INSECURE", FIELD(node.insecure)),
       StringKey("http_listen", "KVPORT_HTTP_LISTEN", FIELD(node.http_listen), CheckHttpListen),
       StringKey("resp_listen", "KVPORT_RESP_LISTEN", FIELD(node.resp_listen), CheckHttpListen),
+      StringKey("resp_fold_pairs", "KVPORT_RESP_FOLD_PAIRS", FIELD(node.resp_fold_pairs),
+                CheckRespFoldPairs),
       // Cluster membership (docs/cluster.md).
       StringKey("cluster", "KVPORT_CLUSTER", FIELD(node.cluster), CheckClusterName),
       StringKey("etcd", "KVPORT_ETCD", FIELD(node.etcd), CheckEtcdEndpoints),

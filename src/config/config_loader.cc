@@ -297,6 +297,20 @@ Result<std::map<std::string, bool>> ParseNamespaceTiers(std::string_view text) {
   }
 }
 
+Result<std::set<std::string, std::less<>>> ParseRespFoldPairs(std::string_view text) {
+  std::set<std::string, std::less<>> namespaces;
+  if (config_internal::Trim(text).empty()) return namespaces;
+  for (;;) {
+    const size_t end = text.find(',');
+    const std::string_view name = config_internal::Trim(text.substr(0, end));
+    if (!namespaces.emplace(name).second) {
+      return Status::InvalidArgument(fmt::format("namespace '{}' is given twice", name));
+    }
+    if (end == std::string_view::npos) return namespaces;
+    text.remove_prefix(end + 1);
+  }
+}
+
 std::vector<std::string_view> SplitUcxLanes(std::string_view ucx_devices) {
   std::vector<std::string_view> lanes;
   for (;;) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "kvport/log.h"
@@ -289,6 +290,21 @@ Result<CacheService::ListPage> CacheService::List(const Grant& grant, uint64_t s
     store_cursor = std::move(*found);
   }
   KVPORT_ASSIGN_OR_RETURN(auto listing, store_->ListKeys(ns, store_cursor, max_keys));
+  if (disk_ != nullptr) {
+    // The disk's keys after the same key, merged in: one more than a page says whether the
+    // merged page is the last.
+    std::vector<std::string> on_disk = disk_->KeysAfter(ns, store_cursor, size_t{max_keys} + 1);
+    std::vector<std::string> merged;
+    merged.reserve(listing.keys.size() + on_disk.size());
+    std::set_union(std::make_move_iterator(listing.keys.begin()),
+                   std::make_move_iterator(listing.keys.end()),
+                   std::make_move_iterator(on_disk.begin()), std::make_move_iterator(on_disk.end()),
+                   std::back_inserter(merged));
+    const bool more = !listing.next_cursor.empty() || merged.size() > max_keys;
+    if (merged.size() > max_keys) merged.resize(max_keys);
+    listing.keys = std::move(merged);
+    listing.next_cursor = more && !listing.keys.empty() ? listing.keys.back() : std::string();
+  }
   ListPage page;
   page.keys = std::move(listing.keys);
   if (!listing.next_cursor.empty()) {
@@ -311,7 +327,26 @@ ServerStats CacheService::Stats(const Grant& grant) const {
 }
 
 ServerStats CacheService::Stats() const {
-  ServerStats stats = CollectStats(*store_, *counters_);
+  return Collect(/*namespaces=*/true);
+}
+
+ServerStats CacheService::Counters() const {
+  return Collect(/*namespaces=*/false);
+}
+
+Result<uint64_t> CacheService::KeysIn(const Grant& grant, std::string_view ns) {
+  if (!grant.admin() && !grant.may_read(ns)) return Denied(grant, "read", ns);
+  uint64_t keys = store_->UsageOf(ns).objects;
+  if (disk_ != nullptr) {
+    for (const std::string& key : disk_->KeysAfter(ns, "", SIZE_MAX)) {
+      if (store_->Exists(ns, key).code() == StatusCode::kNotFound) ++keys;
+    }
+  }
+  return keys;
+}
+
+ServerStats CacheService::Collect(bool namespaces) const {
+  ServerStats stats = CollectStats(*store_, *counters_, namespaces);
   // How the node is guarded: tokens required (1) or not, and open beyond loopback on purpose.
   stats.counters.emplace_back("auth_required", access_.required() ? 1 : 0);
   stats.counters.emplace_back("insecure", options_.insecure ? 1 : 0);

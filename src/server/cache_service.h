@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,6 +67,9 @@ struct ServiceOptions {
   // The node is open on a non-loopback address on purpose (ServerOptions::insecure); STATS
   // says so (counter "insecure"), so `kvport stat` can warn.
   bool insecure = false;
+  // The namespaces whose Redis-protocol `<P>metadata`/`<P>kv_bytes` pairs are folded into one
+  // object (ServerOptions::resp_fold_namespaces; "*": every namespace).
+  std::set<std::string, std::less<>> resp_fold_namespaces;
 };
 
 class CacheService {
@@ -137,7 +141,10 @@ class CacheService {
   };
   // One page of `ns` from a wire cursor (0 starts), for session `session_id` (which owns the
   // cursor it is given: ListCursorTable). Needs read of `ns` or admin. InvalidArgument for a
-  // cursor this node did not issue for `ns` or has forgotten.
+  // cursor this node did not issue for `ns` or has forgotten. With a disk tier the page is of
+  // both tiers: the keys after the cursor's key in memory and on disk, merged ascending (a key
+  // in both once), so a listing sees what a get finds. A cursor stands for the last key of its
+  // page, whichever tier held it: a key moving between tiers during a listing is listed once.
   Result<ListPage> List(const Grant& grant, uint64_t session_id, std::string_view ns,
                         uint64_t cursor, uint32_t max_keys);
   // The session `session_id` ended: its LIST cursors are forgotten.
@@ -149,6 +156,19 @@ class CacheService {
   ServerStats Stats(const Grant& grant) const;
   // Every namespace (the node's own view: Server::Stats, /metrics).
   ServerStats Stats() const;
+  // The counters of Stats() without the namespaces' usage: its cost does not grow with the
+  // number of namespaces (INFO, CONFIG GET).
+  ServerStats Counters() const;
+  // How many keys `ns` holds (DBSIZE): the store's count of the namespace (kept with every
+  // commit, delete, expiry and eviction; a lookup per index shard, whatever the number of
+  // namespaces), plus, with a disk tier, the keys only the disk holds (a pass over the
+  // namespace's keys on disk). Needs read of `ns` or admin.
+  Result<uint64_t> KeysIn(const Grant& grant, std::string_view ns);
+  // Whether the Redis protocol folds `<P>metadata` pairs in `ns` (ServiceOptions).
+  bool FoldsRespPairs(std::string_view ns) const {
+    return options_.resp_fold_namespaces.contains("*") ||
+           options_.resp_fold_namespaces.contains(ns);
+  }
 
   // --- shared memory --------------------------------------------------------------------------
   // Whether the node offers its arena to same-host clients at all.
@@ -232,6 +252,7 @@ class CacheService {
   // and pinned there. NotFound when the disk has it not; the store's error when it cannot take
   // it.
   Result<store::ReadHandle> PromoteFromDisk(std::string_view ns, std::string_view key);
+  ServerStats Collect(bool namespaces) const;
   // `change` (of the live version of (ns, key) in memory: its expiry, its meta; it answers the
   // changed version's sequence number) run as one: with a disk tier, a key held only on disk is
   // brought back into memory first, and the disk copy (the version before the change) is ended

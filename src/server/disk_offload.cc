@@ -467,6 +467,18 @@ std::vector<std::string> DiskOffload::KeysOf(std::string_view ns) {
   return keys;
 }
 
+std::vector<std::string> DiskOffload::KeysAfter(std::string_view ns, std::string_view after,
+                                                size_t limit) {
+  std::vector<std::string> keys = KeysOf(ns);
+  std::vector<std::string> live;
+  for (auto it = std::upper_bound(keys.begin(), keys.end(), after);
+       it != keys.end() && live.size() < limit; ++it) {
+    // The index keeps an expired record until it is compacted away; a get would miss it.
+    if (Contains(ns, *it, nullptr, nullptr)) live.push_back(std::move(*it));
+  }
+  return live;
+}
+
 std::vector<std::string> DiskOffload::NamespacesOf(std::string_view key) {
   const uint64_t now = UnixMs();
   std::vector<std::string> namespaces = tier_->NamespacesOf(key, now);

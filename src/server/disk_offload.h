@@ -140,6 +140,10 @@ class DiskOffload final : public store::EvictionSink {
                 uint64_t* meta_bytes = nullptr);
   // The keys of namespace `ns` on disk or in the queue (store::DiskTier::KeysOf).
   std::vector<std::string> KeysOf(std::string_view ns);
+  // Up to `limit` live (unexpired) keys of `ns` on disk or in the queue, ascending, strictly
+  // after `after` ("" : from the first): what a listing merges with memory's keys. A pass over
+  // the disk's index, as KeysOf.
+  std::vector<std::string> KeysAfter(std::string_view ns, std::string_view after, size_t limit);
   // The namespaces holding `key` on disk or in the queue, ascending ("" first).
   std::vector<std::string> NamespacesOf(std::string_view key);
   // Ends every version of (ns, key) below `sequence` in the queue and on disk

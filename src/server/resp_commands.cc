@@ -84,6 +84,9 @@ struct Context {
   RespValueCapture* captured;  // the value read into its reservation, if any (RespValueCapture)
   const Grant& grant() const { return client.access.grant(); }
   const std::string& ns() const { return client.ns; }
+  // Whether LMCache's key pairs fold here (docs/resp.md): asked for by the namespace's setting or
+  // by the client; plain Redis keys otherwise.
+  bool folds() const { return client.folds_pairs || service.FoldsRespPairs(client.ns); }
 };
 
 // The largest TTL a write can carry (the store's whole seconds, 32 bits).
@@ -118,6 +121,10 @@ struct Found {
 // The key of the object a command on `key` acts on: `key`, or for a folded `<P>metadata` its
 // pair's data key (kept in *folded, which the answer may point into).
 std::string_view HomeOf(Context& c, std::string_view key, std::optional<std::string>* folded) {
+  if (!c.folds()) {
+    folded->reset();
+    return key;
+  }
   *folded = FoldedHomeOf(c.service, c.grant(), c.ns(), key);
   return folded->has_value() ? std::string_view(**folded) : key;
 }
@@ -146,23 +153,28 @@ void ReplyFound(Context& c, Found&& found) {
 // Writes a plain SET's value: folded into its pair when it is LMCache's `<P>metadata` and has
 // no expiry, else as its own key.
 Status Store(Context& c, std::string_view key, std::string_view value, uint64_t ttl_ms) {
-  if (ttl_ms == 0) {
+  if (ttl_ms == 0 && c.folds()) {
     Status folded = FoldPairMeta(c.service, c.grant(), c.ns(), key, value);
     if (folded.code() != StatusCode::kNotFound) return folded;
   }
   return Write(c, key, value, ttl_ms);
 }
 
+// Deletes `key`: with folding, a folded `<P>metadata` takes its pair along.
+Status DeleteKey(Context& c, std::string_view key) {
+  if (c.folds()) return DeleteRespKey(c.service, c.grant(), c.ns(), key);
+  return c.service.Delete(c.grant(), c.ns(), key, /*any_namespace=*/false);
+}
+
 // --- connection -----------------------------------------------------------------------------
 
 void Ping(Context& c, Args a) {
-  if (a.size() > 2) return WrongArity(c.w, a[0]);
+  if (a.size() > 2) return WrongArity(c.w, a[0]);  // the table says "at least 1"
   if (a.size() == 2) return c.w.Bulk(a[1]);
   c.w.Simple("PONG");
 }
 
 void Echo(Context& c, Args a) {
-  if (a.size() != 2) return WrongArity(c.w, a[0]);
   c.w.Bulk(a[1]);
 }
 
@@ -221,8 +233,15 @@ void Auth(Context& c, Args a) {
   }
 }
 
+// Whether a client or library name is LMCache's ("lmcache", "LMCache-redis", ...): such a client
+// stores its chunks as folded pairs.
+bool NamesLMCache(std::string_view name) {
+  return name.size() >= 7 && ArgIs(name.substr(0, 7), "LMCACHE");
+}
+
 void SetClientName(RespClient& client, std::string_view name) {
   client.name.assign(name);
+  if (NamesLMCache(name)) client.folds_pairs = true;
   // "kvport.ns=NAME" selects the namespace NAME (docs/resp.md, "Namespaces").
   constexpr std::string_view kPrefix = "kvport.ns=";
   if (name.substr(0, kPrefix.size()) == kPrefix) client.ns.assign(name.substr(kPrefix.size()));
@@ -276,36 +295,41 @@ void Hello(Context& c, Args a) {
   w.Array(0);
 }
 
-void Client(Context& c, Args a) {
-  if (a.size() < 2) return WrongArity(c.w, a[0]);
-  if (ArgIs(a[1], "SETNAME") && a.size() == 3) {
-    if (a[2].find_first_of(" \n\r") != std::string_view::npos) {
-      return c.w.Error("ERR Client names cannot contain spaces, newlines or special characters.");
-    }
-    SetClientName(c.client, a[2]);
-    return c.w.Simple("OK");
+void ClientSetName(Context& c, Args a) {
+  if (a[2].find_first_of(" \n\r") != std::string_view::npos) {
+    return c.w.Error("ERR Client names cannot contain spaces, newlines or special characters.");
   }
-  if (ArgIs(a[1], "GETNAME") && a.size() == 2) {
-    if (c.client.name.empty()) return c.w.Null();
-    return c.w.Bulk(c.client.name);
+  SetClientName(c.client, a[2]);
+  c.w.Simple("OK");
+}
+
+void ClientGetName(Context& c, Args) {
+  if (c.client.name.empty()) return c.w.Null();
+  c.w.Bulk(c.client.name);
+}
+
+void ClientId(Context& c, Args) {
+  c.w.Integer(static_cast<int64_t>(c.client.id));
+}
+
+void ClientNamespace(Context& c, Args a) {
+  if (a.size() > 3) return WrongArity(c.w, "client|namespace");
+  if (a.size() == 2) return c.w.Bulk(c.client.ns);
+  if (!c.grant().may_read(a[2]) && !c.grant().may_write(a[2])) {
+    return c.w.Error(
+        fmt::format("NOPERM token '{}' may not use namespace '{}'", c.grant().name(), a[2]));
   }
-  if (ArgIs(a[1], "ID") && a.size() == 2) return c.w.Integer(static_cast<int64_t>(c.client.id));
-  if (ArgIs(a[1], "NAMESPACE") && a.size() <= 3) {
-    if (a.size() == 2) return c.w.Bulk(c.client.ns);
-    if (!c.grant().may_read(a[2]) && !c.grant().may_write(a[2])) {
-      return c.w.Error(
-          fmt::format("NOPERM token '{}' may not use namespace '{}'", c.grant().name(), a[2]));
-    }
-    c.client.ns.assign(a[2]);
-    return c.w.Simple("OK");
-  }
-  // redis-py and others announce their library; nothing to keep.
-  if (ArgIs(a[1], "SETINFO") && a.size() == 4) return c.w.Simple("OK");
-  c.w.Error(fmt::format("ERR unknown subcommand '{}'. Try CLIENT HELP.", a[1]));
+  c.client.ns.assign(a[2]);
+  c.w.Simple("OK");
+}
+
+// redis-py and others announce their library: kept only to tell LMCache (NamesLMCache).
+void ClientSetInfo(Context& c, Args a) {
+  if (ArgIs(a[2], "LIB-NAME") && NamesLMCache(a[3])) c.client.folds_pairs = true;
+  c.w.Simple("OK");
 }
 
 void Select(Context& c, Args a) {
-  if (a.size() != 2) return WrongArity(c.w, a[0]);
   std::optional<int64_t> db = ParseInteger(a[1]);
   if (!db) return NotInteger(c.w);
   if (*db != 0) return c.w.Error("ERR DB index is out of range");
@@ -315,7 +339,6 @@ void Select(Context& c, Args a) {
 // --- strings ----------------------------------------------------------------------------------
 
 void Get(Context& c, Args a) {
-  if (a.size() != 2) return WrongArity(c.w, a[0]);
   bool failed = false;
   std::optional<Found> found = FindOrMiss(c, a[1], &failed);
   if (failed) return;
@@ -324,12 +347,11 @@ void Get(Context& c, Args a) {
 }
 
 void GetDel(Context& c, Args a) {
-  if (a.size() != 2) return WrongArity(c.w, a[0]);
   bool failed = false;
   std::optional<Found> found = FindOrMiss(c, a[1], &failed);
   if (failed) return;
   if (!found) return c.w.Null();
-  Status deleted = DeleteRespKey(c.service, c.grant(), c.ns(), a[1]);
+  Status deleted = DeleteKey(c, a[1]);
   if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) return ReplyStatus(c.w, deleted);
   ReplyFound(c, std::move(*found));  // the pin keeps the deleted version readable
 }
@@ -350,7 +372,6 @@ std::optional<uint64_t> ExpiryArgument(Context& c, std::string_view text, uint64
 }
 
 void SetCommand(Context& c, Args a) {
-  if (a.size() < 3) return WrongArity(c.w, a[0]);
   bool nx = false, xx = false, keep_ttl = false, get = false;
   uint64_t ttl_ms = 0;
   bool has_ttl = false;
@@ -412,7 +433,6 @@ void SetCommand(Context& c, Args a) {
 
 // SETEX key seconds value, PSETEX key ms value.
 void SetWithExpiry(Context& c, Args a, uint64_t unit_ms) {
-  if (a.size() != 4) return WrongArity(c.w, a[0]);
   std::optional<uint64_t> ms =
       ExpiryArgument(c, a[2], unit_ms, unit_ms == 1000 ? "setex" : "psetex");
   if (!ms) return;
@@ -422,7 +442,6 @@ void SetWithExpiry(Context& c, Args a, uint64_t unit_ms) {
 }
 
 void MGet(Context& c, Args a) {
-  if (a.size() < 2) return WrongArity(c.w, a[0]);
   std::vector<std::optional<Found>> founds;
   founds.reserve(a.size() - 1);
   for (size_t i = 1; i < a.size(); ++i) {
@@ -441,7 +460,7 @@ void MGet(Context& c, Args a) {
 }
 
 void MSet(Context& c, Args a) {
-  if (a.size() < 3 || a.size() % 2 != 1) return WrongArity(c.w, a[0]);
+  if (a.size() % 2 != 1) return WrongArity(c.w, a[0]);
   // Every item reserved before any is committed: a refusal leaves none of them written.
   WriteBatch batch(&c.service, c.client.access.shared_grant());
   for (size_t i = 1; i < a.size(); i += 2) {
@@ -463,7 +482,6 @@ void MSet(Context& c, Args a) {
 }
 
 void Exists(Context& c, Args a) {
-  if (a.size() < 2) return WrongArity(c.w, a[0]);
   int64_t count = 0;
   for (size_t i = 1; i < a.size(); ++i) {
     std::optional<std::string> folded;
@@ -478,10 +496,9 @@ void Exists(Context& c, Args a) {
 }
 
 void Del(Context& c, Args a) {
-  if (a.size() < 2) return WrongArity(c.w, a[0]);
   int64_t count = 0;
   for (size_t i = 1; i < a.size(); ++i) {
-    Status s = DeleteRespKey(c.service, c.grant(), c.ns(), a[i]);
+    Status s = DeleteKey(c, a[i]);
     if (s.ok()) {
       ++count;
     } else if (s.code() != StatusCode::kNotFound) {
@@ -492,7 +509,6 @@ void Del(Context& c, Args a) {
 }
 
 void StrLen(Context& c, Args a) {
-  if (a.size() != 2) return WrongArity(c.w, a[0]);
   std::optional<std::string> folded;
   uint64_t length = 0, meta_length = 0;
   Status s =
@@ -504,7 +520,7 @@ void StrLen(Context& c, Args a) {
 
 // EXPIRE key seconds [NX|XX|GT|LT], PEXPIRE key ms [...].
 void Expire(Context& c, Args a, uint64_t unit_ms) {
-  if (a.size() != 3 && a.size() != 4) return WrongArity(c.w, a[0]);
+  if (a.size() > 4) return WrongArity(c.w, a[0]);
   std::optional<int64_t> v = ParseInteger(a[2]);
   if (!v) return NotInteger(c.w);
   std::string_view option = a.size() == 4 ? a[3] : std::string_view();
@@ -522,7 +538,7 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
   }
   // A time in the past deletes the key (as Redis does).
   if (*v <= 0) {
-    Status s = DeleteRespKey(c.service, c.grant(), c.ns(), a[1]);
+    Status s = DeleteKey(c, a[1]);
     if (!s.ok() && s.code() != StatusCode::kNotFound) return ReplyStatus(c.w, s);
     return c.w.Integer(s.ok() ? 1 : 0);
   }
@@ -544,7 +560,6 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
 }
 
 void Ttl(Context& c, Args a, bool millis) {
-  if (a.size() != 2) return WrongArity(c.w, a[0]);
   // A folded `<P>metadata` lives, and expires, with its pair.
   std::optional<std::string> folded;
   const std::string_view key = HomeOf(c, a[1], &folded);
@@ -558,7 +573,6 @@ void Ttl(Context& c, Args a, bool millis) {
 }
 
 void Persist(Context& c, Args a) {
-  if (a.size() != 2) return WrongArity(c.w, a[0]);
   // A folded `<P>metadata` lives, and expires, with its pair.
   std::optional<std::string> folded;
   const std::string_view key = HomeOf(c, a[1], &folded);
@@ -577,15 +591,19 @@ void Persist(Context& c, Args a) {
 // --- keyspace ---------------------------------------------------------------------------------
 
 void Scan(Context& c, Args a) {
-  if (a.size() < 2) return WrongArity(c.w, a[0]);
   // Cursors are the node's 64-bit LIST cursors: unsigned, all 64 bits.
   std::optional<uint64_t> cursor = ParseCursor(a[1]);
   if (!cursor) return c.w.Error("ERR invalid cursor");
-  std::string_view match;
+  std::optional<std::string_view> match;
   int64_t count = 10;
   for (size_t i = 2; i < a.size(); ++i) {
     if (ArgIs(a[i], "MATCH") && i + 1 < a.size()) {
       match = a[++i];
+      if (match->size() > RespGlob::kMaxPatternBytes) {
+        return c.w.Error(
+            fmt::format("ERR MATCH pattern of {} bytes is longer than {} (docs/resp.md)",
+                        match->size(), RespGlob::kMaxPatternBytes));
+      }
     } else if (ArgIs(a[i], "COUNT") && i + 1 < a.size()) {
       std::optional<int64_t> n = ParseInteger(a[++i]);
       if (!n) return NotInteger(c.w);
@@ -612,12 +630,14 @@ void Scan(Context& c, Args a) {
     return ReplyStatus(c.w, page.status());
   }
   std::vector<std::string> keys;
+  std::optional<RespGlob> glob;
+  if (match && *match != "*") glob.emplace(*match);
   auto add = [&](std::string key) {
-    if (match.empty() || RespGlobMatch(match, key)) keys.push_back(std::move(key));
+    if (!glob || glob->Match(key)) keys.push_back(std::move(key));
   };
   for (std::string& key : page->keys) {
     // A folded pair is two keys to a Redis client: its `<P>metadata` comes with its data.
-    std::string meta_key = FoldedMetaKeyOf(c.service, c.grant(), c.ns(), key);
+    std::string meta_key = c.folds() ? FoldedMetaKeyOf(c.service, c.grant(), c.ns(), key) : "";
     add(std::move(key));
     if (!meta_key.empty()) add(std::move(meta_key));
   }
@@ -628,21 +648,10 @@ void Scan(Context& c, Args a) {
     c.w.Bulk(key);
 }
 
-uint64_t ObjectsIn(const ServerStats& stats, std::string_view ns) {
-  for (const ServerStats::Namespace& n : stats.namespaces) {
-    if (n.ns == ns) return n.objects;
-  }
-  return 0;
-}
-
-void DbSize(Context& c, Args a) {
-  if (a.size() != 1) return WrongArity(c.w, a[0]);
-  if (!c.grant().may_read(c.ns()) && !c.grant().admin()) {
-    return ReplyStatus(
-        c.w, Status::PermissionDenied(
-                 fmt::format("token '{}' may not read namespace '{}'", c.grant().name(), c.ns())));
-  }
-  c.w.Integer(static_cast<int64_t>(ObjectsIn(c.service.Stats(c.grant()), c.ns())));
+void DbSize(Context& c, Args) {
+  Result<uint64_t> keys = c.service.KeysIn(c.grant(), c.ns());
+  if (!keys.ok()) return ReplyStatus(c.w, keys.status());
+  c.w.Integer(static_cast<int64_t>(*keys));
 }
 
 void FlushDb(Context& c, Args a) {
@@ -669,7 +678,7 @@ void Info(Context& c, Args a) {
       return s == name || s == "ALL" || s == "EVERYTHING" || s == "DEFAULT";
     });
   };
-  const ServerStats stats = c.service.Stats(c.grant());
+  const ServerStats stats = c.service.Counters();
   std::string text;
   auto line = [&](std::string_view key, auto value) {
     text += fmt::format("{}:{}\r\n", key, value);
@@ -724,7 +733,8 @@ void Info(Context& c, Args a) {
   }
   if (wanted("KEYSPACE")) {
     text += "# Keyspace\r\n";
-    const uint64_t keys = ObjectsIn(stats, c.ns());
+    Result<uint64_t> counted = c.service.KeysIn(c.grant(), c.ns());
+    const uint64_t keys = counted.ok() ? *counted : 0;  // a namespace it may not read: none
     if (keys > 0) line("db0", fmt::format("keys={},expires=0,avg_ttl=0", keys));
     text += "\r\n";
   }
@@ -736,13 +746,8 @@ struct ConfigValue {
   std::string value;
 };
 
-void Config(Context& c, Args a) {
-  if (a.size() < 2) return WrongArity(c.w, a[0]);
-  if (!ArgIs(a[1], "GET")) {
-    return c.w.Error(fmt::format("ERR CONFIG {} is not supported by kvport (docs/resp.md)", a[1]));
-  }
-  if (a.size() < 3) return WrongArity(c.w, "config|get");
-  const ServerStats stats = c.service.Stats(c.grant());
+void ConfigGet(Context& c, Args a) {
+  const ServerStats stats = c.service.Counters();
   const std::vector<ConfigValue> values = {
       {"maxmemory", std::to_string(stats.Get("capacity_bytes"))},
       {"maxmemory-policy", "allkeys-lru"},
@@ -753,10 +758,20 @@ void Config(Context& c, Args a) {
       {"appendonly", "no"},
       {"timeout", "0"},
   };
+  std::vector<RespGlob> patterns;
+  std::vector<std::string> uppers;  // the globs view them
+  uppers.reserve(a.size() - 2);
+  for (size_t i = 2; i < a.size(); ++i) {
+    if (a[i].size() > RespGlob::kMaxPatternBytes) {
+      return c.w.Error(fmt::format("ERR pattern of {} bytes is longer than {} (docs/resp.md)",
+                                   a[i].size(), RespGlob::kMaxPatternBytes));
+    }
+    patterns.emplace_back(uppers.emplace_back(Upper(a[i])));
+  }
   std::vector<const ConfigValue*> found;
   for (const ConfigValue& v : values) {
-    for (size_t i = 2; i < a.size(); ++i) {
-      if (RespGlobMatch(Upper(a[i]), Upper(v.name))) {
+    for (const RespGlob& pattern : patterns) {
+      if (pattern.Match(Upper(v.name))) {
         found.push_back(&v);
         break;
       }
@@ -770,54 +785,136 @@ void Config(Context& c, Args a) {
 }
 
 void CommandCommand(Context& c, Args a);
+void CommandCount(Context& c, Args a);
+void CommandDocs(Context& c, Args a);
+void CommandInfo(Context& c, Args a);
+void CommandGetKeys(Context& c, Args a);
+void CommandList(Context& c, Args a);
 
 void Quit(Context& c, Args) {
   c.client.quit = true;
   c.w.Simple("OK");
 }
 
-struct Command {
-  std::string_view name;
-  void (*run)(Context& c, Args a);
-  bool before_auth;  // served before AUTH on a node with tokens
+// What the dispatcher checks before a command runs, and what COMMAND tells clients (Redis's
+// flag names). Access is the connection's namespace's: kWrite needs write of it, kReadonly read
+// of it (or admin, as for LIST and STATS), kAdmin an admin token.
+enum Flag : uint32_t {
+  kWrite = 1 << 0,
+  kReadonly = 1 << 1,
+  kAdmin = 1 << 2,
+  kNoAuth = 1 << 3,  // served before AUTH on a node with tokens
+  kDenyOom = 1 << 4,
+  kFast = 1 << 5,
+  kLoading = 1 << 6,
+  kStale = 1 << 7,
+  kNoScript = 1 << 8,
+  kAllowBusy = 1 << 9,
+};
+constexpr std::pair<Flag, std::string_view> kFlagNames[] = {
+    {kWrite, "write"},          {kReadonly, "readonly"}, {kAdmin, "admin"},
+    {kNoAuth, "no_auth"},       {kDenyOom, "denyoom"},   {kFast, "fast"},
+    {kLoading, "loading"},      {kStale, "stale"},       {kNoScript, "noscript"},
+    {kAllowBusy, "allow_busy"},
 };
 
-const Command kCommands[] = {
-    {"PING", Ping, false},
-    {"ECHO", Echo, false},
-    {"HELLO", Hello, true},
-    {"AUTH", Auth, true},
-    {"CLIENT", Client, false},
-    {"SELECT", Select, false},
-    {"GET", Get, false},
-    {"SET", SetCommand, false},
-    {"SETEX", [](Context& c, Args a) { SetWithExpiry(c, a, 1000); }, false},
-    {"PSETEX", [](Context& c, Args a) { SetWithExpiry(c, a, 1); }, false},
-    {"MGET", MGet, false},
-    {"MSET", MSet, false},
-    {"EXISTS", Exists, false},
-    {"DEL", Del, false},
-    {"UNLINK", Del, false},
-    {"EXPIRE", [](Context& c, Args a) { Expire(c, a, 1000); }, false},
-    {"PEXPIRE", [](Context& c, Args a) { Expire(c, a, 1); }, false},
-    {"TTL", [](Context& c, Args a) { Ttl(c, a, false); }, false},
-    {"PTTL", [](Context& c, Args a) { Ttl(c, a, true); }, false},
-    {"PERSIST", Persist, false},
-    {"STRLEN", StrLen, false},
-    {"GETDEL", GetDel, false},
-    {"SCAN", Scan, false},
-    {"DBSIZE", DbSize, false},
-    {"INFO", Info, false},
-    {"COMMAND", CommandCommand, false},
-    {"CONFIG", Config, false},
-    {"QUIT", Quit, true},
-    {"FLUSHDB", FlushDb, false},
+struct Command {
+  std::string_view name;  // upper case; a subcommand's own word ("SETNAME")
+  void (*run)(Context& c, Args a);
+  // Redis's convention: N, exactly N arguments (the name included); -N, at least N. A
+  // subcommand counts its container's name too (CLIENT SETNAME name: 3).
+  int arity;
+  uint32_t flags;
+  // The keys: arguments first_key..last_key (negative: counted from the end, -1 the last)
+  // every `step`; 0 0 0 for none.
+  int first_key = 0, last_key = 0, step = 0;
+  std::string_view acl = "";  // Redis's ACL categories, blank-separated
+  // A container's (CLIENT, CONFIG, COMMAND) subcommands, each checked as a command of its own.
+  const Command* subs = nullptr;
+  size_t sub_count = 0;
+  std::span<const Command> subcommands() const { return {subs, sub_count}; }
 };
+
+constexpr uint32_t kConnection = kNoScript | kLoading | kStale | kFast;
+constexpr Command kClientSubcommands[] = {
+    {"SETNAME", ClientSetName, 3, kConnection, 0, 0, 0, "@slow @connection"},
+    {"GETNAME", ClientGetName, 2, kConnection, 0, 0, 0, "@slow @connection"},
+    {"ID", ClientId, 2, kConnection, 0, 0, 0, "@slow @connection"},
+    {"SETINFO", ClientSetInfo, 4, kConnection, 0, 0, 0, "@slow @connection"},
+    {"NAMESPACE", ClientNamespace, -2, kConnection, 0, 0, 0, "@slow @connection"},
+};
+constexpr Command kCommandSubcommands[] = {
+    {"COUNT", CommandCount, 2, kLoading | kStale, 0, 0, 0, "@slow @connection"},
+    {"DOCS", CommandDocs, -2, kLoading | kStale, 0, 0, 0, "@slow @connection"},
+    {"INFO", CommandInfo, -2, kLoading | kStale, 0, 0, 0, "@slow @connection"},
+    {"GETKEYS", CommandGetKeys, -3, kLoading | kStale, 0, 0, 0, "@slow @connection"},
+    {"LIST", CommandList, -2, kLoading | kStale, 0, 0, 0, "@slow @connection"},
+};
+// CONFIG GET is not admin here (Redis's is): redis-benchmark asks it of any token at start,
+// and it tells nothing a client could not learn from INFO.
+constexpr Command kConfigSubcommands[] = {
+    {"GET", ConfigGet, -3, kNoScript | kLoading | kStale, 0, 0, 0, "@slow"},
+};
+
+// The RESP commands, in the order of their counters' slots (ServerCounters::RecordRespCommand).
+// clang-format off
+constexpr Command kCommands[] = {
+    {"PING", Ping, -1, kFast, 0, 0, 0, "@fast @connection"},
+    {"ECHO", Echo, 2, kFast, 0, 0, 0, "@fast @connection"},
+    {"HELLO", Hello, -1, kConnection | kNoAuth | kAllowBusy, 0, 0, 0, "@fast @connection"},
+    {"AUTH", Auth, -2, kConnection | kNoAuth | kAllowBusy, 0, 0, 0, "@fast @connection"},
+    {"CLIENT", nullptr, -2, 0, 0, 0, 0, "", kClientSubcommands, std::size(kClientSubcommands)},
+    {"SELECT", Select, 2, kLoading | kStale | kFast, 0, 0, 0, "@fast @connection"},
+    {"GET", Get, 2, kReadonly | kFast, 1, 1, 1, "@read @string @fast"},
+    {"SET", SetCommand, -3, kWrite | kDenyOom, 1, 1, 1, "@write @string @slow"},
+    {"SETEX", [](Context& c, Args a) { SetWithExpiry(c, a, 1000); }, 4, kWrite | kDenyOom, 1, 1, 1,
+     "@write @string @slow"},
+    {"PSETEX", [](Context& c, Args a) { SetWithExpiry(c, a, 1); }, 4, kWrite | kDenyOom, 1, 1, 1,
+     "@write @string @slow"},
+    {"MGET", MGet, -2, kReadonly | kFast, 1, -1, 1, "@read @string @fast"},
+    {"MSET", MSet, -3, kWrite | kDenyOom, 1, -1, 2, "@write @string @slow"},
+    {"EXISTS", Exists, -2, kReadonly | kFast, 1, -1, 1, "@keyspace @read @fast"},
+    {"DEL", Del, -2, kWrite, 1, -1, 1, "@keyspace @write @slow"},
+    {"UNLINK", Del, -2, kWrite | kFast, 1, -1, 1, "@keyspace @write @fast"},
+    {"EXPIRE", [](Context& c, Args a) { Expire(c, a, 1000); }, -3, kWrite | kFast, 1, 1, 1,
+     "@keyspace @write @fast"},
+    {"PEXPIRE", [](Context& c, Args a) { Expire(c, a, 1); }, -3, kWrite | kFast, 1, 1, 1,
+     "@keyspace @write @fast"},
+    {"TTL", [](Context& c, Args a) { Ttl(c, a, false); }, 2, kReadonly | kFast, 1, 1, 1,
+     "@keyspace @read @fast"},
+    {"PTTL", [](Context& c, Args a) { Ttl(c, a, true); }, 2, kReadonly | kFast, 1, 1, 1,
+     "@keyspace @read @fast"},
+    {"PERSIST", Persist, 2, kWrite | kFast, 1, 1, 1, "@keyspace @write @fast"},
+    {"STRLEN", StrLen, 2, kReadonly | kFast, 1, 1, 1, "@read @string @fast"},
+    {"GETDEL", GetDel, 2, kWrite | kFast, 1, 1, 1, "@write @string @fast"},
+    {"SCAN", Scan, -2, kReadonly, 0, 0, 0, "@keyspace @read @slow"},
+    {"DBSIZE", DbSize, 1, kReadonly | kFast, 0, 0, 0, "@keyspace @read @fast"},
+    {"INFO", Info, -1, kLoading | kStale, 0, 0, 0, "@slow @dangerous"},
+    {"COMMAND", CommandCommand, -1, kLoading | kStale, 0, 0, 0, "@slow @connection",
+     kCommandSubcommands, std::size(kCommandSubcommands)},
+    {"CONFIG", nullptr, -2, 0, 0, 0, 0, "", kConfigSubcommands, std::size(kConfigSubcommands)},
+    {"QUIT", Quit, -1, kConnection | kNoAuth | kAllowBusy, 0, 0, 0, "@fast @connection"},
+    // kvport deletes a namespace for an admin token only (docs/security.md).
+    {"FLUSHDB", FlushDb, -1, kWrite | kAdmin, 0, 0, 0, "@keyspace @write @slow @dangerous"},
+};
+// clang-format on
 static_assert(std::size(kCommands) <= ServerCounters::kRespCommandSlots,
               "each RESP command has a slot in the node's counters");
 
-// COMMAND: what clients ask at start. COMMAND (no argument) and COMMAND DOCS answer empty (a
-// client then has no hints, nothing else), COMMAND COUNT the number of commands served.
+const Command* FindIn(std::span<const Command> table, std::string_view name) {
+  for (const Command& candidate : table) {
+    if (ArgIs(name, candidate.name)) return &candidate;
+  }
+  return nullptr;
+}
+
+std::string Lower(std::string_view text) {
+  std::string lower(text);
+  for (char& ch : lower)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower;
+}
+
 // Redis's cmdstat lines: calls, usec (the time spent running it), usec_per_call, rejected_calls
 // (always 0: a command refused before it runs, as NOAUTH, is not counted) and failed_calls (its
 // error replies).
@@ -826,29 +923,186 @@ void AppendCommandStats(Context& c, std::string* text) {
   for (size_t slot = 0; slot < std::size(kCommands); ++slot) {
     const ServerCounters::RespCommandCounts counts = c.service.counters().RespCommand(slot);
     if (counts.calls == 0) continue;
-    std::string name(kCommands[slot].name);
-    for (char& ch : name)
-      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     const double usec = static_cast<double>(counts.sum_ns) / 1e3;
     *text += fmt::format(
         "cmdstat_{}:calls={},usec={:.0f},usec_per_call={:.2f},rejected_calls=0,failed_calls={}"
         "\r\n",
-        name, counts.calls, usec, usec / static_cast<double>(counts.calls), counts.errors);
+        Lower(kCommands[slot].name), counts.calls, usec, usec / static_cast<double>(counts.calls),
+        counts.errors);
   }
   *text += "\r\n";
 }
 
-void CommandCommand(Context& c, Args a) {
-  if (a.size() == 1) return c.w.Array(0);
-  if (ArgIs(a[1], "COUNT")) return c.w.Integer(static_cast<int64_t>(std::size(kCommands)));
-  if (ArgIs(a[1], "DOCS")) return c.w.Map(0);
-  if (ArgIs(a[1], "INFO")) {
-    c.w.Array(a.size() - 2);
-    for (size_t i = 2; i < a.size(); ++i)
-      c.w.NullArray();
-    return;
+// One command's COMMAND INFO entry, as Redis 7 writes it: name, arity, flags, first key, last
+// key, step, ACL categories, tips, key specifications, subcommands. `container`: the name of the
+// command a subcommand belongs to ("client|setname").
+void WriteCommandInfo(RespWriter& w, const Command& command, std::string_view container = {}) {
+  w.Array(10);
+  w.Bulk(container.empty() ? Lower(command.name) : Lower(container) + "|" + Lower(command.name));
+  w.Integer(command.arity);
+  size_t flags = 0;
+  for (const auto& [flag, name] : kFlagNames)
+    flags += (command.flags & flag) != 0 ? 1 : 0;
+  w.Set(flags);
+  for (const auto& [flag, name] : kFlagNames) {
+    if ((command.flags & flag) != 0) w.Simple(name);
   }
-  c.w.Error(fmt::format("ERR unknown subcommand '{}'. Try COMMAND HELP.", a[1]));
+  w.Integer(command.first_key);
+  w.Integer(command.last_key);
+  w.Integer(command.step);
+  std::vector<std::string_view> categories;
+  for (std::string_view rest = command.acl; !rest.empty();) {
+    const size_t blank = rest.find(' ');
+    categories.push_back(rest.substr(0, blank));
+    rest = blank == std::string_view::npos ? std::string_view() : rest.substr(blank + 1);
+  }
+  w.Set(categories.size());
+  for (std::string_view category : categories)
+    w.Simple(category);
+  w.Array(0);  // tips
+  // One key specification: the range first..last every step, as Redis gives for such commands
+  // (find_keys' lastkey counts from the first key when not negative).
+  if (command.first_key == 0) {
+    w.Array(0);
+  } else {
+    w.Array(1);
+    w.Map(3);
+    w.Bulk("flags");
+    w.Set(1);
+    w.Simple((command.flags & kWrite) != 0 ? "RW" : "RO");
+    w.Bulk("begin_search");
+    w.Map(2);
+    w.Bulk("type");
+    w.Bulk("index");
+    w.Bulk("spec");
+    w.Map(1);
+    w.Bulk("index");
+    w.Integer(command.first_key);
+    w.Bulk("find_keys");
+    w.Map(2);
+    w.Bulk("type");
+    w.Bulk("range");
+    w.Bulk("spec");
+    w.Map(3);
+    w.Bulk("lastkey");
+    w.Integer(command.last_key < 0 ? command.last_key : command.last_key - command.first_key);
+    w.Bulk("keystep");
+    w.Integer(command.step);
+    w.Bulk("limit");
+    w.Integer(0);
+  }
+  w.Array(command.sub_count);
+  for (const Command& sub : command.subcommands())
+    WriteCommandInfo(w, sub, command.name);
+}
+
+// COMMAND: every command's entry (what cluster-aware clients read at start to find keys).
+void CommandCommand(Context& c, Args) {
+  c.w.Array(std::size(kCommands));
+  for (const Command& command : kCommands)
+    WriteCommandInfo(c.w, command);
+}
+
+void CommandCount(Context& c, Args) {
+  c.w.Integer(static_cast<int64_t>(std::size(kCommands)));
+}
+
+// COMMAND DOCS: an empty map (no documentation is served; clients then show no hints).
+void CommandDocs(Context& c, Args) {
+  c.w.Map(0);
+}
+
+// COMMAND INFO [name...]: each named command's entry, null for a name not served ("client|id"
+// names a subcommand); every command without a name.
+void CommandInfo(Context& c, Args a) {
+  if (a.size() == 2) return CommandCommand(c, a);
+  c.w.Array(a.size() - 2);
+  for (size_t i = 2; i < a.size(); ++i) {
+    const size_t bar = a[i].find('|');
+    const Command* command = FindIn(kCommands, a[i].substr(0, bar));
+    if (command != nullptr && bar != std::string_view::npos) {
+      const Command* sub = FindIn(command->subcommands(), a[i].substr(bar + 1));
+      if (sub == nullptr) {
+        c.w.NullArray();
+        continue;
+      }
+      WriteCommandInfo(c.w, *sub, command->name);
+      continue;
+    }
+    if (command == nullptr) {
+      c.w.NullArray();
+      continue;
+    }
+    WriteCommandInfo(c.w, *command);
+  }
+}
+
+// COMMAND LIST: the names of the commands served (no FILTERBY: every one).
+void CommandList(Context& c, Args a) {
+  if (a.size() > 2) return c.w.Error("ERR COMMAND LIST FILTERBY is not supported by kvport");
+  c.w.Array(std::size(kCommands));
+  for (const Command& command : kCommands)
+    c.w.Bulk(Lower(command.name));
+}
+
+// Whether `arity` (Redis's convention) admits `count` arguments.
+bool ArityAdmits(int arity, size_t count) {
+  return arity >= 0 ? count == static_cast<size_t>(arity)
+                    : count >= static_cast<size_t>(-static_cast<int64_t>(arity));
+}
+
+// The positions of the keys among `args` (args[0] the command's name) by the table's key
+// positions, or nullopt when the command takes none.
+std::optional<std::vector<size_t>> KeyPositions(const Command& command, size_t count) {
+  if (command.first_key == 0 || count <= static_cast<size_t>(command.first_key)) {
+    return std::nullopt;
+  }
+  const int64_t last =
+      command.last_key < 0 ? static_cast<int64_t>(count) + command.last_key : command.last_key;
+  std::vector<size_t> positions;
+  for (int64_t i = command.first_key; i <= last && i < static_cast<int64_t>(count);
+       i += command.step) {
+    positions.push_back(static_cast<size_t>(i));
+  }
+  return positions;
+}
+
+// COMMAND GETKEYS command arg...: the keys the command would act on, by the table.
+void CommandGetKeys(Context& c, Args a) {
+  Args command_args = a.subspan(2);
+  const Command* command = FindIn(kCommands, command_args[0]);
+  if (command != nullptr && !command->subcommands().empty() && command_args.size() >= 2) {
+    command = FindIn(command->subcommands(), command_args[1]);
+  }
+  if (command == nullptr) return c.w.Error("ERR Invalid command specified");
+  if (!ArityAdmits(command->arity, command_args.size())) {
+    return c.w.Error("ERR Invalid number of arguments specified for command");
+  }
+  std::optional<std::vector<size_t>> positions = KeyPositions(*command, command_args.size());
+  if (!positions) return c.w.Error("ERR The command has no key arguments");
+  c.w.Array(positions->size());
+  for (size_t i : *positions)
+    c.w.Bulk(command_args[i]);
+}
+
+// The access a command needs on the connection's namespace, checked before it runs: its
+// refusal, or OK. The service checks again on every store access (the one authority); this
+// refuses a command whole before any of its work, with one message per right.
+Status CheckAccess(const Context& c, const Command& command) {
+  const Grant& grant = c.grant();
+  auto denied = [&](std::string_view right) {
+    return Status::PermissionDenied(
+        fmt::format("token '{}' may not {} namespace '{}'", grant.name(), right, c.ns()));
+  };
+  if ((command.flags & kAdmin) != 0 && !grant.admin()) {
+    return Status::PermissionDenied(fmt::format(
+        "token '{}' may not run {}: it needs an admin token", grant.name(), command.name));
+  }
+  if ((command.flags & kWrite) != 0 && !grant.may_write(c.ns())) return denied("write");
+  if ((command.flags & kReadonly) != 0 && !grant.may_read(c.ns()) && !grant.admin()) {
+    return denied("read");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -903,13 +1157,7 @@ bool RunRespCommand(CacheService& service, RespClient& client, Args args, RespOu
                     RespValueCapture* captured) {
   RespWriter w(&out.text(), client.version);
   if (args.empty()) return false;
-  const Command* command = nullptr;
-  for (const Command& candidate : kCommands) {
-    if (ArgIs(args[0], candidate.name)) {
-      command = &candidate;
-      break;
-    }
-  }
+  const Command* command = FindIn(kCommands, args[0]);
   if (command == nullptr) {
     std::string shown(args[0].substr(0, 128));
     for (char& ch : shown)
@@ -917,7 +1165,7 @@ bool RunRespCommand(CacheService& service, RespClient& client, Args args, RespOu
     w.Error(fmt::format("ERR unknown command '{}', with args beginning with: ", shown));
     return true;
   }
-  if (!client.access.authenticated() && !command->before_auth) {
+  if (!client.access.authenticated() && (command->flags & kNoAuth) == 0) {
     w.Error("NOAUTH Authentication required.");
     return true;
   }
@@ -934,7 +1182,28 @@ bool RunRespCommand(CacheService& service, RespClient& client, Args args, RespOu
   Context c{service, client, w, out, captured};
   const size_t before = out.text().size();
   const auto start = std::chrono::steady_clock::now();
-  command->run(c, args);
+  // The table's checks, in Redis's order: the subcommand, the arity, then the access; a refusal
+  // is the command's (failed) reply.
+  const Command* runs = command;
+  if (!command->subcommands().empty() && (args.size() >= 2 || command->run == nullptr)) {
+    runs = args.size() >= 2 ? FindIn(command->subcommands(), args[1]) : nullptr;
+    if (runs == nullptr && args.size() >= 2) {
+      w.Error(fmt::format("ERR unknown subcommand '{}'. Try {} HELP.", args[1].substr(0, 128),
+                          command->name));
+    } else if (runs == nullptr) {
+      WrongArity(w, command->name);
+    }
+  }
+  if (runs != nullptr) {
+    if (!ArityAdmits(runs->arity, args.size())) {
+      WrongArity(w, runs == command ? std::string(command->name)
+                                    : fmt::format("{}|{}", command->name, runs->name));
+    } else if (Status access = CheckAccess(c, *runs); !access.ok()) {
+      ReplyStatus(w, access);
+    } else {
+      runs->run(c, args);
+    }
+  }
   const auto ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
@@ -943,64 +1212,6 @@ bool RunRespCommand(CacheService& service, RespClient& client, Args args, RespOu
   service.counters().RecordRespCommand(static_cast<size_t>(command - kCommands), &command->name,
                                        error, static_cast<uint64_t>(ns));
   return error;
-}
-
-bool RespGlobMatch(std::string_view p, std::string_view s) {
-  // Iterative with one backtrack point for the last '*': linear in practice, no recursion.
-  size_t pi = 0, si = 0, star = std::string_view::npos, mark = 0;
-  while (si < s.size()) {
-    if (pi < p.size() && p[pi] == '*') {
-      star = pi++;
-      mark = si;
-      continue;
-    }
-    bool matched = false;
-    size_t next = pi;
-    if (pi < p.size()) {
-      if (p[pi] == '?') {
-        matched = true;
-        next = pi + 1;
-      } else if (p[pi] == '[') {
-        size_t j = pi + 1;
-        const bool negate = j < p.size() && p[j] == '^';
-        if (negate) ++j;
-        bool in = false;
-        while (j < p.size() && p[j] != ']') {
-          if (p[j] == '\\' && j + 1 < p.size()) {
-            in |= p[j + 1] == s[si];
-            j += 2;
-          } else if (j + 2 < p.size() && p[j + 1] == '-' && p[j + 2] != ']') {
-            char lo = std::min(p[j], p[j + 2]), hi = std::max(p[j], p[j + 2]);
-            in |= s[si] >= lo && s[si] <= hi;
-            j += 3;
-          } else {
-            in |= p[j] == s[si];
-            ++j;
-          }
-        }
-        matched = in != negate;
-        next = j < p.size() ? j + 1 : j;
-      } else if (p[pi] == '\\' && pi + 1 < p.size()) {
-        matched = p[pi + 1] == s[si];
-        next = pi + 2;
-      } else {
-        matched = p[pi] == s[si];
-        next = pi + 1;
-      }
-    }
-    if (matched) {
-      pi = next;
-      ++si;
-    } else if (star != std::string_view::npos) {
-      pi = star + 1;
-      si = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (pi < p.size() && p[pi] == '*')
-    ++pi;
-  return pi == p.size();
 }
 
 }  // namespace kvport::server

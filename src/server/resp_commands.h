@@ -14,6 +14,7 @@
 #include "protocol/resp.h"
 #include "server/access_policy.h"
 #include "server/cache_service.h"
+#include "server/resp_glob.h"
 
 namespace kvport::server {
 
@@ -23,8 +24,12 @@ struct RespClient {
   int version = 2;       // RESP2 until HELLO 3
   SessionAccess access;  // authenticated: at once on an open node, by AUTH or HELLO otherwise
   std::string name;      // CLIENT SETNAME
-  std::string ns;        // the namespace its keys live in (docs/resp.md, "Namespaces")
-  bool quit = false;     // QUIT: close once the reply is written
+  // LMCache's Redis connector announced itself (a client name or library name beginning with
+  // "lmcache"): its `<P>metadata` keys fold into their `<P>kv_bytes` (server/resp_chunk_pair.h)
+  // whatever the namespace's setting.
+  bool folds_pairs = false;
+  std::string ns;     // the namespace its keys live in (docs/resp.md, "Namespaces")
+  bool quit = false;  // QUIT: close once the reply is written
 };
 
 // Where replies go: text gathered in one string, values from the arena borrowed (pinned) into
@@ -63,8 +68,5 @@ void ReplyStatus(protocol::RespWriter& w, const Status& status);
 
 // True when a command's name or option `arg` is `upper_name` in any case ("set" is "SET").
 bool ArgIs(std::string_view arg, std::string_view upper_name);
-
-// Redis's glob (SCAN MATCH, CONFIG GET): '*', '?', '[...]' (with '^' and ranges), '\' escapes.
-bool RespGlobMatch(std::string_view pattern, std::string_view text);
 
 }  // namespace kvport::server

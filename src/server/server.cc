@@ -365,6 +365,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   service_options.max_connections = options.max_connections;
   service_options.access_required = access_required;
   service_options.tokens = *tokens;
+  service_options.resp_fold_namespaces = options.resp_fold_namespaces;
   service_options.insecure =
       open_beyond_loopback ||
       (!access_required && resp_listener != nullptr && !resp_listener->loopback_only());

@@ -209,7 +209,8 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   }
 }
 
-ServerStats CollectStats(const store::ObjectStore& store, const ServerCounters& counters) {
+ServerStats CollectStats(const store::ObjectStore& store, const ServerCounters& counters,
+                         bool namespaces) {
   ServerStats stats;
   store::StoreStats s = store.Stats();
   stats.counters = {
@@ -238,6 +239,7 @@ ServerStats CollectStats(const store::ObjectStore& store, const ServerCounters& 
   };
   counters.AppendTo(&stats.counters);
   counters.AppendLatencies(&stats.latencies);
+  if (!namespaces) return stats;  // a pass over every namespace: only for who asks for them
   for (const store::NamespaceUsage& u : store.NamespaceUsages()) {
     stats.namespaces.push_back({u.ns, u.objects, u.value_bytes + u.meta_bytes});
   }

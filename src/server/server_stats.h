@@ -214,6 +214,7 @@ class ServerCounters {
 // objects, hits, misses, evictions, expirations, free_extents, largest_free_bytes, index_bytes,
 // max_index_bytes, max_reserved_bytes, pinned_bytes, max_pinned_bytes, reserve_cap_refusals,
 // pin_cap_refusals, then the ServerCounters names.
-ServerStats CollectStats(const store::ObjectStore& store, const ServerCounters& counters);
+ServerStats CollectStats(const store::ObjectStore& store, const ServerCounters& counters,
+                         bool namespaces = true);
 
 }  // namespace kvport::server

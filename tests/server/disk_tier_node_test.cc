@@ -263,7 +263,11 @@ TEST_F(DiskTierNodeTest, ExpiryAndFlushOverTheRedisProtocolReachTheDisk) {
 // A folded LMCache pair (docs/resp.md) goes to disk as one object and comes back as one, also
 // when its metadata arrives after its data left memory, and across a restart.
 TEST_F(DiskTierNodeTest, AFoldedRedisPairTravelsThroughTheDiskWhole) {
-  Start([](ServerOptions& o) { o.resp_listen = "127.0.0.1:0"; });
+  auto resp = [](ServerOptions& o) {
+    o.resp_listen = "127.0.0.1:0";
+    o.resp_fold_namespaces = {"ns"};  // the namespace's setting folds its pairs
+  };
+  Start(resp);
   auto connect = [&] {
     auto redis = std::make_unique<RespTestClient>(server_->resp_port());
     EXPECT_TRUE(redis->connected());
@@ -289,9 +293,65 @@ TEST_F(DiskTierNodeTest, AFoldedRedisPairTravelsThroughTheDiskWhole) {
     EXPECT_EQ(redis->Call({"GET", "ametadata"}), "$meta-a");
     EXPECT_EQ(redis->Call({"GET", "bmetadata"}), "$meta-b");
     EXPECT_EQ(Get("bkv_bytes").second, Value(2, 1 << 20));
-    Start([](ServerOptions& o) { o.resp_listen = "127.0.0.1:0"; });
+    Start(resp);
     redis = connect();
   }
+}
+
+// After a restart over the disk folder every object is on disk only: SCAN, the binary LIST and
+// DBSIZE see them as GET does, a key read back into memory (then in both tiers) is listed and
+// counted once, and a listing's pages follow one cursor rule over both tiers.
+TEST_F(DiskTierNodeTest, ListingsAndCountsSeeTheDiskAfterARestart) {
+  auto resp = [](ServerOptions& o) { o.resp_listen = "127.0.0.1:0"; };
+  Start(resp);
+  for (int i = 0; i < 24; ++i)
+    Put("k" + std::to_string(100 + i), Value(i, 256 << 10));
+  Start(resp);  // a clean stop writes what memory held: everything is on disk now
+  RespTestClient redis(server_->resp_port());
+  ASSERT_EQ(redis.Call({"CLIENT", "NAMESPACE", "ns"}), "+OK");
+  auto scan_all = [&] {
+    std::vector<std::string> keys;
+    std::string cursor = "0";
+    for (int pages = 0; pages < 100; ++pages) {
+      const std::string reply = redis.Call({"SCAN", cursor, "COUNT", "5"});
+      EXPECT_EQ(reply.substr(0, 4), "*2[$") << reply;
+      cursor = reply.substr(4, reply.find(' ') - 4);
+      for (size_t at = reply.find("$k"); at != std::string::npos; at = reply.find("$k", at + 1))
+        keys.push_back(reply.substr(at + 1, 4));
+      if (cursor == "0") break;
+    }
+    return keys;
+  };
+  auto list_all = [&] {
+    std::vector<std::string> keys;
+    uint64_t cursor = 0;
+    do {
+      Result<KeyPage> page = client_->List("ns", cursor, 7);
+      EXPECT_TRUE(page.ok()) << page.status().ToString();
+      if (!page.ok()) break;
+      keys.insert(keys.end(), page->keys.begin(), page->keys.end());
+      cursor = page->next_cursor;
+    } while (cursor != 0);
+    return keys;
+  };
+  std::vector<std::string> all;
+  for (int i = 0; i < 24; ++i)
+    all.push_back("k" + std::to_string(100 + i));
+  EXPECT_EQ(redis.Call({"DBSIZE"}), ":24");
+  EXPECT_EQ(scan_all(), all);  // ascending, each once
+  EXPECT_EQ(list_all(), all);
+  // Read back into memory (the disk keeps its copy): still one key each.
+  for (int i = 0; i < 24; i += 3)
+    EXPECT_EQ(Get("k" + std::to_string(100 + i)).second, Value(i, 256 << 10));
+  EXPECT_EQ(redis.Call({"DBSIZE"}), ":24");
+  EXPECT_EQ(scan_all(), all);
+  EXPECT_EQ(list_all(), all);
+  // A delete reaches both tiers, and the counts.
+  EXPECT_EQ(redis.Call({"DEL", "k100", "k101"}), ":2");
+  all.erase(all.begin(), all.begin() + 2);
+  EXPECT_EQ(redis.Call({"DBSIZE"}), ":22");
+  EXPECT_EQ(scan_all(), all);
+  EXPECT_EQ(list_all(), all);
 }
 
 TEST_F(DiskTierNodeTest, CompactionFreesAMostlyDeadSegmentAndKeepsItsLiveObjects) {

@@ -45,6 +45,21 @@ def check(client):
     info = client.info()
     assert "redis_version" in info and "used_memory" in info, info
     assert client.config_get("maxmemory") == {"maxmemory": "268435456"}
+    # The command table, as cluster-aware clients read it.
+    commands = client.command()
+    assert commands["get"]["arity"] == 2, commands["get"]
+    assert "readonly" in commands["get"]["flags"], commands["get"]
+    assert (commands["mset"]["first_key_pos"], commands["mset"]["last_key_pos"],
+            commands["mset"]["step_count"]) == (1, -1, 2), commands["mset"]
+    assert client.command_count() == len(commands)
+    assert [str(k, "utf-8") if isinstance(k, bytes) else k
+            for k in client.command_getkeys("MSET", "a", "1", "b", "2")] == ["a", "b"]
+    # Redis's keys: no LMCache fold for a client that did not ask for it.
+    assert client.set("xkv_bytes", "chunk") is True
+    assert client.set("xmetadata", "meta") is True
+    assert client.delete("xmetadata") == 1
+    assert client.get("xkv_bytes") == b"chunk"
+    assert client.delete("xkv_bytes") == 1
     assert client.client_setname("py") is True
     assert client.client_getname() in ("py", b"py")
     try:

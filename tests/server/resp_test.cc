@@ -4,15 +4,21 @@
 // port (an announced 2^40-byte bulk, a byte-at-a-time writer, a client that never reads).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvport/server.h"
 #include "resp_test_client.h"
+#include "server/resp_glob.h"
 #include "server_fixture.h"
 
 namespace kvport::testing {
 namespace {
+
+using server::RespGlob;
+using server::RespGlobMatch;
 
 ServerOptions RespNodeOptions() {
   ServerOptions options = SmallNodeOptions();
@@ -63,7 +69,7 @@ TEST_P(RespTest, ConnectionCommands) {
   EXPECT_EQ(c->Call({"CLIENT", "ID"}).substr(0, 1), ":");
   EXPECT_EQ(c->Call({"CLIENT", "NAMESPACE"}), "$");
   EXPECT_EQ(c->Call({"COMMAND", "COUNT"}).substr(0, 1), ":");
-  EXPECT_EQ(c->Call({"COMMAND"}), "*0[]");
+  EXPECT_EQ(c->Call({"COMMAND"}).substr(0, 6), "*29[*1");
   // Unknown commands are refused alone: the connection goes on.
   EXPECT_EQ(c->Call({"LPUSH", "k", "v"}).substr(0, 29), "-ERR unknown command 'LPUSH',");
   EXPECT_EQ(c->Call({"PING"}), "+PONG");
@@ -201,6 +207,8 @@ TEST_P(RespTest, ScanWalksTheNamespaceOnItsCursors) {
 // object: the metadata folded into its data's.
 TEST_P(RespTest, LMCachePairIsOneObject) {
   auto c = Connect();
+  // LMCache announces itself (a client name in its URL, or its library's name).
+  ASSERT_EQ(c->Call({"CLIENT", "SETNAME", "lmcache"}), "+OK");
   // Without its data, a `<P>metadata` is a key of its own.
   EXPECT_EQ(c->Call({"SET", "c1metadata", "alone"}), "+OK");
   EXPECT_EQ(c->Call({"DBSIZE"}), ":1");
@@ -254,6 +262,7 @@ TEST_P(RespTest, LMCachePairIsOneObject) {
 // there, so is its data (as two objects, LRU evicts the data and leaves its metadata).
 TEST_P(RespTest, LMCachePairsAreEvictedTogether) {
   auto c = Connect();
+  ASSERT_EQ(c->Call({"CLIENT", "SETINFO", "LIB-NAME", "lmcache"}), "+OK");
   constexpr int kPairs = 100;
   auto data_of = [](int i) { return ValueFor("chunk" + std::to_string(i), 256 << 10); };
   for (int i = 0; i < kPairs; ++i) {
@@ -282,6 +291,145 @@ TEST_P(RespTest, LMCachePairsAreEvictedTogether) {
   }
   EXPECT_GT(present, 0);
   EXPECT_LT(present, kPairs);  // eviction happened
+}
+
+// A client that has not announced LMCache, in a namespace without the fold setting, gets
+// Redis's semantics: `<P>metadata` and `<P>kv_bytes` are two keys.
+TEST_P(RespTest, PlainClientsGetPlainKeys) {
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"SET", "xkv_bytes", "chunk"}), "+OK");
+  EXPECT_EQ(c->Call({"SET", "xmetadata", "meta"}), "+OK");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":2");
+  EXPECT_EQ(c->Call({"SCAN", "0"}), "*2[$0 *2[$xkv_bytes $xmetadata]]");
+  EXPECT_EQ(c->Call({"DEL", "xmetadata"}), ":1");
+  EXPECT_EQ(c->Call({"GET", "xkv_bytes"}), "$chunk");
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":1");
+  // A pair folded for LMCache reads as its data key alone here.
+  auto lmcache = Connect();
+  ASSERT_EQ(lmcache->Call({"CLIENT", "SETNAME", "LMCache-redis"}), "+OK");
+  EXPECT_EQ(lmcache->Call({"SET", "xmetadata", "meta"}), "+OK");
+  EXPECT_EQ(lmcache->Call({"DBSIZE"}), ":1");
+  EXPECT_EQ(c->Call({"GET", "xmetadata"}), Null());
+  EXPECT_EQ(c->Call({"EXISTS", "xmetadata"}), ":0");
+  EXPECT_EQ(c->Call({"DEL", "xmetadata"}), ":0");
+  EXPECT_EQ(lmcache->Call({"GET", "xmetadata"}), "$meta");
+}
+
+// The command table: what COMMAND answers (Redis 7's entries) is what the dispatcher checks.
+TEST_P(RespTest, CommandTableIsWhatTheDispatcherChecks) {
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"COMMAND", "COUNT"}), ":29");
+  const std::string set = GetParam() == 3 ? "~" : "*";
+  const std::string map = GetParam() == 3 ? "%" : "*";
+  EXPECT_EQ(c->Call({"COMMAND", "INFO", "get"}),
+            "*1[*10[$get :2 " + set + "2[+readonly +fast] :1 :1 :1 " + set +
+                "3[+@read +@string +@fast] *0[] *1[" + map +
+                (GetParam() == 3 ? "3{$flags=~1[+RO] $begin_search=%2{$type=$index "
+                                   "$spec=%1{$index=:1}} $find_keys=%2{$type=$range "
+                                   "$spec=%3{$lastkey=:0 $keystep=:1 $limit=:0}}}"
+                                 : "6[$flags *1[+RO] $begin_search *4[$type $index $spec "
+                                   "*2[$index :1]] $find_keys *4[$type $range $spec *6[$lastkey "
+                                   ":0 $keystep :1 $limit :0]]]") +
+                "] *0[]]]");
+  const std::string mset = c->Call({"COMMAND", "INFO", "MSET", "nosuch", "client|setname"});
+  EXPECT_EQ(mset.substr(0, 23), "*3[*10[$mset :-3 " + set + "2[+wr") << mset;
+  EXPECT_NE(mset.find(":1 :-1 :2 "), std::string::npos) << mset;
+  EXPECT_NE(mset.find("(nil) *10[$client|setname :3 "), std::string::npos) << mset;
+  const std::string client = c->Call({"COMMAND", "INFO", "client"});
+  EXPECT_NE(client.find("*5[*10[$client|setname"), std::string::npos) << client;
+  EXPECT_EQ(c->Call({"COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"}), "*2[$a $b]");
+  EXPECT_EQ(c->Call({"COMMAND", "GETKEYS", "DEL", "a", "b"}), "*2[$a $b]");
+  EXPECT_EQ(c->Call({"COMMAND", "GETKEYS", "GET"}),
+            "-ERR Invalid number of arguments specified for command");
+  EXPECT_EQ(c->Call({"COMMAND", "GETKEYS", "PING"}), "-ERR The command has no key arguments");
+  EXPECT_EQ(c->Call({"COMMAND", "GETKEYS", "LPUSH", "k"}), "-ERR Invalid command specified");
+  EXPECT_EQ(c->Call({"COMMAND", "LIST"}).substr(0, 16), "*29[$ping $echo ");
+  EXPECT_EQ(c->Call({"COMMAND", "DOCS"}), GetParam() == 3 ? "%0{}" : "*0[]");
+  // Arity, Redis's convention, checked before any command runs.
+  for (const std::vector<std::string>& wrong :
+       std::vector<std::vector<std::string>>{{"GET"},
+                                             {"GET", "a", "b"},
+                                             {"SET", "k"},
+                                             {"MGET"},
+                                             {"DBSIZE", "x"},
+                                             {"SETEX", "k", "1"},
+                                             {"TTL"},
+                                             {"CLIENT"}}) {
+    EXPECT_EQ(c->Call(wrong), "-ERR wrong number of arguments for '" + wrong[0] + "' command");
+  }
+  EXPECT_EQ(c->Call({"MSET", "a", "1", "b"}), "-ERR wrong number of arguments for 'MSET' command");
+  EXPECT_EQ(c->Call({"CLIENT", "SETNAME"}),
+            "-ERR wrong number of arguments for 'CLIENT|SETNAME' command");
+  EXPECT_EQ(c->Call({"CLIENT", "NOPE"}), "-ERR unknown subcommand 'NOPE'. Try CLIENT HELP.");
+  EXPECT_EQ(c->Call({"CONFIG", "SET", "maxmemory", "1"}),
+            "-ERR unknown subcommand 'SET'. Try CONFIG HELP.");
+  EXPECT_EQ(c->Call({"PING"}), "+PONG");
+}
+
+// SCAN's MATCH costs at most a small factor of the keys a page reads, whatever the pattern: a
+// pattern past RespGlob::kMaxPatternBytes is refused, and one within it is matched by an
+// automaton that never backtracks. (A backtracking matcher took 11 s for a 100 KB pattern over 8
+// keys: this test's client would time out.)
+TEST_P(RespTest, ScanMatchCostsNoMoreThanItsKeys) {
+  auto c = Connect();
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_EQ(c->Call({"SET", std::to_string(i) + std::string(8000, 'a'), "v"}), "+OK");
+  }
+  // A set a backtracking matcher reads again at every byte of every key: 100 KB x 8000 x 32.
+  const std::string huge = "*[" + std::string(100 * 1024, 'b') + "]c";
+  EXPECT_EQ(c->Call({"SCAN", "0", "MATCH", huge, "COUNT", "100"}),
+            "-ERR MATCH pattern of " + std::to_string(huge.size()) +
+                " bytes is longer than 1024 (docs/resp.md)");
+  std::string worst = "*";
+  while (worst.size() + 4 <= RespGlob::kMaxPatternBytes)
+    worst += "[" + std::string(1, 'b') + "a]*";
+  worst += "c";
+  EXPECT_EQ(c->Call({"SCAN", "0", "MATCH", worst, "COUNT", "100"}), "*2[$0 *0[]]");
+  EXPECT_EQ(c->Call({"SCAN", "0", "MATCH", "1?a*", "COUNT", "100"}).substr(0, 12), "*2[$0 *11[$1");
+}
+
+// DBSIZE and INFO's keyspace line read the store's per-namespace count (not a pass over every
+// namespace): it follows writes, overwrites, deletes, expiries and evictions.
+TEST_P(RespTest, DbSizeFollowsEveryChange) {
+  auto c = Connect();
+  auto keys_listed = [&] {
+    size_t keys = 0;
+    std::string cursor = "0";
+    do {
+      const std::string reply = c->Call({"SCAN", cursor, "COUNT", "1000"});
+      cursor = reply.substr(4, reply.find(' ') - 4);
+      for (size_t at = reply.find(" *"); (at = reply.find('$', at + 1)) != std::string::npos;)
+        ++keys;
+    } while (cursor != "0");
+    return keys;
+  };
+  auto db_size = [&] { return c->Call({"DBSIZE"}); };
+  for (int i = 0; i < 10; ++i)
+    ASSERT_EQ(c->Call({"SET", "k" + std::to_string(i), "v"}), "+OK");
+  EXPECT_EQ(db_size(), ":10");
+  ASSERT_EQ(c->Call({"SET", "k0", "again"}), "+OK");
+  ASSERT_EQ(c->Call({"MSET", "k1", "x", "k2", "y"}), "+OK");
+  EXPECT_EQ(db_size(), ":10");
+  EXPECT_EQ(c->Call({"DEL", "k0", "k1", "nope"}), ":2");
+  EXPECT_EQ(c->Call({"GETDEL", "k2"}), "$y");
+  EXPECT_EQ(db_size(), ":7");
+  EXPECT_EQ(c->Call({"PEXPIRE", "k3", "1"}), ":1");
+  EXPECT_EQ(c->Call({"EXPIRE", "k4", "0"}), ":1");  // deleted at once
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(c->Call({"GET", "k3"}), Null());  // expired
+  EXPECT_EQ(db_size(), ":5");
+  EXPECT_EQ(keys_listed(), 5u);
+  // Through the 8 MiB node: evictions leave the count equal to what a listing finds.
+  const std::string value(512 << 10, 'v');
+  for (int i = 0; i < 40; ++i)
+    ASSERT_EQ(c->Call({"SET", "big" + std::to_string(i), value}), "+OK");
+  const std::string size = db_size();
+  EXPECT_EQ(size, ":" + std::to_string(keys_listed()));
+  EXPECT_LT(std::stoul(size.substr(1)), 45u);  // eviction happened
+  EXPECT_NE(c->Call({"INFO", "keyspace"}).find("db0:keys=" + size.substr(1) + ","),
+            std::string::npos);
+  EXPECT_EQ(c->Call({"FLUSHDB"}), "+OK");
+  EXPECT_EQ(db_size(), ":0");
 }
 
 TEST_P(RespTest, ServerCommands) {
@@ -352,6 +500,69 @@ INSTANTIATE_TEST_SUITE_P(Resp2And3, RespTest, ::testing::Values(2, 3),
                            return "Resp" + std::to_string(param.param);
                          });
 
+TEST(RespGlobTest, RedisGlobRules) {
+  EXPECT_TRUE(RespGlobMatch("*", ""));
+  EXPECT_TRUE(RespGlobMatch("", ""));
+  EXPECT_FALSE(RespGlobMatch("", "a"));
+  EXPECT_TRUE(RespGlobMatch("key:*", "key:12"));
+  EXPECT_FALSE(RespGlobMatch("key:*", "kez:12"));
+  EXPECT_TRUE(RespGlobMatch("h?llo", "hello"));
+  EXPECT_FALSE(RespGlobMatch("h?llo", "hllo"));
+  EXPECT_TRUE(RespGlobMatch("h[ae]llo", "hallo"));
+  EXPECT_FALSE(RespGlobMatch("h[^e]llo", "hello"));
+  EXPECT_TRUE(RespGlobMatch("h[a-b]llo", "hbllo"));
+  EXPECT_TRUE(RespGlobMatch("h[b-a]llo", "hbllo"));  // a reversed range
+  EXPECT_TRUE(RespGlobMatch("a\\*b", "a*b"));
+  EXPECT_FALSE(RespGlobMatch("a\\*b", "axb"));
+  EXPECT_TRUE(RespGlobMatch("[\\]]", "]"));
+  EXPECT_TRUE(RespGlobMatch("a[bc", "ab"));  // an unclosed set takes the rest
+  EXPECT_TRUE(RespGlobMatch("*a*b*c*", "xxaxxbxxcxx"));
+  EXPECT_FALSE(RespGlobMatch("*a*b*c*", "xxcxxbxxaxx"));
+  EXPECT_TRUE(RespGlobMatch("**x", "x"));
+  EXPECT_TRUE(RespGlobMatch("trailing\\", "trailing\\"));
+  EXPECT_TRUE(RespGlobMatch(std::string(70, '?') + "*", std::string(70, 'z')));  // 2 words
+  EXPECT_FALSE(RespGlobMatch(std::string(70, '?'), std::string(69, 'z')));
+  EXPECT_TRUE(RespGlobMatch(std::string(63, '?') + "*z", std::string(80, 'z')));
+}
+
+// The work of a match is one step per text byte and 64 pattern states, whatever the pattern:
+// the patterns that make a backtracking matcher take exponential or n*m*k time included.
+TEST(RespGlobTest, AMatchIsLinearInTheText) {
+  const std::string text(8000, 'a');
+  for (std::string pattern :
+       {std::string("*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b"), "*[" + std::string(1000, 'a') + "]*b",
+        std::string(1000, '*') + "b", std::string("a*") + std::string(400, '?') + "*b"}) {
+    uint64_t steps = 0;
+    EXPECT_FALSE(RespGlob(pattern).Match(text, &steps)) << pattern.substr(0, 40);
+    const uint64_t words = (pattern.size() + 64) / 64;
+    EXPECT_LE(steps, text.size() * words) << pattern.substr(0, 40);
+  }
+}
+
+// The node's setting folds LMCache's pairs in the namespaces it names, for every client there;
+// the other namespaces keep Redis's keys.
+TEST(RespFoldSettingTest, ANamespaceSettingFoldsItsPairsOnly) {
+  ServerOptions options = RespNodeOptions();
+  options.resp_fold_namespaces = {"lmcache"};
+  std::unique_ptr<Server> server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  RespTestClient c(server->resp_port());
+  for (const char* ns : {"lmcache", "plain"}) {
+    ASSERT_EQ(c.Call({"CLIENT", "NAMESPACE", ns}), "+OK");
+    EXPECT_EQ(c.Call({"SET", "pkv_bytes", "chunk"}), "+OK");
+    EXPECT_EQ(c.Call({"SET", "pmetadata", "meta"}), "+OK");
+    EXPECT_EQ(c.Call({"GET", "pmetadata"}), "$meta");
+  }
+  ASSERT_EQ(c.Call({"CLIENT", "NAMESPACE", "lmcache"}), "+OK");
+  EXPECT_EQ(c.Call({"DBSIZE"}), ":1");
+  EXPECT_EQ(c.Call({"DEL", "pmetadata"}), ":1");
+  EXPECT_EQ(c.Call({"EXISTS", "pkv_bytes"}), ":0");  // the pair went
+  ASSERT_EQ(c.Call({"CLIENT", "NAMESPACE", "plain"}), "+OK");
+  EXPECT_EQ(c.Call({"DBSIZE"}), ":2");
+  EXPECT_EQ(c.Call({"DEL", "pmetadata"}), ":1");
+  EXPECT_EQ(c.Call({"GET", "pkv_bytes"}), "$chunk");  // Redis's DEL: that key alone
+}
+
 // --- access -----------------------------------------------------------------------------------
 
 AccessToken Token(std::string name, std::string secret, std::vector<std::string> read,
@@ -411,6 +622,16 @@ TEST_F(RespAccessTest, NoAuthNoPermAndNamespaces) {
   EXPECT_EQ(r.Call({"SET", "k", "x"}).substr(0, 7), "-NOPERM");
   EXPECT_EQ(r.Call({"DEL", "k"}).substr(0, 7), "-NOPERM");
   EXPECT_EQ(r.Call({"EXPIRE", "k", "10"}).substr(0, 7), "-NOPERM");
+  EXPECT_EQ(r.Call({"DBSIZE"}), ":1");
+  // The table's access check, before the command runs, in one message per right.
+  EXPECT_EQ(r.Call({"MSET", "a", "1", "b", "2"}),
+            "-NOPERM token 'reader' may not write namespace 'tenant-a'");
+  EXPECT_EQ(r.Call({"CLIENT", "SETNAME", "kvport.ns=tenant-b"}), "+OK");
+  EXPECT_EQ(r.Call({"MGET", "a", "b"}), "-NOPERM token 'reader' may not read namespace 'tenant-b'");
+  EXPECT_EQ(r.Call({"SCAN", "0"}), "-NOPERM token 'reader' may not read namespace 'tenant-b'");
+  EXPECT_EQ(r.Call({"DBSIZE"}), "-NOPERM token 'reader' may not read namespace 'tenant-b'");
+  EXPECT_EQ(b.Call({"FLUSHDB"}),
+            "-NOPERM token 'other' may not run FLUSHDB: it needs an admin token");
 
   // The admin flushes a namespace it names.
   RespTestClient admin(server_->resp_port());

@@ -116,6 +116,7 @@ Result<ServerOptions> OptionsFrom(const ServeFlags& flags, Config* loaded) {
     options.disk_capacity = *parsed;
   }
   KVPORT_ASSIGN_OR_RETURN(options.namespace_on_disk, ParseNamespaceTiers(node.namespace_tiers));
+  KVPORT_ASSIGN_OR_RETURN(options.resp_fold_namespaces, ParseRespFoldPairs(node.resp_fold_pairs));
   options.disk_restore = flags.disk_restore ? *flags.disk_restore == "on" : node.disk_restore;
   options.disk_stop_flush = std::chrono::seconds(node.disk_stop_flush_secs);
   options.request_timeout = std::chrono::seconds(node.request_timeout_secs);

@@ -85,6 +85,9 @@ class Node:
                    self.socket, "--capacity", self.capacity, "--threads", "2"]
         if self.resp:
             command += ["--resp", f"127.0.0.1:{self.resp_port}"]
+            # Released LMCache announces nothing of its own: the node folds its redis:// pairs
+            # in every namespace (docs/resp.md, "LMCache's Redis connector").
+            self.env["KVPORT_RESP_FOLD_PAIRS"] = "*"
         # Unbuffered: each readline takes one line, so select() sees what is still unread.
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=self.env,
                                         bufsize=0)
