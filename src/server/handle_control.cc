@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <variant>
 
+#include "net/tls.h"
 #include "server/command_table.h"
 
 namespace kvport::server {
@@ -22,7 +23,12 @@ Result<HandlerOutcome> HandleHello(const RequestContext& ctx, protocol::AnyReque
         "(upgrade it)",
         protocol::kAccessVersion, hello.max_version));
   }
-  Status authenticated = ctx.session.access.Authenticate(access, hello.token);
+  // A verified client certificate (mutual TLS) stands for the token it is mapped to when the
+  // client presents none (AccessToken::cert_names).
+  Status authenticated = ctx.session.access.Authenticate(
+      access, hello.token,
+      ctx.session.kind == net::StreamKind::kTcp ? net::PeerCertificateNames(ctx.session.fd)
+                                                : std::vector<std::string>());
   if (!authenticated.ok()) {
     ctx.service.counters().CountAuthFailure();
     return authenticated;

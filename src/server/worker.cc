@@ -56,14 +56,15 @@ void Worker::Adopt(net::Socket socket, net::StreamKind kind, uint64_t id, WirePr
       service_.counters().ConnectionClosed();
       return;
     }
+    SessionOptions options = options_.session;
+    if (options_.tls != nullptr) options.tls = options_.tls->current();
     std::unique_ptr<Connection> session;
     if (protocol == WireProtocol::kResp) {
-      session =
-          std::make_unique<RespSession>(loop_.get(), std::move(*carried), id, service_,
-                                        options_.session, [this](Connection* c) { OnClosed(c); });
+      session = std::make_unique<RespSession>(loop_.get(), std::move(*carried), id, service_,
+                                              options, [this](Connection* c) { OnClosed(c); });
     } else {
       session = std::make_unique<Session>(loop_.get(), std::move(*carried), kind, id, service_,
-                                          options_.session, [this](Connection* c) { OnClosed(c); });
+                                          options, [this](Connection* c) { OnClosed(c); });
     }
     Connection* raw = session.get();
     sessions_.emplace(raw, std::move(session));

@@ -21,6 +21,7 @@
 #include "net/event_loop.h"
 #include "net/socket.h"
 #include "server/connection.h"
+#include "server/node_tls.h"
 #include "server/request_context.h"
 #include "server/session.h"
 
@@ -28,6 +29,9 @@ namespace kvport::server {
 
 struct WorkerOptions {
   SessionOptions session;
+  // The node's TLS, or null: each session accepted gets its current context as
+  // SessionOptions::tls (and keeps it), so a reload reaches new sessions only.
+  const NodeTls* tls = nullptr;
   std::chrono::milliseconds idle_timeout{0};  // 0: never
   std::chrono::microseconds busy_poll{0};     // ServerOptions::busy_poll
 };

@@ -85,7 +85,7 @@ TEST(HostileClientTest, SilentConnectionsMakeRoomForAClientThatHellos) {
   ServerOptions options = SmallNodeOptions();
   options.max_connections = 32;
   options.hello_timeout = std::chrono::seconds(600);  // the room rule, not the deadline, acts
-  options.tokens = {{"admin", "admin-secret-0123456789", {"*"}, {"*"}, true, std::nullopt}};
+  options.tokens = {{"admin", "admin-secret-0123456789", {"*"}, {"*"}, true, std::nullopt, {}}};
   auto server = StartNode(options);
   ASSERT_NE(server, nullptr);
   std::vector<TestClient> silent;
