@@ -171,6 +171,11 @@ struct KVPORT_API InitOptions {
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
+  // false: the node's certificate must chain to tls_ca_file but need not name the host
+  // connected to (nodes reached by addresses their certificates do not carry). Left true, the
+  // environment variable KVPORT_TLS_VERIFY_HOSTNAME (true/false) decides when set. With the
+  // check on, a connection with no host name to check is refused, never left unchecked.
+  bool tls_verify_hostname = true;
   // A cluster (docs/cluster.md): each key is written to its first `replicas` nodes (1..16) and
   // a write succeeds when `write_quorum` of them (1..replicas) stored it. An endpoint's
   // ?replicas=N and ?write_quorum=M win over these. Ignored for a single node.

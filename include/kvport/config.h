@@ -153,6 +153,9 @@ struct KVPORT_API Config {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_ca_file;
+  // A client: the node's certificate must name the host connected to (InitOptions::
+  // tls_verify_hostname). false accepts any certificate the CA signed.
+  bool tls_verify_hostname = true;
 
   // --- kvport client -----------------------------------------------------------------------
   // A file holding the token this client presents to a node that requires one (its first

@@ -100,7 +100,8 @@ struct KVPORT_API ConnectorOptions {
   std::string tls_ca_file;     // tls_ca_file, tls_cert_file, tls_key_file: InitOptions' TLS
   std::string tls_cert_file;
   std::string tls_key_file;
-  int replicas = 1;  // replicas, write_quorum: a cluster's (InitOptions::replicas)
+  bool tls_verify_hostname = true;  // InitOptions::tls_verify_hostname
+  int replicas = 1;                 // replicas, write_quorum: a cluster's (InitOptions::replicas)
   int write_quorum = 1;
   int busy_poll_us = 0;                  // InitOptions::busy_poll
   std::vector<std::string> ucx_devices;  // ucx_devices: InitOptions::ucx_devices

@@ -45,6 +45,13 @@ struct KVPORT_API AccessToken {
   // `ns`): sent to them at HELLO (protocol version 5). It must be one the token may read and
   // write. nullopt: none named, and such a call means "any namespace the token may read".
   std::optional<std::string> default_namespace;
+  // Client certificates that hold this token's grant without presenting its secret, on a node
+  // with mutual TLS (tls_ca_file): a certificate one of whose names (its subject's commonName,
+  // a DNS or URI subjectAltName) is listed here, exactly as spelled. A name maps to one token
+  // at most. With names listed, `secret` may be empty: the token is then held by certificate
+  // only.
+  // Last: code that brace-initializes tokens lists the fields above in this order.
+  std::vector<std::string> cert_names;
 };
 
 struct KVPORT_API ServerOptions {
@@ -188,9 +195,12 @@ struct KVPORT_API ServerOptions {
   // (PEM) the node speaks TLS 1.3 only on its TCP port; a client speaking the protocol in the
   // clear is answered that TLS is required and closed. With tls_ca_file as well, a client must
   // present a certificate that chains to it (mutual TLS), and the node then counts as access
-  // controlled: it may listen beyond loopback without tokens. The Unix socket (same host,
+  // controlled: it may listen beyond loopback without tokens (with tokens, a certificate holds
+  // the grant of the token whose cert_names name it, or none). The Unix socket (same host,
   // shared memory) stays plain. Start fails (InvalidArgument, naming the file) on a missing or
-  // unreadable file, a key that does not match its certificate, or only one of cert and key.
+  // unreadable file, one that is not a regular file, a key its group or other users may access,
+  // a key that does not match its certificate, or only one of cert and key. ReloadTls re-reads
+  // them.
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_ca_file;
@@ -310,6 +320,12 @@ class KVPORT_API Server {
   // unreadable or invalid) the tokens in force stay and the Status says why. OK and nothing
   // to do without a tokens_file.
   Status ReloadTokens();
+  // Re-reads tls_cert_file, tls_key_file and tls_ca_file (`kvport serve` does this on SIGHUP,
+  // with ReloadTokens) and gives connections accepted from now on the new certificates;
+  // connections already open keep theirs. On error (a file missing, too open, not PEM, a key
+  // not matching its certificate) the certificates in force stay, the error is logged and the
+  // Status says why. OK and nothing to do without TLS.
+  Status ReloadTls();
 
   // Tests only: moves the clock that backs off peers after failed authentications
   // (docs/security.md, "Failed authentications") forward by `by`, so a test sees a back-off end

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <utility>
 
@@ -45,6 +46,22 @@ Result<std::string> TokenOf(const InitOptions& options) {
   return std::string(from_env != nullptr ? from_env : "");
 }
 
+// InitOptions::tls_verify_hostname, or KVPORT_TLS_VERIFY_HOSTNAME when the field is left true.
+// A value that is neither true nor false is an error rather than a guess: guessing "off" would
+// turn a check off that the user meant to keep.
+Result<bool> VerifyHostname(const InitOptions& options) {
+  if (!options.tls_verify_hostname) return false;
+  const char* env = std::getenv("KVPORT_TLS_VERIFY_HOSTNAME");
+  if (env == nullptr || env[0] == '\0') return true;
+  std::string value(env);
+  for (char& c : value)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (value == "true" || value == "1" || value == "yes" || value == "on") return true;
+  if (value == "false" || value == "0" || value == "no" || value == "off") return false;
+  return Status::InvalidArgument(
+      fmt::format("KVPORT_TLS_VERIFY_HOSTNAME is '{}': expected true or false", env));
+}
+
 // The TLS InitOptions ask for, each file from its field or else its environment variable
 // (KVPORT_TLS_CA_FILE, ...): null when no CA file is named (plain TCP).
 Result<std::shared_ptr<const net::TlsContext>> TlsOf(const InitOptions& options) {
@@ -57,6 +74,7 @@ Result<std::shared_ptr<const net::TlsContext>> TlsOf(const InitOptions& options)
   files.ca_file = pick(options.tls_ca_file, "KVPORT_TLS_CA_FILE");
   files.cert_file = pick(options.tls_cert_file, "KVPORT_TLS_CERT_FILE");
   files.key_file = pick(options.tls_key_file, "KVPORT_TLS_KEY_FILE");
+  KVPORT_ASSIGN_OR_RETURN(files.verify_hostname, VerifyHostname(options));
   if (files.ca_file.empty()) {
     if (!files.cert_file.empty() || !files.key_file.empty()) {
       return Status::InvalidArgument(

@@ -83,4 +83,14 @@ Result<std::string> ReadSmallRegularFile(const std::string& path, uint64_t max_b
   return text;
 }
 
+Status CheckSecretFileMode(const std::string& path, uint32_t mode, uint32_t refused,
+                           std::string_view what) {
+  if ((mode & refused) == 0) return Status::Ok();
+  const std::string_view who = (mode & refused & 0070) != 0 ? "users of its group" : "other users";
+  return Status::InvalidArgument(
+      fmt::format("{} '{}' has mode {:04o}: {} may read or change it, so what it holds is not "
+                  "secret; make it readable by the node's user only (chmod 600)",
+                  what, path, mode, who));
+}
+
 }  // namespace kvport

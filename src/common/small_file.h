@@ -22,4 +22,12 @@ namespace kvport {
 Result<std::string> ReadSmallRegularFile(const std::string& path, uint64_t max_bytes,
                                          std::string_view what, uint32_t* mode = nullptr);
 
+// Refuses a file that holds secrets (a token file, a private key) whose permission bits `mode`
+// let in someone the secret is not for: `refused` are the bits that must be clear (0007: other
+// users; 0077: the file's group as well). Checked on the file read (ReadSmallRegularFile's
+// `*mode`), so a symbolic link is judged by what it points to. InvalidArgument naming the file,
+// its mode and the fix (chmod 600).
+Status CheckSecretFileMode(const std::string& path, uint32_t mode, uint32_t refused,
+                           std::string_view what);
+
 }  // namespace kvport

@@ -301,6 +301,7 @@ std::vector<KeySpec> MakeKeys() {
       StringKey("tls_cert_file", "KVPORT_TLS_CERT_FILE", FIELD(tls_cert_file)),
       StringKey("tls_key_file", "KVPORT_TLS_KEY_FILE", FIELD(tls_key_file)),
       StringKey("tls_ca_file", "KVPORT_TLS_CA_FILE", FIELD(tls_ca_file)),
+      BoolKey("tls_verify_hostname", "KVPORT_TLS_VERIFY_HOSTNAME", FIELD(tls_verify_hostname)),
       BoolKey("insecure", "KVPORT_INSECURE", FIELD(node.insecure)),
       StringKey("http_listen", "KVPORT_HTTP_LISTEN", FIELD(node.http_listen), CheckHttpListen),
       StringKey("resp_listen", "KVPORT_RESP_LISTEN", FIELD(node.resp_listen), CheckHttpListen),

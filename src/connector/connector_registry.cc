@@ -66,6 +66,7 @@ Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config) {
   options.tls_ca_file = config.tls_ca_file;
   options.tls_cert_file = config.tls_cert_file;
   options.tls_key_file = config.tls_key_file;
+  options.tls_verify_hostname = config.tls_verify_hostname;
   options.replicas = static_cast<int>(config.replicas);
   options.write_quorum = static_cast<int>(config.write_quorum);
   options.busy_poll_us = static_cast<int>(config.busy_poll_us);

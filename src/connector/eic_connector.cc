@@ -323,6 +323,7 @@ Result<std::unique_ptr<RemoteConnector>> OpenEicConnector(const std::string& end
   init.tls_ca_file = options.tls_ca_file;
   init.tls_cert_file = options.tls_cert_file;
   init.tls_key_file = options.tls_key_file;
+  init.tls_verify_hostname = options.tls_verify_hostname;
   init.replicas = options.replicas;
   init.write_quorum = options.write_quorum;
   init.busy_poll = std::chrono::microseconds(options.busy_poll_us);

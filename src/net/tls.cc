@@ -18,6 +18,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
+
+#include "common/small_file.h"
 
 namespace kvport::net {
 namespace {
@@ -39,12 +42,144 @@ std::string OpenSslErrors(std::string_view fallback) {
   return text.empty() ? std::string(fallback) : text;
 }
 
-Status CheckReadable(std::string_view what, const std::string& path) {
+// Largest certificate, key or CA file read (a system CA bundle is a few hundred KiB).
+constexpr uint64_t kMaxPemFileBytes = uint64_t{4} << 20;
+
+struct BioDeleter {
+  void operator()(BIO* bio) const { BIO_free(bio); }
+};
+struct X509Deleter {
+  void operator()(X509* cert) const { X509_free(cert); }
+};
+struct PkeyDeleter {
+  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+};
+struct CtxDeleter {
+  void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
+};
+using Bio = std::unique_ptr<BIO, BioDeleter>;
+
+// A file's bytes, wiped when they are dropped (a private key's).
+class PemText {
+ public:
+  PemText() = default;
+  explicit PemText(std::string text) : text_(std::move(text)) {}
+  PemText(PemText&& other) noexcept : text_(std::move(other.text_)) {}
+  PemText& operator=(PemText&& other) noexcept {
+    Wipe();
+    text_ = std::move(other.text_);
+    return *this;
+  }
+  ~PemText() { Wipe(); }
+  Bio NewBio() const { return Bio(BIO_new_mem_buf(text_.data(), static_cast<int>(text_.size()))); }
+
+ private:
+  void Wipe() {
+    if (!text_.empty()) OPENSSL_cleanse(text_.data(), text_.size());
+  }
+  std::string text_;
+};
+
+// Reads `path` (named `what` in errors) for OpenSSL. kvport reads the file rather than letting
+// OpenSSL open the path: a FIFO named by mistake (or by someone else) would otherwise block the
+// node's start forever, and the checks of ReadSmallRegularFile (a regular file, bounded) hold
+// for certificates as for any file kvport reads. `secret`: a private key, refused when its
+// group or other users may read or change it (as OpenSSH refuses a key).
+Result<PemText> ReadPemFile(std::string_view what, const std::string& path, bool secret) {
   if (path.empty()) return Status::InvalidArgument(std::string(what) + " is not set");
-  if (::access(path.c_str(), R_OK) != 0) {
-    return Status::InvalidArgument(std::string(what) + " " + path + ": " + std::strerror(errno));
+  uint32_t mode = 0;
+  Result<std::string> text = ReadSmallRegularFile(path, kMaxPemFileBytes, what, &mode);
+  if (!text.ok()) return Status::InvalidArgument(text.status().message());
+  PemText pem(std::move(text).value());
+  if (secret) KVPORT_RETURN_IF_ERROR(CheckSecretFileMode(path, mode, 0077, what));
+  return pem;
+}
+
+// An encrypted key would make OpenSSL ask for a passphrase on the terminal: a node has no one to
+// ask, so none is given and the key is refused.
+int NoPassphrase(char*, int, int, void*) {
+  return 0;
+}
+
+// The end of a PEM text (OpenSSL reports it as "no start line"): not an error after one item.
+bool OnlyEndOfPem() {
+  const unsigned long e = ERR_peek_last_error();
+  return ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
+}
+
+// The certificate chain of `pem` (leaf first), as SSL_CTX_use_certificate_chain_file loads it.
+Status UseCertificateChain(SSL_CTX* ctx, const PemText& pem, const std::string& path) {
+  auto refused = [&] {
+    return Status::InvalidArgument("tls_cert_file " + path + ": not a PEM certificate chain (" +
+                                   OpenSslErrors("no certificate in it") + ")");
+  };
+  Bio bio = pem.NewBio();
+  if (!bio) return Status::Internal("BIO_new_mem_buf: " + OpenSslErrors("out of memory"));
+  std::unique_ptr<X509, X509Deleter> leaf(
+      PEM_read_bio_X509_AUX(bio.get(), nullptr, NoPassphrase, nullptr));
+  if (!leaf || SSL_CTX_use_certificate(ctx, leaf.get()) != 1) return refused();
+  SSL_CTX_clear_chain_certs(ctx);
+  while (X509* intermediate = PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr)) {
+    if (SSL_CTX_add0_chain_cert(ctx, intermediate) != 1) {
+      X509_free(intermediate);
+      return refused();
+    }
+  }
+  if (!OnlyEndOfPem()) return refused();
+  ERR_clear_error();
+  return Status::Ok();
+}
+
+Status UsePrivateKey(SSL_CTX* ctx, const PemText& pem, const TlsFiles& files) {
+  Bio bio = pem.NewBio();
+  if (!bio) return Status::Internal("BIO_new_mem_buf: " + OpenSslErrors("out of memory"));
+  std::unique_ptr<EVP_PKEY, PkeyDeleter> key(
+      PEM_read_bio_PrivateKey(bio.get(), nullptr, NoPassphrase, nullptr));
+  if (!key) {
+    return Status::InvalidArgument("tls_key_file " + files.key_file +
+                                   ": not a PEM private key, or an encrypted one (" +
+                                   OpenSslErrors("unreadable") + ")");
+  }
+  if (SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+    return Status::InvalidArgument("tls_key_file " + files.key_file +
+                                   " does not match the certificate in " + files.cert_file + " (" +
+                                   OpenSslErrors("mismatch") + ")");
   }
   return Status::Ok();
+}
+
+// The CA certificates (and CRLs) of `pem` as what a peer's certificate must chain to, as
+// SSL_CTX_load_verify_locations loads a file; a server also names them to its clients.
+Status UseCertificateAuthorities(SSL_CTX* ctx, const PemText& pem, const std::string& path,
+                                 bool server) {
+  Bio bio = pem.NewBio();
+  if (!bio) return Status::Internal("BIO_new_mem_buf: " + OpenSslErrors("out of memory"));
+  STACK_OF(X509_INFO)* items = PEM_X509_INFO_read_bio(bio.get(), nullptr, NoPassphrase, nullptr);
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  int certificates = 0;
+  Status status;
+  for (int i = 0; items != nullptr && i < sk_X509_INFO_num(items) && status.ok(); ++i) {
+    X509_INFO* item = sk_X509_INFO_value(items, i);
+    if (item->x509 != nullptr) {
+      if (X509_STORE_add_cert(store, item->x509) != 1 ||
+          (server && SSL_CTX_add_client_CA(ctx, item->x509) != 1)) {
+        status = Status::InvalidArgument("tls_ca_file " + path + ": " +
+                                         OpenSslErrors("cannot use a certificate in it"));
+      }
+      ++certificates;
+    }
+    if (item->crl != nullptr && X509_STORE_add_crl(store, item->crl) != 1) {
+      status = Status::InvalidArgument("tls_ca_file " + path + ": " +
+                                       OpenSslErrors("cannot use a CRL in it"));
+    }
+  }
+  sk_X509_INFO_pop_free(items, X509_INFO_free);
+  if (status.ok() && certificates == 0) {
+    status = Status::InvalidArgument("tls_ca_file " + path + ": no PEM CA certificate in it (" +
+                                     OpenSslErrors("no certificate") + ")");
+  }
+  ERR_clear_error();
+  return status;
 }
 
 bool IsIpAddress(const std::string& host) {
@@ -54,20 +189,18 @@ bool IsIpAddress(const std::string& host) {
          ::inet_pton(AF_INET6, host.c_str(), &v6) == 1;
 }
 
-struct CtxDeleter {
-  void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
-};
-
 }  // namespace
 
 Result<std::shared_ptr<TlsContext>> TlsContext::Create(TlsRole role, const TlsFiles& files) {
   const bool server = role == TlsRole::kServer;
+  // Every file is read (and checked) before any is used: one error names the first bad file.
+  PemText cert_pem, key_pem, ca_pem;
   if (server || !files.cert_file.empty() || !files.key_file.empty()) {
-    KVPORT_RETURN_IF_ERROR(CheckReadable("tls_cert_file", files.cert_file));
-    KVPORT_RETURN_IF_ERROR(CheckReadable("tls_key_file", files.key_file));
+    KVPORT_ASSIGN_OR_RETURN(cert_pem, ReadPemFile("tls_cert_file", files.cert_file, false));
+    KVPORT_ASSIGN_OR_RETURN(key_pem, ReadPemFile("tls_key_file", files.key_file, true));
   }
   if (!server || !files.ca_file.empty()) {
-    KVPORT_RETURN_IF_ERROR(CheckReadable("tls_ca_file", files.ca_file));
+    KVPORT_ASSIGN_OR_RETURN(ca_pem, ReadPemFile("tls_ca_file", files.ca_file, false));
   }
   ERR_clear_error();
   std::unique_ptr<SSL_CTX, CtxDeleter> ctx(
@@ -87,6 +220,7 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(TlsRole role, const TlsFi
   // Released buffers: an idle connection holds no 34 KiB of record buffers.
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                                   SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_default_passwd_cb(ctx.get(), NoPassphrase);
   if (server) {
     // No resumption: sessions are long-lived, and tickets would be post-handshake messages a
     // client reading through the kernel would have to handle.
@@ -94,49 +228,30 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(TlsRole role, const TlsFi
     SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_OFF);
   }
   if (!files.cert_file.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(ctx.get(), files.cert_file.c_str()) != 1) {
-      return Status::InvalidArgument("tls_cert_file " + files.cert_file +
-                                     ": not a PEM certificate chain (" +
-                                     OpenSslErrors("unreadable") + ")");
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx.get(), files.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      const std::string reason = OpenSslErrors("unreadable");
-      if (reason.find("mismatch") != std::string::npos) {
-        return Status::InvalidArgument("tls_key_file " + files.key_file +
-                                       " does not match the certificate in " + files.cert_file);
-      }
-      return Status::InvalidArgument("tls_key_file " + files.key_file +
-                                     ": not a PEM private key (" + reason + ")");
-    }
-    if (SSL_CTX_check_private_key(ctx.get()) != 1) {
-      return Status::InvalidArgument("tls_key_file " + files.key_file +
-                                     " does not match the certificate in " + files.cert_file);
-    }
+    KVPORT_RETURN_IF_ERROR(UseCertificateChain(ctx.get(), cert_pem, files.cert_file));
+    KVPORT_RETURN_IF_ERROR(UsePrivateKey(ctx.get(), key_pem, files));
   }
   bool requires_peer_certificate = false;
   if (!files.ca_file.empty()) {
-    if (SSL_CTX_load_verify_locations(ctx.get(), files.ca_file.c_str(), nullptr) != 1) {
-      return Status::InvalidArgument("tls_ca_file " + files.ca_file +
-                                     ": no PEM CA certificate in it (" +
-                                     OpenSslErrors("unreadable") + ")");
-    }
+    KVPORT_RETURN_IF_ERROR(UseCertificateAuthorities(ctx.get(), ca_pem, files.ca_file, server));
     int mode = SSL_VERIFY_PEER;
     if (server) {
       mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
       requires_peer_certificate = true;
-      if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(files.ca_file.c_str())) {
-        SSL_CTX_set_client_CA_list(ctx.get(), names);
-      }
     }
     SSL_CTX_set_verify(ctx.get(), mode, nullptr);
   }
   ERR_clear_error();
   return std::shared_ptr<TlsContext>(
-      new TlsContext(role, ctx.release(), requires_peer_certificate));
+      new TlsContext(role, ctx.release(), requires_peer_certificate, files.verify_hostname));
 }
 
-TlsContext::TlsContext(TlsRole role, ssl_ctx_st* ctx, bool requires_peer_certificate)
-    : role_(role), ctx_(ctx), requires_peer_certificate_(requires_peer_certificate) {}
+TlsContext::TlsContext(TlsRole role, ssl_ctx_st* ctx, bool requires_peer_certificate,
+                       bool verify_hostname)
+    : role_(role),
+      ctx_(ctx),
+      requires_peer_certificate_(requires_peer_certificate),
+      verify_hostname_(verify_hostname) {}
 
 TlsContext::~TlsContext() {
   SSL_CTX_free(ctx_);
@@ -155,7 +270,17 @@ Result<std::unique_ptr<TlsSession>> TlsContext::NewSession(int fd,
   }
   SSL_set_connect_state(ssl);
   const std::string host(server_name);
-  if (!host.empty()) {
+  if (host.empty() && verify_hostname_) {
+    // Nothing to check the certificate's names against: refused rather than accepting any
+    // certificate the CA signed, which is what a missing name would otherwise mean.
+    return Status::InvalidArgument(
+        "TLS: no host name to verify the node's certificate against; connect by the name or "
+        "address its certificate carries, or turn name checks off (tls_verify_hostname: false)");
+  }
+  if (!host.empty() && !verify_hostname_) {
+    // SNI still tells the node which name was asked for; nothing is checked against it.
+    if (!IsIpAddress(host)) SSL_set_tlsext_host_name(ssl, host.c_str());
+  } else if (!host.empty()) {
     if (IsIpAddress(host)) {
       if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) != 1) {
         return Status::InvalidArgument("cannot verify a certificate for address " + host);
@@ -170,11 +295,94 @@ Result<std::unique_ptr<TlsSession>> TlsContext::NewSession(int fd,
   return session;
 }
 
+namespace {
+
+// The names of verified client certificates, by the socket of their server session
+// (PeerCertificateNames).
+class PeerNames {
+ public:
+  static PeerNames& Get() {
+    static PeerNames* const names = new PeerNames;  // never destroyed: sessions may outlive main
+    return *names;
+  }
+  void Set(int fd, std::vector<std::string> names) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    by_fd_[fd] = std::move(names);
+  }
+  void Forget(int fd) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    by_fd_.erase(fd);
+  }
+  std::vector<std::string> Of(int fd) const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    auto it = by_fd_.find(fd);
+    return it != by_fd_.end() ? it->second : std::vector<std::string>();
+  }
+
+ private:
+  mutable Mutex mu_;
+  std::unordered_map<int, std::vector<std::string>> by_fd_ GUARDED_BY(mu_);
+};
+
+std::string AsString(const ASN1_STRING* text) {
+  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(text)),
+                     static_cast<size_t>(ASN1_STRING_length(text)));
+}
+
+// A name holding a NUL would compare equal to a shorter one in C code downstream: left out.
+void AddName(std::vector<std::string>* names, std::string name) {
+  if (!name.empty() && name.find('\0') == std::string::npos) names->push_back(std::move(name));
+}
+
+// The subject's commonNames, then the DNS and URI subjectAltNames of `cert`.
+std::vector<std::string> CertificateNames(X509* cert) {
+  std::vector<std::string> names;
+  X509_NAME* subject = X509_get_subject_name(cert);
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) {
+    unsigned char* utf8 = nullptr;
+    const int n =
+        ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i)));
+    if (n >= 0) AddName(&names, std::string(reinterpret_cast<char*>(utf8), static_cast<size_t>(n)));
+    OPENSSL_free(utf8);
+  }
+  auto* alt =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  for (int i = 0; alt != nullptr && i < sk_GENERAL_NAME_num(alt); ++i) {
+    const GENERAL_NAME* name = sk_GENERAL_NAME_value(alt, i);
+    if (name->type == GEN_DNS) AddName(&names, AsString(name->d.dNSName));
+    if (name->type == GEN_URI) AddName(&names, AsString(name->d.uniformResourceIdentifier));
+  }
+  GENERAL_NAMES_free(alt);
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> PeerCertificateNames(int fd) {
+  return PeerNames::Get().Of(fd);
+}
+
 TlsSession::TlsSession(ssl_st* ssl) : ssl_(ssl) {}
 
 TlsSession::~TlsSession() {
   MutexLock lock(mu_);
+  if (recorded_fd_ >= 0) PeerNames::Get().Forget(recorded_fd_);
   SSL_free(ssl_);
+}
+
+void TlsSession::RecordPeerNames() {
+  // Only a certificate the context asked for and verified names anyone (without
+  // SSL_VERIFY_PEER the verify result says X509_V_OK of nothing checked).
+  if (SSL_is_server(ssl_) == 0 || (SSL_get_verify_mode(ssl_) & SSL_VERIFY_PEER) == 0 ||
+      SSL_get_verify_result(ssl_) != X509_V_OK) {
+    return;
+  }
+  X509* cert = SSL_get0_peer_certificate(ssl_);
+  const int fd = SSL_get_fd(ssl_);
+  if (cert == nullptr || fd < 0) return;
+  PeerNames::Get().Set(fd, CertificateNames(cert));
+  recorded_fd_ = fd;
 }
 
 namespace {
@@ -211,6 +419,7 @@ Result<TlsWait> TlsSession::Handshake() {
   const int r = SSL_do_handshake(ssl_);
   if (r == 1) {
     handshake_done_ = true;
+    RecordPeerNames();
     return TlsWait::kNone;
   }
   switch (SSL_get_error(ssl_, r)) {

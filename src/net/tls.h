@@ -32,8 +32,13 @@ namespace kvport::net {
 // PEM files. Which are needed depends on the role (TlsContext::Create).
 struct TlsFiles {
   std::string cert_file;  // this side's certificate chain (leaf first)
-  std::string key_file;   // its private key
+  std::string key_file;   // its private key (not encrypted: there is no one to ask a passphrase)
   std::string ca_file;    // the CA certificates the peer's certificate must chain to
+  // kClient: the node's certificate must name the host connected to (NewSession's
+  // server_name). false accepts any certificate that chains to ca_file, whatever it names: for
+  // nodes reached by addresses their certificates do not carry. With true, a session given no
+  // name to check is refused rather than left unchecked.
+  bool verify_hostname = true;
 };
 
 enum class TlsRole { kServer, kClient };
@@ -51,8 +56,12 @@ class TlsContext {
   // kClient: ca_file is required (the node's certificate is verified against it, and its
   //   name against the host connected to); cert_file + key_file, both or neither, are the
   //   client certificate for a node that asks for one.
-  // Errors: InvalidArgument naming the file and what is wrong with it (missing, unreadable,
-  // not PEM, key not matching the certificate).
+  // The files are read by kvport, not opened by OpenSSL: each must be a regular file (a FIFO,
+  // a device or a directory is refused at once instead of blocking the open or the read), a
+  // symbolic link is followed (Kubernetes mounts secrets through links), and the key file must
+  // give its group and other users no access (mode & 0077 == 0, as OpenSSH asks of a key).
+  // Errors: InvalidArgument naming the file and what is wrong with it (missing, unreadable, not
+  // a regular file, too open, not PEM, an encrypted key, key not matching the certificate).
   static Result<std::shared_ptr<TlsContext>> Create(TlsRole role, const TlsFiles& files);
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;
@@ -65,13 +74,16 @@ class TlsContext {
   // A session over connected socket `fd` (borrowed: it must outlive the session). For a client,
   // `server_name` is the host connected to: sent as SNI (names only) and checked against the
   // node's certificate (a name, or an IP address in its subjectAltName); ignored by a server.
+  // A client given no server_name fails here (InvalidArgument) unless verify_hostname is
+  // false: with nothing to check, any certificate the CA signed would do.
   Result<std::unique_ptr<TlsSession>> NewSession(int fd, std::string_view server_name) const;
 
  private:
-  TlsContext(TlsRole role, ssl_ctx_st* ctx, bool requires_peer_certificate);
+  TlsContext(TlsRole role, ssl_ctx_st* ctx, bool requires_peer_certificate, bool verify_hostname);
   TlsRole role_;
   ssl_ctx_st* ctx_;
   bool requires_peer_certificate_;
+  bool verify_hostname_;
 };
 
 // One connection's TLS state over a non-blocking socket. Every method may be called from any
@@ -114,6 +126,9 @@ class TlsSession {
  private:
   friend class TlsContext;
   explicit TlsSession(ssl_st* ssl);
+  // Server sessions: records the names of the verified client certificate under the socket
+  // (PeerCertificateNames), once the handshake completes.
+  void RecordPeerNames() REQUIRES(mu_);
   // Write() of one range; false with *blocked when the socket is full.
   Result<size_t> WriteOne(const void* data, size_t size, bool* blocked) REQUIRES(mu_);
 
@@ -126,7 +141,17 @@ class TlsSession {
   // long: it stays here until it is accepted.
   std::string gather_ GUARDED_BY(mu_);
   bool gather_pending_ GUARDED_BY(mu_) = false;
+  int recorded_fd_ GUARDED_BY(mu_) = -1;  // the socket RecordPeerNames recorded under
 };
+
+// The names of the client certificate a server session on socket `fd` verified in its
+// handshake: its subject's commonName, then its DNS and URI subjectAltNames, each as the
+// certificate spells it; empty when the session presented none, is not a TLS server session,
+// or has not completed its handshake. Thread-safe. The names are kept by socket so that the
+// code serving a connection's requests, which knows its socket but not its TLS state, can map
+// the certificate to a grant; they are forgotten when the TlsSession is destroyed (before its
+// socket closes and the number can be reused).
+std::vector<std::string> PeerCertificateNames(int fd);
 
 // Whether the first byte the peer of `fd` sent opens a TLS handshake record (content type 22,
 // what a TLS client sends first), looked at without consuming it: for a TLS listener to tell a

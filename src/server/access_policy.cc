@@ -2,6 +2,7 @@
 #include "server/access_policy.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
@@ -97,12 +98,26 @@ std::shared_ptr<const Grant> Grant::Everything() {
 Status ValidateTokens(const std::vector<AccessToken>& tokens) {
   std::set<std::string_view> names;
   std::set<std::string_view> secrets;
+  std::set<std::string_view> cert_names;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const AccessToken& t = tokens[i];
     if (t.name.empty()) return Status::InvalidArgument(fmt::format("token {} has no name", i + 1));
     if (!names.insert(t.name).second)
       return Status::InvalidArgument(fmt::format("two tokens are named '{}'", t.name));
-    if (t.secret.size() < kMinSecretBytes || t.secret.size() > kMaxSecretBytes) {
+    for (const std::string& cert_name : t.cert_names) {
+      if (cert_name.empty() || cert_name.find('\0') != std::string::npos) {
+        return Status::InvalidArgument(
+            fmt::format("token '{}': a certificate name is empty or holds a NUL", t.name));
+      }
+      // One certificate, one grant: a name in two tokens would leave the grant to list order.
+      if (!cert_names.insert(cert_name).second) {
+        return Status::InvalidArgument(fmt::format(
+            "token '{}': certificate name '{}' is listed by another token too", t.name, cert_name));
+      }
+    }
+    if (t.secret.empty() && !t.cert_names.empty()) {
+      // Held by certificate only.
+    } else if (t.secret.size() < kMinSecretBytes || t.secret.size() > kMaxSecretBytes) {
       return Status::InvalidArgument(fmt::format(
           "token '{}': its secret is {} bytes; it must be {}..{} (use a random one, e.g. "
           "`head -c 24 /dev/urandom | base64`)",
@@ -119,7 +134,7 @@ Status ValidateTokens(const std::vector<AccessToken>& tokens) {
           "file: is its closing quote missing?); a secret is one word, e.g. base64",
           t.name));
     }
-    if (!secrets.insert(t.secret).second)
+    if (!t.secret.empty() && !secrets.insert(t.secret).second)
       return Status::InvalidArgument(
           fmt::format("token '{}' has the same secret as another token", t.name));
     KVPORT_RETURN_IF_ERROR(CheckPatterns(t, "read", t.read));
@@ -149,28 +164,55 @@ std::vector<AccessPolicy::Entry> AccessPolicy::Compile(const std::vector<AccessT
   std::vector<Entry> entries;
   entries.reserve(tokens.size());
   for (const AccessToken& t : tokens) {
-    entries.push_back({t.secret, std::make_shared<const Grant>(t.name, NamespaceSet(t.read),
-                                                               NamespaceSet(t.write), t.admin,
-                                                               t.default_namespace)});
+    entries.push_back(
+        {t.secret, t.cert_names,
+         std::make_shared<const Grant>(t.name, NamespaceSet(t.read), NamespaceSet(t.write), t.admin,
+                                       t.default_namespace)});
   }
   return entries;
 }
 
-Result<std::shared_ptr<const Grant>> AccessPolicy::Authenticate(std::string_view secret) const {
+Result<std::shared_ptr<const Grant>> AccessPolicy::Authenticate(
+    std::string_view secret, const std::vector<std::string>& cert_names) const {
   if (!required_) return Grant::Everything();
-  if (secret.empty()) {
-    return Status::PermissionDenied(
-        "this node requires a token (set KVPORT_TOKEN, the token_file config key, or "
-        "InitOptions::token)");
-  }
   MutexLock lock(mu_);
+  if (secret.empty()) return AuthenticateCertificate(cert_names);
   // Every entry is compared, whichever matches, so the time taken does not say which one did.
+  // A token held by certificate only has no secret to match.
   const Entry* match = nullptr;
   for (const Entry& e : entries_) {
-    if (EqualsInConstantTime(secret, e.secret)) match = &e;
+    if (!e.secret.empty() && EqualsInConstantTime(secret, e.secret)) match = &e;
   }
   if (match == nullptr) return Status::PermissionDenied("the token presented is not accepted");
   return match->grant;
+}
+
+Result<std::shared_ptr<const Grant>> AccessPolicy::AuthenticateCertificate(
+    const std::vector<std::string>& cert_names) const {
+  const Entry* match = nullptr;
+  for (const Entry& e : entries_) {
+    for (const std::string& listed : e.cert_names) {
+      if (std::find(cert_names.begin(), cert_names.end(), listed) == cert_names.end()) continue;
+      if (match != nullptr && match != &e) {
+        return Status::PermissionDenied(fmt::format(
+            "the client certificate's names map to two tokens ('{}' and '{}'): give it one",
+            match->grant->name(), e.grant->name()));
+      }
+      match = &e;
+    }
+  }
+  if (match != nullptr) return match->grant;
+  if (!cert_names.empty()) {
+    // A certificate the CA signed is not by itself a grant: without a token naming it, the
+    // client is where a client without a token is.
+    return Status::PermissionDenied(fmt::format(
+        "this node requires a token, and the client certificate (names: {}) is not listed in "
+        "any token's cert_names",
+        fmt::join(cert_names, ", ")));
+  }
+  return Status::PermissionDenied(
+      "this node requires a token (set KVPORT_TOKEN, the token_file config key, or "
+      "InitOptions::token)");
 }
 
 void AccessPolicy::Replace(const std::vector<AccessToken>& tokens) {
@@ -185,10 +227,12 @@ size_t AccessPolicy::token_count() const {
   return entries_.size();
 }
 
-Status SessionAccess::Authenticate(const AccessPolicy& policy, std::string_view secret) {
+Status SessionAccess::Authenticate(const AccessPolicy& policy, std::string_view secret,
+                                   std::vector<std::string> cert_names) {
   const uint64_t generation = policy.generation();
-  KVPORT_ASSIGN_OR_RETURN(grant_, policy.Authenticate(secret));
+  KVPORT_ASSIGN_OR_RETURN(grant_, policy.Authenticate(secret, cert_names));
   secret_.assign(secret);
+  cert_names_ = std::move(cert_names);
   generation_ = generation;
   return Status::Ok();
 }
@@ -196,7 +240,7 @@ Status SessionAccess::Authenticate(const AccessPolicy& policy, std::string_view 
 Status SessionAccess::Refresh(const AccessPolicy& policy) {
   const uint64_t generation = policy.generation();
   if (generation == generation_ || grant_ == nullptr) return Status::Ok();
-  Result<std::shared_ptr<const Grant>> grant = policy.Authenticate(secret_);
+  Result<std::shared_ptr<const Grant>> grant = policy.Authenticate(secret_, cert_names_);
   if (!grant.ok()) {
     grant_.reset();
     return Status::PermissionDenied("the token of this session was revoked");

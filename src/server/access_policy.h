@@ -3,8 +3,10 @@
 // session holds (docs/security.md).
 //
 // A node is open (no token configured: every session holds the grant of everything) or
-// requires tokens: a session presents one in HELLO and holds that token's grant. The tokens can
-// be replaced while the node runs (SIGHUP); sessions notice at their next request, because
+// requires tokens: a session presents one in HELLO and holds that token's grant. On a node with
+// mutual TLS a client certificate can stand for a token (AccessToken::cert_names): a session
+// that presents no secret holds the grant of the token its certificate's names map to. The tokens
+// can be replaced while the node runs (SIGHUP); sessions notice at their next request, because
 // every replacement bumps the policy's generation, which a session compares with the one its
 // grant came from (one relaxed atomic load per request).
 #pragma once
@@ -77,10 +79,10 @@ class Grant {
   mutable std::atomic<uint64_t> unwritten_{0};
 };
 
-// Checks a token list: names present and unique, secrets 16..255 bytes and unique, patterns
+// Checks a token list: names present and unique, secrets 16..255 bytes and unique (a token with
+// cert_names may have none), certificate names non-empty and each in one token only, patterns
 // well formed ('*' only at the end), a default namespace of at most 255 bytes that the token may
-// read and write. InvalidArgument naming the token (by name, never by
-// secret) and what is wrong.
+// read and write. InvalidArgument naming the token (by name, never by secret) and what is wrong.
 Status ValidateTokens(const std::vector<AccessToken>& tokens);
 
 // The tokens a node accepts. Thread-safe.
@@ -94,10 +96,15 @@ class AccessPolicy {
   // Bumped by every Replace.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
-  // The grant of `secret` (Everything() when the node is open, whatever is presented).
-  // PermissionDenied when the node requires a token and `secret` is empty or not accepted.
-  // The comparison takes the same time whichever token, and whichever byte of it, differs.
-  Result<std::shared_ptr<const Grant>> Authenticate(std::string_view secret) const;
+  // The grant of `secret` (Everything() when the node is open, whatever is presented). When
+  // `secret` is empty, the grant of the token that one of `cert_names` (the names of the
+  // client certificate the session's TLS verified: net::PeerCertificateNames) maps to.
+  // PermissionDenied when the node requires a token and neither gives one, or the certificate's
+  // names map to two tokens. A secret, when presented, decides alone: it is the credential the
+  // client chose. The comparison takes the same time whichever token, and whichever byte of it,
+  // differs.
+  Result<std::shared_ptr<const Grant>> Authenticate(
+      std::string_view secret, const std::vector<std::string>& cert_names = {}) const;
 
   // Accepts `tokens` (they must pass ValidateTokens) instead of the current ones.
   void Replace(const std::vector<AccessToken>& tokens);
@@ -105,10 +112,13 @@ class AccessPolicy {
 
  private:
   struct Entry {
-    std::string secret;
+    std::string secret;  // empty: held by certificate only
+    std::vector<std::string> cert_names;
     std::shared_ptr<const Grant> grant;
   };
   static std::vector<Entry> Compile(const std::vector<AccessToken>& tokens);
+  Result<std::shared_ptr<const Grant>> AuthenticateCertificate(
+      const std::vector<std::string>& cert_names) const REQUIRES(mu_);
 
   const bool required_;
   mutable Mutex mu_;
@@ -119,8 +129,10 @@ class AccessPolicy {
 // The grant one session holds. Loop thread only.
 class SessionAccess {
  public:
-  // At HELLO: authenticates `secret` and keeps it, so a later Refresh can re-check it.
-  Status Authenticate(const AccessPolicy& policy, std::string_view secret);
+  // At HELLO: authenticates `secret` (or, without one, `cert_names`: AccessPolicy::
+  // Authenticate) and keeps both, so a later Refresh can re-check them.
+  Status Authenticate(const AccessPolicy& policy, std::string_view secret,
+                      std::vector<std::string> cert_names = {});
   // Before each request: when the policy changed since the grant was taken, takes the grant
   // `secret` now has; PermissionDenied (the session should end) when it is no longer accepted.
   Status Refresh(const AccessPolicy& policy);
@@ -131,6 +143,7 @@ class SessionAccess {
 
  private:
   std::string secret_;
+  std::vector<std::string> cert_names_;
   uint64_t generation_ = 0;
   std::shared_ptr<const Grant> grant_;
 };

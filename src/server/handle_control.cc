@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "net/socket.h"
+#include "net/tls.h"
 #include "server/command_table.h"
 #include "server/unauthenticated.h"
 
@@ -38,7 +39,12 @@ Result<HandlerOutcome> HandleHello(const RequestContext& ctx, protocol::AnyReque
       return admitted;
     }
   }
-  Status authenticated = ctx.session.access.Authenticate(access, hello.token);
+  // A verified client certificate (mutual TLS) stands for the token it is mapped to when the
+  // client presents none (AccessToken::cert_names).
+  Status authenticated = ctx.session.access.Authenticate(
+      access, hello.token,
+      ctx.session.kind == net::StreamKind::kTcp ? net::PeerCertificateNames(ctx.session.fd)
+                                                : std::vector<std::string>());
   if (!authenticated.ok()) {
     ctx.service.counters().CountAuthFailure();
     if (throttle != nullptr && !hello.token.empty()) throttle->Charge(peer);

@@ -31,6 +31,7 @@
 #include "server/auth_throttle.h"
 #include "server/cache_service.h"
 #include "server/disk_offload.h"
+#include "server/node_tls.h"
 #include "server/server_stats.h"
 #include "server/token_file.h"
 #include "server/ucx_service.h"
@@ -69,6 +70,8 @@ struct Server::Impl {
   // (the transfers it still finishes as it closes hold their pins and reservations) and before
   // the workers (whose first loop progresses it, and whose sessions close their windows in it).
   std::unique_ptr<server::UcxService> ucx;
+  // The TLS context new sessions get (ServerOptions::tls_*), or null; outlives the workers.
+  std::unique_ptr<server::NodeTls> tls;
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<std::unique_ptr<Acceptor>> acceptors;  // TCP first, then the Unix socket if any
   net::HostPort address;
@@ -286,14 +289,14 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   Result<std::vector<AccessToken>> tokens = GatherTokens(options);
   if (!tokens.ok()) return tokens.status().WithContext("access tokens");
   const bool access_required = !options.tokens.empty() || !options.tokens_file.empty();
-  std::shared_ptr<const net::TlsContext> tls;
   if (!options.tls_cert_file.empty() || !options.tls_key_file.empty() ||
       !options.tls_ca_file.empty()) {
-    Result<std::shared_ptr<net::TlsContext>> context = net::TlsContext::Create(
-        net::TlsRole::kServer, {options.tls_cert_file, options.tls_key_file, options.tls_ca_file});
-    if (!context.ok()) return context.status().WithContext("TLS");
-    tls = std::move(context).value();
+    Result<std::unique_ptr<server::NodeTls>> tls =
+        server::NodeTls::Load({options.tls_cert_file, options.tls_key_file, options.tls_ca_file});
+    if (!tls.ok()) return tls.status().WithContext("TLS");
+    impl->tls = std::move(tls).value();
   }
+  const server::NodeTls* tls = impl->tls.get();
   const bool mutual_tls = tls != nullptr && tls->requires_peer_certificate();
 
   Result<std::unique_ptr<net::TcpListener>> listener = net::TcpListener::Listen(address);
@@ -406,7 +409,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   impl->service->set_unauthenticated(impl->unauthenticated.get());
   worker_options.connection.hello_timeout = options.hello_timeout;
   worker_options.connection.unauthenticated = impl->unauthenticated.get();
-  worker_options.connection.tls = tls;
+  worker_options.tls = tls;
   const unsigned threads = options.threads > 0 ? options.threads : HostCpuCount();
   Impl* raw = impl.get();
   for (unsigned i = 0; i < threads; ++i) {
@@ -448,6 +451,18 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   if (impl->disk != nullptr) {
     // What was only in memory before a restart is gone; what was on disk is a hit again.
     log::Info("kvport node {}", impl->disk->Describe());
+  }
+  if (mutual_tls && !access_required) {
+    log::Info(
+        "kvport node: mutual TLS without tokens: every client certificate the CA signed may do "
+        "everything (a tokens_file with cert_names gives certificates narrower grants)");
+  }
+  const bool maps_certificates = std::any_of(
+      tokens->begin(), tokens->end(), [](const AccessToken& t) { return !t.cert_names.empty(); });
+  if (maps_certificates && !mutual_tls) {
+    log::Warn(
+        "kvport node: tokens list cert_names, but the node asks for no client certificate "
+        "(tls_ca_file is not set): those tokens are held by their secrets only");
   }
   if (tls != nullptr) {
     log::Info("kvport node TLS on {}: TLS 1.3{}; kernel TLS offload {}", impl->address.ToString(),
@@ -618,6 +633,21 @@ void Server::Impl::StopGracefully() {
 
 ServerStats Server::Stats() const {
   return impl_->service->Stats();
+}
+
+Status Server::ReloadTls() {
+  if (impl_->tls == nullptr) return Status::Ok();
+  const net::TlsFiles& files = impl_->tls->files();
+  Status reloaded = impl_->tls->Reload();
+  if (!reloaded.ok()) {
+    reloaded = reloaded.WithContext("TLS");
+    log::Error("TLS certificates not reloaded (the ones in force stay): {}", reloaded.ToString());
+    return reloaded;
+  }
+  log::Info("TLS certificates reloaded from {} and {}{}: new connections use them", files.cert_file,
+            files.key_file,
+            files.ca_file.empty() ? std::string() : " (client CA " + files.ca_file + ")");
+  return Status::Ok();
 }
 
 Status Server::ReloadTokens() {

@@ -17,23 +17,34 @@ Status EntryError(const std::string& origin, size_t index, const YAML::Node& nod
       fmt::format("{}:{}: token {}: {}", origin, node.Mark().line + 1, index + 1, what));
 }
 
-Result<std::vector<std::string>> ReadPatterns(const std::string& origin, size_t index,
-                                              const YAML::Node& entry, const char* field) {
-  std::vector<std::string> patterns;
+// The list of strings `field` of `entry` (none: empty); `what` describes it in errors.
+Result<std::vector<std::string>> ReadList(const std::string& origin, size_t index,
+                                          const YAML::Node& entry, const char* field,
+                                          std::string_view what) {
+  std::vector<std::string> strings;
   const YAML::Node list = entry[field];
-  if (!list) return patterns;
+  if (!list) return strings;
   if (!list.IsSequence()) {
-    return EntryError(
-        origin, index, list,
-        fmt::format("`{}` must be a list of namespace patterns, e.g. [\"tenant-a/*\"]", field));
+    return EntryError(origin, index, list, fmt::format("`{}` must be a list of {}", field, what));
   }
   for (const YAML::Node& p : list) {
     if (!p.IsScalar())
       return EntryError(origin, index, p,
                         fmt::format("`{}` holds something other than a string", field));
-    patterns.push_back(p.as<std::string>());
+    strings.push_back(p.as<std::string>());
   }
-  return patterns;
+  return strings;
+}
+
+Result<std::vector<std::string>> ReadPatterns(const std::string& origin, size_t index,
+                                              const YAML::Node& entry, const char* field) {
+  return ReadList(origin, index, entry, field, "namespace patterns, e.g. [\"tenant-a/*\"]");
+}
+
+Result<std::vector<std::string>> ReadCertNames(const std::string& origin, size_t index,
+                                               const YAML::Node& entry, const char* field) {
+  return ReadList(origin, index, entry, field,
+                  "certificate names, e.g. [\"prefill-0.kvport.example\"]");
 }
 
 }  // namespace
@@ -69,21 +80,28 @@ Result<std::vector<AccessToken>> ParseTokens(const std::string& text, const std:
       if (!entry.IsMap()) return EntryError(origin, i, entry, "expected a map");
       for (const auto& field : entry) {
         const std::string name = field.first.as<std::string>();
-        if (name != "name" && name != "secret" && name != "read" && name != "write" &&
-            name != "admin" && name != "namespace") {
-          return EntryError(
-              origin, i, field.first,
-              fmt::format("unknown field '{}' (name, secret, read, write, admin, namespace)",
-                          name));
+        if (name != "name" && name != "secret" && name != "cert_names" && name != "read" &&
+            name != "write" && name != "admin" && name != "namespace") {
+          return EntryError(origin, i, field.first,
+                            fmt::format("unknown field '{}' (name, secret, cert_names, read, "
+                                        "write, admin, namespace)",
+                                        name));
         }
       }
       AccessToken token;
       if (!entry["name"] || !entry["name"].IsScalar())
         return EntryError(origin, i, entry, "`name` is missing");
       token.name = entry["name"].as<std::string>();
-      if (!entry["secret"] || !entry["secret"].IsScalar())
-        return EntryError(origin, i, entry, fmt::format("'{}' has no `secret`", token.name));
-      token.secret = entry["secret"].as<std::string>();
+      KVPORT_ASSIGN_OR_RETURN(token.cert_names, ReadCertNames(origin, i, entry, "cert_names"));
+      // A token held by certificate only needs no secret (ValidateTokens says which need one).
+      if (entry["secret"]) {
+        if (!entry["secret"].IsScalar())
+          return EntryError(origin, i, entry["secret"], "`secret` must be a string");
+        token.secret = entry["secret"].as<std::string>();
+      } else if (token.cert_names.empty()) {
+        return EntryError(origin, i, entry,
+                          fmt::format("'{}' has no `secret` (nor `cert_names`)", token.name));
+      }
       KVPORT_ASSIGN_OR_RETURN(token.read, ReadPatterns(origin, i, entry, "read"));
       KVPORT_ASSIGN_OR_RETURN(token.write, ReadPatterns(origin, i, entry, "write"));
       if (entry["namespace"]) {
@@ -111,12 +129,7 @@ Result<std::vector<AccessToken>> LoadTokenFile(const std::string& path) {
   uint32_t mode = 0;
   KVPORT_ASSIGN_OR_RETURN(std::string text,
                           ReadSmallRegularFile(path, kMaxTokenFileBytes, "token file", &mode));
-  if ((mode & 0007) != 0) {
-    return Status::InvalidArgument(fmt::format(
-        "token file '{}' has mode {:04o}: other users may read or change it, so its secrets are "
-        "not secret; make it readable by the node's user only (chmod 600)",
-        path, mode));
-  }
+  KVPORT_RETURN_IF_ERROR(CheckSecretFileMode(path, mode, 0007, "token file"));
   return ParseTokens(text, path);
 }
 

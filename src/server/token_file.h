@@ -4,6 +4,7 @@
 //   tokens:
 //     - name: lmcache-prefill        # unique; appears in logs, never the secret
 //       secret: "7Gf1...24 random bytes, base64"
+//       cert_names: ["prefill-0"]    # client certificates holding this grant (mutual TLS)
 //       read: ["lmcache/*", ""]      # namespace patterns: a name, "prefix*", or "*"
 //       write: ["lmcache/*"]
 //       admin: false                 # STATS of every namespace, LIST of any

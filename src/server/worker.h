@@ -20,6 +20,7 @@
 
 #include "net/event_loop.h"
 #include "net/socket.h"
+#include "server/node_tls.h"
 #include "server/request_context.h"
 #include "server/stream_connection.h"
 
@@ -27,6 +28,9 @@ namespace kvport::server {
 
 struct WorkerOptions {
   ConnectionOptions connection;
+  // The node's TLS, or null: each connection accepted gets its current context as
+  // ConnectionOptions::tls (and keeps it), so a reload reaches new connections only.
+  const NodeTls* tls = nullptr;
   std::chrono::milliseconds idle_timeout{0};  // 0: never
   std::chrono::microseconds busy_poll{0};     // ServerOptions::busy_poll
 };

@@ -7,10 +7,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -320,6 +322,137 @@ TEST_F(ClientTlsTest, TlsSettingsAreCheckedAtInit) {
   Result<std::unique_ptr<Server>> node = Server::Start(half);
   EXPECT_EQ(node.status().code(), StatusCode::kInvalidArgument) << node.status().ToString();
   EXPECT_NE(node.status().message().find("tls_key_file"), std::string::npos);
+}
+
+// SIGHUP's TLS half: new connections get the certificates on disk now, connections already
+// open keep theirs, and files that make no context leave the ones in force.
+TEST_F(ClientTlsTest, CertificatesReloadForNewConnectionsOnly) {
+  const std::string live = *dir_ + "/live";
+  std::filesystem::create_directories(live);
+  auto install = [&](const std::string& from) {
+    for (const char* f : {"node.pem", "node.key"}) {
+      const std::string to = live + "/" + f + ".new";
+      std::filesystem::copy_file(from + "/" + f, to,
+                                 std::filesystem::copy_options::overwrite_existing);
+      ::chmod(to.c_str(), 0600);
+      std::filesystem::rename(to, live + "/" + f);
+    }
+  };
+  install(*dir_ + "/a");
+  ServerOptions options = TlsNode();
+  options.tls_cert_file = live + "/node.pem";
+  options.tls_key_file = live + "/node.key";
+  std::unique_ptr<Server> server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  Client before;
+  InitOptions one_connection = TlsClient(A("ca.pem"));
+  one_connection.connections = 1;
+  ASSERT_TRUE(before.Init("before", Endpoint(*server), one_connection).ok());
+
+  install(*dir_ + "/b");
+  ASSERT_TRUE(server->ReloadTls().ok());
+  const std::vector<char> value = Pattern(5, 2000);
+  IOBuffers put;
+  put.Append(value.data(), value.size());
+  Result<BatchResult> stored = before.MSet({"kept"}, put);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->status, BatchCode::kSuccess) << "a live connection keeps its TLS session";
+  Client old_ca;
+  EXPECT_EQ(old_ca.Init("old", Endpoint(*server), TlsClient(A("ca.pem"))).code(),
+            StatusCode::kPermissionDenied);
+  Client new_ca;
+  Status renewed = new_ca.Init("new", Endpoint(*server), TlsClient(B("ca.pem")));
+  EXPECT_TRUE(renewed.ok()) << renewed.ToString();
+
+  // A reload that fails keeps what is in force.
+  std::ofstream(live + "/node.pem", std::ios::trunc) << "not a certificate\n";
+  Status failed = server->ReloadTls();
+  EXPECT_EQ(failed.code(), StatusCode::kInvalidArgument) << failed.ToString();
+  EXPECT_NE(failed.message().find("tls_cert_file"), std::string::npos) << failed.ToString();
+  ::chmod((live + "/node.key").c_str(), 0644);
+  install(*dir_ + "/a");
+  ::chmod((live + "/node.key").c_str(), 0644);
+  EXPECT_NE(server->ReloadTls().message().find("chmod 600"), std::string::npos);
+  Client still;
+  Status kept = still.Init("still", Endpoint(*server), TlsClient(B("ca.pem")));
+  EXPECT_TRUE(kept.ok()) << kept.ToString();
+}
+
+// With mutual TLS and tokens, a client certificate listed in a token's cert_names holds that
+// token's grant without a secret; one no token lists is refused like a client without a token.
+TEST_F(ClientTlsTest, AClientCertificateHoldsTheGrantOfTheTokenThatNamesIt) {
+  ServerOptions options = TlsNode(/*mutual=*/true);
+  AccessToken by_certificate;
+  by_certificate.name = "client-hosts";
+  by_certificate.cert_names = {"kvport client"};  // WriteTestCertificates' client CN
+  by_certificate.read = {"tenant-a/*"};
+  by_certificate.write = {"tenant-a/*"};
+  AccessToken admin;
+  admin.name = "admin";
+  admin.secret = kSecret;
+  admin.read = {"*"};
+  admin.write = {"*"};
+  admin.admin = true;
+  options.tokens = {by_certificate, admin};
+  std::unique_ptr<Server> server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+
+  InitOptions with_cert = TlsClient(A("ca.pem"));
+  with_cert.tls_cert_file = A("client.pem");
+  with_cert.tls_key_file = A("client.key");
+  const std::vector<char> value = Pattern(7, 1000);
+  auto put = [&](Client& c, const std::string& ns) {
+    IOBuffers values;
+    values.Append(value.data(), value.size());
+    SetOptions set;
+    set.ns = ns;
+    Result<BatchResult> r = c.MSet({"k"}, values, set);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->codes.at(0) : KeyCode::kFailed;
+  };
+  Client mapped;
+  Status ok = mapped.Init("mapped", Endpoint(*server), with_cert);
+  ASSERT_TRUE(ok.ok()) << ok.ToString();
+  EXPECT_EQ(put(mapped, "tenant-a/x"), KeyCode::kSuccess);
+  EXPECT_EQ(put(mapped, "tenant-b/x"), KeyCode::kPermissionDenied);
+
+  // A secret presented decides: the same certificate with the admin token writes anywhere.
+  InitOptions with_token = with_cert;
+  with_token.token = kSecret;
+  Client admin_client;
+  ASSERT_TRUE(admin_client.Init("admin", Endpoint(*server), with_token).ok());
+  EXPECT_EQ(put(admin_client, "tenant-b/x"), KeyCode::kSuccess);
+
+  // No token lists the certificate: refused at HELLO.
+  options.tokens = {admin};
+  std::unique_ptr<Server> unmapped_node = StartNode(options);
+  ASSERT_NE(unmapped_node, nullptr);
+  Client unmapped;
+  Status refused = unmapped.Init("unmapped", Endpoint(*unmapped_node), with_cert);
+  EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied) << refused.ToString();
+  EXPECT_NE(refused.message().find("cert_names"), std::string::npos) << refused.ToString();
+}
+
+// tls_verify_hostname: false accepts a node certificate that does not name the address
+// connected to (still chained to the CA); left on, such a connection is refused.
+TEST_F(ClientTlsTest, TlsVerifyHostnameFalseAcceptsACertificateForAnotherAddress) {
+  ServerOptions options = TlsNode();
+  options.listen = "127.0.0.2:0";  // loopback, but not an address the certificate carries
+  std::unique_ptr<Server> server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  const std::string endpoint = "127.0.0.2:" + std::to_string(server->port());
+  Client checked;
+  Status refused = checked.Init("checked", endpoint, TlsClient(A("ca.pem")));
+  EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied) << refused.ToString();
+  InitOptions unchecked_options = TlsClient(A("ca.pem"));
+  unchecked_options.tls_verify_hostname = false;
+  Client unchecked;
+  Status ok = unchecked.Init("unchecked", endpoint, unchecked_options);
+  EXPECT_TRUE(ok.ok()) << ok.ToString();
+  Client other_ca;
+  unchecked_options.tls_ca_file = B("ca.pem");
+  EXPECT_EQ(other_ca.Init("other", endpoint, unchecked_options).code(),
+            StatusCode::kPermissionDenied);
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ std::map<std::string, double> Scrape(const http::HttpServer& server) {
 }
 
 TEST(AuthMetrics, GuessesAndTheRefusalsThatFollowAreCounted) {
-  NodeWithHttp n = NodeWithHttp::Start({}, {{"ops", kAdmin, {"*"}, {"*"}, true, std::nullopt}});
+  NodeWithHttp n = NodeWithHttp::Start({}, {{"ops", kAdmin, {"*"}, {"*"}, true, std::nullopt, {}}});
   ASSERT_TRUE(n.node && n.http);
   EXPECT_EQ(Scrape(*n.http).at("kvport_auth_failures_total"), 0);
   EXPECT_EQ(Scrape(*n.http).at("kvport_auth_throttled_total"), 0);

@@ -194,8 +194,8 @@ TEST(HttpEndpoint, AuthHookGuardsEverythingButHealth) {
 // Without a hook, the node's own tokens decide: only an admin token sees /metrics and /stats.
 TEST(HttpEndpoint, ANodeWithTokensShowsItsPagesToAdminTokensOnly) {
   NodeWithHttp n = NodeWithHttp::Start(
-      {}, {{"ops", "ops-admin-secret-0123", {}, {}, true, std::nullopt},
-           {"tenant", "tenant-secret-0123456", {"*"}, {"*"}, false, std::nullopt}});
+      {}, {{"ops", "ops-admin-secret-0123", {}, {}, true, std::nullopt, {}},
+           {"tenant", "tenant-secret-0123456", {"*"}, {"*"}, false, std::nullopt, {}}});
   ASSERT_TRUE(n.node && n.http);
   EXPECT_EQ(Get(*n.http, "/health")->status, 200);
   for (const char* path : {"/metrics", "/stats"}) {

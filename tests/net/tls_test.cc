@@ -4,13 +4,17 @@
 // a reader must not wait for.
 #include "net/tls.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -243,7 +247,8 @@ TEST_F(TlsTest, DecryptedBytesHeldAreReportedAsBuffered) {
 TEST_F(TlsTest, ContextErrorsNameTheFileAndTheProblem) {
   auto missing = TlsContext::Create(TlsRole::kServer, {A("nope.pem"), A("node.key"), ""});
   EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(missing.status().message().find("tls_cert_file " + A("nope.pem")), std::string::npos)
+  EXPECT_NE(missing.status().message().find("tls_cert_file '" + A("nope.pem") + "'"),
+            std::string::npos)
       << missing.status().ToString();
   auto mismatch = TlsContext::Create(TlsRole::kServer, {A("node.pem"), B("node.key"), ""});
   EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
@@ -255,6 +260,118 @@ TEST_F(TlsTest, ContextErrorsNameTheFileAndTheProblem) {
   EXPECT_NE(no_ca.status().message().find("tls_ca_file is not set"), std::string::npos);
   auto no_key = TlsContext::Create(TlsRole::kServer, {A("node.pem"), "", ""});
   EXPECT_NE(no_key.status().message().find("tls_key_file"), std::string::npos);
+}
+
+// A private key its group or other users may read is not private: refused, whichever role.
+TEST_F(TlsTest, AKeyFileOthersMayReadIsRefused) {
+  const std::string key = *dir_ + "/open.key";
+  std::filesystem::copy_file(A("node.key"), key, std::filesystem::copy_options::overwrite_existing);
+  for (mode_t mode : {0640, 0604, 0660, 0620}) {
+    ASSERT_EQ(::chmod(key.c_str(), mode), 0);
+    auto server = TlsContext::Create(TlsRole::kServer, {A("node.pem"), key, ""});
+    EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument) << std::oct << mode;
+    EXPECT_NE(server.status().message().find("chmod 600"), std::string::npos)
+        << server.status().ToString();
+    EXPECT_NE(server.status().message().find(key), std::string::npos);
+    auto client = TlsContext::Create(TlsRole::kClient, {A("node.pem"), key, A("ca.pem")});
+    EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument) << std::oct << mode;
+  }
+  ASSERT_EQ(::chmod(key.c_str(), 0400), 0);
+  EXPECT_TRUE(TlsContext::Create(TlsRole::kServer, {A("node.pem"), key, ""}).ok());
+  // The certificate and the CA are public: their mode is not looked at.
+  ASSERT_EQ(::chmod(A("node.pem").c_str(), 0644), 0);
+  EXPECT_TRUE(TlsContext::Create(TlsRole::kServer, {A("node.pem"), A("node.key"), ""}).ok());
+}
+
+// A FIFO (or another file that is not a regular file) is refused at once; opened as OpenSSL
+// opens a path, a FIFO no one writes to blocks forever.
+TEST_F(TlsTest, AFileThatIsNotARegularFileIsRefusedAtOnce) {
+  const std::string fifo = *dir_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string directory = *dir_ + "/a";
+  struct Case {
+    TlsRole role;
+    TlsFiles files;
+    const char* named;
+  };
+  const std::vector<Case> cases = {
+      {TlsRole::kServer, {A("node.pem"), fifo, ""}, "tls_key_file"},
+      {TlsRole::kServer, {fifo, A("node.key"), ""}, "tls_cert_file"},
+      {TlsRole::kServer, {A("node.pem"), A("node.key"), fifo}, "tls_ca_file"},
+      {TlsRole::kClient, {"", "", fifo}, "tls_ca_file"},
+      {TlsRole::kServer, {directory, A("node.key"), ""}, "tls_cert_file"},
+  };
+  for (const Case& c : cases) {
+    auto created = std::async(std::launch::async,
+                              [&] { return TlsContext::Create(c.role, c.files).status(); });
+    if (created.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      // Unblock the reader so that the test can end, then fail.
+      const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (w >= 0) ::close(w);
+      created.wait();
+      ADD_FAILURE() << c.named << ": TlsContext::Create blocked on a FIFO";
+      continue;
+    }
+    const Status status = created.get();
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << c.named << ": " << status.ToString();
+    EXPECT_NE(status.message().find(c.named), std::string::npos) << status.ToString();
+    EXPECT_NE(status.message().find("not a regular file"), std::string::npos) << status.ToString();
+  }
+  ::unlink(fifo.c_str());
+}
+
+// A client with no host name to check the node's certificate against is refused, not left to
+// accept any certificate the CA signed; tls_verify_hostname: false says that is intended.
+TEST_F(TlsTest, AClientWithNoNameToVerifyFailsClosed) {
+  {
+    Pair p = Connect();
+    Status started = p.client.StartTls(*Client(A("ca.pem")), "");
+    EXPECT_EQ(started.code(), StatusCode::kInvalidArgument) << started.ToString();
+    EXPECT_NE(started.message().find("tls_verify_hostname"), std::string::npos)
+        << started.message();
+  }
+  auto unchecked = TlsContext::Create(TlsRole::kClient, {"", "", A("ca.pem"), false});
+  ASSERT_TRUE(unchecked.ok()) << unchecked.status().ToString();
+  for (const char* name : {"", "other.example", "10.9.8.7"}) {
+    Pair p = Connect();
+    ASSERT_TRUE(p.server.StartTls(*Server(), "").ok());
+    ASSERT_TRUE(p.client.StartTls(**unchecked, name).ok()) << name;
+    auto [s, c] = Handshake(p);
+    EXPECT_TRUE(c.ok()) << "'" << name << "': " << c.ToString();
+  }
+  // The chain is still verified.
+  auto other_ca = TlsContext::Create(TlsRole::kClient, {"", "", B("ca.pem"), false});
+  ASSERT_TRUE(other_ca.ok());
+  Pair p = Connect();
+  ASSERT_TRUE(p.server.StartTls(*Server(), "").ok());
+  ASSERT_TRUE(p.client.StartTls(**other_ca, "").ok());
+  auto [s, c] = Handshake(p);
+  EXPECT_EQ(c.code(), StatusCode::kPermissionDenied) << c.ToString();
+}
+
+// The names of a verified client certificate are known by the server session's socket while
+// the session lives, and only then.
+TEST_F(TlsTest, AVerifiedClientCertificatesNamesAreKnownByItsSocket) {
+  int fd = -1;
+  {
+    Pair p = Connect();
+    fd = p.server.fd();
+    ASSERT_TRUE(p.server.StartTls(*Server(/*mutual=*/true), "").ok());
+    ASSERT_TRUE(p.client.StartTls(*Client(A("ca.pem"), /*with_cert=*/true), "localhost").ok());
+    EXPECT_TRUE(PeerCertificateNames(fd).empty()) << "before the handshake";
+    auto [s, c] = Handshake(p);
+    ASSERT_TRUE(s.ok() && c.ok()) << s.ToString() << " / " << c.ToString();
+    EXPECT_EQ(PeerCertificateNames(fd), std::vector<std::string>{"kvport client"});
+    EXPECT_TRUE(PeerCertificateNames(p.client.fd()).empty()) << "a client records nothing";
+  }
+  EXPECT_TRUE(PeerCertificateNames(fd).empty()) << "forgotten with the session";
+  // Without mutual TLS nothing is recorded.
+  Pair p = Connect();
+  ASSERT_TRUE(p.server.StartTls(*Server(), "").ok());
+  ASSERT_TRUE(p.client.StartTls(*Client(A("ca.pem"), /*with_cert=*/true), "localhost").ok());
+  auto [s, c] = Handshake(p);
+  ASSERT_TRUE(s.ok() && c.ok());
+  EXPECT_TRUE(PeerCertificateNames(p.server.fd()).empty());
 }
 
 }  // namespace

@@ -32,9 +32,9 @@ constexpr char kReaderSecret[] = "reader-secret-012345678";
 
 std::vector<AccessToken> Tokens() {
   return {
-      {"admin", kAdminSecret, {"*"}, {"*"}, true, std::nullopt},
-      {"tenant-a", kTenantSecret, {"a/*"}, {"a/*"}, false, "a/engine"},
-      {"reader", kReaderSecret, {"a/*", "shared"}, {}, false, std::nullopt},
+      {"admin", kAdminSecret, {"*"}, {"*"}, true, std::nullopt, {}},
+      {"tenant-a", kTenantSecret, {"a/*"}, {"a/*"}, false, "a/engine", {}},
+      {"reader", kReaderSecret, {"a/*", "shared"}, {}, false, std::nullopt, {}},
   };
 }
 
@@ -180,6 +180,66 @@ TEST(AccessPolicyTest, TokenListsAreChecked) {
   }
 }
 
+// A client certificate stands for the token that lists one of its names, when the client
+// presents no secret; a secret presented decides alone; a certificate no token lists is where a
+// client without a token is.
+TEST(AccessPolicyTest, ACertificateHoldsTheGrantOfTheTokenThatNamesIt) {
+  std::vector<AccessToken> tokens = Tokens();
+  AccessToken by_certificate;
+  by_certificate.name = "prefill-hosts";
+  by_certificate.cert_names = {"prefill-0.example", "spiffe://cluster/prefill"};
+  by_certificate.read = {"p/*"};
+  by_certificate.write = {"p/*"};
+  tokens.push_back(by_certificate);
+  ASSERT_TRUE(server::ValidateTokens(tokens).ok());
+  server::AccessPolicy policy(/*required=*/true, tokens);
+
+  Result<std::shared_ptr<const server::Grant>> mapped =
+      policy.Authenticate("", {"some CN", "prefill-0.example"});
+  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+  EXPECT_EQ((*mapped)->name(), "prefill-hosts");
+  EXPECT_TRUE((*mapped)->may_write("p/1"));
+  EXPECT_FALSE((*mapped)->may_read("a/1"));
+  EXPECT_FALSE((*mapped)->admin());
+  EXPECT_EQ((*policy.Authenticate("", {"spiffe://cluster/prefill"}))->name(), "prefill-hosts");
+  // Names are compared exactly.
+  EXPECT_EQ(policy.Authenticate("", {"PREFILL-0.example"}).status().code(),
+            StatusCode::kPermissionDenied);
+  Status unmapped = policy.Authenticate("", {"kvport client"}).status();
+  EXPECT_EQ(unmapped.code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(unmapped.message(), HasSubstr("cert_names"));
+  // A secret wins over the certificate.
+  EXPECT_EQ((*policy.Authenticate(kTenantSecret, {"prefill-0.example"}))->name(), "tenant-a");
+  // A certificate-only token has no secret an empty one could match.
+  EXPECT_EQ(policy.Authenticate("", {}).status().code(), StatusCode::kPermissionDenied);
+  // Names of one certificate in two tokens: refused, not left to list order.
+  tokens[1].cert_names = {"tenant-a.example"};
+  server::AccessPolicy two(/*required=*/true, tokens);
+  EXPECT_THAT(two.Authenticate("", {"tenant-a.example", "prefill-0.example"}).status().message(),
+              HasSubstr("two tokens"));
+
+  // A session keeps its certificate's names: a reload that drops the mapping revokes it.
+  server::SessionAccess session;
+  ASSERT_TRUE(session.Authenticate(policy, "", {"prefill-0.example"}).ok());
+  tokens.pop_back();
+  policy.Replace(tokens);
+  EXPECT_EQ(session.Refresh(policy).code(), StatusCode::kPermissionDenied);
+}
+
+TEST(AccessPolicyTest, CertificateNamesAreChecked) {
+  std::vector<AccessToken> tokens = Tokens();
+  tokens[1].cert_names = {"a.example"};
+  tokens[1].secret.clear();  // held by certificate only
+  EXPECT_TRUE(server::ValidateTokens(tokens).ok());
+  tokens[2].cert_names = {"a.example"};
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("listed by another token"));
+  tokens[2].cert_names = {""};
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("empty"));
+  tokens[2].cert_names.clear();
+  tokens[2].secret.clear();  // neither a secret nor a certificate
+  EXPECT_THAT(server::ValidateTokens(tokens).message(), HasSubstr("token 'reader'"));
+}
+
 // --- the token file ------------------------------------------------------------------------
 
 TEST(TokenFileTest, ParsesEveryField) {
@@ -205,6 +265,17 @@ TEST(TokenFileTest, ParsesEveryField) {
   EXPECT_FALSE((*tokens)[1].default_namespace.has_value());
   EXPECT_TRUE((*tokens)[1].read.empty());
   EXPECT_TRUE(server::ParseTokens("", "empty.yaml")->empty());
+
+  Result<std::vector<AccessToken>> by_certificate = server::ParseTokens(
+      "tokens:\n"
+      "  - name: decode\n"
+      "    cert_names: [decode-0.example, \"spiffe://c/decode\"]\n"
+      "    read: [\"d/*\"]\n",
+      "tokens.yaml");
+  ASSERT_TRUE(by_certificate.ok()) << by_certificate.status().ToString();
+  EXPECT_EQ((*by_certificate)[0].cert_names,
+            (std::vector<std::string>{"decode-0.example", "spiffe://c/decode"}));
+  EXPECT_TRUE((*by_certificate)[0].secret.empty());
 }
 
 TEST(TokenFileTest, RefusesWhatItCannotTrust) {

@@ -127,8 +127,8 @@ TEST(AuthThrottleTest, TheTableIsBoundedForgettingThePeerSeenLeastRecently) {
 
 ServerOptions TokenNodeOptions() {
   ServerOptions options = SmallNodeOptions();
-  options.tokens = {{"reader", kSecret, {"*"}, {"*"}, false, std::nullopt},
-                    {"admin", "admin-secret-0123456789", {"*"}, {"*"}, true, std::nullopt}};
+  options.tokens = {{"reader", kSecret, {"*"}, {"*"}, false, std::nullopt, {}},
+                    {"admin", "admin-secret-0123456789", {"*"}, {"*"}, true, std::nullopt, {}}};
   return options;
 }
 

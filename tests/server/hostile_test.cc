@@ -110,7 +110,7 @@ TEST(HostileClientTest, SilentConnectionsMakeRoomForAClientThatHellos) {
   ServerOptions options = SmallNodeOptions();
   options.max_connections = 32;
   options.hello_timeout = std::chrono::seconds(600);  // the room rule, not the deadline, acts
-  options.tokens = {{"admin", "admin-secret-0123456789", {"*"}, {"*"}, true, std::nullopt}};
+  options.tokens = {{"admin", "admin-secret-0123456789", {"*"}, {"*"}, true, std::nullopt, {}}};
   auto server = StartNode(options);
   ASSERT_NE(server, nullptr);
   std::vector<TestClient> silent;
@@ -423,8 +423,8 @@ TEST(HostileClientTest, OneTokensStalledWritesLeaveRoomForAnotherToken) {
   options.capacity_bytes = 64 << 20;
   options.max_reserved_bytes = 16 << 20;  // tenA's share: 4 MiB
   options.request_timeout = std::chrono::seconds(60);
-  options.tokens = {{"tenA", "tenant-a-secret-0123456789", {"tenA"}, {"tenA"}, false, "tenA"},
-                    {"tenB", "tenant-b-secret-0123456789", {"tenB"}, {"tenB"}, false, "tenB"}};
+  options.tokens = {{"tenA", "tenant-a-secret-0123456789", {"tenA"}, {"tenA"}, false, "tenA", {}},
+                    {"tenB", "tenant-b-secret-0123456789", {"tenB"}, {"tenB"}, false, "tenB", {}}};
   auto server = StartNode(options);
   ASSERT_NE(server, nullptr);
   std::vector<TestClient> stalled;
@@ -462,7 +462,7 @@ TEST(HostileClientTest, ATokenWritesAValueLargerThanItsShareOnASmallNode) {
   ServerOptions options = SmallNodeOptions();
   options.capacity_bytes = 16 << 20;
   options.max_reserved_bytes = 4 << 20;  // a token's share: 1 MiB
-  options.tokens = {{"tenA", "tenant-a-secret-0123456789", {"tenA"}, {"tenA"}, false, "tenA"}};
+  options.tokens = {{"tenA", "tenant-a-secret-0123456789", {"tenA"}, {"tenA"}, false, "tenA", {}}};
   auto server = StartNode(options);
   ASSERT_NE(server, nullptr);
   auto a = TestClient::Connect(server->port(), /*hello=*/false);

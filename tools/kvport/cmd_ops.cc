@@ -94,6 +94,7 @@ Result<std::unique_ptr<Session>> Connect(const OpsOptions& o) {
     init.tls_ca_file = config.tls_ca_file;
     init.tls_cert_file = config.tls_cert_file;
     init.tls_key_file = config.tls_key_file;
+    init.tls_verify_hostname = config.tls_verify_hostname;
     init.replicas = static_cast<int>(config.replicas);
     init.write_quorum = static_cast<int>(config.write_quorum);
     init.busy_poll = std::chrono::microseconds(config.busy_poll_us);

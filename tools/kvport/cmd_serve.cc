@@ -168,7 +168,7 @@ int Serve(const ServeFlags& flags) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);  // re-read the tokens file
+  sigaddset(&stop_signals, SIGHUP);  // re-read the tokens file and TLS files
   if (pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr) != 0) {
     return Fail(Status::Internal("cannot block SIGINT/SIGTERM"));
   }
@@ -247,9 +247,12 @@ int Serve(const ServeFlags& flags) {
   while (sigwait(&stop_signals, &signal_number) != 0 || signal_number == SIGHUP) {
     if (signal_number == SIGHUP) {
       signal_number = 0;
-      log::Info("received SIGHUP: re-reading the tokens file");
-      Status reloaded = (*server)->ReloadTokens();  // logs the outcome itself
-      (void)reloaded;
+      log::Info("received SIGHUP: re-reading the tokens file and the TLS certificates");
+      // Each logs its outcome itself; one failing does not keep the other from applying.
+      Status tokens = (*server)->ReloadTokens();
+      Status tls = (*server)->ReloadTls();
+      (void)tokens;
+      (void)tls;
     }
   }
   log::Info("received {}: stopping (finishing requests in flight)",
