@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unordered_map>
 
 #include "common/small_file.h"
 
@@ -297,33 +296,6 @@ Result<std::unique_ptr<TlsSession>> TlsContext::NewSession(int fd,
 
 namespace {
 
-// The names of verified client certificates, by the socket of their server session
-// (PeerCertificateNames).
-class PeerNames {
- public:
-  static PeerNames& Get() {
-    static PeerNames* const names = new PeerNames;  // never destroyed: sessions may outlive main
-    return *names;
-  }
-  void Set(int fd, std::vector<std::string> names) EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    by_fd_[fd] = std::move(names);
-  }
-  void Forget(int fd) EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    by_fd_.erase(fd);
-  }
-  std::vector<std::string> Of(int fd) const EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    auto it = by_fd_.find(fd);
-    return it != by_fd_.end() ? it->second : std::vector<std::string>();
-  }
-
- private:
-  mutable Mutex mu_;
-  std::unordered_map<int, std::vector<std::string>> by_fd_ GUARDED_BY(mu_);
-};
-
 std::string AsString(const ASN1_STRING* text) {
   return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(text)),
                      static_cast<size_t>(ASN1_STRING_length(text)));
@@ -359,30 +331,25 @@ std::vector<std::string> CertificateNames(X509* cert) {
 
 }  // namespace
 
-std::vector<std::string> PeerCertificateNames(int fd) {
-  return PeerNames::Get().Of(fd);
-}
-
 TlsSession::TlsSession(ssl_st* ssl) : ssl_(ssl) {}
 
 TlsSession::~TlsSession() {
   MutexLock lock(mu_);
-  if (recorded_fd_ >= 0) PeerNames::Get().Forget(recorded_fd_);
   SSL_free(ssl_);
 }
 
-void TlsSession::RecordPeerNames() {
+std::vector<std::string> TlsSession::PeerCertificateNames() const {
+  MutexLock lock(mu_);
+  if (!handshake_done_) return {};
   // Only a certificate the context asked for and verified names anyone (without
   // SSL_VERIFY_PEER the verify result says X509_V_OK of nothing checked).
   if (SSL_is_server(ssl_) == 0 || (SSL_get_verify_mode(ssl_) & SSL_VERIFY_PEER) == 0 ||
       SSL_get_verify_result(ssl_) != X509_V_OK) {
-    return;
+    return {};
   }
   X509* cert = SSL_get0_peer_certificate(ssl_);
-  const int fd = SSL_get_fd(ssl_);
-  if (cert == nullptr || fd < 0) return;
-  PeerNames::Get().Set(fd, CertificateNames(cert));
-  recorded_fd_ = fd;
+  if (cert == nullptr) return {};
+  return CertificateNames(cert);
 }
 
 namespace {
@@ -419,7 +386,6 @@ Result<TlsWait> TlsSession::Handshake() {
   const int r = SSL_do_handshake(ssl_);
   if (r == 1) {
     handshake_done_ = true;
-    RecordPeerNames();
     return TlsWait::kNone;
   }
   switch (SSL_get_error(ssl_, r)) {

@@ -122,13 +122,15 @@ class TlsSession {
   bool kernel_receive() const EXCLUDES(mu_);
   // The subject of the certificate the peer presented ("" if none).
   std::string PeerSubject() const EXCLUDES(mu_);
+  // Server sessions: the names of the client certificate this session asked for and verified
+  // in its handshake (its subject's commonName, then its DNS and URI subjectAltNames, each as
+  // the certificate spells it); empty when it presented none, the session is a client's, or
+  // the handshake has not completed.
+  std::vector<std::string> PeerCertificateNames() const EXCLUDES(mu_);
 
  private:
   friend class TlsContext;
   explicit TlsSession(ssl_st* ssl);
-  // Server sessions: records the names of the verified client certificate under the socket
-  // (PeerCertificateNames), once the handshake completes.
-  void RecordPeerNames() REQUIRES(mu_);
   // Write() of one range; false with *blocked when the socket is full.
   Result<size_t> WriteOne(const void* data, size_t size, bool* blocked) REQUIRES(mu_);
 
@@ -141,17 +143,7 @@ class TlsSession {
   // long: it stays here until it is accepted.
   std::string gather_ GUARDED_BY(mu_);
   bool gather_pending_ GUARDED_BY(mu_) = false;
-  int recorded_fd_ GUARDED_BY(mu_) = -1;  // the socket RecordPeerNames recorded under
 };
-
-// The names of the client certificate a server session on socket `fd` verified in its
-// handshake: its subject's commonName, then its DNS and URI subjectAltNames, each as the
-// certificate spells it; empty when the session presented none, is not a TLS server session,
-// or has not completed its handshake. Thread-safe. The names are kept by socket so that the
-// code serving a connection's requests, which knows its socket but not its TLS state, can map
-// the certificate to a grant; they are forgotten when the TlsSession is destroyed (before its
-// socket closes and the number can be reused).
-std::vector<std::string> PeerCertificateNames(int fd);
 
 // Whether the first byte the peer of `fd` sent opens a TLS handshake record (content type 22,
 // what a TLS client sends first), looked at without consuming it: for a TLS listener to tell a

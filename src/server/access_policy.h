@@ -98,7 +98,7 @@ class AccessPolicy {
 
   // The grant of `secret` (Everything() when the node is open, whatever is presented). When
   // `secret` is empty, the grant of the token that one of `cert_names` (the names of the
-  // client certificate the session's TLS verified: net::PeerCertificateNames) maps to.
+  // client certificate the session's TLS verified: net::TlsSession::PeerCertificateNames) maps to.
   // PermissionDenied when the node requires a token and neither gives one, or the certificate's
   // names map to two tokens. A secret, when presented, decides alone: it is the credential the
   // client chose. The comparison takes the same time whichever token, and whichever byte of it,

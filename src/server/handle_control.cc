@@ -7,7 +7,6 @@
 #include <variant>
 
 #include "net/socket.h"
-#include "net/tls.h"
 #include "server/command_table.h"
 #include "server/unauthenticated.h"
 
@@ -41,10 +40,8 @@ Result<HandlerOutcome> HandleHello(const RequestContext& ctx, protocol::AnyReque
   }
   // A verified client certificate (mutual TLS) stands for the token it is mapped to when the
   // client presents none (AccessToken::cert_names).
-  Status authenticated = ctx.session.access.Authenticate(
-      access, hello.token,
-      ctx.session.kind == net::StreamKind::kTcp ? net::PeerCertificateNames(ctx.session.fd)
-                                                : std::vector<std::string>());
+  Status authenticated =
+      ctx.session.access.Authenticate(access, hello.token, ctx.session.peer_certificate_names);
   if (!authenticated.ok()) {
     ctx.service.counters().CountAuthFailure();
     if (throttle != nullptr && !hello.token.empty()) throttle->Charge(peer);

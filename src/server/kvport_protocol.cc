@@ -83,6 +83,12 @@ size_t KvportProtocol::read_ahead_bytes() const {
   return kReadAheadBytes;
 }
 
+void KvportProtocol::Opened() {
+  // Mutual TLS: the certificate may stand for a token at HELLO (AccessToken::cert_names).
+  if (const net::TlsSession* tls = conn_.stream().tls(); tls != nullptr)
+    state_.peer_certificate_names = tls->PeerCertificateNames();
+}
+
 void KvportProtocol::OnReadable() {
   bool yielded = true;  // stopped by the per-event bounds, with more to read
   for (int i = 0;

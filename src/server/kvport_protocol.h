@@ -51,6 +51,7 @@ class KvportProtocol final : public ProtocolHandler {
 
   std::string_view name() const override { return "session"; }
   size_t read_ahead_bytes() const override;
+  void Opened() override;
   void OnReadable() override;
   bool WantsToRead() const override;
   Throttle Throttled() const override;

@@ -105,8 +105,10 @@ struct SessionState {
   uint8_t version = 0;   // negotiated protocol version; 0 until HELLO succeeded
   SessionAccess access;  // the session's grant, from HELLO on
   net::StreamKind kind = net::StreamKind::kTcp;
-  int fd = -1;                // the session's socket (for checks of its peer)
-  int64_t peer_uid = -1;      // Unix sessions: the peer's uid (SO_PEERCRED); -1 when unknown
+  int fd = -1;            // the session's socket (for checks of its peer)
+  int64_t peer_uid = -1;  // Unix sessions: the peer's uid (SO_PEERCRED); -1 when unknown
+  // TLS sessions: the names of the client certificate the handshake verified (mutual TLS).
+  std::vector<std::string> peer_certificate_names;
   bool shm_attached = false;  // SHM_ATTACH was granted: SHM_* requests are served
   bool ucx_attached = false;  // UCX_ATTACH was granted: SHM_* requests are served too
   ShmHoldings shm;

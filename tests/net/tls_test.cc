@@ -349,29 +349,26 @@ TEST_F(TlsTest, AClientWithNoNameToVerifyFailsClosed) {
   EXPECT_EQ(c.code(), StatusCode::kPermissionDenied) << c.ToString();
 }
 
-// The names of a verified client certificate are known by the server session's socket while
-// the session lives, and only then.
-TEST_F(TlsTest, AVerifiedClientCertificatesNamesAreKnownByItsSocket) {
-  int fd = -1;
+// The names of a verified client certificate are known to the server session once its
+// handshake is done, and only with mutual TLS.
+TEST_F(TlsTest, AServerSessionKnowsItsVerifiedClientCertificatesNames) {
   {
     Pair p = Connect();
-    fd = p.server.fd();
     ASSERT_TRUE(p.server.StartTls(*Server(/*mutual=*/true), "").ok());
     ASSERT_TRUE(p.client.StartTls(*Client(A("ca.pem"), /*with_cert=*/true), "localhost").ok());
-    EXPECT_TRUE(PeerCertificateNames(fd).empty()) << "before the handshake";
+    EXPECT_TRUE(p.server.tls()->PeerCertificateNames().empty()) << "before the handshake";
     auto [s, c] = Handshake(p);
     ASSERT_TRUE(s.ok() && c.ok()) << s.ToString() << " / " << c.ToString();
-    EXPECT_EQ(PeerCertificateNames(fd), std::vector<std::string>{"kvport client"});
-    EXPECT_TRUE(PeerCertificateNames(p.client.fd()).empty()) << "a client records nothing";
+    EXPECT_EQ(p.server.tls()->PeerCertificateNames(), std::vector<std::string>{"kvport client"});
+    EXPECT_TRUE(p.client.tls()->PeerCertificateNames().empty()) << "a client knows none";
   }
-  EXPECT_TRUE(PeerCertificateNames(fd).empty()) << "forgotten with the session";
-  // Without mutual TLS nothing is recorded.
+  // Without mutual TLS the certificate was not asked for: it names nobody.
   Pair p = Connect();
   ASSERT_TRUE(p.server.StartTls(*Server(), "").ok());
   ASSERT_TRUE(p.client.StartTls(*Client(A("ca.pem"), /*with_cert=*/true), "localhost").ok());
   auto [s, c] = Handshake(p);
   ASSERT_TRUE(s.ok() && c.ok());
-  EXPECT_TRUE(PeerCertificateNames(p.server.fd()).empty());
+  EXPECT_TRUE(p.server.tls()->PeerCertificateNames().empty());
 }
 
 }  // namespace
