@@ -120,9 +120,10 @@ struct KVPORT_API ServerOptions {
   // [16 MiB, 1 GiB].
   uint64_t max_queued_response_bytes = 0;
   // Node-wide cap on the memory of requests being received (their headers and descriptors,
-  // buffered as they arrive): a connection whose descriptor would need more waits, unread,
-  // until others' shrink, or its request deadline passes (docs/store.md). 0: no cap.
-  uint64_t max_input_buffer_bytes = uint64_t{1} << 30;
+  // buffered as they arrive, and a RESP command's arguments): a connection whose buffer would
+  // need more waits, unread, until others' shrink, or its request deadline passes
+  // (docs/store.md). 0: automatic, capacity / 8 within [max(64 MiB, max_frame_bytes), 1 GiB].
+  uint64_t max_input_buffer_bytes = 0;
   // Node-wide caps beside the arena (0: automatic). max_index_bytes: heap that objects' keys,
   // metadata and index entries may take, evicted like arena space (automatic: capacity / 8).
   // max_reserved_bytes: arena bytes of writes in progress reserved and not yet written (an

@@ -278,7 +278,7 @@ std::vector<KeySpec> MakeKeys() {
       SizeKey("max_queued_response_bytes", "KVPORT_MAX_QUEUED_RESPONSE_BYTES",
               FIELD(node.max_queued_response_bytes), SizeUnit::kBytes, SizeCheck::kLimitOrAuto),
       SizeKey("max_input_buffer_bytes", "KVPORT_MAX_INPUT_BUFFER_BYTES",
-              FIELD(node.max_input_buffer_bytes), SizeUnit::kBytes, SizeCheck::kLimit),
+              FIELD(node.max_input_buffer_bytes), SizeUnit::kBytes, SizeCheck::kLimitOrAuto),
       SizeKey("max_index_bytes", "KVPORT_MAX_INDEX_BYTES", FIELD(node.max_index_bytes),
               SizeUnit::kBytes, SizeCheck::kLimitOrAuto),
       SizeKey("max_reserved_bytes", "KVPORT_MAX_RESERVED_BYTES", FIELD(node.max_reserved_bytes),

@@ -115,10 +115,13 @@ namespace {
 
 // `count` bulk strings from input[pos], appended to `args`; *end: where the last one ends.
 // `before`: bytes of the command ahead of input[0], counted against max_command_bytes.
+// `progress`: each whole argument is also recorded there, with where the next one starts.
 RespParse ParseBulks(std::string_view input, size_t pos, uint64_t count, uint64_t before,
                      const RespLimits& limits, std::vector<std::string_view>* args, size_t* end,
-                     size_t* needed, std::string* error, RespPartialBulk* partial) {
+                     size_t* needed, std::string* error, RespPartialBulk* partial,
+                     RespProgress* progress = nullptr) {
   for (uint64_t i = 0; i < count; ++i) {
+    if (progress != nullptr) progress->pos = pos;
     if (pos >= input.size()) {
       *needed = pos + 1;
       return RespParse::kIncomplete;
@@ -160,6 +163,7 @@ RespParse ParseBulks(std::string_view input, size_t pos, uint64_t count, uint64_
       return RespParse::kError;
     }
     args->push_back(input.substr(data_pos, static_cast<size_t>(length)));
+    if (progress != nullptr) progress->args.emplace_back(data_pos, static_cast<size_t>(length));
     pos = static_cast<size_t>(after);
   }
   *end = pos;
@@ -170,8 +174,21 @@ RespParse ParseBulks(std::string_view input, size_t pos, uint64_t count, uint64_
 
 RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
                            std::vector<std::string_view>* args, size_t* consumed, size_t* needed,
-                           std::string* error, RespPartialBulk* partial) {
+                           std::string* error, RespPartialBulk* partial, RespProgress* progress) {
   args->clear();
+  if (progress != nullptr && progress->arg_count > 0) {
+    // The arguments already parsed are where they were; the rest is parsed from where the last
+    // call stopped.
+    for (const auto& [offset, length] : progress->args)
+      args->push_back(input.substr(offset, length));
+    const uint64_t left = progress->arg_count - progress->args.size();
+    const RespParse parsed = ParseBulks(input, progress->pos, left, 0, limits, args, consumed,
+                                        needed, error, partial, progress);
+    if (parsed == RespParse::kIncomplete && partial != nullptr) {
+      partial->arg_count = progress->arg_count;
+    }
+    return parsed;
+  }
   if (input.empty()) {
     *needed = 1;
     return RespParse::kIncomplete;
@@ -192,8 +209,12 @@ RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
         limits.max_args);
     return RespParse::kError;
   }
+  if (progress != nullptr) {
+    progress->Clear();
+    progress->arg_count = static_cast<uint64_t>(count);
+  }
   const RespParse parsed = ParseBulks(input, pos, static_cast<uint64_t>(count), 0, limits, args,
-                                      consumed, needed, error, partial);
+                                      consumed, needed, error, partial, progress);
   if (parsed == RespParse::kIncomplete && partial != nullptr) {
     partial->arg_count = static_cast<uint64_t>(count);
   }

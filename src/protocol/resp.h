@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kvport::protocol {
@@ -37,8 +38,8 @@ enum class RespParse {
 };
 
 // Where an array command stopped when it came back kIncomplete inside a bulk string's bytes
-// (its "$N" line whole, its length within the limits): from there the node's RESP handler reads a large
-// value straight into its reservation (server/resp_value_capture.h).
+// (its "$N" line whole, its length within the limits): from there the node's RESP handler reads a
+// large value straight into its reservation (server/resp_value_capture.h).
 struct RespPartialBulk {
   size_t index = 0;        // the incomplete argument (`args` holds those before it)
   size_t data_pos = 0;     // its first byte in the input
@@ -46,14 +47,32 @@ struct RespPartialBulk {
   uint64_t arg_count = 0;  // the command's arguments in all
 };
 
+// How far an array command that came back kIncomplete was parsed, so that the next call goes on
+// from there instead of from its first byte: a command trickling in costs its size, not its
+// size times its arguments. Positions count from the command's first byte, so the bytes before
+// them may move (the caller's buffer compacts or grows) but must not change.
+struct RespProgress {
+  uint64_t arg_count = 0;                       // 0: nothing of the command parsed yet
+  size_t pos = 0;                               // where the next argument's "$N" line starts
+  std::vector<std::pair<size_t, size_t>> args;  // the arguments parsed: (offset, length)
+  void Clear() {
+    arg_count = 0;
+    pos = 0;
+    args.clear();
+  }
+};
+
 // Parses one command at the front of `input`. kComplete: `args` holds its arguments (views into
 // `input`; empty for a blank inline line, which the caller skips) and *consumed its size.
 // kIncomplete: *needed is the input size at which parsing can progress (at least size + 1);
 // when it stopped inside a bulk string's bytes and `partial` is given, *partial says where (and
-// `args` holds the arguments before it), else `partial` is left as it was.
+// `args` holds the arguments before it), else `partial` is left as it was. With `progress`,
+// parsing starts where the last call on the same command stopped and records where it stops;
+// the caller clears it once the command is complete or dropped.
 RespParse ParseRespCommand(std::string_view input, const RespLimits& limits,
                            std::vector<std::string_view>* args, size_t* consumed, size_t* needed,
-                           std::string* error, RespPartialBulk* partial = nullptr);
+                           std::string* error, RespPartialBulk* partial = nullptr,
+                           RespProgress* progress = nullptr);
 
 // Parses the last `count` arguments of an array command, whose earlier ones were read apart
 // (the RESP handler's captured value): `count` bulk strings at the front of `input`, appended to

@@ -186,7 +186,7 @@ bool RespProtocol::ServeBuffered() {
     size_t needed = 0;
     protocol::RespPartialBulk partial;
     switch (protocol::ParseRespCommand(input, limits, &args_, &consumed, &needed, &parse_error_,
-                                       &partial)) {
+                                       &partial, &progress_)) {
       case protocol::RespParse::kIncomplete:
         needed_ = needed;
         incomplete_ = true;
@@ -201,6 +201,7 @@ bool RespProtocol::ServeBuffered() {
         Fail("ERR " + parse_error_);
         return false;
       case protocol::RespParse::kComplete:
+        progress_.Clear();
         break;
     }
     // A command pipelined behind an AUTH may be a large SET.
@@ -250,6 +251,7 @@ void RespProtocol::BeginCapture(const protocol::RespPartialBulk& partial) {
   if (!authenticated() || capture_declined_) return;
   capture_ = RespValueCapture::Begin(service_, client_, args_, partial);
   args_.clear();
+  if (capture_ != nullptr) progress_.Clear();  // the command's bytes move: the capture goes on
   if (capture_ == nullptr) {
     capture_declined_ = true;
     return;
@@ -323,6 +325,7 @@ void RespProtocol::Fail(std::string_view error_line) {
   reply_.Commit();
   in_begin_ = in_end_ = 0;
   capture_.reset();  // its reservation is aborted: nothing of it was visible
+  progress_.Clear();
   incomplete_ = false;
   conn_.Finish();
 }
@@ -357,6 +360,7 @@ ProtocolHandler::Throttle RespProtocol::Throttled() const {
 }
 
 void RespProtocol::Closed() {
+  progress_.Clear();
   if (shrink_timer_ != 0) {
     loop_->CancelTimer(shrink_timer_);
     shrink_timer_ = 0;

@@ -112,6 +112,8 @@ class RespProtocol final : public ProtocolHandler {
   size_t in_begin_ = 0;
   size_t in_end_ = 0;
   std::vector<std::string_view> args_;
+  // How far the command under way was parsed: a command trickling in is parsed once.
+  protocol::RespProgress progress_;
   std::string parse_error_;
   RespOutput reply_;
 };

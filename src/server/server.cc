@@ -214,6 +214,15 @@ uint64_t QueuedResponseCap(const ServerOptions& options) {
   return std::clamp<uint64_t>(options.capacity_bytes / 16, uint64_t{16} << 20, uint64_t{1} << 30);
 }
 
+// max_input_buffer_bytes, or its automatic value: scaled to the node, so that clients stalled
+// mid-command hold a share of what the node holds rather than a fixed GiB, and never below
+// what one request's descriptor may need.
+uint64_t InputBufferCap(const ServerOptions& options) {
+  if (options.max_input_buffer_bytes != 0) return options.max_input_buffer_bytes;
+  const uint64_t floor = std::max<uint64_t>(uint64_t{64} << 20, options.max_frame_bytes);
+  return std::max(floor, std::min<uint64_t>(options.capacity_bytes / 8, uint64_t{1} << 30));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
@@ -389,8 +398,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   worker_options.connection.request_timeout = options.request_timeout;
   worker_options.connection.min_request_bytes_per_sec = options.min_request_bytes_per_sec;
   impl->counters.SetMaxQueuedResponseBytes(worker_options.connection.max_node_queued_bytes);
-  worker_options.connection.max_node_input_bytes = options.max_input_buffer_bytes;
-  impl->counters.SetMaxInputBufferBytes(options.max_input_buffer_bytes);
+  worker_options.connection.max_node_input_bytes = InputBufferCap(options);
+  impl->counters.SetMaxInputBufferBytes(worker_options.connection.max_node_input_bytes);
   worker_options.idle_timeout = options.idle_timeout;
   worker_options.busy_poll = options.busy_poll;
   // Only a node with tokens has a secret to guess: an open one throttles nothing.

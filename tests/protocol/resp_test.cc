@@ -62,6 +62,47 @@ TEST(RespParserTest, EveryPrefixIsIncompleteAndNamesWhatItNeeds) {
   EXPECT_EQ(Parse(input.substr(0, 20)).needed, input.size());
 }
 
+// With a RespProgress, a command arriving piece by piece is parsed once: each call goes on
+// from where the last stopped and never reads the arguments already parsed again (here they
+// are overwritten after being parsed, and the command still comes out as it was sent).
+TEST(RespParserTest, ACommandArrivingInPiecesIsParsedFromWhereItStopped) {
+  std::vector<std::string> sent{"MSET"};
+  for (int i = 0; i < 200; ++i)
+    sent.push_back("key" + std::to_string(i));
+  std::string input = "*" + std::to_string(sent.size()) + "\r\n";
+  for (const std::string& a : sent)
+    input += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  RespProgress progress;
+  std::vector<std::string_view> views;
+  size_t consumed = 0;
+  size_t needed = 0;
+  std::string error;
+  std::string buffer;
+  size_t parsed_through = 0;  // bytes a call has seen whole arguments in
+  for (size_t n = 0; n < input.size(); ++n) {
+    buffer.push_back(input[n]);
+    // What the parser has read past already may be anything now: it must not look back.
+    if (progress.pos > parsed_through) {
+      for (size_t i = 0; i < progress.pos; ++i)
+        if (buffer[i] != '\r' && buffer[i] != '\n' && buffer[i] != '$' && buffer[i] != '*')
+          buffer[i] = '?';
+      parsed_through = progress.pos;
+    }
+    const RespParse r = ParseRespCommand(buffer, RespLimits{}, &views, &consumed, &needed, &error,
+                                         nullptr, &progress);
+    ASSERT_NE(r, RespParse::kError) << error;
+    if (n + 1 < input.size()) {
+      ASSERT_EQ(r, RespParse::kIncomplete) << n;
+      continue;
+    }
+    ASSERT_EQ(r, RespParse::kComplete);
+    EXPECT_EQ(consumed, input.size());
+    ASSERT_EQ(views.size(), sent.size());
+    EXPECT_EQ(views.back(), "key199");
+    EXPECT_NE(views[1], "key0") << "parsed again from its first byte";
+  }
+}
+
 TEST(RespParserTest, AnIncompleteBulkSaysWhereItIsAndTheRestParsesApart) {
   const std::string input =
       "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n0123456789\r\n"

@@ -892,3 +892,64 @@ TEST(RespHostileTest, ClientThatNeverReadsIsBoundedByTheQueueCap) {
 
 }  // namespace
 }  // namespace kvport::testing
+
+namespace kvport::testing {
+namespace {
+
+// An MGET naming one key so often that its answer would carry more than the node holds is
+// refused whole, as the binary MGET is, and the connection goes on. Before: a short command
+// naming a 1 MiB key 64 times on an 8 MiB node was answered with 64 MiB.
+TEST(RespBoundsTest, AnMgetAnswerLargerThanTheNodeIsRefused) {
+  std::unique_ptr<Server> server = StartNode(RespNodeOptions());
+  ASSERT_NE(server, nullptr);
+  RespTestClient c(server->resp_port());
+  ASSERT_EQ(c.Call({"SET", "k", std::string(1 << 20, 'v')}), "+OK");
+  std::vector<std::string> mget{"MGET"};
+  for (int i = 0; i < 64; ++i)
+    mget.push_back("k");
+  const std::string refused = c.Call(mget);
+  EXPECT_EQ(refused.rfind("-ERR an MGET answer of", 0), 0u) << refused.substr(0, 80);
+  EXPECT_NE(refused.find("TooLarge"), std::string::npos) << refused.substr(0, 120);
+  EXPECT_EQ(c.Call({"PING"}), "+PONG");
+  EXPECT_EQ(server->Stats().Get("pinned_bytes"), 0u);
+  mget.resize(1 + 7);  // 7 MiB: what the arena holds is answered
+  EXPECT_EQ(c.Call(mget).substr(0, 3), "*7[") << "an array of seven values";
+}
+
+// Clients stalled in the middle of MSETs hold at most the node's input cap together, which
+// scales with the node (capacity / 8, at least 64 MiB): the ones past it are not read. Before:
+// the cap was 1 GiB whatever the node, and 4 stalled MSETs held +320 MiB on a 64 MiB node.
+TEST(RespBoundsTest, StalledMsetsHoldAtMostTheNodesInputCap) {
+  ServerOptions options = RespNodeOptions();
+  options.capacity_bytes = 64 << 20;
+  options.max_value_bytes = 64 << 20;
+  options.request_timeout = std::chrono::seconds(120);  // the cap, not the deadline, must act
+  std::unique_ptr<Server> server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  const uint64_t cap = server->Stats().Get("max_input_buffer_bytes");
+  EXPECT_EQ(cap, uint64_t{64} << 20);
+  std::vector<std::unique_ptr<RespTestClient>> stalled;
+  const std::string chunk(1 << 20, 'v');
+  for (int i = 0; i < 4; ++i) {
+    stalled.push_back(std::make_unique<RespTestClient>(server->resp_port()));
+    RespTestClient& c = *stalled.back();
+    timeval bound{0, 200 * 1000};  // a send the node does not read gives up, it does not block
+    ASSERT_EQ(::setsockopt(c.fd(), SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof(bound)), 0);
+    // MSET k<i> <a 60 MiB value>: 24 MiB of it sent, the rest never.
+    ASSERT_TRUE(c.SendRaw("*3\r\n$4\r\nMSET\r\n$2\r\nk" + std::to_string(i) + "\r\n$" +
+                          std::to_string(60 << 20) + "\r\n"));
+    for (int mib = 0; mib < 24 && c.SendRaw(chunk); ++mib) {
+    }
+  }
+  // The node stops reading the ones its cap leaves no room for.
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("paused_connections") >= 1; }));
+  // Each connection's first 16 KiB is always allowed (a node at its cap still reads small
+  // commands); growth is what the cap stops.
+  EXPECT_LE(server->Stats().Get("input_buffer_bytes"), cap + 4 * (16 << 10));
+  RespTestClient other(server->resp_port());
+  EXPECT_EQ(other.Call({"SET", "small", "v"}), "+OK");  // a small command is still read
+  EXPECT_EQ(other.Call({"GET", "small"}), "$v");
+}
+
+}  // namespace
+}  // namespace kvport::testing
