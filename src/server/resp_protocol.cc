@@ -155,6 +155,15 @@ bool RespProtocol::ReadSome() {
   return r->bytes > 0;
 }
 
+bool RespProtocol::HeldBack() {
+  // Replies gathered past a few KiB join the queue first, so that what the throttle weighs is
+  // every reply of this connection (a pipeline of large MGETs would otherwise gather them all).
+  if (reply_.text().size() >= kGatherBytes) reply_.Commit();
+  if (conn_.QueueThrottle() == Throttle::kNone) return false;
+  reply_.Commit();
+  return true;
+}
+
 bool RespProtocol::ServeBuffered() {
   protocol::RespLimits limits = Limits();
   for (int n = 0; n < kMaxCommandsPerEvent; ++n) {
@@ -165,10 +174,7 @@ bool RespProtocol::ServeBuffered() {
         incomplete_ = true;
         return true;
       }
-      if (conn_.QueueThrottle() != Throttle::kNone) {
-        reply_.Commit();
-        return false;
-      }
+      if (HeldBack()) return false;
       if (!FinishCapture(limits)) return conn_.open();
       continue;
     }
@@ -177,10 +183,7 @@ bool RespProtocol::ServeBuffered() {
       return true;
     }
     // Between commands: nothing more runs while the replies queued cost too much.
-    if (conn_.QueueThrottle() != Throttle::kNone) {
-      reply_.Commit();
-      return false;
-    }
+    if (HeldBack()) return false;
     std::string_view input(in_.get() + in_begin_, buffered());
     size_t consumed = 0;
     size_t needed = 0;

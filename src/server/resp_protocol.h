@@ -61,6 +61,10 @@ class RespProtocol final : public ProtocolHandler {
   // Runs the complete commands buffered (at most a bounded number: see the .cc); false when it
   // stopped with complete commands left (throttled or out of budget).
   bool ServeBuffered();
+  // Whether the replies queued hold the next command back (committing what was gathered).
+  bool HeldBack();
+  // Replies gathered from pipelined commands before they are queued as one segment.
+  static constexpr size_t kGatherBytes = 16 << 10;
   // Reads once into the buffer (and a captured value's reservation); false when nothing was
   // read or the connection closed.
   bool ReadSome();

@@ -896,6 +896,8 @@ TEST(RespHostileTest, ClientThatNeverReadsIsBoundedByTheQueueCap) {
 namespace kvport::testing {
 namespace {
 
+constexpr int kSmallBuffer = 4096;
+
 // An MGET naming one key so often that its answer would carry more than the node holds is
 // refused whole, as the binary MGET is, and the connection goes on. Before: a short command
 // naming a 1 MiB key 64 times on an 8 MiB node was answered with 64 MiB.
@@ -914,6 +916,35 @@ TEST(RespBoundsTest, AnMgetAnswerLargerThanTheNodeIsRefused) {
   EXPECT_EQ(server->Stats().Get("pinned_bytes"), 0u);
   mget.resize(1 + 7);  // 7 MiB: what the arena holds is answered
   EXPECT_EQ(c.Call(mget).substr(0, 3), "*7[") << "an array of seven values";
+}
+
+// A client that pipelines MGETs and reads nothing holds one answer past its share of the
+// node's queued replies, however many it sent: replies gathered from a pipeline join the queue
+// the throttle weighs. Before: every pipelined command of a readiness event ran, its replies
+// gathered unweighed (68 MB a client in python/bench/unread_answers_bench.py's run).
+TEST(RespBoundsTest, APipelineOfUnreadAnswersHoldsOneAnswerPastItsShare) {
+  ServerOptions options = RespNodeOptions();
+  options.max_queued_response_bytes = 2 << 20;
+  std::unique_ptr<Server> server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  RespTestClient writer(server->resp_port());
+  std::vector<std::string> mget{"MGET"};
+  for (int i = 0; i < 200; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    ASSERT_EQ(writer.Call({"SET", key, std::string(4096, 'v')}), "+OK");
+    mget.push_back(key);
+  }
+  const uint64_t answer = 200 * (4096 + 16);  // copied into the reply: values under 16 KiB
+  RespTestClient hostile(server->resp_port());
+  ASSERT_EQ(::setsockopt(hostile.fd(), SOL_SOCKET, SO_RCVBUF, &kSmallBuffer, sizeof(int)), 0);
+  std::string pipeline;
+  for (int i = 0; i < 8; ++i)
+    pipeline += RespTestClient::Encode(mget);
+  ASSERT_TRUE(hostile.SendRaw(pipeline));
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("paused_connections") == 1; }));
+  EXPECT_LE(server->Stats().Get("queued_response_bytes"),
+            options.max_queued_response_bytes / 8 + 2 * answer);
+  EXPECT_EQ(writer.Call({"PING"}), "+PONG");
 }
 
 // Clients stalled in the middle of MSETs hold at most the node's input cap together, which
