@@ -920,8 +920,7 @@ TEST(RespBoundsTest, AnMgetAnswerLargerThanTheNodeIsRefused) {
 
 // A client that pipelines MGETs and reads nothing holds one answer past its share of the
 // node's queued replies, however many it sent: replies gathered from a pipeline join the queue
-// the throttle weighs. Before: every pipelined command of a readiness event ran, its replies
-// gathered unweighed (68 MB a client in python/bench/unread_answers_bench.py's run).
+// the throttle weighs (unweighed, a pipeline of eight ~16 MB answers held all eight).
 TEST(RespBoundsTest, APipelineOfUnreadAnswersHoldsOneAnswerPastItsShare) {
   ServerOptions options = RespNodeOptions();
   options.max_queued_response_bytes = 2 << 20;
