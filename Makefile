@@ -100,7 +100,8 @@ test-asan: build-asan
 # ThreadSanitizer over the layers with threads and locks (store, net, server, client,
 # connector, http) and the session fuzzer's replay: only their test binaries are built, Python
 # is off. TSan cannot be combined with ASan, hence its own build (build-tsan/). Suppressions, each with its reason, are in
-# tests/tsan/suppressions.txt; halt_on_error makes any report fail the test. UCX_MEM_EVENTS=no:
+# tests/tsan/suppressions.txt; halt_on_error makes any report fail the test. tests/tsan/run-ctest
+# runs ctest, and once more the binaries that libtsan's own runtime killed (see it). UCX_MEM_EVENTS=no:
 # UCX's memory hooks (libucm patches mmap/madvise...) run in a thread's last steps of exit, after
 # TSan has torn the thread's state down, and crash it; kvport registers what it moves itself.
 TSAN_TESTS = store_test net_test server_test server_resp_test server_bounds_test client_test client_shm_process_test connector_test eic_connector_test http_test session_fuzz_replay_test cluster_etcd_test cluster_node_test
@@ -111,7 +112,7 @@ test-tsan: bootstrap
 	cmake -S . -B build-tsan -G Ninja -DKVPORT_TSAN=ON -DKVPORT_PYTHON=OFF $(CMAKE_FLAGS) >/dev/null && \
 	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS) && built=$$(date +%s) && \
 	UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan/suppressions.txt \
-	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$' && \
+	  tests/tsan/run-ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$' && \
 	echo "test-tsan: build $$(( built - start )) s, tests $$(( $$(date +%s) - built )) s"
 
 # A short libFuzzer run of the frame decoder, a clang build of the store, net and server
