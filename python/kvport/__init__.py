@@ -148,6 +148,9 @@ class Client:
     before it sleeps), tls_ca_file (TLS to the node, verified against this CA; with
     tls_cert_file and tls_key_file for a node that requires a client certificate; each empty
     one from KVPORT_TLS_CA_FILE, KVPORT_TLS_CERT_FILE, KVPORT_TLS_KEY_FILE: docs/security.md),
+    tls_verify_hostname (True: the node's certificate must name the host or address connected
+    to, and a client with no name to check fails closed; False checks the chain to the CA only;
+    KVPORT_TLS_VERIFY_HOSTNAME),
     ucx_devices (a list: UCX multi-rail, one lane per entry, each lane's devices in
     UCX_NET_DEVICES' syntax; docs/transports.md), checksums (True: each value's checksum computed
     at its put and checked at its get, a value that fails being a miss; docs/client.md) and

@@ -86,6 +86,7 @@ class Client:
         tls_ca_file: str = ...,
         tls_cert_file: str = ...,
         tls_key_file: str = ...,
+        tls_verify_hostname: bool = ...,
         ucx_devices: Sequence[str] = ...,
         checksums: bool = ...,
         unchecked_namespaces: Sequence[str] = ...,

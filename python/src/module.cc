@@ -256,10 +256,12 @@ class PyClient {
             const std::string& cuda_runtime_library, const std::string& ascend_runtime_library,
             const std::string& token, const std::string& token_file, int replicas, int write_quorum,
             int64_t busy_poll_us, const std::string& tls_ca_file, const std::string& tls_cert_file,
-            const std::string& tls_key_file, const std::vector<std::string>& ucx_devices,
-            bool checksums, const std::vector<std::string>& unchecked_namespaces) {
+            const std::string& tls_key_file, bool tls_verify_hostname,
+            const std::vector<std::string>& ucx_devices, bool checksums,
+            const std::vector<std::string>& unchecked_namespaces) {
     CallGate::Pass pass = Enter("init");
     InitOptions options;
+    options.tls_verify_hostname = tls_verify_hostname;
     options.checksums = checksums;
     options.unchecked_namespaces = unchecked_namespaces;
     options.busy_poll = std::chrono::microseconds(busy_poll_us);
@@ -653,6 +655,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("tls_ca_file") = kDefaults.tls_ca_file,
            py::arg("tls_cert_file") = kDefaults.tls_cert_file,
            py::arg("tls_key_file") = kDefaults.tls_key_file,
+           py::arg("tls_verify_hostname") = kDefaults.tls_verify_hostname,
            py::arg("ucx_devices") = kDefaults.ucx_devices,
            py::arg("checksums") = kDefaults.checksums,
            py::arg("unchecked_namespaces") = kDefaults.unchecked_namespaces)

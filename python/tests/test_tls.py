@@ -71,3 +71,25 @@ def test_the_eic_drop_in_takes_the_ca_from_the_environment(tls_node, certificate
     assert client.init("t", endpoint, option) == 0
     status, _ = client.mset(["k"], [b"value"], eic.SetOption())
     assert status == eic.StatusCode.SUCCESS
+
+
+def test_tls_verify_hostname_false_checks_the_chain_only(certificates):
+    """A certificate the CA signed for another name: refused by name, taken by chain only when
+    the client says tls_verify_hostname=False."""
+    d = certificates
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj",
+            "/CN=elsewhere", "-keyout", "other.key", "-out", "other.csr", cwd=d)
+    (d / "other.ext").write_text("subjectAltName=DNS:elsewhere.example\n")
+    openssl("x509", "-req", "-in", "other.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "30", "-extfile", "other.ext", "-out", "other.pem", cwd=d)
+    (d / "other.key").chmod(0o600)
+    with kvport.Server(capacity="16MiB", threads=1, unix_socket="",
+                       tls_cert_file=str(d / "other.pem"),
+                       tls_key_file=str(d / "other.key")) as server:
+        endpoint = f"localhost:{server.port}"
+        with pytest.raises(kvport.Error):
+            kvport.Client(endpoint, tls_ca_file=str(d / "ca.pem"),
+                          transport_type=kvport.TransportType.TCP)
+        client = kvport.Client(endpoint, tls_ca_file=str(d / "ca.pem"), tls_verify_hostname=False,
+                               transport_type=kvport.TransportType.TCP)
+        assert client.mset(["k"], [b"v"]).codes == [kvport.KeyCode.SUCCESS]
