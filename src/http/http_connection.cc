@@ -11,9 +11,14 @@
 
 namespace kvport::http {
 
-HttpConnection::HttpConnection(net::EventLoop* loop, net::Socket socket, const net::TlsContext* tls,
+HttpConnection::HttpConnection(net::EventLoop* loop, net::Socket socket,
+                               std::shared_ptr<const net::TlsContext> tls,
                                HttpConnectionOwner* owner, HttpConnectionLimits limits)
-    : loop_(loop), stream_(std::move(socket)), tls_(tls), owner_(owner), limits_(limits) {}
+    : loop_(loop),
+      stream_(std::move(socket)),
+      tls_(std::move(tls)),
+      owner_(owner),
+      limits_(limits) {}
 
 HttpConnection::~HttpConnection() {
   CancelDeadline();

@@ -68,10 +68,11 @@ class HttpConnection final : public net::EventHandler {
   static constexpr size_t kLingerBytes = 64 * 1024;
   static constexpr std::chrono::milliseconds kLingerTimeout{1000};
 
-  // `socket` is connected and non-blocking; `loop`, `owner` and `tls` (nullptr: plain HTTP)
-  // outlive the connection.
-  HttpConnection(net::EventLoop* loop, net::Socket socket, const net::TlsContext* tls,
-                 HttpConnectionOwner* owner, HttpConnectionLimits limits);
+  // `socket` is connected and non-blocking; `loop` and `owner` outlive the connection; `tls`
+  // (null: plain HTTP) is the context it was accepted under, kept to its end.
+  HttpConnection(net::EventLoop* loop, net::Socket socket,
+                 std::shared_ptr<const net::TlsContext> tls, HttpConnectionOwner* owner,
+                 HttpConnectionLimits limits);
   ~HttpConnection() override;
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -127,7 +128,7 @@ class HttpConnection final : public net::EventHandler {
 
   net::EventLoop* const loop_;
   net::Stream stream_;  // the socket, through TLS once Start() has started it
-  const net::TlsContext* const tls_;
+  const std::shared_ptr<const net::TlsContext> tls_;
   HttpConnectionOwner* const owner_;
   const HttpConnectionLimits limits_;
   State state_ = State::kReading;

@@ -54,9 +54,15 @@ struct RateLimitedWarning {
 }  // namespace
 
 struct HttpServer::Impl final : public HttpConnectionOwner, public net::EventHandler {
+  explicit Impl(const HttpOptions& o)
+      : options(o), https(!o.tls_cert_file.empty() || !o.tls_key_file.empty()) {}
+
   HttpOptions options;
-  std::shared_ptr<const net::TlsContext> tls;  // HTTPS; null: plain HTTP
-  std::string address;                         // as bound, "127.0.0.1:9470"
+  const bool https;  // options name a certificate
+  // The context new connections are accepted under (ReloadTls replaces it); null: plain HTTP.
+  mutable Mutex tls_mu;
+  std::shared_ptr<const net::TlsContext> tls GUARDED_BY(tls_mu);
+  std::string address;  // as bound, "127.0.0.1:9470"
   uint16_t port = 0;
 
   // Declared first, destroyed last: the listener and the connections unwatch themselves in it.
@@ -78,6 +84,16 @@ struct HttpServer::Impl final : public HttpConnectionOwner, public net::EventHan
 
   Mutex stop_mu;
   bool stopped GUARDED_BY(stop_mu) = false;
+
+  std::shared_ptr<const net::TlsContext> CurrentTls() const EXCLUDES(tls_mu) {
+    MutexLock lock(tls_mu);
+    return tls;
+  }
+  // The server role without a CA file: no client certificate is asked for (see HttpOptions).
+  Result<std::shared_ptr<net::TlsContext>> MakeTls() const {
+    return net::TlsContext::Create(net::TlsRole::kServer,
+                                   {options.tls_cert_file, options.tls_key_file, ""});
+  }
 
   ~Impl() override {
     // Normally Stop() has shut down on the loop thread and this does nothing. If the loop ended
@@ -129,7 +145,7 @@ struct HttpServer::Impl final : public HttpConnectionOwner, public net::EventHan
       victim->Evict();  // Closed() takes it out of the table
     }
     auto connection = std::make_unique<HttpConnection>(
-        loop.get(), std::move(socket), tls.get(), this,
+        loop.get(), std::move(socket), CurrentTls(), this,
         HttpConnectionLimits{options.request_timeout, options.write_timeout});
     if (!connection->Start().ok()) return;  // its socket closes with it
     HttpConnection* raw = connection.get();
@@ -279,13 +295,11 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& options
   if (options.request_timeout.count() <= 0 || options.write_timeout.count() <= 0) {
     return Status::InvalidArgument("HTTP request_timeout and write_timeout must be positive");
   }
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
-  if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
-    // The server role without a CA file: no client certificate is asked for (see HttpOptions).
-    Result<std::shared_ptr<net::TlsContext>> tls = net::TlsContext::Create(
-        net::TlsRole::kServer, {options.tls_cert_file, options.tls_key_file, ""});
+  auto impl = std::make_unique<Impl>(options);
+  if (impl->https) {
+    Result<std::shared_ptr<net::TlsContext>> tls = impl->MakeTls();
     if (!tls.ok()) return tls.status().WithContext("HTTPS");
+    MutexLock lock(impl->tls_mu);
     impl->tls = std::move(tls).value();
   }
   Result<net::HostPort> address = net::ParseHostPort(HttpListenAddress(options.listen));
@@ -308,8 +322,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& options
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->loop->Run(); });
   log::Info("HTTP endpoint on {}://{}/ (/metrics, /health, /stats; at most {} connections{})",
-            raw->tls != nullptr ? "https" : "http", impl->address, options.max_connections,
-            raw->tls != nullptr ? "; no client certificate asked for" : "");
+            raw->https ? "https" : "http", impl->address, options.max_connections,
+            raw->https ? "; no client certificate asked for" : "");
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -329,7 +343,20 @@ std::string HttpServer::address() const {
 }
 
 std::string_view HttpServer::scheme() const {
-  return impl_->tls != nullptr ? "https" : "http";
+  return impl_->https ? "https" : "http";
+}
+
+Status HttpServer::ReloadTls() {
+  if (!impl_->https) return Status::Ok();
+  Result<std::shared_ptr<net::TlsContext>> tls = impl_->MakeTls();
+  if (!tls.ok()) {
+    log::Warn("HTTPS: keeping the certificate in force: {}", tls.status().ToString());
+    return tls.status().WithContext("HTTPS");
+  }
+  MutexLock lock(impl_->tls_mu);
+  impl_->tls = std::move(tls).value();
+  log::Info("HTTPS: certificate reloaded for new connections");
+  return Status::Ok();
 }
 
 uint16_t HttpServer::port() const {

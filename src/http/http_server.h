@@ -88,6 +88,10 @@ class HttpServer {
   std::string address() const;
   // "https" with HttpOptions::tls, else "http".
   std::string_view scheme() const;
+  // Reads the certificate and key files again (`kvport serve` on SIGHUP, as the node's own TLS):
+  // connections accepted from now on use them, open ones keep theirs. On error the certificate
+  // in force stays, the error is logged and returned. OK and nothing done for plain HTTP.
+  Status ReloadTls();
   uint16_t port() const;
 
   // Stops accepting, closes every connection (a request is answered within one turn of the

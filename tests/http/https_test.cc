@@ -198,6 +198,43 @@ class HttpsTest : public ::testing::Test {
 };
 std::string* HttpsTest::dir_ = nullptr;
 
+// ReloadTls: new connections get the certificate the files now hold, signed by another CA here;
+// a reload from files that make no context keeps the one in force.
+TEST_F(HttpsTest, ACertificateReloadReachesNewConnections) {
+  const std::string dir = *dir_ + "/reloaded";
+  ASSERT_TRUE(net::WriteTestCertificates(dir + "/first", {}).ok());
+  ASSERT_TRUE(net::WriteTestCertificates(dir + "/second", {}).ok());
+  std::filesystem::copy_file(dir + "/first/node.pem", dir + "/node.pem");
+  std::filesystem::copy_file(dir + "/first/node.key", dir + "/node.key");
+  std::filesystem::permissions(
+      dir + "/node.key", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  HttpOptions options;
+  options.tls_cert_file = dir + "/node.pem";
+  options.tls_key_file = dir + "/node.key";
+  auto server = http::HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  // Whether a new connection's handshake passes with `ca`.
+  const auto verified_by = [&](const std::string& ca) {
+    auto client = net::TlsContext::Create(net::TlsRole::kClient, {"", "", ca});
+    EXPECT_TRUE(client.ok());
+    TlsPeer probe((*server)->port());
+    return probe.connected() && probe.Handshake(**client).ok();
+  };
+  EXPECT_TRUE(verified_by(dir + "/first/ca.pem"));
+  std::filesystem::copy_file(dir + "/second/node.pem", dir + "/node.pem",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(dir + "/second/node.key", dir + "/node.key",
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_TRUE(verified_by(dir + "/first/ca.pem")) << "nothing changes before the reload";
+  ASSERT_TRUE((*server)->ReloadTls().ok());
+  EXPECT_TRUE(verified_by(dir + "/second/ca.pem"));
+  EXPECT_FALSE(verified_by(dir + "/first/ca.pem"));
+  std::filesystem::remove(dir + "/node.key");
+  EXPECT_FALSE((*server)->ReloadTls().ok());
+  EXPECT_TRUE(verified_by(dir + "/second/ca.pem")) << "a failed reload keeps the certificate";
+  (*server)->Stop();
+}
+
 // The ClientHello `client` sends first, taken from a Unix socket pair that nobody answers on.
 std::string ClientHello(const net::TlsContext& client) {
   int pair[2];

@@ -251,8 +251,10 @@ int Serve(const ServeFlags& flags) {
       // Each logs its outcome itself; one failing does not keep the other from applying.
       Status tokens = (*server)->ReloadTokens();
       Status tls = (*server)->ReloadTls();
+      Status https = http != nullptr ? http->ReloadTls() : Status::Ok();
       (void)tokens;
       (void)tls;
+      (void)https;
     }
   }
   log::Info("received {}: stopping (finishing requests in flight)",
