@@ -16,9 +16,8 @@
 //     its HELLO and AUTH are refused without their secret being looked at (Unavailable, saying
 //     when to retry). A refusal is not a failure: a client retrying is not charged for it.
 //   - A peer with no failure for forget_after (10 min) starts again with its whole budget. A
-//   success does
-//     not reset the budget: a holder of one token must not buy more guesses at another token
-//     by authenticating in between.
+//     success does not reset the budget: a holder of one token must not buy more guesses at
+//     another token by authenticating in between.
 //   - Unix socket peers are not throttled: the socket is mode 0600, so they run as the node's
 //     user or root, who can read the token file anyway.
 // The table holds at most max_peers (16384) peers, the one seen least recently forgotten first,
