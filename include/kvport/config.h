@@ -56,7 +56,7 @@ struct KVPORT_API NodeSettings {
   uint64_t max_frame_bytes = uint64_t{16} << 20;  // header + descriptors, no payloads
   uint64_t max_connection_outstanding_bytes = uint64_t{256} << 20;  // in flight per connection
   uint64_t max_queued_response_bytes = 0;  // queued responses' heap, node-wide; 0 = automatic
-  uint64_t max_input_buffer_bytes = 0;  // requests being received, node-wide; 0 = automatic
+  uint64_t max_input_buffer_bytes = 0;     // requests being received, node-wide; 0 = automatic
   // Caps beside the arena; 0 = automatic (capacity / 8, capacity / 2, capacity / 2).
   uint64_t max_index_bytes = 0;      // heap for objects' keys, metadata, index entries
   uint64_t max_reserved_bytes = 0;   // arena bytes of writes in progress

@@ -21,10 +21,10 @@ namespace {
 // it sent plus one step, and hold no more (a 64 MiB MSET stalled after 10 bytes holds about one
 // step, not a 64 MiB node's whole arena). What the items hold reserved and not yet written counts
 // against the node's max_reserved_bytes and, on a node with tokens, against the token's share of it
-// (WriteBatch); the request's deadline (stream_connection.h) bounds how long any of it may wait for its last
-// byte. (The alternative, reserving everything up front and letting eviction reclaim a stalled
-// writer's reservations, would need the session to be told mid-read that its destination is gone;
-// reserving late keeps one owner per extent.)
+// (WriteBatch); the request's deadline (stream_connection.h) bounds how long any of it may wait for
+// its last byte. (The alternative, reserving everything up front and letting eviction reclaim a
+// stalled writer's reservations, would need the session to be told mid-read that its destination is
+// gone; reserving late keeps one owner per extent.)
 //
 // `mset` (its keys and metas view the session's descriptor buffer) outlives the receiver.
 class MsetReceiver final : public PayloadReceiver {

@@ -59,9 +59,9 @@ void Worker::Adopt(net::Socket socket, net::StreamKind kind, uint64_t id, WirePr
     }
     ConnectionOptions options = options_.connection;
     if (options_.tls != nullptr) options.tls = options_.tls->current();
-    auto session = std::make_unique<StreamConnection>(loop_.get(), std::move(*carried), kind, id,
-                                                      service_, options,
-                                                      [this](StreamConnection* c) { OnClosed(c); });
+    auto session =
+        std::make_unique<StreamConnection>(loop_.get(), std::move(*carried), kind, id, service_,
+                                           options, [this](StreamConnection* c) { OnClosed(c); });
     if (protocol == WireProtocol::kResp) {
       session->set_handler(std::make_unique<RespProtocol>(*session, loop_.get()));
     } else {

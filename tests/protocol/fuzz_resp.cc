@@ -9,7 +9,8 @@
 // incomplete, and its arguments encoded again parse back to the same arguments. And a complete
 // array command cut at the start of any argument's bytes says where (RespPartialBulk: the
 // arguments before it, its position and length), and the arguments after that one parse apart
-// (ParseRespBulks) to the same ones: how the node's RESP handler reads a large value into its reservation.
+// (ParseRespBulks) to the same ones: how the node's RESP handler reads a large value into its
+// reservation.
 //
 // Build (clang only): cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang
 //   -DCMAKE_CXX_COMPILER=clang++ -DKVPORT_FUZZ=ON && ninja -C build-fuzz fuzz_resp; seeds:
