@@ -181,7 +181,7 @@ bool WaitUntilOpen(const std::vector<std::unique_ptr<RawConnection>>& peers, siz
 
 constexpr std::string_view kHealthRequest = "GET /health HTTP/1.1\r\nHost: node\r\n\r\n";
 
-// Item 6: the old endpoint (cpp-httplib, a pool of 2 threads each waiting out an idle
+// The endpoint before this one (cpp-httplib, a pool of 2 threads each waiting out an idle
 // connection's 5 s read timeout) answered this /health after the 200 idle connections ahead of
 // it, minutes later; the client below gave up after 10 s (checked against the old code).
 TEST(HttpLimits, HealthAnswersBesideManyIdleAndHalfSentConnections) {
@@ -211,7 +211,7 @@ TEST(HttpLimits, HealthAnswersBesideManyIdleAndHalfSentConnections) {
   }
 }
 
-// Item 7: the endpoint holds at most max_connections. Over the cap, a new connection takes the
+// the endpoint holds at most max_connections. Over the cap, a new connection takes the
 // place of the one idle longest, so a probe still gets in.
 TEST(HttpLimits, TheCapHoldsAndAProbeStillGetsIn) {
   HttpOptions options;

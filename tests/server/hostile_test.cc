@@ -42,7 +42,7 @@ std::string HugeHello(uint64_t descriptor_bytes, size_t sent) {
   return bytes;
 }
 
-// Item 4. Before HELLO a node reads only a HELLO of its real maximum size: a peer announcing a
+// Before HELLO a node reads only a HELLO of its real maximum size: a peer announcing a
 // 16 MiB descriptor is refused at the header (ERROR TooLarge) and never buffered. Before: eight
 // such peers made the node buffer 2 MiB each here (160 MiB in the hostile run).
 TEST(HostileClientTest, BeforeHelloOnlyAHelloSizedFrameIsRead) {
@@ -103,7 +103,7 @@ TEST(HostileClientTest, BeforeHelloAPeerSendingPastItsRefusalIsClosed) {
   EXPECT_TRUE(Eventually([&] { return Stat(*server, "connections") == 0; }));
 }
 
-// Item 5. Connections that never send a byte cannot lock out a client with a token: at
+// Connections that never send a byte cannot lock out a client with a token: at
 // max_connections the oldest of them is closed to let the new one in. Before: the token holder
 // was refused (ERROR Unavailable) for as long as the silent ones stayed (the idle timeout).
 TEST(HostileClientTest, SilentConnectionsMakeRoomForAClientThatHellos) {
@@ -149,7 +149,7 @@ TEST(HostileClientTest, SilentConnectionsMakeRoomForAClientThatHellos) {
   EXPECT_TRUE(admin->Ping().ok());
 }
 
-// Item 5. A connection that does not complete HELLO within hello_timeout is told so and closed;
+// A connection that does not complete HELLO within hello_timeout is told so and closed;
 // an authenticated idle one is not. Before: it stayed until the idle timeout (300 s).
 TEST(HostileClientTest, AConnectionWithoutHelloIsClosedAtItsDeadline) {
   ServerOptions options = SmallNodeOptions();
@@ -173,7 +173,7 @@ TEST(HostileClientTest, AConnectionWithoutHelloIsClosedAtItsDeadline) {
   EXPECT_EQ(Stat(*server, "unauthenticated_connections"), 0u);
 }
 
-// Item 5. One address may hold at most max_unauthenticated_per_address connections that have
+// One address may hold at most max_unauthenticated_per_address connections that have
 // not completed HELLO; one more is refused, and a slot frees when one of them authenticates.
 TEST(HostileClientTest, OneAddressHoldsABoundedNumberOfConnectionsBeforeHello) {
   ServerOptions options = SmallNodeOptions();
@@ -212,7 +212,7 @@ std::string RepeatedMget(const TestClient& client, const std::string& key, int c
   return frame.Flatten();
 }
 
-// Item 3. An MGET that names one key so often that its answer would carry more than the node
+// An MGET that names one key so often that its answer would carry more than the node
 // holds is refused (TooLarge), and the connection goes on. Before: a 45 KB request named one
 // 1 MiB key 4096 times and was answered with 4 GiB.
 TEST(HostileClientTest, AnAnswerLargerThanTheNodeIsRefused) {
@@ -237,7 +237,7 @@ TEST(HostileClientTest, AnAnswerLargerThanTheNodeIsRefused) {
     EXPECT_TRUE(item.value == value);
 }
 
-// Items 3 and 8. One client's large answer that it never reads does not stop the node's other
+// One client's large answer that it never reads does not stop the node's other
 // connections: queued answers are capped node-wide by their heap (heads, bookkeeping), not by
 // the arena bytes they pin (those are the store's max_pinned_bytes). Before: an 8 MiB answer of
 // one pinned 1 MiB value counted 8 MiB against a 4 MiB node-wide cap, and every connection, old
@@ -260,7 +260,7 @@ TEST(HostileClientTest, AnUnreadLargeAnswerDoesNotPauseOtherConnections) {
   EXPECT_EQ(Stat(*server, "paused_connections"), 0u);
 }
 
-// Item 8. A client that never reads answers with large heads (metadata) holds at most its share
+// A client that never reads answers with large heads (metadata) holds at most its share
 // of the node-wide cap (an eighth), plus the answer being queued. Before: one connection went on
 // to half the cap (8 MiB here), and a few such took all of it.
 TEST(HostileClientTest, EachConnectionHoldsAtMostItsShareOfQueuedAnswers) {
@@ -362,7 +362,7 @@ std::string StalledMset(const TestClient& client, const std::string& key, uint64
   return frame.head + value.substr(0, sent);
 }
 
-// Item 1. An MSET announcing a value as large as the node whose payload stops after 10 bytes
+// An MSET announcing a value as large as the node whose payload stops after 10 bytes
 // makes the node evict for what arrived plus one step (4 MiB), not for the value: the cache
 // keeps its objects and other writes succeed. Before: all 60 objects were evicted at its first
 // byte, and other writes got NoSpace until its deadline.
@@ -388,7 +388,7 @@ TEST(HostileClientTest, AStalledMsetEvictsOnlyForWhatArrived) {
   EXPECT_TRUE((*got)[0].value == ValueFor("o59", 1 << 20));
 }
 
-// Item 1, the other side: values are still written whole however large, even past
+// The other side of it: values are still written whole however large, even past
 // max_reserved_bytes (it counts what is reserved and not yet written), in a full node, through
 // steps that grow in place or move.
 TEST(HostileClientTest, ALargeValueInAFullNodeIsWrittenStepByStep) {
@@ -414,7 +414,7 @@ TEST(HostileClientTest, ALargeValueInAFullNodeIsWrittenStepByStep) {
   EXPECT_EQ(Stat(*server, "reserved_unwritten_bytes"), 0u);
 }
 
-// Item 2. One token cannot take every other token's room to write: what its stalled MSETs hold
+// One token cannot take every other token's room to write: what its stalled MSETs hold
 // reserved and not yet written is bounded by its share (a quarter of max_reserved_bytes), so
 // another token's writes succeed. Before: one stalled MSET per connection of tenA held all of
 // max_reserved_bytes and tenB's writes were NoSpace.
@@ -477,7 +477,7 @@ TEST(HostileClientTest, ATokenWritesAValueLargerThanItsShareOnASmallNode) {
   EXPECT_TRUE((*got)[0].value == value);
 }
 
-// Item 8. The node-wide cap on queued answers follows the capacity when not set.
+// The node-wide cap on queued answers follows the capacity when not set.
 TEST(HostileClientTest, TheQueuedAnswerCapScalesWithCapacity) {
   ServerOptions options = SmallNodeOptions();
   options.capacity_bytes = uint64_t{512} << 20;
