@@ -2,8 +2,8 @@
 // The command table: every request the node serves, what it does, and who handles it.
 //
 // The kvport protocol's handler (server/kvport_protocol.h) decodes a frame into a
-// protocol::AnyRequest and looks its opcode up here; the
-// table is the one place that says which opcodes exist for a server and what each one means.
+// protocol::AnyRequest and looks its opcode up here; the table is the one place that says which
+// opcodes exist for a server and what each one means.
 #pragma once
 
 #include <string_view>
