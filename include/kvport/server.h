@@ -312,8 +312,11 @@ class KVPORT_API Server {
   // (an open node on loopback) or "insecure" (an open node listening beyond loopback).
   std::string auth_mode() const;
   // True when `secret` is an accepted token with the admin grant, or the node is open (what
-  // the HTTP endpoint asks of a bearer token).
-  bool GrantsAdmin(std::string_view secret) const;
+  // the HTTP endpoint asks of a bearer token). On a node with tokens, `peer` (an address as
+  // net::PeerAddress gives it; "" for none) is held to the failed-authentication budget a
+  // HELLO is (docs/security.md, "Failed authentications"): a wrong secret is charged to it, and
+  // while it is backed off no secret from it is looked at.
+  bool GrantsAdmin(std::string_view secret, std::string_view peer = {}) const;
 
   // Re-reads tokens_file (what `kvport serve` does on SIGHUP) and from then on accepts its
   // tokens (with ServerOptions::tokens): a session whose token is no longer accepted is refused

@@ -16,6 +16,7 @@ HttpConnection::HttpConnection(net::EventLoop* loop, net::Socket socket,
                                HttpConnectionOwner* owner, HttpConnectionLimits limits)
     : loop_(loop),
       stream_(std::move(socket)),
+      peer_(net::PeerAddress(stream_.fd())),
       tls_(std::move(tls)),
       owner_(owner),
       limits_(limits) {}
@@ -177,8 +178,8 @@ void HttpConnection::ServeBuffered() {
       return;
     }
     const bool keep_alive = parse.head.keep_alive;
-    std::string bytes =
-        SerializeResponse(owner_->Respond(parse.head), keep_alive, parse.head.method == "HEAD");
+    std::string bytes = SerializeResponse(owner_->Respond(parse.head, peer_), keep_alive,
+                                          parse.head.method == "HEAD");
     input_.erase(0, end);
     scanned_ = 0;
     Send(std::move(bytes), keep_alive);

@@ -50,8 +50,9 @@ class HttpConnection;
 class HttpConnectionOwner {
  public:
   virtual ~HttpConnectionOwner() = default;
-  // The response to a parsed request (its views are valid for the call only).
-  virtual HttpResponse Respond(const RequestHead& request) = 0;
+  // The response to a parsed request (its views are valid for the call only) from `peer`
+  // (net::PeerAddress of the connection).
+  virtual HttpResponse Respond(const RequestHead& request, std::string_view peer) = 0;
   // `connection` has closed its descriptor (its peer left, a deadline passed, or Close()). The
   // owner destroys it later, from a posted task.
   virtual void Closed(HttpConnection* connection) = 0;
@@ -127,7 +128,8 @@ class HttpConnection final : public net::EventHandler {
   void ScheduleBufferedRead();
 
   net::EventLoop* const loop_;
-  net::Stream stream_;  // the socket, through TLS once Start() has started it
+  net::Stream stream_;      // the socket, through TLS once Start() has started it
+  const std::string peer_;  // its address (net::PeerAddress), which failed tokens are charged to
   const std::shared_ptr<const net::TlsContext> tls_;
   HttpConnectionOwner* const owner_;
   const HttpConnectionLimits limits_;

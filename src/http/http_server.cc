@@ -195,7 +195,7 @@ struct HttpServer::Impl final : public HttpConnectionOwner, public net::EventHan
 
   // --- Pages ------------------------------------------------------------------------------
 
-  HttpResponse Respond(const RequestHead& request) override {
+  HttpResponse Respond(const RequestHead& request, std::string_view peer) override {
     if (request.method != "GET" && request.method != "HEAD") {
       HttpResponse response = TextResponse(405, "only GET and HEAD are served");
       response.headers.emplace_back("Allow", "GET, HEAD");
@@ -203,7 +203,7 @@ struct HttpServer::Impl final : public HttpConnectionOwner, public net::EventHan
     }
     if (request.path == "/health") return Health();
     if (request.path == "/metrics" || request.path == "/stats") {
-      if (!Authorized(BearerToken(request.authorization))) {
+      if (!Authorized(BearerToken(request.authorization), peer)) {
         HttpResponse response;
         response.status = 401;
         response.content_type = "application/json";
@@ -217,11 +217,12 @@ struct HttpServer::Impl final : public HttpConnectionOwner, public net::EventHan
   }
 
   // The hook when one is set; otherwise the attached node's tokens: an admin token, or any
-  // request on an open node (before a node is attached there is nothing to show: 503).
-  bool Authorized(std::string_view bearer) const EXCLUDES(node_mu) {
+  // request on an open node (before a node is attached there is nothing to show: 503). A wrong
+  // token is charged to `peer` as a wrong HELLO would be (Server::GrantsAdmin).
+  bool Authorized(std::string_view bearer, std::string_view peer) const EXCLUDES(node_mu) {
     if (options.authorize) return options.authorize(bearer);
     MutexLock lock(node_mu);
-    return node == nullptr || node->GrantsAdmin(bearer);
+    return node == nullptr || node->GrantsAdmin(bearer, peer);
   }
 
   HttpResponse Health() const EXCLUDES(node_mu) {

@@ -680,9 +680,20 @@ std::string Server::auth_mode() const {
   return std::string(impl_->service->access_mode());
 }
 
-bool Server::GrantsAdmin(std::string_view secret) const {
+bool Server::GrantsAdmin(std::string_view secret, std::string_view peer) const {
+  server::AuthThrottle* throttle = impl_->unauthenticated != nullptr && !peer.empty()
+                                       ? impl_->unauthenticated->throttle()
+                                       : nullptr;
+  if (throttle != nullptr && !throttle->Admit(peer).ok()) {
+    impl_->counters.CountAuthThrottled();
+    return false;
+  }
   Result<std::shared_ptr<const server::Grant>> grant =
       impl_->service->access().Authenticate(secret);
+  if (!grant.ok() && throttle != nullptr && !secret.empty()) {
+    impl_->counters.CountAuthFailure();
+    throttle->Charge(peer);
+  }
   return grant.ok() && (*grant)->admin();
 }
 

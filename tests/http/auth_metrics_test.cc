@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <sstream>
 #include <string>
@@ -16,6 +17,17 @@ namespace kvport::testing {
 namespace {
 
 constexpr char kAdmin[] = "ops-admin-secret-0123";
+
+// The status of GET /metrics with `bearer` ("" for no Authorization header).
+int Get(const http::HttpServer& server, const std::string& bearer) {
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_connection_timeout(5, 0);
+  client.set_read_timeout(10, 0);
+  httplib::Headers headers;
+  if (!bearer.empty()) headers.emplace("Authorization", "Bearer " + bearer);
+  auto r = client.Get("/metrics", headers);
+  return r ? r->status : 0;
+}
 
 // "name{labels}" -> value, for every sample line of the node's /metrics page.
 std::map<std::string, double> Scrape(const http::HttpServer& server) {
@@ -58,9 +70,36 @@ TEST(AuthMetrics, GuessesAndTheRefusalsThatFollowAreCounted) {
   EXPECT_NE(last.message().find("too many failed authentications"), std::string::npos)
       << last.ToString();
 
+  // The address is backed off for the HTTP endpoint too: even the admin token is refused.
+  EXPECT_EQ(Get(*n.http, kAdmin), 401);
+  n.node->AdvanceAuthClockForTesting(std::chrono::minutes(2));
   const auto samples = Scrape(*n.http);
   EXPECT_EQ(samples.at("kvport_auth_failures_total"), 10);
-  EXPECT_GE(samples.at("kvport_auth_throttled_total"), 1);
+  EXPECT_GE(samples.at("kvport_auth_throttled_total"), 2);
+}
+
+// Bearer tokens guessed at /metrics are charged like tokens guessed at HELLO: after the budget
+// the address is backed off, its right token refused until the back-off ends, and a client's
+// HELLO from it refused as well. A request with no token guesses nothing and is not charged.
+// Before: /metrics checked every guess, as fast as HTTP could carry them.
+TEST(AuthMetrics, BearerGuessesSpendTheAddressesBudget) {
+  NodeWithHttp n = NodeWithHttp::Start({}, {{"ops", kAdmin, {"*"}, {"*"}, true, std::nullopt, {}}});
+  ASSERT_TRUE(n.node && n.http);
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(Get(*n.http, ""), 401);  // no token: refused, not charged
+  EXPECT_EQ(Get(*n.http, kAdmin), 200);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(Get(*n.http, "wrong-secret-0123456789"), 401);
+  EXPECT_EQ(Get(*n.http, kAdmin), 401) << "backed off";
+  Client client;
+  InitOptions options;
+  options.token = kAdmin;
+  EXPECT_EQ(client.Init("admin", n.node->address(), options).code(), StatusCode::kUnavailable);
+  n.node->AdvanceAuthClockForTesting(std::chrono::seconds(2));
+  EXPECT_EQ(Get(*n.http, kAdmin), 200);
+  const auto samples = Scrape(*n.http);
+  EXPECT_EQ(samples.at("kvport_auth_failures_total"), 10);
+  EXPECT_GE(samples.at("kvport_auth_throttled_total"), 2);
 }
 
 }  // namespace
