@@ -689,12 +689,14 @@ TEST(ObjectStoreTest, EvictionFindsTheOnlyUnpinnedObjectInAnyShard) {
 // ---- Locks: uses of different keys do not wait for each other -------------------------------
 
 // One use (a Lookup hit) is stalled inside its critical section, holding every lock a use
-// holds. Meanwhile hits, commits and probes of other keys, Stats() and a put that needs an
-// eviction proceed: they share no lock with it, except for keys that happen to hash to the
-// same shard (64 shards: at most a few of the 32 keys below). The stalled use's own key waits.
+// holds. Meanwhile hits, commits and probes of other keys and Stats() proceed: they share no
+// lock with it, except for keys that happen to hash to the same shard (64 shards: at most a few
+// of the 32 keys below). The stalled use's own key waits. The arena holds every overwrite's new
+// version beside its old one, so no overwrite in flight evicts another thread's key before that
+// thread looks it up.
 TEST(ObjectStoreTest, AStalledUseBlocksOnlyItsOwnShard) {
   constexpr int kOthers = 32;
-  auto store = MakeStore(kOthers + 8);
+  auto store = MakeStore(2 * kOthers + 8);
   ASSERT_TRUE(Put(*store, "ns", "stalled", "s").ok());
   for (int i = 0; i < kOthers; ++i)
     ASSERT_TRUE(Put(*store, "ns", "other" + std::to_string(i), "o").ok());
