@@ -35,16 +35,8 @@ std::map<std::string, double> Scrape(const http::HttpServer& server) {
   client.set_connection_timeout(5, 0);
   client.set_read_timeout(10, 0);
   auto r = client.Get("/metrics", {{"Authorization", std::string("Bearer ") + kAdmin}});
-  std::map<std::string, double> samples;
   EXPECT_TRUE(r && r->status == 200);
-  if (!r) return samples;
-  std::istringstream in(r->body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    samples[line.substr(0, space)] = std::stod(line.substr(space + 1));
-  }
-  return samples;
+  return r ? Samples(r->body) : std::map<std::string, double>();
 }
 
 TEST(AuthMetrics, GuessesAndTheRefusalsThatFollowAreCounted) {

@@ -29,18 +29,6 @@ httplib::Result Get(const http::HttpServer& server, const std::string& path,
   return client.Get(path.c_str(), headers);
 }
 
-// "name{labels}" -> value, for every sample line of an exposition.
-std::map<std::string, double> Samples(const std::string& page) {
-  std::map<std::string, double> samples;
-  std::istringstream in(page);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    samples[line.substr(0, space)] = std::stod(line.substr(space + 1));
-  }
-  return samples;
-}
-
 TEST(HttpEndpoint, HealthSaysStartingUntilANodeIsAttachedThenServingThenDraining) {
   auto http = http::HttpServer::Start(HttpOptions{});
   ASSERT_TRUE(http.ok()) << http.status().ToString();

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,18 @@
 #include "kvport/server.h"
 
 namespace kvport::testing {
+
+// "name{labels}" -> value, for every sample line of an exposition.
+inline std::map<std::string, double> Samples(const std::string& page) {
+  std::map<std::string, double> samples;
+  std::istringstream in(page);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    samples[line.substr(0, space)] = std::stod(line.substr(space + 1));
+  }
+  return samples;
+}
 
 struct NodeWithHttp {
   std::unique_ptr<Server> node;
