@@ -9,17 +9,16 @@
 #include <string>
 
 #include "kvport/log.h"
-#include "server/disk_offload.h"
 
 namespace kvport::server {
 
-CacheService::CacheService(store::ObjectStore* store, ServerCounters* counters,
+CacheService::CacheService(store::TieredStore* store, ServerCounters* counters,
                            ServiceOptions options)
     : store_(store),
       counters_(counters),
       options_(std::move(options)),
       access_(options_.access_required, options_.tokens) {
-  if (options_.offer_shared_memory && store_->arena().shareable()) {
+  if (options_.offer_shared_memory && store_->memory().arena().shareable()) {
     Result<std::unique_ptr<LeaseWords>> words = LeaseWords::Create(options_.max_connections);
     if (words.ok()) {
       lease_words_ = std::move(words).value();
@@ -49,130 +48,21 @@ store::ObjectStore::NamespaceFilter Writable(const Grant& grant) {
   return [&grant](std::string_view ns) { return grant.may_write(ns); };
 }
 
-// A reservation in memory for an object the disk tier holds, with the TTL it has left and its
-// checksum.
-Result<store::WriteHandle> ReserveFor(store::ObjectStore& store, std::string_view ns,
-                                      std::string_view key, const DiskOffload::Found& found) {
-  // Whole seconds, rounded up: an object never outlives its TTL by less than a second.
-  const uint64_t ttl_seconds = (found.ttl_left_ms + 999) / 1000;
-  Result<store::WriteHandle> reserved = store.Reserve(
-      ns, key, found.value_bytes, found.meta,
-      ttl_seconds == 0 ? store::kNoExpiry
-                       : static_cast<uint32_t>(std::min<uint64_t>(ttl_seconds, UINT32_MAX)));
-  // The value comes back with its checksum: its writer's, or the one the disk computed, which
-  // the read from disk checks it against before it is committed.
-  if (reserved.ok()) reserved->SetChecksum(found.checksum);
-  return reserved;
-}
-
-// The whole reservation, where a value read from disk lands: the extent is whole blocks and
-// block-aligned, so the read goes straight into it.
-std::span<char> Landing(store::WriteHandle& handle) {
-  return {reinterpret_cast<char*>(handle.data()), static_cast<size_t>(handle.capacity())};
-}
-
-// Makes a filled promotion of version `sequence` visible as that very version, unless a version
-// is visible already (which stays). The disk copy stays: it is the same version (a commit or a
-// delete of the key ends it), so evicting the object again writes nothing. The caller holds the
-// key's stripe, so no other version can have been committed meanwhile; CommitIfAbsent makes
-// sure of it.
-Status CommitPromotion(store::ObjectStore& store, store::WriteHandle&& handle, uint64_t sequence) {
-  handle.SetSequence(sequence);
-  Status committed = store.CommitIfAbsent(std::move(handle));
-  return committed.code() == StatusCode::kAborted ? Status::Ok() : committed;
-}
-
 }  // namespace
 
 Result<store::ReadHandle> CacheService::Pin(const Grant& grant, std::string_view ns,
                                             std::string_view key, bool any_namespace) {
-  if (any_namespace) {
-    Result<store::ReadHandle> found = store_->LookupInAnyNamespace(key, Readable(grant));
-    if (found.ok() || disk_ == nullptr || found.status().code() != StatusCode::kNotFound) {
-      return found;
-    }
-    for (const std::string& on_disk : disk_->NamespacesOf(key)) {
-      if (!grant.may_read(on_disk)) continue;
-      Result<store::ReadHandle> promoted = PromoteFromDisk(on_disk, key);
-      if (promoted.ok() || promoted.status().code() != StatusCode::kNotFound) return promoted;
-    }
-    return found;
-  }
+  if (any_namespace) return store_->LookupInAnyNamespace(key, Readable(grant));
   if (!grant.may_read(ns)) return Denied(grant, "read", ns);
-  Result<store::ReadHandle> found = store_->Lookup(ns, key);
-  if (found.ok() || disk_ == nullptr || found.status().code() != StatusCode::kNotFound) {
-    return found;
-  }
-  return PromoteFromDisk(ns, key);
-}
-
-Mutex& CacheService::DiskStripe(std::string_view ns, std::string_view key) {
-  const size_t hash = std::hash<std::string_view>{}(key) ^ (std::hash<std::string_view>{}(ns)*31);
-  return disk_stripes_[hash % kDiskStripes];
-}
-
-Result<store::ReadHandle> CacheService::PromoteFromDisk(std::string_view ns, std::string_view key) {
-  MutexLock stripe(DiskStripe(ns, key));
-  // Promoted by another get while this one waited for the stripe.
-  if (store_->Exists(ns, key).ok()) return store_->Lookup(ns, key);
-  KVPORT_ASSIGN_OR_RETURN(DiskOffload::Found found, disk_->Find(ns, key));
-  KVPORT_ASSIGN_OR_RETURN(store::WriteHandle handle, ReserveFor(*store_, ns, key, found));
-  if (found.queued) {  // still in the writer's queue, its value with it
-    if (!found.value.empty()) std::memcpy(handle.data(), found.value.data(), found.value.size());
-  } else {
-    KVPORT_RETURN_IF_ERROR(disk_->ReadValue(ns, key, found.sequence, Landing(handle)));
-  }
-  KVPORT_RETURN_IF_ERROR(CommitPromotion(*store_, std::move(handle), found.sequence));
   return store_->Lookup(ns, key);
 }
 
-void CacheService::PromoteFromDiskAhead(const Grant& grant, std::string_view ns, bool any_namespace,
-                                        std::span<const std::string_view> keys) {
-  if (disk_ == nullptr || keys.size() < 2) return;
-  if (!any_namespace && !grant.may_read(ns)) return;  // each pin says why
-  std::vector<std::string> namespaces;  // any namespace: the one found on disk, per key
-  namespaces.reserve(keys.size());
-  std::vector<DiskOffload::ValueRead> reads;
-  std::vector<store::WriteHandle> landings;
-  for (std::string_view key : keys) {
-    std::string_view key_ns = ns;
-    if (!any_namespace) {
-      if (store_->Exists(ns, key).code() != StatusCode::kNotFound) continue;
-    } else {
-      if (store_->ExistsInAnyNamespace(key, nullptr, Readable(grant)).code() !=
-          StatusCode::kNotFound) {
-        continue;
-      }
-      bool readable = false;
-      for (std::string& on_disk : disk_->NamespacesOf(key)) {
-        if (!grant.may_read(on_disk)) continue;
-        namespaces.push_back(std::move(on_disk));
-        key_ns = namespaces.back();
-        readable = true;
-        break;
-      }
-      if (!readable) continue;
-    }
-    // On disk (not in the queue, whose objects the pin copies), with room for it in memory.
-    Result<DiskOffload::Found> found = disk_->Find(key_ns, key);
-    if (!found.ok() || found->queued) continue;
-    Result<store::WriteHandle> handle = ReserveFor(*store_, key_ns, key, *found);
-    if (!handle.ok()) continue;
-    landings.push_back(std::move(handle).value());
-    reads.push_back({key_ns, key, found->sequence, Landing(landings.back()), Status::Ok()});
-  }
-  disk_->ReadMany(reads);
-  for (size_t i = 0; i < reads.size(); ++i) {
-    if (!reads[i].status.ok()) continue;  // the landing is aborted; the pin says why
-    MutexLock stripe(DiskStripe(reads[i].ns, reads[i].key));
-    // Read without the stripe: made visible only if memory has no version and the disk still
-    // holds the one read (a delete or a commit since removed it). Otherwise the pin reads again.
-    if (store_->Exists(reads[i].ns, reads[i].key).ok() ||
-        !disk_->Holds(reads[i].ns, reads[i].key, reads[i].sequence)) {
-      continue;
-    }
-    // Failed: the pin says why.
-    (void)CommitPromotion(*store_, std::move(landings[i]), reads[i].sequence);
+void CacheService::PromoteAhead(const Grant& grant, std::string_view ns, bool any_namespace,
+                                std::span<const std::string_view> keys) {
+  if (any_namespace) {
+    store_->PromoteAheadInAnyNamespace(keys, Readable(grant));
+  } else if (grant.may_read(ns)) {  // otherwise each pin says why
+    store_->PromoteAhead(ns, keys);
   }
 }
 
@@ -186,53 +76,16 @@ StatusCode CacheService::PinToRead(const Grant& grant, std::string_view ns, std:
 
 Status CacheService::Exists(const Grant& grant, std::string_view ns, std::string_view key,
                             bool any_namespace, uint64_t* value_length, uint64_t* meta_length) {
-  if (any_namespace) {
-    Status in_memory = store_->ExistsInAnyNamespace(key, value_length, Readable(grant));
-    if (in_memory.code() != StatusCode::kNotFound || disk_ == nullptr) return in_memory;
-    for (const std::string& on_disk : disk_->NamespacesOf(key)) {
-      if (grant.may_read(on_disk) && disk_->Contains(on_disk, key, value_length)) {
-        return Status::Ok();
-      }
-    }
-    return in_memory;
-  }
+  if (any_namespace) return store_->ExistsInAnyNamespace(key, value_length, Readable(grant));
   if (!grant.may_read(ns)) return Denied(grant, "read", ns);
-  Status in_memory = store_->Exists(ns, key, value_length, meta_length);
-  if (in_memory.code() == StatusCode::kNotFound && disk_ != nullptr &&
-      disk_->Contains(ns, key, value_length, meta_length)) {
-    return Status::Ok();
-  }
-  return in_memory;
+  return store_->Exists(ns, key, value_length, meta_length);
 }
 
 Status CacheService::Delete(const Grant& grant, std::string_view ns, std::string_view key,
                             bool any_namespace) {
-  if (any_namespace) {
-    if (disk_ == nullptr) return store_->DeleteInEveryNamespace(key, nullptr, Writable(grant));
-    // Each namespace holding it on disk: both tiers there, under its stripe; then the ones
-    // holding it in memory only.
-    bool deleted = false;
-    for (const std::string& on_disk : disk_->NamespacesOf(key)) {
-      if (!grant.may_write(on_disk)) continue;
-      Status one = DeleteBothTiers(on_disk, key);
-      if (!one.ok() && one.code() != StatusCode::kNotFound) return one;
-      deleted = deleted || one.ok();
-    }
-    Status in_memory = store_->DeleteInEveryNamespace(key, nullptr, Writable(grant));
-    return deleted ? Status::Ok() : in_memory;
-  }
+  if (any_namespace) return store_->DeleteInEveryNamespace(key, Writable(grant));
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  if (disk_ == nullptr) return store_->Delete(ns, key);
-  return DeleteBothTiers(ns, key);
-}
-
-Status CacheService::DeleteBothTiers(std::string_view ns, std::string_view key) {
-  MutexLock stripe(DiskStripe(ns, key));
-  Status in_memory = store_->Delete(ns, key);
-  // A number of the delete's own: it ends every version before it, on disk, in the writer's
-  // queue or still being copied there by an eviction.
-  KVPORT_ASSIGN_OR_RETURN(bool ended, disk_->Erase(ns, key, store_->NewSequence()));
-  return ended ? Status::Ok() : in_memory;
+  return store_->Delete(ns, key);
 }
 
 Result<store::WriteHandle> CacheService::Reserve(const Grant& grant, std::string_view ns,
@@ -250,26 +103,15 @@ Status CacheService::Grow(store::WriteHandle& handle, uint64_t capacity) {
 uint64_t CacheService::unwritten_per_grant() const {
   if (!access_.required()) return 0;
   const uint64_t node = max_reserved_bytes();
-  return std::max<uint64_t>((node != 0 ? node : store_->arena().size()) / 4, 1);
+  return std::max<uint64_t>((node != 0 ? node : store_->memory().arena().size()) / 4, 1);
 }
 
 uint64_t CacheService::max_reserved_bytes() const {
-  return store_->options().max_reserved_bytes;
+  return store_->memory().options().max_reserved_bytes;
 }
 
 Status CacheService::Commit(store::WriteHandle&& handle) {
-  if (disk_ == nullptr) return store_->Commit(std::move(handle));
-  const std::string ns(handle.ns());
-  const std::string key(handle.key());
-  // Under the key's stripe: a promotion of the old version reads the disk and commits either
-  // wholly before this (and is replaced) or wholly after (and finds this version).
-  MutexLock stripe(DiskStripe(ns, key));
-  uint64_t sequence = 0;
-  KVPORT_RETURN_IF_ERROR(store_->Commit(std::move(handle), &sequence));
-  // The new version ends every older one, on disk and on its way there.
-  Result<bool> erased = disk_->Erase(ns, key, sequence);
-  if (!erased.ok()) log::Warn("disk tier: {}", erased.status().ToString());
-  return Status::Ok();
+  return store_->Commit(std::move(handle));
 }
 
 Result<CacheService::ListPage> CacheService::List(const Grant& grant, uint64_t session_id,
@@ -289,22 +131,7 @@ Result<CacheService::ListPage> CacheService::List(const Grant& grant, uint64_t s
     }
     store_cursor = std::move(*found);
   }
-  KVPORT_ASSIGN_OR_RETURN(auto listing, store_->ListKeys(ns, store_cursor, max_keys));
-  if (disk_ != nullptr) {
-    // The disk's keys after the same key, merged in: one more than a page says whether the
-    // merged page is the last.
-    std::vector<std::string> on_disk = disk_->KeysAfter(ns, store_cursor, size_t{max_keys} + 1);
-    std::vector<std::string> merged;
-    merged.reserve(listing.keys.size() + on_disk.size());
-    std::set_union(std::make_move_iterator(listing.keys.begin()),
-                   std::make_move_iterator(listing.keys.end()),
-                   std::make_move_iterator(on_disk.begin()), std::make_move_iterator(on_disk.end()),
-                   std::back_inserter(merged));
-    const bool more = !listing.next_cursor.empty() || merged.size() > max_keys;
-    if (merged.size() > max_keys) merged.resize(max_keys);
-    listing.keys = std::move(merged);
-    listing.next_cursor = more && !listing.keys.empty() ? listing.keys.back() : std::string();
-  }
+  KVPORT_ASSIGN_OR_RETURN(store::KeyListing listing, store_->ListKeys(ns, store_cursor, max_keys));
   ListPage page;
   page.keys = std::move(listing.keys);
   if (!listing.next_cursor.empty()) {
@@ -336,22 +163,16 @@ ServerStats CacheService::Counters() const {
 
 Result<uint64_t> CacheService::KeysIn(const Grant& grant, std::string_view ns) {
   if (!grant.admin() && !grant.may_read(ns)) return Denied(grant, "read", ns);
-  uint64_t keys = store_->UsageOf(ns).objects;
-  if (disk_ != nullptr) {
-    for (const std::string& key : disk_->KeysAfter(ns, "", SIZE_MAX)) {
-      if (store_->Exists(ns, key).code() == StatusCode::kNotFound) ++keys;
-    }
-  }
-  return keys;
+  return store_->KeysIn(ns);
 }
 
 ServerStats CacheService::Collect(bool namespaces) const {
-  ServerStats stats = CollectStats(*store_, *counters_, namespaces);
+  ServerStats stats = CollectStats(store_->memory(), *counters_, namespaces);
   // How the node is guarded: tokens required (1) or not, and open beyond loopback on purpose.
   stats.counters.emplace_back("auth_required", access_.required() ? 1 : 0);
   stats.counters.emplace_back("insecure", options_.insecure ? 1 : 0);
-  if (disk_ != nullptr) {
-    const DiskOffloadStats d = disk_->stats();
+  if (store_->has_disk()) {
+    const store::WriteBehindDiskStats d = store_->disk()->stats();
     stats.counters.insert(stats.counters.end(),
                           {{"disk_objects", d.tier.objects},
                            {"disk_bytes", d.tier.disk_bytes},
@@ -378,8 +199,8 @@ ServerStats CacheService::Collect(bool namespaces) const {
 }
 
 bool CacheService::offers_shared_memory() const {
-  return options_.offer_shared_memory && store_->arena().shareable() && lease_words_ != nullptr &&
-         !options_.identity.unix_path.empty();
+  return options_.offer_shared_memory && store_->memory().arena().shareable() &&
+         lease_words_ != nullptr && !options_.identity.unix_path.empty();
 }
 
 Status CacheService::MayMapArena(uid_t uid) const {
@@ -387,9 +208,9 @@ Status CacheService::MayMapArena(uid_t uid) const {
     return Status::NotSupported(
         "shared memory is switched off on this node (shared_memory: false)");
   }
-  if (!store_->arena().shareable()) {
+  if (!store_->memory().arena().shareable()) {
     return Status::NotSupported("this node's arena is anonymous memory, which cannot be shared (" +
-                                store_->arena().unshared_reason() + ")");
+                                store_->memory().arena().unshared_reason() + ")");
   }
   if (lease_words_ == nullptr) {
     return Status::NotSupported("the sessions' lease words could not be made: " +
@@ -405,19 +226,19 @@ Status CacheService::MayMapArena(uid_t uid) const {
 }
 
 int CacheService::arena_fd() const {
-  return store_->arena().fd();
+  return store_->memory().arena().fd();
 }
 
 uint64_t CacheService::arena_bytes() const {
-  return store_->arena().size();
+  return store_->memory().arena().size();
 }
 
 uint8_t* CacheService::arena_base() const {
-  return store_->arena().base();
+  return store_->memory().arena().base();
 }
 
 uint64_t CacheService::OffsetOf(const uint8_t* data) const {
-  return static_cast<uint64_t>(data - store_->arena().base());
+  return static_cast<uint64_t>(data - store_->memory().arena().base());
 }
 
 // ---- WriteBatch ---------------------------------------------------------------------------
@@ -571,45 +392,19 @@ void WriteBatch::AbortInto(std::vector<store::WriteHandle>* held) {
 Status CacheService::SetExpiry(const Grant& grant, std::string_view ns, std::string_view key,
                                uint64_t ttl_ms) {
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  return ChangeInPlace(grant, ns, key, [&](uint64_t* sequence) {
-    return store_->SetExpiry(ns, key, ttl_ms, sequence);
-  });
-}
-
-Status CacheService::ChangeInPlace(const Grant& grant, std::string_view ns, std::string_view key,
-                                   const std::function<Status(uint64_t*)>& change) {
-  uint64_t sequence = 0;
-  if (disk_ == nullptr) return change(&sequence);
-  // Only on disk: brought back into memory (the pin), then changed there.
-  if (store_->Exists(ns, key).code() == StatusCode::kNotFound) {
-    KVPORT_ASSIGN_OR_RETURN(store::ReadHandle promoted, Pin(grant, ns, key, false));
-  }
-  MutexLock stripe(DiskStripe(ns, key));
-  KVPORT_RETURN_IF_ERROR(change(&sequence));
-  // The change makes another version: the disk copy (the old one) ends, and the object is
-  // written again when it is evicted.
-  Result<bool> erased = disk_->Erase(ns, key, sequence);
-  if (!erased.ok()) log::Warn("disk tier: {}", erased.status().ToString());
-  return Status::Ok();
+  return store_->SetExpiry(ns, key, ttl_ms);
 }
 
 Status CacheService::AttachMeta(const Grant& grant, std::string_view ns, std::string_view key,
                                 std::string_view meta) {
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  return ChangeInPlace(grant, ns, key, [&](uint64_t* sequence) {
-    return store_->AttachMeta(ns, key, meta, sequence);
-  });
+  return store_->AttachMeta(ns, key, meta);
 }
 
 Result<uint64_t> CacheService::TimeToLive(const Grant& grant, std::string_view ns,
                                           std::string_view key) {
   if (!grant.may_read(ns)) return Denied(grant, "read", ns);
-  uint64_t ttl_ms = 0;
-  Status found = store_->ExpiryOf(ns, key, &ttl_ms);
-  if (found.ok()) return ttl_ms;
-  if (found.code() != StatusCode::kNotFound || disk_ == nullptr) return found;
-  KVPORT_ASSIGN_OR_RETURN(store::ReadHandle pin, Pin(grant, ns, key, /*any_namespace=*/false));
-  return pin.ttl_left_ms();
+  return store_->TimeToLive(ns, key);
 }
 
 Result<uint64_t> CacheService::DeleteNamespace(const Grant& grant, std::string_view ns) {
@@ -617,23 +412,7 @@ Result<uint64_t> CacheService::DeleteNamespace(const Grant& grant, std::string_v
     return Status::PermissionDenied("token '" + grant.name() +
                                     "' may not flush a namespace: that needs an admin token");
   }
-  uint64_t deleted = 0;
-  std::string cursor;
-  while (true) {
-    KVPORT_ASSIGN_OR_RETURN(store::KeyListing page, store_->ListKeys(ns, cursor, 1024));
-    for (const std::string& key : page.keys) {
-      if (Delete(grant, ns, key, /*any_namespace=*/false).ok()) ++deleted;
-    }
-    if (page.next_cursor.empty()) break;
-    cursor = std::move(page.next_cursor);
-  }
-  // What only the disk holds.
-  if (disk_ != nullptr) {
-    for (const std::string& key : disk_->KeysOf(ns)) {
-      if (Delete(grant, ns, key, /*any_namespace=*/false).ok()) ++deleted;
-    }
-  }
-  return deleted;
+  return store_->DeleteNamespace(ns);
 }
 
 }  // namespace kvport::server

@@ -34,12 +34,11 @@
 #include "server/lease_words.h"
 #include "server/list_cursors.h"
 #include "server/server_stats.h"
-#include "store/object_store.h"
+#include "store/tiered_store.h"
 
 namespace kvport::server {
 
 class UcxService;
-class DiskOffload;
 class UnauthenticatedConnections;
 
 // Who the node is, as NODE_INFO tells it.
@@ -75,7 +74,7 @@ struct ServiceOptions {
 class CacheService {
  public:
   // `store` and `counters` must outlive the service.
-  CacheService(store::ObjectStore* store, ServerCounters* counters, ServiceOptions options);
+  CacheService(store::TieredStore* store, ServerCounters* counters, ServiceOptions options);
 
   const protocol::Limits& limits() const { return options_.limits; }
   const std::string& server_name() const { return options_.server_name; }
@@ -97,19 +96,20 @@ class CacheService {
 
   // --- reads ----------------------------------------------------------------------------------
   // Pins the live version of `key` in `ns`, or (any_namespace; ns is then empty) its first
-  // match in the store's any-namespace search order. Counts a hit or a miss.
+  // match in the store's any-namespace search order: from memory, or brought back from the disk
+  // tier (store::TieredStore::Lookup).
   Result<store::ReadHandle> Pin(const Grant& grant, std::string_view ns, std::string_view key,
                                 bool any_namespace);
   // Pin for a read into a buffer of `capacity` bytes (what MGET and SHM_GET answer per key):
   // kOk, pinned and fitting; kTooLarge, pinned (its meta and true length are still answered)
   // but longer than `capacity`; any other code is a miss (or PermissionDenied) and *pin stays
   // empty.
-  // Before the pins of a batched read (MGET, SHM_GET) with a disk tier: reads the keys memory
-  // does not hold from disk at once (DiskOffload::ReadMany), straight into memory, so
-  // that the pins that follow find them there. Best effort: a key it could not bring is read
-  // again (or missed) by its pin, which also answers any refusal.
-  void PromoteFromDiskAhead(const Grant& grant, std::string_view ns, bool any_namespace,
-                            std::span<const std::string_view> keys);
+  // Before the pins of a batched read (MGET, SHM_GET) with a disk tier: brings the keys memory
+  // does not hold from disk at once (store::TieredStore::PromoteAhead), so that the pins that
+  // follow find them there. Best effort: a key it could not bring is read again (or missed) by
+  // its pin, which also answers any refusal.
+  void PromoteAhead(const Grant& grant, std::string_view ns, bool any_namespace,
+                    std::span<const std::string_view> keys);
   StatusCode PinToRead(const Grant& grant, std::string_view ns, std::string_view key,
                        bool any_namespace, uint64_t capacity, store::ReadHandle* pin);
   // A probe: pins nothing, counts nothing. *value_length is the live value's length when OK,
@@ -194,14 +194,6 @@ class CacheService {
   void set_ucx(UcxService* service) { ucx_ = service; }
   UcxService* ucx() const { return ucx_; }
 
-  // --- the disk tier ----------------------------------------------------------------------
-  // The node's disk tier (server/disk_offload.h), or null: set once by Server::Start before any
-  // session runs. With one, a get that misses memory is served from disk (the object copied
-  // back into memory; its disk copy stays, the same version), exists sees both tiers, and a
-  // delete or an overwrite removes the disk copy. Any-namespace calls search memory first, then
-  // the disk, each in the any-namespace order.
-  void set_disk(DiskOffload* disk) { disk_ = disk; }
-
   // --- authentication ---------------------------------------------------------------------
   // The node's connections that have not authenticated yet, and its budget of failed
   // authentications (server/unauthenticated.h), or null: set once by Server::Start before any
@@ -212,24 +204,26 @@ class CacheService {
 
   // --- expiry and flushing (the Redis protocol's EXPIRE, TTL, FLUSHDB: docs/resp.md) --------
   // Sets the live version of (ns, key) to expire `ttl_ms` from now (0: never). Needs write of
-  // `ns`. With a disk tier, a key held only on disk is brought back into memory first (its disk
-  // copy keeps the expiry it was written with). NotFound when there is no live version.
+  // `ns`. With a disk tier, a key held only on disk is brought back into memory first
+  // (store::TieredStore::SetExpiry). NotFound when there is no live version.
   Status SetExpiry(const Grant& grant, std::string_view ns, std::string_view key, uint64_t ttl_ms);
   // Attaches `meta` to the live version of (ns, key), committed without metadata
-  // (ObjectStore::AttachMeta: once, in place). Needs write of `ns`. With a disk tier, a key held
-  // only on disk is brought back into memory first, and the disk copy (without the meta) goes.
+  // (store::ObjectStore::AttachMeta: once, in place). Needs write of `ns`. With a disk tier, a
+  // key held only on disk is brought back into memory first, and the disk copy (without the
+  // meta) goes.
   Status AttachMeta(const Grant& grant, std::string_view ns, std::string_view key,
                     std::string_view meta);
   // How long the live version of (ns, key) has left, in ms (0: it never expires). Needs read
   // of `ns`. NotFound when there is none.
   Result<uint64_t> TimeToLive(const Grant& grant, std::string_view ns, std::string_view key);
-  // Deletes every object of `ns` that memory holds (and their disk copies). Admin only. Returns
-  // how many were deleted.
+  // Deletes every object of `ns`, in both tiers. Admin only. Returns how many were deleted.
   Result<uint64_t> DeleteNamespace(const Grant& grant, std::string_view ns);
-  bool has_disk() const { return disk_ != nullptr; }
+  bool has_disk() const { return store_->has_disk(); }
 
  private:
-  store::ObjectStore* const store_;
+  ServerStats Collect(bool namespaces) const;
+
+  store::TieredStore* const store_;
   ServerCounters* const counters_;
   const ServiceOptions options_;
   AccessPolicy access_;
@@ -237,31 +231,8 @@ class CacheService {
   std::unique_ptr<LeaseWords> lease_words_;  // null: shared memory is not offered
   std::string lease_words_error_;            // why lease_words_ could not be made
   UcxService* ucx_ = nullptr;
-  DiskOffload* disk_ = nullptr;
   UnauthenticatedConnections* unauthenticated_ = nullptr;
   std::atomic<uint64_t> next_session_id_{1};
-  // With a disk tier, a key's promotion from disk, its commits and its deletes (both tiers)
-  // hold its stripe: neither a delete nor a commit (whose new version may be evicted at once)
-  // can fall between a promotion's read of the disk copy and its commit to memory, which would
-  // bring back the deleted or replaced version.
-  static constexpr size_t kDiskStripes = 256;
-  std::array<Mutex, kDiskStripes> disk_stripes_;
-  Mutex& DiskStripe(std::string_view ns, std::string_view key);
-
-  // A memory miss of (ns, key) served from the disk tier: the object copied back into memory
-  // and pinned there. NotFound when the disk has it not; the store's error when it cannot take
-  // it.
-  Result<store::ReadHandle> PromoteFromDisk(std::string_view ns, std::string_view key);
-  ServerStats Collect(bool namespaces) const;
-  // `change` (of the live version of (ns, key) in memory: its expiry, its meta; it answers the
-  // changed version's sequence number) run as one: with a disk tier, a key held only on disk is
-  // brought back into memory first, and the disk copy (the version before the change) is ended
-  // under the key's stripe.
-  Status ChangeInPlace(const Grant& grant, std::string_view ns, std::string_view key,
-                       const std::function<Status(uint64_t* sequence)>& change);
-  // Delete of (ns, key) from memory and from the disk tier, under its stripe: OK when either
-  // held it.
-  Status DeleteBothTiers(std::string_view ns, std::string_view key);
 };
 
 // The reservations of one batched write (an MSET, an SHM_RESERVE) until they are committed.

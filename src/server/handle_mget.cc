@@ -36,7 +36,7 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
     std::vector<std::string_view> keys(n);
     for (size_t i = 0; i < n; ++i)
       keys[i] = mget.keys[i].key;
-    ctx.service.PromoteFromDiskAhead(ctx.grant(), mget.ns, mget.any_namespace, keys);
+    ctx.service.PromoteAhead(ctx.grant(), mget.ns, mget.any_namespace, keys);
   }
   for (size_t i = 0; i < n; ++i) {
     protocol::MgetResult& result = reply.results[i];

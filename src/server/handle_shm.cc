@@ -178,7 +178,7 @@ Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequ
     std::vector<std::string_view> keys(n);
     for (size_t i = 0; i < n; ++i)
       keys[i] = get.keys[i].key;
-    ctx.service.PromoteFromDiskAhead(ctx.grant(), get.ns, get.any_namespace, keys);
+    ctx.service.PromoteAhead(ctx.grant(), get.ns, get.any_namespace, keys);
   }
   for (size_t i = 0; i < n; ++i) {
     protocol::ShmGetResult& result = reply.results[i];

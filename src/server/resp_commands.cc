@@ -451,7 +451,7 @@ void MGet(Context& c, Args a) {
     std::vector<std::string_view> homes(a.size() - 1);
     for (size_t i = 1; i < a.size(); ++i)
       homes[i - 1] = HomeOf(c, a[i], &folded[i - 1]);
-    c.service.PromoteFromDiskAhead(c.grant(), c.ns(), false, homes);
+    c.service.PromoteAhead(c.grant(), c.ns(), false, homes);
   }
   std::vector<std::optional<Found>> founds;
   founds.reserve(a.size() - 1);

@@ -30,13 +30,13 @@
 #include "server/acceptor.h"
 #include "server/auth_throttle.h"
 #include "server/cache_service.h"
-#include "server/disk_offload.h"
+#include "server/node_id_file.h"
 #include "server/node_tls.h"
 #include "server/server_stats.h"
 #include "server/token_file.h"
 #include "server/ucx_service.h"
 #include "server/worker.h"
-#include "store/object_store.h"
+#include "store/tiered_store.h"
 
 namespace kvport {
 
@@ -48,10 +48,8 @@ using server::Worker;
 // handles) before the service and the store.
 struct Server::Impl {
   ServerOptions options;
-  // The disk tier (ServerOptions::disk_dir), or null: outlives the store, whose evictions it
-  // takes, and writes what it still holds when destroyed.
-  std::unique_ptr<server::DiskOffload> disk;
-  std::unique_ptr<store::ObjectStore> store;
+  // Memory and, with ServerOptions::disk_dir, the disk tier under it.
+  std::unique_ptr<store::TieredStore> store;
   server::ServerCounters counters;
   std::unique_ptr<server::CacheService> service;
   // How far tests moved the clock of the budget of failed authentications (nanoseconds);
@@ -96,7 +94,7 @@ struct Server::Impl {
   void ScheduleSweep() {
     if (options.ttl_sweep_interval.count() <= 0) return;
     workers[0]->loop()->RunAfter(options.ttl_sweep_interval, [this] {
-      uint64_t removed = store->Sweep();
+      uint64_t removed = store->memory().Sweep();
       if (removed > 0) log::Debug("TTL sweep removed {} expired objects", removed);
       ScheduleSweep();
     });
@@ -253,8 +251,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
           ? options.max_index_bytes
           : std::max<uint64_t>(options.capacity_bytes / 8, 1 << 20) +
                 (options.disk_dir.empty() ? 0 : options.disk_capacity / 64);
+  store::TieredStoreOptions store_options;
   if (!options.disk_dir.empty()) {
-    server::DiskOffloadOptions disk_options;
+    store::WriteBehindDiskOptions& disk_options = store_options.disk;
     disk_options.max_index_bytes = max_index_bytes;
     disk_options.dir = options.disk_dir;
     disk_options.capacity_bytes = options.disk_capacity;
@@ -267,30 +266,21 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
       log::Info("disk tier: not restored: cluster '{}' has on_lease_loss: drop", options.cluster);
     }
     disk_options.restore = options.disk_restore && !drop_dead_epochs;
-    Result<std::unique_ptr<server::DiskOffload>> disk = server::DiskOffload::Open(disk_options);
-    if (!disk.ok()) return disk.status().WithContext("the disk tier");
-    impl->disk = std::move(disk).value();
   }
-  store::StoreOptions store_options;
-  store_options.capacity_bytes = options.capacity_bytes;
-  if (impl->disk != nullptr) {
-    store_options.eviction_sink = impl->disk.get();
-    // Versions committed from now on are newer than every one the disk holds.
-    store_options.first_sequence = impl->disk->last_sequence() + 1;
-    store_options.index_bytes_elsewhere = &impl->disk->index_bytes();
-  }
-  store_options.max_value_bytes = options.max_value_bytes;
-  store_options.max_key_bytes = static_cast<uint32_t>(limits.max_key_bytes);
-  store_options.max_namespace_bytes = static_cast<uint32_t>(limits.max_namespace_bytes);
-  store_options.max_meta_bytes = static_cast<uint32_t>(limits.max_meta_bytes);
+  store::StoreOptions& memory_options = store_options.memory;
+  memory_options.capacity_bytes = options.capacity_bytes;
+  memory_options.max_value_bytes = options.max_value_bytes;
+  memory_options.max_key_bytes = static_cast<uint32_t>(limits.max_key_bytes);
+  memory_options.max_namespace_bytes = static_cast<uint32_t>(limits.max_namespace_bytes);
+  memory_options.max_meta_bytes = static_cast<uint32_t>(limits.max_meta_bytes);
   // The caps beside the arena (docs/store.md, "Bounds on node memory"); 0 picks the default.
-  store_options.max_index_bytes = max_index_bytes;
-  store_options.max_reserved_bytes =
+  memory_options.max_index_bytes = max_index_bytes;
+  memory_options.max_reserved_bytes =
       options.max_reserved_bytes != 0 ? options.max_reserved_bytes : options.capacity_bytes / 2;
-  store_options.max_pinned_bytes =
+  memory_options.max_pinned_bytes =
       options.max_pinned_bytes != 0 ? options.max_pinned_bytes : options.capacity_bytes / 2;
-  Result<std::unique_ptr<store::ObjectStore>> store = store::ObjectStore::Create(store_options);
-  if (!store.ok()) return store.status().WithContext("cannot create the store");
+  Result<std::unique_ptr<store::TieredStore>> store = store::TieredStore::Open(store_options);
+  if (!store.ok()) return store.status();
   impl->store = std::move(store).value();
 
   // Listeners first: the Unix socket's default path needs the TCP port, and the service tells
@@ -390,7 +380,6 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     impl->ucx = std::move(ucx).value();
     impl->service->set_ucx(impl->ucx.get());
   }
-  impl->service->set_disk(impl->disk.get());
 
   server::WorkerOptions worker_options;
   worker_options.connection.max_outstanding_bytes = options.max_connection_outstanding_bytes;
@@ -457,9 +446,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     w->StartThread();
   log::Info("kvport node access: {} ({} tokens accepted)", impl->service->access_mode(),
             tokens->size());
-  if (impl->disk != nullptr) {
+  if (impl->store->has_disk()) {
     // What was only in memory before a restart is gone; what was on disk is a hit again.
-    log::Info("kvport node {}", impl->disk->Describe());
+    log::Info("kvport node {}", impl->store->disk()->Describe());
   }
   if (mutual_tls && !access_required) {
     log::Info(
@@ -486,7 +475,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
                               : " and unix:" + impl->unix_path +
                                     (impl->service->offers_shared_memory() ? " (shared memory)"
                                                                            : " (no shared memory)"),
-      FormatSize(impl->store->Stats().capacity_bytes), threads,
+      FormatSize(impl->store->memory().Stats().capacity_bytes), threads,
       impl->ucx == nullptr ? std::string() : "; values over " + impl->ucx->Describe(),
       (impl->resp_address ? "; Redis protocol on " + impl->resp_address->ToString()
                           : std::string()) +
@@ -543,10 +532,11 @@ Status Server::Impl::Register() {
   record.id = options.node_id.empty() ? record.address : options.node_id;
   // With a disk tier the name is kept in its folder: a node restarted on another address
   // (a rescheduled pod, the same volume) is the same member, and placement sends it its keys.
-  if (disk != nullptr) {
-    KVPORT_ASSIGN_OR_RETURN(record.id, disk->KeepNodeId(record.id, !options.node_id.empty()));
+  if (store->has_disk()) {
+    KVPORT_ASSIGN_OR_RETURN(
+        record.id, server::KeepNodeId(options.disk_dir, record.id, !options.node_id.empty()));
   }
-  record.capacity_bytes = store->Stats().capacity_bytes;
+  record.capacity_bytes = store->memory().Stats().capacity_bytes;
   record.protocol_version = protocol::kMaxProtocolVersion;
   record.transports = {"tcp"};
   if (!unix_path.empty() && service->offers_shared_memory()) record.transports.push_back("shm");
@@ -573,10 +563,10 @@ Status Server::Impl::Register() {
       log::Warn(
           "cluster '{}': new epoch {:016x}: kept every stored object ({} objects; "
           "on_lease_loss: keep)",
-          options.cluster, epoch, store->Stats().objects);
+          options.cluster, epoch, store->memory().Stats().objects);
       return;
     }
-    const uint64_t dropped = store->DropAll();
+    const uint64_t dropped = store->memory().DropAll();
     log::Warn(
         "cluster '{}': new epoch {:016x}: dropped every stored object ({} objects; "
         "on_lease_loss: drop)",
@@ -633,8 +623,8 @@ void Server::Impl::StopGracefully() {
     w->StopAndJoin();
   acceptors.clear();
   // 4. What memory holds goes to disk (bounded), so that a restart finds it.
-  if (disk != nullptr && options.disk_stop_flush.count() > 0) {
-    disk->FlushAtStop(*store, std::chrono::steady_clock::now() + options.disk_stop_flush);
+  if (options.disk_stop_flush.count() > 0) {
+    store->FlushAtStop(std::chrono::steady_clock::now() + options.disk_stop_flush);
   }
   state.store(ServerState::kStopped, std::memory_order_release);
   log::Info("kvport node on {} stopped", address.ToString());

@@ -7,15 +7,15 @@
 #include "server/cache_service.h"
 #include "server/request_context.h"
 #include "server/shm_holdings.h"
-#include "store/object_store.h"
+#include "store/tiered_store.h"
 
 namespace kvport::server {
 namespace {
 
-std::unique_ptr<store::ObjectStore> SmallStore() {
-  store::StoreOptions options;
-  options.capacity_bytes = 1 << 20;
-  Result<std::unique_ptr<store::ObjectStore>> store = store::ObjectStore::Create(options);
+std::unique_ptr<store::TieredStore> SmallStore() {
+  store::TieredStoreOptions options;
+  options.memory.capacity_bytes = 1 << 20;
+  Result<std::unique_ptr<store::TieredStore>> store = store::TieredStore::Open(options);
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   return std::move(store).value();
 }
@@ -78,15 +78,15 @@ TEST(ShmHoldingsTest, AReservationEndedWithoutItsCommitIsKeptUntilTheMappingSess
     ASSERT_TRUE(committed.ok()) << committed.status().ToString();
     EXPECT_EQ(*committed, std::vector<StatusCode>{StatusCode::kAborted});
     EXPECT_EQ(mapped.quarantined_bytes(), 2 * 4096u);
-    EXPECT_EQ(store->Stats().reserved_bytes, 2 * 4096u);  // neither back in the arena
+    EXPECT_EQ(store->memory().Stats().reserved_bytes, 2 * 4096u);  // neither back in the arena
     EXPECT_EQ(mapped.reservations(), 2u);  // they count against the session's reservations
     mapped.Clear();                        // the session ends
-    EXPECT_EQ(store->Stats().reserved_bytes, 0u);
+    EXPECT_EQ(store->memory().Stats().reserved_bytes, 0u);
   }
   ShmHoldings unmapped;
   reserve(unmapped, "overdue");
   EXPECT_EQ(unmapped.AbortOverdueReservations(now + std::chrono::hours(1), overdue), 1u);
-  EXPECT_EQ(store->Stats().reserved_bytes, 0u);
+  EXPECT_EQ(store->memory().Stats().reserved_bytes, 0u);
   EXPECT_EQ(unmapped.reservations(), 0u);
 }
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -15,7 +16,7 @@
 #include "kvport/client.h"
 #include "kvport/server.h"
 #include "resp_test_client.h"
-#include "server/disk_offload.h"
+#include "server/node_id_file.h"
 #include "server_fixture.h"
 
 namespace kvport::testing {
@@ -200,6 +201,8 @@ TEST_F(DiskTierNodeTest, ABatchedGetReadsItsDiskObjectsTogether) {
   Start();
   for (int i = 0; i < 24; ++i)  // k0..k15 out of memory
     Put("k" + std::to_string(i), Value(i, 1 << 20));
+  // On disk, not in the writer's queue (whose objects a get copies, one by one).
+  DiskWritesWhenIdle();
   // Two batches of four (the node pins at most 4 MiB at once: max_pinned_bytes).
   for (const int first : {0, 4}) {
     constexpr int batch = 4;
@@ -450,22 +453,22 @@ TEST_F(DiskTierNodeTest, ACapacityBeyondTheFilesystemIsRefused) {
 }
 
 TEST_F(DiskTierNodeTest, TheNodeIdIsKeptInTheFolder) {
-  server::DiskOffloadOptions options;
-  options.dir = dir_;
-  options.capacity_bytes = 1 << 20;
-  {
-    Result<std::unique_ptr<server::DiskOffload>> disk = server::DiskOffload::Open(options);
-    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
-    EXPECT_EQ((*disk)->KeepNodeId("10.0.0.5:7470", false).value(), "10.0.0.5:7470");
-    // Restarted on another address: still the first name.
-    EXPECT_EQ((*disk)->KeepNodeId("10.0.0.9:7470", false).value(), "10.0.0.5:7470");
-  }
-  Result<std::unique_ptr<server::DiskOffload>> disk = server::DiskOffload::Open(options);
-  ASSERT_TRUE(disk.ok());
-  EXPECT_EQ((*disk)->KeepNodeId("10.0.0.9:7470", false).value(), "10.0.0.5:7470");
+  std::filesystem::create_directories(dir_);
+  EXPECT_EQ(server::KeepNodeId(dir_, "10.0.0.5:7470", false).value(), "10.0.0.5:7470");
+  // Restarted on another address: still the first name.
+  EXPECT_EQ(server::KeepNodeId(dir_, "10.0.0.9:7470", false).value(), "10.0.0.5:7470");
   // A name the config gives wins, and is kept from then on.
-  EXPECT_EQ((*disk)->KeepNodeId("cache-7", true).value(), "cache-7");
-  EXPECT_EQ((*disk)->KeepNodeId("10.0.0.9:7470", false).value(), "cache-7");
+  EXPECT_EQ(server::KeepNodeId(dir_, "cache-7", true).value(), "cache-7");
+  EXPECT_EQ(server::KeepNodeId(dir_, "10.0.0.9:7470", false).value(), "cache-7");
+  // A link planted at the temporary name is replaced, never written through.
+  const std::string target = dir_ + "/planted-target";
+  ASSERT_TRUE(std::ofstream(target) << "keep\n");
+  std::filesystem::create_symlink(target, dir_ + "/node-id.new");
+  EXPECT_EQ(server::KeepNodeId(dir_, "cache-8", true).value(), "cache-8");
+  std::ifstream planted(target);
+  std::string line;
+  std::getline(planted, line);
+  EXPECT_EQ(line, "keep");
 }
 
 TEST_F(DiskTierNodeTest, ABadDiskFolderStopsTheStartWithTheReason) {

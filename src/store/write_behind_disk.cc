@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "server/disk_offload.h"
+#include "store/write_behind_disk.h"
 
-#include <fcntl.h>
 #include <fmt/core.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,11 +9,10 @@
 #include <cstring>
 #include <utility>
 
-#include "common/small_file.h"
 #include "kvport/log.h"
 #include "kvport/size.h"
 
-namespace kvport::server {
+namespace kvport::store {
 
 namespace {
 
@@ -34,23 +30,24 @@ uint64_t TtlLeft(uint64_t expiry_ms, uint64_t now_ms) {
 
 }  // namespace
 
-DiskOffload::DiskOffload(const DiskOffloadOptions& options, std::unique_ptr<store::DiskTier> tier)
+WriteBehindDisk::WriteBehindDisk(const WriteBehindDiskOptions& options,
+                                 std::unique_ptr<DiskTier> tier)
     : options_(options), tier_(std::move(tier)) {}
 
-Result<std::unique_ptr<DiskOffload>> DiskOffload::Open(const DiskOffloadOptions& options) {
+Result<std::unique_ptr<WriteBehindDisk>> WriteBehindDisk::Open(
+    const WriteBehindDiskOptions& options) {
   if (options.dir.empty()) return Status::InvalidArgument("disk_dir is empty");
   if (options.capacity_bytes < (uint64_t{64} << 10)) {
     return Status::InvalidArgument(fmt::format("disk_capacity {} is below the least, 64 KiB",
                                                FormatSize(options.capacity_bytes)));
   }
-  store::DiskTierOptions tier_options;
+  DiskTierOptions tier_options;
   tier_options.capacity_bytes = options.capacity_bytes;
   // At least four segments, so that evicting the oldest gives back a quarter at most.
-  tier_options.segment_bytes = std::min(
-      options.segment_bytes,
-      std::max<uint64_t>(options.capacity_bytes / 4 / store::kDiskBlock, 1) * store::kDiskBlock);
-  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<store::SegmentFolder> folder,
-                          store::OpenSegmentFolder(options.dir));
+  tier_options.segment_bytes =
+      std::min(options.segment_bytes,
+               std::max<uint64_t>(options.capacity_bytes / 4 / kDiskBlock, 1) * kDiskBlock);
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<SegmentFolder> folder, OpenSegmentFolder(options.dir));
   const std::string io_mode = folder->io_mode();
   if (!options.restore) {
     KVPORT_ASSIGN_OR_RETURN(std::vector<uint64_t> numbers, folder->List());
@@ -64,16 +61,12 @@ Result<std::unique_ptr<DiskOffload>> DiskOffload::Open(const DiskOffloadOptions&
                 numbers.size());
     }
   }
+  KVPORT_ASSIGN_OR_RETURN(const uint64_t free_bytes, folder->FreeBytes());
   const auto started = std::chrono::steady_clock::now();
-  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<store::DiskTier> tier,
-                          store::DiskTier::Open(std::move(folder), tier_options, UnixMs()));
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier,
+                          DiskTier::Open(std::move(folder), tier_options, UnixMs()));
   // The capacity must fit the filesystem as it is now: what the tier already holds plus what
   // is free (a tier that cannot grow to its capacity fails its writes instead of evicting).
-  struct statvfs fs {};
-  if (::statvfs(options.dir.c_str(), &fs) != 0) {
-    return Status::FromErrno("statvfs " + options.dir, errno);
-  }
-  const uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
   const uint64_t held = tier->stats().disk_bytes;
   if (options.capacity_bytes > free_bytes + held) {
     return Status::NoSpace(
@@ -83,7 +76,7 @@ Result<std::unique_ptr<DiskOffload>> DiskOffload::Open(const DiskOffloadOptions&
                     held == 0 ? std::string()
                               : fmt::format(" beside the {} the tier holds", FormatSize(held))));
   }
-  std::unique_ptr<DiskOffload> offload(new DiskOffload(options, std::move(tier)));
+  std::unique_ptr<WriteBehindDisk> offload(new WriteBehindDisk(options, std::move(tier)));
   offload->io_mode_ = io_mode;
   offload->index_bytes_.store(offload->tier_->stats().index_bytes, std::memory_order_relaxed);
   offload->stats_.restore_ms =
@@ -96,7 +89,7 @@ Result<std::unique_ptr<DiskOffload>> DiskOffload::Open(const DiskOffloadOptions&
   return offload;
 }
 
-DiskOffload::~DiskOffload() {
+WriteBehindDisk::~WriteBehindDisk() {
   {
     std::lock_guard lock(read_mu_);
     readers_stopping_ = true;
@@ -112,7 +105,7 @@ DiskOffload::~DiskOffload() {
   if (writer_.joinable()) writer_.join();
 }
 
-void DiskOffload::ReadMany(std::span<ValueRead> reads) {
+void WriteBehindDisk::ReadMany(std::span<ValueRead> reads) {
   if (reads.size() <= 1) {
     for (ValueRead& read : reads)
       read.status = ReadValue(read.ns, read.key, read.sequence, read.out);
@@ -136,7 +129,7 @@ void DiskOffload::ReadMany(std::span<ValueRead> reads) {
   std::erase(read_jobs_, &job);
 }
 
-void DiskOffload::ReadSome(ReadJob& job) {
+void WriteBehindDisk::ReadSome(ReadJob& job) {
   for (size_t i; (i = job.next.fetch_add(1, std::memory_order_relaxed)) < job.reads.size();) {
     ValueRead& read = job.reads[i];
     read.status = ReadValue(read.ns, read.key, read.sequence, read.out);
@@ -145,7 +138,7 @@ void DiskOffload::ReadSome(ReadJob& job) {
   }
 }
 
-void DiskOffload::ReaderLoop() {
+void WriteBehindDisk::ReaderLoop() {
   std::unique_lock lock(read_mu_);
   for (;;) {
     read_wake_.wait(lock, [this] { return readers_stopping_ || !read_jobs_.empty(); });
@@ -164,18 +157,18 @@ void DiskOffload::ReaderLoop() {
   }
 }
 
-bool DiskOffload::Holds(std::string_view ns, std::string_view key, uint64_t sequence) const {
+bool WriteBehindDisk::Holds(std::string_view ns, std::string_view key, uint64_t sequence) const {
   return sequence != 0 && tier_->Holds(ns, key, sequence);
 }
 
-bool DiskOffload::GoesToDisk(std::string_view ns) const {
+bool WriteBehindDisk::GoesToDisk(std::string_view ns) const {
   const std::map<std::string, bool>& tiers = options_.namespace_on_disk;
   if (auto it = tiers.find(std::string(ns)); it != tiers.end()) return it->second;
   if (auto it = tiers.find("*"); it != tiers.end()) return it->second;
   return true;
 }
 
-bool DiskOffload::Leaving(const store::EvictedObject& object) {
+bool WriteBehindDisk::Leaving(const EvictedObject& object) {
   if (!GoesToDisk(object.ns)) return false;
   // This very version is on disk already: it was promoted from there.
   if (tier_->Holds(object.ns, object.key, object.sequence)) return false;
@@ -198,7 +191,7 @@ bool DiskOffload::Leaving(const store::EvictedObject& object) {
   return true;
 }
 
-void DiskOffload::Evicted(const store::EvictedObject& object) {
+void WriteBehindDisk::Evicted(const EvictedObject& object) {
   Queue::iterator item;
   {
     std::lock_guard lock(mu_);
@@ -221,8 +214,8 @@ void DiskOffload::Evicted(const store::EvictedObject& object) {
   wake_.notify_one();
 }
 
-DiskOffload::Queue::iterator DiskOffload::Enqueue(Pending item) {
-  std::string id = store::ObjectId(item.ns, item.key);
+WriteBehindDisk::Queue::iterator WriteBehindDisk::Enqueue(Pending item) {
+  std::string id = ObjectId(item.ns, item.key);
   EndBelow(id, item.sequence);
   queue_.push_back(std::move(item));
   const Queue::iterator added = std::prev(queue_.end());
@@ -230,7 +223,7 @@ DiskOffload::Queue::iterator DiskOffload::Enqueue(Pending item) {
   return added;
 }
 
-bool DiskOffload::EndBelow(const std::string& id, uint64_t sequence) {
+bool WriteBehindDisk::EndBelow(const std::string& id, uint64_t sequence) {
   auto found = queued_.find(id);
   if (found == queued_.end()) return false;
   bool ended = false;
@@ -248,8 +241,8 @@ bool DiskOffload::EndBelow(const std::string& id, uint64_t sequence) {
   return ended;
 }
 
-void DiskOffload::Unqueue(Queue::iterator item) {
-  const std::string id = store::ObjectId(item->ns, item->key);
+void WriteBehindDisk::Unqueue(Queue::iterator item) {
+  const std::string id = ObjectId(item->ns, item->key);
   if (auto found = queued_.find(id); found != queued_.end()) {
     std::erase(found->second, item);
     if (found->second.empty()) queued_.erase(found);
@@ -258,7 +251,7 @@ void DiskOffload::Unqueue(Queue::iterator item) {
   queue_.erase(item);
 }
 
-DiskOffload::Queue::iterator DiskOffload::NewestQueued(const std::string& id) {
+WriteBehindDisk::Queue::iterator WriteBehindDisk::NewestQueued(const std::string& id) {
   Queue::iterator newest = queue_.end();
   auto found = queued_.find(id);
   if (found == queued_.end()) return newest;
@@ -269,20 +262,20 @@ DiskOffload::Queue::iterator DiskOffload::NewestQueued(const std::string& id) {
   return newest;
 }
 
-void DiskOffload::FlushAtStop(store::ObjectStore& store,
-                              std::chrono::steady_clock::time_point deadline) {
+void WriteBehindDisk::FlushAtStop(ObjectStore& store,
+                                  std::chrono::steady_clock::time_point deadline) {
   const auto started = std::chrono::steady_clock::now();
   uint64_t objects = 0, queued = 0;
   bool out_of_time = false;
-  for (const store::NamespaceUsage& usage : store.NamespaceUsages()) {
+  for (const NamespaceUsage& usage : store.NamespaceUsages()) {
     if (!GoesToDisk(usage.ns)) continue;
     objects += usage.objects;
     std::string cursor;
     while (!out_of_time) {
-      Result<store::KeyListing> page = store.ListKeys(usage.ns, cursor, 1024);
+      Result<KeyListing> page = store.ListKeys(usage.ns, cursor, 1024);
       if (!page.ok()) break;
       for (const std::string& key : page->keys) {
-        Result<store::ReadHandle> object = store.Lookup(usage.ns, key);
+        Result<ReadHandle> object = store.Lookup(usage.ns, key);
         if (!object.ok()) continue;  // expired meanwhile
         // This very version is on disk (it was promoted from there): nothing to write.
         if (tier_->Holds(usage.ns, key, object->sequence())) continue;
@@ -326,7 +319,7 @@ void DiskOffload::FlushAtStop(store::ObjectStore& store,
                         : std::string());
 }
 
-void DiskOffload::WriterLoop() {
+void WriteBehindDisk::WriterLoop() {
   std::unique_lock lock(mu_);
   bool compact = true;  // whether a compaction step may make progress
   for (;;) {
@@ -339,7 +332,7 @@ void DiskOffload::WriterLoop() {
       // Idle: a bounded step of compaction, then a pause that keeps it under kCompactRate
       // (evicted objects end the pause: they go first).
       lock.unlock();
-      Result<store::CompactionProgress> step = tier_->CompactStep(kCompactStepBytes, UnixMs());
+      Result<CompactionProgress> step = tier_->CompactStep(kCompactStepBytes, UnixMs());
       index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
       lock.lock();
       if (!step.ok()) {
@@ -360,7 +353,7 @@ void DiskOffload::WriterLoop() {
     const uint64_t index_share = options_.max_index_bytes / 2;
     size_t max_objects = kWriteBatchObjects;
     if (index_share != 0) {
-      const store::DiskTierStats tier = tier_->stats();
+      const DiskTierStats tier = tier_->stats();
       if (tier.objects > 0 && tier.index_bytes < index_share) {
         const uint64_t per_entry = std::max<uint64_t>(tier.index_bytes / tier.objects, 1);
         max_objects = static_cast<size_t>(std::clamp<uint64_t>(
@@ -373,7 +366,7 @@ void DiskOffload::WriterLoop() {
       if (it->filling) continue;  // its bytes are still on their way
       if (!batch.empty() && batch_bytes + it->value.size() > kWriteBatchBytes) break;
       it->writing = true;
-      writing_ids_.push_back(store::ObjectId(it->ns, it->key));
+      writing_ids_.push_back(ObjectId(it->ns, it->key));
       batch.push_back(it);
       batch_bytes += it->value.size();
     }
@@ -393,7 +386,7 @@ void DiskOffload::WriterLoop() {
     lock.unlock();
     std::vector<Status> written(batch.size(), Status::Ok());
     if (!index_full) {
-      std::vector<store::DiskPut> puts;
+      std::vector<DiskPut> puts;
       for (const Queue::iterator& item : batch) {
         puts.push_back({item->ns, item->key, item->meta, item->value, item->expiry_ms,
                         item->sequence, item->checksum});
@@ -429,11 +422,11 @@ void DiskOffload::WriterLoop() {
   }
 }
 
-Result<DiskOffload::Found> DiskOffload::Find(std::string_view ns, std::string_view key) {
+Result<WriteBehindDisk::Found> WriteBehindDisk::Find(std::string_view ns, std::string_view key) {
   const uint64_t now = UnixMs();
   {
     std::lock_guard lock(mu_);
-    if (auto item = NewestQueued(store::ObjectId(ns, key)); item != queue_.end()) {
+    if (auto item = NewestQueued(ObjectId(ns, key)); item != queue_.end()) {
       if (item->expiry_ms != 0 && item->expiry_ms <= now) return Status::NotFound("expired");
       ++stats_.hits;
       return Found{item->meta,     item->value,        TtlLeft(item->expiry_ms, now),
@@ -441,20 +434,20 @@ Result<DiskOffload::Found> DiskOffload::Find(std::string_view ns, std::string_vi
                    item->checksum};
     }
   }
-  KVPORT_ASSIGN_OR_RETURN(store::DiskEntry entry, tier_->Find(ns, key, now));
+  KVPORT_ASSIGN_OR_RETURN(DiskEntry entry, tier_->Find(ns, key, now));
   return Found{std::move(entry.meta), {},    TtlLeft(entry.expiry_ms, now), entry.sequence,
                entry.value_bytes,     false, entry.value_checksum};
 }
 
-Status DiskOffload::ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
-                              std::span<char> out) {
+Status WriteBehindDisk::ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
+                                  std::span<char> out) {
   KVPORT_RETURN_IF_ERROR(tier_->ReadValue(ns, key, sequence, out));
   std::lock_guard lock(mu_);
   ++stats_.hits;
   return Status::Ok();
 }
 
-std::vector<std::string> DiskOffload::KeysOf(std::string_view ns) {
+std::vector<std::string> WriteBehindDisk::KeysOf(std::string_view ns) {
   std::vector<std::string> keys = tier_->KeysOf(ns);
   {
     std::lock_guard lock(mu_);
@@ -467,8 +460,8 @@ std::vector<std::string> DiskOffload::KeysOf(std::string_view ns) {
   return keys;
 }
 
-std::vector<std::string> DiskOffload::KeysAfter(std::string_view ns, std::string_view after,
-                                                size_t limit) {
+std::vector<std::string> WriteBehindDisk::KeysAfter(std::string_view ns, std::string_view after,
+                                                    size_t limit) {
   std::vector<std::string> keys = KeysOf(ns);
   std::vector<std::string> live;
   for (auto it = std::upper_bound(keys.begin(), keys.end(), after);
@@ -479,7 +472,7 @@ std::vector<std::string> DiskOffload::KeysAfter(std::string_view ns, std::string
   return live;
 }
 
-std::vector<std::string> DiskOffload::NamespacesOf(std::string_view key) {
+std::vector<std::string> WriteBehindDisk::NamespacesOf(std::string_view key) {
   const uint64_t now = UnixMs();
   std::vector<std::string> namespaces = tier_->NamespacesOf(key, now);
   {
@@ -496,12 +489,12 @@ std::vector<std::string> DiskOffload::NamespacesOf(std::string_view key) {
   return namespaces;
 }
 
-bool DiskOffload::Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes,
-                           uint64_t* meta_bytes) {
+bool WriteBehindDisk::Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes,
+                               uint64_t* meta_bytes) {
   const uint64_t now = UnixMs();
   {
     std::lock_guard lock(mu_);
-    if (auto item = NewestQueued(store::ObjectId(ns, key)); item != queue_.end()) {
+    if (auto item = NewestQueued(ObjectId(ns, key)); item != queue_.end()) {
       if (item->expiry_ms != 0 && item->expiry_ms <= now) return false;
       if (value_bytes != nullptr) *value_bytes = item->value.size();
       if (meta_bytes != nullptr) *meta_bytes = item->meta.size();
@@ -511,8 +504,8 @@ bool DiskOffload::Contains(std::string_view ns, std::string_view key, uint64_t* 
   return tier_->Contains(ns, key, now, value_bytes, meta_bytes);
 }
 
-Result<bool> DiskOffload::Erase(std::string_view ns, std::string_view key, uint64_t sequence) {
-  const std::string id = store::ObjectId(ns, key);
+Result<bool> WriteBehindDisk::Erase(std::string_view ns, std::string_view key, uint64_t sequence) {
+  const std::string id = ObjectId(ns, key);
   bool ended = false;
   {
     std::unique_lock lock(mu_);
@@ -532,48 +525,16 @@ Result<bool> DiskOffload::Erase(std::string_view ns, std::string_view key, uint6
   return ended || !tier_->Contains(ns, key, 0);
 }
 
-Result<std::string> DiskOffload::KeepNodeId(const std::string& id, bool configured) {
-  const std::string path = options_.dir + "/node-id";
-  Result<std::string> kept = ReadSmallRegularFile(path, 4096, "node id file");
-  if (kept.ok()) {
-    std::string stored = *kept;
-    while (!stored.empty() && (stored.back() == '\n' || stored.back() == ' '))
-      stored.pop_back();
-    if (!configured && !stored.empty()) return stored;
-    if (stored == id) return id;
-    if (!stored.empty()) {
-      log::Warn("disk tier: the config names this node '{}'; {} said '{}': now '{}'", id, path,
-                stored, id);
-    }
-  } else if (kept.status().code() != StatusCode::kNotFound) {
-    return kept.status();
-  }
-  // Written whole or not at all: a crash leaves the old name or the new one.
-  const std::string temporary = path + ".new";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::FromErrno("cannot write " + temporary, errno);
-  const std::string text = id + "\n";
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!written) return Status::FromErrno("cannot write " + temporary, err);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    return Status::FromErrno("cannot rename " + temporary + " to " + path, errno);
-  }
-  return id;
-}
-
-DiskOffloadStats DiskOffload::stats() const {
+WriteBehindDiskStats WriteBehindDisk::stats() const {
   std::lock_guard lock(mu_);
-  DiskOffloadStats s = stats_;
+  WriteBehindDiskStats s = stats_;
   s.tier = tier_->stats();
   s.pending_bytes = pending_bytes_;
   return s;
 }
 
-std::string DiskOffload::Describe() const {
-  const DiskOffloadStats s = stats();
+std::string WriteBehindDisk::Describe() const {
+  const WriteBehindDiskStats s = stats();
   std::string notes;
   if (!s.tier.clean_start) notes += "; the last stop was not clean (a crash or a power loss)";
   if (s.tier.dropped_records + s.tier.torn_tails > 0) {
@@ -589,4 +550,4 @@ std::string DiskOffload::Describe() const {
                      notes);
 }
 
-}  // namespace kvport::server
+}  // namespace kvport::store

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memory and the disk tier together (CacheService over an ObjectStore and a DiskOffload): a read
+// Memory and the disk tier together (TieredStore over an ObjectStore and a WriteBehindDisk): a read
 // returns the newest acknowledged version of a key or a miss, never an older one, never a
 // deleted one, across evictions, promotions, in-place changes and restarts. The interleavings
 // that once broke it (a change of a key while its older version was being copied to disk) are
@@ -20,11 +20,9 @@
 #include <string>
 #include <thread>
 
-#include "server/cache_service.h"
-#include "server/disk_offload.h"
-#include "store/object_store.h"
+#include "store/tiered_store.h"
 
-namespace kvport::server {
+namespace kvport::store {
 namespace {
 
 constexpr uint64_t kBlock = 4096;
@@ -32,9 +30,8 @@ constexpr uint64_t kValueBytes = 4 * kBlock;  // four values fill the store belo
 
 // Hands evictions to the disk tier, holding the one of `key` (if set) between Leaving and
 // Evicted until Release: where a change of the key used to slip in and be lost.
-class LatchedSink final : public store::EvictionSink {
+class LatchedSink final : public EvictionRelay {
  public:
-  void set_disk(DiskOffload* disk) { disk_ = disk; }
   void Hold(std::string key) {
     std::lock_guard lock(mu_);
     held_key_ = std::move(key);
@@ -51,8 +48,8 @@ class LatchedSink final : public store::EvictionSink {
     changed_.notify_all();
   }
 
-  bool Leaving(const store::EvictedObject& object) override { return disk_->Leaving(object); }
-  void Evicted(const store::EvictedObject& object) override {
+  bool Leaving(const EvictedObject& object) override { return next->Leaving(object); }
+  void Evicted(const EvictedObject& object) override {
     {
       std::unique_lock lock(mu_);
       if (object.key == held_key_) {
@@ -61,11 +58,10 @@ class LatchedSink final : public store::EvictionSink {
         changed_.wait_for(lock, std::chrono::seconds(30), [&] { return released_; });
       }
     }
-    disk_->Evicted(object);
+    next->Evicted(object);
   }
 
  private:
-  DiskOffload* disk_ = nullptr;
   std::mutex mu_;
   std::condition_variable changed_;
   std::string held_key_;
@@ -88,7 +84,7 @@ std::string Seen(const std::optional<std::string>& got) {
   return "other bytes";
 }
 
-class TieringTest : public ::testing::Test {
+class TieredStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = ::testing::TempDir() + "kvport_tiering_" + std::to_string(::getpid()) + "_" +
@@ -103,31 +99,25 @@ class TieringTest : public ::testing::Test {
 
   // A node: 16 blocks of memory over a disk tier in dir_, restored from what is there.
   void Open() {
-    DiskOffloadOptions disk_options;
-    disk_options.dir = dir_;
-    disk_options.capacity_bytes = 8 << 20;
-    Result<std::unique_ptr<DiskOffload>> disk = DiskOffload::Open(disk_options);
-    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
-    disk_ = std::move(disk).value();
-    sink_.set_disk(disk_.get());
-    store::StoreOptions store_options;
-    store_options.capacity_bytes = 16 * kBlock;
-    store_options.eviction_sink = &sink_;
-    store_options.first_sequence = disk_->last_sequence() + 1;
-    Result<std::unique_ptr<store::ObjectStore>> store = store::ObjectStore::Create(store_options);
+    TieredStoreOptions options;
+    options.disk.dir = dir_;
+    options.disk.capacity_bytes = 8 << 20;
+    options.memory.capacity_bytes = 16 * kBlock;
+    options.relay_for_testing = &sink_;
+    Result<std::unique_ptr<TieredStore>> store = TieredStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
-    service_ = std::make_unique<CacheService>(store_.get(), &counters_, ServiceOptions{});
-    service_->set_disk(disk_.get());
+    disk_ = store_->disk();
+    memory_ = &store_->memory();
   }
   // A stop: with `flush`, what memory holds goes to disk first, as a clean stop does.
   void Close(bool flush) {
-    if (flush && disk_ != nullptr) {
-      disk_->FlushAtStop(*store_, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+    if (flush && store_ != nullptr) {
+      store_->FlushAtStop(std::chrono::steady_clock::now() + std::chrono::seconds(30));
     }
-    service_.reset();
+    disk_ = nullptr;
+    memory_ = nullptr;
     store_.reset();
-    disk_.reset();
   }
   void Restart() {
     Close(/*flush=*/true);
@@ -137,24 +127,22 @@ class TieringTest : public ::testing::Test {
   // A put as a client's reaches the node: its value and the checksum the client computed (0:
   // none).
   Status Put(std::string_view key, const std::string& value, uint64_t checksum = 0) {
-    Result<store::WriteHandle> handle = service_->Reserve(*grant_, "ns", key, value.size(), "", 0);
+    Result<WriteHandle> handle = store_->Reserve("ns", key, value.size(), "", 0);
     if (!handle.ok()) return handle.status();
     std::memcpy(handle->data(), value.data(), value.size());
     handle->SetChecksum(checksum);
-    return service_->Commit(std::move(handle).value());
+    return store_->Commit(std::move(handle).value());
   }
   // The value a get answers, or nullopt for a miss.
   std::optional<std::string> Get(std::string_view key) {
-    Result<store::ReadHandle> pin = service_->Pin(*grant_, "ns", key, /*any_namespace=*/false);
+    Result<ReadHandle> pin = store_->Lookup("ns", key);
     if (!pin.ok()) {
       EXPECT_EQ(pin.status().code(), StatusCode::kNotFound) << pin.status().ToString();
       return std::nullopt;
     }
     return std::string(reinterpret_cast<const char*>(pin->data()), pin->size());
   }
-  Status Delete(std::string_view key) {
-    return service_->Delete(*grant_, "ns", key, /*any_namespace=*/false);
-  }
+  Status Delete(std::string_view key) { return store_->Delete("ns", key); }
   // Puts four other values: whatever else memory held is evicted (to the disk tier).
   void FillMemory(const std::string& prefix) {
     for (int i = 0; i < 4; ++i)
@@ -170,17 +158,15 @@ class TieringTest : public ::testing::Test {
 
   std::string dir_;
   LatchedSink sink_;
-  ServerCounters counters_;
-  std::unique_ptr<DiskOffload> disk_;
-  std::unique_ptr<store::ObjectStore> store_;
-  std::unique_ptr<CacheService> service_;
-  const std::shared_ptr<const Grant> grant_ = Grant::Everything();
+  std::unique_ptr<TieredStore> store_;
+  WriteBehindDisk* disk_ = nullptr;  // store_'s
+  ObjectStore* memory_ = nullptr;    // store_'s
 };
 
 // K@v1 is being evicted (out of memory, its copy to disk not made yet) when K@v2 is committed.
 // v1 must not land on disk after v2's commit: when v2 is evicted in turn, the disk would already
 // "have K" and the next get would answer v1.
-TEST_F(TieringTest, AnOverwriteDuringTheOldVersionsEvictionWinsOnDiskAndAfterARestart) {
+TEST_F(TieredStoreTest, AnOverwriteDuringTheOldVersionsEvictionWinsOnDiskAndAfterARestart) {
   ASSERT_TRUE(Put("K", Value('a')).ok());
   sink_.Hold("K");
   std::thread evictor([&] { FillMemory("filler"); });  // K is the least recently used
@@ -191,14 +177,14 @@ TEST_F(TieringTest, AnOverwriteDuringTheOldVersionsEvictionWinsOnDiskAndAfterARe
   Drain();
   FillMemory("more");  // v2 goes to disk now
   Drain();
-  ASSERT_EQ(store_->Exists("ns", "K").code(), StatusCode::kNotFound);  // only the disk has K
+  ASSERT_EQ(memory_->Exists("ns", "K").code(), StatusCode::kNotFound);  // only the disk has K
   EXPECT_EQ(Seen(Get("K")), "value b");
   Restart();
   EXPECT_EQ(Seen(Get("K")), "value b");
 }
 
 // The same window, with a delete: the deleted version never comes back.
-TEST_F(TieringTest, ADeleteDuringTheEvictionKeepsTheKeyDeletedOnDiskAndAfterARestart) {
+TEST_F(TieredStoreTest, ADeleteDuringTheEvictionKeepsTheKeyDeletedOnDiskAndAfterARestart) {
   ASSERT_TRUE(Put("K", Value('a')).ok());
   sink_.Hold("K");
   std::thread evictor([&] { FillMemory("filler"); });
@@ -214,7 +200,7 @@ TEST_F(TieringTest, ADeleteDuringTheEvictionKeepsTheKeyDeletedOnDiskAndAfterARes
 
 // A version promoted from disk and evicted again is that very version: not written twice. One
 // changed in place (a new expiry) is another: the disk copy of the old one ends.
-TEST_F(TieringTest, APromotedVersionIsNotWrittenAgainAndAChangedOneIs) {
+TEST_F(TieredStoreTest, APromotedVersionIsNotWrittenAgainAndAChangedOneIs) {
   ASSERT_TRUE(Put("K", Value('a')).ok());
   FillMemory("filler");
   Drain();
@@ -225,31 +211,31 @@ TEST_F(TieringTest, APromotedVersionIsNotWrittenAgainAndAChangedOneIs) {
   // The fillers (one evicted by the promotion, three by the puts), not K again.
   EXPECT_EQ(disk_->stats().written, written + 4);
   EXPECT_EQ(Seen(Get("K")), "value a");
-  ASSERT_TRUE(service_->SetExpiry(*grant_, "ns", "K", 3600 * 1000).ok());
+  ASSERT_TRUE(store_->SetExpiry("ns", "K", 3600 * 1000).ok());
   EXPECT_FALSE(disk_->Contains("ns", "K", nullptr));  // the version before the change ended
   FillMemory("again");
   Drain();
   Restart();
   EXPECT_EQ(Seen(Get("K")), "value a");
-  Result<uint64_t> ttl = service_->TimeToLive(*grant_, "ns", "K");
+  Result<uint64_t> ttl = store_->TimeToLive("ns", "K");
   ASSERT_TRUE(ttl.ok());
   EXPECT_GT(*ttl, 3000u * 1000);  // the changed version is the one kept
 }
 
 // A value goes to disk and comes back with its writer's checksum, which a reader checks; one
 // put without comes back with the checksum the disk computed for its own record.
-TEST_F(TieringTest, AValueComesBackFromDiskWithItsChecksum) {
+TEST_F(TieredStoreTest, AValueComesBackFromDiskWithItsChecksum) {
   const std::string value = Value('c');
   const uint64_t checksum = XXH3_64bits(value.data(), value.size());
   ASSERT_TRUE(Put("checked", value, checksum).ok());
   ASSERT_TRUE(Put("unchecked", value).ok());
-  EXPECT_EQ(store_->Lookup("ns", "checked")->checksum(), checksum);
-  EXPECT_EQ(store_->Lookup("ns", "unchecked")->checksum(), 0u);
+  EXPECT_EQ(memory_->Lookup("ns", "checked")->checksum(), checksum);
+  EXPECT_EQ(memory_->Lookup("ns", "unchecked")->checksum(), 0u);
   FillMemory("filler");
   Drain();
-  ASSERT_EQ(store_->Exists("ns", "checked").code(), StatusCode::kNotFound);  // on disk only
+  ASSERT_EQ(memory_->Exists("ns", "checked").code(), StatusCode::kNotFound);  // on disk only
   for (const char* key : {"checked", "unchecked"}) {
-    Result<store::ReadHandle> pin = service_->Pin(*grant_, "ns", key, false);
+    Result<ReadHandle> pin = store_->Lookup("ns", key);
     ASSERT_TRUE(pin.ok()) << key;
     EXPECT_EQ(pin->checksum(), checksum) << key;
   }
@@ -258,7 +244,7 @@ TEST_F(TieringTest, AValueComesBackFromDiskWithItsChecksum) {
 // Random puts, overwrites, deletes, in-place changes and restarts against a reference map, with
 // memory far smaller than the keys' values so that gets go through evictions and promotions:
 // each get answers the newest value put or a miss, and never a deleted key's value.
-TEST_F(TieringTest, RandomOperationsAgainstAReferenceMap) {
+TEST_F(TieredStoreTest, RandomOperationsAgainstAReferenceMap) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 random(seed);
@@ -275,7 +261,7 @@ TEST_F(TieringTest, RandomOperationsAgainstAReferenceMap) {
       (void)Delete(key);
       model.erase(key);
     } else if (op < 55) {
-      if (service_->SetExpiry(*grant_, "ns", key, 3600 * 1000).ok()) {
+      if (store_->SetExpiry("ns", key, 3600 * 1000).ok()) {
         ASSERT_TRUE(model.count(key) != 0) << key << " changed in place after its delete";
       }
     } else if (op < 57) {
@@ -301,4 +287,4 @@ TEST_F(TieringTest, RandomOperationsAgainstAReferenceMap) {
 }
 
 }  // namespace
-}  // namespace kvport::server
+}  // namespace kvport::store

@@ -1,24 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-// DiskOffload: a node's disk tier (ServerOptions::disk_dir; docs/store.md, "The disk tier").
+// WriteBehindDisk: the disk tier (DiskTier) behind a write queue, as the tiered store
+// (tiered_store.h) uses it (docs/store.md, "The disk tier").
 //
-// An object the store evicts to make room is copied (store::EvictionSink) into a queue that a
-// thread of the offload's own writes to the DiskTier, so that no I/O thread waits for the disk
-// on a put; at most max_pending_bytes wait (past that an evicted object is dropped, and
-// counted, as it would have been without a disk tier). A get that misses memory finds the
-// object on disk (or still in the queue), and CacheService copies it back into memory.
+// An object the memory store evicts to make room is copied (EvictionSink) into a queue that a
+// thread of its own writes to the DiskTier, so that no I/O thread waits for the disk on a put; at
+// most max_pending_bytes wait (past that an evicted object is dropped, and counted, as it would
+// have been without a disk tier). A read that misses memory finds the object on disk or still in
+// the queue; a batch of reads runs on a pool of reader threads.
 //
 // Versions, not keys: every queued object and every disk record carries the sequence number of
-// the version it holds (store::ReadHandle::sequence). The invariant: what the queue and the disk
-// hold of a key is never older than the newest version a commit or a delete of the key has
-// acknowledged; Erase(ns, key, s), which CacheService calls after every commit and delete (s:
-// the new version's number, or the delete's), ends every version below s wherever it is, even
-// one still being copied out of memory. That holds because an eviction is registered here
-// (Leaving) under the store's lock of the key, before the object leaves memory: an eviction and
-// a change of its key are ordered one way or the other, and either way the older version ends.
-// A version the disk already holds (it was promoted from there) is not written again.
+// the version it holds (ReadHandle::sequence). The invariant: what the queue and the disk hold
+// of a key is never older than the newest version a commit or a delete of the key has
+// acknowledged; Erase(ns, key, s), which the tiered store calls after every commit and delete
+// (s: the new version's number, or the delete's), ends every version below s wherever it is,
+// even one still being copied out of memory. That holds because an eviction is registered here
+// (Leaving) under the memory store's lock of the key, before the object leaves memory: an
+// eviction and a change of its key are ordered one way or the other, and either way the older
+// version ends. A version the disk already holds (it was promoted from there) is not written
+// again.
 //
-// Exists sees both tiers. Compaction of mostly-dead segments runs on the writer thread when
-// nothing waits, rate-limited.
+// Compaction of mostly-dead segments runs on the writer thread when nothing waits,
+// rate-limited.
 //
 // Times on disk are unix ms (system_clock), so that a TTL still counts across a restart.
 //
@@ -46,9 +48,9 @@
 #include "store/disk_tier.h"
 #include "store/object_store.h"
 
-namespace kvport::server {
+namespace kvport::store {
 
-struct DiskOffloadOptions {
+struct WriteBehindDiskOptions {
   std::string dir;
   uint64_t capacity_bytes = 0;
   uint64_t segment_bytes = uint64_t{256} << 20;  // lowered to a quarter of a small capacity
@@ -62,8 +64,8 @@ struct DiskOffloadOptions {
   uint64_t max_index_bytes = 0;
 };
 
-struct DiskOffloadStats {
-  store::DiskTierStats tier;
+struct WriteBehindDiskStats {
+  DiskTierStats tier;
   uint64_t pending_bytes = 0;  // evicted, waiting for the writer
   uint64_t written = 0;        // evicted objects written to disk
   uint64_t queue_drops = 0;    // evicted objects dropped: the queue was full
@@ -74,26 +76,26 @@ struct DiskOffloadStats {
   uint64_t batch_reads = 0;    // values read by ReadMany calls of more than one
 };
 
-class DiskOffload final : public store::EvictionSink {
+class WriteBehindDisk final : public EvictionSink {
  public:
   // Opens (creating) the folder, rebuilds the index of what is on disk, starts the writer.
   // InvalidArgument for bad options; the folder's and the segments' errors as they are.
-  static Result<std::unique_ptr<DiskOffload>> Open(const DiskOffloadOptions& options);
+  static Result<std::unique_ptr<WriteBehindDisk>> Open(const WriteBehindDiskOptions& options);
   // Writes what is still queued (the node is stopping), then stops the writer.
-  ~DiskOffload();
-  DiskOffload(const DiskOffload&) = delete;
-  DiskOffload& operator=(const DiskOffload&) = delete;
+  ~WriteBehindDisk();
+  WriteBehindDisk(const WriteBehindDisk&) = delete;
+  WriteBehindDisk& operator=(const WriteBehindDisk&) = delete;
 
   // Whether `ns`'s objects go to disk (its namespace_tiers entry, else "*"'s, else yes).
   bool GoesToDisk(std::string_view ns) const;
 
-  // store::EvictionSink. Leaving registers `object`'s version in the queue (under the store's
+  // EvictionSink. Leaving registers `object`'s version in the queue (under the store's
   // lock of its key) when its namespace goes to disk, the disk does not hold that very version
   // already, and the queue has room (otherwise it is gone, as without a disk tier); Evicted then
   // copies its bytes in, and the writer may take it. Until then it is invisible (a get misses,
   // as for an object being evicted without a disk tier).
-  bool Leaving(const store::EvictedObject& object) override;
-  void Evicted(const store::EvictedObject& object) override;
+  bool Leaving(const EvictedObject& object) override;
+  void Evicted(const EvictedObject& object) override;
 
   // The highest sequence number the disk holds (store::StoreOptions::first_sequence starts
   // above it).
@@ -103,7 +105,7 @@ class DiskOffload final : public store::EvictionSink {
   // and whose version the disk does not hold already, waiting for room in the queue, until
   // `deadline`; what is left then is not written (and counted in the log line). The store must no
   // longer change (the node's I/O threads have stopped). The destructor then writes what is queued.
-  void FlushAtStop(store::ObjectStore& store, std::chrono::steady_clock::time_point deadline);
+  void FlushAtStop(ObjectStore& store, std::chrono::steady_clock::time_point deadline);
 
   // The newest version of (`ns`, `key`) in the queue or on disk, with its TTL left (0: none),
   // without reading a value from disk: its length and sequence number, for ReadValue into a
@@ -119,7 +121,7 @@ class DiskOffload final : public store::EvictionSink {
     uint64_t checksum = 0;  // the value's xxh3-64 (its writer's, or the disk's own)
   };
   Result<Found> Find(std::string_view ns, std::string_view key);
-  // store::DiskTier::ReadValue: version `sequence` of (ns, key) into `out`, straight from the
+  // DiskTier::ReadValue: version `sequence` of (ns, key) into `out`, straight from the
   // disk when `out` is block-aligned with room for whole blocks. A hit when OK.
   Status ReadValue(std::string_view ns, std::string_view key, uint64_t sequence,
                    std::span<char> out);
@@ -138,7 +140,7 @@ class DiskOffload final : public store::EvictionSink {
   // Whether it is there, and its value's and its meta's lengths (each when not null).
   bool Contains(std::string_view ns, std::string_view key, uint64_t* value_bytes,
                 uint64_t* meta_bytes = nullptr);
-  // The keys of namespace `ns` on disk or in the queue (store::DiskTier::KeysOf).
+  // The keys of namespace `ns` on disk or in the queue (DiskTier::KeysOf).
   std::vector<std::string> KeysOf(std::string_view ns);
   // Up to `limit` live (unexpired) keys of `ns` on disk or in the queue, ascending, strictly
   // after `after` ("" : from the first): what a listing merges with memory's keys. A pass over
@@ -147,17 +149,12 @@ class DiskOffload final : public store::EvictionSink {
   // The namespaces holding `key` on disk or in the queue, ascending ("" first).
   std::vector<std::string> NamespacesOf(std::string_view key);
   // Ends every version of (ns, key) below `sequence` in the queue and on disk
-  // (store::DiskTier::Erase): whether it ended any. A version the writer is writing is waited
+  // (DiskTier::Erase): whether it ended any. A version the writer is writing is waited
   // for (one batch's write) and then ended on disk. The tier's error when neither a tombstone
   // nor a kill in place could be written.
   Result<bool> Erase(std::string_view ns, std::string_view key, uint64_t sequence);
 
-  // The node's name in its cluster, kept in the folder (file node-id) across restarts: `id`
-  // when `configured` (the config names the node; the file follows it) or when the folder has
-  // none yet, else the one the folder has. IoError when the file cannot be read or written.
-  Result<std::string> KeepNodeId(const std::string& id, bool configured);
-
-  DiskOffloadStats stats() const;
+  WriteBehindDiskStats stats() const;
   // The heap the disk tier's index takes (DiskTierStats::index_bytes), kept current for
   // StoreOptions::index_bytes_elsewhere.
   const std::atomic<uint64_t>& index_bytes() const { return index_bytes_; }
@@ -183,7 +180,7 @@ class DiskOffload final : public store::EvictionSink {
   };
   using Queue = std::list<Pending>;
 
-  DiskOffload(const DiskOffloadOptions& options, std::unique_ptr<store::DiskTier> tier);
+  WriteBehindDisk(const WriteBehindDiskOptions& options, std::unique_ptr<DiskTier> tier);
   void WriterLoop();
   // One ReadMany call, read by its caller and the reader threads together.
   struct ReadJob {
@@ -209,7 +206,7 @@ class DiskOffload final : public store::EvictionSink {
   // queue_.end(). mu_ held.
   Queue::iterator NewestQueued(const std::string& id);
 
-  // Compaction (store::DiskTier::CompactStep) runs on the writer thread when no evicted object
+  // Compaction (DiskTier::CompactStep) runs on the writer thread when no evicted object
   // waits, in steps of kCompactStepBytes, at most kCompactRate bytes a second: a fraction of
   // any SSD's bandwidth, so that it never starves the gets reading from the same disk.
   static constexpr uint64_t kCompactStepBytes = uint64_t{4} << 20;
@@ -218,8 +215,8 @@ class DiskOffload final : public store::EvictionSink {
   static constexpr size_t kWriteBatchObjects = 64;
   static constexpr uint64_t kCompactRate = uint64_t{64} << 20;
 
-  const DiskOffloadOptions options_;
-  const std::unique_ptr<store::DiskTier> tier_;
+  const WriteBehindDiskOptions options_;
+  const std::unique_ptr<DiskTier> tier_;
   std::string io_mode_;  // how the segments are read and written (SegmentFolder::io_mode)
   // mu_ guards everything below (a std::mutex: it pairs with the condition variable).
   mutable std::mutex mu_;
@@ -234,7 +231,7 @@ class DiskOffload final : public store::EvictionSink {
   std::vector<std::string> writing_ids_;  // the ObjectIds of the batch being written
   uint64_t pending_bytes_ = 0;
   bool stopping_ = false;
-  DiskOffloadStats stats_;
+  WriteBehindDiskStats stats_;
   std::atomic<uint64_t> index_bytes_{0};
   std::thread writer_;
 
@@ -247,4 +244,4 @@ class DiskOffload final : public store::EvictionSink {
   std::vector<std::thread> readers_;
 };
 
-}  // namespace kvport::server
+}  // namespace kvport::store
