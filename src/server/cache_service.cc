@@ -82,10 +82,28 @@ Status CacheService::Exists(const Grant& grant, std::string_view ns, std::string
 }
 
 Status CacheService::Delete(const Grant& grant, std::string_view ns, std::string_view key,
-                            bool any_namespace) {
-  if (any_namespace) return store_->DeleteInEveryNamespace(key, Writable(grant));
+                            bool any_namespace, const Waiter& waiter) {
+  if (any_namespace) return store_->DeleteInEveryNamespace(key, Writable(grant), waiter);
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  return store_->Delete(ns, key);
+  return store_->Delete(ns, key, waiter);
+}
+
+bool CacheService::NeedsDisk(const Grant& grant, std::string_view ns, bool any_namespace,
+                             std::span<const std::string_view> keys) {
+  if (!any_namespace && !grant.may_read(ns)) return false;  // refused without reading
+  return store_->NeedsDisk(ns, any_namespace, keys, any_namespace ? Readable(grant) : nullptr);
+}
+
+void CacheService::PromoteInBackground(std::shared_ptr<const Grant> grant, std::string ns,
+                                       bool any_namespace, std::vector<std::string> keys,
+                                       std::function<void()> done) {
+  // The filter keeps the grant alive for as long as the promotions run.
+  store::TieredStore::NamespaceFilter readable;
+  if (!grant->reads_everything()) {
+    readable = [grant](std::string_view candidate) { return grant->may_read(candidate); };
+  }
+  store_->PromoteInBackground(std::move(ns), any_namespace, std::move(keys), std::move(readable),
+                              std::move(done));
 }
 
 Result<store::WriteHandle> CacheService::Reserve(const Grant& grant, std::string_view ns,
@@ -110,8 +128,8 @@ uint64_t CacheService::max_reserved_bytes() const {
   return store_->memory().options().max_reserved_bytes;
 }
 
-Status CacheService::Commit(store::WriteHandle&& handle) {
-  return store_->Commit(std::move(handle));
+Status CacheService::Commit(store::WriteHandle&& handle, const Waiter& waiter) {
+  return store_->Commit(std::move(handle), waiter);
 }
 
 Result<CacheService::ListPage> CacheService::List(const Grant& grant, uint64_t session_id,
@@ -366,7 +384,7 @@ std::vector<StatusCode> WriteBatch::Commit(std::span<const uint8_t> keep,
       statuses_[i] = StatusCode::kAborted;
       continue;
     }
-    Status committed = service_->Commit(std::move(handles_[i]));
+    Status committed = service_->Commit(std::move(handles_[i]), waiter_);
     if (!committed.ok()) {
       log::Error("commit of item {} failed: {}", i, committed.ToString());
       statuses_[i] = committed.code();
@@ -390,15 +408,15 @@ void WriteBatch::AbortInto(std::vector<store::WriteHandle>* held) {
 }
 
 Status CacheService::SetExpiry(const Grant& grant, std::string_view ns, std::string_view key,
-                               uint64_t ttl_ms) {
+                               uint64_t ttl_ms, const Waiter& waiter) {
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  return store_->SetExpiry(ns, key, ttl_ms);
+  return store_->SetExpiry(ns, key, ttl_ms, waiter);
 }
 
 Status CacheService::AttachMeta(const Grant& grant, std::string_view ns, std::string_view key,
-                                std::string_view meta) {
+                                std::string_view meta, const Waiter& waiter) {
   if (!grant.may_write(ns)) return Denied(grant, "write", ns);
-  return store_->AttachMeta(ns, key, meta);
+  return store_->AttachMeta(ns, key, meta, waiter);
 }
 
 Result<uint64_t> CacheService::TimeToLive(const Grant& grant, std::string_view ns,
@@ -407,12 +425,13 @@ Result<uint64_t> CacheService::TimeToLive(const Grant& grant, std::string_view n
   return store_->TimeToLive(ns, key);
 }
 
-Result<uint64_t> CacheService::DeleteNamespace(const Grant& grant, std::string_view ns) {
+Result<uint64_t> CacheService::DeleteNamespace(const Grant& grant, std::string_view ns,
+                                               const Waiter& waiter) {
   if (!grant.admin()) {
     return Status::PermissionDenied("token '" + grant.name() +
                                     "' may not flush a namespace: that needs an admin token");
   }
-  return store_->DeleteNamespace(ns);
+  return store_->DeleteNamespace(ns, waiter);
 }
 
 }  // namespace kvport::server

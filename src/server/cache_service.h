@@ -112,12 +112,26 @@ class CacheService {
                     std::span<const std::string_view> keys);
   StatusCode PinToRead(const Grant& grant, std::string_view ns, std::string_view key,
                        bool any_namespace, uint64_t capacity, store::ReadHandle* pin);
+  // For an I/O thread, before a batched read: whether its keys need the disk (memory lacks one
+  // the disk holds, among the namespaces `grant` may read; store::TieredStore::NeedsDisk), and
+  // their promotions run on the disk tier's reader threads, `done` called there after.
+  bool NeedsDisk(const Grant& grant, std::string_view ns, bool any_namespace,
+                 std::span<const std::string_view> keys);
+  void PromoteInBackground(std::shared_ptr<const Grant> grant, std::string ns, bool any_namespace,
+                           std::vector<std::string> keys, std::function<void()> done);
   // A probe: pins nothing, counts nothing. *value_length is the live value's length when OK,
   // *meta_length its metadata's (when not null; any_namespace: not answered).
   Status Exists(const Grant& grant, std::string_view ns, std::string_view key, bool any_namespace,
                 uint64_t* value_length, uint64_t* meta_length = nullptr);
   // OK when something was deleted (any_namespace: in every namespace holding the key).
-  Status Delete(const Grant& grant, std::string_view ns, std::string_view key, bool any_namespace);
+  //
+  // Every change (this, Commit, SetExpiry, AttachMeta, DeleteNamespace) takes the session's
+  // `waiter`: a change that must wait for the disk tier (its tombstone of an older version) is
+  // visible at once and `waiter` hears when it is durable, its session holding the answer until
+  // then (store::TieredStore); null: the call waits.
+  using Waiter = store::TieredStore::Waiter;
+  Status Delete(const Grant& grant, std::string_view ns, std::string_view key, bool any_namespace,
+                const Waiter& waiter = nullptr);
 
   // --- writes ---------------------------------------------------------------------------------
   // `first_bytes` < length: a stepwise reservation (store/object_store.h), grown with Grow.
@@ -125,7 +139,7 @@ class CacheService {
                                      uint64_t length, std::string_view meta, uint32_t ttl_seconds,
                                      uint64_t first_bytes = UINT64_MAX);
   Status Grow(store::WriteHandle& handle, uint64_t capacity);
-  Status Commit(store::WriteHandle&& handle);
+  Status Commit(store::WriteHandle&& handle, const Waiter& waiter = nullptr);
   // What one grant's stream writes may hold reserved and not yet written, across its sessions
   // (WriteBatch): a quarter of max_reserved_bytes on a node with tokens, so that no token can
   // take every write's room from the others; 0 (no per-grant bound) on an open node, whose
@@ -206,18 +220,20 @@ class CacheService {
   // Sets the live version of (ns, key) to expire `ttl_ms` from now (0: never). Needs write of
   // `ns`. With a disk tier, a key held only on disk is brought back into memory first
   // (store::TieredStore::SetExpiry). NotFound when there is no live version.
-  Status SetExpiry(const Grant& grant, std::string_view ns, std::string_view key, uint64_t ttl_ms);
+  Status SetExpiry(const Grant& grant, std::string_view ns, std::string_view key, uint64_t ttl_ms,
+                   const Waiter& waiter = nullptr);
   // Attaches `meta` to the live version of (ns, key), committed without metadata
   // (store::ObjectStore::AttachMeta: once, in place). Needs write of `ns`. With a disk tier, a
   // key held only on disk is brought back into memory first, and the disk copy (without the
   // meta) goes.
   Status AttachMeta(const Grant& grant, std::string_view ns, std::string_view key,
-                    std::string_view meta);
+                    std::string_view meta, const Waiter& waiter = nullptr);
   // How long the live version of (ns, key) has left, in ms (0: it never expires). Needs read
   // of `ns`. NotFound when there is none.
   Result<uint64_t> TimeToLive(const Grant& grant, std::string_view ns, std::string_view key);
   // Deletes every object of `ns`, in both tiers. Admin only. Returns how many were deleted.
-  Result<uint64_t> DeleteNamespace(const Grant& grant, std::string_view ns);
+  Result<uint64_t> DeleteNamespace(const Grant& grant, std::string_view ns,
+                                   const Waiter& waiter = nullptr);
   bool has_disk() const { return store_->has_disk(); }
 
  private:
@@ -247,11 +263,13 @@ class CacheService {
 // the node cannot see progress.
 class WriteBatch {
  public:
-  // Reserves with the permissions of `grant`.
-  WriteBatch(CacheService* service, std::shared_ptr<const Grant> grant, bool stepwise = false)
+  // Reserves with the permissions of `grant`; its commits tell `waiter` (CacheService::Delete).
+  WriteBatch(CacheService* service, std::shared_ptr<const Grant> grant, bool stepwise = false,
+             CacheService::Waiter waiter = nullptr)
       : service_(service),
         grant_(std::move(grant)),
-        grant_cap_(stepwise ? service->unwritten_per_grant() : 0) {}
+        grant_cap_(stepwise ? service->unwritten_per_grant() : 0),
+        waiter_(std::move(waiter)) {}
   WriteBatch(WriteBatch&&) noexcept = default;
   ~WriteBatch();
 
@@ -316,7 +334,8 @@ class WriteBatch {
 
   CacheService* service_;
   std::shared_ptr<const Grant> grant_;
-  uint64_t grant_cap_;                       // 0: no per-grant share (see above)
+  uint64_t grant_cap_;  // 0: no per-grant share (see above)
+  CacheService::Waiter waiter_;
   std::vector<store::WriteHandle> handles_;  // invalid where the item was refused
   std::vector<StatusCode> statuses_;
   std::vector<uint64_t> written_;  // per item, bytes marked written

@@ -32,7 +32,8 @@ Result<HandlerOutcome> HandleMdel(const RequestContext& ctx, protocol::AnyReques
   for (std::string_view key : mdel.keys) {
     // Any-namespace: every namespace's copy goes; OK if there was at least one.
     reply.statuses.push_back(
-        ctx.service.Delete(ctx.grant(), mdel.ns, key, mdel.any_namespace).code());
+        ctx.service.Delete(ctx.grant(), mdel.ns, key, mdel.any_namespace, ctx.session.durability)
+            .code());
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};

@@ -34,7 +34,8 @@ class MsetReceiver final : public PayloadReceiver {
         request_id_(ctx.header.request_id),
         version_(ctx.header.version),
         mset_(mset),
-        batch_(&ctx.service, ctx.session.access.shared_grant(), /*stepwise=*/true),
+        batch_(&ctx.service, ctx.session.access.shared_grant(), /*stepwise=*/true,
+               ctx.session.durability),
         step_(batch_.StepBytes(WriteBatch::kReserveAhead)) {
     for (const protocol::MsetItem& item : mset.items)
       total_ += item.value_length;

@@ -138,7 +138,8 @@ Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::Any
     for (protocol::ShmReservation& item : reply.items)
       item.status = StatusCode::kNoSpace;
   } else {
-    WriteBatch batch(&ctx.service, ctx.session.access.shared_grant());
+    WriteBatch batch(&ctx.service, ctx.session.access.shared_grant(), /*stepwise=*/false,
+                     ctx.session.durability);
     for (const protocol::MsetItem& item : reserve.items) {
       batch.Reserve(reserve.ns, item.key, item.value_length, item.meta, reserve.ttl_seconds);
     }

@@ -69,6 +69,7 @@ KvportProtocol::KvportProtocol(StreamConnection& connection)
   state_.kind = conn_.kind();
   state_.fd = conn_.stream().fd();
   state_.shm.set_counters(&service_.counters());
+  state_.durability = conn_.mailbox();
   if (state_.kind == net::StreamKind::kUnix) {
     Result<net::PeerCredentials> cred = net::PeerCredentialsOf(state_.fd);
     if (cred.ok()) state_.peer_uid = cred->uid;
@@ -228,6 +229,54 @@ void KvportProtocol::Dispatch() {
       return;
     }
   }
+  if (WaitForDisk()) return;
+  Serve();
+}
+
+bool KvportProtocol::WaitForDisk() {
+  if (!service_.has_disk()) return false;
+  std::string_view ns;
+  bool any_namespace = false;
+  const std::vector<protocol::MgetKey>* keys = nullptr;
+  if (auto* mget = std::get_if<protocol::MgetRequest>(&request_)) {
+    ns = mget->ns;
+    any_namespace = mget->any_namespace;
+    keys = &mget->keys;
+  } else if (auto* get = std::get_if<protocol::ShmGetRequest>(&request_)) {
+    ns = get->ns;
+    any_namespace = get->any_namespace;
+    keys = &get->keys;
+  } else {
+    return false;
+  }
+  std::vector<std::string_view> names;
+  names.reserve(keys->size());
+  for (const protocol::MgetKey& key : *keys)
+    names.push_back(key.key);
+  if (!service_.NeedsDisk(state_.access.grant(), ns, any_namespace, names)) return false;
+  waiting_for_disk_ = true;
+  const uint64_t wait = ++disk_waits_;
+  service_.PromoteInBackground(state_.access.shared_grant(), std::string(ns), any_namespace,
+                               std::vector<std::string>(names.begin(), names.end()),
+                               [mailbox = conn_.mailbox(), this, wait] {
+                                 mailbox->Post([this, wait] { DiskReady(wait); });
+                               });
+  return true;
+}
+
+void KvportProtocol::DiskReady(uint64_t wait) {
+  // Ended meanwhile (its deadline passed, the connection failed): nothing to serve.
+  if (!waiting_for_disk_ || wait != disk_waits_ || phase_ != Phase::kDescriptor || !conn_.open()) {
+    return;
+  }
+  waiting_for_disk_ = false;
+  Serve();
+  // Writes the answer, and goes on with what is buffered or arrives.
+  conn_.ScheduleRead();
+}
+
+void KvportProtocol::Serve() {
+  const Command* command = FindCommand(header_.opcode);
   RequestContext ctx{service_, state_, header_};
   const bool was_authenticated = authenticated();
   Result<HandlerOutcome> outcome = command->handler(ctx, request_);
@@ -408,9 +457,9 @@ bool KvportProtocol::WantsToRead() const {
       // and the queued answers (ours, and the node's) leave room for it.
       return in_.size() > 0 || (!conn_.shutting_down() && conn_.QueueThrottle() == Throttle::kNone);
     case Phase::kDescriptor:
-      // Unless the node's input buffers are at their cap and ours must grow: wait (the
-      // request deadline still runs).
-      return !DescriptorThrottled();
+      // Unless its keys are being read from disk, or the node's input buffers are at their cap
+      // and ours must grow: wait (the request deadline still runs).
+      return !waiting_for_disk_ && !DescriptorThrottled();
     case Phase::kPayload:
       return true;
     case Phase::kEnded:
@@ -432,6 +481,7 @@ std::string KvportProtocol::RequestName() const {
 
 void KvportProtocol::FailRequest(const Status& status) {
   if (phase_ == Phase::kEnded) return;
+  waiting_for_disk_ = false;
   Fail(status, phase_ == Phase::kHeader ? RequestIdOfBadHeader(in_) : header_.request_id);
 }
 

@@ -27,6 +27,15 @@
 // once SHM_ATTACH has been granted to the peer; the leases and reservations they create belong
 // to the session (SessionState) and end with it, however it ends.
 //
+// With a disk tier, a batched read (MGET, SHM_GET) of keys that memory lacks and the disk holds
+// is not served on the loop's thread: their promotions run on the disk tier's reader threads
+// (CacheService::PromoteInBackground) while the connection reads nothing more (its request
+// deadline runs), and the request is served from memory once they are over. A change that must
+// wait for the disk (an overwrite or a delete of a key the disk holds) holds the connection's
+// answers instead (server/connection_mailbox.h). So no loop waits for a disk but in one rare
+// case: a key promoted for a read and evicted again before the read, which reads it again on
+// the loop.
+//
 // All members are called on the loop thread.
 #pragma once
 
@@ -84,6 +93,12 @@ class KvportProtocol final : public ProtocolHandler {
   // SO_RCVLOWAT: wake this connection when `bytes` (capped) can be read (TCP only).
   void WakeWhenReadable(size_t bytes);
   void Dispatch();
+  // The request decoded, with its grant checked: served now, unless it waits for the disk.
+  void Serve();
+  // Whether the request (a batched read whose keys need the disk) was sent to the disk tier's
+  // readers first (DiskReady then serves it).
+  bool WaitForDisk();
+  void DiskReady(uint64_t wait);
   void CompleteRequest(Response response);
   // Answers the current request with an ERROR and goes on with the next one.
   void Refuse(const Status& status);
@@ -101,6 +116,8 @@ class KvportProtocol final : public ProtocolHandler {
   protocol::FrameHeader header_;
   protocol::AnyRequest request_;
   std::unique_ptr<PayloadReceiver> receiver_;
+  bool waiting_for_disk_ = false;  // kDescriptor: the request's promotions are running
+  uint64_t disk_waits_ = 0;        // numbers the waits: a late DiskReady of an ended one is ignored
 };
 
 }  // namespace kvport::server

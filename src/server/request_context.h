@@ -113,6 +113,10 @@ struct SessionState {
   bool ucx_attached = false;  // UCX_ATTACH was granted: SHM_* requests are served too
   ShmHoldings shm;
   ReplyScratch scratch;
+  // Hears of the session's changes that wait for the disk tier, holding their answers until
+  // they are durable (the connection's mailbox: server/connection_mailbox.h); null: a change
+  // waits on the I/O thread.
+  CacheService::Waiter durability;
 };
 
 // A request whose payload is still arriving. Before each read the session calls Prepare() with

@@ -35,12 +35,13 @@ std::optional<std::string> FoldedHomeOf(CacheService& service, const Grant& gran
 }
 
 Status FoldPairMeta(CacheService& service, const Grant& grant, std::string_view ns,
-                    std::string_view key, std::string_view value) {
+                    std::string_view key, std::string_view value,
+                    const CacheService::Waiter& waiter) {
   const std::string data_key = PairDataKeyOf(key);
   if (data_key.empty() || value.empty() || value.size() > kMaxFoldedMetaBytes) {
     return Status::NotFound("not a pair's metadata");
   }
-  Status attached = service.AttachMeta(grant, ns, data_key, value);
+  Status attached = service.AttachMeta(grant, ns, data_key, value, waiter);
   if (attached.code() == StatusCode::kAborted) {
     // It has metadata: the same bytes (LMCache writing a chunk again) are this SET done.
     Result<store::ReadHandle> pin = service.Pin(grant, ns, data_key, false);
@@ -49,7 +50,7 @@ Status FoldPairMeta(CacheService& service, const Grant& grant, std::string_view 
   if (attached.code() == StatusCode::kPermissionDenied) return attached;
   if (!attached.ok()) return Status::NotFound("not folded: " + attached.message());
   // A plain key of the name would shadow the folded one.
-  Status deleted = service.Delete(grant, ns, key, false);
+  Status deleted = service.Delete(grant, ns, key, false, waiter);
   if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) return deleted;
   return Status::Ok();
 }
@@ -64,12 +65,12 @@ std::string FoldedMetaKeyOf(CacheService& service, const Grant& grant, std::stri
 }
 
 Status DeleteRespKey(CacheService& service, const Grant& grant, std::string_view ns,
-                     std::string_view key) {
+                     std::string_view key, const CacheService::Waiter& waiter) {
   const std::string data_key = PairDataKeyOf(key);
   const bool folded = !data_key.empty() && HoldsMeta(service, grant, ns, data_key);
-  Status deleted = service.Delete(grant, ns, key, false);
+  Status deleted = service.Delete(grant, ns, key, false, waiter);
   if (!folded || (!deleted.ok() && deleted.code() != StatusCode::kNotFound)) return deleted;
-  Status pair = service.Delete(grant, ns, data_key, false);
+  Status pair = service.Delete(grant, ns, data_key, false, waiter);
   return deleted.ok() ? Status::Ok() : pair;
 }
 

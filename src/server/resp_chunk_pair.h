@@ -34,8 +34,10 @@ std::optional<std::string> FoldedHomeOf(CacheService& service, const Grant& gran
 // value at most kMaxFoldedMetaBytes and `<P>kv_bytes` live without metadata (or with these
 // very bytes). Then a plain key `key` is deleted and the answer is OK. NotFound: not folded
 // (the caller writes a plain key); any other error is the reply.
+// `waiter`: the session's, for the changes (CacheService::Delete).
 Status FoldPairMeta(CacheService& service, const Grant& grant, std::string_view ns,
-                    std::string_view key, std::string_view value);
+                    std::string_view key, std::string_view value,
+                    const CacheService::Waiter& waiter);
 
 // `<P>metadata` when `data_key` is a `<P>kv_bytes` holding folded metadata and no plain key
 // `<P>metadata` is live (which a listing names itself); else empty. What SCAN lists.
@@ -44,6 +46,6 @@ std::string FoldedMetaKeyOf(CacheService& service, const Grant& grant, std::stri
 
 // Deletes `key`, and when it is a folded `<P>metadata`, its pair. OK when anything was deleted.
 Status DeleteRespKey(CacheService& service, const Grant& grant, std::string_view ns,
-                     std::string_view key);
+                     std::string_view key, const CacheService::Waiter& waiter);
 
 }  // namespace kvport::server

@@ -104,10 +104,12 @@ Status Write(Context& c, std::string_view key, std::string_view value, uint64_t 
         store::WriteHandle handle,
         c.service.Reserve(c.grant(), c.ns(), key, value.size(), "", ttl_seconds));
     if (!value.empty()) std::memcpy(handle.data(), value.data(), value.size());
-    KVPORT_RETURN_IF_ERROR(c.service.Commit(std::move(handle)));
+    KVPORT_RETURN_IF_ERROR(c.service.Commit(std::move(handle), c.client.durability));
   }
   // Whole seconds above; a PX of a fraction of a second is set exactly now.
-  if (ttl_ms % 1000 != 0) (void)c.service.SetExpiry(c.grant(), c.ns(), key, ttl_ms);
+  if (ttl_ms % 1000 != 0) {
+    (void)c.service.SetExpiry(c.grant(), c.ns(), key, ttl_ms, c.client.durability);
+  }
   return Status::Ok();
 }
 
@@ -154,7 +156,7 @@ void ReplyFound(Context& c, Found&& found) {
 // no expiry, else as its own key.
 Status Store(Context& c, std::string_view key, std::string_view value, uint64_t ttl_ms) {
   if (ttl_ms == 0 && c.folds()) {
-    Status folded = FoldPairMeta(c.service, c.grant(), c.ns(), key, value);
+    Status folded = FoldPairMeta(c.service, c.grant(), c.ns(), key, value, c.client.durability);
     if (folded.code() != StatusCode::kNotFound) return folded;
   }
   return Write(c, key, value, ttl_ms);
@@ -162,8 +164,8 @@ Status Store(Context& c, std::string_view key, std::string_view value, uint64_t 
 
 // Deletes `key`: with folding, a folded `<P>metadata` takes its pair along.
 Status DeleteKey(Context& c, std::string_view key) {
-  if (c.folds()) return DeleteRespKey(c.service, c.grant(), c.ns(), key);
-  return c.service.Delete(c.grant(), c.ns(), key, /*any_namespace=*/false);
+  if (c.folds()) return DeleteRespKey(c.service, c.grant(), c.ns(), key, c.client.durability);
+  return c.service.Delete(c.grant(), c.ns(), key, /*any_namespace=*/false, c.client.durability);
 }
 
 // --- connection -----------------------------------------------------------------------------
@@ -482,7 +484,8 @@ void MGet(Context& c, Args a) {
 void MSet(Context& c, Args a) {
   if (a.size() % 2 != 1) return WrongArity(c.w, a[0]);
   // Every item reserved before any is committed: a refusal leaves none of them written.
-  WriteBatch batch(&c.service, c.client.access.shared_grant());
+  WriteBatch batch(&c.service, c.client.access.shared_grant(), /*stepwise=*/false,
+                   c.client.durability);
   for (size_t i = 1; i < a.size(); i += 2) {
     batch.Reserve(c.ns(), a[i], a[i + 1].size(), "", store::kNoExpiry);
     const size_t item = batch.size() - 1;
@@ -573,7 +576,7 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
       (ArgIs(option, "LT") && has_ttl && ttl_ms >= *left)) {
     return c.w.Integer(0);
   }
-  Status s = c.service.SetExpiry(c.grant(), c.ns(), key, ttl_ms);
+  Status s = c.service.SetExpiry(c.grant(), c.ns(), key, ttl_ms, c.client.durability);
   if (s.code() == StatusCode::kNotFound) return c.w.Integer(0);
   if (!s.ok()) return ReplyStatus(c.w, s);
   c.w.Integer(1);
@@ -602,7 +605,7 @@ void Persist(Context& c, Args a) {
     return ReplyStatus(c.w, left.status());
   }
   if (*left == 0) return c.w.Integer(0);
-  Status s = c.service.SetExpiry(c.grant(), c.ns(), key, 0);
+  Status s = c.service.SetExpiry(c.grant(), c.ns(), key, 0, c.client.durability);
   if (s.code() == StatusCode::kNotFound) return c.w.Integer(0);
   if (!s.ok()) return ReplyStatus(c.w, s);
   c.w.Integer(1);
@@ -678,7 +681,7 @@ void FlushDb(Context& c, Args a) {
   if (a.size() > 2 || (a.size() == 2 && !ArgIs(a[1], "ASYNC") && !ArgIs(a[1], "SYNC"))) {
     return SyntaxError(c.w);
   }
-  Result<uint64_t> deleted = c.service.DeleteNamespace(c.grant(), c.ns());
+  Result<uint64_t> deleted = c.service.DeleteNamespace(c.grant(), c.ns(), c.client.durability);
   if (!deleted.ok()) return ReplyStatus(c.w, deleted.status());
   c.w.Simple("OK");
 }

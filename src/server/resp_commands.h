@@ -30,6 +30,8 @@ struct RespClient {
   bool folds_pairs = false;
   std::string ns;     // the namespace its keys live in (docs/resp.md, "Namespaces")
   bool quit = false;  // QUIT: close once the reply is written
+  // Hears of its changes that wait for the disk tier (SessionState::durability).
+  CacheService::Waiter durability;
 };
 
 // Where replies go: text gathered in one string, values from the arena borrowed (pinned) into

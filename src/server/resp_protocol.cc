@@ -30,6 +30,7 @@ constexpr std::chrono::milliseconds kShrinkAfter{1000};
 RespProtocol::RespProtocol(StreamConnection& connection, net::EventLoop* loop)
     : conn_(connection), service_(connection.service()), loop_(loop), reply_(&connection.output()) {
   client_.id = conn_.id();
+  client_.durability = conn_.mailbox();
 }
 
 RespProtocol::~RespProtocol() {

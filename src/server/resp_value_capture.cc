@@ -14,7 +14,7 @@ constexpr uint64_t kScratchBytes = 64 << 10;
 }  // namespace
 
 RespValueCapture::RespValueCapture(CacheService& service, const RespClient& client)
-    : batch_(&service, client.access.shared_grant(), /*stepwise=*/true),
+    : batch_(&service, client.access.shared_grant(), /*stepwise=*/true, client.durability),
       step_(batch_.StepBytes(WriteBatch::kReserveAhead)) {}
 
 std::unique_ptr<RespValueCapture> RespValueCapture::Begin(

@@ -25,14 +25,25 @@ StreamConnection::StreamConnection(net::EventLoop* loop, net::Socket socket, net
       peer_(net::PeerName(stream_.fd())),
       budget_(service.counters(), options_),
       last_activity_(loop->Now()),
-      accepted_at_(loop->Now()) {}
+      accepted_at_(loop->Now()),
+      mailbox_(std::make_shared<ConnectionMailbox>(loop, this)) {}
 
 StreamConnection::~StreamConnection() {
+  mailbox_->Detach();  // the disk tier's threads may still finish work of ours: it is dropped
   if (phase_ != Phase::kClosed) {
     // The owner is destroying us (server stopping): release everything, but do not call back.
     on_closed_ = nullptr;
     Close("server stopped");
   }
+}
+
+void StreamConnection::HoldAnswers() {
+  ++held_answers_;
+}
+
+void StreamConnection::ReleaseAnswers() {
+  if (held_answers_ > 0) --held_answers_;
+  if (held_answers_ == 0) Flush();
 }
 
 Status StreamConnection::Start() {
@@ -153,7 +164,7 @@ void StreamConnection::Flush() {
   if (closed()) return;
   // Before writing too: once the answer is out, its client may look at the node's gauges.
   SyncMemory();
-  if (!out_.empty()) {
+  if (!out_.empty() && held_answers_ == 0) {
     if (queue_was_empty_) output_waiting_since_ = loop_->Now();  // answers began to wait
     Result<net::IoProgress> r = out_.WriteTo(stream_, kMaxBytesPerEvent);
     if (!r.ok()) {
@@ -168,7 +179,7 @@ void StreamConnection::Flush() {
   }
   SyncMemory();
   queue_was_empty_ = out_.empty();
-  if (out_.empty()) AfterOutputDrained();
+  if (out_.empty() && held_answers_ == 0) AfterOutputDrained();
   UpdateInterest();
 }
 
@@ -260,7 +271,7 @@ void StreamConnection::UpdateInterest() {
         QueueThrottle() == Throttle::kNone) {
       ScheduleRead();
     }
-    if (!out_.empty()) want |= EPOLLOUT;
+    if (!out_.empty() && held_answers_ == 0) want |= EPOLLOUT;
     WatchThrottle();
   }
   if (want == interest_) return;
@@ -337,8 +348,9 @@ void StreamConnection::CloseWithError(const Status& status) {
 }
 
 bool StreamConnection::AnswersOverdue(MonotonicClock::time_point now) const {
+  // Answers held for the disk wait for the node, not for the peer.
   if (options_.request_timeout.count() <= 0 || phase_ != Phase::kOpen || out_.empty() ||
-      QueueThrottle() == Throttle::kNone) {
+      held_answers_ > 0 || QueueThrottle() == Throttle::kNone) {
     return false;
   }
   return now - output_waiting_since_ > AllowedTime(options_.request_timeout,

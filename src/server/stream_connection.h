@@ -60,6 +60,7 @@
 #include "net/stream.h"
 #include "net/tls.h"
 #include "server/connection_budget.h"
+#include "server/connection_mailbox.h"
 #include "server/unauthenticated.h"
 
 namespace kvport::server {
@@ -224,6 +225,13 @@ class StreamConnection final : public net::EventHandler {
   void SyncMemory();
   // Runs the handler's OnReadable from the loop soon.
   void ScheduleRead();
+  // Where work finishing on other threads reaches this connection, and the waiter of its
+  // changes that wait for the disk (server/connection_mailbox.h).
+  const std::shared_ptr<ConnectionMailbox>& mailbox() const { return mailbox_; }
+  // A change waits for the disk: no answer is written until as many ReleaseAnswers come (the
+  // mailbox calls both).
+  void HoldAnswers();
+  void ReleaseAnswers();
 
  private:
   enum class Phase {
@@ -284,6 +292,8 @@ class StreamConnection final : public net::EventHandler {
   bool queue_was_empty_ = true;  // at the end of the last Flush
   const MonotonicClock::time_point accepted_at_;
   net::OutputQueue out_;
+  int held_answers_ = 0;  // changes waiting for the disk (HoldAnswers)
+  const std::shared_ptr<ConnectionMailbox> mailbox_;
 };
 
 }  // namespace kvport::server

@@ -2,8 +2,10 @@
 #include "store/tiered_store.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <iterator>
+#include <mutex>
 #include <utility>
 
 #include "kvport/log.h"
@@ -47,6 +49,33 @@ Status CommitPromotion(ObjectStore& memory, WriteHandle&& handle, uint64_t seque
   return committed.code() == StatusCode::kAborted ? Status::Ok() : committed;
 }
 
+// The waiter of a change whose caller waits until it is durable (a call given no waiter).
+class BlockingWaiter final : public DurabilityWaiter {
+ public:
+  void Begin() override {
+    std::lock_guard lock(mu_);
+    ++pending_;
+  }
+  void End(const Status& status) override {
+    std::lock_guard lock(mu_);
+    --pending_;
+    if (!status.ok()) error_ = status;
+    done_.notify_all();
+  }
+  // Waits for every change begun; the first error, if any.
+  Status Wait() {
+    std::unique_lock lock(mu_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    return error_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable done_;
+  int pending_ = 0;
+  Status error_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<TieredStore>> TieredStore::Open(TieredStoreOptions options) {
@@ -72,7 +101,19 @@ Result<std::unique_ptr<TieredStore>> TieredStore::Open(TieredStoreOptions option
 }
 
 TieredStore::~TieredStore() {
+  // Background promotions use the memory store: none runs from here on.
+  if (disk_ != nullptr) disk_->StopTasks();
   memory_.reset();  // before the disk tier its evictions go to
+}
+
+bool TieredStore::EndBelow(std::string_view ns, std::string_view key, uint64_t sequence,
+                           const Waiter& waiter) {
+  if (waiter != nullptr) return disk_->Erase(ns, key, sequence, waiter);
+  auto blocking = std::make_shared<BlockingWaiter>();
+  const bool ended = disk_->Erase(ns, key, sequence, blocking);
+  Status durable = blocking->Wait();
+  if (!durable.ok()) log::Warn("disk tier: {}", durable.ToString());
+  return ended;
 }
 
 Mutex& TieredStore::Stripe(std::string_view ns, std::string_view key) {
@@ -185,6 +226,53 @@ void TieredStore::PromoteMany(std::span<const std::string_view> namespaces,
   }
 }
 
+bool TieredStore::NeedsDisk(std::string_view ns, bool any_namespace,
+                            std::span<const std::string_view> keys,
+                            const NamespaceFilter& readable) {
+  if (disk_ == nullptr) return false;
+  for (std::string_view key : keys) {
+    if (!any_namespace) {
+      if (memory_->Exists(ns, key).code() == StatusCode::kNotFound &&
+          disk_->Contains(ns, key, nullptr)) {
+        return true;
+      }
+      continue;
+    }
+    if (memory_->ExistsInAnyNamespace(key, nullptr, readable).code() != StatusCode::kNotFound) {
+      continue;
+    }
+    for (const std::string& on_disk : disk_->NamespacesOf(key)) {
+      if (Allows(readable, on_disk)) return true;
+    }
+  }
+  return false;
+}
+
+void TieredStore::PromoteInBackground(std::string ns, bool any_namespace,
+                                      std::vector<std::string> keys, NamespaceFilter readable,
+                                      std::function<void()> done) {
+  if (disk_ == nullptr) {
+    done();
+    return;
+  }
+  disk_->RunOnReader([this, ns = std::move(ns), any_namespace, keys = std::move(keys),
+                      readable = std::move(readable), done = std::move(done)] {
+    const std::vector<std::string_view> views(keys.begin(), keys.end());
+    if (any_namespace) {
+      PromoteAheadInAnyNamespace(views, readable);
+    } else {
+      PromoteAhead(ns, views);
+    }
+    // What the batch did not bring (one key, a value still in the write queue): one by one.
+    for (std::string_view key : views) {
+      Result<ReadHandle> pin =
+          any_namespace ? LookupInAnyNamespace(key, readable) : Lookup(ns, key);
+      (void)pin;  // a miss or a refusal is the read's to answer
+    }
+    done();
+  });
+}
+
 Status TieredStore::Exists(std::string_view ns, std::string_view key, uint64_t* value_length,
                            uint64_t* meta_length) {
   Status in_memory = memory_->Exists(ns, key, value_length, meta_length);
@@ -228,7 +316,7 @@ Status TieredStore::Grow(WriteHandle& handle, uint64_t capacity) {
   return memory_->Grow(handle, capacity);
 }
 
-Status TieredStore::Commit(WriteHandle&& handle) {
+Status TieredStore::Commit(WriteHandle&& handle, const Waiter& waiter) {
   if (disk_ == nullptr) return memory_->Commit(std::move(handle));
   const std::string ns(handle.ns());
   const std::string key(handle.key());
@@ -238,33 +326,34 @@ Status TieredStore::Commit(WriteHandle&& handle) {
   uint64_t sequence = 0;
   KVPORT_RETURN_IF_ERROR(memory_->Commit(std::move(handle), &sequence));
   // The new version ends every older one, on disk and on its way there.
-  Result<bool> erased = disk_->Erase(ns, key, sequence);
-  if (!erased.ok()) log::Warn("disk tier: {}", erased.status().ToString());
+  EndBelow(ns, key, sequence, waiter);
   return Status::Ok();
 }
 
-Status TieredStore::Delete(std::string_view ns, std::string_view key) {
+Status TieredStore::Delete(std::string_view ns, std::string_view key, const Waiter& waiter) {
   if (disk_ == nullptr) return memory_->Delete(ns, key);
-  return DeleteBothTiers(ns, key);
+  return DeleteBothTiers(ns, key, waiter);
 }
 
-Status TieredStore::DeleteBothTiers(std::string_view ns, std::string_view key) {
+Status TieredStore::DeleteBothTiers(std::string_view ns, std::string_view key,
+                                    const Waiter& waiter) {
   MutexLock stripe(Stripe(ns, key));
   Status in_memory = memory_->Delete(ns, key);
   // A number of the delete's own: it ends every version before it, on disk, in the writer's
   // queue or still being copied there by an eviction.
-  KVPORT_ASSIGN_OR_RETURN(bool ended, disk_->Erase(ns, key, memory_->NewSequence()));
+  const bool ended = EndBelow(ns, key, memory_->NewSequence(), waiter);
   return ended ? Status::Ok() : in_memory;
 }
 
-Status TieredStore::DeleteInEveryNamespace(std::string_view key, const NamespaceFilter& writable) {
+Status TieredStore::DeleteInEveryNamespace(std::string_view key, const NamespaceFilter& writable,
+                                           const Waiter& waiter) {
   if (disk_ == nullptr) return memory_->DeleteInEveryNamespace(key, nullptr, writable);
   // Each namespace holding it on disk: both tiers there, under its stripe; then the ones
   // holding it in memory only.
   bool deleted = false;
   for (const std::string& on_disk : disk_->NamespacesOf(key)) {
     if (!Allows(writable, on_disk)) continue;
-    Status one = DeleteBothTiers(on_disk, key);
+    Status one = DeleteBothTiers(on_disk, key, waiter);
     if (!one.ok() && one.code() != StatusCode::kNotFound) return one;
     deleted = deleted || one.ok();
   }
@@ -272,13 +361,13 @@ Status TieredStore::DeleteInEveryNamespace(std::string_view key, const Namespace
   return deleted ? Status::Ok() : in_memory;
 }
 
-Result<uint64_t> TieredStore::DeleteNamespace(std::string_view ns) {
+Result<uint64_t> TieredStore::DeleteNamespace(std::string_view ns, const Waiter& waiter) {
   uint64_t deleted = 0;
   std::string cursor;
   while (true) {
     KVPORT_ASSIGN_OR_RETURN(KeyListing page, memory_->ListKeys(ns, cursor, 1024));
     for (const std::string& key : page.keys) {
-      if (Delete(ns, key).ok()) ++deleted;
+      if (Delete(ns, key, waiter).ok()) ++deleted;
     }
     if (page.next_cursor.empty()) break;
     cursor = std::move(page.next_cursor);
@@ -286,13 +375,13 @@ Result<uint64_t> TieredStore::DeleteNamespace(std::string_view ns) {
   // What only the disk holds.
   if (disk_ != nullptr) {
     for (const std::string& key : disk_->KeysOf(ns)) {
-      if (Delete(ns, key).ok()) ++deleted;
+      if (Delete(ns, key, waiter).ok()) ++deleted;
     }
   }
   return deleted;
 }
 
-Status TieredStore::ChangeInPlace(std::string_view ns, std::string_view key,
+Status TieredStore::ChangeInPlace(std::string_view ns, std::string_view key, const Waiter& waiter,
                                   const std::function<Status(uint64_t*)>& change) {
   uint64_t sequence = 0;
   if (disk_ == nullptr) return change(&sequence);
@@ -304,19 +393,22 @@ Status TieredStore::ChangeInPlace(std::string_view ns, std::string_view key,
   KVPORT_RETURN_IF_ERROR(change(&sequence));
   // The change makes another version: the disk copy (the old one) ends, and the object is
   // written again when it is evicted.
-  Result<bool> erased = disk_->Erase(ns, key, sequence);
-  if (!erased.ok()) log::Warn("disk tier: {}", erased.status().ToString());
+  EndBelow(ns, key, sequence, waiter);
   return Status::Ok();
 }
 
-Status TieredStore::SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms) {
-  return ChangeInPlace(
-      ns, key, [&](uint64_t* sequence) { return memory_->SetExpiry(ns, key, ttl_ms, sequence); });
+Status TieredStore::SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms,
+                              const Waiter& waiter) {
+  return ChangeInPlace(ns, key, waiter, [&](uint64_t* sequence) {
+    return memory_->SetExpiry(ns, key, ttl_ms, sequence);
+  });
 }
 
-Status TieredStore::AttachMeta(std::string_view ns, std::string_view key, std::string_view meta) {
-  return ChangeInPlace(
-      ns, key, [&](uint64_t* sequence) { return memory_->AttachMeta(ns, key, meta, sequence); });
+Status TieredStore::AttachMeta(std::string_view ns, std::string_view key, std::string_view meta,
+                               const Waiter& waiter) {
+  return ChangeInPlace(ns, key, waiter, [&](uint64_t* sequence) {
+    return memory_->AttachMeta(ns, key, meta, sequence);
+  });
 }
 
 // ---- listing -----------------------------------------------------------------------------

@@ -11,7 +11,10 @@
 //    memory store's lock of the key (EvictionSink::Leaving), so an eviction and a change of its
 //    key are ordered one way or the other.
 //  - Every commit and every delete ends, on disk and in the disk's write queue, every version
-//    below its own number (WriteBehindDisk::Erase), under the key's stripe.
+//    below its own number (WriteBehindDisk::Erase), under the key's stripe: at once for every
+//    reader, and durably once its tombstone is synced. A change given a DurabilityWaiter returns
+//    at once and the waiter hears when it is durable (an I/O thread never waits for the disk:
+//    it holds the change's answer until then); without one, the call waits.
 //  - A promotion (a miss served from disk: the version copied back into memory) reads the disk
 //    and commits to memory under the key's stripe, or, reading without it (a batch), commits
 //    only if memory still has no version and the disk still holds the one read. Either way no
@@ -71,6 +74,8 @@ class TieredStore {
 
   // Which namespaces a call searching every namespace may use (unset: every one).
   using NamespaceFilter = ObjectStore::NamespaceFilter;
+  // Who hears that a change is durable (WriteBehindDisk::Erase).
+  using Waiter = std::shared_ptr<DurabilityWaiter>;
 
   // The memory tier: its arena, limits, gauges and per-namespace usage, and the calls no disk
   // copy concerns (Reserve, Grow, Sweep, DropAll).
@@ -94,6 +99,16 @@ class TieredStore {
   void PromoteAhead(std::string_view ns, std::span<const std::string_view> keys);
   void PromoteAheadInAnyNamespace(std::span<const std::string_view> keys,
                                   const NamespaceFilter& readable);
+  // Whether a read of `keys` in `ns` (any_namespace: in the namespaces `readable` allows) would
+  // read the disk: a key memory does not hold is on disk. Reads nothing from disk.
+  bool NeedsDisk(std::string_view ns, bool any_namespace, std::span<const std::string_view> keys,
+                 const NamespaceFilter& readable = {});
+  // The promotions a read of `keys` would make (PromoteAhead, then each key's lookup), run on
+  // the disk tier's reader threads; `done` is called there once they are over (whatever they
+  // found). For an I/O thread, which then reads the keys from memory.
+  void PromoteInBackground(std::string ns, bool any_namespace, std::vector<std::string> keys,
+                           NamespaceFilter readable, std::function<void()> done);
+
   // Whether (ns, key) has a live version in either tier: its value's length and its meta's
   // (each when not null). Pins nothing.
   Status Exists(std::string_view ns, std::string_view key, uint64_t* value_length = nullptr,
@@ -110,18 +125,23 @@ class TieredStore {
                               std::string_view meta, uint32_t ttl_seconds,
                               uint64_t first_bytes = UINT64_MAX);
   Status Grow(WriteHandle& handle, uint64_t capacity);
+  // Each change below takes a `waiter` (see above; null: the call waits until the change is
+  // durable).
   // Makes the reservation the key's newest version; every older one ends in both tiers.
-  Status Commit(WriteHandle&& handle);
+  Status Commit(WriteHandle&& handle, const Waiter& waiter = nullptr);
   // Deletes (ns, key) in both tiers: OK when either held it.
-  Status Delete(std::string_view ns, std::string_view key);
+  Status Delete(std::string_view ns, std::string_view key, const Waiter& waiter = nullptr);
   // Delete in every namespace `writable` allows that holds `key` in either tier.
-  Status DeleteInEveryNamespace(std::string_view key, const NamespaceFilter& writable);
+  Status DeleteInEveryNamespace(std::string_view key, const NamespaceFilter& writable,
+                                const Waiter& waiter = nullptr);
   // Every key of `ns` in either tier deleted; how many.
-  Result<uint64_t> DeleteNamespace(std::string_view ns);
+  Result<uint64_t> DeleteNamespace(std::string_view ns, const Waiter& waiter = nullptr);
   // Changes of the live version in place (ObjectStore::SetExpiry, AttachMeta): a version only
   // on disk is promoted first; the change makes a new version, and the old disk copy ends.
-  Status SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms);
-  Status AttachMeta(std::string_view ns, std::string_view key, std::string_view meta);
+  Status SetExpiry(std::string_view ns, std::string_view key, uint64_t ttl_ms,
+                   const Waiter& waiter = nullptr);
+  Status AttachMeta(std::string_view ns, std::string_view key, std::string_view meta,
+                    const Waiter& waiter = nullptr);
 
   // --- listing ----------------------------------------------------------------------------
   // Up to `max_keys` keys of `ns` strictly after `after`, ascending, from both tiers merged (a
@@ -147,10 +167,13 @@ class TieredStore {
                    std::span<const std::string_view> keys);
   // `change` of the live version of (ns, key) in memory (it answers the changed version's
   // number) as one: promoted first when only on disk, the old disk copy ended under the stripe.
-  Status ChangeInPlace(std::string_view ns, std::string_view key,
+  Status ChangeInPlace(std::string_view ns, std::string_view key, const Waiter& waiter,
                        const std::function<Status(uint64_t* sequence)>& change);
   // Delete of (ns, key) from both tiers, under its stripe: OK when either held it.
-  Status DeleteBothTiers(std::string_view ns, std::string_view key);
+  Status DeleteBothTiers(std::string_view ns, std::string_view key, const Waiter& waiter);
+  // WriteBehindDisk::Erase of what is below `sequence`, heard by `waiter`, or waited for when
+  // it is null. Whether it ended any version.
+  bool EndBelow(std::string_view ns, std::string_view key, uint64_t sequence, const Waiter& waiter);
 
   // A key's promotion from disk, its commits and its deletes (both tiers) hold its stripe.
   static constexpr size_t kStripes = 256;

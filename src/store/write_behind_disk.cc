@@ -28,7 +28,15 @@ uint64_t TtlLeft(uint64_t expiry_ms, uint64_t now_ms) {
   return expiry_ms > now_ms ? expiry_ms - now_ms : 1;
 }
 
+std::mutex test_opener_mu;
+WriteBehindDiskOptions::FolderOpener test_opener;  // SetFolderOpenerForTesting's
+
 }  // namespace
+
+void SetFolderOpenerForTesting(WriteBehindDiskOptions::FolderOpener opener) {
+  std::lock_guard lock(test_opener_mu);
+  test_opener = std::move(opener);
+}
 
 WriteBehindDisk::WriteBehindDisk(const WriteBehindDiskOptions& options,
                                  std::unique_ptr<DiskTier> tier)
@@ -47,7 +55,13 @@ Result<std::unique_ptr<WriteBehindDisk>> WriteBehindDisk::Open(
   tier_options.segment_bytes =
       std::min(options.segment_bytes,
                std::max<uint64_t>(options.capacity_bytes / 4 / kDiskBlock, 1) * kDiskBlock);
-  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<SegmentFolder> folder, OpenSegmentFolder(options.dir));
+  WriteBehindDiskOptions::FolderOpener opener = options.open_folder_for_testing;
+  if (!opener) {
+    std::lock_guard lock(test_opener_mu);
+    opener = test_opener;
+  }
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<SegmentFolder> folder,
+                          opener ? opener(options.dir) : OpenSegmentFolder(options.dir));
   const std::string io_mode = folder->io_mode();
   if (!options.restore) {
     KVPORT_ASSIGN_OR_RETURN(std::vector<uint64_t> numbers, folder->List());
@@ -141,24 +155,75 @@ void WriteBehindDisk::ReadSome(ReadJob& job) {
 void WriteBehindDisk::ReaderLoop() {
   std::unique_lock lock(read_mu_);
   for (;;) {
-    read_wake_.wait(lock, [this] { return readers_stopping_ || !read_jobs_.empty(); });
+    read_wake_.wait(lock, [this] {
+      return readers_stopping_ || !read_jobs_.empty() || (!tasks_.empty() && !tasks_stopped_);
+    });
     if (readers_stopping_) return;
-    ReadJob* job = read_jobs_.front();
-    if (job->next.load(std::memory_order_relaxed) >= job->reads.size()) {
-      read_jobs_.pop_front();  // every value taken: the others finish it
+    if (!read_jobs_.empty()) {
+      ReadJob* job = read_jobs_.front();
+      if (job->next.load(std::memory_order_relaxed) >= job->reads.size()) {
+        read_jobs_.pop_front();  // every value taken: the others finish it
+        continue;
+      }
+      ++job->readers;
+      lock.unlock();
+      ReadSome(*job);
+      lock.lock();
+      --job->readers;
+      read_done_.notify_all();
       continue;
     }
-    ++job->readers;
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    ++tasks_running_;
     lock.unlock();
-    ReadSome(*job);
+    task();
     lock.lock();
-    --job->readers;
+    --tasks_running_;
     read_done_.notify_all();
   }
 }
 
+void WriteBehindDisk::RunOnReader(std::function<void()> task) {
+  {
+    std::lock_guard lock(read_mu_);
+    if (tasks_stopped_) return;
+    tasks_.push_back(std::move(task));
+  }
+  read_wake_.notify_one();
+}
+
+void WriteBehindDisk::StopTasks() {
+  std::unique_lock lock(read_mu_);
+  tasks_stopped_ = true;
+  tasks_.clear();
+  read_done_.wait(lock, [this] { return tasks_running_ == 0; });
+}
+
 bool WriteBehindDisk::Holds(std::string_view ns, std::string_view key, uint64_t sequence) const {
-  return sequence != 0 && tier_->Holds(ns, key, sequence);
+  if (sequence == 0) return false;
+  {
+    std::lock_guard lock(mu_);
+    if (Fenced(ObjectId(ns, key), sequence)) return false;
+  }
+  return tier_->Holds(ns, key, sequence);
+}
+
+bool WriteBehindDisk::Fenced(const std::string& id, uint64_t sequence) const {
+  auto fence = fences_.find(id);
+  return fence != fences_.end() && sequence < fence->second;
+}
+
+bool WriteBehindDisk::FencedOnDisk(std::string_view ns, std::string_view key, uint64_t now) {
+  const std::string id = ObjectId(ns, key);
+  {
+    std::lock_guard lock(mu_);
+    if (!fences_.contains(id)) return false;
+  }
+  Result<DiskEntry> entry = tier_->Find(ns, key, now);
+  if (!entry.ok()) return true;  // gone meanwhile
+  std::lock_guard lock(mu_);
+  return Fenced(id, entry->sequence);
 }
 
 bool WriteBehindDisk::GoesToDisk(std::string_view ns) const {
@@ -230,7 +295,8 @@ bool WriteBehindDisk::EndBelow(const std::string& id, uint64_t sequence) {
   // Copied: Unqueue edits the list.
   const std::vector<Queue::iterator> items = found->second;
   for (const Queue::iterator& item : items) {
-    if (item->sequence >= sequence || item->ended) continue;
+    // A queued tombstone stays: its waiter is told when it is synced.
+    if (item->tombstone || item->sequence >= sequence || item->ended) continue;
     ended = true;
     if (item->filling) {
       item->ended = true;  // its filler takes it out
@@ -319,6 +385,16 @@ void WriteBehindDisk::FlushAtStop(ObjectStore& store,
                         : std::string());
 }
 
+void WriteBehindDisk::LogWriteError(std::string_view what, const Status& error) {
+  // Rate-limited: a full disk fails every eviction, and the log may be on that disk.
+  if (uint64_t held_back = 0; write_error_log_.Allow(&held_back)) {
+    log::Warn("disk tier: {} was not written: {}{}", what, error.ToString(),
+              held_back == 0
+                  ? std::string()
+                  : fmt::format(" ({} more failed writes since the last such line)", held_back));
+  }
+}
+
 void WriteBehindDisk::WriterLoop() {
   std::unique_lock lock(mu_);
   bool compact = true;  // whether a compaction step may make progress
@@ -384,20 +460,43 @@ void WriteBehindDisk::WriterLoop() {
     const bool index_full =
         index_share != 0 && index_bytes_.load(std::memory_order_relaxed) >= index_share;
     lock.unlock();
+    // The objects first, then the tombstones: a tombstone ends what is below its number, so
+    // it may follow a version of its key written in the same batch (which it ends, or which is
+    // newer than it), never the other way round.
     std::vector<Status> written(batch.size(), Status::Ok());
-    if (!index_full) {
-      std::vector<DiskPut> puts;
-      for (const Queue::iterator& item : batch) {
-        puts.push_back({item->ns, item->key, item->meta, item->value, item->expiry_ms,
-                        item->sequence, item->checksum});
-      }
-      written = tier_->PutMany(puts);
-      index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
-    }
-    lock.lock();
+    std::vector<DiskPut> puts;
+    std::vector<size_t> put_items;
     for (size_t k = 0; k < batch.size(); ++k) {
       const Queue::iterator item = batch[k];
-      if (index_full) {
+      if (item->tombstone || index_full) continue;
+      puts.push_back({item->ns, item->key, item->meta, item->value, item->expiry_ms, item->sequence,
+                      item->checksum});
+      put_items.push_back(k);
+    }
+    if (!puts.empty()) {
+      const std::vector<Status> put = tier_->PutMany(puts);
+      for (size_t j = 0; j < put.size(); ++j)
+        written[put_items[j]] = put[j];
+    }
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const Queue::iterator item = batch[k];
+      if (item->tombstone) written[k] = tier_->Erase(item->ns, item->key, item->sequence);
+    }
+    index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
+    lock.lock();
+    std::vector<std::pair<std::shared_ptr<DurabilityWaiter>, Status>> durable;
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const Queue::iterator item = batch[k];
+      if (item->tombstone) {
+        const std::string id = ObjectId(item->ns, item->key);
+        if (auto fence = fences_.find(id);
+            fence != fences_.end() && fence->second == item->sequence) {
+          fences_.erase(fence);  // the tier has ended the record itself
+        }
+        if (!written[k].ok())
+          LogWriteError("the tombstone of a replaced or deleted version", written[k]);
+        if (item->waiter != nullptr) durable.emplace_back(item->waiter, written[k]);
+      } else if (index_full) {
         if (stats_.index_drops++ == 0) {
           log::Warn(
               "disk tier: its index takes half of max_index_bytes ({}): evicted objects are "
@@ -406,19 +505,20 @@ void WriteBehindDisk::WriterLoop() {
         }
       } else if (written[k].ok()) {
         ++stats_.written;
-      } else if (uint64_t held_back = 0; write_error_log_.Allow(&held_back)) {
-        // Rate-limited: a full disk fails every eviction, and the log may be on that disk.
-        log::Warn("disk tier: an evicted object ({} bytes) was not written: {}{}",
-                  item->value.size(), written[k].ToString(),
-                  held_back == 0 ? std::string()
-                                 : fmt::format(" ({} more failed writes since the last such line)",
-                                               held_back));
+      } else {
+        LogWriteError(fmt::format("an evicted object ({} bytes)", item->value.size()), written[k]);
       }
       Unqueue(item);
     }
     writing_ids_.clear();
     compact = true;      // what this write evicted or replaced may have left a segment mostly dead
-    wake_.notify_all();  // an Erase may wait for this batch
+    wake_.notify_all();  // FlushAtStop may wait for room in the queue
+    if (!durable.empty()) {
+      lock.unlock();
+      for (auto& [waiter, status] : durable)
+        waiter->End(status);
+      lock.lock();
+    }
   }
 }
 
@@ -435,6 +535,10 @@ Result<WriteBehindDisk::Found> WriteBehindDisk::Find(std::string_view ns, std::s
     }
   }
   KVPORT_ASSIGN_OR_RETURN(DiskEntry entry, tier_->Find(ns, key, now));
+  {
+    std::lock_guard lock(mu_);
+    if (Fenced(ObjectId(ns, key), entry.sequence)) return Status::NotFound("replaced or deleted");
+  }
   return Found{std::move(entry.meta), {},    TtlLeft(entry.expiry_ms, now), entry.sequence,
                entry.value_bytes,     false, entry.value_checksum};
 }
@@ -449,6 +553,8 @@ Status WriteBehindDisk::ReadValue(std::string_view ns, std::string_view key, uin
 
 std::vector<std::string> WriteBehindDisk::KeysOf(std::string_view ns) {
   std::vector<std::string> keys = tier_->KeysOf(ns);
+  const uint64_t now = UnixMs();
+  std::erase_if(keys, [&](const std::string& key) { return FencedOnDisk(ns, key, now); });
   {
     std::lock_guard lock(mu_);
     for (const Pending& item : queue_) {
@@ -475,6 +581,7 @@ std::vector<std::string> WriteBehindDisk::KeysAfter(std::string_view ns, std::st
 std::vector<std::string> WriteBehindDisk::NamespacesOf(std::string_view key) {
   const uint64_t now = UnixMs();
   std::vector<std::string> namespaces = tier_->NamespacesOf(key, now);
+  std::erase_if(namespaces, [&](const std::string& ns) { return FencedOnDisk(ns, key, now); });
   {
     // The queue is at most max_pending_bytes of objects: a scan, on an any-namespace miss only.
     std::lock_guard lock(mu_);
@@ -501,28 +608,48 @@ bool WriteBehindDisk::Contains(std::string_view ns, std::string_view key, uint64
       return true;
     }
   }
-  return tier_->Contains(ns, key, now, value_bytes, meta_bytes);
+  return tier_->Contains(ns, key, now, value_bytes, meta_bytes) && !FencedOnDisk(ns, key, now);
 }
 
-Result<bool> WriteBehindDisk::Erase(std::string_view ns, std::string_view key, uint64_t sequence) {
-  const std::string id = ObjectId(ns, key);
-  bool ended = false;
-  {
-    std::unique_lock lock(mu_);
-    ended = EndBelow(id, sequence);
-    // A version being written is waited for (one batch's write), or it would land on disk after
-    // the tombstone below.
-    wake_.wait(lock, [&] {
-      return std::find(writing_ids_.begin(), writing_ids_.end(), id) == writing_ids_.end();
-    });
+bool WriteBehindDisk::Erase(std::string_view ns, std::string_view key, uint64_t sequence,
+                            const std::shared_ptr<DurabilityWaiter>& waiter) {
+  std::string id = ObjectId(ns, key);
+  std::lock_guard lock(mu_);
+  bool ended = EndBelow(id, sequence);
+  // Whether a version below `sequence` is on disk or on its way there in the write under way
+  // (and not ended by a fence already). Most commits meet none (every commit of a node with a
+  // disk tier comes here): the index lookup takes the tier's index lock, never its append lock,
+  // so a stalled disk write does not hold it.
+  bool below_on_disk = false;
+  if (auto queued = queued_.find(id); queued != queued_.end()) {
+    for (const Queue::iterator& item : queued->second) {
+      if (item->writing && !item->tombstone && item->sequence < sequence) {
+        below_on_disk = true;
+        ended = ended || !Fenced(id, item->sequence);
+      }
+    }
   }
-  // Most commits meet no disk copy: nothing more to do (every commit of a node with a disk tier
-  // comes here).
-  if (!tier_->Contains(ns, key, 0)) return ended;
-  Status erased = tier_->Erase(ns, key, sequence);
-  index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
-  KVPORT_RETURN_IF_ERROR(erased);
-  return ended || !tier_->Contains(ns, key, 0);
+  if (!fences_.contains(id)) {
+    if (tier_->Contains(ns, key, 0)) below_on_disk = ended = true;
+  } else if (Result<DiskEntry> entry = tier_->Find(ns, key, 0);
+             entry.ok() && entry->sequence < sequence) {
+    below_on_disk = true;
+    ended = ended || !Fenced(id, entry->sequence);
+  }
+  if (!below_on_disk) return ended;
+  uint64_t& fence = fences_[id];
+  fence = std::max(fence, sequence);
+  Pending tombstone;
+  tombstone.ns = ns;
+  tombstone.key = key;
+  tombstone.sequence = sequence;
+  tombstone.tombstone = true;
+  tombstone.waiter = waiter;
+  queue_.push_back(std::move(tombstone));
+  queued_[std::move(id)].push_back(std::prev(queue_.end()));
+  if (waiter != nullptr) waiter->Begin();
+  wake_.notify_one();
+  return ended;
 }
 
 WriteBehindDiskStats WriteBehindDisk::stats() const {

@@ -13,11 +13,14 @@
 // of a key is never older than the newest version a commit or a delete of the key has
 // acknowledged; Erase(ns, key, s), which the tiered store calls after every commit and delete
 // (s: the new version's number, or the delete's), ends every version below s wherever it is,
-// even one still being copied out of memory. That holds because an eviction is registered here
-// (Leaving) under the memory store's lock of the key, before the object leaves memory: an
-// eviction and a change of its key are ordered one way or the other, and either way the older
-// version ends. A version the disk already holds (it was promoted from there) is not written
-// again.
+// even one still being copied out of memory. A version on disk ends at once for every reader
+// (a fence: a record below it is not seen), and durably once the writer thread has appended and
+// synced its tombstone, which the change's DurabilityWaiter hears of: the caller never waits
+// for the disk, and the change is acknowledged when it would survive a power loss. That holds
+// because an eviction is registered here (Leaving) under the memory store's lock of the key, before
+// the object leaves memory: an eviction and a change of its key are ordered one way or the other,
+// and either way the older version ends. A version the disk already holds (it was promoted from
+// there) is not written again.
 //
 // Compaction of mostly-dead segments runs on the writer thread when nothing waits,
 // rate-limited.
@@ -32,6 +35,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -50,6 +54,18 @@
 
 namespace kvport::store {
 
+// Where a change that must wait for the disk hears that it is durable: Begin() is called before
+// the call making the change returns (on the caller's thread, under the disk tier's lock: it
+// must only count), End() once the change's tombstone is synced (from the writer thread), with
+// the outcome: an error means the ended version is gone for this process but may be back after
+// a restart (it is logged and counted, disk_write_errors).
+class DurabilityWaiter {
+ public:
+  virtual ~DurabilityWaiter() = default;
+  virtual void Begin() = 0;
+  virtual void End(const Status& status) = 0;
+};
+
 struct WriteBehindDiskOptions {
   std::string dir;
   uint64_t capacity_bytes = 0;
@@ -59,6 +75,11 @@ struct WriteBehindDiskOptions {
   std::map<std::string, bool> namespace_on_disk;
   // false: the segments already in `dir` are removed at Open (the tier starts empty).
   bool restore = true;
+  // Tests only: opens the folder in place of OpenSegmentFolder(dir) (one whose files fail or
+  // stall on demand).
+  using FolderOpener =
+      std::function<Result<std::unique_ptr<SegmentFolder>>(const std::string& dir)>;
+  FolderOpener open_folder_for_testing;
   // The node's max_index_bytes (0: none): the disk tier's index may take half of it; past that
   // an evicted object is not written (disk_index_drops).
   uint64_t max_index_bytes = 0;
@@ -75,6 +96,11 @@ struct WriteBehindDiskStats {
   uint64_t index_drops = 0;    // evicted objects not written: the index had its share
   uint64_t batch_reads = 0;    // values read by ReadMany calls of more than one
 };
+
+// Tests of a whole node, whose options cannot carry a folder: while `opener` is set, every
+// WriteBehindDisk opened without an open_folder_for_testing of its own opens its folder with it.
+// Set it before starting the node and clear it after.
+void SetFolderOpenerForTesting(WriteBehindDiskOptions::FolderOpener opener);
 
 class WriteBehindDisk final : public EvictionSink {
  public:
@@ -148,11 +174,21 @@ class WriteBehindDisk final : public EvictionSink {
   std::vector<std::string> KeysAfter(std::string_view ns, std::string_view after, size_t limit);
   // The namespaces holding `key` on disk or in the queue, ascending ("" first).
   std::vector<std::string> NamespacesOf(std::string_view key);
-  // Ends every version of (ns, key) below `sequence` in the queue and on disk
-  // (DiskTier::Erase): whether it ended any. A version the writer is writing is waited
-  // for (one batch's write) and then ended on disk. The tier's error when neither a tombstone
-  // nor a kill in place could be written.
-  Result<bool> Erase(std::string_view ns, std::string_view key, uint64_t sequence);
+  // Ends every version of (ns, key) below `sequence` in the queue and on disk: whether it ended
+  // any. What the queue holds ends now. A version on disk, or one the writer is writing, ends
+  // now for every reader (a fence) and durably once the writer has appended and synced a
+  // tombstone of `sequence` (DiskTier::Erase): `waiter` hears of it (Begin now, End then).
+  // Nothing on disk to end: `waiter` is not called at all. Never waits for the disk.
+  bool Erase(std::string_view ns, std::string_view key, uint64_t sequence,
+             const std::shared_ptr<DurabilityWaiter>& waiter);
+
+  // Runs `task` on one of the reader threads, soon: for work that reads the disk and must not
+  // hold its caller (a promotion for an I/O thread). Tasks still queued when the tier stops
+  // (StopTasks) are dropped without running.
+  void RunOnReader(std::function<void()> task);
+  // Waits for the tasks running now, and drops the queued ones: the tiered store calls it before
+  // the memory store the tasks use goes.
+  void StopTasks();
 
   WriteBehindDiskStats stats() const;
   // The heap the disk tier's index takes (DiskTierStats::index_bytes), kept current for
@@ -165,6 +201,10 @@ class WriteBehindDisk final : public EvictionSink {
  private:
   struct Pending {
     std::string ns, key, meta;
+    // A tombstone of `sequence` to append and sync (Erase), not an object; `waiter` hears when
+    // it is durable.
+    bool tombstone = false;
+    std::shared_ptr<DurabilityWaiter> waiter;
     std::vector<char> value;
     uint64_t expiry_ms = 0;  // unix ms; 0 never
     uint64_t sequence = 0;   // the version's
@@ -176,12 +216,14 @@ class WriteBehindDisk final : public EvictionSink {
     bool ended = false;  // a newer version or a delete ended it while filling: it goes when filled
     bool writing = false;  // in the batch the writer is writing now
     // Whether a reader may see it (Find, Contains, KeysOf, NamespacesOf).
-    bool readable() const { return !filling && !ended; }
+    bool readable() const { return !tombstone && !filling && !ended; }
   };
   using Queue = std::list<Pending>;
 
   WriteBehindDisk(const WriteBehindDiskOptions& options, std::unique_ptr<DiskTier> tier);
   void WriterLoop();
+  // A failed write, logged at most once per 10 s (write_error_log_). mu_ held.
+  void LogWriteError(std::string_view what, const Status& error);
   // One ReadMany call, read by its caller and the reader threads together.
   struct ReadJob {
     std::span<ValueRead> reads;
@@ -197,8 +239,8 @@ class WriteBehindDisk final : public EvictionSink {
   // key ends (EndBelow). mu_ held.
   Queue::iterator Enqueue(Pending item);
   // Ends the queued versions of `id` below `sequence`: removed, or marked ended while being
-  // filled; one being written is left to the caller (Erase waits for it). Whether any was
-  // ended. mu_ held.
+  // filled; one being written is left to the writer (Erase fences it). Whether any was ended.
+  // mu_ held.
   bool EndBelow(const std::string& id, uint64_t sequence);
   // Takes `item` out of the queue, its bytes out of pending_bytes_. mu_ held.
   void Unqueue(Queue::iterator item);
@@ -229,6 +271,14 @@ class WriteBehindDisk final : public EvictionSink {
   std::unordered_map<uint64_t, Queue::iterator> filling_;
   LogLimiter write_error_log_{std::chrono::seconds(10)};
   std::vector<std::string> writing_ids_;  // the ObjectIds of the batch being written
+  // Per ObjectId, the number of the newest tombstone queued and not yet synced: a disk record
+  // of the key below it is ended (Find, Contains, Holds, KeysOf and NamespacesOf do not see it).
+  std::unordered_map<std::string, uint64_t> fences_;
+  // Whether the disk record of `id` found with `sequence` is ended by a fence. mu_ held.
+  bool Fenced(const std::string& id, uint64_t sequence) const;
+  // Whether a disk record of (ns, key) found by the tier (without its number) is ended by a
+  // fence: looked up again with its number only when the key has one. mu_ not held.
+  bool FencedOnDisk(std::string_view ns, std::string_view key, uint64_t now);
   uint64_t pending_bytes_ = 0;
   bool stopping_ = false;
   WriteBehindDiskStats stats_;
@@ -237,9 +287,12 @@ class WriteBehindDisk final : public EvictionSink {
 
   static constexpr int kReaders = 8;
   std::mutex read_mu_;
-  std::condition_variable read_wake_;  // a job was queued, or the offload is stopping
-  std::condition_variable read_done_;  // a job's last name was read, or a reader left it
-  std::deque<ReadJob*> read_jobs_;     // jobs with names left to read
+  std::condition_variable read_wake_;        // a job was queued, or the offload is stopping
+  std::condition_variable read_done_;        // a job's last name was read, or a reader left it
+  std::deque<ReadJob*> read_jobs_;           // jobs with names left to read
+  std::deque<std::function<void()>> tasks_;  // RunOnReader's, not started
+  int tasks_running_ = 0;
+  bool tasks_stopped_ = false;
   bool readers_stopping_ = false;
   std::vector<std::thread> readers_;
 };

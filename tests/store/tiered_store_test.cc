@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "store/tiered_store.h"
+#include "support/stalling_folder.h"
 
 namespace kvport::store {
 namespace {
@@ -102,6 +104,13 @@ class TieredStoreTest : public ::testing::Test {
     TieredStoreOptions options;
     options.disk.dir = dir_;
     options.disk.capacity_bytes = 8 << 20;
+    options.disk.namespace_on_disk = {{"mem", false}};  // a memory-only namespace
+    options.disk.open_folder_for_testing =
+        [this](const std::string& dir) -> Result<std::unique_ptr<SegmentFolder>> {
+      KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<SegmentFolder> real, OpenSegmentFolder(dir));
+      return std::unique_ptr<SegmentFolder>(
+          std::make_unique<testing::StallingFolder>(std::move(real), &writes_, &reads_));
+    };
     options.memory.capacity_bytes = 16 * kBlock;
     options.relay_for_testing = &sink_;
     Result<std::unique_ptr<TieredStore>> store = TieredStore::Open(options);
@@ -157,6 +166,8 @@ class TieredStoreTest : public ::testing::Test {
   }
 
   std::string dir_;
+  testing::StallGate writes_;  // the disk's writes and syncs
+  testing::StallGate reads_;   // its reads
   LatchedSink sink_;
   std::unique_ptr<TieredStore> store_;
   WriteBehindDisk* disk_ = nullptr;  // store_'s
@@ -284,6 +295,162 @@ TEST_F(TieredStoreTest, RandomOperationsAgainstAReferenceMap) {
   // every key put and not deleted is found, in memory, in the writer's queue or on disk.
   EXPECT_EQ(misses, 0u) << hits << " hits";
   EXPECT_GT(hits, 0u);
+}
+
+// Counts what a change's waiter heard: Begin (the change waits for the disk) and End.
+class CountingWaiter final : public DurabilityWaiter {
+ public:
+  void Begin() override {
+    std::lock_guard lock(mu_);
+    ++begun_;
+  }
+  void End(const Status& status) override {
+    std::lock_guard lock(mu_);
+    ++ended_;
+    last_ = status;
+    changed_.notify_all();
+  }
+  int begun() {
+    std::lock_guard lock(mu_);
+    return begun_;
+  }
+  int ended() {
+    std::lock_guard lock(mu_);
+    return ended_;
+  }
+  // Waits (at most 30 s: a bound on a broken test) until every change begun has ended.
+  bool WaitEnded() {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, std::chrono::seconds(30), [this] { return ended_ == begun_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  int begun_ = 0;
+  int ended_ = 0;
+  Status last_;
+};
+
+// `call` run on a thread of its own, while `gate` stalls the disk: whether it returned within
+// 30 s (a bound on a call that waits for the stalled disk, which never returns while the disk
+// stays stalled). The gate opens when the test is done with it, so the call ends either way.
+class CallOnAStalledDisk {
+ public:
+  CallOnAStalledDisk(testing::StallGate& gate, std::function<void()> call) : gate_(gate) {
+    caller_ = std::thread([this, call = std::move(call)] {
+      call();
+      std::lock_guard lock(mu_);
+      done_ = true;
+      done_cv_.notify_all();
+    });
+  }
+  ~CallOnAStalledDisk() {
+    gate_.Open();
+    caller_.join();
+  }
+  bool Returned() {
+    std::unique_lock lock(mu_);
+    return done_cv_.wait_for(lock, std::chrono::seconds(30), [this] { return done_; });
+  }
+
+ private:
+  testing::StallGate& gate_;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread caller_;
+};
+
+// The disk stops answering in the middle of a write (the writer thread holds the tier's append
+// lock, as a stalled disk does): commits in a memory-only namespace, commits of keys the disk
+// does not hold, an overwrite and a delete of keys it does hold all return at once. The
+// overwrite and the delete are visible at once; they are durable (their waiters hear so) only
+// once the disk answers again, and they hold across a restart.
+TEST_F(TieredStoreTest, AStalledDiskWriteHoldsNoChangeOfAnyKey) {
+  ASSERT_TRUE(Put("K", Value('a')).ok());
+  ASSERT_TRUE(Put("D", Value('d')).ok());
+  FillMemory("filler");
+  Drain();
+  ASSERT_EQ(memory_->Exists("ns", "K").code(), StatusCode::kNotFound);  // on disk only
+  ASSERT_EQ(memory_->Exists("ns", "D").code(), StatusCode::kNotFound);
+
+  writes_.Close();
+  FillMemory("more");  // the fillers go to disk: the writer stalls in the middle of their write
+  ASSERT_TRUE(writes_.WaitForACall());
+
+  auto waiter = std::make_shared<CountingWaiter>();
+  Status memory_only, fresh, overwrite, deleted;
+  CallOnAStalledDisk changes(writes_, [&] {
+    Result<WriteHandle> handle = store_->Reserve("mem", "M", kValueBytes, "", 0);
+    memory_only = handle.ok() ? store_->Commit(std::move(handle).value(), waiter) : handle.status();
+    handle = store_->Reserve("ns", "fresh", kValueBytes, "", 0);
+    fresh = handle.ok() ? store_->Commit(std::move(handle).value(), waiter) : handle.status();
+    handle = store_->Reserve("ns", "K", kValueBytes, "", 0);
+    if (handle.ok()) std::memcpy(handle->data(), Value('b').data(), kValueBytes);
+    overwrite = handle.ok() ? store_->Commit(std::move(handle).value(), waiter) : handle.status();
+    deleted = store_->Delete("ns", "D", waiter);
+  });
+  const bool returned = changes.Returned();
+  EXPECT_TRUE(returned) << "a change waited for the stalled disk";
+  if (returned) {
+    EXPECT_TRUE(memory_only.ok()) << memory_only.ToString();
+    EXPECT_TRUE(fresh.ok()) << fresh.ToString();
+    EXPECT_TRUE(overwrite.ok()) << overwrite.ToString();
+    EXPECT_TRUE(deleted.ok()) << deleted.ToString();
+    // Only the overwrite and the delete wait for the disk, and they have not been told yet.
+    EXPECT_EQ(waiter->begun(), 2);
+    EXPECT_EQ(waiter->ended(), 0);
+    // Visible at once: the new version, and no trace of the deleted key in either tier.
+    EXPECT_EQ(Seen(Get("K")), "value b");
+    EXPECT_EQ(Seen(Get("D")), "miss");
+    EXPECT_EQ(store_->Exists("ns", "D").code(), StatusCode::kNotFound);
+  }
+  writes_.Open();
+  ASSERT_TRUE(waiter->WaitEnded());
+  Drain();
+  Restart();
+  EXPECT_EQ(Seen(Get("K")), "value b");
+  EXPECT_EQ(Seen(Get("D")), "miss");
+}
+
+// Reads that must go to a stalled disk are promoted in the background: the call returns at
+// once, its `done` comes when the disk answers, and the keys are then in memory.
+TEST_F(TieredStoreTest, APromotionInTheBackgroundHoldsNoCaller) {
+  ASSERT_TRUE(Put("K1", Value('1')).ok());
+  ASSERT_TRUE(Put("K2", Value('2')).ok());
+  FillMemory("filler");
+  Drain();
+  const std::vector<std::string_view> keys = {"K1", "K2"};
+  ASSERT_TRUE(store_->NeedsDisk("ns", false, keys));
+  reads_.Close();
+  struct Done {  // shared with the task, which may outlive a failed test's body
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  {
+    CallOnAStalledDisk promote(reads_, [&] {
+      store_->PromoteInBackground("ns", false, {"K1", "K2"}, {}, [done] {
+        std::lock_guard lock(done->mu);
+        done->done = true;
+        done->cv.notify_all();
+      });
+    });
+    EXPECT_TRUE(promote.Returned()) << "the promotion waited for the stalled disk";
+    ASSERT_TRUE(reads_.WaitForACall());
+    std::lock_guard lock(done->mu);
+    EXPECT_FALSE(done->done);
+  }  // the disk answers again
+  {
+    std::unique_lock lock(done->mu);
+    ASSERT_TRUE(done->cv.wait_for(lock, std::chrono::seconds(30), [&] { return done->done; }));
+  }
+  EXPECT_TRUE(memory_->Exists("ns", "K1").ok());
+  EXPECT_TRUE(memory_->Exists("ns", "K2").ok());
+  EXPECT_FALSE(store_->NeedsDisk("ns", false, keys));
+  EXPECT_EQ(Seen(Get("K1")), "value 1");
 }
 
 }  // namespace
