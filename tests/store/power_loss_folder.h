@@ -45,9 +45,12 @@
 namespace kvport::store::testing {
 
 class PowerLossFolder final : public SegmentFolder {
+  struct State;
+
  public:
   explicit PowerLossFolder(std::unique_ptr<SegmentFolder> real)
       : real_(std::move(real)), state_(std::make_shared<State>()) {
+    state_->checkpoint_path = CheckpointPath();
     if (std::filesystem::exists(CheckpointPath())) state_->checkpoint = ReadAll(CheckpointPath());
   }
 
@@ -64,33 +67,22 @@ class PowerLossFolder final : public SegmentFolder {
 
   // The power cut. Bit i of `returning` set: the i-th unsynced removal comes back (all by
   // default).
-  void SimulatePowerLoss(uint64_t returning = ~uint64_t{0}) {
-    State& s = *state_;
-    for (uint64_t number : s.created)
-      std::filesystem::remove(real_->PathOf(number));
-    std::filesystem::remove(CheckpointPath() + ".tmp");
-    if (s.checkpoint.has_value()) {
-      WriteAll(CheckpointPath(), *s.checkpoint);
-    } else {
-      std::filesystem::remove(CheckpointPath());
-    }
-    s.checkpoint_change.reset();
-    for (auto& [number, file] : s.files) {
-      if (number == kCheckpointTemp || s.created.count(number) != 0) continue;
-      const std::string path = real_->PathOf(number);
-      if (!std::filesystem::exists(path)) continue;
-      CutBack(path, file);
-    }
-    for (size_t i = 0; i < s.removed.size(); ++i) {
-      if (i < 64 && ((returning >> i) & 1) == 0) continue;
-      std::ofstream out(real_->PathOf(s.removed[i].number), std::ios::binary | std::ios::trunc);
-      out.write(s.removed[i].durable.data(),
-                static_cast<std::streamsize>(s.removed[i].durable.size()));
-    }
-    s.created.clear();
-    s.removed.clear();
-    s.dead = true;
-  }
+  void SimulatePowerLoss(uint64_t returning = ~uint64_t{0}) { PowerLoss(*state_, returning); }
+
+  // The model without the folder, which the tier owns and destroys at its stop: for a test that
+  // crashes a stop and then cuts the power.
+  class Handle {
+   public:
+    bool dead() const { return state_->dead; }
+    uint64_t operations() const { return state_->operations; }
+    void SimulatePowerLoss(uint64_t returning = ~uint64_t{0}) { PowerLoss(*state_, returning); }
+
+   private:
+    friend class PowerLossFolder;
+    explicit Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+    std::shared_ptr<State> state_;
+  };
+  Handle handle() const { return Handle(state_); }
 
   Result<std::vector<uint64_t>> List() override {
     if (state_->dead) return Lost();
@@ -100,6 +92,7 @@ class PowerLossFolder final : public SegmentFolder {
     if (state_->dead) return Lost();
     if (create) KVPORT_RETURN_IF_ERROR(Operation(*state_));
     KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<File> file, real_->Open(number, create));
+    state_->paths[number] = real_->PathOf(number);
     FileState& tracked = state_->files[number];
     tracked = FileState();
     if (create) {
@@ -116,6 +109,7 @@ class PowerLossFolder final : public SegmentFolder {
       // Its durable bytes, for a power loss that brings it back.
       Removed removed{number, {}};
       const std::string path = real_->PathOf(number);
+      s.paths[number] = path;
       if (std::filesystem::exists(path)) {
         FileState file = s.files.count(number) != 0 ? s.files[number] : FileState{};
         if (s.files.count(number) == 0) file.synced_size = std::filesystem::file_size(path);
@@ -201,6 +195,8 @@ class PowerLossFolder final : public SegmentFolder {
     // (unset: no publication or removal since the last one).
     std::optional<std::string> checkpoint;
     std::optional<std::optional<std::string>> checkpoint_change;
+    std::map<uint64_t, std::string> paths;  // of every segment seen
+    std::string checkpoint_path;
     uint64_t operations = 0;  // changing operations so far
     uint64_t crash_at = 0;    // the one the process dies at (0: none)
     bool dead = false;
@@ -209,6 +205,31 @@ class PowerLossFolder final : public SegmentFolder {
   static constexpr uint64_t kCheckpointTemp = UINT64_MAX;
 
   static Status Lost() { return Status::IoError("injected: the power is out"); }
+
+  static void PowerLoss(State& s, uint64_t returning) {
+    for (uint64_t number : s.created)
+      std::filesystem::remove(s.paths[number]);
+    std::filesystem::remove(s.checkpoint_path + ".tmp");
+    if (s.checkpoint.has_value()) {
+      WriteAll(s.checkpoint_path, *s.checkpoint);
+    } else {
+      std::filesystem::remove(s.checkpoint_path);
+    }
+    s.checkpoint_change.reset();
+    for (auto& [number, file] : s.files) {
+      if (number == kCheckpointTemp || s.created.count(number) != 0) continue;
+      const std::string& path = s.paths[number];
+      if (!std::filesystem::exists(path)) continue;
+      CutBack(path, file);
+    }
+    for (size_t i = 0; i < s.removed.size(); ++i) {
+      if (i < 64 && ((returning >> i) & 1) == 0) continue;
+      WriteAll(s.paths[s.removed[i].number], s.removed[i].durable);
+    }
+    s.created.clear();
+    s.removed.clear();
+    s.dead = true;
+  }
 
   // A changing operation: counted; the crash point's fails, and the process is gone from then.
   static Status Operation(State& s) {
