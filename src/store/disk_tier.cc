@@ -216,14 +216,14 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::unique_ptr<SegmentFolder> 
     MutexLock lock(tier->mu_);
     tier->stats_.clean_start = clean_start;
   }
-  // The checkpoint describes the folder as the last stop left it: removed, durably, and the
-  // flag cleared before anything is written, so that a crash from now on reads as one and no
-  // later start believes the checkpoint. (The flag alone would do; the removal also keeps a
-  // build that does not know the checkpoint from ever leaving one behind that matches.)
+  // The checkpoint describes the folder as the last stop left it: the superblock's flag and
+  // stamp are cleared (synced) before anything is written, so that a crash from now on reads as
+  // one and no later start believes the checkpoint. It is removed too, made durable by the
+  // superblock's own folder sync (one fsync fewer at every start; should a power loss bring it
+  // back, the superblock names no stamp), so that none is left behind for a build that does not
+  // know it.
   SegmentFolder& dir = *tier->folder_;
-  Status removed = dir.RemoveCheckpoint();
-  if (removed.ok()) removed = dir.SyncDir();
-  if (!removed.ok()) {
+  if (Status removed = dir.RemoveCheckpoint(); !removed.ok()) {
     log::Warn(
         "disk tier {}: removing the index checkpoint: {} (the superblock's clean flag, "
         "cleared now, keeps it from being used)",
