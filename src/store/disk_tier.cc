@@ -321,6 +321,7 @@ bool DiskTier::LoadCheckpoint(const std::vector<std::shared_ptr<Segment>>& opene
   }
   last_sequence_ = checkpoint.header.last_sequence;
   next_segment_ = std::max(next_segment_, checkpoint.header.next_segment);
+  index_.reserve(checkpoint.entries.size());  // no rehash on the way (the count is the file's)
   for (CheckpointEntry& entry : checkpoint.entries) {
     const DiskRecordHeader& h = entry.record.header;
     std::string id = ObjectId(h.ns, h.key);
