@@ -35,7 +35,8 @@
 // eviction would reach that segment, and its live objects are not evicted with it.
 //
 // Thread-safe: the index under one mutex, held briefly and never across I/O (a segment's
-// creation, reservation and unlink, and every write and sync, run without it); appends (puts,
+// creation, reservation and unlink, and every write and sync, run without it; only the
+// destructor, with no caller left, holds it while it writes the checkpoint); appends (puts,
 // tombstones, compaction's copies) one at a time under another, which they hold across their
 // write. A Get reads its value outside both, through the segment's
 // file, which stays open (and its bytes readable) while any reader holds it, even after its

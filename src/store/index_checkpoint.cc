@@ -52,7 +52,7 @@ class CheckpointReader {
   Result<const char*> Take(size_t bytes, const char* what, bool hashed = true) {
     if (bytes > left()) return Bad(fmt::format("ends inside {}", what));
     if (end_ - pos_ < bytes) {
-      std::memmove(buffer_.data(), buffer_.data() + pos_, end_ - pos_);
+      if (end_ > pos_) std::memmove(buffer_.data(), buffer_.data() + pos_, end_ - pos_);
       end_ -= pos_;
       pos_ = 0;
       if (buffer_.size() < std::max(bytes, kBufferBytes))
