@@ -17,13 +17,14 @@
 // after its Sync, and its publication (the rename) and removal only after a SyncDir; a power
 // loss leaves CHECKPOINT as the last SyncDir made it (an older checkpoint may come back).
 //
-// A kill -9 at a chosen point: CrashAtOperation(n) makes the n-th operation that changes the
-// folder or a file (a write, sync, truncate, reservation, create, remove, rename, superblock
-// write, counted from the wrap) the process's last: a write is torn there (its first half lands,
-// as a page cache may hold it), anything else does not happen, and every call from then on fails
-// as above. What the killed process wrote stays (the kernel has it); SimulatePowerLoss after it
-// models the power going too. operations() counts them, for a run that finds how many a step
-// takes.
+// A kill -9 at a chosen point: CrashAtOperation(n) makes the n-th operation from the call that
+// changes the folder or a file (a write, sync, truncate, reservation, create, remove, rename,
+// superblock write) the process's last: a write is torn there (its first half lands, as a page
+// cache may hold it), anything else does not happen, and every call from then on fails as above.
+// What the killed process wrote stays (the kernel has it); SimulatePowerLoss after it models the
+// power going too. operations() counts them since the wrap, for a run that finds how many a step
+// takes. handle() keeps the model after the tier, which owns the folder, is gone (a crash in its
+// stop, then a power loss).
 //
 // The superblock's writes go straight through (they are atomic and synced when they return);
 // files already there when the folder is wrapped count as durable as they are.
