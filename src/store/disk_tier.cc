@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kvport/log.h"
+#include "store/index_checkpoint.h"
 #include "store/superblock.h"
 
 namespace kvport::store {
@@ -84,18 +85,67 @@ DiskTier::~DiskTier() {
       if (!synced.ok()) break;
     }
   }
-  if (synced.ok()) synced = WriteSuperblock(/*clean=*/true);
+  // Then the index, so that the next start need not scan; the superblock names it last, so that
+  // a stop cut short anywhere before leaves the flag clear and the checkpoint unused.
+  uint32_t stamp = 0;
+  if (synced.ok()) {
+    stamp = last_stamp_ + 1 == 0 ? 1 : last_stamp_ + 1;
+    if (Status written = WriteCheckpoint(stamp); !written.ok()) {
+      if (written.code() != StatusCode::kNotSupported) {
+        log::Warn(
+            "disk tier {}: no index checkpoint written ({}): the next start scans the "
+            "segments",
+            folder_->dir(), written.ToString());
+      }
+      stamp = 0;
+    }
+  }
+  if (synced.ok()) synced = WriteSuperblock(/*clean=*/true, stamp);
   if (!synced.ok()) {
     log::Warn("disk tier {}: the stop is not marked clean: {}", folder_->dir(), synced.ToString());
   }
 }
 
-Status DiskTier::WriteSuperblock(bool clean) {
+Status DiskTier::WriteSuperblock(bool clean, uint32_t checkpoint_stamp) {
   Superblock superblock;
   superblock.block_bytes = kDiskBlock;
   superblock.segment_bytes = options_.segment_bytes;
   superblock.clean = clean;
+  superblock.checkpoint_stamp = checkpoint_stamp;
   return folder_->WriteSuperblock(EncodeSuperblock(superblock));
+}
+
+Status DiskTier::WriteCheckpoint(uint32_t stamp) {
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<File> file, folder_->CreateCheckpoint());
+  CheckpointWriter writer(file.get());
+  {
+    // Held across the writes: only the destructor calls this, with no other caller left.
+    MutexLock lock(mu_);
+    CheckpointHeader header;
+    header.stamp = stamp;
+    header.segment_bytes = options_.segment_bytes;
+    header.last_sequence = last_sequence_;
+    header.next_segment =
+        std::max(next_segment_, segments_.empty() ? 1 : segments_.rbegin()->first + 1);
+    header.segment_count = segments_.size();
+    header.entry_count = index_.size();
+    KVPORT_RETURN_IF_ERROR(writer.Begin(header));
+    for (const auto& [number, segment] : segments_) {
+      CheckpointSegment described;
+      described.number = number;
+      described.end = segment->end;
+      KVPORT_ASSIGN_OR_RETURN(described.file_bytes, segment->file->Size());
+      described.tombstone_bytes = segment->tombstone_bytes;
+      KVPORT_RETURN_IF_ERROR(writer.AddSegment(described));
+    }
+    for (const auto& [id, entry] : index_)
+      KVPORT_RETURN_IF_ERROR(writer.AddEntry(entry.segment->number, entry.record));
+  }
+  KVPORT_RETURN_IF_ERROR(writer.Finish());
+  KVPORT_RETURN_IF_ERROR(file->Sync());
+  file.reset();
+  KVPORT_RETURN_IF_ERROR(folder_->PublishCheckpoint());
+  return folder_->SyncDir();
 }
 
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::unique_ptr<SegmentFolder> folder,
@@ -107,6 +157,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::unique_ptr<SegmentFolder> 
   }
   DiskTierOptions used = options;
   bool clean_start = true;
+  uint32_t stamp = 0;  // of the checkpoint the last stop wrote, if it was clean
   bool stored_size = false;
   const std::string superblock_path = folder->dir() + "/SUPERBLOCK";
   KVPORT_ASSIGN_OR_RETURN(const std::vector<uint64_t> listed, folder->List());
@@ -122,6 +173,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::unique_ptr<SegmentFolder> 
                                 superblock_path, superblock.status().message()));
     }
     clean_start = superblock->clean;
+    stamp = superblock->clean ? superblock->checkpoint_stamp : 0;
     // The segments were written at the stored size: read at another, the scan would cut the
     // newest short (or run past a segment's end). An empty folder starts at the options'.
     if (!listed.empty()) {
@@ -159,20 +211,152 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::unique_ptr<SegmentFolder> 
                     used.capacity_bytes, used.segment_bytes));
   }
   std::unique_ptr<DiskTier> tier(new DiskTier(std::move(folder), used));
-  KVPORT_RETURN_IF_ERROR(tier->Restore(now_ms));
-  // Segments Restore evicted for a lowered capacity: unlinked, and durable before a tombstone
-  // relies on their being gone.
-  if (Status synced = tier->SyncRemovals(); !synced.ok()) {
-    log::Warn("disk tier: removing segments over the capacity: {}", synced.ToString());
-  }
+  KVPORT_RETURN_IF_ERROR(tier->Restore(now_ms, stamp));
   {
     MutexLock lock(tier->mu_);
     tier->stats_.clean_start = clean_start;
   }
-  // Cleared before anything is written, so that a crash from now on reads as one.
+  // The checkpoint describes the folder as the last stop left it: the superblock's flag and
+  // stamp are cleared (synced) before anything is written, so that a crash from now on reads as
+  // one and no later start believes the checkpoint. It is removed too, made durable by the
+  // superblock's own folder sync (one fsync fewer at every start; should a power loss bring it
+  // back, the superblock names no stamp), so that none is left behind for a build that does not
+  // know it.
+  SegmentFolder& dir = *tier->folder_;
+  if (Status removed = dir.RemoveCheckpoint(); !removed.ok()) {
+    log::Warn(
+        "disk tier {}: removing the index checkpoint: {} (the superblock's clean flag, "
+        "cleared now, keeps it from being used)",
+        dir.dir(), removed.ToString());
+  }
   KVPORT_RETURN_IF_ERROR(tier->WriteSuperblock(/*clean=*/false));
+  tier->last_stamp_ = stamp;
+  KVPORT_RETURN_IF_ERROR(tier->PrepareAppends());
   tier->superblock_written_ = true;
   return tier;
+}
+
+Status DiskTier::PrepareAppends() {
+  {
+    // Too many segments for the capacity (it was lowered): the oldest go.
+    MutexLock lock(mu_);
+    while (segments_.size() > options_.capacity_bytes / options_.segment_bytes)
+      EvictOldest();
+  }
+  // Unlinked, and durable before a tombstone relies on their being gone.
+  if (Status synced = SyncRemovals(); !synced.ok()) {
+    log::Warn("disk tier: removing segments over the capacity: {}", synced.ToString());
+  }
+  MutexLock lock(mu_);
+  if (segments_.empty()) return Status::Ok();
+  Segment& newest = *segments_.rbegin()->second;
+  // The next record goes where the scan stopped; a torn tail after it goes now, or every
+  // restart would stop at what is left of it behind a shorter record. The space after it is
+  // reserved again (best effort: writes there find a full disk as they would have anyway).
+  // (Under mu_: nothing else runs before Open returns.)
+  KVPORT_ASSIGN_OR_RETURN(uint64_t size, newest.file->Size());
+  if (size > newest.end) {
+    KVPORT_RETURN_IF_ERROR(newest.file->Truncate(newest.end));
+    if (Status reserved = newest.file->Allocate(newest.end, options_.segment_bytes - newest.end);
+        !reserved.ok()) {
+      log::Warn("disk tier: {}", reserved.ToString());
+    }
+  }
+  newest.writer =
+      std::make_unique<SegmentWriter>(newest.file.get(), options_.segment_bytes, newest.end);
+  return Status::Ok();
+}
+
+bool DiskTier::LoadCheckpoint(const std::vector<std::shared_ptr<Segment>>& opened, uint32_t stamp,
+                              uint64_t now_ms) {
+  auto unusable = [&](const Status& why) {
+    log::Warn(
+        "disk tier {}: its index checkpoint cannot be used ({}): the segments are scanned "
+        "instead",
+        folder_->dir(), why.ToString());
+    return false;
+  };
+  Result<std::unique_ptr<File>> file = folder_->OpenCheckpoint();
+  if (!file.ok()) return unusable(file.status());
+  Result<IndexCheckpoint> read = ReadCheckpoint(**file);
+  if (!read.ok()) return unusable(read.status());
+  IndexCheckpoint& checkpoint = *read;
+  if (checkpoint.header.stamp != stamp) {
+    return unusable(Status::Corruption(
+        fmt::format("it carries stamp {} where the superblock names {}: another stop's",
+                    checkpoint.header.stamp, stamp)));
+  }
+  if (checkpoint.header.segment_bytes != options_.segment_bytes) {
+    return unusable(
+        Status::Corruption(fmt::format("it describes segments of {} bytes, the folder's are of {}",
+                                       checkpoint.header.segment_bytes, options_.segment_bytes)));
+  }
+  // Exactly the segments there, each of the size it had: any other file, or one cut, grown or
+  // gone since, and what the checkpoint says of the folder is no longer known to be true.
+  if (checkpoint.segments.size() != opened.size()) {
+    return unusable(Status::Corruption(fmt::format("it describes {} segments, the folder has {}",
+                                                   checkpoint.segments.size(), opened.size())));
+  }
+  for (size_t i = 0; i < opened.size(); ++i) {
+    const CheckpointSegment& described = checkpoint.segments[i];
+    if (described.number != opened[i]->number) {
+      return unusable(
+          Status::Corruption(fmt::format("it describes segment {} where the folder has {}",
+                                         described.number, folder_->PathOf(opened[i]->number))));
+    }
+    Result<uint64_t> size = opened[i]->file->Size();
+    if (!size.ok()) return unusable(size.status());
+    if (*size != described.file_bytes) {
+      return unusable(Status::Corruption(fmt::format("{} is of {} bytes, {} when it was written",
+                                                     folder_->PathOf(described.number), *size,
+                                                     described.file_bytes)));
+    }
+  }
+  MutexLock lock(mu_);
+  for (size_t i = 0; i < opened.size(); ++i) {
+    opened[i]->end = checkpoint.segments[i].end;
+    opened[i]->tombstone_bytes = checkpoint.segments[i].tombstone_bytes;
+    disk_bytes_ += opened[i]->end;
+    segments_[opened[i]->number] = opened[i];
+  }
+  last_sequence_ = checkpoint.header.last_sequence;
+  next_segment_ = std::max(next_segment_, checkpoint.header.next_segment);
+  index_.reserve(checkpoint.entries.size());  // no rehash on the way (the count is the file's)
+  for (CheckpointEntry& entry : checkpoint.entries) {
+    const DiskRecordHeader& h = entry.record.header;
+    std::string id = ObjectId(h.ns, h.key);
+    if (index_.count(id) != 0) {
+      ClearIndex();
+      return unusable(Status::Corruption("it lists one object twice"));
+    }
+    if (h.expiry_ms != 0 && h.expiry_ms <= now_ms) continue;  // as the scan skips it
+    // ReadCheckpoint checked that the segment is one it lists, and so one of `opened`.
+    const auto at = std::lower_bound(
+        checkpoint.segments.begin(), checkpoint.segments.end(), entry.segment,
+        [](const CheckpointSegment& s, uint64_t number) { return s.number < number; });
+    Index(std::move(id), opened[static_cast<size_t>(at - checkpoint.segments.begin())],
+          std::move(entry.record));
+  }
+  stats_.restored = index_.size();
+  stats_.restored_from_checkpoint = true;
+  return true;
+}
+
+void DiskTier::ClearIndex() {
+  for (const auto& [number, segment] : segments_) {
+    segment->end = 0;
+    segment->tombstone_bytes = 0;
+    segment->live_bytes = 0;
+    segment->ids.clear();
+    segment->ids_heap_bytes = 0;
+  }
+  segments_.clear();
+  index_.clear();
+  namespaces_of_.clear();
+  disk_bytes_ = 0;
+  last_sequence_ = 0;
+  entries_heap_bytes_ = 0;
+  stats_.object_bytes = 0;
 }
 
 void DiskTier::QuarantineSegment(uint64_t number, const Status& why) {
@@ -188,7 +372,7 @@ void DiskTier::QuarantineSegment(uint64_t number, const Status& why) {
   }
 }
 
-Status DiskTier::Restore(uint64_t now_ms) {
+Status DiskTier::Restore(uint64_t now_ms, uint32_t checkpoint_stamp) {
   KVPORT_ASSIGN_OR_RETURN(std::vector<uint64_t> numbers, folder_->List());
   struct Found {
     std::shared_ptr<Segment> segment;
@@ -213,6 +397,15 @@ Status DiskTier::Restore(uint64_t now_ms) {
     segment->number = number;
     segment->file = std::move(file).value();
     opened.push_back(std::move(segment));
+  }
+  if (!numbers.empty()) {
+    MutexLock lock(mu_);
+    next_segment_ = numbers.back() + 1;
+  }
+  if (checkpoint_stamp != 0 && LoadCheckpoint(opened, checkpoint_stamp, now_ms)) {
+    MutexLock lock(mu_);
+    stats_.quarantined = quarantined;
+    return Status::Ok();
   }
   std::vector<Result<SegmentScan>> scans(opened.size(), Status::Internal("not scanned"));
   {
@@ -242,7 +435,6 @@ Status DiskTier::Restore(uint64_t now_ms) {
   }
   MutexLock lock(mu_);
   stats_.quarantined = quarantined;
-  if (!numbers.empty()) next_segment_ = numbers.back() + 1;
   for (size_t i = 0; i < opened.size(); ++i) {
     if (opened[i] == nullptr) continue;
     Result<SegmentScan>& scan = scans[i];
@@ -280,25 +472,6 @@ Status DiskTier::Restore(uint64_t now_ms) {
     Index(std::move(id), std::move(f.segment), std::move(f.record));
   }
   stats_.restored = index_.size();
-  // Too many segments for the capacity (it was lowered): the oldest go.
-  while (segments_.size() > options_.capacity_bytes / options_.segment_bytes)
-    EvictOldest();
-  if (!segments_.empty()) {
-    Segment& newest = *segments_.rbegin()->second;
-    // The next record goes where the scan stopped; a torn tail after it goes now, or every
-    // restart would stop at what is left of it behind a shorter record. The space after it is
-    // reserved again (best effort: writes there find a full disk as they would have anyway).
-    KVPORT_ASSIGN_OR_RETURN(uint64_t size, newest.file->Size());
-    if (size > newest.end) {
-      KVPORT_RETURN_IF_ERROR(newest.file->Truncate(newest.end));
-      if (Status reserved = newest.file->Allocate(newest.end, options_.segment_bytes - newest.end);
-          !reserved.ok()) {
-        log::Warn("disk tier: {}", reserved.ToString());
-      }
-    }
-    newest.writer =
-        std::make_unique<SegmentWriter>(newest.file.get(), options_.segment_bytes, newest.end);
-  }
   return Status::Ok();
 }
 

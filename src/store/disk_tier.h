@@ -16,7 +16,13 @@
 // would have ended is killed in place (KillRecord): a deleted or replaced version never comes
 // back at a restart.
 //
-// Open rebuilds the index from the segments' headers alone (ScanSegment), in sequence order
+// A clean stop (the destructor) writes the index to a checkpoint file (index_checkpoint.h),
+// which the next Open loads instead of scanning when the superblock says that stop was clean and
+// names that checkpoint, and it describes exactly the segments there (numbers, sizes); Open
+// removes it and clears the superblock's clean flag before the folder changes again, so that
+// after a crash it is never believed. Otherwise (a crash, a power loss, a checkpoint that is
+// missing, damaged or does not match), Open
+// rebuilds the index from the segments' headers alone (ScanSegment), in sequence order
 // (at one sequence, a tombstone before the record it does not end): the highest sequence of a
 // key wins, a tombstone removes what is below it, an expired record is skipped; a
 // torn tail is cut off (the newest segment's next record goes there), a record whose names do
@@ -29,7 +35,8 @@
 // eviction would reach that segment, and its live objects are not evicted with it.
 //
 // Thread-safe: the index under one mutex, held briefly and never across I/O (a segment's
-// creation, reservation and unlink, and every write and sync, run without it); appends (puts,
+// creation, reservation and unlink, and every write and sync, run without it; only the
+// destructor, with no caller left, holds it while it writes the checkpoint); appends (puts,
 // tombstones, compaction's copies) one at a time under another, which they hold across their
 // write. A Get reads its value outside both, through the segment's
 // file, which stays open (and its bytes readable) while any reader holds it, even after its
@@ -80,6 +87,10 @@ struct DiskTierStats {
   // segment synced), as the superblock said; true for a new folder, false for a folder without
   // a superblock (an earlier version's) or after a crash or power loss.
   bool clean_start = false;
+  // Whether the last Open loaded the index from the checkpoint of the clean stop before it
+  // instead of scanning the segments (then dropped_records and torn_tails are 0: nothing was
+  // scanned).
+  bool restored_from_checkpoint = false;
   // An estimate of the heap the in-memory index takes: per object its hash node (the id, the
   // entry and the node's link and cached hash) with the id's and the header's namespace, key
   // and meta strings when too long for the string's inline buffer, each heap block sized as
@@ -138,8 +149,12 @@ class DiskTier {
   // The folder's superblock (superblock.h) says the size its segments were written with: when
   // there are segments, that size is used whatever options.segment_bytes says (reading them at
   // another size would cut them short); an empty folder takes the options'. A folder with
-  // segments and no superblock (an earlier version's) is adopted at the options' size. The
-  // superblock is then written with the clean flag cleared, and set again by the destructor.
+  // segments and no superblock (an earlier version's) is adopted at the options' size. After a
+  // clean stop that wrote an index checkpoint matching the segments there, the index is loaded
+  // from it (no scan); a checkpoint that cannot be used (damaged, cut short, another stop's, not
+  // matching the segments) is logged in one line and the segments scanned. The checkpoint is then
+  // removed and the superblock written with the clean flag cleared (both durable), before
+  // anything in the folder changes; the destructor sets the flag again.
   // A segment that cannot be opened or scanned (EIO, not a regular file) is quarantined
   // (SegmentFolder::Quarantine), counted and logged, and the tier opens with the rest.
   //
@@ -149,7 +164,10 @@ class DiskTier {
   // with what was found; the folder's errors as they are.
   static Result<std::unique_ptr<DiskTier>> Open(std::unique_ptr<SegmentFolder> folder,
                                                 const DiskTierOptions& options, uint64_t now_ms);
-  // A clean stop: every segment synced, then the superblock's clean flag set.
+  // A clean stop: every segment synced, then the index checkpoint written (a temporary file,
+  // synced, renamed, the folder synced), then the superblock's clean flag set with the
+  // checkpoint's stamp. A checkpoint that cannot be written is logged, and the stop is marked
+  // clean without one (the next start scans).
   ~DiskTier();
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;
@@ -283,7 +301,21 @@ class DiskTier {
   static constexpr size_t kRestoreThreads = 8;  // segments Restore scans at once
 
   DiskTier(std::unique_ptr<SegmentFolder> folder, const DiskTierOptions& options);
-  Status Restore(uint64_t now_ms) EXCLUDES(mu_);
+  // Builds the index: from the checkpoint carrying `checkpoint_stamp` (0: none to look for) when
+  // it matches the segments, otherwise by scanning them. Writes nothing but the renames of
+  // segments it quarantines.
+  Status Restore(uint64_t now_ms, uint32_t checkpoint_stamp) EXCLUDES(mu_);
+  // Restore from the checkpoint over the `opened` segments: false, with one log line and nothing
+  // indexed, when it cannot be used.
+  bool LoadCheckpoint(const std::vector<std::shared_ptr<Segment>>& opened, uint32_t stamp,
+                      uint64_t now_ms) EXCLUDES(mu_);
+  // Undoes what LoadCheckpoint indexed before it found it could not be used.
+  void ClearIndex() REQUIRES(mu_);
+  // After Restore and the superblock's clean flag cleared: the segments over a lowered capacity
+  // evicted, the newest one's torn tail cut off, its writer made.
+  Status PrepareAppends() EXCLUDES(mu_);
+  // The index into a new checkpoint of `stamp`, published and durable when OK.
+  Status WriteCheckpoint(uint32_t stamp) EXCLUDES(mu_);
   // The heap one index entry takes (DiskTierStats::index_bytes): its hash node and the blocks
   // of its strings that do not fit in the strings themselves.
   static uint64_t EntryHeap(const std::string& id, const DiskRecordHeader& h);
@@ -315,7 +347,7 @@ class DiskTier {
   Status SyncRemovals() EXCLUDES(mu_);
   // Moves segment `number` aside at Open (SegmentFolder::Quarantine), logging why.
   void QuarantineSegment(uint64_t number, const Status& why);
-  Status WriteSuperblock(bool clean);
+  Status WriteSuperblock(bool clean, uint32_t checkpoint_stamp = 0);
   void Forget(const std::string& id) REQUIRES(mu_);
   // Forget of `id`, whose record `entry` failed its read (`why`), to be killed in place
   // (KillDropped) so that no restart reads it again (a transient EIO would otherwise bring back
@@ -362,6 +394,7 @@ class DiskTier {
   std::vector<Entry> to_kill_ GUARDED_BY(mu_);  // dropped records to kill (KillDropped)
   uint64_t unlinked_ GUARDED_BY(mu_) = 0;
   bool superblock_written_ = false;  // by Open: the destructor then marks the stop clean
+  uint32_t last_stamp_ = 0;          // the superblock's checkpoint stamp at Open (the next: +1)
   uint64_t entries_heap_bytes_ GUARDED_BY(mu_) = 0;     // index_bytes' part for the entries
   uint64_t compaction_heap_bytes_ GUARDED_BY(mu_) = 0;  // and for compaction_.items
 };

@@ -496,6 +496,8 @@ Result<std::unique_ptr<File>> OpenFileAt(int dirfd, const std::string& name,
 
 constexpr const char* kSuperblockName = "SUPERBLOCK";
 constexpr const char* kSuperblockTemp = "SUPERBLOCK.tmp";
+constexpr const char* kCheckpointName = "CHECKPOINT";
+constexpr const char* kCheckpointTemp = "CHECKPOINT.tmp";
 constexpr const char* kLockName = "LOCK";
 constexpr const char* kProbeName = ".kvport-io-probe";
 constexpr size_t kMaxSuperblockBytes = 4096;
@@ -634,6 +636,43 @@ class PosixSegmentFolder final : public SegmentFolder {
       return Status::FromErrno("rename " + temp + " to " + kSuperblockName, errno);
     }
     return SyncDir();
+  }
+
+  Result<std::unique_ptr<File>> OpenCheckpoint() override {
+    const std::string path = dir_ + "/" + kCheckpointName;
+    struct stat st {};
+    if (::fstatat(dir_fd_, kCheckpointName, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) return Status::NotFound(path + " does not exist");
+      return Status::FromErrno("stat " + path, errno);
+    }
+    KVPORT_RETURN_IF_ERROR(CheckRegular(st, path));
+    return OpenFileAt(dir_fd_, kCheckpointName, path, /*create=*/false, options_, /*strict=*/true);
+  }
+
+  Result<std::unique_ptr<File>> CreateCheckpoint() override {
+    const std::string temp = dir_ + "/" + kCheckpointTemp;
+    // A leftover of a stop cut short goes first: the new file is made with O_EXCL.
+    if (::unlinkat(dir_fd_, kCheckpointTemp, 0) != 0 && errno != ENOENT) {
+      return Status::FromErrno("unlink " + temp, errno);
+    }
+    return OpenFileAt(dir_fd_, kCheckpointTemp, temp, /*create=*/true, options_, /*strict=*/true);
+  }
+
+  Status PublishCheckpoint() override {
+    if (::renameat(dir_fd_, kCheckpointTemp, dir_fd_, kCheckpointName) != 0) {
+      return Status::FromErrno("rename " + dir_ + "/" + kCheckpointTemp + " to " + kCheckpointName,
+                               errno);
+    }
+    return Status::Ok();
+  }
+
+  Status RemoveCheckpoint() override {
+    for (const char* name : {kCheckpointName, kCheckpointTemp}) {
+      if (::unlinkat(dir_fd_, name, 0) != 0 && errno != ENOENT) {
+        return Status::FromErrno("unlink " + dir_ + "/" + name, errno);
+      }
+    }
+    return Status::Ok();
   }
 
   Result<uint64_t> FreeBytes() override {

@@ -117,6 +117,23 @@ class SegmentFolder {
   // loss leaves the old bytes or the new, never a mix.
   virtual Result<std::string> ReadSuperblock() = 0;
   virtual Status WriteSuperblock(std::string_view bytes) = 0;
+  // The index checkpoint (index_checkpoint.h), written at a clean stop and read at the next
+  // start: the file CHECKPOINT, opened to be read (NotFound when absent; IoError when it is not
+  // a regular file of one link); a new empty temporary file to write the next one into
+  // (CHECKPOINT.tmp, a leftover there removed first); that temporary renamed over CHECKPOINT;
+  // and both removed (OK when absent). The rename and the removal are directory changes:
+  // durable only after SyncDir. A folder that keeps no checkpoint answers NotFound, NotSupported,
+  // NotSupported and OK (the defaults): its tier scans its segments at every start.
+  virtual Result<std::unique_ptr<File>> OpenCheckpoint() {
+    return Status::NotFound("this folder keeps no index checkpoint");
+  }
+  virtual Result<std::unique_ptr<File>> CreateCheckpoint() {
+    return Status::NotSupported("this folder keeps no index checkpoint");
+  }
+  virtual Status PublishCheckpoint() {
+    return Status::NotSupported("this folder keeps no index checkpoint");
+  }
+  virtual Status RemoveCheckpoint() { return Status::Ok(); }
   // Bytes free to this process on the folder's filesystem (statvfs's f_bavail).
   virtual Result<uint64_t> FreeBytes() = 0;
   // The folder, and "DIR/00000042.seg", for messages.
@@ -127,10 +144,10 @@ class SegmentFolder {
 };
 
 // The folder `dir`, created (mode 0700) when absent; its segments are the files named
-// NNNNNNNNNNNNNNNN.seg (16 hex digits), its superblock the file SUPERBLOCK, its lock the file
-// LOCK; anything else in it is left alone. Every file in it is opened relative to the folder's
-// descriptor without following a link (O_NOFOLLOW), and created with O_EXCL; `dir` itself may
-// be a link (the operator's configuration names it).
+// NNNNNNNNNNNNNNNN.seg (16 hex digits), its superblock the file SUPERBLOCK, its index checkpoint
+// the file CHECKPOINT, its lock the file LOCK; anything else in it is left alone. Every file in it
+// is opened relative to the folder's descriptor without following a link (O_NOFOLLOW), and created
+// with O_EXCL; `dir` itself may be a link (the operator's configuration names it).
 //
 // Refused, each with the reason and the fix: a path that cannot be created or is not a
 // folder (IoError); a folder that is group- or world-writable or owned by another user than

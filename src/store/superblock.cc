@@ -36,6 +36,7 @@ std::string EncodeSuperblock(const Superblock& superblock) {
   Put<uint32_t>(out, 12, superblock.block_bytes);
   Put<uint64_t>(out, 16, superblock.segment_bytes);
   Put<uint32_t>(out, 24, superblock.clean ? kCleanFlag : 0);
+  Put<uint32_t>(out, 28, superblock.checkpoint_stamp);
   Put<uint64_t>(out, kChecksummed, XXH3_64bits(out.data(), kChecksummed));
   return out;
 }
@@ -73,6 +74,7 @@ Result<Superblock> DecodeSuperblock(std::string_view bytes) {
   superblock.block_bytes = Get<uint32_t>(bytes, 12);
   superblock.segment_bytes = Get<uint64_t>(bytes, 16);
   superblock.clean = (Get<uint32_t>(bytes, 24) & kCleanFlag) != 0;
+  superblock.checkpoint_stamp = Get<uint32_t>(bytes, 28);
   if (superblock.block_bytes != kDiskBlock) {
     return Status::NotSupported(fmt::format("the superblock's block size is {}, this build's {}",
                                             superblock.block_bytes, kDiskBlock));

@@ -5,7 +5,10 @@
 //
 // Layout, little-endian, kSuperblockBytes in all:
 //     u8[8] magic "KVPSUPER"   u32 format version   u32 block bytes (kDiskBlock)
-//     u64 segment bytes        u32 flags (bit 0: the tier stopped cleanly)   u32 zero
+//     u64 segment bytes        u32 flags (bit 0: the tier stopped cleanly)
+//     u32 checkpoint stamp (0: none; zero in folders written before the index checkpoint, and
+//         ignored by the builds before it, which write it as zero: a checkpoint they left
+//         behind is never believed)
 //     u64 xxh3 of the 32 bytes before it
 #pragma once
 
@@ -26,6 +29,9 @@ struct Superblock {
   uint32_t block_bytes = 0;    // kDiskBlock when written by this build
   uint64_t segment_bytes = 0;  // every segment's size, a multiple of block_bytes
   bool clean = false;          // the tier stopped cleanly (cleared while it runs)
+  // Non-zero: that clean stop wrote an index checkpoint (index_checkpoint.h) carrying this
+  // stamp, which the next start may load instead of scanning the segments. Cleared with `clean`.
+  uint32_t checkpoint_stamp = 0;
 };
 
 // Its bytes (kSuperblockBytes).

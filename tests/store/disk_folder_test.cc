@@ -530,22 +530,40 @@ TEST_F(DiskFolderTest, AfterPowerLossesKillsAndStopsEveryKeyIsItsNewestVersionOr
       } else if (op < 92) {
         ASSERT_NO_FATAL_FAILURE(check("running"));
       } else {
-        const uint32_t end = random() % 3;
+        const uint32_t end = random() % 4;
         if (end == 0) {  // a power loss: whichever unsynced folder changes it undoes
           const uint64_t returning = random();
           power->SimulatePowerLoss(returning);
-        } else if (end == 1) {  // a clean stop: memory's versions written first
+        } else if (end == 1 || end == 3) {  // a stop: memory's versions written first
           for (int k = 0; k < kKeys; ++k) {
             if (in_memory[k] == 0) continue;
-            ASSERT_TRUE(tier_->Put("ns", K(k), "", value_of(in_memory[k]), 0, in_memory[k]).ok());
             written[k].insert(in_memory[k]);
+            ASSERT_TRUE(tier_->Put("ns", K(k), "", value_of(in_memory[k]), 0, in_memory[k]).ok());
           }
-        }  // else a kill: what memory held is gone, what was written stays
+        } else {  // a kill: the process gone before the tier's stop wrote anything
+          power->CrashAtOperation(1);
+        }
+        if (end == 3) {
+          // A stop cut short by a kill at one of its first file operations (its syncs, the
+          // checkpoint's, the superblock's), maybe a power loss after: the checkpoint of an
+          // earlier stop must not be what the next start believes.
+          PowerLossFolder::Handle model = power->handle();
+          power->CrashAtOperation(1 + random() % 12);
+          tier_.reset();
+          if (random() % 2 == 0) model.SimulatePowerLoss(random());
+        }
         std::fill(in_memory.begin(), in_memory.end(), 0);
         ASSERT_NO_FATAL_FAILURE(open());
+        // A clean stop's checkpoint is what the start loads; after a crash, the scan.
+        if (end == 1) {
+          EXPECT_TRUE(tier_->stats().restored_from_checkpoint);
+        } else if (end != 3) {
+          EXPECT_FALSE(tier_->stats().restored_from_checkpoint);
+        }
         ASSERT_NO_FATAL_FAILURE(check(end == 0   ? "a power loss"
                                       : end == 1 ? "a clean stop"
-                                                 : "a kill"));
+                                      : end == 2 ? "a kill"
+                                                 : "a stop cut short"));
       }
     }
   }

@@ -95,13 +95,25 @@ class FaultyFolder final : public SegmentFolder {
   Status SyncDir() override { return real_->SyncDir(); }
   Result<std::string> ReadSuperblock() override { return real_->ReadSuperblock(); }
   Status WriteSuperblock(std::string_view bytes) override { return real_->WriteSuperblock(bytes); }
+  Result<std::unique_ptr<File>> OpenCheckpoint() override { return real_->OpenCheckpoint(); }
+  Result<std::unique_ptr<File>> CreateCheckpoint() override {
+    KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<File> file, real_->CreateCheckpoint());
+    auto faulty = std::make_unique<FaultyFile>(std::move(file));
+    if (fail_checkpoint_write_) faulty->FailNextWrite(FaultyFile::Fault::kIoError);
+    return std::unique_ptr<File>(std::move(faulty));
+  }
+  Status PublishCheckpoint() override { return real_->PublishCheckpoint(); }
+  Status RemoveCheckpoint() override { return real_->RemoveCheckpoint(); }
   Result<uint64_t> FreeBytes() override { return real_->FreeBytes(); }
   std::string dir() const override { return real_->dir(); }
   std::string PathOf(uint64_t number) const override { return real_->PathOf(number); }
+  // The next checkpoint's first write fails with EIO.
+  void FailCheckpointWrite() { fail_checkpoint_write_ = true; }
 
  private:
   std::unique_ptr<SegmentFolder> real_;
   FaultyFile* newest_ = nullptr;  // owned by the tier
+  bool fail_checkpoint_write_ = false;
   uint64_t fail_open_ = 0;
   uint64_t fail_read_ = 0;
   int fail_allocates_ = 0;
