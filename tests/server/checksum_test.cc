@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -63,6 +64,50 @@ uint64_t AnsweredChecksum(TestClient& reader, const std::string& key) {
 
 uint64_t Xxh3(const std::string& value) {
   return XXH3_64bits(value.data(), value.size());
+}
+
+// KVPORT_CHECKSUMS set to `value` for the scope (unset when null), the process's value restored
+// after.
+class ChecksumsEnv {
+ public:
+  explicit ChecksumsEnv(const char* value) {
+    if (const char* old = std::getenv(kName)) {
+      had_ = true;
+      old_ = old;
+    }
+    if (value != nullptr) {
+      ::setenv(kName, value, 1);
+    } else {
+      ::unsetenv(kName);
+    }
+  }
+  ~ChecksumsEnv() {
+    if (had_) {
+      ::setenv(kName, old_.c_str(), 1);
+    } else {
+      ::unsetenv(kName);
+    }
+  }
+  ChecksumsEnv(const ChecksumsEnv&) = delete;
+  ChecksumsEnv& operator=(const ChecksumsEnv&) = delete;
+
+ private:
+  static constexpr const char* kName = "KVPORT_CHECKSUMS";
+  bool had_ = false;
+  std::string old_;
+};
+
+// Reads `key` of namespace "ns" with `client` into a buffer of `size` bytes: its code, and the
+// bytes when it is a hit.
+std::pair<KeyCode, std::string> ReadOne(Client& client, const std::string& key, size_t size) {
+  std::vector<char> out(size);
+  IOBuffers buffer;
+  buffer.Append(out.data(), out.size());
+  Result<GetResult> got = client.MGet({key}, GetOptions{"ns"}, buffer);
+  EXPECT_TRUE(got.ok()) << got.status().ToString();
+  if (!got.ok()) return {KeyCode::kFailed, ""};
+  return {got->codes[0],
+          got->codes[0] == KeyCode::kSuccess ? std::string(out.begin(), out.end()) : std::string()};
 }
 
 // A value whose bytes are not those its writer's checksum describes (what a flipped bit
@@ -149,6 +194,55 @@ TEST(ChecksumTest, AClientsPutsCarryTheirChecksumsToTheNodeAndBack) {
   ASSERT_TRUE(unchecked.MSet({"plain"}, buffer, SetOptions{"ns"}).ok());
   TestClient reader = MustConnect(*server);
   EXPECT_EQ(AnsweredChecksum(reader, "plain"), 0u);
+}
+
+// KVPORT_CHECKSUMS turns checksums off for a client whose InitOptions::checksums is left on
+// (what an engine's `eic` client is: its options have no such field): a value failing its
+// checksum is a miss by default and comes back as bytes with the variable off, and such a
+// client's puts carry no checksum. An InitOptions::checksums of false is never turned back on,
+// and a value that is not a boolean fails Init instead of being guessed.
+TEST(ChecksumTest, KvportChecksumsTurnsOffAClientWhoseOptionIsLeftOn) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient writer = MustConnect(*server);
+  const std::string value = ValueFor("e", 30000);
+  RawPut(writer, {{"bad", value, Xxh3(value) ^ 0x4000}});
+  {
+    ChecksumsEnv unset(nullptr);
+    std::unique_ptr<Client> checked = Connect(server->address());
+    EXPECT_EQ(ReadOne(*checked, "bad", value.size()).first, KeyCode::kKeyNotExist);
+    EXPECT_EQ(checked->checksum_mismatches(), 1u);
+  }
+  for (const char* on : {"on", "TRUE", "1"}) {
+    ChecksumsEnv turned_on(on);
+    std::unique_ptr<Client> checked = Connect(server->address());
+    EXPECT_EQ(ReadOne(*checked, "bad", value.size()).first, KeyCode::kKeyNotExist) << on;
+  }
+  for (const char* off : {"off", "false", "0", "No"}) {
+    ChecksumsEnv turned_off(off);
+    std::unique_ptr<Client> unchecked = Connect(server->address());
+    EXPECT_EQ(ReadOne(*unchecked, "bad", value.size()), std::make_pair(KeyCode::kSuccess, value))
+        << off;
+    EXPECT_EQ(unchecked->checksum_mismatches(), 0u);
+    IOBuffers buffer;
+    buffer.Append(value.data(), value.size());
+    const std::string key = std::string("put with KVPORT_CHECKSUMS=") + off;
+    ASSERT_TRUE(unchecked->MSet({key}, buffer, SetOptions{"ns"}).ok());
+    TestClient reader = MustConnect(*server);
+    EXPECT_EQ(AnsweredChecksum(reader, key), 0u) << off;
+  }
+  {
+    ChecksumsEnv turned_on("on");
+    std::unique_ptr<Client> unchecked = Connect(server->address(), /*checksums=*/false);
+    EXPECT_EQ(ReadOne(*unchecked, "bad", value.size()).first, KeyCode::kSuccess);
+  }
+  ChecksumsEnv garbled("sometimes");
+  Client refused;
+  InitOptions options;
+  options.transport_type = 1;
+  Status init = refused.Init("checksum-test", server->address(), options);
+  EXPECT_EQ(init.code(), StatusCode::kInvalidArgument) << init.ToString();
+  EXPECT_NE(init.message().find("KVPORT_CHECKSUMS"), std::string::npos) << init.ToString();
 }
 
 }  // namespace
