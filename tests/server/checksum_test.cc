@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kvport/client.h"
+#include "resp_test_client.h"
 #include "server_fixture.h"
 #include "test_client.h"
 
@@ -51,10 +52,11 @@ void RawPut(TestClient& writer,
     ASSERT_EQ(code, StatusCode::kOk);
 }
 
-// The checksum a node answers for `key` to a reader of `version`.
-uint64_t AnsweredChecksum(TestClient& reader, const std::string& key) {
+// The checksum a node answers for `key` of `ns` to a reader of `version`.
+uint64_t AnsweredChecksum(TestClient& reader, const std::string& key,
+                          const std::string& ns = "ns") {
   protocol::MgetRequest get;
-  get.ns = "ns";
+  get.ns = ns;
   get.keys = {{key, protocol::kUnlimitedCapacity}};
   std::string descriptor;
   Result<protocol::MgetResponse> got = Exchange<protocol::MgetResponse>(reader, get, &descriptor);
@@ -243,6 +245,55 @@ TEST(ChecksumTest, KvportChecksumsTurnsOffAClientWhoseOptionIsLeftOn) {
   Status init = refused.Init("checksum-test", server->address(), options);
   EXPECT_EQ(init.code(), StatusCode::kInvalidArgument) << init.ToString();
   EXPECT_NE(init.message().find("KVPORT_CHECKSUMS"), std::string::npos) << init.ToString();
+}
+
+// Values written over the Redis protocol carry the checksum the node computes as their bytes
+// arrive: a small SET's, copied from the input buffer; a large one's, read straight into its
+// reservation over several reads; SETEX's, PSETEX's and MSET's. A kvport reader gets each value's
+// xxh3-64 with it and checks the bytes against it.
+TEST(ChecksumTest, ValuesWrittenOverTheRedisProtocolCarryTheirChecksums) {
+  ServerOptions options = SmallNodeOptions();
+  options.resp_listen = "127.0.0.1:0";
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  RespTestClient redis(server->resp_port());
+  ASSERT_TRUE(redis.connected());
+  const std::string small = ValueFor("small", 4000);
+  const std::string large = ValueFor("large", 300 << 10);  // captured: over 64 KiB
+  const std::string expiring = ValueFor("expiring", 100 << 10);
+  const std::string pair_a = ValueFor("a", 70000), pair_b = ValueFor("b", 10);
+  EXPECT_EQ(redis.Call({"SET", "small", small}), "+OK");
+  // The large value in pieces: its first bytes come with the command, the rest in later reads.
+  const std::string command = RespTestClient::Encode({"SET", "large", large});
+  const size_t cut = command.find(large) + 1000;
+  ASSERT_TRUE(redis.SendRaw(std::string_view(command).substr(0, cut)));
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("bytes_received") >= cut; }));
+  ASSERT_TRUE(redis.SendRaw(std::string_view(command).substr(cut)));
+  EXPECT_EQ(redis.Read(), "+OK");
+  EXPECT_EQ(redis.Call({"SETEX", "expiring", "100", expiring}), "+OK");
+  EXPECT_EQ(redis.Call({"PSETEX", "small expiring", "100000", small}), "+OK");
+  EXPECT_EQ(redis.Call({"MSET", "pair a", pair_a, "pair b", pair_b, "empty", ""}), "+OK");
+
+  const std::vector<std::pair<std::string, std::string>> written = {
+      {"small", small},          {"large", large},   {"expiring", expiring},
+      {"small expiring", small}, {"pair a", pair_a}, {"pair b", pair_b}};
+  TestClient raw = MustConnect(*server);
+  for (const auto& [key, value] : written)
+    EXPECT_EQ(AnsweredChecksum(raw, key, ""), Xxh3(value)) << key;
+  EXPECT_EQ(AnsweredChecksum(raw, "empty", ""), 0u);  // an empty value carries none
+
+  std::unique_ptr<Client> connected = Connect(server->address());
+  Client& reader = *connected;
+  for (const auto& [key, value] : written) {
+    std::vector<char> out(value.size());
+    IOBuffers buffer;
+    buffer.Append(out.data(), out.size());
+    Result<GetResult> got = reader.MGet({key}, GetOptions{""}, buffer);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->codes[0], KeyCode::kSuccess) << key;
+    EXPECT_EQ(std::string(out.begin(), out.end()), value) << key;
+  }
+  EXPECT_EQ(reader.checksum_mismatches(), 0u);
 }
 
 }  // namespace
