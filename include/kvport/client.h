@@ -219,8 +219,10 @@ struct KVPORT_API InitOptions {
   // place): a value that fails is a miss (KeyCode::kKeyNotExist), counted
   // (Client::checksum_mismatches) and logged once per key. Values of a namespace in
   // unchecked_namespaces are neither checksummed nor checked. A node before protocol version
-  // 10 keeps no checksums; values written without one (checksums off, the Redis protocol) are
-  // not checked until the node's disk tier has given them its own.
+  // 10 keeps no checksums; values written without one (checksums off) are not checked until
+  // the node's disk tier has given them its own. Left true, the environment variable
+  // KVPORT_CHECKSUMS (true/false) decides when set: how a client made by an engine that has no
+  // such option (LMCache's and SGLang's `eic`) is turned off.
   bool checksums = true;
   std::vector<std::string> unchecked_namespaces;
 };

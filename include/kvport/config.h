@@ -167,6 +167,9 @@ struct KVPORT_API Config {
   uint32_t write_quorum = 1;
   // InitOptions::busy_poll, in microseconds (0..1000000).
   uint32_t busy_poll_us = 0;
+  // InitOptions::checksums: each value's xxh3-64 computed at its put and checked at its get
+  // (docs/client.md, "Checksums"). false: none computed, none checked.
+  bool checksums = true;
   // InitOptions::ucx_devices, the UCX lanes separated by ';' ("mlx5_0:1;mlx5_1:1"), each lane's
   // devices in UCX_NET_DEVICES' syntax; "" = one lane, the process's UCX configuration.
   std::string ucx_devices;

@@ -104,6 +104,7 @@ struct KVPORT_API ConnectorOptions {
   int replicas = 1;                 // replicas, write_quorum: a cluster's (InitOptions::replicas)
   int write_quorum = 1;
   int busy_poll_us = 0;                  // InitOptions::busy_poll
+  bool checksums = true;                 // checksums: InitOptions::checksums
   std::vector<std::string> ucx_devices;  // ucx_devices: InitOptions::ucx_devices
   // Payload bytes of a full chunk when the caller knows it (model shape x chunk_size): gets then
   // take one round trip, reading straight into buffers of this size; a larger stored value is
@@ -123,7 +124,7 @@ KVPORT_API Result<std::unique_ptr<RemoteConnector>> CreateConnector(
     std::string_view url, const ConnectorOptions& options);
 // Same, with options from LMCache-style config (remote_url, eic_kv_ns, eic_kv_ttl,
 // eic_trans_type, blocking_timeout_secs, token_file, tls_*_file, replicas, write_quorum,
-// busy_poll_us).
+// busy_poll_us, ucx_devices, checksums).
 // InvalidArgument when remote_url is empty.
 KVPORT_API Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config);
 

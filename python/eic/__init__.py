@@ -38,6 +38,9 @@ Where the vendor's behaviour is unknown kvport chose, and docs/python.md says wh
     the end of each call) instead of stderr; log_level sets that logger's level and kvport's,
     and a log_dir gets the logger's records in eic-<pid>.log.
   - mdel of absent keys: overall SUCCESS, per-key KEY_NOT_EXIST (deleting nothing is no error).
+  - Checksums are on, as for every kvport client: a value whose bytes do not match the checksum
+    its writer computed is a per-key KEY_NOT_EXIST, never bytes. The callers have no option for
+    it; KVPORT_CHECKSUMS=false in the environment (read at init) turns them off.
   - register_memory is bookkeeping: it never touches, pins or copies the region and does not
     trust MemoryInfo.type (callers declare pinned host memory as MEMORY_CUDA); every buffer is
     read and written as host memory. A buffer object that says it is device memory (a CUDA

@@ -153,7 +153,8 @@ class Client:
     KVPORT_TLS_VERIFY_HOSTNAME),
     ucx_devices (a list: UCX multi-rail, one lane per entry, each lane's devices in
     UCX_NET_DEVICES' syntax; docs/transports.md), checksums (True: each value's checksum computed
-    at its put and checked at its get, a value that fails being a miss; docs/client.md) and
+    at its put and checked at its get, a value that fails being a miss; left True,
+    KVPORT_CHECKSUMS=false turns it off; docs/client.md) and
     unchecked_namespaces (a list of namespaces without them); and instance_id ("").
 
     close() (or the end of a `with` block) closes the connections; collecting the object does

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import socket
 import struct
 import threading
 
@@ -370,6 +371,104 @@ def test_kvport_eic_ns_bounds_the_unassigned_namespace(node, monkeypatch):
     # The client initialized before the variable named "other" on its first call.
     assert ec.mexist(keys_of(theirs), eic.ExistOption())[1].status_codes[0] == S.SUCCESS
     assert bounded.mdel(keys_of(mine))[1].status_codes[0] == S.SUCCESS
+
+
+class MsetAlteringRelay:
+    """A loopback relay to a node that changes the last byte of every MSET's values on their way
+    to the node (what a flipped bit between a writer and the node looks like): the node then
+    keeps bytes that do not match the checksum their writer sent. It parses the client's frames
+    (docs/protocol.md: a 32-byte header, then the descriptor and the payload) and relays the
+    node's answers as they are."""
+
+    _HEADER = struct.Struct("<4sBBHQIIQ")  # magic, version, opcode, flags, id, lengths
+    _MSET = 3
+
+    def __init__(self, target: str):
+        host, port = target.rsplit(":", 1)
+        self._target = (host, int(port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.address = "127.0.0.1:%d" % self._listener.getsockname()[1]
+        self._sockets = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            node = socket.create_connection(self._target, timeout=30)
+            self._sockets += [client, node]
+            threading.Thread(target=self._requests, args=(client, node), daemon=True).start()
+            threading.Thread(target=self._answers, args=(node, client), daemon=True).start()
+
+    @staticmethod
+    def _read(sock, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise OSError("closed")
+            data += chunk
+        return bytes(data)
+
+    def _requests(self, client, node):
+        try:
+            while True:
+                header = self._read(client, self._HEADER.size)
+                _, _, opcode, _, _, descriptor_length, _, payload_length = \
+                    self._HEADER.unpack(header)
+                body = bytearray(self._read(client, descriptor_length + payload_length))
+                if opcode == self._MSET and payload_length > 0:
+                    body[-1] ^= 0x01
+                node.sendall(header + bytes(body))
+        except OSError:
+            node.close()
+
+    @staticmethod
+    def _answers(node, client):
+        try:
+            while True:
+                data = node.recv(1 << 16)
+                if not data:
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        client.close()
+
+    def close(self):
+        self._listener.close()
+        for s in self._sockets:
+            s.close()
+
+
+def test_kvport_checksums_turns_the_eic_clients_checks_off(node, monkeypatch):
+    """An engine's eic client has no checksum option: KVPORT_CHECKSUMS=false turns its checks off.
+    A value whose bytes were altered after its writer hashed them is a miss with the default
+    (never bytes the writer did not put) and comes back as the node holds it with the variable
+    off."""
+    relay = MsetAlteringRelay(node.address)
+    try:
+        writer = kvport.Client(relay.address, transport_type=kvport.TransportType.TCP)
+        key, value = unique("altered"), b"written" * 1000
+        assert writer.mset([key], [value], ns="cksum").ok
+    finally:
+        relay.close()
+    altered = value[:-1] + bytes([value[-1] ^ 0x01])
+
+    monkeypatch.delenv("KVPORT_CHECKSUMS", raising=False)
+    checked = connect(node.address, trans_type=1)
+    status, _, outcome = checked.mget(keys_of(key), get_option("cksum"),
+                                      get_buffers(bytearray(len(value))))
+    assert status == S.FAILED and list(outcome.status_codes) == [S.KEY_NOT_EXIST]
+
+    monkeypatch.setenv("KVPORT_CHECKSUMS", "false")
+    unchecked = connect(node.address, trans_type=1)
+    out = bytearray(len(value))
+    status, _, outcome = unchecked.mget(keys_of(key), get_option("cksum"), get_buffers(out))
+    assert status == S.SUCCESS and list(outcome.status_codes) == [S.SUCCESS]
+    assert bytes(out) == altered
 
 
 def test_kvport_log_lines_reach_the_eic_logger(node, tmp_path, caplog, capfd):

@@ -4,34 +4,12 @@
 #include <cstring>
 #include <utility>
 
-#include "client/xxh3.h"
+#include "common/xxh3.h"
 #include "kvport/log.h"
 
 namespace kvport::client {
 
 namespace {
-
-// Copies `bytes` from `from` to `to` a chunk at a time; with `hash`, hashes each chunk right
-// after its copy, from the destination or the source (`hash_destination`), while it is in cache:
-// the checksum costs no pass over the value of its own. The digest when hashing, else 0.
-uint64_t CopyHashing(void* to, const void* from, size_t bytes, bool hash, bool hash_destination) {
-  if (!hash) {
-    std::memcpy(to, from, bytes);
-    return 0;
-  }
-  constexpr size_t kChunk = 64 << 10;  // well within L2
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  for (size_t done = 0; done < bytes; done += kChunk) {
-    const size_t n = std::min(kChunk, bytes - done);
-    std::memcpy(static_cast<char*>(to) + done, static_cast<const char*>(from) + done, n);
-    Xxh3Update(
-        &state,
-        (hash_destination ? static_cast<const char*>(to) : static_cast<const char*>(from)) + done,
-        n);
-  }
-  return XXH3_64bits_digest(&state);
-}
 
 using ReserveHandler = DecodingHandler<protocol::ShmReserveRequest, protocol::ShmReserveResponse>;
 using CommitHandler = DecodingHandler<protocol::ShmCommitRequest, protocol::ShmCommitResponse>;

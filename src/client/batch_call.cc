@@ -3,7 +3,7 @@
 
 #include <fmt/core.h>
 
-#include "client/xxh3.h"
+#include "common/xxh3.h"
 
 namespace kvport::client {
 

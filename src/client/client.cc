@@ -46,20 +46,31 @@ Result<std::string> TokenOf(const InitOptions& options) {
   return std::string(from_env != nullptr ? from_env : "");
 }
 
-// InitOptions::tls_verify_hostname, or KVPORT_TLS_VERIFY_HOSTNAME when the field is left true.
-// A value that is neither true nor false is an error rather than a guess: guessing "off" would
-// turn a check off that the user meant to keep.
-Result<bool> VerifyHostname(const InitOptions& options) {
-  if (!options.tls_verify_hostname) return false;
-  const char* env = std::getenv("KVPORT_TLS_VERIFY_HOSTNAME");
+// A check that is on unless turned off: false when `field` is, else the environment variable
+// `name` when it is set (true/false, 1/0, yes/no, on/off), else true. A value that is none of
+// them is an error rather than a guess: guessing "off" would turn a check off that the user
+// meant to keep.
+Result<bool> OnUnlessTurnedOff(bool field, const char* name) {
+  if (!field) return false;
+  const char* env = std::getenv(name);
   if (env == nullptr || env[0] == '\0') return true;
   std::string value(env);
   for (char& c : value)
     c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (value == "true" || value == "1" || value == "yes" || value == "on") return true;
   if (value == "false" || value == "0" || value == "no" || value == "off") return false;
-  return Status::InvalidArgument(
-      fmt::format("KVPORT_TLS_VERIFY_HOSTNAME is '{}': expected true or false", env));
+  return Status::InvalidArgument(fmt::format("{} is '{}': expected true or false", name, env));
+}
+
+// InitOptions::tls_verify_hostname, or KVPORT_TLS_VERIFY_HOSTNAME when the field is left true.
+Result<bool> VerifyHostname(const InitOptions& options) {
+  return OnUnlessTurnedOff(options.tls_verify_hostname, "KVPORT_TLS_VERIFY_HOSTNAME");
+}
+
+// InitOptions::checksums, or KVPORT_CHECKSUMS when the field is left true: the switch for the
+// clients an engine makes through `eic`, whose options have no such field.
+Result<bool> ChecksumsOn(const InitOptions& options) {
+  return OnUnlessTurnedOff(options.checksums, "KVPORT_CHECKSUMS");
 }
 
 // The TLS InitOptions ask for, each file from its field or else its environment variable
@@ -231,8 +242,9 @@ Status Client::Init(std::string_view instance_id, std::string_view endpoint,
   KVPORT_ASSIGN_OR_RETURN(credentials.token, TokenOf(options));
   KVPORT_ASSIGN_OR_RETURN(credentials.tls, TlsOf(options));
 
+  KVPORT_ASSIGN_OR_RETURN(const bool checksums, ChecksumsOn(options));
   impl_->checksums =
-      std::make_unique<client::ValueChecksums>(options.checksums, options.unchecked_namespaces);
+      std::make_unique<client::ValueChecksums>(checksums, options.unchecked_namespaces);
   std::unique_ptr<client::Backend> backend;
   if (!parsed.is_cluster()) {
     Result<std::unique_ptr<client::NodeClient>> node =

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "client/xxh3.h"
+#include "common/xxh3.h"
 
 namespace kvport::client {
 

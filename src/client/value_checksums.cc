@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "client/xxh3.h"
+#include "common/xxh3.h"
 #include "kvport/log.h"
 
 namespace kvport::client {

@@ -6,7 +6,8 @@
 // in its disk record, and comes back with every get, where it is checked before the caller sees
 // the bytes. A value that fails is a miss for its key, counted here and logged once per key: the
 // caller never receives bytes that do not match what was put. 0 means "none" (a value written by
-// a client without checksums, or over the Redis protocol; a node older than version 10).
+// a client without checksums; a node older than version 10). Values written over the Redis
+// protocol carry the checksum the node computed as their bytes arrived.
 //
 // One per client, shared by every node of a cluster. Thread-safe.
 #pragma once

@@ -238,6 +238,7 @@ std::vector<KeySpec> MakeKeys() {
       IntKey("busy_poll_us", "KVPORT_BUSY_POLL_US", FIELD(busy_poll_us), 0, 1000000,
              "microseconds"),
       StringKey("ucx_devices", "KVPORT_UCX_DEVICES", FIELD(ucx_devices), CheckUcxLanes),
+      BoolKey("checksums", "KVPORT_CHECKSUMS", FIELD(checksums)),
       // kvport node keys.
       StringKey("listen", "KVPORT_LISTEN", FIELD(node.listen), CheckListenAddress),
       StringKey("unix_socket", "KVPORT_UNIX_SOCKET", FIELD(node.unix_socket), CheckUnixSocket),

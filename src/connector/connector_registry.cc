@@ -70,6 +70,7 @@ Result<std::unique_ptr<RemoteConnector>> CreateConnector(const Config& config) {
   options.replicas = static_cast<int>(config.replicas);
   options.write_quorum = static_cast<int>(config.write_quorum);
   options.busy_poll_us = static_cast<int>(config.busy_poll_us);
+  options.checksums = config.checksums;
   if (!config.ucx_devices.empty()) {
     for (std::string_view lane : SplitUcxLanes(config.ucx_devices))
       options.ucx_devices.emplace_back(lane);

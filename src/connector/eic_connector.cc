@@ -327,6 +327,7 @@ Result<std::unique_ptr<RemoteConnector>> OpenEicConnector(const std::string& end
   init.replicas = options.replicas;
   init.write_quorum = options.write_quorum;
   init.busy_poll = std::chrono::microseconds(options.busy_poll_us);
+  init.checksums = options.checksums;
   init.ucx_devices = options.ucx_devices;
   KVPORT_RETURN_IF_ERROR(client->Init("kvport-connector", endpoint, init));
   return std::unique_ptr<RemoteConnector>(

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/xxh3.h"
 #include "kvport/size.h"
 #include "server/resp_chunk_pair.h"
 #include "server/resp_value_capture.h"
@@ -89,11 +90,20 @@ struct Context {
   bool folds() const { return client.folds_pairs || service.FoldsRespPairs(client.ns); }
 };
 
+// Copies a non-empty `value` to `to` (its reservation) and returns its checksum, hashed chunk by
+// chunk from the bytes as received while the copy has them in cache. (An empty value carries
+// none, as a kvport client's.)
+uint64_t CopyChecksummed(void* to, std::string_view value) {
+  return CopyHashing(to, value.data(), value.size(), /*hash=*/true, /*hash_destination=*/false);
+}
+
 // The largest TTL a write can carry (the store's whole seconds, 32 bits).
 constexpr uint64_t kMaxTtlMs = uint64_t{UINT32_MAX} * 1000;
 
 // Writes `value` as (ns, key) with `ttl_ms` (0: none): reserved whole, copied, committed; or,
 // when it is the value the session read into its reservation, that reservation committed.
+// Either way with the value's checksum (the copy hashes each chunk as it copies it), so that a
+// kvport client reading the key checks the bytes the Redis client sent.
 Status Write(Context& c, std::string_view key, std::string_view value, uint64_t ttl_ms) {
   const uint32_t ttl_seconds =
       ttl_ms == 0 ? store::kNoExpiry : static_cast<uint32_t>((ttl_ms + 999) / 1000);
@@ -103,7 +113,7 @@ Status Write(Context& c, std::string_view key, std::string_view value, uint64_t 
     KVPORT_ASSIGN_OR_RETURN(
         store::WriteHandle handle,
         c.service.Reserve(c.grant(), c.ns(), key, value.size(), "", ttl_seconds));
-    if (!value.empty()) std::memcpy(handle.data(), value.data(), value.size());
+    if (!value.empty()) handle.SetChecksum(CopyChecksummed(handle.data(), value));
     KVPORT_RETURN_IF_ERROR(c.service.Commit(std::move(handle), c.client.durability));
   }
   // Whole seconds above; a PX of a fraction of a second is set exactly now.
@@ -493,7 +503,8 @@ void MSet(Context& c, Args a) {
       return ReplyStatus(
           c.w, Status(batch.status(item), fmt::format("MSET of key #{} refused", item + 1)));
     }
-    if (!a[i + 1].empty()) std::memcpy(batch.destination(item), a[i + 1].data(), a[i + 1].size());
+    if (!a[i + 1].empty())
+      batch.SetChecksum(item, CopyChecksummed(batch.destination(item), a[i + 1]));
   }
   std::vector<StatusCode> committed = batch.Commit();
   for (size_t i = 0; i < committed.size(); ++i) {

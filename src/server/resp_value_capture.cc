@@ -4,6 +4,9 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <new>
+
+#include "common/xxh3.h"
 
 namespace kvport::server {
 
@@ -13,9 +16,17 @@ constexpr uint64_t kScratchBytes = 64 << 10;
 
 }  // namespace
 
+void RespValueCapture::HashStateDeleter::operator()(XXH3_state_s* state) const {
+  (void)XXH3_freeState(state);
+}
+
 RespValueCapture::RespValueCapture(CacheService& service, const RespClient& client)
     : batch_(&service, client.access.shared_grant(), /*stepwise=*/true, client.durability),
-      step_(batch_.StepBytes(WriteBatch::kReserveAhead)) {}
+      hash_(XXH3_createState()),
+      step_(batch_.StepBytes(WriteBatch::kReserveAhead)) {
+  if (hash_ == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(hash_.get());
+}
 
 std::unique_ptr<RespValueCapture> RespValueCapture::Begin(
     CacheService& service, const RespClient& client, std::span<const std::string_view> head,
@@ -50,6 +61,11 @@ std::span<char> RespValueCapture::Room() {
 }
 
 void RespValueCapture::Filled(uint64_t bytes) {
+  // Room() gave the reservation while the store took every step (else the scratch buffer,
+  // whose bytes are dropped and never committed).
+  if (batch_.status(0) == StatusCode::kOk) {
+    Xxh3Update(hash_.get(), reinterpret_cast<const char*>(batch_.destination(0)) + filled_, bytes);
+  }
   filled_ += bytes;
   batch_.MarkWritten(0, filled_);
 }
@@ -75,6 +91,7 @@ bool RespValueCapture::Holds(std::string_view value) const {
 Status RespValueCapture::Commit(uint32_t ttl_seconds) {
   KVPORT_RETURN_IF_ERROR(status());
   batch_.SetTtlSeconds(0, ttl_seconds);
+  batch_.SetChecksum(0, XXH3_64bits_digest(hash_.get()));
   const StatusCode committed = batch_.Commit()[0];
   if (committed != StatusCode::kOk) {
     return Status(committed, fmt::format("the {}-byte value was not kept", length_));

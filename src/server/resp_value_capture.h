@@ -13,6 +13,11 @@
 // present key, a syntax error) drops the capture, which aborts the reservation: nothing of it
 // was ever visible.
 //
+// The value's checksum (xxh3-64, docs/protocol.md "Version 10: checksums") is computed as its
+// bytes land, each read's bytes hashed right after the read while they are in cache, and is
+// committed with the value: a kvport client reading the key checks the bytes the Redis client
+// sent, as it checks a kvport client's.
+//
 // A first step the store refuses leaves the command to the input buffer (it then fails as it
 // would have). A step refused later makes the capture read the rest of the value's bytes into
 // a scratch buffer and drop them; the command is then answered with the store's refusal.
@@ -29,6 +34,8 @@
 #include "protocol/resp.h"
 #include "server/cache_service.h"
 #include "server/resp_commands.h"
+
+struct XXH3_state_s;  // xxhash.h's streaming state, kept out of this header
 
 namespace kvport::server {
 
@@ -49,7 +56,7 @@ class RespValueCapture {
   // when full), or, once the store refused a step, a scratch buffer whose bytes are dropped.
   // Empty once the value is complete. The reservation may move: ask before every read.
   std::span<char> Room();
-  // `bytes` were written at Room().
+  // `bytes` were written at Room() (and, while they are the value's, are hashed now).
   void Filled(uint64_t bytes);
   bool complete() const { return filled_ == length_; }
   uint64_t missing() const { return length_ - filled_; }  // the value's bytes not here yet
@@ -64,13 +71,19 @@ class RespValueCapture {
   void Arguments(std::span<const std::string_view> tail, std::vector<std::string_view>* args) const;
   // True when `value` is the view Arguments gave of the captured value.
   bool Holds(std::string_view value) const;
-  // Makes the value visible with `ttl_seconds` (store::kNoExpiry: none), as CacheService::Commit.
+  // Makes the value visible with `ttl_seconds` (store::kNoExpiry: none) and its checksum, as
+  // CacheService::Commit.
   Status Commit(uint32_t ttl_seconds);
 
  private:
   RespValueCapture(CacheService& service, const RespClient& client);
 
-  WriteBatch batch_;  // one item, reserved stepwise
+  struct HashStateDeleter {
+    void operator()(XXH3_state_s* state) const;
+  };
+
+  WriteBatch batch_;                                      // one item, reserved stepwise
+  std::unique_ptr<XXH3_state_s, HashStateDeleter> hash_;  // of the value's bytes filled so far
   std::vector<std::string> head_;
   uint64_t arg_count_ = 0;
   uint64_t head_bytes_ = 0;  // the command's bytes before the value's first byte

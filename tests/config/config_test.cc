@@ -123,6 +123,8 @@ TEST_F(ConfigTest, NoFileGivesDocumentedDefaults) {
   EXPECT_EQ(c.FindEntry("extra_config")->value, "{}");
   EXPECT_EQ(c.busy_poll_us, 0u);
   EXPECT_EQ(c.FindEntry("busy_poll_us")->env_var, "KVPORT_BUSY_POLL_US");
+  EXPECT_TRUE(c.checksums);
+  EXPECT_EQ(c.FindEntry("checksums")->env_var, "KVPORT_CHECKSUMS");
 }
 
 TEST_F(ConfigTest, FileValuesAreTypedAndRememberTheirSource) {
@@ -352,6 +354,13 @@ TEST_F(ConfigTest, OutOfRangeValuesAreRefused) {
   EXPECT_EQ(SplitUcxLanes(lanes->ucx_devices),
             (std::vector<std::string_view>{"mlx5_0:1,mlx5_2:1", "mlx5_1:1"}));
   EXPECT_EQ(lanes->FindEntry("ucx_devices")->env_var, "KVPORT_UCX_DEVICES");
+  Result<Config> unchecked = Load("checksums: false\n");
+  ASSERT_TRUE(unchecked.ok()) << unchecked.status().ToString();
+  EXPECT_FALSE(unchecked->checksums);
+  Result<Config> checked = Load("checksums: false\n", {{"KVPORT_CHECKSUMS", "on"}});
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  EXPECT_TRUE(checked->checksums);  // the environment wins, as for every key
+  EXPECT_THAT(LoadError("checksums: sometimes\n"), HasSubstr("checksums"));
   EXPECT_THAT(LoadError("namespace_tiers: 'sglang=ssd'\n"),
               HasSubstr("tier 'ssd' is neither memory nor memory+disk"));
   EXPECT_THAT(LoadError("namespace_tiers: 'sglang'\n"), HasSubstr("is not NAMESPACE=TIER"));

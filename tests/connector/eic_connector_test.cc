@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // eic:// against a real kvport node on an ephemeral loopback port.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
+#include <fstream>
 #include <thread>
 
 #include "chunk_fixture.h"
@@ -9,6 +11,7 @@
 #include "kvport/config.h"
 #include "kvport/connector.h"
 #include "kvport/server.h"
+#include "server/test_client.h"
 
 namespace kvport {
 namespace {
@@ -314,6 +317,60 @@ TEST_F(EicConnectorTest, TransportTypesFromConfig) {
   EXPECT_NE(gdr.status().message().find("GPUDirect"), std::string::npos) << gdr.status().ToString();
   config.remote_url.clear();
   EXPECT_EQ(CreateConnector(config).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The config key `checksums` reaches the connector's client: a chunk whose stored checksum does
+// not match its bytes (what a flipped bit between the writer and the reader looks like) is a
+// miss by default and comes back with `checksums: false`.
+TEST_F(EicConnectorTest, TheChecksumsKeyTurnsTheConnectorsChecksOff) {
+  StartNode();
+  auto writer = Connect();
+  ASSERT_NE(writer, nullptr);
+  const OwnedChunk chunk = KvChunkOf(2, 4, 64, 31);
+  ASSERT_TRUE(writer->Put(KeyOf(31), chunk.view()).ok());
+  // The same key, meta and bytes written again with a checksum that is not theirs.
+  Result<testing::TestClient> connected = testing::TestClient::Connect(server_->port());
+  ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+  testing::TestClient raw = std::move(connected).value();
+  const std::string key = KeyOf(31).ToString();
+  Result<std::vector<testing::GetItem>> stored = raw.Mget("", {key});
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_EQ((*stored)[0].status, StatusCode::kOk);
+  const testing::GetItem& item = (*stored)[0];
+  protocol::MsetRequest rewrite;
+  rewrite.items.push_back({key, item.meta, item.value.size(), item.value.data(),
+                           XXH3_64bits(item.value.data(), item.value.size()) ^ 1});
+  std::string descriptor;
+  Result<protocol::MsetResponse> rewritten =
+      testing::Exchange<protocol::MsetResponse>(raw, rewrite, &descriptor);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  ASSERT_EQ(rewritten->statuses[0], StatusCode::kOk);
+
+  auto connector_from = [&](const std::string& yaml) -> std::unique_ptr<RemoteConnector> {
+    const std::string path = ::testing::TempDir() + "kvport-checksums-key.yaml";
+    std::ofstream(path) << "remote_url: eic://" << server_->address() << "\neic_trans_type: 1\n"
+                        << yaml;
+    ConfigSources sources;
+    sources.file = path;
+    sources.env = std::map<std::string, std::string>{};  // the file alone
+    Result<Config> config = LoadConfig(sources);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    if (!config.ok()) return nullptr;
+    Result<std::unique_ptr<RemoteConnector>> made = CreateConnector(*config);
+    EXPECT_TRUE(made.ok()) << made.status().ToString();
+    return made.ok() ? std::move(made).value() : nullptr;
+  };
+  auto checked = connector_from("");
+  ASSERT_NE(checked, nullptr);
+  Result<std::optional<KvChunk>> missed = checked->Get(KeyOf(31));
+  ASSERT_TRUE(missed.ok()) << missed.status().ToString();
+  EXPECT_FALSE(missed->has_value());
+  auto unchecked = connector_from("checksums: false\n");
+  ASSERT_NE(unchecked, nullptr);
+  Result<std::optional<KvChunk>> got = unchecked->Get(KeyOf(31));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->data, chunk.data);
 }
 
 // The connector's own default is eic_trans_type 0: shared memory with a node on this host that

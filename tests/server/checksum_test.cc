@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "kvport/client.h"
+#include "resp_test_client.h"
 #include "server_fixture.h"
 #include "test_client.h"
 
@@ -50,10 +52,11 @@ void RawPut(TestClient& writer,
     ASSERT_EQ(code, StatusCode::kOk);
 }
 
-// The checksum a node answers for `key` to a reader of `version`.
-uint64_t AnsweredChecksum(TestClient& reader, const std::string& key) {
+// The checksum a node answers for `key` of `ns` to a reader of `version`.
+uint64_t AnsweredChecksum(TestClient& reader, const std::string& key,
+                          const std::string& ns = "ns") {
   protocol::MgetRequest get;
-  get.ns = "ns";
+  get.ns = ns;
   get.keys = {{key, protocol::kUnlimitedCapacity}};
   std::string descriptor;
   Result<protocol::MgetResponse> got = Exchange<protocol::MgetResponse>(reader, get, &descriptor);
@@ -63,6 +66,50 @@ uint64_t AnsweredChecksum(TestClient& reader, const std::string& key) {
 
 uint64_t Xxh3(const std::string& value) {
   return XXH3_64bits(value.data(), value.size());
+}
+
+// KVPORT_CHECKSUMS set to `value` for the scope (unset when null), the process's value restored
+// after.
+class ChecksumsEnv {
+ public:
+  explicit ChecksumsEnv(const char* value) {
+    if (const char* old = std::getenv(kName)) {
+      had_ = true;
+      old_ = old;
+    }
+    if (value != nullptr) {
+      ::setenv(kName, value, 1);
+    } else {
+      ::unsetenv(kName);
+    }
+  }
+  ~ChecksumsEnv() {
+    if (had_) {
+      ::setenv(kName, old_.c_str(), 1);
+    } else {
+      ::unsetenv(kName);
+    }
+  }
+  ChecksumsEnv(const ChecksumsEnv&) = delete;
+  ChecksumsEnv& operator=(const ChecksumsEnv&) = delete;
+
+ private:
+  static constexpr const char* kName = "KVPORT_CHECKSUMS";
+  bool had_ = false;
+  std::string old_;
+};
+
+// Reads `key` of namespace "ns" with `client` into a buffer of `size` bytes: its code, and the
+// bytes when it is a hit.
+std::pair<KeyCode, std::string> ReadOne(Client& client, const std::string& key, size_t size) {
+  std::vector<char> out(size);
+  IOBuffers buffer;
+  buffer.Append(out.data(), out.size());
+  Result<GetResult> got = client.MGet({key}, GetOptions{"ns"}, buffer);
+  EXPECT_TRUE(got.ok()) << got.status().ToString();
+  if (!got.ok()) return {KeyCode::kFailed, ""};
+  return {got->codes[0],
+          got->codes[0] == KeyCode::kSuccess ? std::string(out.begin(), out.end()) : std::string()};
 }
 
 // A value whose bytes are not those its writer's checksum describes (what a flipped bit
@@ -149,6 +196,104 @@ TEST(ChecksumTest, AClientsPutsCarryTheirChecksumsToTheNodeAndBack) {
   ASSERT_TRUE(unchecked.MSet({"plain"}, buffer, SetOptions{"ns"}).ok());
   TestClient reader = MustConnect(*server);
   EXPECT_EQ(AnsweredChecksum(reader, "plain"), 0u);
+}
+
+// KVPORT_CHECKSUMS turns checksums off for a client whose InitOptions::checksums is left on
+// (what an engine's `eic` client is: its options have no such field): a value failing its
+// checksum is a miss by default and comes back as bytes with the variable off, and such a
+// client's puts carry no checksum. An InitOptions::checksums of false is never turned back on,
+// and a value that is not a boolean fails Init instead of being guessed.
+TEST(ChecksumTest, KvportChecksumsTurnsOffAClientWhoseOptionIsLeftOn) {
+  auto server = StartNode(SmallNodeOptions());
+  ASSERT_NE(server, nullptr);
+  TestClient writer = MustConnect(*server);
+  const std::string value = ValueFor("e", 30000);
+  RawPut(writer, {{"bad", value, Xxh3(value) ^ 0x4000}});
+  {
+    ChecksumsEnv unset(nullptr);
+    std::unique_ptr<Client> checked = Connect(server->address());
+    EXPECT_EQ(ReadOne(*checked, "bad", value.size()).first, KeyCode::kKeyNotExist);
+    EXPECT_EQ(checked->checksum_mismatches(), 1u);
+  }
+  for (const char* on : {"on", "TRUE", "1"}) {
+    ChecksumsEnv turned_on(on);
+    std::unique_ptr<Client> checked = Connect(server->address());
+    EXPECT_EQ(ReadOne(*checked, "bad", value.size()).first, KeyCode::kKeyNotExist) << on;
+  }
+  for (const char* off : {"off", "false", "0", "No"}) {
+    ChecksumsEnv turned_off(off);
+    std::unique_ptr<Client> unchecked = Connect(server->address());
+    EXPECT_EQ(ReadOne(*unchecked, "bad", value.size()), std::make_pair(KeyCode::kSuccess, value))
+        << off;
+    EXPECT_EQ(unchecked->checksum_mismatches(), 0u);
+    IOBuffers buffer;
+    buffer.Append(value.data(), value.size());
+    const std::string key = std::string("put with KVPORT_CHECKSUMS=") + off;
+    ASSERT_TRUE(unchecked->MSet({key}, buffer, SetOptions{"ns"}).ok());
+    TestClient reader = MustConnect(*server);
+    EXPECT_EQ(AnsweredChecksum(reader, key), 0u) << off;
+  }
+  {
+    ChecksumsEnv turned_on("on");
+    std::unique_ptr<Client> unchecked = Connect(server->address(), /*checksums=*/false);
+    EXPECT_EQ(ReadOne(*unchecked, "bad", value.size()).first, KeyCode::kSuccess);
+  }
+  ChecksumsEnv garbled("sometimes");
+  Client refused;
+  InitOptions options;
+  options.transport_type = 1;
+  Status init = refused.Init("checksum-test", server->address(), options);
+  EXPECT_EQ(init.code(), StatusCode::kInvalidArgument) << init.ToString();
+  EXPECT_NE(init.message().find("KVPORT_CHECKSUMS"), std::string::npos) << init.ToString();
+}
+
+// Values written over the Redis protocol carry the checksum the node computes as their bytes
+// arrive: a small SET's, copied from the input buffer; a large one's, read straight into its
+// reservation over several reads; SETEX's, PSETEX's and MSET's. A kvport reader gets each value's
+// xxh3-64 with it and checks the bytes against it.
+TEST(ChecksumTest, ValuesWrittenOverTheRedisProtocolCarryTheirChecksums) {
+  ServerOptions options = SmallNodeOptions();
+  options.resp_listen = "127.0.0.1:0";
+  auto server = StartNode(options);
+  ASSERT_NE(server, nullptr);
+  RespTestClient redis(server->resp_port());
+  ASSERT_TRUE(redis.connected());
+  const std::string small = ValueFor("small", 4000);
+  const std::string large = ValueFor("large", 300 << 10);  // captured: over 64 KiB
+  const std::string expiring = ValueFor("expiring", 100 << 10);
+  const std::string pair_a = ValueFor("a", 70000), pair_b = ValueFor("b", 10);
+  EXPECT_EQ(redis.Call({"SET", "small", small}), "+OK");
+  // The large value in pieces: its first bytes come with the command, the rest in later reads.
+  const std::string command = RespTestClient::Encode({"SET", "large", large});
+  const size_t cut = command.find(large) + 1000;
+  ASSERT_TRUE(redis.SendRaw(std::string_view(command).substr(0, cut)));
+  ASSERT_TRUE(Eventually([&] { return server->Stats().Get("bytes_received") >= cut; }));
+  ASSERT_TRUE(redis.SendRaw(std::string_view(command).substr(cut)));
+  EXPECT_EQ(redis.Read(), "+OK");
+  EXPECT_EQ(redis.Call({"SETEX", "expiring", "100", expiring}), "+OK");
+  EXPECT_EQ(redis.Call({"PSETEX", "small expiring", "100000", small}), "+OK");
+  EXPECT_EQ(redis.Call({"MSET", "pair a", pair_a, "pair b", pair_b, "empty", ""}), "+OK");
+
+  const std::vector<std::pair<std::string, std::string>> written = {
+      {"small", small},          {"large", large},   {"expiring", expiring},
+      {"small expiring", small}, {"pair a", pair_a}, {"pair b", pair_b}};
+  TestClient raw = MustConnect(*server);
+  for (const auto& [key, value] : written)
+    EXPECT_EQ(AnsweredChecksum(raw, key, ""), Xxh3(value)) << key;
+  EXPECT_EQ(AnsweredChecksum(raw, "empty", ""), 0u);  // an empty value carries none
+
+  std::unique_ptr<Client> connected = Connect(server->address());
+  Client& reader = *connected;
+  for (const auto& [key, value] : written) {
+    std::vector<char> out(value.size());
+    IOBuffers buffer;
+    buffer.Append(out.data(), out.size());
+    Result<GetResult> got = reader.MGet({key}, GetOptions{""}, buffer);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->codes[0], KeyCode::kSuccess) << key;
+    EXPECT_EQ(std::string(out.begin(), out.end()), value) << key;
+  }
+  EXPECT_EQ(reader.checksum_mismatches(), 0u);
 }
 
 }  // namespace
