@@ -42,6 +42,7 @@ from lmcache.v1.distributed.l2_adapters.config import parse_args_to_l2_adapters_
 from lmcache.v1.memory_management import MemoryFormat, MemoryObjMetadata, TensorMemoryObj
 from lmcache.v1.platform import consume_fd
 
+ENGINE = "lmcache"
 WAIT_S = 30  # the most any completion here may take
 NS = "lmcache_mp"
 
@@ -83,7 +84,7 @@ CHECK_LINES = ["Validation: 5/5 correctly absent", "Batch store OK", "Validation
 
 
 @pytest.mark.parametrize("shared_memory", [True, False], ids=["shm", "tcp-token"])
-def test_lmcache_basic_check_passes(node_factory, shared_memory):
+def test_lmcache_basic_check_passes(node_factory, record, shared_memory):
     node = node_factory(shared_memory=shared_memory, tokens=not shared_memory)
     params = {} if shared_memory else {"token": SECRET}
     before = node.stats()["counters"]
@@ -100,6 +101,9 @@ def test_lmcache_basic_check_passes(node_factory, shared_memory):
     assert "does not expose submit_batch_delete" not in run.stderr
     after = node.stats()["counters"]
     node.assert_values_took_its_transport(before, after)
+    record(ENGINE, "MP mode: basic_check --mode test_l2_adapter with native_plugin "
+           f"kvport.lmcache_mp, {'shm' if shared_memory else 'tcp, token'}",
+           "absent 5/5, store OK, found 5/5, loaded 5/5, content 5/5")
 
 
 # --- LMCache's NativeConnectorL2Adapter over the connector -------------------------------------
@@ -119,7 +123,7 @@ def wait_fd(fd: int) -> None:
     consume_fd(fd)
 
 
-def test_lmcache_adapter_lookup_load_delete(node_factory):
+def test_lmcache_adapter_lookup_load_delete(node_factory, record):
     node = node_factory(shared_memory=True)
     config = parse_args_to_l2_adapters_config(
         argparse.Namespace(l2_adapter=[adapter_json(node)]))
@@ -162,6 +166,8 @@ def test_lmcache_adapter_lookup_load_delete(node_factory):
         wait_fd(adapter.get_lookup_and_lock_event_fd())
         bitmap = adapter.query_lookup_and_lock_result(lookup)
         assert [bitmap.test(i) for i in range(4)] == [False, False, True, False]
+        record(ENGINE, "MP mode: NativeConnectorL2Adapter store, lookup, load, delete, shm",
+               "per-key bitmaps; loaded in place, bytes equal; deleted keys absent, usage down")
     finally:
         adapter.close()
 
@@ -250,7 +256,7 @@ def write_tokens(workdir: Path) -> Path:
     return tokens
 
 
-def test_tokens_wrong_secret_and_ungranted_namespace(tmp_path):
+def test_tokens_wrong_secret_and_ungranted_namespace(tmp_path, record):
     node = Node(tmp_path, shared_memory=False)
     node.env["KVPORT_TOKENS_FILE"] = str(write_tokens(tmp_path))
     node.start()
@@ -284,12 +290,14 @@ def test_tokens_wrong_secret_and_ungranted_namespace(tmp_path):
             assert one(connector, future) == (future, True, "", [True])
         finally:
             connector.close()
+        record(ENGINE, "MP mode: native_plugin with a wrong token / an ungranted namespace",
+               "constructor raises PermissionDenied / ok False, PERMISSION_DENIED per key")
     finally:
         node.stop()
 
 
 @pytest.mark.parametrize("shared_memory", [True, False], ids=["shm", "tcp"])
-def test_node_gone_with_calls_in_flight(tmp_path, shared_memory):
+def test_node_gone_with_calls_in_flight(tmp_path, record, shared_memory):
     """The node stops answering (SIGSTOP) with calls in flight, then dies (SIGKILL): every call
     completes, failed with UNAVAILABLE per key, and the connector works again once a node is
     back on the same address."""
@@ -321,6 +329,9 @@ def test_node_gone_with_calls_in_flight(tmp_path, shared_memory):
         node.start()  # empty, same port and socket
         future = connector.submit_batch_set(keys[:1], [memoryview(values[0])])
         assert one(connector, future) == (future, True, "", [True])
+        record(ENGINE, "MP mode: node killed with get / set / exists / delete in flight, "
+               f"{'shm' if shared_memory else 'tcp'}",
+               "each completes, ok False, UNAVAILABLE per key; works again on a new node")
     finally:
         connector.close()
         node.stop()
