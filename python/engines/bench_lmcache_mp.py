@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""LMCache's multiprocess-mode L2 path through kvport against its `eic://` path, same chunks, one run.
+"""LMCache's multiprocess-mode L2 path through kvport against its `eic://` path, one run.
 
     build/engines/venv/bin/python python/engines/bench_lmcache_mp.py [--chunks 16] [--rounds 3]
 

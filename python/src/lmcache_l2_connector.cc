@@ -7,9 +7,10 @@
 //
 // Design:
 //   - One kvport::Client. Gets, exists and deletes are started on the submitting thread (the
-//     GIL released): their request frames are small, so submit returns at once. A set is started
-//     by its lane's thread instead, because sending its values over TCP blocks until the node has
-//     read them, and LMCache calls submit with its adapter lock held.
+//     GIL released): their request frames are small, so submit returns at once (over TCP it
+//     waits when the connection it takes is writing a set's values: a connection writes one frame
+//     at a time). A set is started by its lane's thread instead, because sending its values over
+//     TCP blocks until the node has read them, and LMCache calls submit with its adapter lock held.
 //   - One lane (one C++ thread) per kind of call finishes that kind's calls, so a large set or get
 //     in flight never holds back a lookup. A lane checks every call it holds with Ready(), which
 //     also takes a shared-memory call's next step (the copy into or out of the node's arena); when
@@ -20,10 +21,11 @@
 //     references are dropped only on a thread holding the GIL (drain_completions, close, the
 //     destructor); the lanes only move the calls around.
 //   - Per-key results: True when the key was stored / read / exists / deleted. A read counts only
-//     when the stored value is exactly as long as the caller's buffer: a value of another layout
-//     is a failure, never half a buffer. `ok` is False when the call failed as a whole or a key
-//     failed for a reason other than a miss (a set: any key not stored); `error` then says why.
-//     drain_completions(codes=True) gives each key's kvport.KeyCode instead of a bool.
+//     when the stored value is exactly as long as the caller's buffer: a value of another length
+//     (another layout stored under the key) is a failure, never a hit on half a buffer. `ok` is
+//     False when the call failed as a whole or a key failed for a reason other than a miss (a
+//     set: any key not stored); `error` then says why. drain_completions(codes=True) gives each
+//     key's kvport.KeyCode instead of a bool.
 //   - close() refuses new calls, waits for those in flight (each bounded by its timeout: a node
 //     that went away fails them as Unavailable), then closes the connections and the eventfd.
 #include "lmcache_l2_connector.h"

@@ -365,7 +365,7 @@ def test_bad_arguments_are_refused_before_anything_is_sent(node_factory):
         with pytest.raises(TypeError):
             connector.submit_batch_exists([1, 2])
         read_only = memoryview(bytes(8))
-        with pytest.raises(Exception):
+        with pytest.raises(TypeError, match="read-only"):
             connector.submit_batch_get(["a"], [read_only])  # a get needs writable memory
         assert connector.drain_completions() == []
     finally:
