@@ -190,7 +190,10 @@ class Completions {
   Completions(const Completions&) = delete;
   Completions& operator=(const Completions&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const {
+    std::lock_guard lock(fd_mu_);
+    return fd_;
+  }
 
   void Post(std::vector<std::unique_ptr<Op>>* done) {
     if (done->empty()) return;
@@ -225,8 +228,8 @@ class Completions {
   }
 
  private:
-  std::mutex fd_mu_;
-  int fd_;
+  mutable std::mutex fd_mu_;
+  int fd_;  // -1 once closed
   std::mutex mu_;
   std::vector<std::unique_ptr<Op>> done_;
 };

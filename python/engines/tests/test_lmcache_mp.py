@@ -24,6 +24,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import List, Tuple
 
@@ -296,6 +297,24 @@ def test_tokens_wrong_secret_and_ungranted_namespace(tmp_path, record):
         node.stop()
 
 
+def wait_stopped(pid: int) -> None:
+    """Until every thread of `pid` is stopped (SIGSTOP is delivered asynchronously: a thread
+    may still answer a request meanwhile); fails after WAIT_S."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                # The state follows the ")" that ends the command name.
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+        if states and all(state in ("T", "t") for state in states):
+            return
+        assert time.monotonic() < deadline, f"kvport serve (pid {pid}) never stopped: {states}"
+        os.sched_yield()
+
+
 @pytest.mark.parametrize("shared_memory", [True, False], ids=["shm", "tcp"])
 def test_node_gone_with_calls_in_flight(tmp_path, record, shared_memory):
     """The node stops answering (SIGSTOP) with calls in flight, then dies (SIGKILL): every call
@@ -310,6 +329,7 @@ def test_node_gone_with_calls_in_flight(tmp_path, record, shared_memory):
         assert one(connector, future)[1]
 
         node.process.send_signal(signal.SIGSTOP)
+        wait_stopped(node.process.pid)
         buffers = [bytearray(8192) for _ in keys]
         futures = [connector.submit_batch_get(keys, [memoryview(b) for b in buffers]),
                    connector.submit_batch_set(["late"], [memoryview(values[0])]),
