@@ -32,6 +32,7 @@
 #include "call_buffers.h"
 #include "call_gate.h"
 #include "device/doctor_report.h"
+#include "gil.h"
 #include "kvport/client.h"
 #include "kvport/config.h"
 #include "kvport/device.h"
@@ -40,50 +41,17 @@
 #include "kvport/size.h"
 #include "kvport/status.h"
 #include "kvport/transport.h"
+#include "lmcache_l2_connector.h"
 
 namespace py = pybind11;
 
 namespace kvport::python {
-namespace {
 
-// Set by an atexit hook (kvport/__init__.py) before the interpreter finalizes, on the thread that
-// finalizes it.
 std::atomic<bool> interpreter_exiting{false};
 std::atomic<std::thread::id> finalizing_thread;
-std::atomic<int> parked_threads{0};  // how many threads parked below (for tests)
+std::atomic<int> parked_threads{0};
 
-// Runs `call` with the GIL released and takes it back in normal control flow, never through
-// pybind11's gil_scoped_release (whose destructor takes the GIL back): once the interpreter
-// finalizes, a daemon thread that asks for the GIL is ended with pthread_exit, whose unwinding
-// through a noexcept destructor aborts the process. A thread whose call returns after the atexit
-// hook ran parks instead, until the process exits. The destructors below that release the GIL
-// (a client's, a node's, a lease's: each closes connections or joins threads) use it too: a
-// daemon thread that drops the last reference to one of them at exit parks there as well.
-template <typename Call>
-auto WithoutGil(Call&& call) {
-  PyThreadState* state = PyEval_SaveThread();
-  auto reacquire = [state] {
-    if (interpreter_exiting.load() && std::this_thread::get_id() != finalizing_thread.load()) {
-      parked_threads.fetch_add(1);
-      for (;;)
-        pause();
-    }
-    PyEval_RestoreThread(state);
-  };
-  try {
-    if constexpr (std::is_void_v<decltype(call())>) {
-      call();
-      reacquire();
-    } else {
-      auto result = call();
-      reacquire();
-      return result;
-    }
-  } catch (...) {
-    reacquire();
-    throw;
-  }
-}
+namespace {
 
 py::object& ErrorClass() {
   static py::object* cls = new py::object(py::reinterpret_borrow<py::object>(PyExc_RuntimeError));
@@ -98,29 +66,6 @@ template <typename T>
 T ValueOrThrow(Result<T>&& result) {
   ThrowIfError(result.status());
   return std::move(result).value();
-}
-
-// Keys are str (UTF-8; lone surrogates from surrogateescape round-trip) or bytes.
-std::vector<std::string> Keys(py::handle items) {
-  const py::sequence sequence = py::reinterpret_borrow<py::sequence>(items);
-  std::vector<std::string> keys;
-  keys.reserve(py::len(sequence));
-  for (py::handle item : sequence) {
-    if (PyUnicode_Check(item.ptr())) {
-      py::object encoded = py::reinterpret_steal<py::object>(
-          PyUnicode_AsEncodedString(item.ptr(), "utf-8", "surrogateescape"));
-      if (!encoded) throw py::error_already_set();
-      keys.emplace_back(PyBytes_AS_STRING(encoded.ptr()),
-                        static_cast<size_t>(PyBytes_GET_SIZE(encoded.ptr())));
-    } else if (PyBytes_Check(item.ptr())) {
-      keys.emplace_back(PyBytes_AS_STRING(item.ptr()),
-                        static_cast<size_t>(PyBytes_GET_SIZE(item.ptr())));
-    } else {
-      throw py::type_error(std::string("keys must be str or bytes, not ") +
-                           Py_TYPE(item.ptr())->tp_name);
-    }
-  }
-  return keys;
 }
 
 py::str KeyText(const std::string& key) {
@@ -634,6 +579,7 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("_parked_threads", [] { return parked_threads.load(); });
   m.def("device_of", &DeviceOf, py::arg("buffer"));
+  RegisterLmcacheL2Connector(m);
 
   py::class_<PyClient>(m, "Client")
       .def(py::init<>())
