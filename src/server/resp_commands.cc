@@ -1192,6 +1192,27 @@ bool ArgIs(std::string_view arg, std::string_view upper_name) {
   return true;
 }
 
+std::vector<std::string> KeysItReads(CacheService& service, const RespClient& client, Args args) {
+  std::vector<std::string> keys;
+  if (args.empty()) return keys;
+  const Command* command = FindIn(kCommands, args[0]);
+  if (command == nullptr || !ArityAdmits(command->arity, args.size())) return keys;
+  // Writes of whole values, deletes and probes read no value.
+  for (std::string_view blind : {"SET", "SETEX", "PSETEX", "MSET", "DEL", "UNLINK", "EXISTS"}) {
+    if (command->name == blind) return keys;
+  }
+  std::optional<std::vector<size_t>> positions = KeyPositions(*command, args.size());
+  if (!positions) return keys;
+  const bool folds = client.folds_pairs || service.FoldsRespPairs(client.ns);
+  for (size_t i : *positions) {
+    keys.emplace_back(args[i]);
+    if (std::string pair = folds ? PairDataKeyOf(args[i]) : std::string(); !pair.empty()) {
+      keys.push_back(std::move(pair));
+    }
+  }
+  return keys;
+}
+
 bool RunRespCommand(CacheService& service, RespClient& client, Args args, RespOutput& out,
                     RespValueCapture* captured) {
   RespWriter w(&out.text(), client.version);

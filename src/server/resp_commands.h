@@ -64,6 +64,13 @@ bool RunRespCommand(CacheService& service, RespClient& client,
                     std::span<const std::string_view> args, RespOutput& out,
                     RespValueCapture* captured = nullptr);
 
+// The keys the command `args` reads values of or changes in place (not those a plain write, a
+// delete or a probe names), with, for a `<P>metadata` where pairs fold, its pair's data key:
+// what a connection has brought from the disk tier, off its I/O thread, before the command
+// runs. Empty for an unknown command or one that names no such key.
+std::vector<std::string> KeysItReads(CacheService& service, const RespClient& client,
+                                     std::span<const std::string_view> args);
+
 // Replies with a refusal: NOPERM for a denied access, OOM for no space, else ERR with the
 // status's name.
 void ReplyStatus(protocol::RespWriter& w, const Status& status);

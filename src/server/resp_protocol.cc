@@ -168,7 +168,7 @@ bool RespProtocol::HeldBack() {
 bool RespProtocol::ServeBuffered() {
   protocol::RespLimits limits = Limits();
   for (int n = 0; n < kMaxCommandsPerEvent; ++n) {
-    if (!conn_.open() || client_.quit) return false;
+    if (!conn_.open() || client_.quit || waiting_for_disk_) return false;
     if (capture_ != nullptr) {
       // A captured value's command: its value first, then its last arguments.
       if (!capture_->complete()) {
@@ -207,6 +207,10 @@ bool RespProtocol::ServeBuffered() {
       case protocol::RespParse::kComplete:
         progress_.Clear();
         break;
+    }
+    if (WaitForDisk()) {
+      reply_.Commit();  // what was gathered goes out meanwhile
+      return false;
     }
     // A command pipelined behind an AUTH may be a large SET.
     if (RunCommand(nullptr)) limits = Limits();
@@ -351,8 +355,35 @@ bool RespProtocol::WantsToRead() const {
 }
 
 bool RespProtocol::HasServableInput() const {
-  return (capture_ == nullptr || capture_->complete()) && !client_.quit && buffered() > 0 &&
-         buffered() >= needed_;
+  return (capture_ == nullptr || capture_->complete()) && !client_.quit && !waiting_for_disk_ &&
+         buffered() > 0 && buffered() >= needed_;
+}
+
+bool RespProtocol::WaitForDisk() {
+  if (disk_ready_) {
+    disk_ready_ = false;  // its keys were promoted: it runs now
+    return false;
+  }
+  if (!service_.has_disk() || !authenticated()) return false;
+  std::vector<std::string> keys = KeysItReads(service_, client_, args_);
+  if (keys.empty()) return false;
+  const std::vector<std::string_view> names(keys.begin(), keys.end());
+  if (!service_.NeedsDisk(client_.access.grant(), client_.ns, false, names)) return false;
+  waiting_for_disk_ = true;
+  const uint64_t wait = ++disk_waits_;
+  service_.PromoteInBackground(client_.access.shared_grant(), client_.ns, false, std::move(keys),
+                               [mailbox = conn_.mailbox(), this, wait] {
+                                 mailbox->Post([this, wait] { DiskReady(wait); });
+                               });
+  return true;
+}
+
+void RespProtocol::DiskReady(uint64_t wait) {
+  if (!waiting_for_disk_ || wait != disk_waits_ || !conn_.open()) return;
+  waiting_for_disk_ = false;
+  disk_ready_ = true;
+  args_.clear();
+  conn_.ScheduleRead();  // the command is parsed again and run, then the ones behind it
 }
 
 ProtocolHandler::Throttle RespProtocol::Throttled() const {
@@ -381,6 +412,7 @@ std::string RespProtocol::PartingError(const Status& status) const {
 }
 
 void RespProtocol::FailRequest(const Status& status) {
+  waiting_for_disk_ = false;
   Fail("ERR timeout: " + status.message());
 }
 

@@ -48,7 +48,9 @@ class RespProtocol final : public ProtocolHandler {
   bool WantsToRead() const override;
   bool HasServableInput() const override;
   Throttle Throttled() const override;
-  bool RequestUnderWay() const override { return incomplete_ && CommandUnderWay(); }
+  bool RequestUnderWay() const override {
+    return (incomplete_ || waiting_for_disk_) && CommandUnderWay();
+  }
   std::string RequestName() const override { return "the command"; }
   void FailRequest(const Status& status) override;
   std::string PartingError(const Status& status) const override;
@@ -58,6 +60,10 @@ class RespProtocol final : public ProtocolHandler {
   void Closed() override;
 
  private:
+  // Whether the parsed command (args_) must wait for its keys to come from disk: they are
+  // promoted off the I/O thread, and DiskReady runs it.
+  bool WaitForDisk();
+  void DiskReady(uint64_t wait);
   // Runs the complete commands buffered (at most a bounded number: see the .cc); false when it
   // stopped with complete commands left (throttled or out of budget).
   bool ServeBuffered();
@@ -98,8 +104,13 @@ class RespProtocol final : public ProtocolHandler {
   StreamConnection& conn_;
   CacheService& service_;
   net::EventLoop* const loop_;
-  bool peer_closed_ = false;     // EOF read: run what is buffered, write the replies, end
-  bool incomplete_ = false;      // the buffer ends with part of a command
+  bool peer_closed_ = false;  // EOF read: run what is buffered, write the replies, end
+  bool incomplete_ = false;   // the buffer ends with part of a command
+  // The command at the buffer's head names keys only the disk tier holds: they are being
+  // promoted on its reader threads (WaitForDisk), and it runs when DiskReady says so.
+  bool waiting_for_disk_ = false;
+  bool disk_ready_ = false;      // the head command's keys were promoted: it runs without waiting
+  uint64_t disk_waits_ = 0;      // numbers the waits: a late DiskReady of an ended one is ignored
   size_t needed_ = 1;            // buffer size at which parsing can progress
   bool socket_drained_ = false;  // the last read came back short (the socket is empty)
   net::TimerId shrink_timer_ = 0;

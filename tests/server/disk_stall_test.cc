@@ -11,12 +11,14 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kvport/client.h"
 #include "kvport/server.h"
+#include "resp_test_client.h"
 #include "server_fixture.h"
 #include "store/write_behind_disk.h"
 #include "support/stalling_folder.h"
@@ -61,6 +63,7 @@ class DiskStallNodeTest : public ::testing::Test {
     options.disk_dir = dir_;
     options.disk_capacity = 64 << 20;
     options.namespace_on_disk = {{"mem", false}};
+    options.resp_listen = "127.0.0.1:0";
     server_ = StartNode(options);
     ASSERT_NE(server_, nullptr);
     for (auto* client : {&stalled_, &other_}) {
@@ -168,6 +171,28 @@ TEST_F(DiskStallNodeTest, AStalledDiskReadHoldsOnlyTheGetThatNeedsIt) {
   reads_.Open();
   caller.join();
   EXPECT_EQ(read, Value(5));
+}
+
+TEST_F(DiskStallNodeTest, AStalledDiskReadHoldsOnlyTheRedisGetThatNeedsIt) {
+  ASSERT_TRUE(Put(*other_, "ns", "R", Value(8)).ok());
+  FillMemory("filler");
+  Drain();
+  RespTestClient stalled(server_->resp_port());
+  RespTestClient other(server_->resp_port());
+  for (RespTestClient* redis : {&stalled, &other}) {
+    ASSERT_TRUE(redis->connected());
+    ASSERT_EQ(redis->Call({"CLIENT", "NAMESPACE", "ns"}), "+OK");
+  }
+  reads_.Close();
+  ASSERT_TRUE(stalled.Send({"GET", "R"}));  // only the disk holds it
+  ASSERT_TRUE(reads_.WaitForACall());
+  EXPECT_EQ(other.Call({"SET", "S", "small"}), "+OK");
+  EXPECT_EQ(other.Call({"EXISTS", "S", "R"}), ":2");
+  reads_.Open();
+  const std::optional<std::string> read = stalled.ReadBulk();
+  ASSERT_TRUE(read.has_value());
+  const std::vector<char> expected = Value(8);
+  EXPECT_TRUE(*read == std::string(expected.begin(), expected.end()));
 }
 
 }  // namespace
