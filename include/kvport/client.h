@@ -75,6 +75,9 @@ KVPORT_API std::string_view BatchCodeName(BatchCode code);
 // "SUCCESS", "KEY_NOT_EXIST", "NO_SPACE", "TOO_LARGE", "BUFFER_TOO_SMALL", "INVALID_ARGUMENT",
 // "UNAVAILABLE", "TIMEOUT", "DEVICE_ERROR", "FAILED", "PERMISSION_DENIED".
 KVPORT_API std::string_view KeyCodeName(KeyCode code);
+// The code of every key of a call that failed as a whole with `status` (a lost connection:
+// kUnavailable; a deadline: kTimeout; ...): what BatchResult::codes holds for such keys.
+KVPORT_API KeyCode KeyCodeFromCallFailure(const Status& status);
 
 // The overall code for a list of per-key codes (see BatchCode).
 KVPORT_API BatchCode OverallCode(std::span<const KeyCode> codes);

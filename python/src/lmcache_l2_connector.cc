@@ -53,7 +53,6 @@
 
 #include "call_buffers.h"
 #include "call_gate.h"
-#include "client/batch_call.h"
 #include "gil.h"
 #include "kvport/client.h"
 #include "kvport/status.h"
@@ -144,7 +143,7 @@ struct Op {
   void FailAll(const Status& status) {
     ok = false;
     error = status.ToString();
-    codes.assign(keys.size(), client::KeyCodeFromCallFailure(status));
+    codes.assign(keys.size(), KeyCodeFromCallFailure(status));
   }
 
   void Settle(const BatchResult& result, const std::vector<uint64_t>* value_sizes) {

@@ -5,7 +5,31 @@
 
 #include "common/xxh3.h"
 
-namespace kvport::client {
+namespace kvport {
+
+KeyCode KeyCodeFromCallFailure(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return KeyCode::kSuccess;
+    case StatusCode::kUnavailable:
+    case StatusCode::kAborted:
+      return KeyCode::kUnavailable;
+    case StatusCode::kTimeout:
+      return KeyCode::kTimeout;
+    case StatusCode::kInvalidArgument:
+      return KeyCode::kInvalidArgument;
+    case StatusCode::kTooLarge:
+      return KeyCode::kTooLarge;
+    case StatusCode::kDeviceError:
+      return KeyCode::kDeviceError;
+    case StatusCode::kPermissionDenied:
+      return KeyCode::kPermissionDenied;
+    default:
+      return KeyCode::kFailed;
+  }
+}
+
+namespace client {
 
 KeyCode KeyCodeFromWire(StatusCode code, bool mget) {
   switch (code) {
@@ -23,28 +47,6 @@ KeyCode KeyCodeFromWire(StatusCode code, bool mget) {
       return KeyCode::kUnavailable;
     case StatusCode::kTimeout:
       return KeyCode::kTimeout;
-    case StatusCode::kDeviceError:
-      return KeyCode::kDeviceError;
-    case StatusCode::kPermissionDenied:
-      return KeyCode::kPermissionDenied;
-    default:
-      return KeyCode::kFailed;
-  }
-}
-
-KeyCode KeyCodeFromCallFailure(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kOk:
-      return KeyCode::kSuccess;
-    case StatusCode::kUnavailable:
-    case StatusCode::kAborted:
-      return KeyCode::kUnavailable;
-    case StatusCode::kTimeout:
-      return KeyCode::kTimeout;
-    case StatusCode::kInvalidArgument:
-      return KeyCode::kInvalidArgument;
-    case StatusCode::kTooLarge:
-      return KeyCode::kTooLarge;
     case StatusCode::kDeviceError:
       return KeyCode::kDeviceError;
     case StatusCode::kPermissionDenied:
@@ -269,4 +271,5 @@ uint64_t MgetHandler::ReceivedChecksum(size_t i) const {
   return iov == SIZE_MAX ? Xxh3(nullptr, 0) : XXH3_64bits_digest(&hashes_->states[iov]);
 }
 
-}  // namespace kvport::client
+}  // namespace client
+}  // namespace kvport

@@ -27,8 +27,6 @@ namespace kvport::client {
 // The per-key code for a node's per-key status. `mget` maps kTooLarge to kBufferTooSmall (an
 // MGET answers kTooLarge when the value exceeds the caller's buffer).
 KeyCode KeyCodeFromWire(StatusCode code, bool mget);
-// The per-key code for keys whose frame failed as a whole with `status`.
-KeyCode KeyCodeFromCallFailure(const Status& status);
 
 class KeyOutcomes {
  public:

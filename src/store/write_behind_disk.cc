@@ -214,6 +214,11 @@ bool WriteBehindDisk::Fenced(const std::string& id, uint64_t sequence) const {
   return fence != fences_.end() && sequence < fence->second;
 }
 
+bool WriteBehindDisk::AnyFence() const {
+  std::lock_guard lock(mu_);
+  return !fences_.empty();
+}
+
 bool WriteBehindDisk::FencedOnDisk(std::string_view ns, std::string_view key, uint64_t now) {
   const std::string id = ObjectId(ns, key);
   {
@@ -553,8 +558,10 @@ Status WriteBehindDisk::ReadValue(std::string_view ns, std::string_view key, uin
 
 std::vector<std::string> WriteBehindDisk::KeysOf(std::string_view ns) {
   std::vector<std::string> keys = tier_->KeysOf(ns);
-  const uint64_t now = UnixMs();
-  std::erase_if(keys, [&](const std::string& key) { return FencedOnDisk(ns, key, now); });
+  if (AnyFence()) {
+    const uint64_t now = UnixMs();
+    std::erase_if(keys, [&](const std::string& key) { return FencedOnDisk(ns, key, now); });
+  }
   {
     std::lock_guard lock(mu_);
     for (const Pending& item : queue_) {
@@ -581,7 +588,9 @@ std::vector<std::string> WriteBehindDisk::KeysAfter(std::string_view ns, std::st
 std::vector<std::string> WriteBehindDisk::NamespacesOf(std::string_view key) {
   const uint64_t now = UnixMs();
   std::vector<std::string> namespaces = tier_->NamespacesOf(key, now);
-  std::erase_if(namespaces, [&](const std::string& ns) { return FencedOnDisk(ns, key, now); });
+  if (AnyFence()) {
+    std::erase_if(namespaces, [&](const std::string& ns) { return FencedOnDisk(ns, key, now); });
+  }
   {
     // The queue is at most max_pending_bytes of objects: a scan, on an any-namespace miss only.
     std::lock_guard lock(mu_);

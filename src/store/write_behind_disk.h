@@ -279,6 +279,8 @@ class WriteBehindDisk final : public EvictionSink {
   // Whether a disk record of (ns, key) found by the tier (without its number) is ended by a
   // fence: looked up again with its number only when the key has one. mu_ not held.
   bool FencedOnDisk(std::string_view ns, std::string_view key, uint64_t now);
+  // Whether any key has a fence now (a pass over many keys checks each only then).
+  bool AnyFence() const;
   uint64_t pending_bytes_ = 0;
   bool stopping_ = false;
   WriteBehindDiskStats stats_;

@@ -127,9 +127,9 @@ TEST(KeyCodeTest, OverallCodeAndWireMapping) {
   EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kTooLarge, true), K::kBufferTooSmall);
   EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kInvalidArgument, false), K::kInvalidArgument);
   EXPECT_EQ(client::KeyCodeFromWire(StatusCode::kInternal, false), K::kFailed);
-  EXPECT_EQ(client::KeyCodeFromCallFailure(Status::Unavailable("x")), K::kUnavailable);
-  EXPECT_EQ(client::KeyCodeFromCallFailure(Status::Timeout("x")), K::kTimeout);
-  EXPECT_EQ(client::KeyCodeFromCallFailure(Status::Corruption("x")), K::kFailed);
+  EXPECT_EQ(KeyCodeFromCallFailure(Status::Unavailable("x")), K::kUnavailable);
+  EXPECT_EQ(KeyCodeFromCallFailure(Status::Timeout("x")), K::kTimeout);
+  EXPECT_EQ(KeyCodeFromCallFailure(Status::Corruption("x")), K::kFailed);
 }
 
 TEST(MemoryRegistryTest, LooksUpRangesAndRefusesOverlaps) {

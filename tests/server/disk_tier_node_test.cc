@@ -361,6 +361,7 @@ TEST_F(DiskTierNodeTest, CompactionFreesAMostlyDeadSegmentAndKeepsItsLiveObjects
   Start();                      // 64 MiB of disk: segments of 16 MiB
   for (int i = 0; i < 48; ++i)  // k0..k15 fill the first segment (evicted first)
     Put("k" + std::to_string(i), Value(i, 1 << 20));
+  DiskWritesWhenIdle();  // k0..k15 on disk, not in the writer's queue (where a delete drops them)
   Result<BatchResult> deleted = client_->MDel(
       {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11"}, DelOptions{"ns"});
   ASSERT_TRUE(deleted.ok());
