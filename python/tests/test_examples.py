@@ -31,6 +31,7 @@ ENGINE_KEYS = {
     "examples/lmcache/lmcache-ascend.yaml": {"enable_async_loading": "LMCache",
                                              "lookup_timeout_ms": "LMCache",
                                              "pre_caching_hash_algorithm": "LMCache"},
+    "examples/lmcache/lmcache-cpu.yaml": {"pre_caching_hash_algorithm": "LMCache"},
     "examples/lmcache/lmcache-cuda.yaml": {"pre_caching_hash_algorithm": "LMCache"},
     "examples/sglang/remote-eic.yaml": {"eic_namespace": "SGLang", "enable_kvset_direct": "SGLang",
                                         "enable_kvget_direct": "SGLang"},
