@@ -2,9 +2,10 @@
 """One vLLM engine process of the inference lane: `python engine.py JOB.json`.
 
 JOB: {"model": DIR, "dtype": "float32"|"bfloat16", "lmcache": YAML or null, "steps":
-[[prompt, ...], ...], "out": PATH}. Each prompt is a list of token ids; each step is one
-generate() call (greedy, `max_tokens` new tokens), so a later step sees what the earlier ones
-stored. Writes to `out`: per step the new tokens and vLLM's cached-token count of each prompt, and
+[[prompt, ...], ...], "out": PATH}, optionally "max_tokens" (8), "max_model_len" (4096) and
+"prefix_caching" (true: vLLM's own). Each prompt is a list of token ids; each step is one
+generate() call (greedy), so a later step sees what the earlier ones stored. Writes to `out`:
+per step the new tokens, vLLM's cached-token count of each prompt and the step's seconds, and
 the tokens LMCache reported looked up, hit, retrieved and stored over the whole run (summed from
 LMCache's own stats calls, which its stats thread otherwise clears).
 
@@ -84,17 +85,19 @@ def main() -> None:
 
     llm = LLM(model=job["model"], skip_tokenizer_init=True, dtype=job["dtype"],
               max_model_len=job.get("max_model_len", 4096), enforce_eager=True, seed=0,
-              **extra)
+              enable_prefix_caching=job.get("prefix_caching", True), **extra)
     if extra:
         count_lmcache_reports(totals)
     sampling = SamplingParams(temperature=0, max_tokens=job.get("max_tokens", 8),
                               detokenize=False)
     steps = []
     for prompts in job["steps"]:
+        start = time.perf_counter()
         outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sampling,
                                use_tqdm=False)
         steps.append({"tokens": [list(o.outputs[0].token_ids) for o in outputs],
-                      "cached": [o.num_cached_tokens for o in outputs]})
+                      "cached": [o.num_cached_tokens for o in outputs],
+                      "seconds": time.perf_counter() - start})
     with open(job["out"], "w") as f:
         json.dump({"steps": steps, "lmcache": totals}, f)
     if extra:

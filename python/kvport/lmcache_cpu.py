@@ -12,9 +12,11 @@ calls install() in each process that builds LMCache's connector.
 Where vLLM's CPU backend keeps a token's keys and values inside a block depends on the kernel
 it picked for the machine and dtype (its "isa": with "vec" the keys are transposed, with "amx"
 keys and values are packed in pairs for the AMX tiles), and vLLM has no kernel that reads them
-back. So the layout is learnt from vLLM's own writer, once per block size: _block_layout() has
-cpu_attn_reshape_and_cache write every element's index into a scratch block and inverts what it
-wrote. A layer of vLLM's cache is one contiguous tensor [blocks, kv_heads, block_size,
+back. So a load (LMCache -> vLLM) goes through the kernel the backend writes new tokens with,
+cpu_attn_reshape_and_cache, and a store (vLLM -> LMCache) reads through the layout learnt from
+that kernel once per block size:
+_block_layout() has the writer write every element's index into a scratch block and inverts
+what it wrote. A layer of vLLM's cache is one contiguous tensor [blocks, kv_heads, block_size,
 2 * head_size] (the keys and values of each block side by side); slot s is token s % block_size
 of block s // block_size. LMCache's memory object (KV_2LTD) is [2, layers, tokens, kv_heads *
 head_size], the format of its GPU copies, so a chunk a CPU engine stores is the bytes a GPU
@@ -108,11 +110,10 @@ class VLLMCPUPagedCopy(GPUConnectorInterface):
                     f"{layer.dtype} {list(layer.shape)} with strides {layer.stride()}")
         return layers
 
-    def _offsets(self, layers: List[torch.Tensor], kwargs: dict, start: int,
-                 end: int) -> torch.Tensor:
-        """[2, end - start, kv_heads, head_size]: where each key and value element of tokens
-        [start, end) is in a flat layer. A slot outside the cache (vLLM marks the tokens it did
-        not schedule with -1) is refused, never wrapped around."""
+    def _slots(self, layers: List[torch.Tensor], kwargs: dict, start: int,
+               end: int) -> torch.Tensor:
+        """The slots of tokens [start, end). A slot outside the cache (vLLM marks the tokens it
+        did not schedule with -1) is refused, never wrapped around."""
         if "slot_mapping" not in kwargs:
             raise ValueError("'slot_mapping' should be provided in kwargs")
         slots = kwargs["slot_mapping"][start:end].to(device="cpu", dtype=torch.int64)
@@ -122,6 +123,12 @@ class VLLMCPUPagedCopy(GPUConnectorInterface):
         if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= blocks * block_size):
             raise ValueError(f"slot_mapping[{start}:{end}] leaves the cache's "
                              f"{blocks * block_size} slots")
+        return slots
+
+    def _offsets(self, layers: List[torch.Tensor], slots: torch.Tensor) -> torch.Tensor:
+        """[2, tokens, kv_heads, head_size]: where each key and value element of the tokens at
+        `slots` is in a flat layer."""
+        block_size = layers[0].shape[2]
         if block_size not in self.layouts:
             self.layouts[block_size] = _block_layout(self.dtype, self.kv_heads, self.head_size,
                                                      block_size)
@@ -143,20 +150,31 @@ class VLLMCPUPagedCopy(GPUConnectorInterface):
         """vLLM's cache -> the memory object, tokens [start, end) of the request."""
         out = self._checked(memory_obj, start, end)
         layers = self._layers(kwargs)
-        offsets = self._offsets(layers, kwargs, start, end)
+        offsets = self._offsets(layers, self._slots(layers, kwargs, start, end))
         for number, layer in enumerate(layers):
             out[:, number] = layer.view(-1)[offsets]
 
     def to_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs: Any) -> None:
-        """The memory object -> vLLM's cache. The first tokens vLLM already holds in its own
-        prefix cache (vllm_cached_tokens) are left alone: their blocks may be shared with
-        requests that are running."""
+        """The memory object -> vLLM's cache, written by vLLM's own kernel (the one its attention
+        backend writes new tokens with: vectorized, and its layout by definition). The first
+        tokens vLLM already holds in its own prefix cache (vllm_cached_tokens) are left alone:
+        their blocks may be shared with requests that are running."""
+        from vllm import _custom_ops as ops
+        from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
         data = self._checked(memory_obj, start, end)
         layers = self._layers(kwargs)
         skip = min(end - start, max(0, kwargs.get("vllm_cached_tokens", 0) - start))
-        offsets = self._offsets(layers, kwargs, start + skip, end)
+        if skip == end - start:
+            return
+        slots = self._slots(layers, kwargs, start + skip, end)
+        blocks, _, block_size, _ = layers[0].shape
+        isa = _get_attn_isa(self.dtype, block_size, self.head_size)
         for number, layer in enumerate(layers):
-            layer.view(-1)[offsets] = data[:, number, skip:]
+            keys, values = layer.view(blocks, self.kv_heads, 2 * block_size,
+                                      self.head_size).chunk(2, dim=2)
+            ops.cpu_attn_reshape_and_cache(data[0, number, skip:], data[1, number, skip:], keys,
+                                           values, slots, isa)
 
     def batched_from_gpu(self, memory_objs, starts, ends, **kwargs: Any) -> None:
         for memory_obj, start, end in zip(memory_objs, starts, ends, strict=True):

@@ -181,15 +181,16 @@ class EngineFailed(AssertionError):
 
 
 def run_engine(workdir: Path, name: str, model: str, dtype: str, steps: list,
-               lmcache: Optional[str] = None, token: str = "", namespace: str = "") -> dict:
+               lmcache: Optional[str] = None, token: str = "", namespace: str = "",
+               **options) -> dict:
     """Runs python/inference/engine.py as a fresh process; its result (engine.py's `out`).
     token: KVPORT_TOKEN. namespace: KVPORT_EIC_NS, what an engine without a token that names its
     namespace needs (docs/python.md, "Namespaces"): LMCache's existence checks name none, and
     before its first put or get such a client matches them in any namespace, so a second
     tenant's engine would find the first one's chunks, fail to read them in its own namespace
-    and fail its requests."""
+    and fail its requests. options: more of engine.py's job keys."""
     job = {"model": model, "dtype": dtype, "lmcache": lmcache, "steps": steps,
-           "out": str(workdir / f"{name}.json"), "max_model_len": 2048}
+           "out": str(workdir / f"{name}.json"), "max_model_len": 2048, **options}
     (workdir / f"{name}.job.json").write_text(json.dumps(job))
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("KVPORT_") and k != "LMCACHE_CONFIG_FILE"}
