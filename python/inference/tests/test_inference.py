@@ -9,8 +9,8 @@ Each engine is a process of its own (python/inference/engine.py). Two groups sha
   KVPORT_EIC_NS: A stores prompts over TCP; T, a tenant of another namespace, answers their
   extensions (prompt + more tokens) on the same node and must reuse none of A's chunks, so
   its answers are full recomputes; B, fresh, answers the prompts and the extensions over shared
-  memory from A's chunks, and must answer as A did for the prompts and as the full recompute (T) did for the extensions (float32 makes a loaded
-  prefix and a recomputed one agree).
+  memory from A's chunks, and must answer as A did for the prompts and as the full recompute
+  (T) did for the extensions (float32 makes a loaded prefix and a recomputed one agree).
 - bfloat16 (the "amx" kernels on an AMX host: keys and values packed for the tiles), a node
   that requires tokens, the tenant's token granting and naming its namespace only (so the node
   declines it shared memory: TCP), with a disk tier: A2 stores the prompts, then answers an
