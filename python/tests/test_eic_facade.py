@@ -307,6 +307,25 @@ def test_an_unassigned_ns_means_the_namespace_the_client_named(node, ec, caplog)
     assert ec.mexist(keys_of(mine), exist_option("mine"))[1].status_codes[0] == S.KEY_NOT_EXIST
 
 
+@pytest.mark.parametrize("hash_line,warned", [("", True),
+                                               ("pre_caching_hash_algorithm: builtin\n", True),
+                                               ("pre_caching_hash_algorithm: sha256_cbor\n", False)])
+def test_init_warns_about_an_lmcache_config_keying_chunks_per_process(node, tmp_path, monkeypatch,
+                                                                    caplog, hash_line, warned):
+    """An engine whose LMCache config points at the node but keys chunks with Python's
+    per-process hash would never reuse another engine's chunks: init says so, once."""
+    config = tmp_path / "lmcache.yaml"
+    config.write_text(f"chunk_size: 256\nremote_url: eic://{node.address}\n{hash_line}")
+    monkeypatch.setenv("LMCACHE_CONFIG_FILE", str(config))
+    with caplog.at_level(logging.WARNING, logger="eic"):
+        connect(node.address)
+    found = [r.getMessage() for r in caplog.records
+             if "pre_caching_hash_algorithm" in r.getMessage()]
+    assert len(found) == (1 if warned else 0), found
+    if warned:
+        assert str(config) in found[0] and "sha256_cbor" in found[0]
+
+
 def test_the_first_namespace_named_stays(node, ec, caplog):
     """Naming a second namespace changes nothing (logged once): what a client's unassigned
     calls reach never moves or widens. An explicit "" names the default namespace; a call

@@ -7,8 +7,8 @@ skip, saying so, when neither exists. The repository is $KVPORT_SOURCE_DIR, else
 ancestor of this file that holds examples/ and CMakeLists.txt (so a copy of this file in the
 build tree still finds the sources).
 
-No warning is allowed but the host-dependent ones (a misspelt key, a conflict, ... fail the
-test). Keys the engine reading the example uses and kvport does not (LMCache core's, SGLang's
+No warning is allowed but the host-dependent ones (a misspelt key, a conflict, an LMCache file
+pointing at a node whose chunks are keyed by a per-process hash, ... fail the test). Keys the engine reading the example uses and kvport does not (LMCache core's, SGLang's
 EICStorage's) are reported as "engine key:" lines naming the engine, never as unknown keys
 (ENGINE_KEYS: each example's, all of which must be reported so).
 """
@@ -27,8 +27,12 @@ import pytest
 # as unknown keys: LMCache core options, and SGLang EICStorage's own keys (docs: §1c of the
 # EIC notes; examples/sglang/remote-eic.yaml).
 ENGINE_KEYS = {
+    "examples/eic/kvport.yaml": {"pre_caching_hash_algorithm": "LMCache"},
     "examples/lmcache/lmcache-ascend.yaml": {"enable_async_loading": "LMCache",
-                                             "lookup_timeout_ms": "LMCache"},
+                                             "lookup_timeout_ms": "LMCache",
+                                             "pre_caching_hash_algorithm": "LMCache"},
+    "examples/lmcache/lmcache-cpu.yaml": {"pre_caching_hash_algorithm": "LMCache"},
+    "examples/lmcache/lmcache-cuda.yaml": {"pre_caching_hash_algorithm": "LMCache"},
     "examples/sglang/remote-eic.yaml": {"eic_namespace": "SGLang", "enable_kvset_direct": "SGLang",
                                         "enable_kvget_direct": "SGLang"},
 }

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "common/small_file.h"
+#include "config/chunk_hash_check.h"
 #include "config/config_keys.h"
 #include "config/engine_keys.h"
 #include "config/value_parse.h"
@@ -138,6 +139,8 @@ struct FileValues {
   std::map<std::string, RawValue> keys;   // known top-level keys with a value
   std::map<std::string, RawValue> extra;  // extra_config entries
   bool has_extra = false;
+  bool has_lmcache_key = false;        // a key only LMCache reads: the file configures LMCache
+  std::optional<RawValue> chunk_hash;  // pre_caching_hash_algorithm (LMCache's), if set
 };
 
 // Reads a map of extra_config entries (from the file or LMCACHE_EXTRA_CONFIG).
@@ -163,6 +166,13 @@ void ReadExtraConfig(const YAML::Node& map, const RawValue& base, bool in_file,
     }
     (*out)[item.first.Scalar()] = std::move(v);
   }
+}
+
+// Keys of LMCache's core that kvport reads too, and that SGLang's and AIBrix's EIC files do not
+// have: a file with one of them configures LMCache (as does one with a key only LMCache reads).
+bool IsLMCacheCoreKey(std::string_view key) {
+  return key == "chunk_size" || key == "local_cpu" || key == "max_local_cpu_size" ||
+         key == "remote_serde" || key == "save_unfull_chunk";
 }
 
 Status ReadFile(const std::string& path, FileValues* values, std::vector<std::string>* errors,
@@ -192,10 +202,15 @@ Status ReadFile(const std::string& path, FileValues* values, std::vector<std::st
       continue;
     }
     const KeySpec* spec = FindKey(key);
+    if (IsLMCacheCoreKey(key)) values->has_lmcache_key = true;
     if (spec == nullptr) {
       if (const char* engines = config_internal::EnginesReading(key); engines != nullptr) {
         engine_keys->push_back(
             fmt::format("{}: {} is read by {}, not by kvport", where, key, engines));
+        if (std::string_view(engines) == "LMCache") values->has_lmcache_key = true;
+        if (key == "pre_caching_hash_algorithm" && item.second.IsScalar())
+          values->chunk_hash =
+              MakeRaw(item.second.Scalar(), ConfigSource::kFile, "file:" + path, where);
       } else {
         warnings->push_back(UnknownKeyWarning(where, key));
       }
@@ -411,6 +426,16 @@ Result<Config> LoadConfig(const ConfigSources& sources) {
   if (errors.empty()) {
     for (std::string& e : config_internal::CheckCrossKeyRules(config))
       errors.push_back(e);
+  }
+  if (errors.empty() && file.has_lmcache_key) {
+    std::optional<config_internal::ChunkHashSetting> chunk_hash;
+    if (auto value = env.Get("LMCACHE_PRE_CACHING_HASH_ALGORITHM")) {
+      chunk_hash = {*value, "environment variable LMCACHE_PRE_CACHING_HASH_ALGORITHM"};
+    } else if (file.chunk_hash) {
+      chunk_hash = {file.chunk_hash->text, file.chunk_hash->where};
+    }
+    if (auto w = config_internal::PerProcessChunkHashWarning(config.remote_url, chunk_hash))
+      warnings.push_back(std::move(*w));
   }
   if (!errors.empty()) {
     std::string message = errors[0];

@@ -135,6 +135,7 @@ TEST_F(ConfigTest, FileValuesAreTypedAndRememberTheirSource) {
       "max_local_disk_size: 10\n"
       "local_disk: /mnt/cache\n"
       "remote_url: eic://10.0.0.1:7470\n"
+      "pre_caching_hash_algorithm: sha256_cbor\n"
       "save_unfull_chunk: true\n"
       "eic_trans_type: 2\n"
       "eic_kv_ttl: 3600\n"
@@ -786,6 +787,56 @@ TEST_F(ConfigTest, UnknownKeysWarnAndAreDropped) {
   EXPECT_TRUE(r->engine_keys.empty());
   EXPECT_EQ(r->max_local_cpu_size_bytes, 5 * kGiB);
   EXPECT_EQ(r->chunk_size, 128u);
+}
+
+// An LMCache file pointing at a node whose chunks it keys with Python's per-process hash (its
+// default, or "builtin" written out) is warned about; a process-stable hash, no node, or a file
+// that is not LMCache's (SGLang's shares remote_url) is not.
+TEST_F(ConfigTest, PerProcessChunkHashOfASharedNodeWarns) {
+  const std::string node = "remote_url: eic://127.0.0.1:7470\n";
+  auto hash_warnings = [](const Result<Config>& r) {
+    std::vector<std::string> found;
+    for (const std::string& w : r->warnings)
+      if (w.find("pre_caching_hash_algorithm") != std::string::npos) found.push_back(w);
+    return found;
+  };
+  Result<Config> r = Load("chunk_size: 256\n" + node);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(hash_warnings(r).size(), 1u);
+  EXPECT_THAT(hash_warnings(r)[0],
+              HasSubstr("pre_caching_hash_algorithm is not set (LMCache's default: \"builtin\")"));
+  EXPECT_THAT(hash_warnings(r)[0], HasSubstr("set pre_caching_hash_algorithm: sha256_cbor"));
+  EXPECT_THAT(DescribeConfig(*r), HasSubstr("\nwarning: pre_caching_hash_algorithm is not set"));
+
+  r = Load(node + "local_cpu: true\npre_caching_hash_algorithm: builtin\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(hash_warnings(r).size(), 1u);
+  EXPECT_THAT(hash_warnings(r)[0],
+              HasSubstr("kvport.yaml:3: pre_caching_hash_algorithm is \"builtin\""));
+
+  for (const char* stable : {"sha256_cbor", "sha256"}) {
+    r = Load("chunk_size: 256\n" + node + "pre_caching_hash_algorithm: " + stable + "\n");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(hash_warnings(r).empty()) << stable;
+  }
+  // The environment wins over the file, as in LMCache.
+  r = Load("chunk_size: 256\n" + node + "pre_caching_hash_algorithm: sha256_cbor\n",
+           {{"LMCACHE_PRE_CACHING_HASH_ALGORITHM", "builtin"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(hash_warnings(r).size(), 1u);
+  EXPECT_THAT(hash_warnings(r)[0],
+              HasSubstr("environment variable LMCACHE_PRE_CACHING_HASH_ALGORITHM: "
+                        "pre_caching_hash_algorithm is \"builtin\""));
+  r = Load("chunk_size: 256\n" + node, {{"LMCACHE_PRE_CACHING_HASH_ALGORITHM", "sha256_cbor"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(hash_warnings(r).empty());
+
+  r = Load("chunk_size: 256\nlocal_cpu: true\n");  // no shared node
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(hash_warnings(r).empty());
+  r = Load(node + "eic_namespace: sglang\neic_trans_type: 1\n");  // SGLang's file
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(hash_warnings(r).empty());
 }
 
 // An engine's own file: the keys LMCache or SGLang read and kvport does not are named as theirs,

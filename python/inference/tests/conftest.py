@@ -1,0 +1,214 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fixtures of the inference lane (make test-inference): a model made here, `kvport serve`
+nodes, and vLLM engine processes (python/inference/engine.py), all from build/inference/venv
+(scripts/inference-venv) and the build's kvport binary.
+
+The model is a small Llama with random weights, made with transformers and saved as safetensors:
+nothing is downloaded, and greedy outputs with and without the cache are compared, so random
+weights serve. Every wait is bounded: a node that does not say it is serving within 30 s, or an
+engine process that has not finished within ENGINE_TIMEOUT, fails the test."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+KVPORT = os.environ.get("KVPORT_BIN", str(ROOT / "build" / "bin" / "kvport"))
+ENGINE = Path(__file__).resolve().parents[1] / "engine.py"
+ENGINE_TIMEOUT = 600  # s: an engine's start is mostly imports, ~20-40 s on 2 busy cores
+OPERATOR_SECRET = "inference-operator-secret-0123456789"
+CHUNK = 256  # LMCache's chunk_size: tokens per object on the node
+
+
+def tenant_secret(namespace: str) -> str:
+    return f"inference-tenant-secret-{namespace}-0123456789"
+
+
+@pytest.fixture(scope="session")
+def model(tmp_path_factory) -> str:
+    """A Llama of 2 layers, 4 query and 2 KV heads of 64 (the CPU backend's head sizes are
+    multiples of 32), random weights from a fixed seed, stored as float32."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=512,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=4096, torch_dtype="float32")
+    path = tmp_path_factory.mktemp("model")
+    LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
+    return str(path)
+
+
+class Node:
+    """A `kvport serve` process on 127.0.0.1 with a Unix socket (shared memory for clients on
+    this host). tenants: the node requires tokens; one per namespace named, granted only that
+    namespace and naming it as its default (token_secret), and an operator token for stats().
+    disk: a folder for the disk tier. restart() stops it cleanly (its memory goes to the disk
+    tier) and starts it again on the same port and socket."""
+
+    def __init__(self, workdir: Path, tenants: tuple = (), disk: bool = False):
+        self.workdir = workdir
+        self.port = 0
+        self.socket = str(workdir / "kvport.sock")
+        self.disk = str(workdir / "disk") if disk else ""
+        self.process: Optional[subprocess.Popen] = None
+        self.start_lines: List[str] = []
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("KVPORT_") and k != "LMCACHE_CONFIG_FILE"}
+        self.tokens = bool(tenants)
+        if tenants:
+            text = (f'tokens:\n  - name: operator\n    secret: "{OPERATOR_SECRET}"\n'
+                    f'    read: ["*"]\n    write: ["*"]\n    admin: true\n')
+            for ns in tenants:
+                text += (f'  - name: {ns}\n    secret: "{tenant_secret(ns)}"\n'
+                         f'    read: ["{ns}"]\n    write: ["{ns}"]\n    namespace: "{ns}"\n')
+            tokens_file = workdir / "tokens.yaml"
+            tokens_file.write_text(text)
+            tokens_file.chmod(0o600)
+            self.env["KVPORT_TOKENS_FILE"] = str(tokens_file)
+
+    @property
+    def url(self) -> str:
+        return f"eic://127.0.0.1:{self.port}"
+
+    def start(self) -> "Node":
+        assert self.process is None
+        command = [KVPORT, "serve", "--listen", f"127.0.0.1:{self.port}", "--unix-socket",
+                   self.socket, "--capacity", "256MiB", "--threads", "2"]
+        if self.disk:
+            command += ["--disk", self.disk, "--disk-capacity", "256MiB"]
+        log = open(self.workdir / "serve.log", "ab")
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
+                                        env=self.env, bufsize=0)
+        log.close()
+        deadline = time.monotonic() + 30
+        line = b""
+        while not line.startswith(b"kvport: serving on "):
+            ready, _, _ = select.select([self.process.stdout], [], [],
+                                        max(deadline - time.monotonic(), 0))
+            if not ready or self.process.poll() is not None:
+                self.stop()
+                raise RuntimeError(f"kvport serve did not start: {self.log_text()}")
+            line = self.process.stdout.readline()
+        self.port = int(line.strip().rsplit(b":", 1)[1])
+        return self
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait(timeout=10)
+            self.process.stdout.close()
+            self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def log_text(self) -> str:
+        return (self.workdir / "serve.log").read_text(errors="replace")
+
+    def stats(self) -> dict:
+        """`kvport stat --json`: {"counters": {...}, "namespaces": [{name, objects, bytes}]}."""
+        env = dict(self.env)
+        if self.tokens:
+            env["KVPORT_TOKEN"] = OPERATOR_SECRET
+        out = subprocess.run([KVPORT, "stat", "--json", "--url", self.url], env=env,
+                             capture_output=True, timeout=30, check=True)
+        return json.loads(out.stdout)
+
+    def objects_in(self, namespace: str) -> int:
+        return sum(n["objects"] for n in self.stats()["namespaces"] if n["name"] == namespace)
+
+
+@pytest.fixture(scope="module")
+def node_factory(tmp_path_factory):
+    nodes: List[Node] = []
+
+    def make(**kwargs) -> Node:
+        nodes.append(Node(tmp_path_factory.mktemp("node"), **kwargs).start())
+        return nodes[-1]
+
+    yield make
+    for node in nodes:
+        node.stop()
+
+
+def lmcache_yaml(path: Path, node: Node, namespace: str, transport: str) -> str:
+    """LMCache's config for an engine of `namespace` on `node`: kvport's `eic` over TCP
+    (eic_trans_type 1) or shared memory (2: kvport picks shared memory with a node on this
+    host), chunks keyed by a hash that is the same in every process (sha256_cbor), and the
+    engine's own CPU tier, so that a fresh process starts with nothing but the node."""
+    config = {
+        "chunk_size": CHUNK,
+        "local_cpu": True,
+        "max_local_cpu_size": 0.5,
+        "remote_url": node.url,
+        "remote_serde": "naive",
+        "save_unfull_chunk": False,
+        "pre_caching_hash_algorithm": "sha256_cbor",
+        "blocking_timeout_secs": 10,
+        "eic_instance_id": f"{namespace}-{path.stem}",
+        "eic_log_dir": str(path.parent / "eic-logs"),
+        "eic_log_level": 1,
+        "eic_trans_type": {"tcp": 1, "shm": 2}[transport],
+        "eic_kv_ns": namespace,
+        "eic_kv_ttl": -1,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+class EngineFailed(AssertionError):
+    pass
+
+
+def run_engine(workdir: Path, name: str, model: str, dtype: str, steps: list,
+               lmcache: Optional[str] = None, token: str = "", namespace: str = "",
+               **options) -> dict:
+    """Runs python/inference/engine.py as a fresh process; its result (engine.py's `out`).
+    token: KVPORT_TOKEN. namespace: KVPORT_EIC_NS, what an engine without a token that names its
+    namespace needs (docs/python.md, "Namespaces"): LMCache's existence checks name none, and
+    before its first put or get such a client matches them in any namespace, so a second
+    tenant's engine would find the first one's chunks, fail to read them in its own namespace
+    and fail its requests. options: more of engine.py's job keys."""
+    job = {"model": model, "dtype": dtype, "lmcache": lmcache, "steps": steps,
+           "out": str(workdir / f"{name}.json"), "max_model_len": 2048, **options}
+    (workdir / f"{name}.job.json").write_text(json.dumps(job))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("KVPORT_") and k != "LMCACHE_CONFIG_FILE"}
+    if token:
+        env["KVPORT_TOKEN"] = token
+    if namespace:
+        env["KVPORT_EIC_NS"] = namespace
+    log_path = workdir / f"{name}.log"
+    with open(log_path, "wb") as log:
+        try:
+            code = subprocess.run([sys.executable, str(ENGINE), str(workdir / f"{name}.job.json")],
+                                  stdout=log, stderr=subprocess.STDOUT, env=env,
+                                  timeout=ENGINE_TIMEOUT).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    log_text = log_path.read_text(errors="replace")
+    if code != 0:
+        raise EngineFailed(f"engine {name} exited {code}:\n{log_text[-6000:]}")
+    result = json.loads(Path(job["out"]).read_text())
+    result["log"] = log_text
+    return result

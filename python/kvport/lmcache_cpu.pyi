@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: Apache-2.0
+# Type stubs for kvport.lmcache_cpu (docs/python.md, "vLLM on a CPU"). The module imports LMCache
+# and vLLM, so python/tests/test_stubs.py (which imports each module it checks) leaves it to the
+# inference lane's venv.
+
+from typing import Any, Dict, List, Optional
+
+import torch
+
+class VLLMCPUPagedCopy:
+    num_layers: int
+    kv_heads: int
+    head_size: int
+    dtype: torch.dtype
+    layouts: Dict[int, torch.Tensor]
+    def __init__(self, num_layers: int, kv_heads: int, head_size: int,
+                 dtype: torch.dtype) -> None: ...
+    @classmethod
+    def from_metadata(cls, metadata: Any) -> VLLMCPUPagedCopy: ...
+    def get_shape(self, num_tokens: int) -> torch.Size: ...
+    def from_gpu(self, memory_obj: Any, start: int, end: int, **kwargs: Any) -> None: ...
+    def to_gpu(self, memory_obj: Any, start: int, end: int, **kwargs: Any) -> None: ...
+    def batched_from_gpu(self, memory_objs: List[Any], starts: List[int], ends: List[int],
+                         **kwargs: Any) -> None: ...
+    def batched_to_gpu(self, memory_objs: Optional[List[Any]] = None,
+                       starts: Optional[List[int]] = None, ends: Optional[List[int]] = None,
+                       **kwargs: Any) -> None: ...
+
+def install() -> bool: ...
