@@ -30,6 +30,32 @@ std::optional<uint64_t> ParseCursor(std::string_view text) {
   return v;
 }
 
+// `key`'s TTL in ms (0: none), read where it lives: its home (HomeOf, kept in *home and
+// *folded), as a folded `<P>metadata` lives, and expires, with its pair. nullopt once replied:
+// `missing` for a key that is not there, the refusal otherwise.
+std::optional<uint64_t> TimeToLiveOrReply(Context& c, std::string_view key, int64_t missing,
+                                          std::optional<std::string>* folded,
+                                          std::string_view* home) {
+  *home = HomeOf(c, key, folded);
+  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), *home);
+  if (left.ok()) return *left;
+  if (left.status().code() == StatusCode::kNotFound) {
+    c.w.Integer(missing);
+  } else {
+    ReplyStatus(c.w, left.status());
+  }
+  return std::nullopt;
+}
+
+// Sets the expiry of `home` (a key's home) to `ttl_ms` (0: none) and replies 1, or 0 when the
+// key has gone since.
+void SetExpiryAndReply(Context& c, std::string_view home, uint64_t ttl_ms) {
+  Status s = c.service.SetExpiry(c.grant(), c.ns(), home, ttl_ms, c.client.durability);
+  if (s.code() == StatusCode::kNotFound) return c.w.Integer(0);
+  if (!s.ok()) return ReplyStatus(c.w, s);
+  c.w.Integer(1);
+}
+
 }  // namespace
 
 void Exists(Context& c, Args a) {
@@ -68,14 +94,10 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
       !ArgIs(option, "LT")) {
     return c.w.Error(fmt::format("ERR Unsupported option {}", option));
   }
-  // A folded `<P>metadata` lives, and expires, with its pair.
   std::optional<std::string> folded;
-  const std::string_view key = HomeOf(c, a[1], &folded);
-  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
-  if (!left.ok()) {
-    if (left.status().code() == StatusCode::kNotFound) return c.w.Integer(0);
-    return ReplyStatus(c.w, left.status());
-  }
+  std::string_view key;
+  std::optional<uint64_t> left = TimeToLiveOrReply(c, a[1], 0, &folded, &key);
+  if (!left) return;
   // A time in the past deletes the key (as Redis does).
   if (*v <= 0) {
     Status s = DeleteKey(c, a[1]);
@@ -93,39 +115,25 @@ void Expire(Context& c, Args a, uint64_t unit_ms) {
       (ArgIs(option, "LT") && has_ttl && ttl_ms >= *left)) {
     return c.w.Integer(0);
   }
-  Status s = c.service.SetExpiry(c.grant(), c.ns(), key, ttl_ms, c.client.durability);
-  if (s.code() == StatusCode::kNotFound) return c.w.Integer(0);
-  if (!s.ok()) return ReplyStatus(c.w, s);
-  c.w.Integer(1);
+  SetExpiryAndReply(c, key, ttl_ms);
 }
 
 void Ttl(Context& c, Args a, bool millis) {
-  // A folded `<P>metadata` lives, and expires, with its pair.
   std::optional<std::string> folded;
-  const std::string_view key = HomeOf(c, a[1], &folded);
-  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
-  if (!left.ok()) {
-    if (left.status().code() == StatusCode::kNotFound) return c.w.Integer(-2);
-    return ReplyStatus(c.w, left.status());
-  }
+  std::string_view key;
+  std::optional<uint64_t> left = TimeToLiveOrReply(c, a[1], -2, &folded, &key);
+  if (!left) return;
   if (*left == 0) return c.w.Integer(-1);
   c.w.Integer(static_cast<int64_t>(millis ? *left : (*left + 500) / 1000));
 }
 
 void Persist(Context& c, Args a) {
-  // A folded `<P>metadata` lives, and expires, with its pair.
   std::optional<std::string> folded;
-  const std::string_view key = HomeOf(c, a[1], &folded);
-  Result<uint64_t> left = c.service.TimeToLive(c.grant(), c.ns(), key);
-  if (!left.ok()) {
-    if (left.status().code() == StatusCode::kNotFound) return c.w.Integer(0);
-    return ReplyStatus(c.w, left.status());
-  }
+  std::string_view key;
+  std::optional<uint64_t> left = TimeToLiveOrReply(c, a[1], 0, &folded, &key);
+  if (!left) return;
   if (*left == 0) return c.w.Integer(0);
-  Status s = c.service.SetExpiry(c.grant(), c.ns(), key, 0, c.client.durability);
-  if (s.code() == StatusCode::kNotFound) return c.w.Integer(0);
-  if (!s.ok()) return ReplyStatus(c.w, s);
-  c.w.Integer(1);
+  SetExpiryAndReply(c, key, 0);
 }
 
 void Scan(Context& c, Args a) {
