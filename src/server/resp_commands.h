@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Redis protocol's commands (docs/resp.md) over the CacheService: each command's arguments
 // in, its reply out, every store access through the service with the client's grant (no second
-// access check, no second store path).
+// access check, no second store path). The command table and its one check site are in
+// server/resp_commands.cc, the commands in a file per family (server/resp_command_parts.h).
 #pragma once
 
 #include <cstdint>
