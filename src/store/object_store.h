@@ -441,7 +441,7 @@ class ObjectStore {
 
   // Space for `bytes` of a value of `value_len` bytes (a reservation, or a step of one),
   // evicting if it must: by extending `*grown` in place when given (true), else a new extent.
-  // See the .cc for the order of preference.
+  // See eviction.cc for the order of preference.
   std::optional<Extent> PlaceStep(uint64_t bytes, uint64_t value_len, Extent* grown,
                                   bool* in_place);
 
