@@ -94,7 +94,7 @@ class ExtentAllocator {
 
   const uint64_t capacity_bytes_;
   const uint64_t block_bytes_;
-  // The innermost lock of the store (object_store.cc gives the order): held for the list update
+  // The innermost lock of the store (object_store_impl.h gives the order): held for the list update
   // only, never while calling out.
   mutable Mutex mu_;
   std::map<uint64_t, uint64_t> free_by_offset_ GUARDED_BY(mu_);           // offset -> length

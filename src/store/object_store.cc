@@ -1,134 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
+// ObjectStore's calls (object_store.h) over its Impl (object_store_impl.h): each checks its
+// arguments, takes the shard it needs and does its work with the Impl's helpers.
 #include "store/object_store.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
-#include <unordered_map>
 #include <utility>
 
 #include "common/thread_annotations.h"
 #include "kvport/log.h"
+#include "store/admission.h"
 #include "store/extent_allocator.h"
 #include "store/object_id.h"
-
-// Locks. Each of the 64 shards has one mutex guarding everything about the objects whose key
-// hashes to it (the key alone, whatever its namespace: so every namespace's version of a key is
-// in one shard, and an any-namespace search is one lock and one probe of that shard's by_key
-// chains): its part of the index, its LRU list and its namespace counters. A hit or a commit
-// takes that one mutex and nothing else, so uses of keys in different shards never wait for
-// each other. Besides the shard mutexes there is one inner lock: the allocator's mutex (inside
-// ExtentAllocator; taken by Reserve, Grow and the last Unref, never with a shard mutex held).
-// Order (outer first): shard mutex -> allocator mutex; no path holds two shard mutexes at once.
-//
-// LRU across shards: every use (commit or hit) takes a stamp from one global counter (a relaxed
-// fetch_add, no lock) and moves the object to the head of its shard's list, so each shard's
-// list is ordered by stamp. Each shard publishes the stamp of its tail (its least recently used
-// object) in `tail_use`; the evictor reads the 64 tails, picks the oldest, locks that shard and
-// evicts its tail. With no concurrent use this is exactly the global LRU order.
-//
-// The locks are kvport::Mutex with clang thread-safety annotations (common/thread_annotations.h),
-// checked by the clang build: what each one guards is declared below (GUARDED_BY), and each
-// *Locked helper states the lock it needs (REQUIRES). What the analysis cannot express is
-// commented instead: a StoredObject's `state`, `expires_at_ms`, `last_use` and LRU links are
-// guarded by the mutex of the shard that `shard` names (the object does not know its shard's
-// Mutex); the helpers that touch them require that shard's mutex.
+#include "store/object_index.h"
+#include "store/object_store_impl.h"
+#include "store/stored_object.h"
 
 namespace kvport::store {
 
 namespace {
-
-constexpr size_t kShardCount = 64;
-constexpr uint64_t kNeverExpires = UINT64_MAX;
-constexpr uint64_t kNoTail = UINT64_MAX;
-
-// What an object expiring at `expires_at_ms` has left at `now_ms`: 0 when it never expires, at
-// least 1 otherwise (an object pinned past its expiry is still readable through its pin).
-uint64_t TtlLeftMs(uint64_t expires_at_ms, uint64_t now_ms) {
-  if (expires_at_ms == kNeverExpires) return 0;
-  return expires_at_ms > now_ms ? expires_at_ms - now_ms : 1;
-}  // tail_use of a shard with no visible object
-
-enum class ObjectState : uint8_t {
-  kReserved,  // owned by a WriteHandle, invisible
-  kVisible,   // in the index and in its shard's LRU list
-  kRetired,   // removed from the index; lives on while pinned
-};
-
-}  // namespace
-
-// One version of one object. Lifetime is a reference count: the WriteHandle (while reserved)
-// or the index (while visible) holds one reference, and each ReadHandle holds one more. The
-// last Unref frees the extent and the object.
-struct StoredObject {
-  ObjectStore* store = nullptr;
-  std::string ns;
-  std::string key;
-  std::string index_key;
-  std::string meta;
-  // Metadata attached after the commit (ObjectStore::AttachMeta), once, to an object committed
-  // without any: published with a release store so a reader that loads it sees its bytes, and
-  // freed with the object. Readers see `meta` when it is not empty, else this.
-  std::atomic<const std::string*> attached_meta{nullptr};
-  Extent extent;
-  uint8_t* data = nullptr;
-  uint64_t value_len = 0;
-  // While reserved: the bytes of the extent its writer marked written (Impl::unwritten_bytes
-  // counts the rest).
-  uint64_t written = 0;
-  uint32_t ttl_seconds = 0;
-  size_t shard = 0;
-  uint64_t charge = 0;  // ObjectStore::ChargeOf: counted in Impl::index_bytes while it lives
-  // Impl::generation when the object was reserved: a version from before the last DropAll
-  // never becomes (or stays) visible.
-  uint64_t generation = 0;
-  // ReadHandle::sequence: set at commit (or before it, WriteHandle::SetSequence; 0: none set)
-  // and at a change in place, under the shard mutex; read by pinners without it.
-  std::atomic<uint64_t> sequence{0};
-  // ReadHandle::checksum: set by the writer before the commit, constant after.
-  uint64_t checksum = 0;
-  std::atomic<uint32_t> refs{1};
-  // ReadHandles on this version: the first adds its extent to Impl::pinned_bytes, the last
-  // takes it away. 0 -> 1 happens only under the shard mutex (Lookup) or from a live pin.
-  std::atomic<uint32_t> pins{0};
-  // Guarded by the mutex of shards[shard] once the object has been committed (before that, the
-  // WriteHandle's thread owns it alone).
-  ObjectState state = ObjectState::kReserved;
-  uint64_t expires_at_ms = kNeverExpires;
-  // The use counter's value at the last commit or hit: the LRU order across shards.
-  uint64_t last_use = 0;
-  // The shard's LRU list runs from the most (head) to the least (tail) recently used.
-  StoredObject* lru_prev = nullptr;
-  StoredObject* lru_next = nullptr;
-  // The next visible object with the same key in another namespace (Shard::by_key's chain).
-  StoredObject* same_key_next = nullptr;
-  // Its place in its shard's expiry heap while visible with a TTL; kNotInHeap otherwise.
-  size_t expiry_slot = SIZE_MAX;
-
-  ~StoredObject() { delete attached_meta.load(std::memory_order_relaxed); }
-  std::string_view Meta() const {
-    if (!meta.empty()) return meta;
-    const std::string* attached = attached_meta.load(std::memory_order_acquire);
-    return attached != nullptr ? std::string_view(*attached) : std::string_view();
-  }
-};
-
-namespace {
-
-// ObjectId for a search: built in this thread's buffer, which keeps its capacity, so that
-// looking a key up allocates nothing once the thread has seen a key as long. Valid until the
-// thread's next LookupKey.
-const std::string& LookupKey(std::string_view ns, std::string_view key) {
-  thread_local std::string k;
-  SetObjectId(ns, key, &k);
-  return k;
-}
 
 // A miss. The code says it all and a batched request may meet thousands, so it carries no
 // message (and so allocates nothing).
@@ -136,680 +31,7 @@ Status Miss() {
   return Status(StatusCode::kNotFound, std::string());
 }
 
-bool IsExpired(const StoredObject& o, uint64_t now_ms) {
-  return now_ms >= o.expires_at_ms;
-}
-
-// A key's shard, whatever its namespace (the index key less its namespace): every namespace's
-// version of a key is in one shard, so an any-namespace search takes one lock and one probe.
-size_t ShardIndexOfKey(std::string_view key) {
-  return std::hash<std::string_view>{}(key) % kShardCount;
-}
-size_t ShardIndexOf(const std::string& index_key) {
-  uint32_t ns_length = 0;
-  for (int i = 0; i < 4; ++i)
-    ns_length |= uint32_t{static_cast<uint8_t>(index_key[i])} << (8 * i);
-  return ShardIndexOfKey(std::string_view(index_key).substr(4 + ns_length));
-}
-
-// Orders objects by key; transparent, so that a set of them is searched by a key.
-struct KeyOrder {
-  using is_transparent = void;
-  bool operator()(const StoredObject* a, const StoredObject* b) const { return a->key < b->key; }
-  bool operator()(const StoredObject* a, std::string_view key) const { return a->key < key; }
-  bool operator()(std::string_view key, const StoredObject* b) const { return key < b->key; }
-};
-
-// A namespace's visible objects within one shard: their counts, and the objects in key order,
-// so that LIST resumes from its cursor instead of scanning the shard.
-struct ShardNamespace {
-  uint64_t objects = 0;
-  uint64_t value_bytes = 0;
-  uint64_t meta_bytes = 0;
-  std::set<StoredObject*, KeyOrder> in_key_order;
-};
-
 }  // namespace
-
-struct ObjectStore::Impl {
-  // Aligned so that two shards never share a cache line: threads working in different shards
-  // touch different lines.
-  struct alignas(64) Shard {
-    size_t number = 0;  // its index in `shards`
-    Mutex mu;
-    std::unordered_map<std::string, StoredObject*> index GUARDED_BY(mu);
-    // Every visible object of a key, whatever its namespace: a chain through
-    // StoredObject::same_key_next. The map's key views the key of an object of its chain.
-    std::unordered_map<std::string_view, StoredObject*> by_key GUARDED_BY(mu);
-    // The visible objects with a TTL, a min-heap by expires_at_ms (each knows its slot), so
-    // that Sweep visits what expired, not the whole index.
-    std::vector<StoredObject*> expiry GUARDED_BY(mu);
-    StoredObject* lru_head GUARDED_BY(mu) = nullptr;
-    StoredObject* lru_tail GUARDED_BY(mu) = nullptr;
-    std::map<std::string, ShardNamespace, std::less<>> namespaces GUARDED_BY(mu);
-    // This shard's part of StoreStats: written under mu where they describe visible objects,
-    // atomically elsewhere; Stats() sums them without taking any lock.
-    std::atomic<uint64_t> objects{0}, value_bytes{0}, visible_alloc_bytes{0};
-    std::atomic<uint64_t> hits{0}, misses{0}, evictions{0}, expirations{0};
-    std::atomic<uint64_t> live_objects{0};  // allocated StoredObjects of this shard, any state
-  };
-
-  enum class EvictOutcome { kRemoved, kSkippedPinned, kRaced, kNothingEvictable };
-
-  ExtentAllocator* allocator = nullptr;
-  const TtlClock* clock = nullptr;
-  EvictionSink* eviction_sink = nullptr;  // StoreOptions::eviction_sink
-  // The next sequence number (ReadHandle::sequence). Taken under the key's shard mutex by a
-  // commit, so that one key's versions are numbered in the order they became visible.
-  std::atomic<uint64_t> next_sequence{1};
-  uint64_t NewSequence() { return next_sequence.fetch_add(1, std::memory_order_relaxed); }
-  uint64_t max_index_bytes = 0;  // StoreOptions' caps; 0: none
-  uint64_t max_reserved_bytes = 0;
-  uint64_t max_pinned_bytes = 0;
-
-  // Node-wide gauges the caps apply to, each changed by atomic read-modify-writes only (see
-  // TryAdmit), on their own cache line: objects' heap charges, reservations' extents not yet
-  // written (max_reserved_bytes), and the extents of pinned objects. reserved_bytes (all of
-  // reservations' extents) is reported, not capped.
-  alignas(64) std::atomic<uint64_t> index_bytes{0};
-  std::atomic<uint64_t> unwritten_bytes{0};
-  std::atomic<uint64_t> reserved_bytes{0};
-  std::atomic<uint64_t> pinned_bytes{0};
-  std::atomic<uint64_t> reserve_cap_refusals{0};
-  std::atomic<uint64_t> pin_cap_refusals{0};
-  std::atomic<uint64_t> reservation_moves{0};
-  std::atomic<uint64_t> reservation_moved_bytes{0};
-  // Bumped by DropAll: every object of an older generation is gone from view at that instant
-  // (the finders below treat it as absent), and DropAll's pass then retires them. Read under a
-  // shard mutex by Commit and the finders; DropAll bumps it before taking any shard mutex, so
-  // a critical section that follows DropAll's on the same shard sees the new value.
-  std::atomic<uint64_t> generation{0};
-  bool StaleLocked(const StoredObject& o) const {
-    return o.generation != generation.load(std::memory_order_acquire);
-  }
-
-  // Adds `n` to `gauge` unless that takes it above `cap` (0: no cap) while it already holds
-  // something: one item larger than the cap is admitted alone, so it is not refused forever.
-  static bool TryAdmit(std::atomic<uint64_t>& gauge, uint64_t n, uint64_t cap) {
-    uint64_t current = gauge.load(std::memory_order_relaxed);
-    do {
-      if (cap != 0 && current != 0 && (current > cap || n > cap - current)) return false;
-    } while (!gauge.compare_exchange_weak(current, current + n, std::memory_order_relaxed));
-    return true;
-  }
-
-  // A pin more on `o`: its first pin adds its extent to pinned_bytes. `admitted`: the caller
-  // already added it (the 0 -> 1 case it saw under the shard mutex).
-  void AddPin(StoredObject* o, bool admitted) {
-    const uint32_t before = o->pins.fetch_add(1, std::memory_order_relaxed);
-    if (before == 0 && !admitted) {
-      pinned_bytes.fetch_add(o->extent.length, std::memory_order_relaxed);
-    } else if (before != 0 && admitted) {
-      pinned_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
-    }
-  }
-  void DropPin(StoredObject* o) {
-    if (o->pins.fetch_sub(1, std::memory_order_relaxed) == 1) {
-      pinned_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
-    }
-  }
-  ObjectStore::UseHook use_hook;  // tests only; set before concurrent use
-  std::array<Shard, kShardCount> shards;
-
-  // The use counter (LRU stamps) and each shard's tail stamp, on their own cache lines.
-  alignas(64) std::atomic<uint64_t> use_counter{0};
-  alignas(64) std::array<std::atomic<uint64_t>, kShardCount> tail_use;
-
-  Impl() {
-    for (size_t i = 0; i < kShardCount; ++i) {
-      shards[i].number = i;
-      tail_use[i].store(kNoTail, std::memory_order_relaxed);
-    }
-  }
-
-  Shard& ShardOf(const StoredObject& o) { return shards[o.shard]; }
-  Shard& ShardFor(const std::string& index_key) { return shards[ShardIndexOf(index_key)]; }
-
-  template <typename F>
-  uint64_t Sum(F field) const {
-    uint64_t total = 0;
-    for (const Shard& shard : shards)
-      total += (shard.*field).load(std::memory_order_relaxed);
-    return total;
-  }
-
-  // --- a shard's LRU list (shard mutex held) ---
-  void PublishTailLocked(Shard& shard) REQUIRES(shard.mu) {
-    const uint64_t tail = shard.lru_tail ? shard.lru_tail->last_use : kNoTail;
-    std::atomic<uint64_t>& published = tail_use[shard.number];
-    if (published.load(std::memory_order_relaxed) != tail) {
-      published.store(tail, std::memory_order_relaxed);
-    }
-  }
-  // Stamps `o` as the most recent use and puts it at the head. `o` is not on the list.
-  void LruPushFrontLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    o->last_use = use_counter.fetch_add(1, std::memory_order_relaxed) + 1;
-    o->lru_prev = nullptr;
-    o->lru_next = shard.lru_head;
-    if (shard.lru_head) shard.lru_head->lru_prev = o;
-    shard.lru_head = o;
-    if (!shard.lru_tail) shard.lru_tail = o;
-    PublishTailLocked(shard);
-  }
-  void LruUnlinkLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    (o->lru_prev ? o->lru_prev->lru_next : shard.lru_head) = o->lru_next;
-    (o->lru_next ? o->lru_next->lru_prev : shard.lru_tail) = o->lru_prev;
-    o->lru_prev = o->lru_next = nullptr;
-    PublishTailLocked(shard);
-  }
-  // A use of a visible object: it becomes the most recently used.
-  void LruTouchLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    LruUnlinkLocked(shard, o);
-    LruPushFrontLocked(shard, o);
-    if (use_hook) use_hook(o->ns, o->key);
-  }
-
-  // --- a shard's namespaces (shard mutex held) ---
-  void NsAddLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    auto it = shard.namespaces.find(o->ns);
-    if (it == shard.namespaces.end()) {
-      it = shard.namespaces.emplace(o->ns, ShardNamespace{}).first;
-    }
-    ShardNamespace& part = it->second;
-    part.objects += 1;
-    part.value_bytes += o->value_len;
-    part.meta_bytes += o->Meta().size();
-    // A replacement is shown before its predecessor is hidden: it takes the predecessor's place.
-    auto [place, inserted] = part.in_key_order.insert(o);
-    if (!inserted) {
-      auto node = part.in_key_order.extract(place);
-      node.value() = o;
-      part.in_key_order.insert(std::move(node));
-    }
-  }
-  void NsSubLocked(Shard& shard, const StoredObject* o) REQUIRES(shard.mu) {
-    auto it = shard.namespaces.find(o->ns);
-    if (it == shard.namespaces.end()) return;
-    ShardNamespace& part = it->second;
-    part.objects -= 1;
-    part.value_bytes -= o->value_len;
-    part.meta_bytes -= o->Meta().size();
-    auto place = part.in_key_order.find(std::string_view(o->key));
-    if (place != part.in_key_order.end() && *place == o) part.in_key_order.erase(place);
-    if (part.objects == 0) {
-      shard.namespaces.erase(it);
-    }
-  }
-
-  // --- a key's chain of namespaces (shard mutex held) ---
-  void ChainAddLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    auto [it, inserted] = shard.by_key.try_emplace(std::string_view(o->key), o);
-    o->same_key_next = inserted ? nullptr : std::exchange(it->second, o);
-  }
-  void ChainRemoveLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    auto it = shard.by_key.find(std::string_view(o->key));
-    if (it == shard.by_key.end()) return;
-    StoredObject** link = &it->second;
-    while (*link != nullptr && *link != o)
-      link = &(*link)->same_key_next;
-    if (*link == nullptr) return;
-    *link = o->same_key_next;
-    o->same_key_next = nullptr;
-    if (it->second == nullptr) {
-      shard.by_key.erase(it);
-    } else if (it->first.data() == o->key.data()) {
-      // The map's key viewed o's key: view the new head's instead (no allocation).
-      auto node = shard.by_key.extract(it);
-      node.key() = std::string_view(node.mapped()->key);
-      shard.by_key.insert(std::move(node));
-    }
-  }
-
-  // --- a shard's expiry heap (shard mutex held) ---
-  static bool ExpiresBefore(const StoredObject* a, const StoredObject* b) {
-    return a->expires_at_ms < b->expires_at_ms;
-  }
-  void HeapPlaceLocked(Shard& shard, size_t slot, StoredObject* o) REQUIRES(shard.mu) {
-    shard.expiry[slot] = o;
-    o->expiry_slot = slot;
-  }
-  // Moves the object at `slot` up or down to where the heap order wants it.
-  void HeapFixLocked(Shard& shard, size_t slot) REQUIRES(shard.mu) {
-    std::vector<StoredObject*>& heap = shard.expiry;
-    StoredObject* o = heap[slot];
-    while (slot > 0 && ExpiresBefore(o, heap[(slot - 1) / 2])) {
-      HeapPlaceLocked(shard, slot, heap[(slot - 1) / 2]);
-      slot = (slot - 1) / 2;
-    }
-    while (true) {
-      size_t child = 2 * slot + 1;
-      if (child >= heap.size()) break;
-      if (child + 1 < heap.size() && ExpiresBefore(heap[child + 1], heap[child])) ++child;
-      if (!ExpiresBefore(heap[child], o)) break;
-      HeapPlaceLocked(shard, slot, heap[child]);
-      slot = child;
-    }
-    HeapPlaceLocked(shard, slot, o);
-  }
-  void HeapAddLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    shard.expiry.push_back(o);
-    o->expiry_slot = shard.expiry.size() - 1;
-    HeapFixLocked(shard, o->expiry_slot);
-  }
-  void HeapRemoveLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    const size_t slot = o->expiry_slot;
-    if (slot == SIZE_MAX) return;
-    o->expiry_slot = SIZE_MAX;
-    StoredObject* last = shard.expiry.back();
-    shard.expiry.pop_back();
-    if (last == o) return;
-    HeapPlaceLocked(shard, slot, last);
-    HeapFixLocked(shard, slot);
-  }
-
-  // Puts a just-committed object into view, except for the index entry (the caller has made
-  // it): head of the LRU list, its key's chain, the expiry heap (with a TTL), namespace and
-  // store counters.
-  void ShowLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    o->state = ObjectState::kVisible;
-    LruPushFrontLocked(shard, o);
-    ChainAddLocked(shard, o);
-    if (o->expires_at_ms != kNeverExpires) HeapAddLocked(shard, o);
-    NsAddLocked(shard, o);
-    shard.objects.fetch_add(1, std::memory_order_relaxed);
-    shard.value_bytes.fetch_add(o->value_len, std::memory_order_relaxed);
-    shard.visible_alloc_bytes.fetch_add(o->extent.length, std::memory_order_relaxed);
-  }
-  // Takes a visible object out of view, except for the index entry (the caller has removed or
-  // replaced it). The index's reference is not dropped here: the caller Unrefs after unlocking,
-  // so no free happens under a shard lock.
-  void HideLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    o->state = ObjectState::kRetired;
-    LruUnlinkLocked(shard, o);
-    ChainRemoveLocked(shard, o);
-    HeapRemoveLocked(shard, o);
-    NsSubLocked(shard, o);
-    shard.objects.fetch_sub(1, std::memory_order_relaxed);
-    shard.value_bytes.fetch_sub(o->value_len, std::memory_order_relaxed);
-    shard.visible_alloc_bytes.fetch_sub(o->extent.length, std::memory_order_relaxed);
-  }
-  // Removes a visible object from the index and from view.
-  void RetireLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    shard.index.erase(o->index_key);
-    HideLocked(shard, o);
-  }
-
-  // A reservation stops counting (committed, or freed unwritten).
-  void EndReservation(const StoredObject& o) {
-    reserved_bytes.fetch_sub(o.extent.length, std::memory_order_relaxed);
-    unwritten_bytes.fetch_sub(o.extent.length - o.written, std::memory_order_relaxed);
-  }
-
-  // Takes the allocator's mutex (inside ExtentAllocator) when it frees: never with a shard
-  // mutex held (frees happen outside them), though the lock order would allow it.
-  void Unref(StoredObject* o) {
-    if (o->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    Shard& shard = ShardOf(*o);
-    if (o->state == ObjectState::kReserved) EndReservation(*o);
-    index_bytes.fetch_sub(o->charge, std::memory_order_relaxed);
-    Status freed = allocator->Free(o->extent);
-    if (!freed.ok()) log::Error("store: {}", freed.ToString());
-    delete o;
-    shard.live_objects.fetch_sub(1, std::memory_order_relaxed);
-  }
-
-  // Looks up a visible, unexpired object (shard mutex held). An expired one met here is
-  // retired and returned through *expired for the caller to Unref after unlocking.
-  StoredObject* FindLiveLocked(Shard& shard, const std::string& index_key, uint64_t now_ms,
-                               StoredObject** expired) REQUIRES(shard.mu) {
-    auto it = shard.index.find(index_key);
-    if (it == shard.index.end()) return nullptr;
-    StoredObject* o = it->second;
-    if (StaleLocked(*o)) {  // dropped by a DropAll whose pass has not reached this shard yet
-      RetireLocked(shard, o);
-      *expired = o;
-      return nullptr;
-    }
-    if (IsExpired(*o, now_ms)) {
-      RetireLocked(shard, o);
-      shard.expirations.fetch_add(1, std::memory_order_relaxed);
-      *expired = o;
-      return nullptr;
-    }
-    return o;
-  }
-
-  // The live version of `index_key` (in `shard`), pinned and made most recently used; null if
-  // there is none, or (*over_cap set) when pinning it would take pinned_bytes over its cap.
-  // Counts no hit or miss (callers count one per search).
-  StoredObject* PinLive(Shard& shard, const std::string& index_key, uint64_t now_ms,
-                        bool* over_cap) {
-    StoredObject* expired = nullptr;
-    StoredObject* found = nullptr;
-    {
-      MutexLock lock(shard.mu);
-      found = FindLiveLocked(shard, index_key, now_ms, &expired);
-      if (found) found = PinFoundLocked(shard, found, over_cap);
-    }
-    if (expired) Unref(expired);
-    return found;
-  }
-
-  // Pins a live object found under its shard's mutex and makes it most recently used; null
-  // (*over_cap set) when pinning it would take pinned_bytes over its cap.
-  StoredObject* PinFoundLocked(Shard& shard, StoredObject* found, bool* over_cap)
-      REQUIRES(shard.mu) {
-    // Unpinned now, and it cannot become pinned meanwhile (a first pin needs this mutex): this
-    // pin is the one that adds its extent, if the cap lets it.
-    const bool first = found->pins.load(std::memory_order_relaxed) == 0;
-    if (first && !TryAdmit(pinned_bytes, found->extent.length, max_pinned_bytes)) {
-      pin_cap_refusals.fetch_add(1, std::memory_order_relaxed);
-      *over_cap = true;
-      return nullptr;
-    }
-    found->refs.fetch_add(1, std::memory_order_relaxed);
-    AddPin(found, first);
-    LruTouchLocked(shard, found);
-    return found;
-  }
-
-  // Objects retired under a shard's mutex, Unref'd after it (rarely more than one: no
-  // allocation for up to four).
-  struct Retired {
-    std::array<StoredObject*, 4> first{};
-    size_t count = 0;
-    std::vector<StoredObject*> more;
-    void Add(StoredObject* o) {
-      if (count < first.size()) {
-        first[count++] = o;
-      } else {
-        more.push_back(o);
-      }
-    }
-  };
-  void UnrefAll(const Retired& retired) {
-    for (size_t i = 0; i < retired.count; ++i)
-      Unref(retired.first[i]);
-    for (StoredObject* o : retired.more)
-      Unref(o);
-  }
-
-  // Visits the visible objects of `key` in the namespaces `allowed` admits (its shard's mutex
-  // held: the chain is one snapshot), retiring into *retired the stale and expired ones met
-  // (expired ones counted) and calling visit(o) for each live one.
-  template <typename Visit>
-  void ForEachLiveOfKeyLocked(Shard& shard, std::string_view key, uint64_t now_ms,
-                              const ObjectStore::NamespaceFilter& allowed, Retired* retired,
-                              Visit visit) REQUIRES(shard.mu) {
-    auto it = shard.by_key.find(key);
-    if (it == shard.by_key.end()) return;
-    StoredObject* next = nullptr;
-    for (StoredObject* o = it->second; o != nullptr; o = next) {
-      next = o->same_key_next;  // o may leave the chain below
-      if (allowed && !allowed(o->ns)) continue;
-      const bool stale = StaleLocked(*o);
-      if (stale || IsExpired(*o, now_ms)) {
-        RetireLocked(shard, o);
-        if (!stale) shard.expirations.fetch_add(1, std::memory_order_relaxed);
-        retired->Add(o);
-        continue;
-      }
-      visit(o);
-    }
-  }
-
-  // The first live object of `key` in the any-namespace search order ("" first, then by name)
-  // among the namespaces `allowed` admits; null if none.
-  StoredObject* FirstLiveOfKeyLocked(Shard& shard, std::string_view key, uint64_t now_ms,
-                                     const ObjectStore::NamespaceFilter& allowed, Retired* retired)
-      REQUIRES(shard.mu) {
-    StoredObject* first = nullptr;
-    ForEachLiveOfKeyLocked(shard, key, now_ms, allowed, retired, [&](StoredObject* o) {
-      if (first == nullptr || o->ns < first->ns) first = o;
-    });
-    return first;
-  }
-
-  // True if `index_key` is live, with its value length in *value_length (when not null).
-  bool ProbeLive(const std::string& index_key, uint64_t now_ms, uint64_t* value_length,
-                 uint64_t* meta_length) {
-    StoredObject* expired = nullptr;
-    bool live = false;
-    {
-      Shard& shard = ShardFor(index_key);
-      MutexLock lock(shard.mu);
-      const StoredObject* o = FindLiveLocked(shard, index_key, now_ms, &expired);
-      live = o != nullptr;
-      if (live && value_length) *value_length = o->value_len;
-      if (live && meta_length) *meta_length = o->Meta().size();
-    }
-    if (expired) Unref(expired);
-    return live;
-  }
-
-  // Removes the live version of `index_key` from view; false if there was none.
-  bool RemoveLive(const std::string& index_key, uint64_t now_ms) {
-    StoredObject* expired = nullptr;
-    StoredObject* removed = nullptr;
-    {
-      Shard& shard = ShardFor(index_key);
-      MutexLock lock(shard.mu);
-      removed = FindLiveLocked(shard, index_key, now_ms, &expired);
-      if (removed) RetireLocked(shard, removed);
-    }
-    if (expired) Unref(expired);
-    if (!removed) return false;
-    Unref(removed);
-    return true;
-  }
-
-  // Removes the least recently used object if nothing pins it: the tail of the shard whose
-  // tail is the oldest.
-  EvictOutcome EvictOne(uint64_t now_ms) {
-    size_t oldest = kShardCount;
-    uint64_t oldest_use = kNoTail;
-    for (size_t i = 0; i < kShardCount; ++i) {
-      const uint64_t use = tail_use[i].load(std::memory_order_relaxed);
-      if (use < oldest_use) {
-        oldest_use = use;
-        oldest = i;
-      }
-    }
-    if (oldest == kShardCount) return EvictOutcome::kNothingEvictable;
-    Shard& shard = shards[oldest];
-    StoredObject* victim = nullptr;
-    bool offer = false;
-    // What the sink is told: the object's names and bytes stay valid until the Unref below.
-    auto evicted = [&] {
-      return EvictedObject{
-          victim->ns,
-          victim->key,
-          victim->Meta(),
-          {victim->data, victim->value_len},
-          victim->expires_at_ms == kNeverExpires ? 0 : TtlLeftMs(victim->expires_at_ms, now_ms),
-          victim->sequence.load(std::memory_order_relaxed),
-          victim->checksum};
-    };
-    {
-      MutexLock lock(shard.mu);
-      victim = shard.lru_tail;
-      if (!victim) return EvictOutcome::kRaced;  // emptied meanwhile: look again
-      // Pins are only taken under this mutex (a ReadHandle copy needs a pin already), so 1
-      // (the index's reference alone) means unpinned and stays so while we hold it.
-      if (victim->refs.load(std::memory_order_acquire) != 1) {
-        // Pinned: someone is reading it right now, which is a use.
-        LruUnlinkLocked(shard, victim);
-        LruPushFrontLocked(shard, victim);
-        return EvictOutcome::kSkippedPinned;
-      }
-      const bool expired = IsExpired(*victim, now_ms);
-      const bool dropped = StaleLocked(*victim);  // DropAll's pass is on its way: not evicted
-      // Told while the key's changes are held off: a commit or delete of it that follows this
-      // eviction is ordered after the sink has the version in hand (and can drop it).
-      offer = !expired && !dropped && eviction_sink != nullptr && eviction_sink->Leaving(evicted());
-      RetireLocked(shard, victim);
-      if (!dropped) {
-        (expired ? shard.expirations : shard.evictions).fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    // Out of the index, unpinned: nobody else reaches it, and its bytes stay until the Unref.
-    if (offer) eviction_sink->Evicted(evicted());
-    Unref(victim);  // the index's reference: frees the extent now
-    return EvictOutcome::kRemoved;
-  }
-
-  // Evicts in LRU order until `fits()` (tried again after every eviction) holds: an extent can
-  // be allocated, or an object's charge fits max_index_bytes. Gives up (false) when no visible
-  // object is left or every one left is pinned.
-  template <typename Fits>
-  bool EvictUntil(Fits fits) {
-    const uint64_t visible = Sum(&Shard::objects);
-    const uint64_t now_ms = clock->NowMillis();
-    // Each pinned object gets a new stamp when skipped, so after `visible` skips every object
-    // has been looked at once. The step cap guards against livelock with concurrent writers.
-    uint64_t skips_left = visible + 1;
-    uint64_t steps_left = 2 * visible + 64;
-    while (steps_left-- > 0) {
-      EvictOutcome outcome = EvictOne(now_ms);
-      if (fits()) return true;
-      if (outcome == EvictOutcome::kNothingEvictable) return false;
-      if (outcome == EvictOutcome::kSkippedPinned && --skips_left == 0) return false;
-    }
-    return fits();
-  }
-};
-
-// ---------------------------------------------------------------------------------------------
-// Handles
-
-ReadHandle::ReadHandle(const ReadHandle& other) : object_(other.object_) {
-  if (object_) {
-    object_->refs.fetch_add(1, std::memory_order_relaxed);
-    object_->store->impl_->AddPin(object_, /*admitted=*/false);
-  }
-}
-
-ReadHandle& ReadHandle::operator=(const ReadHandle& other) {
-  if (this != &other) {
-    ReadHandle copy(other);
-    *this = std::move(copy);
-  }
-  return *this;
-}
-
-ReadHandle::ReadHandle(ReadHandle&& other) noexcept
-    : object_(std::exchange(other.object_, nullptr)) {}
-
-ReadHandle& ReadHandle::operator=(ReadHandle&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    object_ = std::exchange(other.object_, nullptr);
-  }
-  return *this;
-}
-
-ReadHandle::~ReadHandle() {
-  Reset();
-}
-
-void ReadHandle::Reset() {
-  if (!object_) return;
-  StoredObject* o = std::exchange(object_, nullptr);
-  o->store->impl_->DropPin(o);
-  o->store->impl_->Unref(o);
-}
-
-const uint8_t* ReadHandle::data() const {
-  return object_->data;
-}
-uint64_t ReadHandle::size() const {
-  return object_->value_len;
-}
-uint64_t ReadHandle::arena_offset() const {
-  return object_->extent.offset;
-}
-std::string_view ReadHandle::meta() const {
-  return object_->Meta();
-}
-std::string_view ReadHandle::ns() const {
-  return object_->ns;
-}
-std::string_view ReadHandle::key() const {
-  return object_->key;
-}
-uint64_t ReadHandle::ttl_left_ms() const {
-  ObjectStore::Impl& impl = *object_->store->impl_;
-  const uint64_t now_ms = impl.clock->NowMillis();
-  uint64_t expires_at_ms = 0;
-  {
-    // Under its shard's mutex: SetExpiry may change it while the object is pinned.
-    MutexLock lock(impl.ShardOf(*object_).mu);
-    expires_at_ms = object_->expires_at_ms;
-  }
-  return TtlLeftMs(expires_at_ms, now_ms);
-}
-
-uint64_t ReadHandle::sequence() const {
-  return object_->sequence.load(std::memory_order_relaxed);
-}
-uint64_t ReadHandle::checksum() const {
-  return object_->checksum;
-}
-
-WriteHandle::WriteHandle(WriteHandle&& other) noexcept
-    : object_(std::exchange(other.object_, nullptr)) {}
-
-WriteHandle& WriteHandle::operator=(WriteHandle&& other) noexcept {
-  if (this != &other) {
-    if (object_) object_->store->Abort(std::move(*this));
-    object_ = std::exchange(other.object_, nullptr);
-  }
-  return *this;
-}
-
-WriteHandle::~WriteHandle() {
-  if (object_) object_->store->Abort(std::move(*this));
-}
-
-uint8_t* WriteHandle::data() const {
-  return object_->data;
-}
-uint64_t WriteHandle::size() const {
-  return object_->value_len;
-}
-uint64_t WriteHandle::capacity() const {
-  return std::min(object_->value_len, object_->extent.length);
-}
-void WriteHandle::SetTtlSeconds(uint32_t ttl_seconds) {
-  object_->ttl_seconds = ttl_seconds;
-}
-void WriteHandle::SetSequence(uint64_t sequence) {
-  object_->sequence.store(sequence, std::memory_order_relaxed);
-}
-void WriteHandle::SetChecksum(uint64_t checksum) {
-  object_->checksum = checksum;
-}
-void WriteHandle::MarkWritten(uint64_t bytes) {
-  // The last block's rounding counts as written with the value's last byte.
-  const uint64_t written = bytes >= object_->value_len ? object_->extent.length
-                                                       : std::min(bytes, object_->extent.length);
-  if (written <= object_->written) return;
-  object_->store->impl_->unwritten_bytes.fetch_sub(written - object_->written,
-                                                   std::memory_order_relaxed);
-  object_->written = written;
-}
-uint64_t WriteHandle::arena_offset() const {
-  return object_->extent.offset;
-}
-std::string_view WriteHandle::ns() const {
-  return object_->ns;
-}
-std::string_view WriteHandle::key() const {
-  return object_->key;
-}
-
-// ---------------------------------------------------------------------------------------------
-// ObjectStore
 
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Create(const StoreOptions& options) {
   KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<Arena> arena,
@@ -834,9 +56,10 @@ ObjectStore::ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,
   impl_->clock = options_.ttl_clock ? options_.ttl_clock : SteadyTtlClock::Get();
   impl_->eviction_sink = options_.eviction_sink;
   impl_->next_sequence.store(std::max<uint64_t>(options_.first_sequence, 1));
-  impl_->max_index_bytes = options_.max_index_bytes;
-  impl_->max_reserved_bytes = options_.max_reserved_bytes;
-  impl_->max_pinned_bytes = options_.max_pinned_bytes;
+  impl_->admission.max_index_bytes = options_.max_index_bytes;
+  impl_->admission.max_reserved_bytes = options_.max_reserved_bytes;
+  impl_->admission.max_pinned_bytes = options_.max_pinned_bytes;
+  impl_->admission.index_bytes_elsewhere = options_.index_bytes_elsewhere;
 }
 
 ObjectStore::~ObjectStore() {
@@ -876,54 +99,7 @@ Status CheckName(const StoreOptions& options, std::string_view ns, std::string_v
   return Status::Ok();
 }
 
-Status PinCapStatus(uint64_t cap) {
-  return Status::NoSpace("readers already pin " + std::to_string(cap) +
-                         " bytes of values, the node's max_pinned_bytes; retry once some "
-                         "reads finish");
-}
-
 }  // namespace
-
-// A reservation is placed so that it can grow in place: at the front of a hole with room for
-// the whole value. Concurrent writers otherwise interleave their steps in the same hole, each
-// blocking the other's growth, and a reservation that cannot grow in place moves (its written
-// bytes copied). The order of preference:
-//   1. extend `*grown` in place, or a hole with room for the whole value;
-//   2. where the free space can hold the rest of the value (this write need not evict), any
-//      hole: a move now beats evicting what need not be evicted;
-//   3. else (a full cache: this write evicts whatever happens) evict in LRU order until 1.
-//      holds, or until a step's worth (`bytes` for a new reservation, the growth for a grown
-//      one) is evicted, after which any hole will do.
-// So eviction still follows the bytes that arrived, a step at a time.
-std::optional<Extent> ObjectStore::PlaceStep(uint64_t bytes, uint64_t value_len, Extent* grown,
-                                             bool* in_place) {
-  const uint64_t have = grown != nullptr ? grown->length : 0;
-  const uint64_t step = allocator_->RoundUp(bytes) - have;
-  const uint64_t rest = allocator_->RoundUp(value_len) - have;
-  std::optional<Extent> placed;
-  bool extended = false;
-  auto with_room = [&] {
-    extended = grown != nullptr && allocator_->Extend(grown, bytes);
-    if (!extended) placed = allocator_->Allocate(bytes, value_len, /*room_required=*/true);
-    return extended || placed.has_value();
-  };
-  auto anywhere = [&] {
-    if (with_room()) return true;
-    placed = allocator_->Allocate(bytes, value_len);
-    return placed.has_value();
-  };
-  const uint64_t used_before = allocator_->used_bytes();
-  const bool must_evict = allocator_->capacity_bytes() - used_before < rest;
-  if (!(must_evict ? with_room() : anywhere())) {
-    impl_->EvictUntil([&] {
-      const bool stepped = allocator_->used_bytes() + step <= used_before;
-      return stepped || !must_evict ? anywhere() : with_room();
-    });
-    if (!extended && !placed) anywhere();  // nothing (more) evictable: any hole left will do
-  }
-  if (in_place != nullptr) *in_place = extended;
-  return placed;
-}
 
 Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view key,
                                          uint64_t value_len, std::string_view meta,
@@ -942,24 +118,27 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   // Caps first, cheapest first: a reservation over max_reserved_bytes evicts nothing.
   const uint64_t extent_bytes =
       value_len == 0 ? 0 : allocator_->RoundUp(std::clamp<uint64_t>(first_bytes, 1, value_len));
-  if (!Impl::TryAdmit(impl_->unwritten_bytes, extent_bytes, impl_->max_reserved_bytes)) {
-    impl_->reserve_cap_refusals.fetch_add(1, std::memory_order_relaxed);
+  if (!Admission::TryAdmit(impl_->admission.unwritten_bytes, extent_bytes,
+                           impl_->admission.max_reserved_bytes)) {
+    impl_->admission.reserve_cap_refusals.fetch_add(1, std::memory_order_relaxed);
     return Status::NoSpace("writes in progress already reserve " +
-                           std::to_string(impl_->max_reserved_bytes) +
+                           std::to_string(impl_->admission.max_reserved_bytes) +
                            " bytes, the node's max_reserved_bytes; retry once some complete");
   }
   const uint64_t charge = ChargeOf(ns, key, meta);
-  auto admit_charge = [&] { return Impl::TryAdmit(impl_->index_bytes, charge, IndexCap()); };
+  auto admit_charge = [&] {
+    return Admission::TryAdmit(impl_->admission.index_bytes, charge, impl_->admission.IndexCap());
+  };
   if (!admit_charge() && !impl_->EvictUntil(admit_charge)) {
-    impl_->unwritten_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
+    impl_->admission.unwritten_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
     return Status::NoSpace("no room for another object's key and metadata (max_index_bytes " +
-                           std::to_string(impl_->max_index_bytes) +
+                           std::to_string(impl_->admission.max_index_bytes) +
                            "): every object left is pinned by a reader or being written");
   }
   std::optional<Extent> extent = PlaceStep(extent_bytes, value_len, nullptr, nullptr);
   if (!extent) {
-    impl_->unwritten_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
-    impl_->index_bytes.fetch_sub(charge, std::memory_order_relaxed);
+    impl_->admission.unwritten_bytes.fetch_sub(extent_bytes, std::memory_order_relaxed);
+    impl_->admission.index_bytes.fetch_sub(charge, std::memory_order_relaxed);
     return Status::NoSpace("no room for " + std::to_string(value_len) +
                            " bytes: every object left is pinned by a reader or being written");
   }
@@ -980,9 +159,10 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   shard.live_objects.fetch_add(1, std::memory_order_relaxed);
   // Admitted as extent_bytes, which is what the allocator hands out.
   if (extent->length != extent_bytes) {
-    impl_->unwritten_bytes.fetch_add(extent->length - extent_bytes, std::memory_order_relaxed);
+    impl_->admission.unwritten_bytes.fetch_add(extent->length - extent_bytes,
+                                               std::memory_order_relaxed);
   }
-  impl_->reserved_bytes.fetch_add(extent->length, std::memory_order_relaxed);
+  impl_->admission.reserved_bytes.fetch_add(extent->length, std::memory_order_relaxed);
   return WriteHandle(o);
 }
 
@@ -992,21 +172,23 @@ Status ObjectStore::Grow(WriteHandle& handle, uint64_t capacity) {
   const uint64_t target = allocator_->RoundUp(std::min(capacity, o->value_len));
   if (target <= o->extent.length) return Status::Ok();
   const uint64_t more = target - o->extent.length;
-  if (!Impl::TryAdmit(impl_->unwritten_bytes, more, impl_->max_reserved_bytes)) {
-    impl_->reserve_cap_refusals.fetch_add(1, std::memory_order_relaxed);
+  if (!Admission::TryAdmit(impl_->admission.unwritten_bytes, more,
+                           impl_->admission.max_reserved_bytes)) {
+    impl_->admission.reserve_cap_refusals.fetch_add(1, std::memory_order_relaxed);
     return Status::NoSpace("writes in progress already reserve " +
-                           std::to_string(impl_->max_reserved_bytes) +
+                           std::to_string(impl_->admission.max_reserved_bytes) +
                            " bytes not yet written, the node's max_reserved_bytes");
   }
   const Extent before = o->extent;
   bool in_place = false;
   std::optional<Extent> moved = PlaceStep(target, o->value_len, &o->extent, &in_place);
   if (in_place) {
-    impl_->reserved_bytes.fetch_add(o->extent.length - before.length, std::memory_order_relaxed);
+    impl_->admission.reserved_bytes.fetch_add(o->extent.length - before.length,
+                                              std::memory_order_relaxed);
     return Status::Ok();
   }
   if (!moved) {
-    impl_->unwritten_bytes.fetch_sub(more, std::memory_order_relaxed);
+    impl_->admission.unwritten_bytes.fetch_sub(more, std::memory_order_relaxed);
     return Status::NoSpace("no room to grow a reservation to " + std::to_string(target) +
                            " bytes: every object left is pinned by a reader or being written");
   }
@@ -1014,9 +196,10 @@ Status ObjectStore::Grow(WriteHandle& handle, uint64_t capacity) {
   std::memcpy(to, o->data, o->written);
   o->extent = *moved;
   o->data = to;
-  impl_->reserved_bytes.fetch_add(moved->length - before.length, std::memory_order_relaxed);
-  impl_->reservation_moves.fetch_add(1, std::memory_order_relaxed);
-  impl_->reservation_moved_bytes.fetch_add(o->written, std::memory_order_relaxed);
+  impl_->admission.reserved_bytes.fetch_add(moved->length - before.length,
+                                            std::memory_order_relaxed);
+  impl_->admission.reservation_moves.fetch_add(1, std::memory_order_relaxed);
+  impl_->admission.reservation_moved_bytes.fetch_add(o->written, std::memory_order_relaxed);
   Status freed = allocator_->Free(before);
   if (!freed.ok()) log::Error("store: {}", freed.ToString());
   return Status::Ok();
@@ -1076,7 +259,7 @@ Status ObjectStore::CommitVersion(WriteHandle&& handle, bool if_absent, uint64_t
       // makes its namespace look empty.
       impl_->ShowLocked(shard, o);
       if (old) impl_->HideLocked(shard, old);
-      impl_->EndReservation(*o);
+      impl_->admission.EndReservation(*o);
       if (impl_->use_hook) impl_->use_hook(o->ns, o->key);
     }
   }
@@ -1097,7 +280,7 @@ Result<ReadHandle> ObjectStore::Lookup(std::string_view ns, std::string_view key
   Impl::Shard& shard = impl_->ShardFor(index_key);
   bool over_cap = false;
   StoredObject* found = impl_->PinLive(shard, index_key, impl_->clock->NowMillis(), &over_cap);
-  if (over_cap) return PinCapStatus(impl_->max_pinned_bytes);
+  if (over_cap) return PinCapStatus(impl_->admission.max_pinned_bytes);
   if (!found) {
     shard.misses.fetch_add(1, std::memory_order_relaxed);
     return Miss();
@@ -1134,7 +317,7 @@ Result<ReadHandle> ObjectStore::LookupInAnyNamespace(std::string_view key,
     if (found) found = impl_->PinFoundLocked(shard, found, &over_cap);
   }
   impl_->UnrefAll(retired);
-  if (over_cap) return PinCapStatus(impl_->max_pinned_bytes);
+  if (over_cap) return PinCapStatus(impl_->admission.max_pinned_bytes);
   // One hit or miss for the whole search.
   (found ? shard.hits : shard.misses).fetch_add(1, std::memory_order_relaxed);
   if (!found) return Miss();
@@ -1196,9 +379,9 @@ Result<KeyListing> ObjectStore::ListKeys(std::string_view ns, std::string_view c
   std::set<std::string, std::less<>> smallest;
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
-    auto part = shard.namespaces.find(ns);
-    if (part == shard.namespaces.end()) continue;
-    const auto& in_key_order = part->second.in_key_order;
+    const ShardNamespace* part = shard.namespaces.Find(ns);
+    if (part == nullptr) continue;
+    const auto& in_key_order = part->in_key_order;
     for (auto it = in_key_order.upper_bound(cursor); it != in_key_order.end(); ++it) {
       const StoredObject* o = *it;
       if (smallest.size() > limit && o->key >= *std::prev(smallest.end())) break;
@@ -1222,8 +405,8 @@ uint64_t ObjectStore::Sweep() {
     MutexLock lock(shard.mu);
     const size_t before = expired.size();
     // The heap's top expires first: only what expired is visited (RetireLocked takes it out).
-    while (!shard.expiry.empty() && IsExpired(*shard.expiry.front(), now)) {
-      StoredObject* o = shard.expiry.front();
+    while (!shard.expiry.empty() && IsExpired(*shard.expiry.top(), now)) {
+      StoredObject* o = shard.expiry.top();
       impl_->RetireLocked(shard, o);
       expired.push_back(o);
     }
@@ -1262,10 +445,11 @@ StoreStats ObjectStore::Stats() const {
   s.capacity_bytes = a.capacity_bytes;
   s.used_bytes = a.used_bytes;
   s.value_bytes = impl_->Sum(&Shard::value_bytes);
-  s.reserved_bytes = impl_->reserved_bytes.load(std::memory_order_relaxed);
-  s.reserved_unwritten_bytes = impl_->unwritten_bytes.load(std::memory_order_relaxed);
-  s.reservation_moves = impl_->reservation_moves.load(std::memory_order_relaxed);
-  s.reservation_moved_bytes = impl_->reservation_moved_bytes.load(std::memory_order_relaxed);
+  s.reserved_bytes = impl_->admission.reserved_bytes.load(std::memory_order_relaxed);
+  s.reserved_unwritten_bytes = impl_->admission.unwritten_bytes.load(std::memory_order_relaxed);
+  s.reservation_moves = impl_->admission.reservation_moves.load(std::memory_order_relaxed);
+  s.reservation_moved_bytes =
+      impl_->admission.reservation_moved_bytes.load(std::memory_order_relaxed);
   const uint64_t visible = impl_->Sum(&Shard::visible_alloc_bytes);
   // A snapshot of independent counters: clamp rather than wrap if they disagree for a moment.
   s.retired_bytes =
@@ -1277,13 +461,13 @@ StoreStats ObjectStore::Stats() const {
   s.expirations = impl_->Sum(&Shard::expirations);
   s.free_extents = a.free_extents;
   s.largest_free_bytes = a.largest_free_bytes;
-  s.index_bytes = impl_->index_bytes.load(std::memory_order_relaxed);
-  s.pinned_bytes = impl_->pinned_bytes.load(std::memory_order_relaxed);
-  s.max_index_bytes = impl_->max_index_bytes;
-  s.max_reserved_bytes = impl_->max_reserved_bytes;
-  s.max_pinned_bytes = impl_->max_pinned_bytes;
-  s.reserve_cap_refusals = impl_->reserve_cap_refusals.load(std::memory_order_relaxed);
-  s.pin_cap_refusals = impl_->pin_cap_refusals.load(std::memory_order_relaxed);
+  s.index_bytes = impl_->admission.index_bytes.load(std::memory_order_relaxed);
+  s.pinned_bytes = impl_->admission.pinned_bytes.load(std::memory_order_relaxed);
+  s.max_index_bytes = impl_->admission.max_index_bytes;
+  s.max_reserved_bytes = impl_->admission.max_reserved_bytes;
+  s.max_pinned_bytes = impl_->admission.max_pinned_bytes;
+  s.reserve_cap_refusals = impl_->admission.reserve_cap_refusals.load(std::memory_order_relaxed);
+  s.pin_cap_refusals = impl_->admission.pin_cap_refusals.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -1292,7 +476,7 @@ std::vector<NamespaceUsage> ObjectStore::NamespaceUsages() const {
   std::map<std::string, NamespaceUsage, std::less<>> total;
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
-    for (const auto& [name, counts] : shard.namespaces) {
+    for (const auto& [name, counts] : shard.namespaces.all()) {
       auto it = total.find(name);
       if (it == total.end()) it = total.emplace(name, NamespaceUsage{name, 0, 0, 0}).first;
       it->second.objects += counts.objects;
@@ -1311,11 +495,11 @@ NamespaceUsage ObjectStore::UsageOf(std::string_view ns) const {
   NamespaceUsage usage{std::string(ns), 0, 0, 0};
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
-    auto it = shard.namespaces.find(ns);
-    if (it == shard.namespaces.end()) continue;
-    usage.objects += it->second.objects;
-    usage.value_bytes += it->second.value_bytes;
-    usage.meta_bytes += it->second.meta_bytes;
+    const ShardNamespace* part = shard.namespaces.Find(ns);
+    if (part == nullptr) continue;
+    usage.objects += part->objects;
+    usage.value_bytes += part->value_bytes;
+    usage.meta_bytes += part->meta_bytes;
   }
   return usage;
 }
@@ -1338,23 +522,15 @@ Status ObjectStore::SetExpiry(std::string_view ns, std::string_view key, uint64_
     if (o != nullptr) {
       found = true;
       // Out of the expiry heap and back in at its new place (or not at all: never expires).
-      impl_->HeapRemoveLocked(shard, o);
+      shard.expiry.Remove(o);
       o->expires_at_ms = ttl_ms == 0 ? kNeverExpires : now + ttl_ms;
-      if (o->expires_at_ms != kNeverExpires) impl_->HeapAddLocked(shard, o);
+      if (o->expires_at_ms != kNeverExpires) shard.expiry.Add(o);
       o->sequence.store(impl_->NewSequence(), std::memory_order_relaxed);
       if (sequence != nullptr) *sequence = o->sequence.load(std::memory_order_relaxed);
     }
   }
   if (expired) impl_->Unref(expired);
   return found ? Status::Ok() : Miss();
-}
-
-uint64_t ObjectStore::IndexCap() const {
-  uint64_t cap = impl_->max_index_bytes;
-  if (cap != 0 && options_.index_bytes_elsewhere != nullptr) {
-    cap -= std::min(options_.index_bytes_elsewhere->load(std::memory_order_relaxed), cap / 2);
-  }
-  return cap;
 }
 
 Status ObjectStore::AttachMeta(std::string_view ns, std::string_view key, std::string_view meta,
@@ -1377,15 +553,16 @@ Status ObjectStore::AttachMeta(std::string_view ns, std::string_view key, std::s
     if (o != nullptr) {
       if (!o->Meta().empty()) {
         status = Status::Aborted("the object has metadata already");
-      } else if (!Impl::TryAdmit(impl_->index_bytes, meta.size(), IndexCap())) {
+      } else if (!Admission::TryAdmit(impl_->admission.index_bytes, meta.size(),
+                                      impl_->admission.IndexCap())) {
         status = Status::NoSpace("no room for the metadata (max_index_bytes " +
-                                 std::to_string(impl_->max_index_bytes) + ")");
+                                 std::to_string(impl_->admission.max_index_bytes) + ")");
       } else {
         // Counted as the object's own: in its charge (given back with the object) and its
         // namespace's meta bytes.
         o->attached_meta.store(new std::string(meta), std::memory_order_release);
         o->charge += meta.size();
-        shard.namespaces.find(o->ns)->second.meta_bytes += meta.size();
+        shard.namespaces.Find(o->ns)->meta_bytes += meta.size();
         o->sequence.store(impl_->NewSequence(), std::memory_order_relaxed);
         if (sequence != nullptr) *sequence = o->sequence.load(std::memory_order_relaxed);
         status = Status::Ok();

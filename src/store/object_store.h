@@ -68,7 +68,7 @@
 namespace kvport::store {
 
 class ObjectStore;
-struct StoredObject;  // one version of one object; defined in object_store.cc
+struct StoredObject;  // one version of one object; defined in store/stored_object.h
 
 // Never expires.
 inline constexpr uint32_t kNoExpiry = 0;
@@ -434,8 +434,6 @@ class ObjectStore {
   friend class ReadHandle;
   friend class WriteHandle;
   Status CommitVersion(WriteHandle&& handle, bool if_absent, uint64_t* sequence);
-  // max_index_bytes less what is charged elsewhere (StoreOptions::index_bytes_elsewhere).
-  uint64_t IndexCap() const;
   struct Impl;
 
   ObjectStore(StoreOptions options, std::unique_ptr<Arena> arena,
@@ -443,7 +441,7 @@ class ObjectStore {
 
   // Space for `bytes` of a value of `value_len` bytes (a reservation, or a step of one),
   // evicting if it must: by extending `*grown` in place when given (true), else a new extent.
-  // See the .cc for the order of preference.
+  // See eviction.cc for the order of preference.
   std::optional<Extent> PlaceStep(uint64_t bytes, uint64_t value_len, Extent* grown,
                                   bool* in_place);
 

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+// StoredObject: one version of one object of the ObjectStore, with the links by which its
+// shard's index, LRU list, key chain and expiry heap hold it (private to store/).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "store/extent_allocator.h"
+
+namespace kvport::store {
+
+class ObjectStore;
+
+inline constexpr uint64_t kNeverExpires = UINT64_MAX;
+
+// What an object expiring at `expires_at_ms` has left at `now_ms`: 0 when it never expires, at
+// least 1 otherwise (an object pinned past its expiry is still readable through its pin).
+inline uint64_t TtlLeftMs(uint64_t expires_at_ms, uint64_t now_ms) {
+  if (expires_at_ms == kNeverExpires) return 0;
+  return expires_at_ms > now_ms ? expires_at_ms - now_ms : 1;
+}
+
+enum class ObjectState : uint8_t {
+  kReserved,  // owned by a WriteHandle, invisible
+  kVisible,   // in the index and in its shard's LRU list
+  kRetired,   // removed from the index; lives on while pinned
+};
+
+// One version of one object. Lifetime is a reference count: the WriteHandle (while reserved)
+// or the index (while visible) holds one reference, and each ReadHandle holds one more. The
+// last Unref frees the extent and the object.
+struct StoredObject {
+  ObjectStore* store = nullptr;
+  std::string ns;
+  std::string key;
+  std::string index_key;
+  std::string meta;
+  // Metadata attached after the commit (ObjectStore::AttachMeta), once, to an object committed
+  // without any: published with a release store so a reader that loads it sees its bytes, and
+  // freed with the object. Readers see `meta` when it is not empty, else this.
+  std::atomic<const std::string*> attached_meta{nullptr};
+  Extent extent;
+  uint8_t* data = nullptr;
+  uint64_t value_len = 0;
+  // While reserved: the bytes of the extent its writer marked written
+  // (Admission::unwritten_bytes counts the rest).
+  uint64_t written = 0;
+  uint32_t ttl_seconds = 0;
+  size_t shard = 0;
+  uint64_t charge = 0;  // ObjectStore::ChargeOf: counted in Admission::index_bytes while it lives
+  // ObjectStore::Impl::generation when the object was reserved: a version from before the last
+  // DropAll never becomes (or stays) visible.
+  uint64_t generation = 0;
+  // ReadHandle::sequence: set at commit (or before it, WriteHandle::SetSequence; 0: none set)
+  // and at a change in place, under the shard mutex; read by pinners without it.
+  std::atomic<uint64_t> sequence{0};
+  // ReadHandle::checksum: set by the writer before the commit, constant after.
+  uint64_t checksum = 0;
+  std::atomic<uint32_t> refs{1};
+  // ReadHandles on this version: the first adds its extent to Admission::pinned_bytes, the last
+  // takes it away. 0 -> 1 happens only under the shard mutex (Lookup) or from a live pin.
+  std::atomic<uint32_t> pins{0};
+  // Guarded by the mutex of shards[shard] once the object has been committed (before that, the
+  // WriteHandle's thread owns it alone).
+  ObjectState state = ObjectState::kReserved;
+  uint64_t expires_at_ms = kNeverExpires;
+  // The use counter's value at the last commit or hit: the LRU order across shards.
+  uint64_t last_use = 0;
+  // The shard's LRU list runs from the most (head) to the least (tail) recently used.
+  StoredObject* lru_prev = nullptr;
+  StoredObject* lru_next = nullptr;
+  // The next visible object with the same key in another namespace (IndexShard::by_key's chain).
+  StoredObject* same_key_next = nullptr;
+  // Its place in its shard's expiry heap (ExpiryHeap) while visible with a TTL; SIZE_MAX
+  // otherwise.
+  size_t expiry_slot = SIZE_MAX;
+
+  ~StoredObject() { delete attached_meta.load(std::memory_order_relaxed); }
+  std::string_view Meta() const {
+    if (!meta.empty()) return meta;
+    const std::string* attached = attached_meta.load(std::memory_order_acquire);
+    return attached != nullptr ? std::string_view(*attached) : std::string_view();
+  }
+};
+
+inline bool IsExpired(const StoredObject& o, uint64_t now_ms) {
+  return now_ms >= o.expires_at_ms;
+}
+
+}  // namespace kvport::store
