@@ -328,7 +328,43 @@ class Connection : private SocketWatcher::Watched {
   std::vector<Ticket> pending_;
   Status close_reason_;
 
-  // Who reads the socket now (guarded by mu_): nobody, the watcher, or a caller in Wait.
+  // The reader role (connection_reader.cc): who reads the socket now. Its state is reader_ and
+  // watcher_idle_, both guarded by mu_; every move below is made with mu_ held, and whoever
+  // holds the role alone touches frame_ (its hand-over happens under mu_).
+  //
+  //   state          reader_   watcher_idle_  who reads the socket
+  //   free           kNone     false          nobody: a waiter was woken, or the watcher will be
+  //   watcher-idle   kWatcher  true           nobody: the watcher's epoll waits for a first byte
+  //   watcher        kWatcher  false          the watcher's thread, in OnWatch (or between its
+  //                                           callbacks, armed, with a response half read)
+  //   caller         kCaller   false          a caller in Wait (ReadFor) or Poll
+  //
+  //   from           event                                   by                      to
+  //   (Open)         connection opened                       the opening thread      watcher-idle
+  //   free           TakeReaderRole (Wait, Poll)             a caller                caller
+  //   watcher-idle   TakeReaderRole, without telling it      a caller                caller
+  //   free           callback, nobody waits, and a response  the watcher (OnWatch)   watcher
+  //                  is half read or kReaderGrace passed
+  //   free           callback while a caller waits, or too   the watcher (OnWatch)   free (it
+  //                  soon (it asks again at the grace end)                            waits)
+  //   watcher-idle   callback                                the watcher (OnWatch)   watcher
+  //   watcher        the socket has nothing more; between    the watcher (OnWatch)   watcher-idle
+  //                  responses
+  //   watcher        the same with a response half read      the watcher (OnWatch)   watcher
+  //   watcher        a caller waits, an error, or closed     the watcher (OnWatch:   free
+  //                                                          ReleaseReader)
+  //   caller         its call done, its deadline, or the     the caller              free
+  //                  end of what Poll found                  (ReleaseReader)
+  //   free or        Close                                   any thread              free, the
+  //   watcher-idle                                                                   pending failed
+  //   caller         callback                                the watcher             caller (no-op)
+  //
+  // Whoever makes the role free (ReleaseReader) hands it off (HandOff): it wakes the oldest
+  // caller waiting in Wait, or else asks the watcher for a callback, at once when a response is
+  // half read (frame_open_), after kReaderGrace otherwise. A closed connection's role, when
+  // given up, fails every pending call (the holder of the role saw the socket end; Close fails
+  // them itself when nobody held it). Only the holder may give the role up; only a caller may
+  // take it from the watcher, and only while the watcher is idle.
   enum class Reader { kNone, kWatcher, kCaller };
   Reader reader_ = Reader::kNone;
   // The watcher holds the role but waits (armed in epoll, not in a callback) for the first byte
