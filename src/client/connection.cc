@@ -90,7 +90,7 @@ Result<std::shared_ptr<Connection>> Connection::Open(const NodeAddress& address,
   KVPORT_RETURN_IF_ERROR(conn->watcher_->Add(conn.get(), conn->stream_.fd()));
   {
     // Watched from the start: an idle connection sees the node go away.
-    std::lock_guard lock(conn->mu_);
+    WaitableLock lock(conn->mu_);
     conn->reader_ = Reader::kWatcher;
     conn->watcher_idle_ = true;
     conn->watcher_->Watch(conn.get(), /*readable=*/true, kNoDeadline);
@@ -238,7 +238,7 @@ void Connection::Close(const Status& reason) {
   // Writers into this session's arena reservations finish first (BeginArenaWrite).
   std::unique_lock writers(arena_writers_);
   {
-    std::lock_guard lock(mu_);
+    WaitableLock lock(mu_);
     if (!alive_.load(std::memory_order_relaxed)) return;
     alive_.store(false, std::memory_order_release);
     close_reason_ = Status::Unavailable("connection to " + peer_ + " lost: " + reason.message());
@@ -257,7 +257,7 @@ void Connection::Close(const Status& reason) {
 }
 
 Status Connection::close_reason() const {
-  std::lock_guard lock(mu_);
+  WaitableLock lock(mu_);
   return close_reason_;
 }
 

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "client/connection.h"
+#include "common/thread_annotations.h"
 
 namespace kvport::client {
 
@@ -18,8 +19,10 @@ struct Connection::Call {
   Call(uint64_t request_id, ResponseHandler* h, Deadline d, uint64_t max_descriptor)
       : id(request_id), handler(h), deadline(d), max_descriptor_bytes(max_descriptor) {}
 
-  // Makes a done call, held by nobody else, a new one (Send's `reuse`).
-  void Restart(uint64_t request_id, ResponseHandler* h, Deadline d, uint64_t max_descriptor) {
+  // Makes a done call, held by nobody else, a new one (Send's `reuse`). Unchecked: nobody else
+  // can take io_mu, so `abandoned` is written without it.
+  void Restart(uint64_t request_id, ResponseHandler* h, Deadline d,
+               uint64_t max_descriptor) NO_THREAD_SAFETY_ANALYSIS {
     id = request_id;
     handler = h;
     deadline = d;
@@ -43,8 +46,8 @@ struct Connection::Call {
   // The reader holds io_mu whenever it touches the handler or the caller's buffers, and checks
   // `abandoned` first; Abandon sets `abandoned` under io_mu, so once it has, the reader never
   // touches them again (it discards the rest of the response instead).
-  std::mutex io_mu;
-  bool abandoned = false;  // guarded by io_mu
+  Mutex io_mu;
+  bool abandoned GUARDED_BY(io_mu) = false;
 };
 
 }  // namespace kvport::client

@@ -28,7 +28,7 @@ Result<Connection::Ticket> Connection::Send(uint64_t request_id,
 Result<Connection::Ticket> Connection::SendCall(Ticket call, const protocol::EncodedFrame& frame,
                                                 Deadline deadline) {
   {
-    std::lock_guard lock(mu_);
+    WaitableLock lock(mu_);
     if (!alive_.load(std::memory_order_relaxed)) return close_reason_;
     pending_.push_back(call);
   }
@@ -50,7 +50,7 @@ Status Connection::Post(uint64_t request_id, const protocol::EncodedFrame& frame
 
 Connection::Abandoned Connection::Abandon(const Ticket& call) {
   {
-    std::lock_guard lock(mu_);
+    WaitableLock lock(mu_);
     switch (call->state) {
       case Call::State::kDone:
         return Abandoned::kCompleted;
@@ -67,13 +67,13 @@ Connection::Abandoned Connection::Abandon(const Ticket& call) {
   // The reader is on this call's response. Taking io_mu waits out a read into the caller's
   // buffers in progress (one readv of what the socket holds, never a wait for the node);
   // afterwards the reader sees `abandoned` and discards the rest.
-  std::lock_guard io(call->io_mu);
+  MutexLock io(call->io_mu);
   call->abandoned = true;
   return Abandoned::kMidResponse;
 }
 
 void Connection::Finish(Call& call, Status result) {
-  std::lock_guard lock(mu_);
+  WaitableLock lock(mu_);
   ErasePending(call.id);
   call.result = std::move(result);
   call.state = Call::State::kDone;

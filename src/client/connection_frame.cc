@@ -73,7 +73,7 @@ Status Connection::Advance(Deadline give_up, bool* paused, bool spin) {
       // The call this response answers fails with the cause; the others with the close.
       Ticket call = std::move(frame_->call);
       if (call != nullptr) {
-        std::lock_guard lock(mu_);
+        WaitableLock lock(mu_);
         if (call->state == Call::State::kReceiving) {
           ErasePending(call->id);
           call->result = status;
@@ -114,7 +114,7 @@ Status Connection::Fill(Deadline give_up, bool* paused, bool spin) {
       while (end < f.iov.size() && f.iov[end].iov_base != nullptr && end - first < IOV_MAX)
         ++end;
       if (f.to_caller) {
-        std::lock_guard io(f.call->io_mu);
+        MutexLock io(f.call->io_mu);
         if (f.call->abandoned) {
           f.abandoned = true;
         } else {
@@ -238,7 +238,7 @@ Status Connection::Step(bool* complete) {
             " on a connection that negotiated version " + std::to_string(version_));
       }
       {
-        std::lock_guard lock(mu_);
+        WaitableLock lock(mu_);
         Ticket* pending = FindPending(header.request_id);
         if (pending != nullptr && (*pending)->state == Call::State::kWaiting) {
           f.call = *pending;
@@ -279,7 +279,7 @@ Status Connection::Step(bool* complete) {
       std::vector<iovec>& payload = f.handler_iov;
       payload.clear();
       {
-        std::lock_guard io(f.call->io_mu);
+        MutexLock io(f.call->io_mu);
         if (f.call->abandoned) {
           f.abandoned = true;
         } else {

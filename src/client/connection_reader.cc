@@ -27,9 +27,9 @@ constexpr int kResponsesPerVisit = 16;
 }  // namespace
 
 Status Connection::Wait(const Ticket& call, Deadline deadline) {
-  std::unique_lock lock(mu_);
+  WaitableLock lock(mu_);
   bool listed = false;
-  auto unlist = [&] {
+  auto unlist = [&]() REQUIRES(mu_) {
     if (!listed) return;
     listed = false;
     waiters_.erase(std::find(waiters_.begin(), waiters_.end(), call.get()));
@@ -49,14 +49,14 @@ Status Connection::Wait(const Ticket& call, Deadline deadline) {
       listed = true;
     }
     if (deadline == kNoDeadline) {
-      call->done.wait(lock);
-    } else if (call->done.wait_until(lock, deadline) == std::cv_status::timeout &&
+      lock.Wait(call->done);
+    } else if (lock.WaitUntil(call->done, deadline) == std::cv_status::timeout &&
                call->state != Call::State::kDone) {
       unlist();
       lock.unlock();
       switch (Abandon(call)) {
         case Abandoned::kCompleted: {
-          std::lock_guard relock(mu_);
+          WaitableLock relock(mu_);
           return call->result;
         }
         case Abandoned::kBeforeResponse:
@@ -85,7 +85,7 @@ bool Connection::TakeReaderRole() {
 }
 
 bool Connection::Poll(const Ticket& call) {
-  std::unique_lock lock(mu_);
+  WaitableLock lock(mu_);
   if (call->state == Call::State::kDone) return true;
   if (!TakeReaderRole()) return false;  // someone else reads: they hand the response over
   lock.unlock();
@@ -111,7 +111,7 @@ void Connection::ReadUntilDone(const Ticket& call, Deadline give_up, bool spin) 
       return;
     }
     {
-      std::lock_guard lock(mu_);
+      WaitableLock lock(mu_);
       if (call->state == Call::State::kDone) return;
     }
     if (paused) return;
@@ -120,7 +120,7 @@ void Connection::ReadUntilDone(const Ticket& call, Deadline give_up, bool spin) 
 
 Status Connection::ReadFor(const Ticket& call, Deadline deadline) {
   ReadUntilDone(call, deadline, /*spin=*/options_.busy_poll.count() > 0);
-  std::unique_lock lock(mu_);
+  WaitableLock lock(mu_);
   if (call->state != Call::State::kDone && alive_.load(std::memory_order_relaxed)) {
     // The deadline passed. Its response has not begun (a late one will be drained), or it is
     // the one half read: the next holder of the role discards the rest.
@@ -132,7 +132,7 @@ Status Connection::ReadFor(const Ticket& call, Deadline deadline) {
       return Status::Timeout("no response from " + peer_ + " before the deadline");
     }
     {
-      std::lock_guard io(call->io_mu);
+      MutexLock io(call->io_mu);
       call->abandoned = true;
     }
     ReleaseReader();
@@ -170,7 +170,7 @@ void Connection::HandOff() {
 }
 
 void Connection::OnWatch() {
-  std::unique_lock lock(mu_);
+  WaitableLock lock(mu_);
   if (!alive_.load(std::memory_order_relaxed)) {
     if (reader_ == Reader::kWatcher) ReleaseReader();  // fails what is pending
     return;
@@ -209,7 +209,7 @@ void Connection::OnWatch() {
       status = Status::NoSpace("out of memory while reading a response");
     }
     if (status.ok() && !paused) {
-      std::lock_guard check(mu_);
+      WaitableLock check(mu_);
       if (!waiters_.empty()) break;  // a response ended and a caller waits: it goes on
     }
   }

@@ -23,9 +23,9 @@ constexpr std::chrono::seconds kReleaseWriteTimeout{5};
 void Connection::ReleaseLease(uint64_t lease_id) {
   bool send_now = true;
   {
-    std::lock_guard lock(mu_);
+    WaitableLock lock(mu_);
     if (!alive_.load(std::memory_order_relaxed)) return;  // the session's leases went with it
-    std::lock_guard deferred(deferred_mu_);
+    MutexLock deferred(deferred_mu_);
     deferred_releases_.push_back(lease_id);
     // While a caller reads, or between calls, a callback of the watcher is still to come (the
     // one asked for when the reader role is let go) and sends what no request carried. Once
@@ -39,7 +39,7 @@ void Connection::ReleaseLease(uint64_t lease_id) {
 
 void Connection::SendDeferredReleases() {
   {
-    std::lock_guard lock(deferred_mu_);
+    MutexLock lock(deferred_mu_);
     if (deferred_releases_.empty()) return;
   }
   // Never wait for a writer on the watcher's thread: a writer takes what is deferred with its
@@ -60,7 +60,7 @@ Status Connection::WriteFrame(const protocol::EncodedFrame* frame, Deadline dead
   std::vector<iovec>& iov = write_iov_;
   iov.clear();
   {
-    std::lock_guard lock(deferred_mu_);
+    MutexLock lock(deferred_mu_);
     sending_releases_.swap(deferred_releases_);
   }
   if (!sending_releases_.empty()) {
