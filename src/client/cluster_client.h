@@ -134,6 +134,14 @@ class ClusterClient final : public Backend {
     std::vector<uint32_t> keys;  // indexes into the call's keys, ascending
   };
 
+  // Steady-clock nanoseconds, as Slot::down_until_ns counts them.
+  static int64_t NowNs();
+  // "id (address)", or the address alone when it is the id.
+  static std::string NodeName(const cluster::Member& member);
+  // Whether a node's answer for a key means the node itself failed (not the key).
+  static bool NodeFailed(KeyCode code);
+  static bool NodeFailed(const Status& call);
+
   std::shared_ptr<const View> CurrentView();
   Routing Route(std::span<const std::string> keys);
   // The slot's NodeClient, opening it now if needed: Unavailable while a failed open backs

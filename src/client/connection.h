@@ -54,6 +54,8 @@
 #include "client/endpoint.h"
 #include "client/socket_io.h"
 #include "client/socket_watcher.h"
+#include "client/waitable_mutex.h"
+#include "common/thread_annotations.h"
 #include "kvport/byte_vector.h"
 #include "kvport/status.h"
 #include "net/host_port.h"
@@ -171,7 +173,7 @@ class Connection : private SocketWatcher::Watched {
   // socket watcher's next callback (within kReaderGrace) sends it. At most kMaxDeferredReleases
   // wait: the one that fills the list is sent at once. Not fatal when it cannot be sent: a lease
   // the node never hears about ends with the session.
-  void ReleaseLease(uint64_t lease_id);
+  void ReleaseLease(uint64_t lease_id) EXCLUDES(mu_);
 
   // Waits for the response to a sent request. OK when the handler accepted it; otherwise the
   // handler's error, the node's ERROR response, Unavailable when the connection was lost, or
@@ -179,12 +181,12 @@ class Connection : private SocketWatcher::Watched {
   // handler and with every buffer it named: a response still arriving at the deadline is
   // drained by the next reader (the rest of it discarded), never written into the caller's
   // buffers. The waiting thread may itself read the connection meanwhile (the reader role).
-  Status Wait(const Ticket& ticket, Deadline deadline);
+  Status Wait(const Ticket& ticket, Deadline deadline) EXCLUDES(mu_);
 
   // Whether the response to a sent request is in (Wait would return at once), without waiting
   // for the node: when nobody else reads the connection, this thread reads what has arrived
   // (taking the reader role and giving it back before it returns). Never abandons the call.
-  bool Poll(const Ticket& ticket);
+  bool Poll(const Ticket& ticket) EXCLUDES(mu_);
 
   // The node's arena, when the connection was opened with a mapper; null otherwise.
   const std::shared_ptr<ArenaMapping>& arena() const { return arena_; }
@@ -221,9 +223,9 @@ class Connection : private SocketWatcher::Watched {
   }
   // Closes the connection (idempotent): pending calls fail with `reason` (made Unavailable).
   // The descriptor is closed by the destructor only.
-  void Close(const Status& reason);
+  void Close(const Status& reason) EXCLUDES(mu_);
   // Why the connection closed; OK while alive.
-  Status close_reason() const;
+  Status close_reason() const EXCLUDES(mu_);
 
   // Responses (or their rest) the reader discarded because their call had given up, with the
   // connection kept: for tests and diagnostics.
@@ -233,7 +235,8 @@ class Connection : private SocketWatcher::Watched {
 
  private:
   Connection(net::Stream stream, std::string peer, const ConnectionOptions& options);
-  Result<Ticket> SendCall(Ticket call, const protocol::EncodedFrame& frame, Deadline deadline);
+  Result<Ticket> SendCall(Ticket call, const protocol::EncodedFrame& frame, Deadline deadline)
+      EXCLUDES(mu_);
   // Writes one frame whole (write_mu_ held for it), after an SHM_RELEASE of the deferred
   // releases when there are any (`frame` may be null: only them); a failure closes the
   // connection. `if_free`: only if no other writer holds the connection (OK, nothing written,
@@ -252,25 +255,25 @@ class Connection : private SocketWatcher::Watched {
                              std::vector<net::Socket>* passed);
   // The socket watcher's callback: takes the reader role while no caller holds it (see the file
   // comment), reads what the socket holds without waiting, and asks to be called again.
-  void OnWatch() override;
+  void OnWatch() override EXCLUDES(mu_);
   // Takes the reader role for the calling thread (mu_ held) when nobody reads, or only the
   // watcher, idle between frames.
-  bool TakeReaderRole();
+  bool TakeReaderRole() REQUIRES(mu_);
   // Holding the reader role: reads responses until `call` is done or `deadline` passes, then
   // gives the role up. Returns Wait's result.
-  Status ReadFor(const Ticket& call, Deadline deadline);
+  Status ReadFor(const Ticket& call, Deadline deadline) EXCLUDES(mu_);
   // Holding the reader role: reads until `call` is done, `give_up` passes or the connection
   // ends (closed here on a read error). Keeps the role. `spin`: each wait for bytes polls
   // without sleeping for up to options_.busy_poll first.
-  void ReadUntilDone(const Ticket& call, Deadline give_up, bool spin);
+  void ReadUntilDone(const Ticket& call, Deadline give_up, bool spin) EXCLUDES(mu_);
   // Holding the reader role: reads until the response in progress (frame_) is complete, or
   // until `give_up` passes (*paused; frame_ keeps how far it got, for the next holder). A
   // non-OK status ends the connection.
-  Status Advance(Deadline give_up, bool* paused, bool spin = false);
+  Status Advance(Deadline give_up, bool* paused, bool spin = false) EXCLUDES(mu_);
   // The bytes frame_ waits for now, read as they come, until `give_up` passes (*paused).
   Status Fill(Deadline give_up, bool* paused, bool spin);
   // What frame_ does once the bytes it waited for are in: sets *complete at its end.
-  Status Step(bool* complete);
+  Status Step(bool* complete) EXCLUDES(mu_);
   // Starts reading (or growing) frame_'s descriptor.
   Status NextDescriptorChunk();
   // Switches frame_ to discarding `n` bytes (the drain), within drain_max_bytes.
@@ -278,22 +281,22 @@ class Connection : private SocketWatcher::Watched {
   // Gives the reader role up (mu_ held), and wakes who should take it next: a waiting caller,
   // or the watcher (at once when a response is half read, after kReaderGrace otherwise); once
   // closed, fails what is pending.
-  void ReleaseReader();
+  void ReleaseReader() REQUIRES(mu_);
   // Wakes whoever should take a free reader role (mu_ held).
-  void HandOff();
-  void FailAllPending(const Status& reason);  // mu_ held
+  void HandOff() REQUIRES(mu_);
+  void FailAllPending(const Status& reason) REQUIRES(mu_);
   // Settles a call whose response will not be used (Send failure, Wait timeout): kCompleted
   // when it completed first (its result stands), otherwise whether it was given up before its
   // response began or in the middle of it (the reader drains the rest). Either way the reader
   // touches neither its handler nor its buffers once Abandon returns.
   enum class Abandoned { kCompleted, kBeforeResponse, kMidResponse };
-  Abandoned Abandon(const Ticket& ticket);
+  Abandoned Abandon(const Ticket& ticket) EXCLUDES(mu_);
   // The pending call with request id `id`, or null (mu_ held).
-  Ticket* FindPending(uint64_t id);
+  Ticket* FindPending(uint64_t id) REQUIRES(mu_);
   // Takes the call with request id `id` off pending_ (mu_ held); none: nothing happens.
-  void ErasePending(uint64_t id);
+  void ErasePending(uint64_t id) REQUIRES(mu_);
   // Makes `call` final with `result` and takes it off pending_.
-  void Finish(Call& call, Status result);
+  void Finish(Call& call, Status result) EXCLUDES(mu_);
 
   net::Stream stream_;
   const std::string peer_;
@@ -315,30 +318,68 @@ class Connection : private SocketWatcher::Watched {
 
   std::timed_mutex write_mu_;     // one frame at a time
   std::vector<iovec> write_iov_;  // the frame being written (guarded by write_mu_), kept grown
-  // ReleaseLease's lease ids, sent before the next frame (guarded by deferred_mu_); the list
-  // being sent and its encoded frame are write_mu_'s.
-  std::mutex deferred_mu_;
-  std::vector<uint64_t> deferred_releases_;
+  // ReleaseLease's lease ids, sent before the next frame; the list being sent and its encoded
+  // frame are write_mu_'s. Taken after mu_ when both are held.
+  Mutex deferred_mu_ ACQUIRED_AFTER(mu_);
+  std::vector<uint64_t> deferred_releases_ GUARDED_BY(deferred_mu_);
   std::vector<uint64_t> sending_releases_;
   protocol::EncodedFrame release_frame_;
 
-  mutable std::mutex mu_;  // guards pending_, close_reason_ and every Call's state
+  // Guards pending_, close_reason_, the reader role and every Call's state (Call::done waits
+  // on it).
+  mutable WaitableMutex mu_;
   // The calls sent and not finished, in no order: a connection has a handful in flight, so a
   // vector searched by id beats a map and, once grown, allocates nothing per call.
-  std::vector<Ticket> pending_;
-  Status close_reason_;
+  std::vector<Ticket> pending_ GUARDED_BY(mu_);
+  Status close_reason_ GUARDED_BY(mu_);
 
-  // Who reads the socket now (guarded by mu_): nobody, the watcher, or a caller in Wait.
+  // The reader role (connection_reader.cc): who reads the socket now. Its state is reader_ and
+  // watcher_idle_, both guarded by mu_; every move below is made with mu_ held, and whoever
+  // holds the role alone touches frame_ (its hand-over happens under mu_).
+  //
+  //   state          reader_   watcher_idle_  who reads the socket
+  //   free           kNone     false          nobody: a waiter was woken, or the watcher will be
+  //   watcher-idle   kWatcher  true           nobody: the watcher's epoll waits for a first byte
+  //   watcher        kWatcher  false          the watcher's thread, in OnWatch (or between its
+  //                                           callbacks, armed, with a response half read)
+  //   caller         kCaller   false          a caller in Wait (ReadFor) or Poll
+  //
+  //   from           event                                   by                      to
+  //   (Open)         connection opened                       the opening thread      watcher-idle
+  //   free           TakeReaderRole (Wait, Poll)             a caller                caller
+  //   watcher-idle   TakeReaderRole, without telling it      a caller                caller
+  //   free           callback, nobody waits, and a response  the watcher (OnWatch)   watcher
+  //                  is half read or kReaderGrace passed
+  //   free           callback while a caller waits, or too   the watcher (OnWatch)   free (it
+  //                  soon (it asks again at the grace end)                            waits)
+  //   watcher-idle   callback                                the watcher (OnWatch)   watcher
+  //   watcher        the socket has nothing more; between    the watcher (OnWatch)   watcher-idle
+  //                  responses
+  //   watcher        the same with a response half read      the watcher (OnWatch)   watcher
+  //   watcher        a caller waits, an error, or closed     the watcher (OnWatch:   free
+  //                                                          ReleaseReader)
+  //   caller         its call done, its deadline, or the     the caller              free
+  //                  end of what Poll found                  (ReleaseReader)
+  //   free or        Close                                   any thread              free, the
+  //   watcher-idle                                                                   pending failed
+  //   caller         callback                                the watcher             caller (no-op)
+  //
+  // Whoever makes the role free (ReleaseReader) hands it off (HandOff): it wakes the oldest
+  // caller waiting in Wait, or else asks the watcher for a callback, at once when a response is
+  // half read (frame_open_), after kReaderGrace otherwise. A closed connection's role, when
+  // given up, fails every pending call (the holder of the role saw the socket end; Close fails
+  // them itself when nobody held it). Only the holder may give the role up; only a caller may
+  // take it from the watcher, and only while the watcher is idle.
   enum class Reader { kNone, kWatcher, kCaller };
-  Reader reader_ = Reader::kNone;
+  Reader reader_ GUARDED_BY(mu_) = Reader::kNone;
   // The watcher holds the role but waits (armed in epoll, not in a callback) for the first byte
   // of a response: a caller may take the role from it without telling it; its next callback
   // finds the role taken and does nothing.
-  bool watcher_idle_ = false;
+  bool watcher_idle_ GUARDED_BY(mu_) = false;
   // A response is partly read (frame_): whoever takes the role next must finish it.
-  bool frame_open_ = false;
-  MonotonicClock::time_point free_since_{};  // when the role last became free
-  std::vector<Call*> waiters_;               // callers in Wait not holding the role
+  bool frame_open_ GUARDED_BY(mu_) = false;
+  MonotonicClock::time_point free_since_ GUARDED_BY(mu_){};  // when the role last became free
+  std::vector<Call*> waiters_ GUARDED_BY(mu_);               // callers in Wait not holding the role
 
   // The response being read; touched only by the reader role's holder (handed over under mu_).
   struct Frame;
