@@ -134,7 +134,7 @@ def _big_tokens_file(path) -> str:
 @pytest.mark.parametrize("call", ["reload_tokens", "stats"])
 def test_stop_against_calls_on_other_threads(tmp_path, call):
     """stop() while another thread is inside reload_tokens() or stats(): that call finishes on
-    a live node (it used to run on a node being destroyed), and the calls after stop() raise."""
+    a live node, never on one being destroyed, and the calls after stop() raise."""
     options = {"tokens_file": _big_tokens_file(tmp_path / "tokens.yaml")} \
         if call == "reload_tokens" else {}
     for _ in range(3):

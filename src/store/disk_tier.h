@@ -34,13 +34,17 @@
 // newest segment, and removes it: space that overwrites and deletes left dead comes back before
 // eviction would reach that segment, and its live objects are not evicted with it.
 //
-// Thread-safe: the index under one mutex, held briefly and never across I/O (a segment's
-// creation, reservation and unlink, and every write and sync, run without it; only the
-// destructor, with no caller left, holds it while it writes the checkpoint); appends (puts,
-// tombstones, compaction's copies) one at a time under another, which they hold across their
-// write. A Get reads its value outside both, through the segment's
+// Thread-safe, under three mutexes. The index's (mu_) is never held across I/O while the tier
+// serves: a segment's creation, reservation and unlink, and every write and sync, run without
+// it, so a reader of the index never waits for the disk. Most holders look up or change one
+// entry; two walk more: KeysOf (the whole index: an operator's call) and the start of a
+// compaction (the records of one segment). Open and the destructor hold it across their I/O,
+// with no caller there yet or left (Open's cut of a torn tail, the destructor's syncs and its
+// checkpoint). Appends (puts, tombstones, compaction's copies) go one at a time under another
+// mutex, which they hold across their write (and a tombstone across its sync); compaction steps
+// one at a time under the third. A Get reads its value outside all three, through the segment's
 // file, which stays open (and its bytes readable) while any reader holds it, even after its
-// segment was evicted or compacted. Compaction reads outside them too.
+// segment was evicted or compacted; compaction reads outside the first two.
 #pragma once
 
 #include <cstdint>

@@ -5,9 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "markdown_links.h"
+#include "protocol/frame.h"
 
 #ifndef KVPORT_SOURCE_DIR
 #error "KVPORT_SOURCE_DIR must name the repository root"
@@ -44,6 +46,22 @@ TEST(DocsTest, EveryRelativeLinkInReadmeAndDocsResolves) {
       broken.push_back(std::move(b));
   }
   EXPECT_TRUE(broken.empty()) << "broken links:\n" << Describe(broken);
+}
+
+// docs/protocol.md is normative: its title, and its Versioning section, name the versions this
+// build speaks (protocol::kMinProtocolVersion to kMaxProtocolVersion), so a version bump that
+// leaves the page behind fails here.
+TEST(DocsTest, ProtocolPageNamesTheVersionsThisBuildSpeaks) {
+  std::ifstream in(fs::path(KVPORT_SOURCE_DIR) / "docs" / "protocol.md");
+  ASSERT_TRUE(in.good());
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string range = "versions " + std::to_string(protocol::kMinProtocolVersion) + " to " +
+                            std::to_string(protocol::kMaxProtocolVersion);
+  EXPECT_TRUE(page.starts_with("# kvport wire protocol, " + range + "\n"))
+      << "docs/protocol.md's title should be \"# kvport wire protocol, " << range << "\"";
+  EXPECT_NE(page.find("this document describes " + range + "."), std::string::npos)
+      << "docs/protocol.md's Versioning section should say \"this document describes " << range
+      << ".\"";
 }
 
 // The checker itself, on a temporary tree, so that it is known to catch a broken link.

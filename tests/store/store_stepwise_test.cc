@@ -181,8 +181,8 @@ TEST(StoreStepwiseTest, AReservationThatCannotGrowInPlaceMovesWithItsWrittenByte
   EXPECT_EQ(s.reservation_moved_bytes, kMiB);
 }
 
-// Issue 22, item 1, at the store: a full store evicts for a stepwise reservation's first step
-// only, not for the whole value it announces.
+// A full store evicts for a stepwise reservation's first step only, not for the whole value it
+// announces.
 TEST(StoreStepwiseTest, AFirstStepEvictsOnlyForItself) {
   auto store = MakeStore(16 * 256);  // 16 MiB, filled with 16 objects of 1 MiB
   for (int i = 0; i < 16; ++i)
@@ -191,7 +191,8 @@ TEST(StoreStepwiseTest, AFirstStepEvictsOnlyForItself) {
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(store->Stats().evictions, 1u);
   EXPECT_EQ(store->Stats().objects, 15u);
-  // The whole value at once (what a peer's announcement used to cost) empties the store.
+  // The whole value at once (what reserving on a peer's announcement would cost) empties the
+  // store.
   w = WriteHandle();
   Result<WriteHandle> whole = store->Reserve("", "huge", 16 * kMiB, "", kNoExpiry);
   ASSERT_TRUE(whole.ok());

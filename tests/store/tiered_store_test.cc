@@ -31,7 +31,7 @@ constexpr uint64_t kBlock = 4096;
 constexpr uint64_t kValueBytes = 4 * kBlock;  // four values fill the store below
 
 // Hands evictions to the disk tier, holding the one of `key` (if set) between Leaving and
-// Evicted until Release: where a change of the key used to slip in and be lost.
+// Evicted until Release: the window where a change of the key must not slip in and be lost.
 class LatchedSink final : public EvictionRelay {
  public:
   void Hold(std::string key) {

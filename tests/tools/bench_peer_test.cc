@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 
+#include "bench/bench_matrix.h"
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
 #include "bench/peer_driver.h"

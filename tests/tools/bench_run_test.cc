@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_matrix.h"
+#include "bench/bench_node.h"
 #include "bench/bench_report.h"
 #include "bench/round_trip_baseline.h"
 #include "bench/socket_baseline.h"

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_matrix.h"
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
 #include "bench/peer_driver.h"

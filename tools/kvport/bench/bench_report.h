@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "bench/bench_matrix.h"
 #include "bench/bench_run.h"
 #include "bench/disk_bench.h"
 

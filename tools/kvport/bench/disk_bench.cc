@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "bench/bench_run.h"
+#include "bench/bench_node.h"
 #include "bench/child_process.h"
 #include "bench/model_shape.h"
 #include "bench/phase_driver.h"
