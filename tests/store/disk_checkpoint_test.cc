@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "faulty_file.h"
+#include "store_test_util.h"
 #include "store/disk_record.h"
 #include "store/disk_tier.h"
 #include "store/file_io.h"
@@ -37,14 +38,8 @@ using testing::FaultyFolder;
 constexpr uint64_t kSegment = 128 << 10;
 constexpr uint64_t kNow = 1000;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using testing::ReadAll;
+using testing::WriteAll;
 
 // What a tier says of every key it was given and of itself: two tiers that agree on it serve
 // the same answers.

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "faulty_file.h"
+#include "store_test_util.h"
 #include "power_loss_folder.h"
 #include "store/disk_record.h"
 #include "store/disk_tier.h"
@@ -43,15 +44,8 @@ using testing::PowerLossFolder;
 constexpr uint64_t kSegment = 128 << 10;
 constexpr uint64_t kNow = 1000;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using testing::ReadAll;
+using testing::WriteAll;
 
 class DiskFolderTest : public ::testing::Test {
  protected:

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +16,17 @@
 namespace kvport::store::testing {
 
 inline constexpr uint64_t kBlock = Arena::kBlockBytes;
+
+// A file's whole content (empty when it cannot be read), and its replacement: for tests that
+// edit a disk tier's files behind its back.
+inline std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+inline void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
 
 // A store of `blocks` 4 KiB blocks whose TTLs follow `clock` (may be null).
 inline std::unique_ptr<ObjectStore> MakeStore(uint64_t blocks, const TtlClock* clock = nullptr,
