@@ -131,7 +131,7 @@ test-tsan: bootstrap
 	  tests/tsan/run-ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$' && \
 	echo "test-tsan: build $$(( built - start )) s, tests $$(( $$(date +%s) - built )) s"
 
-# A short libFuzzer run of the frame decoder, a clang build of the store, net and server
+# A short libFuzzer run of the frame decoder, a clang build of the store, net, server and client
 # libraries: clang checks their thread-safety annotations (-Werror=thread-safety, see
 # cmake/kvport.cmake), so a lock taken wrongly fails here; then a short libFuzzer run of the
 # server's connection state machine (tests/fuzz/fuzz_session.cc: a real node's sessions fed
@@ -141,10 +141,10 @@ FUZZ_SECONDS ?= 20
 test-fuzz: bootstrap
 	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DKVPORT_FUZZ=ON -DKVPORT_FUZZ_SECONDS=$(FUZZ_SECONDS) -DKVPORT_PYTHON=OFF $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target kvport_store kvport_net kvport_server >build-fuzz/annotations.log 2>&1 \
+	@cmake --build build-fuzz -j $(JOBS) --target kvport_store kvport_net kvport_server kvport_client >build-fuzz/annotations.log 2>&1 \
 	  || { grep -E -B2 -A6 'error' build-fuzz/annotations.log | head -n 80; \
-	       echo "test-fuzz: the clang build of store/net/server failed (build-fuzz/annotations.log)"; exit 1; }
-	@echo "test-fuzz: store, net and server build with clang -Werror=thread-safety"
+	       echo "test-fuzz: the clang build of store/net/server/client failed (build-fuzz/annotations.log)"; exit 1; }
+	@echo "test-fuzz: store, net, server and client build with clang -Werror=thread-safety"
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_frame_smoke >build-fuzz/fuzz.log 2>&1 \
 	  || { tail -n 60 build-fuzz/fuzz.log; echo "test-fuzz: FAILED (build-fuzz/fuzz.log)"; exit 1; }
 	@echo "test-fuzz: fuzz_frame clean: $$(grep -E '^Done [0-9]+ runs' build-fuzz/fuzz.log)"
