@@ -21,7 +21,11 @@ Where the vendor's behaviour is unknown kvport chose, and docs/python.md says wh
     named first (the first `ns` assigned on an option passed to any of its calls: an engine
     configured with namespace X names X on its puts and gets, so its probes and deletes stay in
     X); else the namespace its token names (its `namespace` field, learned at init); else the
-    one in KVPORT_EIC_NS when that is set (at init); with none of them it matches the key in ANY
+    one in KVPORT_EIC_NS when that is set (at init); else, for an LMCache engine whose config
+    (LMCACHE_CONFIG_FILE) has an eic:// remote_url, that file's eic_kv_ns ("" when unset): the
+    namespace its EIC connector will name on its puts and gets, known before its first probe,
+    so that a fresh engine never finds (and then fails to read) another tenant's chunks; with
+    none of them it matches the key in ANY
     namespace on reads, probes and deletes (the default namespace "" first, then the others by
     name), and writes go to "". The first named namespace stays for the client's life: naming
     another later is logged once and changes nothing, so what a client's unassigned calls reach
@@ -154,21 +158,37 @@ _CPP_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
 # LogLevel -> logging levels (OFF: above CRITICAL)
 _LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL,
                logging.CRITICAL + 1)
-def _warn_per_process_chunk_hash() -> None:
-    """Logs, at WARNING, kvport's config check's warning about the engine's LMCache config
-    (LMCACHE_CONFIG_FILE) when it points at a node but keys chunks with Python's per-process
-    hash: engines sharing the node would never reuse each other's chunks, silently. A file the
-    check refuses is LMCache's business (it reads the file itself): nothing is logged then."""
+def _lmcache_config() -> Optional[dict]:
+    """kvport's config check of the engine's LMCache config (LMCACHE_CONFIG_FILE), or None when
+    there is none or the check refuses it (LMCache reads the file itself: that is its
+    business)."""
     path = os.environ.get("LMCACHE_CONFIG_FILE")
     if not path:
-        return
+        return None
     try:
-        warnings = kvport.config_check(path)["warnings"]
+        return kvport.config_check(path)
     except (kvport.Error, OSError, ValueError, KeyError):
-        return
-    for warning in warnings:
+        return None
+
+
+def _warn_per_process_chunk_hash(config: Optional[dict]) -> None:
+    """Logs, at WARNING, kvport's config check's warning about the engine's LMCache config
+    when it points at a node but keys chunks with Python's per-process hash: engines sharing
+    the node would never reuse each other's chunks, silently."""
+    for warning in (config or {}).get("warnings", []):
         if "pre_caching_hash_algorithm" in warning:
-            _log.warning("eic: LMCACHE_CONFIG_FILE %s: %s", path, warning)
+            _log.warning("eic: LMCACHE_CONFIG_FILE %s: %s", config.get("file"), warning)
+
+
+def _lmcache_eic_namespace(config: Optional[dict]) -> Optional[str]:
+    """The namespace LMCache's EIC connector names on its puts and gets (its config file's
+    eic_kv_ns, "" when the file does not set it: the connector reads the file, not the
+    environment), when the config sends LMCache's remote tier to eic://; else None."""
+    values = (config or {}).get("values", {})
+    if not str(values.get("remote_url", {}).get("value", "")).startswith("eic://"):
+        return None
+    ns = values.get("eic_kv_ns", {})
+    return str(ns.get("value", "")) if str(ns.get("source", "")).startswith("file:") else ""
 
 
 _log_files: dict = {}  # (pid, path) -> FileHandler on _log
@@ -394,10 +414,10 @@ def _region(item: Any) -> Tuple[int, int]:
     return ctypes.addressof(ctypes.c_char.from_buffer(view)), view.nbytes
 
 
-def _unassigned_ns(core) -> Tuple[Optional[str], str]:
+def _unassigned_ns(core, lmcache_config: Optional[dict]) -> Tuple[Optional[str], str]:
     """(namespace, where it came from) that an unassigned ns means while the client has named
-    none: the token's, else KVPORT_EIC_NS, else (None, "") for any namespace the token may
-    read."""
+    none: the token's, else KVPORT_EIC_NS, else an LMCache engine's eic_kv_ns, else (None, "")
+    for any namespace the token may read."""
     env = os.environ.get(_NS_ENV)
     token_ns = core.default_namespace
     if token_ns is not None:
@@ -407,6 +427,9 @@ def _unassigned_ns(core) -> Tuple[Optional[str], str]:
         return token_ns, "the token's namespace"
     if env is not None:
         return env, _NS_ENV
+    lmcache_ns = _lmcache_eic_namespace(lmcache_config)
+    if lmcache_ns is not None:
+        return lmcache_ns, "eic_kv_ns of LMCACHE_CONFIG_FILE"
     return None, ""
 
 
@@ -451,12 +474,13 @@ class Client:
         except kvport.Error as e:
             _log.error("eic init(%r, %r) failed: %s", instance_id, endpoint, e)
             return e.number
+        lmcache_config = _lmcache_config()
         with self._lock:
             if self._core is not None:
                 _log.error("eic init called twice on one Client")
                 return _INVALID_ARGUMENT
             self._core = core
-            self._default_ns, self._default_source = _unassigned_ns(core)
+            self._default_ns, self._default_source = _unassigned_ns(core, lmcache_config)
             named = self._named_ns
         if named is not None:
             rule = f"; an unassigned ns means {named!r} (the namespace this client named)"
@@ -467,7 +491,7 @@ class Client:
             rule = "; an unassigned ns matches any namespace until a call names one"
         _log.info("eic: connected to %s over %s (%s)%s", core.endpoint, core.transport,
                   core.transport_reason, rule)
-        _warn_per_process_chunk_hash()
+        _warn_per_process_chunk_hash(lmcache_config)
         return 0
 
     def _option(self, option: Optional[_NsOption], kind: type) -> _NsOption:

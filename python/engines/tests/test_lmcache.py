@@ -425,8 +425,10 @@ def test_namespaces_without_tokens(node, tmp_path, monkeypatch, engine_log, reco
     """Two LMCache instances on one node with eic_kv_ns "lmc_a" and "lmc_b", no token and no
     KVPORT_EIC_NS. LMCache's connector sets eic_kv_ns on its SetOption and GetOption only; its
     probes (contains, exists_sync, batched_async_contains) and delete_sync name no namespace,
-    and kvport reads those as the namespace the client named on its other calls. Before B's
-    first put or get it has named none, and a probe matches any namespace (the fallback)."""
+    and kvport reads those as the namespace the client names on its other calls: the eic_kv_ns
+    of its LMCACHE_CONFIG_FILE, known at init, so even before B's first put or get its probes
+    never find A's chunks (which it could not read: an engine that believed them would answer
+    with nothing)."""
     monkeypatch.delenv("KVPORT_EIC_NS", raising=False)
     monkeypatch.delenv("KVPORT_TOKEN", raising=False)
     mark = engine_log.mark()
@@ -434,7 +436,7 @@ def test_namespaces_without_tokens(node, tmp_path, monkeypatch, engine_log, reco
     b = LMCache(lmcache_yaml(tmp_path / "b.yaml", node.url, eic_kv_ns="lmc_b"), monkeypatch)
     try:
         expected = a.put(1001, seed=100)
-        assert b.remote.contains(key(1001))  # named none yet: any namespace
+        assert not b.remote.contains(key(1001))  # its config's eic_kv_ns from the start
         assert b.remote.get_blocking(key(1001)) is None  # its get names "lmc_b"
         assert not b.remote.contains(key(1001))
         assert not b.remote.connection.exists_sync(key(1001))
@@ -457,8 +459,8 @@ def test_namespaces_without_tokens(node, tmp_path, monkeypatch, engine_log, reco
     assert engine_log.errors(mark) == []
     record(ENGINE, f"eic_kv_ns lmc_a / lmc_b, no token or KVPORT_EIC_NS, {transport_of(node)}",
            "each sees and deletes only its namespace (contains, exists_sync, "
-           "batched_async_contains, delete_sync) once its put or get named it; before, "
-           "contains matches any namespace")
+           "batched_async_contains, delete_sync) from its first call: eic_kv_ns read from "
+           "LMCACHE_CONFIG_FILE at init")
 
 
 PATCH_CHECK = """

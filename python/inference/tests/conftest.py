@@ -181,14 +181,12 @@ class EngineFailed(AssertionError):
 
 
 def run_engine(workdir: Path, name: str, model: str, dtype: str, steps: list,
-               lmcache: Optional[str] = None, token: str = "", namespace: str = "",
-               **options) -> dict:
+               lmcache: Optional[str] = None, token: str = "", **options) -> dict:
     """Runs python/inference/engine.py as a fresh process; its result (engine.py's `out`).
-    token: KVPORT_TOKEN. namespace: KVPORT_EIC_NS, what an engine without a token that names its
-    namespace needs (docs/python.md, "Namespaces"): LMCache's existence checks name none, and
-    before its first put or get such a client matches them in any namespace, so a second
-    tenant's engine would find the first one's chunks, fail to read them in its own namespace
-    and fail its requests. options: more of engine.py's job keys."""
+    token: KVPORT_TOKEN. The engine's namespace is its LMCache config's eic_kv_ns alone (no
+    KVPORT_EIC_NS): the `eic` module reads it at init, so LMCache's existence checks, which name
+    no namespace, stay in it from the first (docs/python.md, "Namespaces"). options: more of
+    engine.py's job keys."""
     job = {"model": model, "dtype": dtype, "lmcache": lmcache, "steps": steps,
            "out": str(workdir / f"{name}.json"), "max_model_len": 2048, **options}
     (workdir / f"{name}.job.json").write_text(json.dumps(job))
@@ -196,8 +194,6 @@ def run_engine(workdir: Path, name: str, model: str, dtype: str, steps: list,
            if not k.startswith("KVPORT_") and k != "LMCACHE_CONFIG_FILE"}
     if token:
         env["KVPORT_TOKEN"] = token
-    if namespace:
-        env["KVPORT_EIC_NS"] = namespace
     log_path = workdir / f"{name}.log"
     with open(log_path, "wb") as log:
         try:

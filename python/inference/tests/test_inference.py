@@ -5,8 +5,10 @@ fresh engine process answers the same prompts and prompts that extend them from 
 
 Each engine is a process of its own (python/inference/engine.py). Two groups share them:
 
-- float32 (vLLM's "vec" kernels), a node without tokens, each engine's namespace in
-  KVPORT_EIC_NS: A stores prompts over TCP; T, a tenant of another namespace, answers their
+- float32 (vLLM's "vec" kernels), a node without tokens, each engine's namespace only in its
+  LMCache config's eic_kv_ns (which the `eic` module reads at init, so even an engine's first
+  existence checks stay in it): A stores prompts over TCP; T, a tenant of another namespace,
+  answers their
   extensions (prompt + more tokens) on the same node and must reuse none of A's chunks, so
   its answers are full recomputes; B, fresh, answers the prompts and the extensions over shared
   memory from A's chunks, and must answer as A did for the prompts and as the full recompute
@@ -60,18 +62,15 @@ def float32_run(tmp_path_factory, node_factory, model):
     prompts, extensions = token_lists(seed=1)
     run = {"node": node, "stats": [node.stats()]}
     run["A"] = run_engine(workdir, "A", model, "float32", [prompts],
-                          lmcache_yaml(workdir / "A.yaml", node, "tenant-a", "tcp"),
-                          namespace="tenant-a")
+                          lmcache_yaml(workdir / "A.yaml", node, "tenant-a", "tcp"))
     run["stats"].append(node.stats())
     run["a_objects"] = node.objects_in("tenant-a")
     run["T"] = run_engine(workdir, "T", model, "float32", [extensions],
-                          lmcache_yaml(workdir / "T.yaml", node, "tenant-b", "shm"),
-                          namespace="tenant-b")
+                          lmcache_yaml(workdir / "T.yaml", node, "tenant-b", "shm"))
     run["stats"].append(node.stats())
     run["objects_after_t"] = {ns: node.objects_in(ns) for ns in ("tenant-a", "tenant-b")}
     run["B"] = run_engine(workdir, "B", model, "float32", [prompts + extensions],
-                          lmcache_yaml(workdir / "B.yaml", node, "tenant-a", "shm"),
-                          namespace="tenant-a")
+                          lmcache_yaml(workdir / "B.yaml", node, "tenant-a", "shm"))
     run["stats"].append(node.stats())
     return run
 
