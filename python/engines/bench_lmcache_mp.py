@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import select
 import subprocess
 import sys
 import tempfile
@@ -33,31 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 import bench_lmcache  # noqa: E402
 from bench_lmcache import GB, KV_SHAPE, best  # noqa: E402
 from conftest import Node  # noqa: E402
+from lmcache_mp_objects import memory_obj, wait_fd  # noqa: E402
 
 from lmcache.v1.distributed.api import ObjectKey  # noqa: E402
 from lmcache.v1.distributed.internal_api import L1MemoryDesc  # noqa: E402
 from lmcache.v1.distributed.l2_adapters import create_l2_adapter  # noqa: E402
 from lmcache.v1.distributed.l2_adapters.config import (  # noqa: E402
     parse_args_to_l2_adapters_config)
-from lmcache.v1.memory_management import (  # noqa: E402
-    MemoryFormat, MemoryObjMetadata, TensorMemoryObj)
-from lmcache.v1.platform import consume_fd  # noqa: E402
 
-
-def memory_obj(buffer: torch.Tensor) -> TensorMemoryObj:
-    metadata = MemoryObjMetadata(shape=buffer.shape, dtype=buffer.dtype,
-                                 address=buffer.data_ptr(),
-                                 phy_size=buffer.numel() * buffer.element_size(),
-                                 fmt=MemoryFormat.KV_2LTD, ref_count=1)
-    return TensorMemoryObj(buffer, metadata, parent_allocator=None)
-
-
-def wait_fd(fd: int) -> None:
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    if not poller.poll(300_000):
-        raise RuntimeError("the adapter's eventfd was not signalled within 300 s")
-    consume_fd(fd)
 
 
 def bench_mp(node: Node, chunks: int, rounds: int) -> None:
@@ -88,13 +70,13 @@ def bench_mp(node: Node, chunks: int, rounds: int) -> None:
 
     def store(_):
         task = adapter.submit_store_task(keys, sources)
-        wait_fd(adapter.get_store_event_fd())
+        wait_fd(adapter.get_store_event_fd(), 300)
         result = adapter.pop_completed_store_tasks()[task]
         assert result.is_successful(), "the MP L2 store failed"
 
     def load(_):
         task = adapter.submit_load_task(keys, targets)
-        wait_fd(adapter.get_load_event_fd())
+        wait_fd(adapter.get_load_event_fd(), 300)
         bitmap = adapter.query_load_result(task)
         assert all(bitmap.test(i) for i in range(chunks)), "the MP L2 load missed a chunk"
 

@@ -57,15 +57,6 @@ Result<store::ReadHandle> CacheService::Pin(const Grant& grant, std::string_view
   return store_->Lookup(ns, key);
 }
 
-void CacheService::PromoteAhead(const Grant& grant, std::string_view ns, bool any_namespace,
-                                std::span<const std::string_view> keys) {
-  if (any_namespace) {
-    store_->PromoteAheadInAnyNamespace(keys, Readable(grant));
-  } else if (grant.may_read(ns)) {  // otherwise each pin says why
-    store_->PromoteAhead(ns, keys);
-  }
-}
-
 StatusCode CacheService::PinToRead(const Grant& grant, std::string_view ns, std::string_view key,
                                    bool any_namespace, uint64_t capacity, store::ReadHandle* pin) {
   Result<store::ReadHandle> found = Pin(grant, ns, key, any_namespace);

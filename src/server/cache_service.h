@@ -104,12 +104,6 @@ class CacheService {
   // kOk, pinned and fitting; kTooLarge, pinned (its meta and true length are still answered)
   // but longer than `capacity`; any other code is a miss (or PermissionDenied) and *pin stays
   // empty.
-  // Before the pins of a batched read (MGET, SHM_GET) with a disk tier: brings the keys memory
-  // does not hold from disk at once (store::TieredStore::PromoteAhead), so that the pins that
-  // follow find them there. Best effort: a key it could not bring is read again (or missed) by
-  // its pin, which also answers any refusal.
-  void PromoteAhead(const Grant& grant, std::string_view ns, bool any_namespace,
-                    std::span<const std::string_view> keys);
   StatusCode PinToRead(const Grant& grant, std::string_view ns, std::string_view key,
                        bool any_namespace, uint64_t capacity, store::ReadHandle* pin);
   // For an I/O thread, before a batched read: whether its keys need the disk (memory lacks one

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // MGET: pin every hit and send its bytes straight from the arena. An any-namespace MGET pins the
-// first match of each key (the default namespace first, then the others by name).
+// first match of each key (the default namespace first, then the others by name). Keys only the
+// disk tier held were brought into memory, in one batch and off the I/O thread, before the
+// request was served (KvportProtocol::WaitForDisk).
 //
 // An answer never carries more value bytes than the node's arena holds: the objects pinned at
 // once fit in it, so only a key repeated within one request can go past it (a 45 KB MGET naming
@@ -32,12 +34,6 @@ Result<HandlerOutcome> HandleMget(const RequestContext& ctx, protocol::AnyReques
   pins->handles.resize(n);
   const uint64_t answer_limit = ctx.service.arena_bytes();
   uint64_t answer_bytes = 0;
-  if (ctx.service.has_disk()) {
-    std::vector<std::string_view> keys(n);
-    for (size_t i = 0; i < n; ++i)
-      keys[i] = mget.keys[i].key;
-    ctx.service.PromoteAhead(ctx.grant(), mget.ns, mget.any_namespace, keys);
-  }
   for (size_t i = 0; i < n; ++i) {
     protocol::MgetResult& result = reply.results[i];
     store::ReadHandle& pin = pins->handles[i];

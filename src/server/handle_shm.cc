@@ -175,12 +175,6 @@ Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequ
   std::vector<store::ReadHandle> pins;   // the lease: one pin per hit
   std::vector<store::ReadHandle> metas;  // pins of TooLarge items, held while encoding only
   pins.reserve(n);
-  if (ctx.service.has_disk()) {
-    std::vector<std::string_view> keys(n);
-    for (size_t i = 0; i < n; ++i)
-      keys[i] = get.keys[i].key;
-    ctx.service.PromoteAhead(ctx.grant(), get.ns, get.any_namespace, keys);
-  }
   for (size_t i = 0; i < n; ++i) {
     protocol::ShmGetResult& result = reply.results[i];
     store::ReadHandle found;

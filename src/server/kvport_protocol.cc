@@ -255,18 +255,16 @@ bool KvportProtocol::WaitForDisk() {
     names.push_back(key.key);
   if (!service_.NeedsDisk(state_.access.grant(), ns, any_namespace, names)) return false;
   waiting_for_disk_ = true;
-  const uint64_t wait = ++disk_waits_;
-  service_.PromoteInBackground(state_.access.shared_grant(), std::string(ns), any_namespace,
-                               std::vector<std::string>(names.begin(), names.end()),
-                               [mailbox = conn_.mailbox(), this, wait] {
-                                 mailbox->Post([this, wait] { DiskReady(wait); });
-                               });
+  service_.PromoteInBackground(
+      state_.access.shared_grant(), std::string(ns), any_namespace,
+      std::vector<std::string>(names.begin(), names.end()),
+      [mailbox = conn_.mailbox(), this] { mailbox->Post([this] { DiskReady(); }); });
   return true;
 }
 
-void KvportProtocol::DiskReady(uint64_t wait) {
+void KvportProtocol::DiskReady() {
   // Ended meanwhile (its deadline passed, the connection failed): nothing to serve.
-  if (!waiting_for_disk_ || wait != disk_waits_ || phase_ != Phase::kDescriptor || !conn_.open()) {
+  if (!waiting_for_disk_ || phase_ != Phase::kDescriptor || !conn_.open()) {
     return;
   }
   waiting_for_disk_ = false;

@@ -98,7 +98,7 @@ class KvportProtocol final : public ProtocolHandler {
   // Whether the request (a batched read whose keys need the disk) was sent to the disk tier's
   // readers first (DiskReady then serves it).
   bool WaitForDisk();
-  void DiskReady(uint64_t wait);
+  void DiskReady();
   void CompleteRequest(Response response);
   // Answers the current request with an ERROR and goes on with the next one.
   void Refuse(const Status& status);
@@ -116,8 +116,10 @@ class KvportProtocol final : public ProtocolHandler {
   protocol::FrameHeader header_;
   protocol::AnyRequest request_;
   std::unique_ptr<PayloadReceiver> receiver_;
-  bool waiting_for_disk_ = false;  // kDescriptor: the request's promotions are running
-  uint64_t disk_waits_ = 0;        // numbers the waits: a late DiskReady of an ended one is ignored
+  // kDescriptor: the request's promotions are running. One at a time (nothing is read
+  // meanwhile); a wait ended by the request's failure ends the connection, so a late
+  // DiskReady finds it cleared.
+  bool waiting_for_disk_ = false;
 };
 
 }  // namespace kvport::server

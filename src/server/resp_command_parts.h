@@ -66,6 +66,10 @@ enum Flag : uint32_t {
   kStale = 1 << 7,
   kNoScript = 1 << 8,
   kAllowBusy = 1 << 9,
+  // kvport's own, not Redis's (COMMAND does not list it): the command reads the stored value of
+  // its keys or changes it in place, so with a disk tier a key only the disk holds is brought
+  // into memory, off the I/O thread, before it runs (KeysItReads).
+  kReadsValue = 1 << 10,
 };
 inline constexpr std::pair<Flag, std::string_view> kFlagNames[] = {
     {kWrite, "write"},          {kReadonly, "readonly"}, {kAdmin, "admin"},

@@ -50,28 +50,28 @@ constexpr Command kCommands[] = {
     {"AUTH", Auth, -2, kConnection | kNoAuth | kAllowBusy, 0, 0, 0, "@fast @connection"},
     {"CLIENT", nullptr, -2, 0, 0, 0, 0, "", kClientSubcommands, std::size(kClientSubcommands)},
     {"SELECT", Select, 2, kLoading | kStale | kFast, 0, 0, 0, "@fast @connection"},
-    {"GET", Get, 2, kReadonly | kFast, 1, 1, 1, "@read @string @fast"},
+    {"GET", Get, 2, kReadonly | kFast | kReadsValue, 1, 1, 1, "@read @string @fast"},
     {"SET", SetCommand, -3, kWrite | kDenyOom, 1, 1, 1, "@write @string @slow"},
     {"SETEX", [](Context& c, Args a) { SetWithExpiry(c, a, 1000); }, 4, kWrite | kDenyOom, 1, 1, 1,
      "@write @string @slow"},
     {"PSETEX", [](Context& c, Args a) { SetWithExpiry(c, a, 1); }, 4, kWrite | kDenyOom, 1, 1, 1,
      "@write @string @slow"},
-    {"MGET", MGet, -2, kReadonly | kFast, 1, -1, 1, "@read @string @fast"},
+    {"MGET", MGet, -2, kReadonly | kFast | kReadsValue, 1, -1, 1, "@read @string @fast"},
     {"MSET", MSet, -3, kWrite | kDenyOom, 1, -1, 2, "@write @string @slow"},
     {"EXISTS", Exists, -2, kReadonly | kFast, 1, -1, 1, "@keyspace @read @fast"},
     {"DEL", Del, -2, kWrite, 1, -1, 1, "@keyspace @write @slow"},
     {"UNLINK", Del, -2, kWrite | kFast, 1, -1, 1, "@keyspace @write @fast"},
-    {"EXPIRE", [](Context& c, Args a) { Expire(c, a, 1000); }, -3, kWrite | kFast, 1, 1, 1,
+    {"EXPIRE", [](Context& c, Args a) { Expire(c, a, 1000); }, -3, kWrite | kFast | kReadsValue, 1, 1, 1,
      "@keyspace @write @fast"},
-    {"PEXPIRE", [](Context& c, Args a) { Expire(c, a, 1); }, -3, kWrite | kFast, 1, 1, 1,
+    {"PEXPIRE", [](Context& c, Args a) { Expire(c, a, 1); }, -3, kWrite | kFast | kReadsValue, 1, 1, 1,
      "@keyspace @write @fast"},
-    {"TTL", [](Context& c, Args a) { Ttl(c, a, false); }, 2, kReadonly | kFast, 1, 1, 1,
+    {"TTL", [](Context& c, Args a) { Ttl(c, a, false); }, 2, kReadonly | kFast | kReadsValue, 1, 1, 1,
      "@keyspace @read @fast"},
-    {"PTTL", [](Context& c, Args a) { Ttl(c, a, true); }, 2, kReadonly | kFast, 1, 1, 1,
+    {"PTTL", [](Context& c, Args a) { Ttl(c, a, true); }, 2, kReadonly | kFast | kReadsValue, 1, 1, 1,
      "@keyspace @read @fast"},
-    {"PERSIST", Persist, 2, kWrite | kFast, 1, 1, 1, "@keyspace @write @fast"},
-    {"STRLEN", StrLen, 2, kReadonly | kFast, 1, 1, 1, "@read @string @fast"},
-    {"GETDEL", GetDel, 2, kWrite | kFast, 1, 1, 1, "@write @string @fast"},
+    {"PERSIST", Persist, 2, kWrite | kFast | kReadsValue, 1, 1, 1, "@keyspace @write @fast"},
+    {"STRLEN", StrLen, 2, kReadonly | kFast | kReadsValue, 1, 1, 1, "@read @string @fast"},
+    {"GETDEL", GetDel, 2, kWrite | kFast | kReadsValue, 1, 1, 1, "@write @string @fast"},
     {"SCAN", Scan, -2, kReadonly, 0, 0, 0, "@keyspace @read @slow"},
     {"DBSIZE", DbSize, 1, kReadonly | kFast, 0, 0, 0, "@keyspace @read @fast"},
     {"INFO", Info, -1, kLoading | kStale, 0, 0, 0, "@slow @dangerous"},
@@ -154,6 +154,7 @@ using resp::Context;
 using resp::FindIn;
 using resp::KeyPositions;
 using resp::kNoAuth;
+using resp::kReadsValue;
 using resp::WrongArity;
 
 std::vector<std::string> KeysItReads(CacheService& service, const RespClient& client, Args args) {
@@ -161,10 +162,7 @@ std::vector<std::string> KeysItReads(CacheService& service, const RespClient& cl
   if (args.empty()) return keys;
   const Command* command = FindIn(CommandTable(), args[0]);
   if (command == nullptr || !ArityAdmits(command->arity, args.size())) return keys;
-  // Writes of whole values, deletes and probes read no value.
-  for (std::string_view blind : {"SET", "SETEX", "PSETEX", "MSET", "DEL", "UNLINK", "EXISTS"}) {
-    if (command->name == blind) return keys;
-  }
+  if ((command->flags & kReadsValue) == 0) return keys;  // a write of whole values, a probe...
   std::optional<std::vector<size_t>> positions = KeyPositions(*command, args.size());
   if (!positions) return keys;
   const bool folds = client.folds_pairs || service.FoldsRespPairs(client.ns);

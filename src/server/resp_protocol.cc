@@ -370,16 +370,14 @@ bool RespProtocol::WaitForDisk() {
   const std::vector<std::string_view> names(keys.begin(), keys.end());
   if (!service_.NeedsDisk(client_.access.grant(), client_.ns, false, names)) return false;
   waiting_for_disk_ = true;
-  const uint64_t wait = ++disk_waits_;
-  service_.PromoteInBackground(client_.access.shared_grant(), client_.ns, false, std::move(keys),
-                               [mailbox = conn_.mailbox(), this, wait] {
-                                 mailbox->Post([this, wait] { DiskReady(wait); });
-                               });
+  service_.PromoteInBackground(
+      client_.access.shared_grant(), client_.ns, false, std::move(keys),
+      [mailbox = conn_.mailbox(), this] { mailbox->Post([this] { DiskReady(); }); });
   return true;
 }
 
-void RespProtocol::DiskReady(uint64_t wait) {
-  if (!waiting_for_disk_ || wait != disk_waits_ || !conn_.open()) return;
+void RespProtocol::DiskReady() {
+  if (!waiting_for_disk_ || !conn_.open()) return;
   waiting_for_disk_ = false;
   disk_ready_ = true;
   args_.clear();

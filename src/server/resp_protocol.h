@@ -63,7 +63,7 @@ class RespProtocol final : public ProtocolHandler {
   // Whether the parsed command (args_) must wait for its keys to come from disk: they are
   // promoted off the I/O thread, and DiskReady runs it.
   bool WaitForDisk();
-  void DiskReady(uint64_t wait);
+  void DiskReady();
   // Runs the complete commands buffered (at most a bounded number: see the .cc); false when it
   // stopped with complete commands left (throttled or out of budget).
   bool ServeBuffered();
@@ -110,7 +110,6 @@ class RespProtocol final : public ProtocolHandler {
   // promoted on its reader threads (WaitForDisk), and it runs when DiskReady says so.
   bool waiting_for_disk_ = false;
   bool disk_ready_ = false;      // the head command's keys were promoted: it runs without waiting
-  uint64_t disk_waits_ = 0;      // numbers the waits: a late DiskReady of an ended one is ignored
   size_t needed_ = 1;            // buffer size at which parsing can progress
   bool socket_drained_ = false;  // the last read came back short (the socket is empty)
   net::TimerId shrink_timer_ = 0;

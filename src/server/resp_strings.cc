@@ -189,18 +189,11 @@ void SetWithExpiry(Context& c, Args a, uint64_t unit_ms) {
   c.w.Simple("OK");
 }
 
-// The binary MGET's rules (server/handle_mget.cc): the keys the disk tier holds are read in one
-// batch ahead of the pins, and an answer never carries more value bytes than the node's arena
-// holds (only a key repeated within one command can ask for more), else the command is refused
-// whole and the connection goes on.
+// The binary MGET's rules (server/handle_mget.cc): the keys the disk tier holds were brought
+// into memory in one batch before the command ran (RespProtocol::WaitForDisk), and an answer
+// never carries more value bytes than the node's arena holds (only a key repeated within one
+// command can ask for more), else the command is refused whole and the connection goes on.
 void MGet(Context& c, Args a) {
-  if (c.service.has_disk()) {
-    std::vector<std::optional<std::string>> folded(a.size() - 1);
-    std::vector<std::string_view> homes(a.size() - 1);
-    for (size_t i = 1; i < a.size(); ++i)
-      homes[i - 1] = HomeOf(c, a[i], &folded[i - 1]);
-    c.service.PromoteAhead(c.grant(), c.ns(), false, homes);
-  }
   std::vector<std::optional<PinnedValue>> founds;
   founds.reserve(a.size() - 1);
   const uint64_t answer_limit = c.service.arena_bytes();

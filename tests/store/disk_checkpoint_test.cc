@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "faulty_file.h"
-#include "store_test_util.h"
 #include "store/disk_record.h"
 #include "store/disk_tier.h"
 #include "store/file_io.h"
 #include "store/superblock.h"
+#include "store_test_util.h"
 
 namespace kvport::store {
 namespace {

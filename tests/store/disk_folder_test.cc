@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "faulty_file.h"
-#include "store_test_util.h"
 #include "power_loss_folder.h"
 #include "store/disk_record.h"
 #include "store/disk_tier.h"
 #include "store/file_io.h"
 #include "store/superblock.h"
+#include "store_test_util.h"
 
 namespace kvport::store {
 namespace {

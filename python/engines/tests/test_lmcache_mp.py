@@ -35,13 +35,12 @@ import kvport
 from kvport.lmcache_mp import L2Connector
 
 from conftest import SECRET, Node
+from lmcache_mp_objects import memory_obj, wait_fd
 
 from lmcache.v1.distributed.api import ObjectKey
 from lmcache.v1.distributed.internal_api import L1MemoryDesc
 from lmcache.v1.distributed.l2_adapters import create_l2_adapter
 from lmcache.v1.distributed.l2_adapters.config import parse_args_to_l2_adapters_config
-from lmcache.v1.memory_management import MemoryFormat, MemoryObjMetadata, TensorMemoryObj
-from lmcache.v1.platform import consume_fd
 
 ENGINE = "lmcache"
 WAIT_S = 30  # the most any completion here may take
@@ -109,20 +108,6 @@ def test_lmcache_basic_check_passes(node_factory, record, shared_memory):
 
 # --- LMCache's NativeConnectorL2Adapter over the connector -------------------------------------
 
-def memory_obj(buffer: torch.Tensor) -> TensorMemoryObj:
-    metadata = MemoryObjMetadata(shape=buffer.shape, dtype=buffer.dtype,
-                                 address=buffer.data_ptr(),
-                                 phy_size=buffer.numel() * buffer.element_size(),
-                                 fmt=MemoryFormat.KV_2LTD, ref_count=1)
-    return TensorMemoryObj(buffer, metadata, parent_allocator=None)
-
-
-def wait_fd(fd: int) -> None:
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    assert poller.poll(WAIT_S * 1000), "the adapter's eventfd was never signalled"
-    consume_fd(fd)
-
 
 def test_lmcache_adapter_lookup_load_delete(node_factory, record):
     node = node_factory(shared_memory=True)
@@ -139,13 +124,13 @@ def test_lmcache_adapter_lookup_load_delete(node_factory, record):
         for i in range(3):
             slots[i].copy_(torch.arange(elements, dtype=torch.float32) * (i + 1))
         stored = adapter.submit_store_task(keys[:3], [memory_obj(s) for s in slots[:3]])
-        wait_fd(adapter.get_store_event_fd())
+        wait_fd(adapter.get_store_event_fd(), WAIT_S)
         assert adapter.pop_completed_store_tasks()[stored].is_successful()
         assert adapter.get_usage().total_bytes_used == 3 * elements * 4
 
         # Per key: the three stored are found, the fourth is not.
         lookup = adapter.submit_lookup_and_lock_task(keys, {})
-        wait_fd(adapter.get_lookup_and_lock_event_fd())
+        wait_fd(adapter.get_lookup_and_lock_event_fd(), WAIT_S)
         bitmap = adapter.query_lookup_and_lock_result(lookup)
         assert [bitmap.test(i) for i in range(4)] == [True, True, True, False]
         adapter.submit_unlock(keys[:3])
@@ -153,7 +138,7 @@ def test_lmcache_adapter_lookup_load_delete(node_factory, record):
         # Loads fill LMCache's memory objects in place; the missing key is not loaded.
         targets = [memory_obj(s) for s in slots[4:8]]
         load = adapter.submit_load_task(keys, targets)
-        wait_fd(adapter.get_load_event_fd())
+        wait_fd(adapter.get_load_event_fd(), WAIT_S)
         bitmap = adapter.query_load_result(load)
         assert [bitmap.test(i) for i in range(4)] == [True, True, True, False]
         for i in range(3):
@@ -164,7 +149,7 @@ def test_lmcache_adapter_lookup_load_delete(node_factory, record):
         adapter.delete(keys[:2])
         assert adapter.get_usage().total_bytes_used == elements * 4
         lookup = adapter.submit_lookup_and_lock_task(keys, {})
-        wait_fd(adapter.get_lookup_and_lock_event_fd())
+        wait_fd(adapter.get_lookup_and_lock_event_fd(), WAIT_S)
         bitmap = adapter.query_lookup_and_lock_result(lookup)
         assert [bitmap.test(i) for i in range(4)] == [False, False, True, False]
         record(ENGINE, "MP mode: NativeConnectorL2Adapter store, lookup, load, delete, shm",

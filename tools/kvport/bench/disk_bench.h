@@ -44,7 +44,8 @@
 
 namespace kvport::bench {
 
-// The node's disk queue (store::WriteBehindDiskOptions::max_pending_bytes): what the put phase paces by.
+// The node's disk queue (store::WriteBehindDiskOptions::max_pending_bytes): what the put phase
+// paces by.
 inline constexpr uint64_t kDiskQueueBytes = uint64_t{64} << 20;
 
 struct DiskBenchReport {
