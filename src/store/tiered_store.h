@@ -92,13 +92,6 @@ class TieredStore {
   // Lookup of `key`'s first match in the memory store's any-namespace order among the
   // namespaces `readable` allows, then, on a miss, of its first match on disk (ascending).
   Result<ReadHandle> LookupInAnyNamespace(std::string_view key, const NamespaceFilter& readable);
-  // Before the lookups of a batched read: brings the keys memory does not hold from disk at
-  // once (reads in parallel, WriteBehindDisk::ReadMany), so that the lookups that follow find
-  // them in memory. Best effort: a key it could not bring is read again (or missed) by its
-  // lookup, which also says why. `any_namespace`: each key's first readable namespace on disk.
-  void PromoteAhead(std::string_view ns, std::span<const std::string_view> keys);
-  void PromoteAheadInAnyNamespace(std::span<const std::string_view> keys,
-                                  const NamespaceFilter& readable);
   // Whether a read of `keys` in `ns` (any_namespace: in the namespaces `readable` allows) would
   // read the disk: a key memory does not hold is on disk. Reads nothing from disk.
   bool NeedsDisk(std::string_view ns, bool any_namespace, std::span<const std::string_view> keys,
@@ -162,6 +155,13 @@ class TieredStore {
   // A memory miss of (ns, key) served from disk, under the key's stripe: NotFound when the disk
   // has it not; the memory store's error when it cannot take it.
   Result<ReadHandle> Promote(std::string_view ns, std::string_view key);
+  // PromoteInBackground's first step: brings the keys memory does not hold from disk at
+  // once (reads in parallel, WriteBehindDisk::ReadMany), so that the lookups that follow find
+  // them in memory. Best effort: a key it could not bring is read again (or missed) by its
+  // lookup, which also says why. `any_namespace`: each key's first readable namespace on disk.
+  void PromoteAhead(std::string_view ns, std::span<const std::string_view> keys);
+  void PromoteAheadInAnyNamespace(std::span<const std::string_view> keys,
+                                  const NamespaceFilter& readable);
   // The reads of a PromoteAhead (the keys and the namespaces found for them).
   void PromoteMany(std::span<const std::string_view> namespaces,
                    std::span<const std::string_view> keys);
