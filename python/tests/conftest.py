@@ -85,11 +85,15 @@ class HoldingProxy:
 
         with HoldingProxy(node.address) as proxy:
             client = kvport.Client(proxy.address, transport_type=kvport.TransportType.TCP)
+
+    requests: what carries the client's bytes to the node, requests(client, node) on a thread of
+    its own per connection (to alter them); by default they pass as they are.
     """
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, requests=None):
         host, port = target.rsplit(":", 1)
         self._target = (host, int(port))
+        self._requests = requests
         self._listener = socket.socket()
         self._listener.bind(("127.0.0.1", 0))
         self._listener.listen(16)
@@ -117,8 +121,14 @@ class HoldingProxy:
                     node.close()
                     return
                 self._sockets += [client, node]
-            for source, sink, held in ((client, node, False), (node, client, True)):
-                pump = threading.Thread(target=self._pump, args=(source, sink, held), daemon=True)
+            pumps = [threading.Thread(target=self._pump, args=(node, client, True), daemon=True)]
+            if self._requests is None:
+                pumps.append(threading.Thread(target=self._pump, args=(client, node, False),
+                                              daemon=True))
+            else:
+                pumps.append(threading.Thread(target=self._requests, args=(client, node),
+                                              daemon=True))
+            for pump in pumps:
                 self._threads.append(pump)
                 pump.start()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import socket
 import struct
 import threading
 
@@ -15,7 +14,7 @@ import pytest
 
 import eic
 import kvport
-from conftest import FakeTensor, pointer_of, unique
+from conftest import FakeTensor, HoldingProxy, pointer_of, unique
 
 S = eic.StatusCode
 
@@ -392,74 +391,35 @@ def test_kvport_eic_ns_bounds_the_unassigned_namespace(node, monkeypatch):
     assert bounded.mdel(keys_of(mine))[1].status_codes[0] == S.SUCCESS
 
 
-class MsetAlteringRelay:
-    """A loopback relay to a node that changes the last byte of every MSET's values on their way
-    to the node (what a flipped bit between a writer and the node looks like): the node then
-    keeps bytes that do not match the checksum their writer sent. It parses the client's frames
-    (docs/protocol.md: a 32-byte header, then the descriptor and the payload) and relays the
-    node's answers as they are."""
+_HEADER = struct.Struct("<4sBBHQIIQ")  # magic, version, opcode, flags, id, lengths
+_MSET = 3
 
-    _HEADER = struct.Struct("<4sBBHQIIQ")  # magic, version, opcode, flags, id, lengths
-    _MSET = 3
 
-    def __init__(self, target: str):
-        host, port = target.rsplit(":", 1)
-        self._target = (host, int(port))
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.address = "127.0.0.1:%d" % self._listener.getsockname()[1]
-        self._sockets = []
-        threading.Thread(target=self._accept, daemon=True).start()
+def _read_exactly(sock, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise OSError("closed")
+        data += chunk
+    return bytes(data)
 
-    def _accept(self):
+
+def alter_mset_values(client, node):
+    """A HoldingProxy's requests: changes the last byte of every MSET's values on their way to
+    the node (what a flipped bit between a writer and the node looks like), so the node keeps
+    bytes that do not match the checksum their writer sent. It parses the client's frames
+    (docs/protocol.md: a 32-byte header, then the descriptor and the payload)."""
+    try:
         while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            node = socket.create_connection(self._target, timeout=30)
-            self._sockets += [client, node]
-            threading.Thread(target=self._requests, args=(client, node), daemon=True).start()
-            threading.Thread(target=self._answers, args=(node, client), daemon=True).start()
-
-    @staticmethod
-    def _read(sock, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise OSError("closed")
-            data += chunk
-        return bytes(data)
-
-    def _requests(self, client, node):
-        try:
-            while True:
-                header = self._read(client, self._HEADER.size)
-                _, _, opcode, _, _, descriptor_length, _, payload_length = \
-                    self._HEADER.unpack(header)
-                body = bytearray(self._read(client, descriptor_length + payload_length))
-                if opcode == self._MSET and payload_length > 0:
-                    body[-1] ^= 0x01
-                node.sendall(header + bytes(body))
-        except OSError:
-            node.close()
-
-    @staticmethod
-    def _answers(node, client):
-        try:
-            while True:
-                data = node.recv(1 << 16)
-                if not data:
-                    break
-                client.sendall(data)
-        except OSError:
-            pass
-        client.close()
-
-    def close(self):
-        self._listener.close()
-        for s in self._sockets:
-            s.close()
+            header = _read_exactly(client, _HEADER.size)
+            _, _, opcode, _, _, descriptor_length, _, payload_length = _HEADER.unpack(header)
+            body = bytearray(_read_exactly(client, descriptor_length + payload_length))
+            if opcode == _MSET and payload_length > 0:
+                body[-1] ^= 0x01
+            node.sendall(header + bytes(body))
+    except OSError:
+        node.close()
 
 
 def test_kvport_checksums_turns_the_eic_clients_checks_off(node, monkeypatch):
@@ -467,13 +427,10 @@ def test_kvport_checksums_turns_the_eic_clients_checks_off(node, monkeypatch):
     A value whose bytes were altered after its writer hashed them is a miss with the default
     (never bytes the writer did not put) and comes back as the node holds it with the variable
     off."""
-    relay = MsetAlteringRelay(node.address)
-    try:
+    with HoldingProxy(node.address, requests=alter_mset_values) as relay:
         writer = kvport.Client(relay.address, transport_type=kvport.TransportType.TCP)
         key, value = unique("altered"), b"written" * 1000
         assert writer.mset([key], [value], ns="cksum").ok
-    finally:
-        relay.close()
     altered = value[:-1] + bytes([value[-1] ^ 0x01])
 
     monkeypatch.delenv("KVPORT_CHECKSUMS", raising=False)
