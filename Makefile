@@ -67,13 +67,18 @@ run: bootstrap
 # layers' tests under ThreadSanitizer, then short libFuzzer runs of the frame decoder and of the
 # server's sessions and a clang build of the annotated libraries (build-fuzz/). One lane after
 # another (each one's build uses every core), each lane's wall time printed as it ends and again
-# at the end.
+# at the end. DROP_VENVS=1 removes each Python lane's venvs once it has passed (~13 GB that no
+# later lane reads): .ci/run sets it, because a fresh CI machine's free disk is not ours to fill.
 TEST_LANES = test-unit test-engines test-inference test-asan test-tsan test-fuzz
+DROP_VENVS ?=
 test:
 	@times=""; for lane in $(TEST_LANES); do \
 	  start=$$(date +%s); \
 	  $(MAKE) --no-print-directory $$lane || { echo "$$lane: FAILED after $$(( $$(date +%s) - start )) s"; exit 1; }; \
 	  t="$$lane: $$(( $$(date +%s) - start )) s"; echo "$$t"; times="$$times$$t, "; \
+	  if [ -n "$(DROP_VENVS)" ]; then case $$lane in \
+	    test-engines) rm -rf build/engines/venv build/peers/venv;; \
+	    test-inference) rm -rf build/inference/venv;; esac; fi; \
 	done; echo "test: every lane passed ($${times%, })"
 
 test-unit: build
