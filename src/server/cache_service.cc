@@ -189,6 +189,7 @@ ServerStats CacheService::Collect(bool namespaces) const {
                            {"disk_write_errors", d.tier.write_errors},
                            {"disk_queue_drops", d.queue_drops},
                            {"disk_pending_bytes", d.pending_bytes},
+                           {"disk_pending_tombstones", d.pending_tombstones},
                            {"disk_hits", d.hits},
                            {"disk_evicted_objects", d.tier.evicted_objects},
                            {"disk_dropped_records", d.tier.dropped_records},

@@ -7,6 +7,9 @@ namespace kvport::server {
 
 ConnectionBudget::Throttle ConnectionBudget::QueueThrottle(const net::OutputQueue& out) const {
   if (out.memory_bytes() > options_.max_outstanding_bytes) return Throttle::kOwnQueue;
+  if (held_changes_ >= kMaxHeldChanges) return Throttle::kOwnQueue;
+  if (held_changes_ > 0 && counters_.changes_waiting_for_disk() >= kMaxNodeHeldChanges)
+    return Throttle::kNode;
   const uint64_t cap = options_.max_node_queued_bytes;
   if (cap == 0) return Throttle::kNone;
   const uint64_t own = out.heap_bytes();
@@ -33,6 +36,24 @@ void ConnectionBudget::Sync(uint64_t queued, uint64_t input) {
     counters_.AddInputBufferBytes(i - accounted_input_);
     accounted_input_ = i;
   }
+}
+
+void ConnectionBudget::HoldChange() {
+  ++held_changes_;
+  counters_.AddChangesWaitingForDisk(1);
+}
+
+void ConnectionBudget::ReleaseChange() {
+  if (held_changes_ == 0) return;  // released at close already
+  --held_changes_;
+  counters_.AddChangesWaitingForDisk(-1);
+}
+
+void ConnectionBudget::Release() {
+  Sync(0, 0);
+  SetPaused(false);
+  counters_.AddChangesWaitingForDisk(-held_changes_);
+  held_changes_ = 0;
 }
 
 void ConnectionBudget::SetPaused(bool paused) {

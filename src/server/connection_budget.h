@@ -12,6 +12,13 @@
 // at most max_node_queued_bytes plus one answer per connection. Pinned values are not the
 // node-wide cap's business: they live in the arena, bounded by the store's max_pinned_bytes.
 //
+// Changes waiting for the disk (a replaced or deleted version the disk held: its answer is
+// written once its tombstone is durable, store::DurabilityWaiter) cost the disk tier's queue a
+// tombstone each, and a client that never waits for its answers could queue them without end
+// while the disk is slow. So between requests a connection also reads nothing more while it has
+// kMaxHeldChanges of them, or has any while the node has kMaxNodeHeldChanges: the node's
+// tombstones are then at most kMaxNodeHeldChanges plus one request's per connection.
+//
 // Called on the connection's loop thread only.
 #pragma once
 
@@ -35,10 +42,17 @@ class ConnectionBudget {
   ConnectionBudget& operator=(const ConnectionBudget&) = delete;
 
   enum class Throttle { kNone, kOwnQueue, kNode };
-  // Whether the responses queued in `out` (this connection's), and the node's, hold its next
-  // request back, and whose: kOwnQueue clears as `out` drains (its EPOLLOUT says when), kNode
-  // as other connections drain (no event of this one says when).
+  // Whether the responses queued in `out` (this connection's) and its changes waiting for the
+  // disk, and the node's, hold its next request back, and whose: kOwnQueue clears as `out`
+  // drains (its EPOLLOUT says when) or as its changes become durable (ReleaseChange), kNode as
+  // other connections drain (no event of this one says when).
   Throttle QueueThrottle(const net::OutputQueue& out) const;
+
+  // A change of this connection's waits for the disk (HoldChange), or no longer does
+  // (ReleaseChange); the node's changes_waiting_for_disk follows.
+  void HoldChange();
+  void ReleaseChange();
+  int held_changes() const { return held_changes_; }
   // The allocation an input buffer of `own` bytes may grow to now under max_node_input_bytes.
   size_t InputAllowance(size_t own) const;
 
@@ -49,10 +63,12 @@ class ConnectionBudget {
   // backpressure_pauses) or not.
   void SetPaused(bool paused);
   // At close: the connection's share leaves every gauge.
-  void Release() {
-    Sync(0, 0);
-    SetPaused(false);
-  }
+  void Release();
+
+  // A connection with this many changes waiting for the disk reads no more requests; nor does
+  // one with any while the node has kMaxNodeHeldChanges (a queued tombstone is ~150 bytes).
+  static constexpr int kMaxHeldChanges = 256;
+  static constexpr uint64_t kMaxNodeHeldChanges = 1 << 16;
 
  private:
   // A connection's queued heap may take at most 1/this of max_node_queued_bytes.
@@ -62,6 +78,7 @@ class ConnectionBudget {
   const ConnectionOptions& options_;
   int64_t accounted_queued_ = 0;
   int64_t accounted_input_ = 0;
+  int held_changes_ = 0;
   bool paused_ = false;
 };
 

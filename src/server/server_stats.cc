@@ -176,6 +176,7 @@ void ServerCounters::AppendTo(std::vector<std::pair<std::string, uint64_t>>* out
   out->emplace_back("max_queued_response_bytes", get(max_queued_response_bytes_));
   out->emplace_back("max_input_buffer_bytes", get(max_input_buffer_bytes_));
   out->emplace_back("input_buffer_bytes", get(input_buffer_bytes_));
+  out->emplace_back("changes_waiting_for_disk", get(changes_waiting_for_disk_));
   out->emplace_back("backpressure_pauses", get(backpressure_pauses_));
   out->emplace_back("paused_connections", get(paused_connections_));
   out->emplace_back("request_timeouts", get(request_timeouts_));

@@ -119,6 +119,12 @@ class ServerCounters {
   void SetMaxQueuedResponseBytes(uint64_t cap) {
     max_queued_response_bytes_.store(cap, std::memory_order_relaxed);
   }
+  // Changes (one per replaced or deleted version the disk held) whose answers wait until their
+  // tombstones are durable; each session adds and removes its own share.
+  void AddChangesWaitingForDisk(int64_t delta) { Add(changes_waiting_for_disk_, delta); }
+  uint64_t changes_waiting_for_disk() const {
+    return changes_waiting_for_disk_.load(std::memory_order_relaxed);
+  }
   // A session stopped reading requests because of its own or the node's queued responses
   // (counted once per pause; paused_connections: how many are paused now).
   void CountBackpressurePause() { backpressure_pauses_.fetch_add(1, std::memory_order_relaxed); }
@@ -146,7 +152,8 @@ class ServerCounters {
   // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures,
   // auth_throttled, leases
   // (live shared-memory leases), leased_bytes (value bytes they pin), queued_response_bytes,
-  // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes, backpressure_pauses,
+  // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes,
+  // changes_waiting_for_disk, backpressure_pauses,
   // paused_connections, request_timeouts, unread_answers_closes, cluster_registered,
   // cluster_reregistrations, cluster_etcd_failures, op_<opcode> for every opcode (and
   // op_resp_<command> for every RESP command called), then errors_<op>, latency_<op>_p50_us and
@@ -200,6 +207,7 @@ class ServerCounters {
   std::atomic<uint64_t> max_queued_response_bytes_{0};
   std::atomic<uint64_t> input_buffer_bytes_{0};
   std::atomic<uint64_t> max_input_buffer_bytes_{0};
+  std::atomic<uint64_t> changes_waiting_for_disk_{0};
   std::atomic<uint64_t> backpressure_pauses_{0};
   std::atomic<uint64_t> paused_connections_{0};
   std::atomic<uint64_t> request_timeouts_{0};

@@ -38,12 +38,17 @@ StreamConnection::~StreamConnection() {
 }
 
 void StreamConnection::HoldAnswers() {
-  ++held_answers_;
+  budget_.HoldChange();
 }
 
 void StreamConnection::ReleaseAnswers() {
-  if (held_answers_ > 0) --held_answers_;
-  if (held_answers_ == 0) Flush();
+  budget_.ReleaseChange();
+  if (closed()) return;
+  if (budget_.held_changes() == 0) {
+    Flush();
+  } else {
+    UpdateInterest();  // below the cap again: it may read on
+  }
 }
 
 Status StreamConnection::Start() {
@@ -164,7 +169,7 @@ void StreamConnection::Flush() {
   if (closed()) return;
   // Before writing too: once the answer is out, its client may look at the node's gauges.
   SyncMemory();
-  if (!out_.empty() && held_answers_ == 0) {
+  if (!out_.empty() && budget_.held_changes() == 0) {
     if (queue_was_empty_) output_waiting_since_ = loop_->Now();  // answers began to wait
     Result<net::IoProgress> r = out_.WriteTo(stream_, kMaxBytesPerEvent);
     if (!r.ok()) {
@@ -179,7 +184,7 @@ void StreamConnection::Flush() {
   }
   SyncMemory();
   queue_was_empty_ = out_.empty();
-  if (out_.empty() && held_answers_ == 0) AfterOutputDrained();
+  if (out_.empty() && budget_.held_changes() == 0) AfterOutputDrained();
   UpdateInterest();
 }
 
@@ -271,7 +276,7 @@ void StreamConnection::UpdateInterest() {
         QueueThrottle() == Throttle::kNone) {
       ScheduleRead();
     }
-    if (!out_.empty() && held_answers_ == 0) want |= EPOLLOUT;
+    if (!out_.empty() && budget_.held_changes() == 0) want |= EPOLLOUT;
     WatchThrottle();
   }
   if (want == interest_) return;
@@ -350,7 +355,7 @@ void StreamConnection::CloseWithError(const Status& status) {
 bool StreamConnection::AnswersOverdue(MonotonicClock::time_point now) const {
   // Answers held for the disk wait for the node, not for the peer.
   if (options_.request_timeout.count() <= 0 || phase_ != Phase::kOpen || out_.empty() ||
-      held_answers_ > 0 || QueueThrottle() == Throttle::kNone) {
+      budget_.held_changes() > 0 || QueueThrottle() == Throttle::kNone) {
     return false;
   }
   return now - output_waiting_since_ > AllowedTime(options_.request_timeout,

@@ -292,7 +292,6 @@ class StreamConnection final : public net::EventHandler {
   bool queue_was_empty_ = true;  // at the end of the last Flush
   const MonotonicClock::time_point accepted_at_;
   net::OutputQueue out_;
-  int held_answers_ = 0;  // changes waiting for the disk (HoldAnswers)
   const std::shared_ptr<ConnectionMailbox> mailbox_;
 };
 

@@ -319,6 +319,7 @@ void WriteBehindDisk::Unqueue(Queue::iterator item) {
     if (found->second.empty()) queued_.erase(found);
   }
   pending_bytes_ -= item->bytes;
+  if (item->tombstone) --pending_tombstones_;
   queue_.erase(item);
 }
 
@@ -655,6 +656,7 @@ bool WriteBehindDisk::Erase(std::string_view ns, std::string_view key, uint64_t 
   tombstone.tombstone = true;
   tombstone.waiter = waiter;
   queue_.push_back(std::move(tombstone));
+  ++pending_tombstones_;
   queued_[std::move(id)].push_back(std::prev(queue_.end()));
   if (waiter != nullptr) waiter->Begin();
   wake_.notify_one();
@@ -666,6 +668,7 @@ WriteBehindDiskStats WriteBehindDisk::stats() const {
   WriteBehindDiskStats s = stats_;
   s.tier = tier_->stats();
   s.pending_bytes = pending_bytes_;
+  s.pending_tombstones = pending_tombstones_;
   return s;
 }
 

@@ -87,14 +87,15 @@ struct WriteBehindDiskOptions {
 
 struct WriteBehindDiskStats {
   DiskTierStats tier;
-  uint64_t pending_bytes = 0;  // evicted, waiting for the writer
-  uint64_t written = 0;        // evicted objects written to disk
-  uint64_t queue_drops = 0;    // evicted objects dropped: the queue was full
-  uint64_t hits = 0;           // gets served from the disk tier (or its queue)
-  uint64_t restore_ms = 0;     // how long the start's index rebuild took
-  uint64_t stop_flushed = 0;   // objects a clean stop wrote from memory (FlushAtStop)
-  uint64_t index_drops = 0;    // evicted objects not written: the index had its share
-  uint64_t batch_reads = 0;    // values read by ReadMany calls of more than one
+  uint64_t pending_bytes = 0;       // evicted, waiting for the writer
+  uint64_t pending_tombstones = 0;  // tombstones of changes waiting for the writer (Erase)
+  uint64_t written = 0;             // evicted objects written to disk
+  uint64_t queue_drops = 0;         // evicted objects dropped: the queue was full
+  uint64_t hits = 0;                // gets served from the disk tier (or its queue)
+  uint64_t restore_ms = 0;          // how long the start's index rebuild took
+  uint64_t stop_flushed = 0;        // objects a clean stop wrote from memory (FlushAtStop)
+  uint64_t index_drops = 0;         // evicted objects not written: the index had its share
+  uint64_t batch_reads = 0;         // values read by ReadMany calls of more than one
 };
 
 // Tests of a whole node, whose options cannot carry a folder: while `opener` is set, every
@@ -282,6 +283,7 @@ class WriteBehindDisk final : public EvictionSink {
   // Whether any key has a fence now (a pass over many keys checks each only then).
   bool AnyFence() const;
   uint64_t pending_bytes_ = 0;
+  uint64_t pending_tombstones_ = 0;
   bool stopping_ = false;
   WriteBehindDiskStats stats_;
   std::atomic<uint64_t> index_bytes_{0};

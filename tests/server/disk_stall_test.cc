@@ -3,7 +3,9 @@
 // tier's file seam, as on a disk that stalls) keeps serving every call that does not need the
 // disk, on the same I/O thread, while the calls that do wait: an overwrite of a key the disk
 // holds is answered once its tombstone is durable, a read of a key only the disk holds once it
-// is read. One I/O thread, so a call that held its thread would hold the other client too.
+// is read. One I/O thread, so a call that held its thread would hold the other client too. A
+// client that sends change after change without waiting for the answers is read no further
+// once it has a bounded number waiting, so the disk tier's queue of tombstones stays bounded.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include "kvport/client.h"
 #include "kvport/server.h"
 #include "resp_test_client.h"
+#include "server/connection_budget.h"
 #include "server_fixture.h"
 #include "store/write_behind_disk.h"
 #include "support/stalling_folder.h"
@@ -193,6 +196,44 @@ TEST_F(DiskStallNodeTest, AStalledDiskReadHoldsOnlyTheRedisGetThatNeedsIt) {
   ASSERT_TRUE(read.has_value());
   const std::vector<char> expected = Value(8);
   EXPECT_TRUE(*read == std::string(expected.begin(), expected.end()));
+}
+
+TEST_F(DiskStallNodeTest, AClientThatDoesNotWaitForItsChangesIsReadNoFurther) {
+  constexpr int kKeys = 3 * server::ConnectionBudget::kMaxHeldChanges;
+  RespTestClient redis(server_->resp_port());
+  ASSERT_TRUE(redis.connected());
+  ASSERT_EQ(redis.Call({"CLIENT", "NAMESPACE", "ns"}), "+OK");
+  for (int i = 0; i < kKeys; ++i)
+    ASSERT_EQ(redis.Call({"SET", "k" + std::to_string(i), "old" + std::to_string(i)}), "+OK");
+  FillMemory("filler");  // the small keys go to the disk
+  Drain();
+  ASSERT_GE(server_->Stats().Get("disk_objects"), static_cast<uint64_t>(kKeys));
+  writes_.Close();
+  FillMemory("more");  // the writer stalls in the middle of their write
+  ASSERT_TRUE(writes_.WaitForACall());
+
+  // Every overwrite ends a version the disk holds, so each waits for a tombstone; they all go
+  // at once, and the client reads no answer.
+  std::string pipeline;
+  for (int i = 0; i < kKeys; ++i)
+    pipeline += RespTestClient::Encode({"SET", "k" + std::to_string(i), "new" + std::to_string(i)});
+  ASSERT_TRUE(redis.SendRaw(pipeline));
+  ASSERT_TRUE(Within20s([&] { return server_->Stats().Get("paused_connections") == 1; }));
+  const auto held = static_cast<uint64_t>(server::ConnectionBudget::kMaxHeldChanges);
+  EXPECT_EQ(server_->Stats().Get("changes_waiting_for_disk"), held);
+  EXPECT_EQ(server_->Stats().Get("disk_pending_tombstones"), held);
+  // The other client is served meanwhile.
+  EXPECT_TRUE(Put(*other_, "mem", "M", Value(9)).ok());
+
+  writes_.Open();
+  for (int i = 0; i < kKeys; ++i)
+    ASSERT_EQ(redis.Read(), "+OK") << "answer " << i;
+  EXPECT_EQ(server_->Stats().Get("changes_waiting_for_disk"), 0u);
+  EXPECT_EQ(server_->Stats().Get("disk_pending_tombstones"), 0u);
+  for (int i : {0, kKeys / 2, kKeys - 1}) {
+    ASSERT_TRUE(redis.Send({"GET", "k" + std::to_string(i)}));
+    EXPECT_EQ(redis.ReadBulk(), "new" + std::to_string(i));
+  }
 }
 
 }  // namespace
