@@ -878,50 +878,110 @@ std::vector<std::string> DiskTier::NamespacesOf(std::string_view key, uint64_t n
 }
 
 Status DiskTier::Erase(std::string_view ns, std::string_view key, uint64_t sequence) {
+  const DiskErase erase{ns, key, sequence};
+  return EraseMany({&erase, 1})[0];
+}
+
+std::vector<Status> DiskTier::EraseMany(std::span<const DiskErase> erases) {
+  std::vector<Status> statuses(erases.size(), Status::Ok());
   MutexLock append(append_mu_);
   MutexLock lock(mu_);
-  const std::string id = ObjectId(ns, key);
-  auto it = index_.find(id);
-  if (it == index_.end() || it->second.record.header.sequence >= sequence) return Status::Ok();
-  const Entry ended = it->second;
-  Forget(id);
-  last_sequence_ = std::max(last_sequence_, sequence);
-  DiskRecord tombstone;
-  tombstone.tombstone = true;
-  tombstone.sequence = sequence;
-  tombstone.ns = ns;
-  tombstone.key = key;
-  Result<std::pair<std::shared_ptr<Segment>, uint64_t>> placed = Append({&tombstone, 1});
-  if (placed.ok()) {
-    placed->first->tombstone_bytes += DiskRecordBytes(ns.size(), key.size(), 0, 0);
-    // Durable before the change it records is acknowledged: after a power loss the ended
-    // version must not be back. (A lost put is only a miss; a lost tombstone is a wrong answer.)
-    // Synced without mu_, as Append writes.
-    mu_.Unlock();
-    Status synced = placed->first->file->Sync();
-    mu_.Lock();
-    if (!synced.ok()) {
-      ++stats_.write_errors;
-      return synced.WithContext(
+  // The versions each erase ends, forgotten by the index now (every reader stops seeing them),
+  // and their tombstones.
+  struct Ending {
+    size_t erase;  // index into `erases`
+    Entry ended;
+  };
+  std::vector<Ending> endings;
+  std::vector<DiskRecord> tombstones;
+  for (size_t i = 0; i < erases.size(); ++i) {
+    const DiskErase& e = erases[i];
+    const std::string id = ObjectId(e.ns, e.key);
+    auto it = index_.find(id);
+    if (it == index_.end() || it->second.record.header.sequence >= e.sequence) continue;
+    endings.push_back({i, it->second});
+    Forget(id);
+    last_sequence_ = std::max(last_sequence_, e.sequence);
+    DiskRecord tombstone;
+    tombstone.tombstone = true;
+    tombstone.sequence = e.sequence;
+    tombstone.ns = e.ns;
+    tombstone.key = e.key;
+    tombstones.push_back(tombstone);
+  }
+  // Appended in runs that fit a segment (nearly always one), then each segment written to is
+  // synced once: durable before the changes they record are acknowledged, since after a power
+  // loss an ended version must not be back (a lost put is only a miss; a lost tombstone is a
+  // wrong answer).
+  std::vector<std::shared_ptr<Segment>> placed_in(endings.size());
+  for (size_t i = 0; i < tombstones.size();) {
+    uint64_t room = 0;
+    if (!segments_.empty() && segments_.rbegin()->second->writer != nullptr) {
+      room = options_.segment_bytes - segments_.rbegin()->second->writer->end();
+    }
+    const auto bytes_of = [](const DiskRecord& r) {
+      return DiskRecordBytes(r.ns.size(), r.key.size(), 0, 0);
+    };
+    if (bytes_of(tombstones[i]) > room) room = options_.segment_bytes;
+    size_t j = i;
+    for (uint64_t bytes = 0; j < tombstones.size() && bytes + bytes_of(tombstones[j]) <= room; ++j)
+      bytes += bytes_of(tombstones[j]);
+    Result<std::pair<std::shared_ptr<Segment>, uint64_t>> placed =
+        Append(std::span<const DiskRecord>(tombstones).subspan(i, j - i));
+    for (size_t k = i; k < j; ++k) {
+      if (placed.ok()) {
+        placed->first->tombstone_bytes += bytes_of(tombstones[k]);
+        placed_in[k] = placed->first;
+      } else {
+        statuses[endings[k].erase] = placed.status();
+      }
+    }
+    i = j;
+  }
+  std::vector<std::shared_ptr<Segment>> to_sync;
+  for (const std::shared_ptr<Segment>& segment : placed_in) {
+    if (segment != nullptr && std::find(to_sync.begin(), to_sync.end(), segment) == to_sync.end())
+      to_sync.push_back(segment);
+  }
+  // Synced and killed without mu_, as Append writes.
+  mu_.Unlock();
+  uint64_t failed_syncs = 0;  // (a failed append is counted by Append)
+  for (const std::shared_ptr<Segment>& segment : to_sync) {
+    const Status synced = segment->file->Sync();
+    if (synced.ok()) continue;
+    ++failed_syncs;
+    for (size_t k = 0; k < endings.size(); ++k) {
+      if (placed_in[k] != segment) continue;
+      statuses[endings[k].erase] = synced.WithContext(
           "the tombstone of a replaced or deleted version was not synced, so a power loss may "
           "bring that version back");
     }
-    return Status::Ok();
   }
   // No room for a tombstone (or its write failed): the ended record is killed where it lies,
   // which takes no new block. Older records of the key are below it, so its kill ends them too.
-  // Without mu_, as Append writes.
-  mu_.Unlock();
-  Status killed = KillRecord(*ended.segment->file, ended.record.offset);
-  mu_.Lock();
-  if (killed.ok()) {
-    ++stats_.killed_records;
-    ended.segment->tombstone_bytes += ended.record.header.record_bytes;
-    return Status::Ok();
+  std::vector<bool> killed(endings.size(), false);
+  for (size_t k = 0; k < endings.size(); ++k) {
+    if (placed_in[k] != nullptr) continue;
+    Status& status = statuses[endings[k].erase];
+    const Entry& ended = endings[k].ended;
+    const Status kill = KillRecord(*ended.segment->file, ended.record.offset);
+    if (kill.ok()) {
+      killed[k] = true;
+      status = Status::Ok();
+    } else {
+      status = status.WithContext(
+          "neither a tombstone nor a kill in place (" + kill.ToString() +
+          ") could be written, so the replaced or deleted version may come back at a restart");
+    }
   }
-  return placed.status().WithContext(
-      "neither a tombstone nor a kill in place (" + killed.ToString() +
-      ") could be written, so the replaced or deleted version may come back at a restart");
+  mu_.Lock();
+  stats_.write_errors += failed_syncs;
+  for (size_t k = 0; k < endings.size(); ++k) {
+    if (!killed[k]) continue;
+    ++stats_.killed_records;
+    endings[k].ended.segment->tombstone_bytes += endings[k].ended.record.header.record_bytes;
+  }
+  return statuses;
 }
 
 uint64_t DiskTier::last_sequence() const {

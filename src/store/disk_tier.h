@@ -136,6 +136,13 @@ struct DiskPut {
   uint64_t checksum = 0;   // the value's xxh3-64 as its writer gave it; 0: computed here
 };
 
+// One key for DiskTier::EraseMany (Erase's arguments).
+struct DiskErase {
+  std::string_view ns;
+  std::string_view key;
+  uint64_t sequence = 0;  // versions below it end
+};
+
 // What the index knows of an object, without reading it (DiskTier::Find).
 struct DiskEntry {
   std::string meta;
@@ -236,6 +243,10 @@ class DiskTier {
   // error (IoError, NoSpace), saying that the key is gone until a restart, which may bring it
   // back.
   Status Erase(std::string_view ns, std::string_view key, uint64_t sequence);
+  // Erase of each, with one sync for all the tombstones appended to a segment (a group commit:
+  // a batch of changes pays for one flush of the disk's cache, not one each). Erase's status
+  // for each.
+  std::vector<Status> EraseMany(std::span<const DiskErase> erases);
 
   // The highest sequence number of any record the tier has held (restored or written since):
   // what the memory store's numbers must start above.

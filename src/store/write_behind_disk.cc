@@ -484,9 +484,19 @@ void WriteBehindDisk::WriterLoop() {
       for (size_t j = 0; j < put.size(); ++j)
         written[put_items[j]] = put[j];
     }
+    // The batch's tombstones in one group commit: one sync for all of them.
+    std::vector<DiskErase> erases;
+    std::vector<size_t> erase_items;
     for (size_t k = 0; k < batch.size(); ++k) {
       const Queue::iterator item = batch[k];
-      if (item->tombstone) written[k] = tier_->Erase(item->ns, item->key, item->sequence);
+      if (!item->tombstone) continue;
+      erases.push_back({item->ns, item->key, item->sequence});
+      erase_items.push_back(k);
+    }
+    if (!erases.empty()) {
+      const std::vector<Status> erased = tier_->EraseMany(erases);
+      for (size_t j = 0; j < erased.size(); ++j)
+        written[erase_items[j]] = erased[j];
     }
     index_bytes_.store(tier_->stats().index_bytes, std::memory_order_relaxed);
     lock.lock();

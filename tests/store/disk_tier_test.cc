@@ -381,6 +381,33 @@ TEST_F(DiskTierTest, ADeleteOnAFullDiskKillsTheRecordInPlaceAndStaysDeletedAcros
   EXPECT_EQ(tier_->Get("ns", "k", 1000)->value, Bytes('3', 3000));
 }
 
+// The tombstones of a batch of changes are one group commit: appended together and synced once,
+// and each is as durable as a tombstone synced on its own.
+TEST_F(DiskTierTest, EraseManySyncsOnceForABatchAndEachKeyStaysDeletedAcrossARestart) {
+  Open();
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(PutSmall(i, static_cast<char>('a' + i)).ok());
+  const int syncs = folder_->newest()->syncs();
+  const std::vector<std::string> keys = {K(0), K(1), K(2), K(3)};
+  std::vector<DiskErase> erases;
+  for (const std::string& key : keys)
+    erases.push_back({"ns", key, ++sequence_});
+  erases.push_back({"ns", "absent", ++sequence_});  // nothing to end: nothing written
+  const std::string k4 = K(4);
+  erases.push_back({"ns", k4, 1});  // below k4's version: it stays
+  const std::vector<Status> erased = tier_->EraseMany(erases);
+  ASSERT_EQ(erased.size(), erases.size());
+  for (const Status& status : erased)
+    EXPECT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(folder_->newest()->syncs(), syncs + 1);
+  for (int restart = 0; restart < 2; ++restart) {
+    for (int i = 0; i < 4; ++i)
+      EXPECT_FALSE(tier_->Contains("ns", K(i), kNow)) << K(i) << ", restart " << restart;
+    ExpectValues({{4, 'e'}, {5, 'f'}});
+    Open();
+  }
+}
+
 // A value's checksum as its writer computed it is the record's: a read from disk checks the
 // writer's bytes end to end, and one whose bytes are not what its writer's checksum says is a
 // miss, never those bytes. Without one, the tier computes its own.

@@ -48,7 +48,12 @@ class FaultyFile final : public File {
     }
     return file_->ReadAt(offset, data, bytes);
   }
-  Status Sync() override { return file_->Sync(); }
+  Status Sync() override {
+    ++syncs_;
+    return file_->Sync();
+  }
+  // How many times the file was synced.
+  int syncs() const { return syncs_; }
   Status Truncate(uint64_t size) override { return file_->Truncate(size); }
   Result<uint64_t> Size() override { return file_->Size(); }
   Status Allocate(uint64_t offset, uint64_t bytes) override {
@@ -64,6 +69,7 @@ class FaultyFile final : public File {
   Fault fault_ = Fault::kNone;
   bool fail_read_ = false;
   int fail_allocates_ = 0;
+  int syncs_ = 0;
 };
 
 // The real folder, its files wrapped in FaultyFiles: the newest one made or opened is at hand
