@@ -16,19 +16,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import select
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import pytest
 
 KVPORT = str(Path(sys.executable).with_name("kvport"))
 SECRET = "engine-test-secret-0123456789"
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "python" / "testing"))
+from kvport_serve import KvportServe  # noqa: E402
 
 
 def token_secret(namespace: str) -> str:
@@ -36,106 +34,39 @@ def token_secret(namespace: str) -> str:
     return f"{SECRET}-{namespace}"
 
 
-class Node:
-    """A `kvport serve` process on 127.0.0.1. shared_memory: it also listens on a Unix socket
-    and offers its arena to clients on this host (what `eic_trans_type: 2` then uses); without
-    it every client talks TCP. tokens: the node requires KVPORT_TOKEN = SECRET (granted every
-    namespace). token_namespaces: one more token per namespace named, each granted every
-    namespace with that one as its default namespace (the token file's `namespace`), its secret
-    token_secret(ns). resp: it also speaks the Redis protocol (`--resp`) on resp_port.
+class Node(KvportServe):
+    """A `kvport serve` process on 127.0.0.1 (python/testing/kvport_serve.py). shared_memory:
+    it also listens on a Unix socket and offers its arena to clients on this host (what
+    `eic_trans_type: 2` then uses); without it every client talks TCP. tokens: the node requires
+    KVPORT_TOKEN = SECRET (granted every namespace). token_namespaces: one more token per
+    namespace named, each granted every namespace with that one as its default namespace (the
+    token file's `namespace`), its secret token_secret(ns). resp: it also speaks the Redis
+    protocol (`--resp`) on resp_port, folding LMCache's redis:// pairs in every namespace
+    (released LMCache announces nothing of its own; docs/resp.md, "LMCache's Redis connector").
     restart() stops it and starts it again, empty, on the same ports and socket."""
 
     def __init__(self, workdir: Path, shared_memory: bool = True, tokens: bool = False,
                  capacity: str = "512MiB", token_namespaces: tuple = (), resp: bool = False):
-        self.workdir = workdir
-        self.resp = resp
-        self.resp_port = 0
+        super().__init__(KVPORT, workdir, str(workdir / "kvport.sock") if shared_memory else "",
+                         resp=resp)
         self.shared_memory = shared_memory
         self.capacity = capacity
-        self.port = 0
-        self.process: Optional[subprocess.Popen] = None
-        self.socket = str(workdir / "kvport.sock") if shared_memory else ""
-        # Configured by its flags alone: not by the KVPORT_* environment, nor by an LMCache
-        # config file a test set for its engine (kvport serve reads LMCACHE_CONFIG_FILE).
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("KVPORT_") and k != "LMCACHE_CONFIG_FILE"}
-        if tokens or token_namespaces:
-            tokens_file = workdir / "tokens.yaml"
+        self.tokens = tokens or bool(token_namespaces)
+        if resp:
+            self.env["KVPORT_RESP_FOLD_PAIRS"] = "*"
+        if self.tokens:
             text = (f'tokens:\n  - name: engines\n    secret: "{SECRET}"\n'
                     f'    read: ["*"]\n    write: ["*"]\n')
             for ns in token_namespaces:
                 text += (f'  - name: engines-{ns}\n    secret: "{token_secret(ns)}"\n'
                          f'    read: ["*"]\n    write: ["*"]\n    namespace: "{ns}"\n')
-            tokens_file.write_text(text)
-            tokens_file.chmod(0o600)
-            self.env["KVPORT_TOKENS_FILE"] = str(tokens_file)
+            self.write_tokens(text)
 
-    @property
-    def endpoint(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    def serve_args(self) -> List[str]:
+        return ["--capacity", self.capacity, "--threads", "2"]
 
-    @property
-    def url(self) -> str:
-        return f"eic://{self.endpoint}"
-
-    def start(self) -> "Node":
-        assert self.process is None
-        log = open(self.workdir / "serve.log", "ab")
-        command = [KVPORT, "serve", "--listen", f"127.0.0.1:{self.port}", "--unix-socket",
-                   self.socket, "--capacity", self.capacity, "--threads", "2"]
-        if self.resp:
-            command += ["--resp", f"127.0.0.1:{self.resp_port}"]
-            # Released LMCache announces nothing of its own: the node folds its redis:// pairs
-            # in every namespace (docs/resp.md, "LMCache's Redis connector").
-            self.env["KVPORT_RESP_FOLD_PAIRS"] = "*"
-        # Unbuffered: each readline takes one line, so select() sees what is still unread.
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=self.env,
-                                        bufsize=0)
-        log.close()
-        deadline = time.monotonic() + 30
-        last_line = b"kvport: redis protocol on " if self.resp else b"kvport: serving on "
-        line = b""
-        while not line.startswith(last_line):
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.process.stdout], [], [], max(left, 0))
-            if not ready or self.process.poll() is not None:
-                self.stop()
-                raise RuntimeError(f"kvport serve did not start: {self.log_text()}")
-            line = self.process.stdout.readline()
-            port = int(line.strip().rsplit(b":", 1)[1]) if b" on " in line else 0
-            if line.startswith(b"kvport: serving on "):
-                self.port = port
-            elif line.startswith(b"kvport: redis protocol on "):
-                self.resp_port = port
-        return self
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        self.process.stdout.close()
-        self.process = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def log_text(self) -> str:
-        return (self.workdir / "serve.log").read_text(errors="replace")
-
-    def stats(self) -> dict:
-        """`kvport stat --json` of this node (its counters: objects, bytes, hits, ...)."""
-        env = dict(self.env)
-        if "KVPORT_TOKENS_FILE" in env:
-            env["KVPORT_TOKEN"] = SECRET
-        out = subprocess.run([KVPORT, "stat", "--json", "--url", self.url], env=env,
-                             capture_output=True, timeout=30, check=True)
-        return json.loads(out.stdout)
+    def operator_token(self) -> str:
+        return SECRET if self.tokens else ""
 
     def assert_values_took_its_transport(self, before: dict, after: dict) -> None:
         """Between two stats()["counters"]: values were written and read through the arena

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "python" / "testing"))
+from kvport_serve import KvportServe  # noqa: E402
 KVPORT = os.environ.get("KVPORT_BIN", str(ROOT / "build" / "bin" / "kvport"))
 ENGINE = Path(__file__).resolve().parents[1] / "engine.py"
 ENGINE_TIMEOUT = 600  # s: an engine's start is mostly imports, ~20-40 s on 2 busy cores
@@ -51,22 +50,16 @@ def model(tmp_path_factory) -> str:
     return str(path)
 
 
-class Node:
+class Node(KvportServe):
     """A `kvport serve` process on 127.0.0.1 with a Unix socket (shared memory for clients on
-    this host). tenants: the node requires tokens; one per namespace named, granted only that
-    namespace and naming it as its default (token_secret), and an operator token for stats().
-    disk: a folder for the disk tier. restart() stops it cleanly (its memory goes to the disk
-    tier) and starts it again on the same port and socket."""
+    this host; python/testing/kvport_serve.py). tenants: the node requires tokens; one per
+    namespace named, granted only that namespace and naming it as its default (tenant_secret),
+    and an operator token for stats(). disk: a folder for the disk tier. restart() stops it
+    cleanly (its memory goes to the disk tier) and starts it again on the same port and socket."""
 
     def __init__(self, workdir: Path, tenants: tuple = (), disk: bool = False):
-        self.workdir = workdir
-        self.port = 0
-        self.socket = str(workdir / "kvport.sock")
+        super().__init__(KVPORT, workdir, str(workdir / "kvport.sock"), stop_timeout=60)
         self.disk = str(workdir / "disk") if disk else ""
-        self.process: Optional[subprocess.Popen] = None
-        self.start_lines: List[str] = []
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("KVPORT_") and k != "LMCACHE_CONFIG_FILE"}
         self.tokens = bool(tenants)
         if tenants:
             text = (f'tokens:\n  - name: operator\n    secret: "{OPERATOR_SECRET}"\n'
@@ -74,65 +67,16 @@ class Node:
             for ns in tenants:
                 text += (f'  - name: {ns}\n    secret: "{tenant_secret(ns)}"\n'
                          f'    read: ["{ns}"]\n    write: ["{ns}"]\n    namespace: "{ns}"\n')
-            tokens_file = workdir / "tokens.yaml"
-            tokens_file.write_text(text)
-            tokens_file.chmod(0o600)
-            self.env["KVPORT_TOKENS_FILE"] = str(tokens_file)
+            self.write_tokens(text)
 
-    @property
-    def url(self) -> str:
-        return f"eic://127.0.0.1:{self.port}"
-
-    def start(self) -> "Node":
-        assert self.process is None
-        command = [KVPORT, "serve", "--listen", f"127.0.0.1:{self.port}", "--unix-socket",
-                   self.socket, "--capacity", "256MiB", "--threads", "2"]
+    def serve_args(self) -> List[str]:
+        args = ["--capacity", "256MiB", "--threads", "2"]
         if self.disk:
-            command += ["--disk", self.disk, "--disk-capacity", "256MiB"]
-        log = open(self.workdir / "serve.log", "ab")
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
-                                        env=self.env, bufsize=0)
-        log.close()
-        deadline = time.monotonic() + 30
-        line = b""
-        while not line.startswith(b"kvport: serving on "):
-            ready, _, _ = select.select([self.process.stdout], [], [],
-                                        max(deadline - time.monotonic(), 0))
-            if not ready or self.process.poll() is not None:
-                self.stop()
-                raise RuntimeError(f"kvport serve did not start: {self.log_text()}")
-            line = self.process.stdout.readline()
-        self.port = int(line.strip().rsplit(b":", 1)[1])
-        return self
+            args += ["--disk", self.disk, "--disk-capacity", "256MiB"]
+        return args
 
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait(timeout=10)
-            self.process.stdout.close()
-            self.process = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def log_text(self) -> str:
-        return (self.workdir / "serve.log").read_text(errors="replace")
-
-    def stats(self) -> dict:
-        """`kvport stat --json`: {"counters": {...}, "namespaces": [{name, objects, bytes}]}."""
-        env = dict(self.env)
-        if self.tokens:
-            env["KVPORT_TOKEN"] = OPERATOR_SECRET
-        out = subprocess.run([KVPORT, "stat", "--json", "--url", self.url], env=env,
-                             capture_output=True, timeout=30, check=True)
-        return json.loads(out.stdout)
+    def operator_token(self) -> str:
+        return OPERATOR_SECRET if self.tokens else ""
 
     def objects_in(self, namespace: str) -> int:
         return sum(n["objects"] for n in self.stats()["namespaces"] if n["name"] == namespace)
