@@ -170,7 +170,7 @@ struct KVPORT_API ServerOptions {
   // request_timeout plus one second per min_request_bytes_per_sec bytes of it received so far
   // (so a large value on a slow link may take longer; a trickle may not). Past it the node
   // answers ERROR Timeout, aborts what the request reserved and closes the connection (its
-  // framing is lost). The same deadline for its reserved bytes, from the SHM_RESERVE answer,
+  // framing is lost). The same deadline for its reserved bytes, from the ARENA_RESERVE answer,
   // bounds a shared-memory reservation: not committed by then, it is aborted (the connection
   // stays). Zero request_timeout: no deadline; zero rate: request_timeout alone.
   std::chrono::milliseconds request_timeout = std::chrono::seconds(10);

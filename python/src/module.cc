@@ -130,7 +130,7 @@ py::dict StatsDict(const std::vector<std::pair<std::string, uint64_t>>& counters
 struct Lease {
   LentValues lent;
   ~Lease() {
-    WithoutGil([&] { lent.Release(); });  // tells the node (SHM_RELEASE)
+    WithoutGil([&] { lent.Release(); });  // tells the node (ARENA_RELEASE)
   }
 };
 

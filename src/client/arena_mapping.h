@@ -2,9 +2,9 @@
 // ArenaMapping: a same-host node's arena, mapped into this process.
 //
 // The node passes its arena's memfd over the Unix socket (SHM_ATTACH). The client maps it twice:
-// read-only for reading values (SHM_GET leases, and the read-in-place API, whose views a caller
+// read-only for reading values (ARENA_GET leases, and the read-in-place API, whose views a caller
 // cannot write through by mistake: a stray write faults instead of corrupting a shared value),
-// and read-write for filling the extents the node reserved for this client's puts (SHM_RESERVE).
+// and read-write for filling the extents the node reserved for this client's puts (ARENA_RESERVE).
 // Nothing checks in the kernel that a client writes only its reservations: the whole arena is
 // writable through the descriptor, which is why the node hands it only to processes of its own
 // user (docs/security.md). This class is where kvport's client keeps to the rule: every range

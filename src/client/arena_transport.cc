@@ -11,15 +11,17 @@ namespace kvport::client {
 
 namespace {
 
-using ReserveHandler = DecodingHandler<protocol::ShmReserveRequest, protocol::ShmReserveResponse>;
-using CommitHandler = DecodingHandler<protocol::ShmCommitRequest, protocol::ShmCommitResponse>;
-using GetHandler = DecodingHandler<protocol::ShmGetRequest, protocol::ShmGetResponse>;
-using ReleaseHandler = DecodingHandler<protocol::ShmReleaseRequest, protocol::ShmReleaseResponse>;
+using ReserveHandler =
+    DecodingHandler<protocol::ArenaReserveRequest, protocol::ArenaReserveResponse>;
+using CommitHandler = DecodingHandler<protocol::ArenaCommitRequest, protocol::ArenaCommitResponse>;
+using GetHandler = DecodingHandler<protocol::ArenaGetRequest, protocol::ArenaGetResponse>;
+using ReleaseHandler =
+    DecodingHandler<protocol::ArenaReleaseRequest, protocol::ArenaReleaseResponse>;
 
 // Leases of one get, released when the set is destroyed. Each lease lives on the session that
 // granted it, so each goes back on its own connection: from protocol version 7 with that
 // connection's next request (Connection::ReleaseLease), before it in a message of its own whose
-// answer nobody waits for (SHM_RELEASE, Connection::Post).
+// answer nobody waits for (ARENA_RELEASE, Connection::Post).
 class LeaseSet {
  public:
   void Add(std::shared_ptr<Connection> conn, uint64_t lease_id) {
@@ -44,7 +46,8 @@ class LeaseSet {
                        MonotonicClock::now() + std::chrono::seconds(5));
       }
       // Not fatal: a lease the node never hears about ends with the session.
-      if (!s.ok()) log::Debug("SHM_RELEASE of lease {} on {}: {}", id, conn->peer(), s.ToString());
+      if (!s.ok())
+        log::Debug("ARENA_RELEASE of lease {} on {}: {}", id, conn->peer(), s.ToString());
     }
   }
 
@@ -85,7 +88,8 @@ class PutCall final : public TransportCall {
       }
       // A reserved value whose write failed was aborted: its code (set by Commit) says why it
       // failed rather than "Aborted".
-      const std::vector<protocol::ShmReservation>& reserved = reserves_[f]->handler.response.items;
+      const std::vector<protocol::ArenaReservation>& reserved =
+          reserves_[f]->handler.response.items;
       std::vector<StatusCode>& codes = results_[f].codes;
       for (size_t k = 0; k < codes.size(); ++k) {
         const bool write_failed =
@@ -99,7 +103,7 @@ class PutCall final : public TransportCall {
   }
 
  private:
-  // Copies every reserved value into the arena and sends each frame's SHM_COMMIT.
+  // Copies every reserved value into the arena and sends each frame's ARENA_COMMIT.
   void Commit() {
     committing_ = true;
     results_.reserve(reserves_.size());
@@ -111,12 +115,12 @@ class PutCall final : public TransportCall {
       auto& commit = commits_.emplace_back(std::make_unique<FrameCall<CommitHandler>>());
       commit->slice = call.slice;
       if (!r.status.ok()) continue;
-      const protocol::ShmReserveResponse& reserved = call.handler.response;
-      for (const protocol::ShmReservation& item : reserved.items)
+      const protocol::ArenaReserveResponse& reserved = call.handler.response;
+      for (const protocol::ArenaReservation& item : reserved.items)
         r.codes.push_back(item.status);
       if (reserved.reservation_id == 0) continue;  // nothing reserved: the codes say why
 
-      protocol::ShmCommitRequest& request = commit->handler.request;
+      protocol::ArenaCommitRequest& request = commit->handler.request;
       request.reservation_id = reserved.reservation_id;
       request.commit.assign(reserved.items.size(), 0);
       // The values' checksums ride with the commit (from protocol version 10 on): the bytes are
@@ -206,14 +210,14 @@ class GetCall final : public TransportCall {
       FrameResult& r = results.emplace_back();
       BeginFrameResult(*call, &r);
       if (!r.status.ok()) continue;
-      const protocol::ShmGetResponse& got = call->handler.response;
+      const protocol::ArenaGetResponse& got = call->handler.response;
       if (got.lease_id != 0) {
         held->Add(call->conn, got.lease_id);
         if (loan_ != nullptr) loan_->sessions.push_back(call->conn);
       }
       moves_.clear();
       for (size_t k = 0; k < got.results.size(); ++k) {
-        const protocol::ShmGetResult& item = got.results[k];
+        const protocol::ArenaGetResult& item = got.results[k];
         r.codes.push_back(item.status);
         r.value_lengths.push_back(item.value_length);
         r.metas.emplace_back(item.meta);

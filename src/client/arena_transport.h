@@ -8,9 +8,9 @@
 //                and a value moves as one UCX message that the node copies into or out of the
 //                arena after checking it against the session's holdings (client/ucx_arena.h).
 //
-// The protocol is the same for both. A put reserves (SHM_RESERVE), writes each value into its
-// reserved extent and commits (SHM_COMMIT) on the same session; a get pins (SHM_GET), reads each
-// hit out of the arena and releases the lease (with the connection's next request); after the
+// The protocol is the same for both. A put reserves (ARENA_RESERVE), writes each value into its
+// reserved extent and commits (ARENA_COMMIT) on the same session; a get pins (ARENA_GET), reads
+// each hit out of the arena and releases the lease (with the connection's next request); after the
 // reads the access says whether the node still held the leases while they ran (a mapped arena
 // asks the session's lease word; otherwise the bytes may have been reused: the frame fails). A
 // value whose write or read fails on its own (a transfer the network lost) fails that key alone: a

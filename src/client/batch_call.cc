@@ -138,22 +138,22 @@ Status CheckAnswer(const protocol::MgetRequest& request, const protocol::MgetRes
   return Status::Corruption(checked.message());
 }
 
-Status CheckAnswer(const protocol::ShmReserveRequest& request,
-                   const protocol::ShmReserveResponse& response) {
-  Status checked = protocol::CheckShmReserveResponse(request, response);
+Status CheckAnswer(const protocol::ArenaReserveRequest& request,
+                   const protocol::ArenaReserveResponse& response) {
+  Status checked = protocol::CheckArenaReserveResponse(request, response);
   if (checked.ok()) return checked;
   return Status::Corruption(checked.message());
 }
 
-Status CheckAnswer(const protocol::ShmCommitRequest& request,
-                   const protocol::ShmCommitResponse& response) {
+Status CheckAnswer(const protocol::ArenaCommitRequest& request,
+                   const protocol::ArenaCommitResponse& response) {
   if (response.statuses.size() == request.commit.size()) return Status::Ok();
-  return CountMismatch("SHM_COMMIT", request.commit.size(), response.statuses.size());
+  return CountMismatch("ARENA_COMMIT", request.commit.size(), response.statuses.size());
 }
 
-Status CheckAnswer(const protocol::ShmGetRequest& request,
-                   const protocol::ShmGetResponse& response) {
-  Status checked = protocol::CheckShmGetResponse(request, response);
+Status CheckAnswer(const protocol::ArenaGetRequest& request,
+                   const protocol::ArenaGetResponse& response) {
+  Status checked = protocol::CheckArenaGetResponse(request, response);
   if (checked.ok()) return checked;
   return Status::Corruption(checked.message());
 }
@@ -202,24 +202,24 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::UcxAttachRequest&, const proto
   return 1 + 2 + 1 + 255 + 8 + 2 + protocol::kMaxErrorMessageBytes;
 }
 
-uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReserveRequest& request,
+uint64_t MaxAnswerDescriptorBytes(const protocol::ArenaReserveRequest& request,
                                   const protocol::Limits&) {
   return 8 + BatchAnswerBytes(request.items.size(), 1 + 8);  // reservation id; status, offset
 }
 
-uint64_t MaxAnswerDescriptorBytes(const protocol::ShmCommitRequest& request,
+uint64_t MaxAnswerDescriptorBytes(const protocol::ArenaCommitRequest& request,
                                   const protocol::Limits&) {
   return BatchAnswerBytes(request.commit.size(), 1);  // the MSET answer's layout
 }
 
-uint64_t MaxAnswerDescriptorBytes(const protocol::ShmGetRequest& request,
+uint64_t MaxAnswerDescriptorBytes(const protocol::ArenaGetRequest& request,
                                   const protocol::Limits& limits) {
   // lease id; u8 status, u32 meta_len, u64 value_len, u64 offset, u64 checksum (version 10),
   // meta.
   return 8 + BatchAnswerBytes(request.keys.size(), 1 + 4 + 8 + 8 + 8 + limits.max_meta_bytes);
 }
 
-uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReleaseRequest&, const protocol::Limits&) {
+uint64_t MaxAnswerDescriptorBytes(const protocol::ArenaReleaseRequest&, const protocol::Limits&) {
   return 4;  // u32 released
 }
 

@@ -160,16 +160,17 @@ Status CheckAnswer(const protocol::MexistRequest& request,
                    const protocol::MexistResponse& response);
 Status CheckAnswer(const protocol::MdelRequest& request, const protocol::MdelResponse& response);
 Status CheckAnswer(const protocol::MgetRequest& request, const protocol::MgetResponse& response);
-Status CheckAnswer(const protocol::ShmReserveRequest& request,
-                   const protocol::ShmReserveResponse& response);
-Status CheckAnswer(const protocol::ShmCommitRequest& request,
-                   const protocol::ShmCommitResponse& response);
-Status CheckAnswer(const protocol::ShmGetRequest& request,
-                   const protocol::ShmGetResponse& response);
+Status CheckAnswer(const protocol::ArenaReserveRequest& request,
+                   const protocol::ArenaReserveResponse& response);
+Status CheckAnswer(const protocol::ArenaCommitRequest& request,
+                   const protocol::ArenaCommitResponse& response);
+Status CheckAnswer(const protocol::ArenaGetRequest& request,
+                   const protocol::ArenaGetResponse& response);
 inline Status CheckAnswer(const protocol::NodeInfoRequest&, const protocol::NodeInfoResponse&) {
   return Status::Ok();
 }
-inline Status CheckAnswer(const protocol::ShmReleaseRequest&, const protocol::ShmReleaseResponse&) {
+inline Status CheckAnswer(const protocol::ArenaReleaseRequest&,
+                          const protocol::ArenaReleaseResponse&) {
   return Status::Ok();
 }
 inline Status CheckAnswer(const protocol::UcxAttachRequest&, const protocol::UcxAttachResponse&) {
@@ -202,13 +203,13 @@ uint64_t MaxAnswerDescriptorBytes(const protocol::PingRequest& request,
                                   const protocol::Limits& limits);
 uint64_t MaxAnswerDescriptorBytes(const protocol::NodeInfoRequest& request,
                                   const protocol::Limits& limits);
-uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReserveRequest& request,
+uint64_t MaxAnswerDescriptorBytes(const protocol::ArenaReserveRequest& request,
                                   const protocol::Limits& limits);
-uint64_t MaxAnswerDescriptorBytes(const protocol::ShmCommitRequest& request,
+uint64_t MaxAnswerDescriptorBytes(const protocol::ArenaCommitRequest& request,
                                   const protocol::Limits& limits);
-uint64_t MaxAnswerDescriptorBytes(const protocol::ShmGetRequest& request,
+uint64_t MaxAnswerDescriptorBytes(const protocol::ArenaGetRequest& request,
                                   const protocol::Limits& limits);
-uint64_t MaxAnswerDescriptorBytes(const protocol::ShmReleaseRequest& request,
+uint64_t MaxAnswerDescriptorBytes(const protocol::ArenaReleaseRequest& request,
                                   const protocol::Limits& limits);
 uint64_t MaxAnswerDescriptorBytes(const protocol::UcxAttachRequest& request,
                                   const protocol::Limits& limits);

@@ -407,7 +407,7 @@ void LentValues::Release() {
   // In a forked child the leases are the parent's: releasing them would write into its
   // connections. Abandoned instead (the parent releases them, or its sessions' end does).
   if (loan_ != nullptr && loan_->process.forked()) (void)loan_.release();
-  loan_.reset();  // the leases' destructors send SHM_RELEASE
+  loan_.reset();  // the leases' destructors send ARENA_RELEASE
   values_.assign(values_.size(), {});
 }
 

@@ -162,13 +162,13 @@ class Connection : private SocketWatcher::Watched {
   Result<Ticket> Send(uint64_t request_id, const protocol::EncodedFrame& frame,
                       ResponseHandler* handler, Deadline deadline, Ticket reuse = nullptr);
 
-  // Send for a request whose answer nobody waits for (SHM_RELEASE before protocol version 7):
+  // Send for a request whose answer nobody waits for (ARENA_RELEASE before protocol version 7):
   // the connection keeps `handler` until the answer arrives or the connection closes, then
   // drops it.
   Status Post(uint64_t request_id, const protocol::EncodedFrame& frame,
               std::unique_ptr<ResponseHandler> handler, Deadline deadline);
   // Releases a lease of this connection's session (protocol version 7 or later: the node does
-  // not answer SHM_RELEASE). The release goes out in the same write as the next request on the
+  // not answer ARENA_RELEASE). The release goes out in the same write as the next request on the
   // connection, so a get costs its caller no write of its own; when no request follows, the
   // socket watcher's next callback (within kReaderGrace) sends it. At most kMaxDeferredReleases
   // wait: the one that fills the list is sent at once. Not fatal when it cannot be sent: a lease
@@ -237,7 +237,7 @@ class Connection : private SocketWatcher::Watched {
   Connection(net::Stream stream, std::string peer, const ConnectionOptions& options);
   Result<Ticket> SendCall(Ticket call, const protocol::EncodedFrame& frame, Deadline deadline)
       EXCLUDES(mu_);
-  // Writes one frame whole (write_mu_ held for it), after an SHM_RELEASE of the deferred
+  // Writes one frame whole (write_mu_ held for it), after an ARENA_RELEASE of the deferred
   // releases when there are any (`frame` may be null: only them); a failure closes the
   // connection. `if_free`: only if no other writer holds the connection (OK, nothing written,
   // otherwise).

@@ -34,7 +34,7 @@ void Connection::ReleaseLease(uint64_t lease_id) {
   }
   if (!send_now) return;
   Status s = WriteFrame(nullptr, MonotonicClock::now() + kReleaseWriteTimeout);
-  if (!s.ok()) log::Debug("SHM_RELEASE on {}: {}", peer_, s.ToString());
+  if (!s.ok()) log::Debug("ARENA_RELEASE on {}: {}", peer_, s.ToString());
 }
 
 void Connection::SendDeferredReleases() {
@@ -46,7 +46,7 @@ void Connection::SendDeferredReleases() {
   // frame. (One that took the list just before these were added leaves them for the next
   // request or callback; at most kMaxDeferredReleases wait so.)
   Status s = WriteFrame(nullptr, MonotonicClock::now() + kReleaseWriteTimeout, /*if_free=*/true);
-  if (!s.ok()) log::Debug("SHM_RELEASE on {}: {}", peer_, s.ToString());
+  if (!s.ok()) log::Debug("ARENA_RELEASE on {}: {}", peer_, s.ToString());
 }
 
 Status Connection::WriteFrame(const protocol::EncodedFrame* frame, Deadline deadline,
@@ -64,7 +64,7 @@ Status Connection::WriteFrame(const protocol::EncodedFrame* frame, Deadline dead
     sending_releases_.swap(deferred_releases_);
   }
   if (!sending_releases_.empty()) {
-    protocol::ShmReleaseRequest release;
+    protocol::ArenaReleaseRequest release;
     release.lease_ids.swap(sending_releases_);
     Status encoded =
         protocol::EncodeRequest(NextRequestId(), release, limits_, &release_frame_, version_);
@@ -73,7 +73,7 @@ Status Connection::WriteFrame(const protocol::EncodedFrame* frame, Deadline dead
     if (encoded.ok()) {
       iov.push_back({release_frame_.head.data(), release_frame_.head.size()});
     } else {
-      log::Debug("SHM_RELEASE on {}: {}", peer_, encoded.ToString());
+      log::Debug("ARENA_RELEASE on {}: {}", peer_, encoded.ToString());
     }
   }
   if (frame != nullptr) {

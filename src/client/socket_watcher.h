@@ -3,7 +3,7 @@
 //
 // A Connection's responses are read by the caller waiting for one (docs/client.md, "Threads").
 // Between calls somebody must still watch the socket: a late response to drain, a half-read
-// response to finish, an answer nobody waits for (SHM_RELEASE), the node going away. That used
+// response to finish, an answer nobody waits for (ARENA_RELEASE), the node going away. That used
 // to be a thread per connection, hundreds of them in a process with a few workers each holding
 // connections to a 32-node cluster. Now every connection of the process registers with one
 // watcher: an epoll thread that calls a connection back (Watched::OnWatch) when its socket is

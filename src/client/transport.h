@@ -6,10 +6,11 @@
 //   StreamTransport values travel in the frames' payload sections (writev from the caller's
 //                  buffers, readv into them): TCP to any node, or a Unix socket.
 //   ArenaTransport values move straight into an extent of the node's arena the node reserved
-//                  (SHM_RESERVE, SHM_COMMIT) and out of the pinned object (SHM_GET, SHM_RELEASE);
-//                  the socket carries only control frames. The arena is mapped here (a node on
-//                  this host: shared memory, one memcpy or a loan in place) or reached through the
-//                  node's UCX service (node-checked messages; RDMA where the host has it).
+//                  (ARENA_RESERVE, ARENA_COMMIT) and out of the pinned object (ARENA_GET,
+//                  ARENA_RELEASE); the socket carries only control frames. The arena is mapped here
+//                  (a node on this host: shared memory, one memcpy or a loan in place) or reached
+//                  through the node's UCX service (node-checked messages; RDMA where the host has
+//                  it).
 //   (later)        GPUDirect over UCX: needs_registration, device memory it moves itself.
 //
 // Everything else of a call is the Client's and the same for every transport: checking keys
@@ -93,7 +94,7 @@ struct GetBatch {
   bool hash_values = false;
 };
 
-// The request for one frame of a put: an MSET, or an SHM_RESERVE (the same fields).
+// The request for one frame of a put: an MSET, or an ARENA_RESERVE (the same fields).
 template <typename PutRequest>
 void FillPutRequest(const PutBatch& batch, const FrameSlice& slice, PutRequest* request) {
   request->ns = batch.ns;
@@ -101,7 +102,7 @@ void FillPutRequest(const PutBatch& batch, const FrameSlice& slice, PutRequest* 
   request->items.assign(batch.items.begin() + slice.begin, batch.items.begin() + slice.end);
 }
 
-// The request for one frame of a get: an MGET, or an SHM_GET (no meta_only field).
+// The request for one frame of a get: an MGET, or an ARENA_GET (no meta_only field).
 template <typename GetRequest>
 void FillGetRequest(const GetBatch& batch, const FrameSlice& slice, GetRequest* request) {
   request->ns = batch.ns;

@@ -8,8 +8,8 @@
 // session. The session then has an endpoint of its own to the node's UCX listener on every lane
 // (at the address its TCP connection reached), kept with the connection (Connection::
 // ArenaSession) and closed with it, and the attach waits until the node answered one message
-// on each. A value moves as one UCX message: a put carries the bytes for the extent SHM_RESERVE
-// gave and the node answers once they are in the arena; a get names the extent SHM_GET leased
+// on each. A value moves as one UCX message: a put carries the bytes for the extent ARENA_RESERVE
+// gave and the node answers once they are in the arena; a get names the extent ARENA_GET leased
 // and the node answers with the bytes. The node copies only inside what the session holds, so a
 // get's bytes are the leased value's (LeasesHeld is always true). A frame's values are sent
 // together and their answers waited for together. A range outside the arena the node named is

@@ -33,7 +33,7 @@ BatchStatus OverallOf(const Results& results) {
 // head is allocated once, or not at all when `out` is reused).
 void BeginFrame(EncodedFrame* out, size_t descriptor_bytes = 0);
 // Whether a frame of `op` may be encoded with header version `version`: InvalidArgument unless
-// this build speaks it, NotSupported below OpcodeMinVersion(op) (e.g. SHM_GET in version 2).
+// this build speaks it, NotSupported below OpcodeMinVersion(op) (e.g. ARENA_GET in version 2).
 // HELLO and ERROR pass whatever `version` says (they are always kHelloVersion).
 Status CheckVersionToEncode(Opcode op, bool response, uint8_t version);
 // Checks the descriptor appended since BeginFrame against the limit of its direction
@@ -108,18 +108,18 @@ inline uint16_t AnyNamespaceFlag(bool any_namespace) {
 
 // ---- Layouts shared by several opcodes ---------------------------------------------------
 
-// True when frames of `version` carry value checksums (MSET and SHM_RESERVE items, MGET and
-// SHM_GET results, SHM_COMMIT requests): kChecksumVersion on. Below it the checksum fields are
-// not on the wire: encoders leave them out (SHM_COMMIT refuses them) and decoders set them to 0.
+// True when frames of `version` carry value checksums (MSET and ARENA_RESERVE items, MGET and
+// ARENA_GET results, ARENA_COMMIT requests): kChecksumVersion on. Below it the checksum fields are
+// not on the wire: encoders leave them out (ARENA_COMMIT refuses them) and decoders set them to 0.
 constexpr bool CarriesChecksums(uint8_t version) {
   return version >= kChecksumVersion;
 }
 
-// True when a per-key status may come with a meta and a value length (MGET, SHM_GET results).
+// True when a per-key status may come with a meta and a value length (MGET, ARENA_GET results).
 inline bool HasObjectInfo(StatusCode code) {
   return code == StatusCode::kOk || code == StatusCode::kTooLarge;
 }
-// The rules of one MGET or SHM_GET result: a known status, a meta, a value length and a checksum
+// The rules of one MGET or ARENA_GET result: a known status, a meta, a value length and a checksum
 // only with HasObjectInfo, each within its limit. Encoder side: InvalidArgument / TooLarge
 // naming the item (the checksum rule applies whatever the version, although older versions do
 // not carry it: a checksum on a miss is a caller bug); decoder side (status already read by
@@ -131,13 +131,13 @@ Status CheckResultDecoded(const WireReader& r, size_t index, StatusCode status,
                           uint32_t meta_length, uint64_t value_length, uint64_t checksum,
                           const Limits& limits);
 
-// The descriptor of an MSET or SHM_RESERVE request: namespace, u32 ttl_seconds, u32 count,
+// The descriptor of an MSET or ARENA_RESERVE request: namespace, u32 ttl_seconds, u32 count,
 // count x item. An item is (u16 key_len, u32 meta_len, u64 value_len, key, meta) below
 // kChecksumVersion and (u16 key_len, u32 meta_len, u64 value_len, u64 checksum, key, meta) from
 // it on; below it MsetItem::checksum is not written and decodes as 0. Writing checks the count
 // and every item. `payloads` non-null (MSET): every item's value is listed there in item order
 // (spans of size 0 omitted; a null value with a non-zero length is InvalidArgument); null
-// (SHM_RESERVE): the value pointers are ignored.
+// (ARENA_RESERVE): the value pointers are ignored.
 Status WriteMsetDescriptor(WireWriter& w, std::string_view context, std::string_view ns,
                            uint32_t ttl_seconds, const std::vector<MsetItem>& items,
                            const Limits& limits, uint8_t version,
@@ -147,12 +147,12 @@ Status WriteMsetDescriptor(WireWriter& w, std::string_view context, std::string_
 Status ReadMsetDescriptor(WireReader& r, const Limits& limits, uint8_t version,
                           std::string_view* ns, uint32_t* ttl_seconds, std::vector<MsetItem>* items,
                           uint64_t* value_bytes);
-// Bytes of one MSET / SHM_RESERVE item in a frame of `version`, without its key and meta.
+// Bytes of one MSET / ARENA_RESERVE item in a frame of `version`, without its key and meta.
 constexpr uint64_t MsetItemFixedBytes(uint8_t version) {
   return CarriesChecksums(version) ? 2 + 4 + 8 + 8 : 2 + 4 + 8;
 }
 
-// The descriptor of an MGET or SHM_GET request: namespace, u32 count,
+// The descriptor of an MGET or ARENA_GET request: namespace, u32 count,
 // count x (u16 key_len, u64 buffer_capacity, key). Writing checks the any-namespace rule, the
 // count and every key.
 Status WriteMgetDescriptor(WireWriter& w, std::string_view context, std::string_view ns,
@@ -162,7 +162,7 @@ Status WriteMgetDescriptor(WireWriter& w, std::string_view context, std::string_
 Status ReadMgetDescriptor(WireReader& r, const FrameHeader& h, const Limits& limits,
                           std::string_view* ns, std::vector<MgetKey>* keys);
 
-// A whole response frame of per-key statuses (MSET, MDEL, SHM_COMMIT):
+// A whole response frame of per-key statuses (MSET, MDEL, ARENA_COMMIT):
 // u8 overall, u32 count, count x u8 status.
 Status EncodeStatuses(Opcode op, uint64_t request_id, const std::vector<StatusCode>& statuses,
                       const Limits& limits, uint8_t version, EncodedFrame* out);

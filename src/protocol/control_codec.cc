@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // HELLO, PING, STATS, LIST and ERROR, the batch-status helpers, and opcode dispatch.
-// (NODE_INFO and the SHM_* opcodes of version 3 are in shm_codec.cc.)
+// (NODE_INFO, SHM_ATTACH and the ARENA_* opcodes of version 3 are in arena_codec.cc.)
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -443,14 +443,14 @@ Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const
       return DecodeAs<NodeInfoRequest, false>(h, descriptor, l, out);
     case Opcode::kShmAttach:
       return DecodeAs<ShmAttachRequest, false>(h, descriptor, l, out);
-    case Opcode::kShmReserve:
-      return DecodeAs<ShmReserveRequest, false>(h, descriptor, l, out);
-    case Opcode::kShmCommit:
-      return DecodeAs<ShmCommitRequest, false>(h, descriptor, l, out);
-    case Opcode::kShmGet:
-      return DecodeAs<ShmGetRequest, false>(h, descriptor, l, out);
-    case Opcode::kShmRelease:
-      return DecodeAs<ShmReleaseRequest, false>(h, descriptor, l, out);
+    case Opcode::kArenaReserve:
+      return DecodeAs<ArenaReserveRequest, false>(h, descriptor, l, out);
+    case Opcode::kArenaCommit:
+      return DecodeAs<ArenaCommitRequest, false>(h, descriptor, l, out);
+    case Opcode::kArenaGet:
+      return DecodeAs<ArenaGetRequest, false>(h, descriptor, l, out);
+    case Opcode::kArenaRelease:
+      return DecodeAs<ArenaReleaseRequest, false>(h, descriptor, l, out);
     case Opcode::kUcxAttach:
       return DecodeAs<UcxAttachRequest, false>(h, descriptor, l, out);
     case Opcode::kError:
@@ -486,14 +486,14 @@ Status DecodeAnyResponse(const FrameHeader& h, std::string_view descriptor, cons
       return DecodeAs<NodeInfoResponse, true>(h, descriptor, l, out);
     case Opcode::kShmAttach:
       return DecodeAs<ShmAttachResponse, true>(h, descriptor, l, out);
-    case Opcode::kShmReserve:
-      return DecodeAs<ShmReserveResponse, true>(h, descriptor, l, out);
-    case Opcode::kShmCommit:
-      return DecodeAs<ShmCommitResponse, true>(h, descriptor, l, out);
-    case Opcode::kShmGet:
-      return DecodeAs<ShmGetResponse, true>(h, descriptor, l, out);
-    case Opcode::kShmRelease:
-      return DecodeAs<ShmReleaseResponse, true>(h, descriptor, l, out);
+    case Opcode::kArenaReserve:
+      return DecodeAs<ArenaReserveResponse, true>(h, descriptor, l, out);
+    case Opcode::kArenaCommit:
+      return DecodeAs<ArenaCommitResponse, true>(h, descriptor, l, out);
+    case Opcode::kArenaGet:
+      return DecodeAs<ArenaGetResponse, true>(h, descriptor, l, out);
+    case Opcode::kArenaRelease:
+      return DecodeAs<ArenaReleaseResponse, true>(h, descriptor, l, out);
     case Opcode::kUcxAttach:
       return DecodeAs<UcxAttachResponse, true>(h, descriptor, l, out);
     case Opcode::kError:

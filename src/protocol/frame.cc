@@ -29,14 +29,14 @@ std::string_view OpcodeName(Opcode op) {
       return "NODE_INFO";
     case Opcode::kShmAttach:
       return "SHM_ATTACH";
-    case Opcode::kShmReserve:
-      return "SHM_RESERVE";
-    case Opcode::kShmCommit:
-      return "SHM_COMMIT";
-    case Opcode::kShmGet:
-      return "SHM_GET";
-    case Opcode::kShmRelease:
-      return "SHM_RELEASE";
+    case Opcode::kArenaReserve:
+      return "ARENA_RESERVE";
+    case Opcode::kArenaCommit:
+      return "ARENA_COMMIT";
+    case Opcode::kArenaGet:
+      return "ARENA_GET";
+    case Opcode::kArenaRelease:
+      return "ARENA_RELEASE";
     case Opcode::kError:
       return "ERROR";
     case Opcode::kUcxAttach:
@@ -47,19 +47,19 @@ std::string_view OpcodeName(Opcode op) {
 
 bool IsKnownOpcode(uint8_t op) {
   return (op >= static_cast<uint8_t>(Opcode::kHello) &&
-          op <= static_cast<uint8_t>(Opcode::kShmRelease)) ||
+          op <= static_cast<uint8_t>(Opcode::kArenaRelease)) ||
          op == static_cast<uint8_t>(Opcode::kError) ||
          op == static_cast<uint8_t>(Opcode::kUcxAttach);
 }
 
 uint8_t OpcodeMinVersion(Opcode op) {
   if (op == Opcode::kUcxAttach) return kUcxVersion;
-  return op >= Opcode::kNodeInfo && op <= Opcode::kShmRelease ? kShmVersion : kMinProtocolVersion;
+  return op >= Opcode::kNodeInfo && op <= Opcode::kArenaRelease ? kShmVersion : kMinProtocolVersion;
 }
 
 bool AcceptsAnyNamespace(Opcode op) {
   return op == Opcode::kMget || op == Opcode::kMexist || op == Opcode::kMdel ||
-         op == Opcode::kShmGet;
+         op == Opcode::kArenaGet;
 }
 
 bool CarriesPayload(Opcode op, bool is_response) {
@@ -135,7 +135,7 @@ Status DecodeFrameHeader(std::string_view bytes, const Limits& limits, FrameHead
     return Status::Corruption(fmt::format("frame header: meta-only flag on a {} frame", name));
   if (h.any_namespace() && (h.is_response() || !AcceptsAnyNamespace(h.opcode)))
     return Status::Corruption(fmt::format(
-        "frame header: any-namespace flag on a {} {}; only MGET, MEXIST, MDEL and SHM_GET "
+        "frame header: any-namespace flag on a {} {}; only MGET, MEXIST, MDEL and ARENA_GET "
         "requests may carry it",
         name, h.is_response() ? "response" : "request"));
   if (h.opcode == Opcode::kError && !h.is_response())

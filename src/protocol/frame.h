@@ -13,7 +13,7 @@
 //   off size field
 //     0    4 magic             "KVPT" (bytes 4B 56 50 54)
 //     4    1 version           1 .. kMaxProtocolVersion (HELLO and ERROR frames: always 1;
-//                              NODE_INFO and SHM_* frames: kShmVersion on)
+//                              NODE_INFO, SHM_ATTACH and ARENA_* frames: kShmVersion on)
 //     5    1 opcode            Opcode
 //     6    2 flags             kFlagResponse | kFlagMetaOnly | kFlagAnyNamespace (version 2 on);
 //                              other bits reserved, must be 0
@@ -44,8 +44,9 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //   2: adds the kFlagAnyNamespace request flag (MGET, MEXIST, MDEL); every byte layout is
 //      unchanged, so a version 2 frame without that flag differs from version 1 only in its
 //      version byte.
-//   3: adds the opcodes NODE_INFO and SHM_ATTACH, SHM_RESERVE, SHM_COMMIT, SHM_GET, SHM_RELEASE
-//      (the same-host shared-memory transport) and kFlagAnyNamespace on SHM_GET requests; every
+//   3: adds the opcodes NODE_INFO and SHM_ATTACH, ARENA_RESERVE, ARENA_COMMIT, ARENA_GET,
+//   ARENA_RELEASE
+//      (the same-host shared-memory transport) and kFlagAnyNamespace on ARENA_GET requests; every
 //      other byte layout is unchanged, so a version 3 frame of an older opcode differs from
 //      version 2 only in its version byte.
 //   4: access control and scale (docs/protocol.md, "Version 4"): a HELLO request may end with a
@@ -57,7 +58,7 @@ inline constexpr uint32_t kFrameMagic = 0x5450564B;  // "KVPT" as little-endian 
 //   6: an OK SHM_ATTACH response carries the session's lease word (its offset and generation)
 //      after arena_bytes, and two descriptors: the arena's memfd, then the lease words' memfd
 //      (docs/protocol.md, "Version 6"). Every other byte layout is unchanged.
-//   7: SHM_RELEASE has no response: the node releases the leases and answers nothing (an ERROR
+//   7: ARENA_RELEASE has no response: the node releases the leases and answers nothing (an ERROR
 //      only for a request it cannot serve), so a shared-memory get is one exchange and a
 //      message the client sends (docs/protocol.md, "Version 7"). No byte layout changes.
 //   8: adds the opcode UCX_ATTACH (a TCP session's one-sided access to the arena over UCX, since
@@ -72,7 +73,7 @@ inline constexpr uint8_t kMaxProtocolVersion = 10;
 inline constexpr uint8_t kHelloVersion = 1;
 // The first version in which kFlagAnyNamespace is valid.
 inline constexpr uint8_t kAnyNamespaceVersion = 2;
-// The first version in which NODE_INFO and the SHM_* opcodes are valid.
+// The first version in which NODE_INFO, SHM_ATTACH and the ARENA_* opcodes are valid.
 inline constexpr uint8_t kShmVersion = 3;
 // The first version with tokens, PermissionDenied and paged STATS.
 inline constexpr uint8_t kAccessVersion = 4;
@@ -80,13 +81,13 @@ inline constexpr uint8_t kAccessVersion = 4;
 inline constexpr uint8_t kDefaultNamespaceVersion = 5;
 // The first version whose shared-memory sessions have a lease word.
 inline constexpr uint8_t kLeaseWordVersion = 6;
-// The first version in which SHM_RELEASE is not answered.
+// The first version in which ARENA_RELEASE is not answered.
 inline constexpr uint8_t kUnansweredReleaseVersion = 7;
 // The first version with UCX_ATTACH as it is now (version 8's handed out remote keys to node
 // memory and is served no more).
 inline constexpr uint8_t kUcxVersion = 9;
-// Values carry their checksum (xxh3-64; 0: none) end to end: MSET items and SHM_COMMIT items from
-// the writer, MGET and SHM_GET results to the reader (docs/protocol.md, "Version 10").
+// Values carry their checksum (xxh3-64; 0: none) end to end: MSET items and ARENA_COMMIT items from
+// the writer, MGET and ARENA_GET results to the reader (docs/protocol.md, "Version 10").
 inline constexpr uint8_t kChecksumVersion = 10;
 
 enum class Opcode : uint8_t {
@@ -99,13 +100,13 @@ enum class Opcode : uint8_t {
   kList = 7,    // one page of the keys of a namespace
   kStats = 8,   // server counters and per-namespace usage
   // Version kShmVersion on (docs/protocol.md, "Shared memory (version 3)"); no payloads.
-  kNodeInfo = 9,     // who the node is and which transports it offers
-  kShmAttach = 10,   // Unix-socket sessions: the arena's memfd rides with the response
-  kShmReserve = 11,  // MSET without a payload: the node reserves arena space, says where
-  kShmCommit = 12,   // makes a reservation's items visible (or drops them)
-  kShmGet = 13,      // MGET answered with arena offsets; hits pinned under a lease
-  kShmRelease = 14,  // ends leases
-  kError = 15,       // response only: the request was malformed; the sender closes after it
+  kNodeInfo = 9,       // who the node is and which transports it offers
+  kShmAttach = 10,     // Unix-socket sessions: the arena's memfd rides with the response
+  kArenaReserve = 11,  // MSET without a payload: the node reserves arena space, says where
+  kArenaCommit = 12,   // makes a reservation's items visible (or drops them)
+  kArenaGet = 13,      // MGET answered with arena offsets; hits pinned under a lease
+  kArenaRelease = 14,  // ends leases
+  kError = 15,         // response only: the request was malformed; the sender closes after it
   // Version kUcxVersion on (docs/protocol.md, "Version 9").
   kUcxAttach = 16,  // the node's UCX listener and a session key for node-checked transfers
 };
@@ -114,7 +115,7 @@ enum class Opcode : uint8_t {
 std::string_view OpcodeName(Opcode op);
 // True for the values listed in Opcode.
 bool IsKnownOpcode(uint8_t op);
-// The first protocol version in which `op` is valid: kShmVersion for NODE_INFO and the SHM_*
+// The first protocol version in which `op` is valid: kShmVersion for NODE_INFO and the ARENA_*
 // opcodes, kUcxVersion for UCX_ATTACH, kMinProtocolVersion for the others.
 uint8_t OpcodeMinVersion(Opcode op);
 // True for the two frames that carry a payload section: MSET requests and MGET responses.
@@ -122,7 +123,7 @@ bool CarriesPayload(Opcode op, bool is_response);
 
 inline constexpr uint16_t kFlagResponse = 0x0001;  // set on every response (and ERROR)
 inline constexpr uint16_t kFlagMetaOnly = 0x0002;  // MGET request and its response only
-// Version >= kAnyNamespaceVersion, MGET, MEXIST, MDEL and (version >= kShmVersion) SHM_GET
+// Version >= kAnyNamespaceVersion, MGET, MEXIST, MDEL and (version >= kShmVersion) ARENA_GET
 // requests only (never on a response: it does not change the response's layout, so unlike
 // kFlagMetaOnly it is not echoed). The request's namespace must be empty; each key is matched in
 // every namespace that holds it (docs/protocol.md, "Any-namespace requests").
@@ -133,7 +134,7 @@ constexpr uint16_t KnownFlags(uint8_t version) {
   return version >= kAnyNamespaceVersion ? (kFlagResponse | kFlagMetaOnly | kFlagAnyNamespace)
                                          : (kFlagResponse | kFlagMetaOnly);
 }
-// True for the requests that may carry kFlagAnyNamespace: MGET, MEXIST, MDEL, SHM_GET.
+// True for the requests that may carry kFlagAnyNamespace: MGET, MEXIST, MDEL, ARENA_GET.
 bool AcceptsAnyNamespace(Opcode op);
 
 struct FrameHeader {
@@ -163,7 +164,7 @@ void AppendFrameHeader(const FrameHeader& header, std::string* out);
 //                 newer than the frame's version (OpcodeMinVersion: "... needs protocol version
 //                 3"), reserved flag bits (KnownFlags of the frame's version) or reserved field
 //                 set, kFlagMetaOnly on anything but MGET, kFlagAnyNamespace on anything but an
-//                 MGET, MEXIST, MDEL or SHM_GET request, ERROR without kFlagResponse, a payload
+//                 MGET, MEXIST, MDEL or ARENA_GET request, ERROR without kFlagResponse, a payload
 //                 on a frame that never carries one;
 //   NotSupported: a version outside [kMinProtocolVersion, kMaxProtocolVersion], or HELLO/ERROR
 //                 with a version other than kHelloVersion;

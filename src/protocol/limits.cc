@@ -52,7 +52,7 @@ Status ValidateLimits(const Limits& l) {
 }
 
 uint64_t MaxResponseFrameBytes(const Limits& l) {
-  // Per key at most its fixed result (SHM_GET's in version 10: u8 status, u32 meta_len, u64
+  // Per key at most its fixed result (ARENA_GET's in version 10: u8 status, u32 meta_len, u64
   // value_len, u64 offset, u64 checksum) beside its meta, over what the request could carry.
   return l.max_frame_bytes + l.max_batch_keys * (l.max_meta_bytes + 24);
 }

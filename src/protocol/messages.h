@@ -19,8 +19,8 @@
 //   version 3 messages, which no older version has). HELLO and ERROR frames are always
 //   kHelloVersion whatever `version` says. A version this build does not speak is InvalidArgument;
 //   a field the version cannot express (any_namespace below version 2) or an opcode it does not
-//   have (NODE_INFO and SHM_* below kShmVersion) is NotSupported. Decode(header, descriptor,
-//   limits, out) overwrites *out (reusing its vectors' capacity); `header` is what
+//   have (NODE_INFO, SHM_ATTACH and ARENA_* below kShmVersion) is NotSupported. Decode(header,
+//   descriptor, limits, out) overwrites *out (reusing its vectors' capacity); `header` is what
 //   DecodeFrameHeader returned and `descriptor` its descriptor_length bytes. Counts are checked
 //   against max_batch_keys and against the bytes actually present before any vector is sized.
 //   Errors: Corruption (truncation, trailing bytes, counts that disagree with the bytes,
@@ -129,7 +129,7 @@ struct MsetItem {
   // them. Decode: always null; the values are the payload section, in item order.
   const void* value = nullptr;
   // The value's xxh3-64, computed by its writer; 0: none. On the wire from kChecksumVersion on
-  // (MSET; SHM_RESERVE ignores it: its checksums come with SHM_COMMIT).
+  // (MSET; ARENA_RESERVE ignores it: its checksums come with ARENA_COMMIT).
   uint64_t checksum = 0;
 };
 struct MsetRequest {
@@ -254,7 +254,7 @@ struct ErrorResponse {
 //
 // docs/protocol.md, "Shared memory (version 3)". These frames exist from kShmVersion on (a v1/v2
 // frame of these opcodes is Corruption; encoders refuse them below version 3 with NotSupported),
-// carry no payload section (payload_length 0) and never carry kFlagMetaOnly; SHM_GET requests may
+// carry no payload section (payload_length 0) and never carry kFlagMetaOnly; ARENA_GET requests may
 // carry kFlagAnyNamespace. Offsets are byte offsets into the node's arena as mapped from the memfd
 // of SHM_ATTACH; the codec cannot check them against the arena's size (the
 // CheckShm*Response functions below can, given arena_bytes).
@@ -296,8 +296,8 @@ struct ShmAttachResponse {
 };
 
 // ---- UCX_ATTACH (version 9) -- the arena over UCX, for a TCP session.
-// Once granted, the session's SHM_RESERVE / SHM_COMMIT / SHM_GET / SHM_RELEASE are served as on a
-// shared-memory session, and the client moves the bytes as UCX messages to the node's UCX
+// Once granted, the session's ARENA_RESERVE / ARENA_COMMIT / ARENA_GET / ARENA_RELEASE are served
+// as on a shared-memory session, and the client moves the bytes as UCX messages to the node's UCX
 // listener (the UcxPut / UcxGet below), each carrying the session key; the node checks every
 // range against what the session holds before it copies (docs/protocol.md, "Version 9").
 inline constexpr size_t kUcxSessionKeyBytes = 16;
@@ -346,49 +346,50 @@ Status DecodeUcxPut(std::string_view header, UcxPut* out);
 Status DecodeUcxGet(std::string_view header, UcxGet* out);
 Status DecodeUcxDone(std::string_view header, UcxDone* out);
 
-// ---- SHM_RESERVE -- MSET without a payload: the node reserves space and says where.
-struct ShmReserveRequest {  // the descriptor layout of an MSET request; payload_length 0
+// ---- ARENA_RESERVE -- MSET without a payload: the node reserves space and says where.
+struct ArenaReserveRequest {  // the descriptor layout of an MSET request; payload_length 0
   std::string_view ns;
   uint32_t ttl_seconds = 0;
   std::vector<MsetItem> items;  // value pointers unused: encoders ignore them, decoders set null
 };
-struct ShmReservation {
+struct ArenaReservation {
   StatusCode status = StatusCode::kOk;
   uint64_t offset = 0;  // arena offset of the reserved value_length bytes when kOk, else 0
 };
-struct ShmReserveResponse {
-  uint64_t reservation_id = 0;        // != 0 iff at least one item is kOk
-  std::vector<ShmReservation> items;  // one per request item
+struct ArenaReserveResponse {
+  uint64_t reservation_id = 0;          // != 0 iff at least one item is kOk
+  std::vector<ArenaReservation> items;  // one per request item
   BatchStatus overall() const;
 };
 // Client-side check of a decoded response against the request it answers: same count, and every
 // kOk item's [offset, offset + value_length) lies within an arena of `arena_bytes`. Corruption
 // naming the item otherwise (the node broke the protocol: close the session).
-Status CheckShmReserveResponse(const ShmReserveRequest& request, const ShmReserveResponse& response,
-                               uint64_t arena_bytes = kUnlimitedCapacity);
+Status CheckArenaReserveResponse(const ArenaReserveRequest& request,
+                                 const ArenaReserveResponse& response,
+                                 uint64_t arena_bytes = kUnlimitedCapacity);
 
-// ---- SHM_COMMIT -- makes a reservation's items visible (or drops them).
-struct ShmCommitRequest {
+// ---- ARENA_COMMIT -- makes a reservation's items visible (or drops them).
+struct ArenaCommitRequest {
   uint64_t reservation_id = 0;  // != 0
-  // One per item of the SHM_RESERVE request: 1 commit, 0 abort; other values Corruption.
+  // One per item of the ARENA_RESERVE request: 1 commit, 0 abort; other values Corruption.
   std::vector<uint8_t> commit;
   // From kChecksumVersion on, one per item (its value's checksum, 0: none); before, empty
   // (decoders leave it empty, encoders refuse one of another length).
   std::vector<uint64_t> checksums;
 };
 // The MSET response layout: one status per item of the commit, in item order.
-struct ShmCommitResponse {
+struct ArenaCommitResponse {
   std::vector<StatusCode> statuses;
   BatchStatus overall() const { return OverallStatus(statuses); }
 };
 
-// ---- SHM_GET -- MGET answered with arena offsets; hits pinned under a lease.
-struct ShmGetRequest {  // the descriptor layout of an MGET request; META_ONLY not allowed
+// ---- ARENA_GET -- MGET answered with arena offsets; hits pinned under a lease.
+struct ArenaGetRequest {  // the descriptor layout of an MGET request; META_ONLY not allowed
   std::string_view ns;
   std::vector<MgetKey> keys;
   bool any_namespace = false;  // header flag kFlagAnyNamespace, as for MGET
 };
-struct ShmGetResult {
+struct ArenaGetResult {
   // As MgetResult: kOk, kNotFound, kTooLarge (longer than buffer_capacity), ...
   StatusCode status = StatusCode::kNotFound;
   std::string_view meta;      // kOk and kTooLarge: the stored meta; else empty
@@ -396,24 +397,24 @@ struct ShmGetResult {
   uint64_t offset = 0;        // kOk: arena offset of the value; else 0
   uint64_t checksum = 0;      // as MgetResult's (kChecksumVersion on)
 };
-struct ShmGetResponse {
-  // != 0 iff at least one result is kOk: every kOk value stays pinned until SHM_RELEASE of this
+struct ArenaGetResponse {
+  // != 0 iff at least one result is kOk: every kOk value stays pinned until ARENA_RELEASE of this
   // id or the session ends.
   uint64_t lease_id = 0;
-  std::vector<ShmGetResult> results;  // one per requested key, in request order
+  std::vector<ArenaGetResult> results;  // one per requested key, in request order
   BatchStatus overall() const;
 };
 // Client-side check of a decoded response against the request it answers: same count, every kOk
 // value_length <= its key's buffer_capacity, and every kOk [offset, offset + value_length) within
 // an arena of `arena_bytes`. Corruption naming the item otherwise.
-Status CheckShmGetResponse(const ShmGetRequest& request, const ShmGetResponse& response,
-                           uint64_t arena_bytes = kUnlimitedCapacity);
+Status CheckArenaGetResponse(const ArenaGetRequest& request, const ArenaGetResponse& response,
+                             uint64_t arena_bytes = kUnlimitedCapacity);
 
-// ---- SHM_RELEASE -- ends leases; the client does not need to wait for the answer.
-struct ShmReleaseRequest {
+// ---- ARENA_RELEASE -- ends leases; the client does not need to wait for the answer.
+struct ArenaReleaseRequest {
   std::vector<uint64_t> lease_ids;  // 1..max_batch_keys ids, none 0
 };
-struct ShmReleaseResponse {
+struct ArenaReleaseResponse {
   uint32_t released = 0;  // how many of them were live leases
 };
 
@@ -439,13 +440,13 @@ Status EncodeRequest(uint64_t request_id, const NodeInfoRequest& m, const Limits
                      EncodedFrame* out, uint8_t version = kShmVersion);
 Status EncodeRequest(uint64_t request_id, const ShmAttachRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version = kShmVersion);
-Status EncodeRequest(uint64_t request_id, const ShmReserveRequest& m, const Limits& l,
+Status EncodeRequest(uint64_t request_id, const ArenaReserveRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version = kShmVersion);
-Status EncodeRequest(uint64_t request_id, const ShmCommitRequest& m, const Limits& l,
+Status EncodeRequest(uint64_t request_id, const ArenaCommitRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version = kShmVersion);
-Status EncodeRequest(uint64_t request_id, const ShmGetRequest& m, const Limits& l,
+Status EncodeRequest(uint64_t request_id, const ArenaGetRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version = kShmVersion);
-Status EncodeRequest(uint64_t request_id, const ShmReleaseRequest& m, const Limits& l,
+Status EncodeRequest(uint64_t request_id, const ArenaReleaseRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version = kShmVersion);
 Status EncodeRequest(uint64_t request_id, const UcxAttachRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version = kUcxVersion);
@@ -470,13 +471,13 @@ Status EncodeResponse(uint64_t request_id, const NodeInfoResponse& m, const Limi
                       EncodedFrame* out, uint8_t version = kShmVersion);
 Status EncodeResponse(uint64_t request_id, const ShmAttachResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kShmVersion);
-Status EncodeResponse(uint64_t request_id, const ShmReserveResponse& m, const Limits& l,
+Status EncodeResponse(uint64_t request_id, const ArenaReserveResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kShmVersion);
-Status EncodeResponse(uint64_t request_id, const ShmCommitResponse& m, const Limits& l,
+Status EncodeResponse(uint64_t request_id, const ArenaCommitResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kShmVersion);
-Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits& l,
+Status EncodeResponse(uint64_t request_id, const ArenaGetResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kShmVersion);
-Status EncodeResponse(uint64_t request_id, const ShmReleaseResponse& m, const Limits& l,
+Status EncodeResponse(uint64_t request_id, const ArenaReleaseResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kShmVersion);
 Status EncodeResponse(uint64_t request_id, const UcxAttachResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version = kUcxVersion);
@@ -506,13 +507,13 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                      ShmAttachRequest* out);
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                     ShmReserveRequest* out);
+                     ArenaReserveRequest* out);
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                     ShmCommitRequest* out);
+                     ArenaCommitRequest* out);
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                     ShmGetRequest* out);
+                     ArenaGetRequest* out);
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                     ShmReleaseRequest* out);
+                     ArenaReleaseRequest* out);
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                      UcxAttachRequest* out);
 
@@ -537,13 +538,13 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                       ShmAttachResponse* out);
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                      ShmReserveResponse* out);
+                      ArenaReserveResponse* out);
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                      ShmCommitResponse* out);
+                      ArenaCommitResponse* out);
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                      ShmGetResponse* out);
+                      ArenaGetResponse* out);
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                      ShmReleaseResponse* out);
+                      ArenaReleaseResponse* out);
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                       UcxAttachResponse* out);
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
@@ -553,8 +554,8 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
 // response frame or an ERROR opcode; otherwise as the per-type decoder.
 using AnyRequest =
     std::variant<HelloRequest, PingRequest, StatsRequest, MsetRequest, MgetRequest, MexistRequest,
-                 MdelRequest, ListRequest, NodeInfoRequest, ShmAttachRequest, ShmReserveRequest,
-                 ShmCommitRequest, ShmGetRequest, ShmReleaseRequest, UcxAttachRequest>;
+                 MdelRequest, ListRequest, NodeInfoRequest, ShmAttachRequest, ArenaReserveRequest,
+                 ArenaCommitRequest, ArenaGetRequest, ArenaReleaseRequest, UcxAttachRequest>;
 Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                         AnyRequest* out);
 
@@ -563,8 +564,8 @@ Status DecodeAnyRequest(const FrameHeader& h, std::string_view descriptor, const
 using AnyResponse =
     std::variant<HelloResponse, PingResponse, StatsResponse, MsetResponse, MgetResponse,
                  MexistResponse, MdelResponse, ListResponse, ErrorResponse, NodeInfoResponse,
-                 ShmAttachResponse, ShmReserveResponse, ShmCommitResponse, ShmGetResponse,
-                 ShmReleaseResponse, UcxAttachResponse>;
+                 ShmAttachResponse, ArenaReserveResponse, ArenaCommitResponse, ArenaGetResponse,
+                 ArenaReleaseResponse, UcxAttachResponse>;
 Status DecodeAnyResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
                          AnyResponse* out);
 

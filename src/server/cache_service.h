@@ -54,7 +54,7 @@ struct ServiceOptions {
   NodeIdentity identity;
   // Shared memory is offered on the Unix socket when the arena is shareable (a memfd).
   bool offer_shared_memory = true;
-  // Per session: leases (SHM_GET answers not yet released) and reservations (SHM_RESERVE
+  // Per session: leases (ARENA_GET answers not yet released) and reservations (ARENA_RESERVE
   // answers not yet committed) it may hold at once. Beyond them the items are NoSpace.
   uint32_t max_leases_per_session = 4096;
   uint32_t max_reservations_per_session = 256;
@@ -100,7 +100,7 @@ class CacheService {
   // tier (store::TieredStore::Lookup).
   Result<store::ReadHandle> Pin(const Grant& grant, std::string_view ns, std::string_view key,
                                 bool any_namespace);
-  // Pin for a read into a buffer of `capacity` bytes (what MGET and SHM_GET answer per key):
+  // Pin for a read into a buffer of `capacity` bytes (what MGET and ARENA_GET answer per key):
   // kOk, pinned and fitting; kTooLarge, pinned (its meta and true length are still answered)
   // but longer than `capacity`; any other code is a miss (or PermissionDenied) and *pin stays
   // empty.
@@ -245,7 +245,7 @@ class CacheService {
   std::atomic<uint64_t> next_session_id_{1};
 };
 
-// The reservations of one batched write (an MSET, an SHM_RESERVE) until they are committed.
+// The reservations of one batched write (an MSET, an ARENA_RESERVE) until they are committed.
 // Items the store refused keep the store's status and have no destination. Destroying a batch
 // aborts every reservation it still holds: nothing of it becomes visible.
 //
@@ -309,13 +309,13 @@ class WriteBatch {
   // Commits the reserved items in item order (so a key written twice in one batch ends with
   // its last value); with `keep` (one byte per item), only those whose byte is 1, the others'
   // status becoming Aborted: their reservations are aborted, or, with `not_kept`, handed over
-  // there (for a caller whose writer may still be writing them: ShmHoldings). Those whose Grow
+  // there (for a caller whose writer may still be writing them: ArenaHoldings). Those whose Grow
   // failed are aborted. Returns the per-item statuses. The batch is empty afterwards.
   std::vector<StatusCode> Commit(std::span<const uint8_t> keep = {},
                                  std::vector<store::WriteHandle>* not_kept = nullptr);
   // Ends the batch uncommitted (counted as an aborted write, nothing of it visible), handing its
   // reservations to `held` instead of freeing them: for a caller whose writer may still be
-  // writing them (ShmHoldings). The batch is empty afterwards.
+  // writing them (ArenaHoldings). The batch is empty afterwards.
   void AbortInto(std::vector<store::WriteHandle>* held);
 
  private:

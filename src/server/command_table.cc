@@ -43,23 +43,23 @@ constexpr Command kCommands[] = {
    "switch to it."},
   {Opcode::kShmAttach, true, HandleShmAttach,
    "Version 3, Unix socket. Pass the arena's memfd to the peer (SCM_RIGHTS) if its uid "
-   "(SO_PEERCRED) is the node's or root; otherwise say why not. Enables the SHM_* requests."},
-  {Opcode::kShmReserve, true, HandleShmReserve,
+   "(SO_PEERCRED) is the node's or root; otherwise say why not. Enables the ARENA_* requests."},
+  {Opcode::kArenaReserve, true, HandleArenaReserve,
    "MSET without a payload: reserve every item and answer each one's arena offset; the "
-   "client copies the values in through its mapping. Invisible until SHM_COMMIT."},
-  {Opcode::kShmCommit, true, HandleShmCommit,
+   "client copies the values in through its mapping. Invisible until ARENA_COMMIT."},
+  {Opcode::kArenaCommit, true, HandleArenaCommit,
    "Commit (or abort, per item) a reservation, in item order, as MSET does when its payload "
    "is in. Reservations never committed end with the session (aborted)."},
-  {Opcode::kShmGet, true, HandleShmGet,
+  {Opcode::kArenaGet, true, HandleArenaGet,
    "MGET answered with arena offsets: each hit is pinned under one lease for the answer, "
-   "which lasts until SHM_RELEASE or the end of the session. Eviction never frees leased "
+   "which lasts until ARENA_RELEASE or the end of the session. Eviction never frees leased "
    "bytes."},
-  {Opcode::kShmRelease, true, HandleShmRelease,
+  {Opcode::kArenaRelease, true, HandleArenaRelease,
    "End leases (the client does not wait for the answer)."},
   {Opcode::kUcxAttach, true, HandleUcxAttach,
    "Version 9, a node started with UCX. Hand the session the node's UCX listener port and a "
    "session key, if its token grants every namespace (and, on an open node, its peer runs as "
-   "the node's uid); otherwise say why not. Enables the SHM_* requests: the client moves the "
+   "the node's uid); otherwise say why not. Enables the ARENA_* requests: the client moves the "
    "bytes as UCX messages, which the node copies only inside what the session holds."},
 };
 // clang-format on

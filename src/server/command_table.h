@@ -40,9 +40,9 @@ Result<HandlerOutcome> HandleList(const RequestContext& ctx, protocol::AnyReques
 Result<HandlerOutcome> HandleNodeInfo(const RequestContext& ctx, protocol::AnyRequest& request);
 Result<HandlerOutcome> HandleShmAttach(const RequestContext& ctx, protocol::AnyRequest& request);
 Result<HandlerOutcome> HandleUcxAttach(const RequestContext& ctx, protocol::AnyRequest& request);
-Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::AnyRequest& request);
-Result<HandlerOutcome> HandleShmCommit(const RequestContext& ctx, protocol::AnyRequest& request);
-Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequest& request);
-Result<HandlerOutcome> HandleShmRelease(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleArenaReserve(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleArenaCommit(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleArenaGet(const RequestContext& ctx, protocol::AnyRequest& request);
+Result<HandlerOutcome> HandleArenaRelease(const RequestContext& ctx, protocol::AnyRequest& request);
 
 }  // namespace kvport::server

@@ -68,7 +68,7 @@ KvportProtocol::KvportProtocol(StreamConnection& connection)
   state_.id = conn_.id();
   state_.kind = conn_.kind();
   state_.fd = conn_.stream().fd();
-  state_.shm.set_counters(&service_.counters());
+  state_.arena.set_counters(&service_.counters());
   state_.durability = conn_.mailbox();
   if (state_.kind == net::StreamKind::kUnix) {
     Result<net::PeerCredentials> cred = net::PeerCredentialsOf(state_.fd);
@@ -242,7 +242,7 @@ bool KvportProtocol::WaitForDisk() {
     ns = mget->ns;
     any_namespace = mget->any_namespace;
     keys = &mget->keys;
-  } else if (auto* get = std::get_if<protocol::ShmGetRequest>(&request_)) {
+  } else if (auto* get = std::get_if<protocol::ArenaGetRequest>(&request_)) {
     ns = get->ns;
     any_namespace = get->any_namespace;
     keys = &get->keys;
@@ -489,7 +489,7 @@ std::string KvportProtocol::PartingError(const Status& status) const {
 
 size_t KvportProtocol::AbortOverdueReservations(MonotonicClock::time_point now) {
   const ConnectionOptions& options = conn_.options();
-  return state_.shm.AbortOverdueReservations(now, [&](uint64_t bytes) {
+  return state_.arena.AbortOverdueReservations(now, [&](uint64_t bytes) {
     return AllowedTime(options.request_timeout, options.min_request_bytes_per_sec, bytes);
   });
 }
@@ -497,7 +497,7 @@ size_t KvportProtocol::AbortOverdueReservations(MonotonicClock::time_point now) 
 void KvportProtocol::Closed() {
   receiver_.reset();  // an MSET in progress: every reservation is aborted
   in_.Clear(0);
-  state_.shm.Clear();  // leases and shared-memory reservations end with the session
+  state_.arena.Clear();  // leases and shared-memory reservations end with the session
 }
 
 }  // namespace kvport::server

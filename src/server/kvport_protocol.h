@@ -17,17 +17,17 @@
 // anything else is answered with an ERROR and the connection ends (its peer, unauthenticated,
 // gets no linger worth a large frame's bytes).
 //
-// A request that decodes but cannot be served (an unknown LIST cursor, an SHM_COMMIT of a
+// A request that decodes but cannot be served (an unknown LIST cursor, an ARENA_COMMIT of a
 // reservation that is not open) is answered with an ERROR for that request alone, and the
 // connection goes on. A malformed frame is answered with an ERROR frame and the connection
 // ends (StreamConnection::Finish). Nothing stored is touched: the request was rejected before
 // reaching the store.
 //
-// On a Unix socket the handler also serves the shared-memory requests (SHM_*, docs/protocol.md)
+// On a Unix socket the handler also serves the shared-memory requests (ARENA_*, docs/protocol.md)
 // once SHM_ATTACH has been granted to the peer; the leases and reservations they create belong
 // to the session (SessionState) and end with it, however it ends.
 //
-// With a disk tier, a batched read (MGET, SHM_GET) of keys that memory lacks and the disk holds
+// With a disk tier, a batched read (MGET, ARENA_GET) of keys that memory lacks and the disk holds
 // is not served on the loop's thread: their promotions run on the disk tier's reader threads
 // (CacheService::PromoteInBackground) while the connection reads nothing more (its request
 // deadline runs), and the request is served from memory once they are over. A change that must
@@ -71,7 +71,7 @@ class KvportProtocol final : public ProtocolHandler {
   void OutputDrained() override;
   uint64_t input_buffer_bytes() const override { return in_.allocated_bytes(); }
   bool authenticated() const override { return state_.version != 0; }
-  bool holds_arena_ranges() const override { return state_.shm.holds_ranges(); }
+  bool holds_arena_ranges() const override { return state_.arena.holds_ranges(); }
   size_t AbortOverdueReservations(MonotonicClock::time_point now) override;
   void Closed() override;
 

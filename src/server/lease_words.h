@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // LeaseWords: the words that tell a shared-memory client its leases have ended.
 //
-// A client reads a leased value through its own mapping of the arena (SHM_GET), with no lock
+// A client reads a leased value through its own mapping of the arena (ARENA_GET), with no lock
 // the node can see. The node frees a lease's bytes when the client releases it or when the
 // session ends (the client closed, was killed, broke the protocol, or the node stopped), and
 // the second kind can come while the client is still copying. Checking the connection before

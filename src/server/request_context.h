@@ -23,8 +23,8 @@
 #include "protocol/limits.h"
 #include "protocol/messages.h"
 #include "server/access_policy.h"
+#include "server/arena_holdings.h"
 #include "server/cache_service.h"
-#include "server/shm_holdings.h"
 
 namespace kvport::server {
 
@@ -34,7 +34,7 @@ struct Response {
     size_t size = 0;
     std::shared_ptr<const void> keep_alive;
   };
-  std::string head;  // empty: the request has no answer (SHM_RELEASE from version 7)
+  std::string head;  // empty: the request has no answer (ARENA_RELEASE from version 7)
   std::vector<Span> payloads;
   // Descriptors sent with the head's first byte (SHM_ATTACH's memfds), or none. Borrowed: they
   // stay open while the node runs.
@@ -109,9 +109,9 @@ struct SessionState {
   int64_t peer_uid = -1;  // Unix sessions: the peer's uid (SO_PEERCRED); -1 when unknown
   // TLS sessions: the names of the client certificate the handshake verified (mutual TLS).
   std::vector<std::string> peer_certificate_names;
-  bool shm_attached = false;  // SHM_ATTACH was granted: SHM_* requests are served
-  bool ucx_attached = false;  // UCX_ATTACH was granted: SHM_* requests are served too
-  ShmHoldings shm;
+  bool shm_attached = false;  // SHM_ATTACH was granted: ARENA_* requests are served
+  bool ucx_attached = false;  // UCX_ATTACH was granted: ARENA_* requests are served too
+  ArenaHoldings arena;
   ReplyScratch scratch;
   // Hears of the session's changes that wait for the disk tier, holding their answers until
   // they are durable (the connection's mailbox: server/connection_mailbox.h); null: a change

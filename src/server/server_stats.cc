@@ -50,11 +50,11 @@ std::string OpCounterName(protocol::Opcode op) {
 }
 
 constexpr protocol::Opcode kCountedOps[] = {
-    protocol::Opcode::kHello,     protocol::Opcode::kPing,       protocol::Opcode::kMset,
-    protocol::Opcode::kMget,      protocol::Opcode::kMexist,     protocol::Opcode::kMdel,
-    protocol::Opcode::kList,      protocol::Opcode::kStats,      protocol::Opcode::kNodeInfo,
-    protocol::Opcode::kShmAttach, protocol::Opcode::kShmReserve, protocol::Opcode::kShmCommit,
-    protocol::Opcode::kShmGet,    protocol::Opcode::kShmRelease, protocol::Opcode::kUcxAttach,
+    protocol::Opcode::kHello,     protocol::Opcode::kPing,         protocol::Opcode::kMset,
+    protocol::Opcode::kMget,      protocol::Opcode::kMexist,       protocol::Opcode::kMdel,
+    protocol::Opcode::kList,      protocol::Opcode::kStats,        protocol::Opcode::kNodeInfo,
+    protocol::Opcode::kShmAttach, protocol::Opcode::kArenaReserve, protocol::Opcode::kArenaCommit,
+    protocol::Opcode::kArenaGet,  protocol::Opcode::kArenaRelease, protocol::Opcode::kUcxAttach,
 };
 
 // "resp_get" from "GET".

@@ -151,7 +151,7 @@ class ServerCounters {
   // tls_kernel_offloads, error_responses,
   // idle_timeouts, aborted_msets, bytes_received, bytes_sent, shm_attaches, auth_failures,
   // auth_throttled, leases
-  // (live shared-memory leases), leased_bytes (value bytes they pin), queued_response_bytes,
+  // (live arena leases), leased_bytes (value bytes they pin), queued_response_bytes,
   // max_queued_response_bytes, input_buffer_bytes, max_input_buffer_bytes,
   // changes_waiting_for_disk, backpressure_pauses,
   // paused_connections, request_timeouts, unread_answers_closes, cluster_registered,

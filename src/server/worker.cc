@@ -160,7 +160,7 @@ void Worker::SweepIdle() {
       if (const size_t aborted = raw->AbortOverdueReservations(now); aborted > 0) {
         log::Warn(
             "connection {}: {} shared-memory reservation(s) not committed within the request "
-            "deadline: aborted (their space is free again; a late SHM_COMMIT is refused)",
+            "deadline: aborted (their space is free again; a late ARENA_COMMIT is refused)",
             raw->peer(), aborted);
       }
     }

@@ -4,7 +4,7 @@
 // neither a lease nor a reservation behind on the node.
 //
 //   shm_holder lease PATH KEY          lends KEY in place (MGetInPlace) and holds the lease
-//   shm_holder reserve PATH KEY BYTES  reserves BYTES for KEY (SHM_RESERVE), never commits
+//   shm_holder reserve PATH KEY BYTES  reserves BYTES for KEY (ARENA_RESERVE), never commits
 //   shm_holder ucx-lease HOST:PORT KEY          the same over a TCP session attached to the
 //   shm_holder ucx-reserve HOST:PORT KEY BYTES  node's UCX (UCX_ATTACH; UCX_TLS from the parent)
 //
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     Result<std::shared_ptr<client::Connection>> conn =
         client::Connection::Open(address, "shm-holder", deadline, {}, &mapper);
     if (!conn.ok()) return Fail(conn.status());
-    client::DecodingHandler<protocol::ShmReserveRequest, protocol::ShmReserveResponse> handler;
+    client::DecodingHandler<protocol::ArenaReserveRequest, protocol::ArenaReserveResponse> handler;
     handler.request.items.push_back(
         protocol::MsetItem{key, "", std::strtoull(argv[4], nullptr, 10), nullptr});
     handler.limits = (*conn)->limits();
@@ -114,14 +114,14 @@ int main(int argc, char** argv) {
     Status attached = (*ucx)->Attach(**conn, deadline);
     if (!attached.ok()) return Fail(attached);
     if (mode == "ucx-lease") {
-      client::DecodingHandler<protocol::ShmGetRequest, protocol::ShmGetResponse> get;
+      client::DecodingHandler<protocol::ArenaGetRequest, protocol::ArenaGetResponse> get;
       get.request.keys.push_back(protocol::MgetKey{key});
       Status got = client::RoundTripOn(**conn, &get, deadline);
       if (!got.ok()) return Fail(got);
       if (get.response.lease_id == 0) return Fail(Status::NotFound("nothing leased"));
       return Ready();
     }
-    client::DecodingHandler<protocol::ShmReserveRequest, protocol::ShmReserveResponse> reserve;
+    client::DecodingHandler<protocol::ArenaReserveRequest, protocol::ArenaReserveResponse> reserve;
     reserve.request.items.push_back(
         protocol::MsetItem{key, "", std::strtoull(argv[4], nullptr, 10), nullptr});
     Status reserved = client::RoundTripOn(**conn, &reserve, deadline);

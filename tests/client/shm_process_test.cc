@@ -235,7 +235,7 @@ TEST(ShmProcessTest, AKilledUcxClientLeavesNoLeaseAndNoReservation) {
   EXPECT_EQ(exists->codes, (std::vector<KeyCode>{KeyCode::kSuccess, KeyCode::kKeyNotExist}));
 }
 
-// A client that stalls between SHM_RESERVE and SHM_COMMIT, alive and connected, loses its
+// A client that stalls between ARENA_RESERVE and ARENA_COMMIT, alive and connected, loses its
 // reservation once the node's request deadline for its bytes passes: the key never appears and
 // the connection stays open. The space stays reserved (quarantined) while the client, which has
 // the arena mapped and may still be copying into it, is connected, and is free once it is gone.

@@ -157,7 +157,7 @@ TEST(ShmTransportTest, ASmallPutIsOneExchangeThroughTheSocket) {
   EXPECT_EQ(out[1], large);
 }
 
-// From protocol version 7 the node does not answer SHM_RELEASE: a shared-memory get is one
+// From protocol version 7 the node does not answer ARENA_RELEASE: a shared-memory get is one
 // exchange (and a release the client sends), so over gets the node sends exactly their answers.
 TEST(ShmTransportTest, AGetsReleaseIsNotAnswered) {
   auto server = StartNode(ShmNodeOptions());
@@ -168,11 +168,11 @@ TEST(ShmTransportTest, AGetsReleaseIsNotAnswered) {
   std::vector<char> value = Pattern(4, 4096);
   ASSERT_TRUE(client.MSet({"k"}, One(value)).ok());
 
-  // What the node sends for each: a one-key SHM_GET answer (a hit, no meta), and a PING's.
+  // What the node sends for each: a one-key ARENA_GET answer (a hit, no meta), and a PING's.
   protocol::EncodedFrame get_answer, ping_answer;
-  protocol::ShmGetResponse hit;
+  protocol::ArenaGetResponse hit;
   hit.lease_id = 1;
-  hit.results.push_back(protocol::ShmGetResult{StatusCode::kOk, "", value.size(), 4096});
+  hit.results.push_back(protocol::ArenaGetResult{StatusCode::kOk, "", value.size(), 4096});
   ASSERT_TRUE(protocol::EncodeResponse(1, hit, protocol::Limits{}, &get_answer,
                                        protocol::kMaxProtocolVersion)
                   .ok());
@@ -408,15 +408,15 @@ TEST(ShmTransportTest, AGetsReleaseGoesWithTheNextRequest) {
   constexpr uint64_t kGets = 10;
   {
     WatcherHold hold;
-    const uint64_t before = server->Stats().Get("op_shm_release");
+    const uint64_t before = server->Stats().Get("op_arena_release");
     for (uint64_t i = 0; i < kGets; ++i) {
       Result<GetResult> got = client.MGet({"k"}, {}, One(out));
       ASSERT_TRUE(got.ok() && got->status == BatchCode::kSuccess);
     }
-    EXPECT_EQ(server->Stats().Get("op_shm_release") - before, kGets - 1);
+    EXPECT_EQ(server->Stats().Get("op_arena_release") - before, kGets - 1);
     EXPECT_EQ(server->Stats().Get("leases"), 1u);
     ASSERT_TRUE(client.Ping().ok());  // carries the last one
-    EXPECT_EQ(server->Stats().Get("op_shm_release") - before, kGets);
+    EXPECT_EQ(server->Stats().Get("op_arena_release") - before, kGets);
     EXPECT_EQ(server->Stats().Get("leases"), 0u);
     ASSERT_TRUE(client.MGet({"k"}, {}, One(out)).ok());
     EXPECT_EQ(server->Stats().Get("leases"), 1u);
@@ -445,7 +445,7 @@ TEST(ShmTransportTest, AGetWhoseLeaseEndedBeforeItsCopyIsNotAHit) {
   // made until Wait.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!pending.Ready()) {
-    ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "the SHM_GET answer never came";
+    ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "the ARENA_GET answer never came";
     std::this_thread::yield();
   }
   server->Stop();

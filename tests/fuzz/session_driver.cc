@@ -130,7 +130,7 @@ Status WriteAll(int fd, std::string_view bytes, bool* closed) {
 // What the input asked to be stored, key by key.
 struct Written {
   std::vector<std::pair<std::string, std::string>> whole;  // (value, meta) of whole MSET frames
-  bool any_bytes = false;  // an SHM_RESERVE named it: its bytes are the client's to write
+  bool any_bytes = false;  // an ARENA_RESERVE named it: its bytes are the client's to write
 };
 using Key = std::pair<std::string, std::string>;  // (namespace, key)
 
@@ -162,7 +162,7 @@ std::map<Key, Written> KeysWritten(std::string_view stream) {
       }
       if (!whole) break;
       pos += h.payload_length;
-    } else if (const auto* reserve = std::get_if<protocol::ShmReserveRequest>(&request)) {
+    } else if (const auto* reserve = std::get_if<protocol::ArenaReserveRequest>(&request)) {
       for (const protocol::MsetItem& item : reserve->items)
         keys[{std::string(reserve->ns), std::string(item.key)}].any_bytes = true;
     }

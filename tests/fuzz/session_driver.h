@@ -10,7 +10,7 @@
 // close the connection; then a fresh client (a new connection, HELLO) must be served, and:
 //   - every key an MSET of the input named is either absent or holds exactly the value and meta
 //     of one of the input's MSET frames that arrived whole (an MSET cut short must leave
-//     nothing visible; SHM_RESERVE'd keys, whose bytes a shared-memory client would write, may
+//     nothing visible; ARENA_RESERVE'd keys, whose bytes a shared-memory client would write, may
 //     hold anything);
 //   - no reservation, pin or lease is left (store counters reserved_bytes, pinned_bytes,
 //     leased_bytes are 0);

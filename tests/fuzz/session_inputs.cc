@@ -126,17 +126,17 @@ std::vector<SeedInput> SeedInputs() {
     streams.emplace_back("malformed", Mset(2, "ns", 0, {{"m", "v"}}) + bad + Mget(4, "ns", {"m"}));
   }
   {
-    protocol::ShmReserveRequest reserve;
+    protocol::ArenaReserveRequest reserve;
     reserve.ns = "s";
     reserve.items.push_back({"r", "", 16, nullptr});
     reserve.items.push_back({"q", "", 8, nullptr});
-    protocol::ShmCommitRequest commit;
+    protocol::ArenaCommitRequest commit;
     commit.reservation_id = 1;
     commit.commit = {1, 0};
-    protocol::ShmGetRequest get;
+    protocol::ArenaGetRequest get;
     get.ns = "s";
     get.keys.push_back({"r", 64});
-    protocol::ShmReleaseRequest release;
+    protocol::ArenaReleaseRequest release;
     release.lease_ids = {1, 2};
     streams.emplace_back("shm", Frame(2, protocol::NodeInfoRequest{}) +
                                     Frame(3, protocol::ShmAttachRequest{}) + Frame(4, reserve) +

@@ -110,7 +110,8 @@ std::vector<SampleFrame> SampleFrames() {
              MdelRequest{"", {"k1"}, /*any_namespace=*/true}, 2);
   AddResponse(&out, "v2_mdel_response", 17, MdelResponse{{StatusCode::kOk}}, 2);
 
-  // Version 3: the older opcodes unchanged, plus NODE_INFO and the SHM_* opcodes (no payloads).
+  // Version 3: the older opcodes unchanged, plus NODE_INFO, SHM_ATTACH and the ARENA_* opcodes (no
+  // payloads).
   AddRequest(&out, "v3_mset_request", 18, mset, 3);
   AddResponse(&out, "v3_mget_response", 19, mget_response, 3);
   AddRequest(&out, "v3_node_info_request", 20, NodeInfoRequest{}, 3);
@@ -124,41 +125,42 @@ std::vector<SampleFrame> SampleFrames() {
               ShmAttachResponse{StatusCode::kOk, 1ull << 30, ""}, 3);
   AddResponse(&out, "v3_shm_attach_refused_response", 23,
               ShmAttachResponse{StatusCode::kNotSupported, 0, "not a Unix-socket session"}, 3);
-  ShmReserveRequest reserve;
+  ArenaReserveRequest reserve;
   reserve.ns = "llm";
   reserve.ttl_seconds = 60;
   reserve.items = {{"k1", "meta-1", 4096, nullptr},
                    {"k2", "", 1ull << 20, nullptr},
                    {"empty-value", "m", 0, nullptr}};
-  AddRequest(&out, "v3_shm_reserve_request", 24, reserve, 3);
-  AddResponse(&out, "v3_shm_reserve_response", 24,
-              ShmReserveResponse{
+  AddRequest(&out, "v3_arena_reserve_request", 24, reserve, 3);
+  AddResponse(&out, "v3_arena_reserve_response", 24,
+              ArenaReserveResponse{
                   9, {{StatusCode::kOk, 4096}, {StatusCode::kNoSpace, 0}, {StatusCode::kOk, 0}}},
               3);
-  AddResponse(&out, "v3_shm_reserve_failed_response", 25,
-              ShmReserveResponse{0, {{StatusCode::kTooLarge, 0}}}, 3);
-  AddRequest(&out, "v3_shm_commit_request", 26, ShmCommitRequest{9, {1, 0, 1}, {}}, 3);
-  AddResponse(&out, "v3_shm_commit_response", 26,
-              ShmCommitResponse{{StatusCode::kOk, StatusCode::kNoSpace, StatusCode::kAborted}}, 3);
-  ShmGetRequest shm_get;
-  shm_get.ns = "llm";
-  shm_get.keys = {{"k1", kUnlimitedCapacity}, {"k2", 64}, {"missing", 1024}};
-  AddRequest(&out, "v3_shm_get_request", 27, shm_get, 3);
-  ShmGetRequest any_shm_get;
-  any_shm_get.any_namespace = true;
-  any_shm_get.keys = {{"k1", 4096}};
-  AddRequest(&out, "v3_any_namespace_shm_get_request", 28, any_shm_get, 3);
-  AddResponse(&out, "v3_shm_get_response", 27,
-              ShmGetResponse{5,
-                             {{StatusCode::kOk, "meta-1", 4096, 1ull << 20},
-                              {StatusCode::kTooLarge, "", 1ull << 20, 0},
-                              {StatusCode::kNotFound, "", 0, 0}}},
+  AddResponse(&out, "v3_arena_reserve_failed_response", 25,
+              ArenaReserveResponse{0, {{StatusCode::kTooLarge, 0}}}, 3);
+  AddRequest(&out, "v3_arena_commit_request", 26, ArenaCommitRequest{9, {1, 0, 1}, {}}, 3);
+  AddResponse(&out, "v3_arena_commit_response", 26,
+              ArenaCommitResponse{{StatusCode::kOk, StatusCode::kNoSpace, StatusCode::kAborted}},
               3);
-  AddResponse(&out, "v3_shm_get_miss_response", 28,
-              ShmGetResponse{0, {{StatusCode::kNotFound, "", 0, 0}}}, 3);
-  AddRequest(&out, "v3_shm_release_request", 29, ShmReleaseRequest{{5, 6, 0xFFFFFFFFFFFFFFFFull}},
-             3);
-  AddResponse(&out, "v3_shm_release_response", 29, ShmReleaseResponse{2}, 3);
+  ArenaGetRequest arena_get;
+  arena_get.ns = "llm";
+  arena_get.keys = {{"k1", kUnlimitedCapacity}, {"k2", 64}, {"missing", 1024}};
+  AddRequest(&out, "v3_arena_get_request", 27, arena_get, 3);
+  ArenaGetRequest any_arena_get;
+  any_arena_get.any_namespace = true;
+  any_arena_get.keys = {{"k1", 4096}};
+  AddRequest(&out, "v3_any_namespace_arena_get_request", 28, any_arena_get, 3);
+  AddResponse(&out, "v3_arena_get_response", 27,
+              ArenaGetResponse{5,
+                               {{StatusCode::kOk, "meta-1", 4096, 1ull << 20},
+                                {StatusCode::kTooLarge, "", 1ull << 20, 0},
+                                {StatusCode::kNotFound, "", 0, 0}}},
+              3);
+  AddResponse(&out, "v3_arena_get_miss_response", 28,
+              ArenaGetResponse{0, {{StatusCode::kNotFound, "", 0, 0}}}, 3);
+  AddRequest(&out, "v3_arena_release_request", 29,
+             ArenaReleaseRequest{{5, 6, 0xFFFFFFFFFFFFFFFFull}}, 3);
+  AddResponse(&out, "v3_arena_release_response", 29, ArenaReleaseResponse{2}, 3);
   // Version 9: UCX_ATTACH (version 8's layout is served no more).
   AddRequest(&out, "v9_ucx_attach_request", 30, UcxAttachRequest{}, kUcxVersion);
   AddResponse(&out, "v9_ucx_attach_response", 30,
@@ -168,8 +170,8 @@ std::vector<SampleFrame> SampleFrames() {
               UcxAttachResponse{StatusCode::kNotSupported, 0, "", 0, "this node offers no UCX"},
               kUcxVersion);
 
-  // Version 10: values carry their checksums (MSET and SHM_RESERVE items, MGET and SHM_GET
-  // results, SHM_COMMIT requests); some are 0 ("none"). The other layouts are unchanged.
+  // Version 10: values carry their checksums (MSET and ARENA_RESERVE items, MGET and ARENA_GET
+  // results, ARENA_COMMIT requests); some are 0 ("none"). The other layouts are unchanged.
   constexpr uint64_t kSumA = 0x0123456789ABCDEFull, kSumB = 0xFEDCBA9876543210ull;
   MsetRequest mset_sums = mset;
   mset_sums.items[0].checksum = kSumA;
@@ -186,21 +188,21 @@ std::vector<SampleFrame> SampleFrames() {
   MgetResponse meta_only_sums = meta_only_response;
   meta_only_sums.results[0].checksum = kSumB;
   AddResponse(&out, "v10_mget_meta_only_response", 33, meta_only_sums, kChecksumVersion);
-  ShmReserveRequest reserve_sums = reserve;
+  ArenaReserveRequest reserve_sums = reserve;
   reserve_sums.items[1].checksum = kSumA;  // ignored by the node, but on the wire
-  AddRequest(&out, "v10_shm_reserve_request", 35, reserve_sums, kChecksumVersion);
-  AddRequest(&out, "v10_shm_commit_request", 36, ShmCommitRequest{9, {1, 0, 1}, {kSumA, 0, kSumB}},
+  AddRequest(&out, "v10_arena_reserve_request", 35, reserve_sums, kChecksumVersion);
+  AddRequest(&out, "v10_arena_commit_request", 36,
+             ArenaCommitRequest{9, {1, 0, 1}, {kSumA, 0, kSumB}}, kChecksumVersion);
+  AddRequest(&out, "v10_arena_commit_no_checksums_request", 37, ArenaCommitRequest{9, {1, 1}, {}},
              kChecksumVersion);
-  AddRequest(&out, "v10_shm_commit_no_checksums_request", 37, ShmCommitRequest{9, {1, 1}, {}},
-             kChecksumVersion);
-  AddResponse(&out, "v10_shm_get_response", 38,
-              ShmGetResponse{5,
-                             {{StatusCode::kOk, "meta-1", 4096, 1ull << 20, kSumA},
-                              {StatusCode::kTooLarge, "", 1ull << 20, 0, kSumB},
-                              {StatusCode::kNotFound, "", 0, 0, 0}}},
+  AddResponse(&out, "v10_arena_get_response", 38,
+              ArenaGetResponse{5,
+                               {{StatusCode::kOk, "meta-1", 4096, 1ull << 20, kSumA},
+                                {StatusCode::kTooLarge, "", 1ull << 20, 0, kSumB},
+                                {StatusCode::kNotFound, "", 0, 0, 0}}},
               kChecksumVersion);
-  AddResponse(&out, "v10_shm_get_miss_response", 39,
-              ShmGetResponse{0, {{StatusCode::kNotFound, "", 0, 0, 0}}}, kChecksumVersion);
+  AddResponse(&out, "v10_arena_get_miss_response", 39,
+              ArenaGetResponse{0, {{StatusCode::kNotFound, "", 0, 0, 0}}}, kChecksumVersion);
   return out;
 }
 

@@ -21,12 +21,12 @@ struct SampleFrame {
 // MGET response mixing hits, misses and a too-small buffer, all version 1; then version 2 frames
 // (names "v2_..."), among them the any-namespace MGET (plain and meta-only), MEXIST and MDEL
 // requests; then version 3 frames (names "v3_..."): both directions of NODE_INFO and every
-// SHM_* opcode (granted and refused attach, reservations and gets with and without hits, an
-// any-namespace SHM_GET) and older opcodes in version 3 frames; then both directions of
+// SHM_ATTACH and ARENA_* opcode (granted and refused attach, reservations and gets with and without
+// hits, an any-namespace ARENA_GET) and older opcodes in version 3 frames; then both directions of
 // UCX_ATTACH in version 9 frames (names "v9_...", granted and refused); then version 10 frames
-// (names "v10_...") of every message that carries checksums (MSET and SHM_RESERVE requests with
-// and without them, MGET responses plain and meta-only, SHM_COMMIT requests with and without
-// them, SHM_GET responses with and without hits) and of unchanged ones. Encoded with default
+// (names "v10_...") of every message that carries checksums (MSET and ARENA_RESERVE requests with
+// and without them, MGET responses plain and meta-only, ARENA_COMMIT requests with and without
+// them, ARENA_GET responses with and without hits) and of unchanged ones. Encoded with default
 // Limits.
 std::vector<SampleFrame> SampleFrames();
 

@@ -99,8 +99,8 @@ TEST(FrameHeaderTest, DecodesHandWrittenBytes) {
 TEST(FrameHeaderTest, RoundTripsEveryOpcodeAndDirection) {
   for (Opcode op :
        {Opcode::kHello, Opcode::kPing, Opcode::kMset, Opcode::kMget, Opcode::kMexist, Opcode::kMdel,
-        Opcode::kList, Opcode::kStats, Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kShmReserve,
-        Opcode::kShmCommit, Opcode::kShmGet, Opcode::kShmRelease, Opcode::kError}) {
+        Opcode::kList, Opcode::kStats, Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kArenaReserve,
+        Opcode::kArenaCommit, Opcode::kArenaGet, Opcode::kArenaRelease, Opcode::kError}) {
     for (bool response : {false, true}) {
       if (op == Opcode::kError && !response) continue;
       FrameHeader h;
@@ -147,7 +147,7 @@ TEST(FrameHeaderTest, RejectsEachMalformedField) {
       {"version 9 opcode in a version 1 frame", 5, "\x10", StatusCode::kCorruption,
        "UCX_ATTACH frame of version 1; it needs protocol version 9"},
       {"version 3 opcode in a version 1 frame", 5, "\x0D", StatusCode::kCorruption,
-       "SHM_GET frame of version 1; it needs protocol version 3"},
+       "ARENA_GET frame of version 1; it needs protocol version 3"},
       {"opcode 255", 5, "\xFF", StatusCode::kCorruption, "opcode"},
       {"reserved flag", 6, "\x04", StatusCode::kCorruption, "reserved flag"},
       {"high flag", 7, "\x80", StatusCode::kCorruption, "reserved flag"},
@@ -254,8 +254,8 @@ TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
   EXPECT_EQ(kMaxProtocolVersion, 10);
   EXPECT_EQ(kChecksumVersion, 10);
   EXPECT_EQ(KnownFlags(3), KnownFlags(2));
-  for (Opcode op : {Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kShmReserve, Opcode::kShmCommit,
-                    Opcode::kShmGet, Opcode::kShmRelease}) {
+  for (Opcode op : {Opcode::kNodeInfo, Opcode::kShmAttach, Opcode::kArenaReserve,
+                    Opcode::kArenaCommit, Opcode::kArenaGet, Opcode::kArenaRelease}) {
     EXPECT_TRUE(IsKnownOpcode(static_cast<uint8_t>(op)));
     EXPECT_EQ(OpcodeMinVersion(op), kShmVersion) << OpcodeName(op);
     EXPECT_NE(OpcodeName(op), "UNKNOWN");
@@ -279,18 +279,18 @@ TEST(FrameHeaderTest, Version3OpcodesOnlyInVersion3Frames) {
                 std::string::npos)
           << s.ToString();
     }
-    // ANY_NAMESPACE: SHM_GET requests only.
+    // ANY_NAMESPACE: ARENA_GET requests only.
     Status s = decode(op, kFlagAnyNamespace, 3);
-    EXPECT_EQ(s.ok(), op == Opcode::kShmGet) << OpcodeName(op) << ": " << s.ToString();
-    EXPECT_EQ(AcceptsAnyNamespace(op), op == Opcode::kShmGet);
+    EXPECT_EQ(s.ok(), op == Opcode::kArenaGet) << OpcodeName(op) << ": " << s.ToString();
+    EXPECT_EQ(AcceptsAnyNamespace(op), op == Opcode::kArenaGet);
     EXPECT_EQ(decode(op, kFlagAnyNamespace | kFlagResponse, 3).code(), StatusCode::kCorruption);
   }
   EXPECT_EQ(OpcodeName(Opcode::kNodeInfo), "NODE_INFO");
   EXPECT_EQ(OpcodeName(Opcode::kShmAttach), "SHM_ATTACH");
-  EXPECT_EQ(OpcodeName(Opcode::kShmReserve), "SHM_RESERVE");
-  EXPECT_EQ(OpcodeName(Opcode::kShmCommit), "SHM_COMMIT");
-  EXPECT_EQ(OpcodeName(Opcode::kShmGet), "SHM_GET");
-  EXPECT_EQ(OpcodeName(Opcode::kShmRelease), "SHM_RELEASE");
+  EXPECT_EQ(OpcodeName(Opcode::kArenaReserve), "ARENA_RESERVE");
+  EXPECT_EQ(OpcodeName(Opcode::kArenaCommit), "ARENA_COMMIT");
+  EXPECT_EQ(OpcodeName(Opcode::kArenaGet), "ARENA_GET");
+  EXPECT_EQ(OpcodeName(Opcode::kArenaRelease), "ARENA_RELEASE");
   EXPECT_EQ(static_cast<int>(Opcode::kError), 15);
   // Version 9: UCX_ATTACH, 16, no payload either way, in version 9 frames only. Version 8's
   // UCX_ATTACH (remote keys to the node's memory) is served no more: a version 8 frame of it is

@@ -855,9 +855,9 @@ TEST(MalformedUcxTest, UcxDoneWithAnUnknownStatusCode) {
   }
 }
 
-TEST(MalformedShmTest, ShmReserveFields) {
+TEST(MalformedShmTest, ArenaReserveFields) {
   // The MSET descriptor: namespace 32 ("ns"), ttl 35, count 39, item 0 lengths at 43.
-  ShmReserveRequest in{"ns", 60, {{"a", "m", 3, nullptr}, {"bc", "", 2, nullptr}}};
+  ArenaReserveRequest in{"ns", 60, {{"a", "m", 3, nullptr}, {"bc", "", 2, nullptr}}};
   const std::string request = EncodeV3Request(in);
   ExpectFieldCases(
       request,
@@ -877,7 +877,8 @@ TEST(MalformedShmTest, ShmReserveFields) {
   // Response: overall 32, reservation_id 33, count 41, item 0 status 45 offset 46, item 1 status
   // 54 offset 55.
   ExpectFieldCases(
-      EncodeV3Response(ShmReserveResponse{5, {{StatusCode::kOk, 128}, {StatusCode::kNoSpace, 0}}}),
+      EncodeV3Response(
+          ArenaReserveResponse{5, {{StatusCode::kOk, 128}, {StatusCode::kNoSpace, 0}}}),
       {
           {"overall disagrees", 32, std::string(1, '\0'), StatusCode::kCorruption, "disagrees"},
           {"offset on a miss", 55, U64(8), StatusCode::kCorruption,
@@ -889,15 +890,15 @@ TEST(MalformedShmTest, ShmReserveFields) {
           {"unknown status", 54, std::string(1, '\x20'), StatusCode::kCorruption,
            "unknown status code 32"},
       });
-  ExpectFieldCases(EncodeV3Response(ShmReserveResponse{0, {{StatusCode::kNoSpace, 0}}}),
+  ExpectFieldCases(EncodeV3Response(ArenaReserveResponse{0, {{StatusCode::kNoSpace, 0}}}),
                    {{"reservation id without a reservation", 33, U64(4), StatusCode::kCorruption,
                      "reservation_id 4 with 0"}});
 }
 
-TEST(MalformedShmTest, ShmCommitFields) {
+TEST(MalformedShmTest, ArenaCommitFields) {
   // reservation_id 32, count 40, commit bytes 44, 45, 46.
   ExpectFieldCases(
-      EncodeV3Request(ShmCommitRequest{9, {1, 0, 1}, {}}),
+      EncodeV3Request(ArenaCommitRequest{9, {1, 0, 1}, {}}),
       {
           {"reservation id 0", 32, U64(0), StatusCode::kCorruption, "reservation_id is 0"},
           {"commit byte 2", 45, std::string(1, '\x02'), StatusCode::kCorruption,
@@ -908,12 +909,12 @@ TEST(MalformedShmTest, ShmCommitFields) {
       });
   // The response is an MSET response.
   ExpectFieldCases(
-      EncodeV3Response(ShmCommitResponse{{StatusCode::kOk, StatusCode::kAborted}}),
+      EncodeV3Response(ArenaCommitResponse{{StatusCode::kOk, StatusCode::kAborted}}),
       {{"overall disagrees", 32, std::string(1, '\0'), StatusCode::kCorruption, "disagrees"}});
 }
 
-TEST(MalformedShmTest, ShmGetFields) {
-  ShmGetRequest req;
+TEST(MalformedShmTest, ArenaGetFields) {
+  ArenaGetRequest req;
   req.keys = {{"k", 10}};
   const std::string request = EncodeV3Request(req);
   // META_ONLY is MGET's alone; ANY_NAMESPACE needs an empty namespace, as for MGET.
@@ -921,9 +922,9 @@ TEST(MalformedShmTest, ShmGetFields) {
   meta_only[6] = static_cast<char>(kFlagMetaOnly);
   Status s = DecodeWhole(meta_only);
   EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
-  EXPECT_NE(s.message().find("meta-only flag on a SHM_GET frame"), std::string::npos)
+  EXPECT_NE(s.message().find("meta-only flag on a ARENA_GET frame"), std::string::npos)
       << s.ToString();
-  ShmGetRequest in_ns;
+  ArenaGetRequest in_ns;
   in_ns.ns = "x";
   in_ns.keys = {{"k", 10}};
   std::string any = EncodeV3Request(in_ns);
@@ -937,7 +938,7 @@ TEST(MalformedShmTest, ShmGetFields) {
   // offset 80.
   ExpectFieldCases(
       EncodeV3Response(
-          ShmGetResponse{3, {{StatusCode::kOk, "M", 2, 64}, {StatusCode::kNotFound, "", 0, 0}}}),
+          ArenaGetResponse{3, {{StatusCode::kOk, "M", 2, 64}, {StatusCode::kNotFound, "", 0, 0}}}),
       {
           {"overall disagrees", 32, std::string(1, '\0'), StatusCode::kCorruption, "disagrees"},
           {"overall unknown", 32, std::string(1, '\x03'), StatusCode::kCorruption,
@@ -956,15 +957,15 @@ TEST(MalformedShmTest, ShmGetFields) {
       });
   // A too-small buffer: meta and length, but no offset.
   ExpectFieldCases(
-      EncodeV3Response(ShmGetResponse{0, {{StatusCode::kTooLarge, "", 9, 0}}}),
+      EncodeV3Response(ArenaGetResponse{0, {{StatusCode::kTooLarge, "", 9, 0}}}),
       {{"offset on TooLarge", 58, U64(1), StatusCode::kCorruption, "status TooLarge with offset 1"},
        {"lease without hits", 33, U64(1), StatusCode::kCorruption, "lease_id 1 with 0 hits"}});
 }
 
-TEST(MalformedShmTest, ShmReleaseFields) {
+TEST(MalformedShmTest, ArenaReleaseFields) {
   // count 32, lease ids 36, 44.
   ExpectFieldCases(
-      EncodeV3Request(ShmReleaseRequest{{1, 2}}),
+      EncodeV3Request(ArenaReleaseRequest{{1, 2}}),
       {
           {"lease id 0", 44, U64(0), StatusCode::kCorruption, "item 1: lease_id 0"},
           {"count above limit", 32, U32(4097), StatusCode::kTooLarge, "max_batch_keys"},
@@ -972,7 +973,7 @@ TEST(MalformedShmTest, ShmReleaseFields) {
           {"count below ids", 32, U32(1), StatusCode::kCorruption, "trailing"},
       });
   // Count 0 (nothing to release) is a bad field; hand-made: a 4-byte descriptor.
-  std::string frame = EncodeV3Request(ShmReleaseRequest{{1}});
+  std::string frame = EncodeV3Request(ArenaReleaseRequest{{1}});
   frame.resize(36);
   frame.replace(16, 4, U32(4));
   frame.replace(32, 4, U32(0));
@@ -980,11 +981,11 @@ TEST(MalformedShmTest, ShmReleaseFields) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("count is 0"), std::string::npos) << s.ToString();
   // The response: u32 released and nothing else.
-  std::string response = EncodeV3Response(ShmReleaseResponse{1}) + "x";
+  std::string response = EncodeV3Response(ArenaReleaseResponse{1}) + "x";
   response.replace(16, 4, U32(5));
   s = DecodeWhole(response);
   EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
-  EXPECT_NE(s.message().find("SHM_RELEASE response: 1 trailing bytes"), std::string::npos)
+  EXPECT_NE(s.message().find("ARENA_RELEASE response: 1 trailing bytes"), std::string::npos)
       << s.ToString();
 }
 
@@ -1020,9 +1021,9 @@ TEST(MalformedShmTest, Version3OpcodesInOlderFrames) {
 }
 
 TEST(EncoderShmTest, RefusedBelowVersion3AndAboveThisBuild) {
-  ShmGetRequest get;
+  ArenaGetRequest get;
   get.keys = {{"k", 1}};
-  ShmReserveRequest reserve{"", 0, {{"k", "", 1, nullptr}}};
+  ArenaReserveRequest reserve{"", 0, {{"k", "", 1, nullptr}}};
   auto expect = [](const char* what, auto encode) {
     EncodedFrame f;
     for (uint8_t version : {1, 2}) {
@@ -1052,46 +1053,46 @@ TEST(EncoderShmTest, RefusedBelowVersion3AndAboveThisBuild) {
   expect("SHM_ATTACH response", [&](EncodedFrame* f, uint8_t v) {
     return EncodeResponse(1, ShmAttachResponse{StatusCode::kOk, 1, ""}, l, f, v);
   });
-  expect("SHM_RESERVE request",
+  expect("ARENA_RESERVE request",
          [&](EncodedFrame* f, uint8_t v) { return EncodeRequest(1, reserve, l, f, v); });
-  expect("SHM_RESERVE response", [&](EncodedFrame* f, uint8_t v) {
-    return EncodeResponse(1, ShmReserveResponse{1, {{StatusCode::kOk, 0}}}, l, f, v);
+  expect("ARENA_RESERVE response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, ArenaReserveResponse{1, {{StatusCode::kOk, 0}}}, l, f, v);
   });
-  expect("SHM_COMMIT request", [&](EncodedFrame* f, uint8_t v) {
-    return EncodeRequest(1, ShmCommitRequest{1, {1}, {}}, l, f, v);
+  expect("ARENA_COMMIT request", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeRequest(1, ArenaCommitRequest{1, {1}, {}}, l, f, v);
   });
-  expect("SHM_COMMIT response", [&](EncodedFrame* f, uint8_t v) {
-    return EncodeResponse(1, ShmCommitResponse{{StatusCode::kOk}}, l, f, v);
+  expect("ARENA_COMMIT response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, ArenaCommitResponse{{StatusCode::kOk}}, l, f, v);
   });
-  expect("SHM_GET request",
+  expect("ARENA_GET request",
          [&](EncodedFrame* f, uint8_t v) { return EncodeRequest(1, get, l, f, v); });
-  expect("SHM_GET response", [&](EncodedFrame* f, uint8_t v) {
-    return EncodeResponse(1, ShmGetResponse{0, {{StatusCode::kNotFound, "", 0, 0}}}, l, f, v);
+  expect("ARENA_GET response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, ArenaGetResponse{0, {{StatusCode::kNotFound, "", 0, 0}}}, l, f, v);
   });
-  expect("SHM_RELEASE request", [&](EncodedFrame* f, uint8_t v) {
-    return EncodeRequest(1, ShmReleaseRequest{{1}}, l, f, v);
+  expect("ARENA_RELEASE request", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeRequest(1, ArenaReleaseRequest{{1}}, l, f, v);
   });
-  expect("SHM_RELEASE response", [&](EncodedFrame* f, uint8_t v) {
-    return EncodeResponse(1, ShmReleaseResponse{0}, l, f, v);
+  expect("ARENA_RELEASE response", [&](EncodedFrame* f, uint8_t v) {
+    return EncodeResponse(1, ArenaReleaseResponse{0}, l, f, v);
   });
 }
 
-// Whatever SHM_GET request fits max_frame_bytes, its largest answer (every key a hit with the
+// Whatever ARENA_GET request fits max_frame_bytes, its largest answer (every key a hit with the
 // largest meta) fits the response frame limit, as for MGET.
-TEST(EncoderShmTest, FullShmGetResponseFits) {
+TEST(EncoderShmTest, FullArenaGetResponseFits) {
   Limits l;
   l.max_key_bytes = 1024;
   l.max_frame_bytes = 8192;
   l.max_batch_keys = 256;
   ASSERT_TRUE(ValidateLimits(l).ok());
-  ShmGetRequest req;
+  ArenaGetRequest req;
   req.keys.assign(l.max_batch_keys, MgetKey{"k", kUnlimitedCapacity});
   EncodedFrame f;
   ASSERT_TRUE(EncodeRequest(1, req, l, &f).ok());
   const std::string meta(l.max_meta_bytes, 'm');
-  ShmGetResponse r;
+  ArenaGetResponse r;
   r.lease_id = 1;
-  r.results.assign(l.max_batch_keys, ShmGetResult{StatusCode::kOk, meta, 1, 1});
+  r.results.assign(l.max_batch_keys, ArenaGetResult{StatusCode::kOk, meta, 1, 1});
   Status s = EncodeResponse(1, r, l, &f);
   EXPECT_TRUE(s.ok()) << s.ToString();
   FrameHeader h;
@@ -1105,7 +1106,7 @@ TEST(EncoderShmTest, FullShmGetResponseFits) {
   tiny.max_frame_bytes = 1;
   while (!ValidateLimits(tiny).ok())
     ++tiny.max_frame_bytes;
-  r.results.assign(1, ShmGetResult{StatusCode::kOk, "", 1, 1});
+  r.results.assign(1, ArenaGetResult{StatusCode::kOk, "", 1, 1});
   s = EncodeResponse(1, r, tiny, &f);
   EXPECT_TRUE(s.ok()) << "max_frame_bytes " << tiny.max_frame_bytes << ": " << s.ToString();
 }
@@ -1119,11 +1120,11 @@ TEST(EncoderShmTest, RefusesWhatDecodersReject) {
     const char* message_part;
   };
   const std::string long_host(256, 'h'), long_path(108, 'p'), long_key(8193, 'k');
-  ShmGetRequest get_in_ns;
+  ArenaGetRequest get_in_ns;
   get_in_ns.ns = "x";
   get_in_ns.any_namespace = true;
   get_in_ns.keys = {{"k", 1}};
-  ShmGetRequest get_empty_key;
+  ArenaGetRequest get_empty_key;
   get_empty_key.keys = {{"", 1}};
   const Case cases[] = {
       {"long host id", EncodeResponse(1, NodeInfoResponse{1, 0, long_host, ""}, Limits{}, &f),
@@ -1149,50 +1150,50 @@ TEST(EncoderShmTest, RefusesWhatDecodersReject) {
        EncodeResponse(1, ShmAttachResponse{static_cast<StatusCode>(40), 0, "x"}, Limits{}, &f),
        StatusCode::kInvalidArgument, "unknown status code 40"},
       {"reserve long key",
-       EncodeRequest(1, ShmReserveRequest{"", 0, {{long_key, "", 1, nullptr}}}, Limits{}, &f),
+       EncodeRequest(1, ArenaReserveRequest{"", 0, {{long_key, "", 1, nullptr}}}, Limits{}, &f),
        StatusCode::kTooLarge, "max_key_bytes"},
       {"reserve offset on a miss",
-       EncodeResponse(1, ShmReserveResponse{1, {{StatusCode::kOk, 0}, {StatusCode::kNoSpace, 4}}},
+       EncodeResponse(1, ArenaReserveResponse{1, {{StatusCode::kOk, 0}, {StatusCode::kNoSpace, 4}}},
                       Limits{}, &f),
        StatusCode::kInvalidArgument, "item 1: status NoSpace with offset 4"},
       {"reserve id without a reservation",
-       EncodeResponse(1, ShmReserveResponse{1, {{StatusCode::kNoSpace, 0}}}, Limits{}, &f),
+       EncodeResponse(1, ArenaReserveResponse{1, {{StatusCode::kNoSpace, 0}}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "reservation_id 1 with 0"},
       {"reserve reservation without an id",
-       EncodeResponse(1, ShmReserveResponse{0, {{StatusCode::kOk, 0}}}, Limits{}, &f),
+       EncodeResponse(1, ArenaReserveResponse{0, {{StatusCode::kOk, 0}}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "reservation_id 0 with 1"},
-      {"commit id 0", EncodeRequest(1, ShmCommitRequest{0, {1}, {}}, Limits{}, &f),
+      {"commit id 0", EncodeRequest(1, ArenaCommitRequest{0, {1}, {}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "reservation_id is 0"},
-      {"commit byte 2", EncodeRequest(1, ShmCommitRequest{1, {1, 2}, {}}, Limits{}, &f),
+      {"commit byte 2", EncodeRequest(1, ArenaCommitRequest{1, {1, 2}, {}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "item 1: commit byte 2"},
       {"commit too many",
-       EncodeRequest(1, ShmCommitRequest{1, std::vector<uint8_t>(4097, 1), {}}, Limits{}, &f),
+       EncodeRequest(1, ArenaCommitRequest{1, std::vector<uint8_t>(4097, 1), {}}, Limits{}, &f),
        StatusCode::kTooLarge, "max_batch_keys"},
       {"commit response unknown status",
-       EncodeResponse(1, ShmCommitResponse{{static_cast<StatusCode>(99)}}, Limits{}, &f),
+       EncodeResponse(1, ArenaCommitResponse{{static_cast<StatusCode>(99)}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "unknown status code 99"},
       {"get any-namespace with a namespace", EncodeRequest(1, get_in_ns, Limits{}, &f),
        StatusCode::kInvalidArgument, "must be empty"},
       {"get empty key", EncodeRequest(1, get_empty_key, Limits{}, &f), StatusCode::kInvalidArgument,
        "item 0: empty key"},
       {"get offset on a miss",
-       EncodeResponse(1, ShmGetResponse{0, {{StatusCode::kNotFound, "", 0, 5}}}, Limits{}, &f),
+       EncodeResponse(1, ArenaGetResponse{0, {{StatusCode::kNotFound, "", 0, 5}}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "status NotFound with offset 5"},
       {"get miss with meta",
-       EncodeResponse(1, ShmGetResponse{0, {{StatusCode::kNotFound, "m", 0, 0}}}, Limits{}, &f),
+       EncodeResponse(1, ArenaGetResponse{0, {{StatusCode::kNotFound, "m", 0, 0}}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "with a meta or value length"},
       {"get lease without hits",
-       EncodeResponse(1, ShmGetResponse{2, {{StatusCode::kNotFound, "", 0, 0}}}, Limits{}, &f),
+       EncodeResponse(1, ArenaGetResponse{2, {{StatusCode::kNotFound, "", 0, 0}}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "lease_id 2 with 0 hits"},
       {"get hits without a lease",
-       EncodeResponse(1, ShmGetResponse{0, {{StatusCode::kOk, "", 1, 0}}}, Limits{}, &f),
+       EncodeResponse(1, ArenaGetResponse{0, {{StatusCode::kOk, "", 1, 0}}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "lease_id 0 with 1 hits"},
-      {"release nothing", EncodeRequest(1, ShmReleaseRequest{}, Limits{}, &f),
+      {"release nothing", EncodeRequest(1, ArenaReleaseRequest{}, Limits{}, &f),
        StatusCode::kInvalidArgument, "no lease ids"},
-      {"release lease 0", EncodeRequest(1, ShmReleaseRequest{{3, 0}}, Limits{}, &f),
+      {"release lease 0", EncodeRequest(1, ArenaReleaseRequest{{3, 0}}, Limits{}, &f),
        StatusCode::kInvalidArgument, "item 1: lease_id 0"},
       {"release too many",
-       EncodeRequest(1, ShmReleaseRequest{std::vector<uint64_t>(4097, 1)}, Limits{}, &f),
+       EncodeRequest(1, ArenaReleaseRequest{std::vector<uint64_t>(4097, 1)}, Limits{}, &f),
        StatusCode::kTooLarge, "max_batch_keys"},
   };
   for (const Case& c : cases) {
@@ -1267,9 +1268,9 @@ TEST(MalformedChecksumTest, MsetFields) {
       EncodeV10Request(
           MsetRequest{"ns", 0, {{long_key, "", 3, v1.data(), 0}, {"b", "", 0, nullptr, kSumB}}}),
       32 + 11 + 62 + 14);
-  // SHM_RESERVE has the same items.
+  // ARENA_RESERVE has the same items.
   ExpectTruncatedInChecksum(
-      EncodeV10Request(ShmReserveRequest{
+      EncodeV10Request(ArenaReserveRequest{
           "ns", 0, {{long_key, "", 3, nullptr, 0}, {"b", "", 0, nullptr, kSumB}}}),
       32 + 11 + 62 + 14);
 }
@@ -1308,9 +1309,9 @@ TEST(MalformedChecksumTest, MgetResponseFields) {
   ExpectTruncatedInChecksum(EncodeV10Response(long_meta), 32 + 5 + 61 + 13);
 }
 
-TEST(MalformedChecksumTest, ShmCommitFields) {
+TEST(MalformedChecksumTest, ArenaCommitFields) {
   // reservation_id 32, count 40, commit bytes 44, 45, 46, checksums 47, 55, 63.
-  const std::string frame = EncodeV10Request(ShmCommitRequest{9, {1, 0, 1}, {kSumA, 0, kSumB}});
+  const std::string frame = EncodeV10Request(ArenaCommitRequest{9, {1, 0, 1}, {kSumA, 0, kSumB}});
   ASSERT_EQ(frame.size(), 71u);
   ExpectFieldCases(
       frame,
@@ -1327,7 +1328,7 @@ TEST(MalformedChecksumTest, ShmCommitFields) {
   // A version 9 frame read as version 10 lacks its checksums.
   EncodedFrame f;
   ASSERT_TRUE(
-      EncodeRequest(1, ShmCommitRequest{9, {1, 0, 1}, {}}, Limits{}, &f, kChecksumVersion - 1)
+      EncodeRequest(1, ArenaCommitRequest{9, {1, 0, 1}, {}}, Limits{}, &f, kChecksumVersion - 1)
           .ok());
   std::string v9 = f.Flatten();
   v9[4] = static_cast<char>(kChecksumVersion);
@@ -1336,12 +1337,12 @@ TEST(MalformedChecksumTest, ShmCommitFields) {
   EXPECT_NE(s.message().find("count 3 needs at least 27 bytes"), std::string::npos) << s.ToString();
 }
 
-TEST(MalformedChecksumTest, ShmGetResponseFields) {
+TEST(MalformedChecksumTest, ArenaGetResponseFields) {
   // Overall 32, lease_id 33, count 41; item 0: status 45, meta_length 46, value_length 50,
   // offset 58, checksum 66, meta 74; item 1: status 75, meta_length 76, value_length 80,
   // offset 88, checksum 96.
   ExpectFieldCases(
-      EncodeV10Response(ShmGetResponse{
+      EncodeV10Response(ArenaGetResponse{
           3, {{StatusCode::kOk, "M", 2, 64, kSumA}, {StatusCode::kNotFound, "", 0, 0, 0}}}),
       {
           {"checksum on a miss", 96, U64(7), StatusCode::kCorruption,
@@ -1351,13 +1352,14 @@ TEST(MalformedChecksumTest, ShmGetResponseFields) {
           {"count above bytes", 41, U32(3), StatusCode::kCorruption, "count 3 needs at least 87"},
           {"meta past end", 46, U32(31), StatusCode::kCorruption, "truncated at meta"},
       });
-  ExpectFieldCases(EncodeV10Response(ShmGetResponse{0, {{StatusCode::kTooLarge, "", 9, 0, kSumB}}}),
-                   {{"offset on TooLarge", 58, U64(1), StatusCode::kCorruption,
-                     "status TooLarge with offset 1"}});
+  ExpectFieldCases(
+      EncodeV10Response(ArenaGetResponse{0, {{StatusCode::kTooLarge, "", 9, 0, kSumB}}}),
+      {{"offset on TooLarge", 58, U64(1), StatusCode::kCorruption,
+        "status TooLarge with offset 1"}});
   // A cut inside the last result's checksum: item 1's at 32 + 13 + (29 + 40) + 21.
   const std::string meta(40, 'm');
   ExpectTruncatedInChecksum(
-      EncodeV10Response(ShmGetResponse{
+      EncodeV10Response(ArenaGetResponse{
           1, {{StatusCode::kOk, meta, 1, 64, 0}, {StatusCode::kOk, "", 0, 0, kSumB}}}),
       32 + 13 + 69 + 21);
 }
@@ -1374,7 +1376,7 @@ TEST(EncoderChecksumTest, RefusesWhatDecodersReject) {
     EXPECT_NE(s.message().find("item 1: status NotFound with checksum 0xfedcba9876543210"),
               std::string::npos)
         << s.ToString();
-    ShmGetResponse get{0, {{StatusCode::kUnavailable, "", 0, 0, 1}}};
+    ArenaGetResponse get{0, {{StatusCode::kUnavailable, "", 0, 0, 1}}};
     s = EncodeResponse(1, get, Limits{}, &f, version);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << int{version} << ": " << s.ToString();
     EXPECT_NE(s.message().find("item 0: status Unavailable with checksum 0x1"), std::string::npos)
@@ -1384,17 +1386,17 @@ TEST(EncoderChecksumTest, RefusesWhatDecodersReject) {
     s = EncodeResponse(1, get, Limits{}, &f, version);
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
-  Status s = EncodeRequest(1, ShmCommitRequest{9, {1, 0, 1}, {1, 2, 3, 4}}, Limits{}, &f,
+  Status s = EncodeRequest(1, ArenaCommitRequest{9, {1, 0, 1}, {1, 2, 3, 4}}, Limits{}, &f,
                            kChecksumVersion);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("4 checksums for 3 items"), std::string::npos) << s.ToString();
-  s = EncodeRequest(1, ShmCommitRequest{9, {1}, {0}}, Limits{}, &f, kShmVersion);
+  s = EncodeRequest(1, ArenaCommitRequest{9, {1}, {0}}, Limits{}, &f, kShmVersion);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("1 checksums in a version 3 frame"), std::string::npos)
       << s.ToString();
 }
 
-// Whatever MGET or SHM_GET request fits max_frame_bytes, its largest version 10 answer fits the
+// Whatever MGET or ARENA_GET request fits max_frame_bytes, its largest version 10 answer fits the
 // response frame limit, as in older versions.
 TEST(EncoderChecksumTest, FullAnswersFitInVersion10) {
   Limits l;
@@ -1409,9 +1411,9 @@ TEST(EncoderChecksumTest, FullAnswersFitInVersion10) {
   mget.results.assign(l.max_batch_keys, MgetResult{StatusCode::kOk, meta, 1, nullptr, kSumA});
   Status s = EncodeResponse(1, mget, l, &f, kChecksumVersion);
   EXPECT_TRUE(s.ok()) << s.ToString();
-  ShmGetResponse get;
+  ArenaGetResponse get;
   get.lease_id = 1;
-  get.results.assign(l.max_batch_keys, ShmGetResult{StatusCode::kOk, meta, 1, 1, kSumA});
+  get.results.assign(l.max_batch_keys, ArenaGetResult{StatusCode::kOk, meta, 1, 1, kSumA});
   s = EncodeResponse(1, get, l, &f, kChecksumVersion);
   EXPECT_TRUE(s.ok()) << s.ToString();
 }

@@ -705,15 +705,15 @@ TEST(ShmMessagesTest, ShmAttachResponseNamesTheLeaseWordFromVersion6On) {
             StatusCode::kCorruption);
 }
 
-TEST(ShmMessagesTest, ShmReserveRoundTripHasNoPayload) {
-  ShmReserveRequest in;
+TEST(ShmMessagesTest, ArenaReserveRoundTripHasNoPayload) {
+  ArenaReserveRequest in;
   in.ns = "tenant";
   in.ttl_seconds = 600;
   const std::string ignored = "value pointers are ignored";
   in.items = {{"key-1", "meta-1", 1ull << 20, ignored.data()},
               {"key-2", "", 0, nullptr},
               {"key-3", std::string_view("\0m", 2), 1ull << 30, nullptr}};
-  ShmReserveRequest out;
+  ArenaReserveRequest out;
   std::string frame;
   FrameView view;
   RequestRoundTrip(45, in, &out, &frame, &view);
@@ -728,7 +728,7 @@ TEST(ShmMessagesTest, ShmReserveRoundTripHasNoPayload) {
     EXPECT_EQ(out.items[i].value, nullptr);
   }
 
-  ShmReserveResponse resp{
+  ArenaReserveResponse resp{
       77, {{StatusCode::kOk, 4096}, {StatusCode::kNoSpace, 0}, {StatusCode::kOk, 0}}},
       resp_out;
   ResponseRoundTrip(45, resp, &resp_out, &frame, &view);
@@ -739,24 +739,25 @@ TEST(ShmMessagesTest, ShmReserveRoundTripHasNoPayload) {
   EXPECT_EQ(resp_out.items[1].status, StatusCode::kNoSpace);
   EXPECT_EQ(resp_out.items[2].offset, 0u);
   EXPECT_EQ(resp_out.overall(), BatchStatus::kPartial);
-  EXPECT_TRUE(CheckShmReserveResponse(out, resp_out).ok());
+  EXPECT_TRUE(CheckArenaReserveResponse(out, resp_out).ok());
   // Nothing reserved: no reservation id.
-  ResponseRoundTrip(46, ShmReserveResponse{0, {{StatusCode::kTooLarge, 0}}}, &resp_out, &frame,
+  ResponseRoundTrip(46, ArenaReserveResponse{0, {{StatusCode::kTooLarge, 0}}}, &resp_out, &frame,
                     &view);
   EXPECT_EQ(resp_out.reservation_id, 0u);
   EXPECT_EQ(resp_out.overall(), BatchStatus::kFailed);
 }
 
-TEST(ShmMessagesTest, ShmCommitRoundTrip) {
+TEST(ShmMessagesTest, ArenaCommitRoundTrip) {
   std::string frame;
   FrameView view;
-  ShmCommitRequest in{0xABCDEF0123456789ull, {1, 0, 1, 1}, {}}, out;
+  ArenaCommitRequest in{0xABCDEF0123456789ull, {1, 0, 1, 1}, {}}, out;
   RequestRoundTrip(47, in, &out, &frame, &view);
   ExpectVersion3WithoutPayload(view);
   EXPECT_EQ(out.reservation_id, in.reservation_id);
   EXPECT_EQ(out.commit, in.commit);
 
-  ShmCommitResponse resp{{StatusCode::kOk, StatusCode::kAborted, StatusCode::kOk, StatusCode::kOk}},
+  ArenaCommitResponse resp{
+      {StatusCode::kOk, StatusCode::kAborted, StatusCode::kOk, StatusCode::kOk}},
       resp_out;
   ResponseRoundTrip(47, resp, &resp_out, &frame, &view);
   ExpectVersion3WithoutPayload(view);
@@ -764,11 +765,11 @@ TEST(ShmMessagesTest, ShmCommitRoundTrip) {
   EXPECT_EQ(resp_out.overall(), BatchStatus::kPartial);
 }
 
-TEST(ShmMessagesTest, ShmGetRoundTripAnswersWithOffsets) {
-  ShmGetRequest req;
+TEST(ShmMessagesTest, ArenaGetRoundTripAnswersWithOffsets) {
+  ArenaGetRequest req;
   req.ns = "ns";
   req.keys = {{"hit", kUnlimitedCapacity}, {"small", 8}, {"miss", 100}, {"empty", 0}};
-  ShmGetRequest req_out;
+  ArenaGetRequest req_out;
   std::string frame;
   FrameView view;
   RequestRoundTrip(48, req, &req_out, &frame, &view);
@@ -780,13 +781,13 @@ TEST(ShmMessagesTest, ShmGetRoundTripAnswersWithOffsets) {
   EXPECT_EQ(req_out.keys[1].key, "small");
   EXPECT_EQ(req_out.keys[1].buffer_capacity, 8u);
 
-  ShmGetResponse resp;
+  ArenaGetResponse resp;
   resp.lease_id = 99;
   resp.results = {{StatusCode::kOk, "m0", 1ull << 20, 1ull << 34},
                   {StatusCode::kTooLarge, "m1", 4096, 0},
                   {StatusCode::kNotFound, "", 0, 0},
                   {StatusCode::kOk, "", 0, 12345}};
-  ShmGetResponse out;
+  ArenaGetResponse out;
   ResponseRoundTrip(48, resp, &out, &frame, &view);
   ExpectVersion3WithoutPayload(view);
   EXPECT_EQ(out.lease_id, 99u);
@@ -799,13 +800,13 @@ TEST(ShmMessagesTest, ShmGetRoundTripAnswersWithOffsets) {
   EXPECT_EQ(out.results[1].meta, "m1");
   EXPECT_EQ(out.results[3].offset, 12345u);
   EXPECT_EQ(out.overall(), BatchStatus::kPartial);
-  EXPECT_TRUE(CheckShmGetResponse(req_out, out).ok());
-  EXPECT_TRUE(CheckShmGetResponse(req_out, out, (1ull << 34) + (1ull << 20)).ok());
-  EXPECT_EQ(CheckShmGetResponse(req_out, out, (1ull << 34) + (1ull << 20) - 1).code(),
+  EXPECT_TRUE(CheckArenaGetResponse(req_out, out).ok());
+  EXPECT_TRUE(CheckArenaGetResponse(req_out, out, (1ull << 34) + (1ull << 20)).ok());
+  EXPECT_EQ(CheckArenaGetResponse(req_out, out, (1ull << 34) + (1ull << 20) - 1).code(),
             StatusCode::kCorruption);
 
   // Any-namespace, as for MGET.
-  ShmGetRequest any;
+  ArenaGetRequest any;
   any.any_namespace = true;
   any.keys = {{"k", 10}};
   RequestRoundTrip(49, any, &req_out, &frame, &view);
@@ -814,59 +815,59 @@ TEST(ShmMessagesTest, ShmGetRoundTripAnswersWithOffsets) {
   EXPECT_EQ(req_out.ns, "");
 }
 
-TEST(ShmMessagesTest, ShmReleaseRoundTrip) {
+TEST(ShmMessagesTest, ArenaReleaseRoundTrip) {
   std::string frame;
   FrameView view;
-  ShmReleaseRequest in{{1, 2, ~0ull}}, out;
+  ArenaReleaseRequest in{{1, 2, ~0ull}}, out;
   RequestRoundTrip(50, in, &out, &frame, &view);
   ExpectVersion3WithoutPayload(view);
   EXPECT_EQ(out.lease_ids, in.lease_ids);
-  ShmReleaseResponse resp{2}, resp_out;
+  ArenaReleaseResponse resp{2}, resp_out;
   ResponseRoundTrip(50, resp, &resp_out, &frame, &view);
   ExpectVersion3WithoutPayload(view);
   EXPECT_EQ(resp_out.released, 2u);
 }
 
-TEST(ShmMessagesTest, CheckShmGetResponseCatchesANodeThatBreaksTheRequest) {
-  ShmGetRequest req;
+TEST(ShmMessagesTest, CheckArenaGetResponseCatchesANodeThatBreaksTheRequest) {
+  ArenaGetRequest req;
   req.keys = {{"a", 4}, {"b", 4}};
-  ShmGetResponse resp;
+  ArenaGetResponse resp;
   resp.lease_id = 1;
   resp.results = {{StatusCode::kOk, "", 4, 0}, {StatusCode::kOk, "", 5, 100}};
-  Status s = CheckShmGetResponse(req, resp);
+  Status s = CheckArenaGetResponse(req, resp);
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_NE(s.message().find("item 1: value_length 5 exceeds the buffer_capacity 4"),
             std::string::npos)
       << s.ToString();
   resp.results.pop_back();
-  EXPECT_EQ(CheckShmGetResponse(req, resp).code(), StatusCode::kCorruption);  // count
+  EXPECT_EQ(CheckArenaGetResponse(req, resp).code(), StatusCode::kCorruption);  // count
   resp.results.push_back({StatusCode::kTooLarge, "", 5, 0});  // not a hit: no capacity rule
-  EXPECT_TRUE(CheckShmGetResponse(req, resp).ok());
+  EXPECT_TRUE(CheckArenaGetResponse(req, resp).ok());
   // Offsets past the arena (and ones whose sum overflows) are caught given its size.
   resp.results[0].offset = 100;
-  EXPECT_TRUE(CheckShmGetResponse(req, resp, 104).ok());
-  s = CheckShmGetResponse(req, resp, 103);
+  EXPECT_TRUE(CheckArenaGetResponse(req, resp, 104).ok());
+  s = CheckArenaGetResponse(req, resp, 103);
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_NE(s.message().find("overrun the arena"), std::string::npos) << s.ToString();
   resp.results[0].offset = ~0ull - 1;
-  EXPECT_EQ(CheckShmGetResponse(req, resp, ~0ull).code(), StatusCode::kCorruption);
+  EXPECT_EQ(CheckArenaGetResponse(req, resp, ~0ull).code(), StatusCode::kCorruption);
 
-  ShmReserveRequest reserve;
+  ArenaReserveRequest reserve;
   reserve.items = {{"a", "", 10, nullptr}, {"b", "", 10, nullptr}};
-  ShmReserveResponse reserved{3, {{StatusCode::kOk, 90}, {StatusCode::kNoSpace, 0}}};
-  EXPECT_TRUE(CheckShmReserveResponse(reserve, reserved, 100).ok());
-  EXPECT_EQ(CheckShmReserveResponse(reserve, reserved, 99).code(), StatusCode::kCorruption);
+  ArenaReserveResponse reserved{3, {{StatusCode::kOk, 90}, {StatusCode::kNoSpace, 0}}};
+  EXPECT_TRUE(CheckArenaReserveResponse(reserve, reserved, 100).ok());
+  EXPECT_EQ(CheckArenaReserveResponse(reserve, reserved, 99).code(), StatusCode::kCorruption);
   reserved.items.pop_back();
-  EXPECT_EQ(CheckShmReserveResponse(reserve, reserved).code(), StatusCode::kCorruption);
+  EXPECT_EQ(CheckArenaReserveResponse(reserve, reserved).code(), StatusCode::kCorruption);
 }
 
-// SHM_RESERVE and SHM_GET requests reuse the MSET and MGET request descriptors byte for byte,
-// SHM_COMMIT responses the MSET response layout; version 3 frames of older opcodes differ from
+// ARENA_RESERVE and ARENA_GET requests reuse the MSET and MGET request descriptors byte for byte,
+// ARENA_COMMIT responses the MSET response layout; version 3 frames of older opcodes differ from
 // version 2 only in the version byte.
 TEST(ShmMessagesTest, SharedLayoutsAreByteIdentical) {
   const std::string v1 = "xyz";
   MsetRequest mset{"ns", 60, {{"a", "m", 3, v1.data()}, {"bc", "", 0, nullptr}}};
-  ShmReserveRequest reserve{"ns", 60, {{"a", "m", 3, nullptr}, {"bc", "", 0, nullptr}}};
+  ArenaReserveRequest reserve{"ns", 60, {{"a", "m", 3, nullptr}, {"bc", "", 0, nullptr}}};
   EncodedFrame a, b;
   ASSERT_TRUE(EncodeRequest(1, mset, Limits{}, &a, 3).ok());
   ASSERT_TRUE(EncodeRequest(1, reserve, Limits{}, &b, 3).ok());
@@ -876,14 +877,14 @@ TEST(ShmMessagesTest, SharedLayoutsAreByteIdentical) {
   MgetRequest mget;
   mget.ns = "n";
   mget.keys = {{"k1", 7}, {"k2", kUnlimitedCapacity}};
-  ShmGetRequest get{"n", mget.keys};
+  ArenaGetRequest get{"n", mget.keys};
   ASSERT_TRUE(EncodeRequest(1, mget, Limits{}, &a, 3).ok());
   ASSERT_TRUE(EncodeRequest(1, get, Limits{}, &b, 3).ok());
   EXPECT_EQ(a.head.substr(kFrameHeaderSize), b.head.substr(kFrameHeaderSize));
 
   const std::vector<StatusCode> statuses = {StatusCode::kOk, StatusCode::kAborted};
   ASSERT_TRUE(EncodeResponse(1, MsetResponse{statuses}, Limits{}, &a, 3).ok());
-  ASSERT_TRUE(EncodeResponse(1, ShmCommitResponse{statuses}, Limits{}, &b, 3).ok());
+  ASSERT_TRUE(EncodeResponse(1, ArenaCommitResponse{statuses}, Limits{}, &b, 3).ok());
   EXPECT_EQ(a.head.substr(kFrameHeaderSize), b.head.substr(kFrameHeaderSize));
 
   EncodedFrame two, three;
@@ -894,10 +895,10 @@ TEST(ShmMessagesTest, SharedLayoutsAreByteIdentical) {
   EXPECT_EQ(three.Flatten(), expected);
 }
 
-// docs/protocol.md's version 3 example: an SHM_GET response with a hit and a miss.
-TEST(GoldenBytesTest, ShmGetResponseWithHitAndMiss) {
+// docs/protocol.md's version 3 example: an ARENA_GET response with a hit and a miss.
+TEST(GoldenBytesTest, ArenaGetResponseWithHitAndMiss) {
   const std::string expected(
-      "KVPT\x03\x0D\x01\x00"               // magic, version 3, SHM_GET, flags: response
+      "KVPT\x03\x0D\x01\x00"               // magic, version 3, ARENA_GET, flags: response
       "\x0C\x00\x00\x00\x00\x00\x00\x00"   // request_id 12
       "\x38\x00\x00\x00\x00\x00\x00\x00"   // descriptor_length 56, reserved
       "\x00\x00\x00\x00\x00\x00\x00\x00"   // payload_length 0
@@ -912,13 +913,14 @@ TEST(GoldenBytesTest, ShmGetResponseWithHitAndMiss) {
       "\x00\x00\x00\x00\x00\x00\x00\x00"   // value_len 0
       "\x00\x00\x00\x00\x00\x00\x00\x00",  // offset 0
       88);
-  ShmGetResponse in{7, {{StatusCode::kOk, "M", 4096, 0x200000}, {StatusCode::kNotFound, "", 0, 0}}};
+  ArenaGetResponse in{7,
+                      {{StatusCode::kOk, "M", 4096, 0x200000}, {StatusCode::kNotFound, "", 0, 0}}};
   EncodedFrame f;
   ASSERT_TRUE(EncodeResponse(12, in, Limits{}, &f, 3).ok());
   EXPECT_EQ(f.Flatten(), expected);
   FrameView view;
   ASSERT_TRUE(SplitFrame(expected, Limits{}, &view).ok());
-  ShmGetResponse out;
+  ArenaGetResponse out;
   ASSERT_TRUE(DecodeResponse(view.header, view.descriptor, Limits{}, &out).ok());
   EXPECT_EQ(out.lease_id, 7u);
   EXPECT_EQ(out.results[0].offset, 0x200000u);
@@ -1165,24 +1167,24 @@ TEST(ChecksumMessagesTest, MsetItemsCarryTheirChecksumFromVersion10) {
   EXPECT_EQ(out.items[0].checksum, 0u);
 }
 
-// SHM_RESERVE keeps the MSET descriptor in version 10 too, checksums included (the node ignores
-// them there: SHM_COMMIT carries the ones it stores).
-TEST(ChecksumMessagesTest, ShmReserveItemsAreMsetItemsInVersion10) {
+// ARENA_RESERVE keeps the MSET descriptor in version 10 too, checksums included (the node ignores
+// them there: ARENA_COMMIT carries the ones it stores).
+TEST(ChecksumMessagesTest, ArenaReserveItemsAreMsetItemsInVersion10) {
   const std::string v1 = "xyz";
   MsetRequest mset{"ns", 60, {{"a", "m", 3, v1.data(), kSumA}, {"bc", "", 0, nullptr, kSumB}}};
-  ShmReserveRequest reserve{
+  ArenaReserveRequest reserve{
       "ns", 60, {{"a", "m", 3, nullptr, kSumA}, {"bc", "", 0, nullptr, kSumB}}};
   const std::string a = RequestBytes(mset, kChecksumVersion);
   const std::string b = RequestBytes(reserve, kChecksumVersion);
   EXPECT_EQ(a.substr(kFrameHeaderSize, a.size() - kFrameHeaderSize - 3),
             b.substr(kFrameHeaderSize));
-  ShmReserveRequest out;
+  ArenaReserveRequest out;
   ASSERT_TRUE(DecodeFrame(b, &out).ok());
   ASSERT_EQ(out.items.size(), 2u);
   EXPECT_EQ(out.items[0].checksum, kSumA);
   EXPECT_EQ(out.items[1].checksum, kSumB);
   // Version 9: as before, without them.
-  ShmReserveRequest plain = reserve;
+  ArenaReserveRequest plain = reserve;
   for (MsetItem& item : plain.items)
     item.checksum = 0;
   const std::string v9 = RequestBytes(reserve, kChecksumVersion - 1);
@@ -1240,12 +1242,12 @@ TEST(ChecksumMessagesTest, MgetResultsCarryTheStoredChecksumFromVersion10) {
   EXPECT_EQ(out.results[0].value_length, 1ull << 20);
 }
 
-TEST(ChecksumMessagesTest, ShmCommitCarriesOneChecksumPerItemFromVersion10) {
-  const ShmCommitRequest in{9, {1, 0, 1}, {kSumA, 0, kSumB}};
-  const ShmCommitRequest plain{9, {1, 0, 1}, {}};
+TEST(ChecksumMessagesTest, ArenaCommitCarriesOneChecksumPerItemFromVersion10) {
+  const ArenaCommitRequest in{9, {1, 0, 1}, {kSumA, 0, kSumB}};
+  const ArenaCommitRequest plain{9, {1, 0, 1}, {}};
   const std::string v9 = RequestBytes(plain, kChecksumVersion - 1);
   EXPECT_EQ(v9, WithVersion(RequestBytes(plain, kShmVersion), kChecksumVersion - 1));
-  ShmCommitRequest out;
+  ArenaCommitRequest out;
   ASSERT_TRUE(DecodeFrame(v9, &out).ok());
   EXPECT_EQ(out.commit, plain.commit);
   EXPECT_TRUE(out.checksums.empty());
@@ -1273,7 +1275,7 @@ TEST(ChecksumMessagesTest, ShmCommitCarriesOneChecksumPerItemFromVersion10) {
 
   // The encoder refuses checksums it cannot place: another count, or a frame without them.
   EncodedFrame f;
-  Status s = EncodeRequest(1, ShmCommitRequest{9, {1, 0, 1}, {kSumA, kSumB}}, Limits{}, &f,
+  Status s = EncodeRequest(1, ArenaCommitRequest{9, {1, 0, 1}, {kSumA, kSumB}}, Limits{}, &f,
                            kChecksumVersion);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("2 checksums for 3 items"), std::string::npos) << s.ToString();
@@ -1284,20 +1286,20 @@ TEST(ChecksumMessagesTest, ShmCommitCarriesOneChecksumPerItemFromVersion10) {
   }
 }
 
-TEST(ChecksumMessagesTest, ShmGetResultsCarryTheStoredChecksumFromVersion10) {
-  ShmGetResponse in;
+TEST(ChecksumMessagesTest, ArenaGetResultsCarryTheStoredChecksumFromVersion10) {
+  ArenaGetResponse in;
   in.lease_id = 99;
   in.results = {{StatusCode::kOk, "m0", 1ull << 20, 1ull << 34, kSumA},
                 {StatusCode::kTooLarge, "m1", 4096, 0, kSumB},
                 {StatusCode::kNotFound, "", 0, 0, 0},
                 {StatusCode::kOk, "", 0, 12345, 0}};
-  ShmGetResponse plain = in;
-  for (ShmGetResult& res : plain.results)
+  ArenaGetResponse plain = in;
+  for (ArenaGetResult& res : plain.results)
     res.checksum = 0;
   const std::string v9 = ResponseBytes(in, kChecksumVersion - 1);
   EXPECT_EQ(v9, ResponseBytes(plain, kChecksumVersion - 1));
   EXPECT_EQ(v9, WithVersion(ResponseBytes(plain, kShmVersion), kChecksumVersion - 1));
-  ShmGetResponse out;
+  ArenaGetResponse out;
   ASSERT_TRUE(DecodeFrame(v9, &out).ok());
   ASSERT_EQ(out.results.size(), 4u);
   EXPECT_EQ(out.results[0].checksum, 0u);
@@ -1335,10 +1337,10 @@ TEST(ChecksumMessagesTest, OtherLayoutsAreUnchangedInVersion10) {
   EXPECT_EQ(
       ResponseBytes(MsetResponse{statuses}, kChecksumVersion),
       WithVersion(ResponseBytes(MsetResponse{statuses}, kChecksumVersion - 1), kChecksumVersion));
-  EXPECT_EQ(ResponseBytes(ShmCommitResponse{statuses}, kChecksumVersion),
-            WithVersion(ResponseBytes(ShmCommitResponse{statuses}, kChecksumVersion - 1),
+  EXPECT_EQ(ResponseBytes(ArenaCommitResponse{statuses}, kChecksumVersion),
+            WithVersion(ResponseBytes(ArenaCommitResponse{statuses}, kChecksumVersion - 1),
                         kChecksumVersion));
-  const ShmReserveResponse reserved{5, {{StatusCode::kOk, 64}}};
+  const ArenaReserveResponse reserved{5, {{StatusCode::kOk, 64}}};
   EXPECT_EQ(ResponseBytes(reserved, kChecksumVersion),
             WithVersion(ResponseBytes(reserved, kChecksumVersion - 1), kChecksumVersion));
   const MexistResponse exist{{{StatusCode::kOk, 13}}};

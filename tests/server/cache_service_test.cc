@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // CacheService's shared-memory policy, which the Unix-socket tests cannot reach as another user,
-// and what a shared-memory session holds (ShmHoldings).
+// and what a shared-memory session holds (ArenaHoldings).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "server/arena_holdings.h"
 #include "server/cache_service.h"
 #include "server/request_context.h"
-#include "server/shm_holdings.h"
 #include "store/tiered_store.h"
 
 namespace kvport::server {
@@ -53,7 +53,7 @@ TEST(CacheServiceTest, SharedMemoryNeedsTheOptionAUnixSocketAndAMemfdArena) {
 // A reservation ended without its commit stays reserved while its session has the arena
 // mapped: the client may still be copying into it, and those bytes must not land in a key that
 // reused the space. A session without a mapping gives it back at once.
-TEST(ShmHoldingsTest, AReservationEndedWithoutItsCommitIsKeptUntilTheMappingSessionEnds) {
+TEST(ArenaHoldingsTest, AReservationEndedWithoutItsCommitIsKeptUntilTheMappingSessionEnds) {
   auto store = SmallStore();
   ServerCounters counters;
   ServiceOptions options;
@@ -62,14 +62,14 @@ TEST(ShmHoldingsTest, AReservationEndedWithoutItsCommitIsKeptUntilTheMappingSess
   ASSERT_NE(service.lease_words(), nullptr);
   const auto now = MonotonicClock::now();
   const auto overdue = [](uint64_t) { return std::chrono::microseconds(0); };
-  auto reserve = [&](ShmHoldings& holdings, std::string_view key) {
+  auto reserve = [&](ArenaHoldings& holdings, std::string_view key) {
     WriteBatch batch(&service, Grant::Everything());
     batch.Reserve("ns", key, 4096, "", 0);
     EXPECT_TRUE(batch.any_reserved());
     return holdings.AddReservation(std::move(batch), now);
   };
   {
-    ShmHoldings mapped;
+    ArenaHoldings mapped;
     ASSERT_TRUE(mapped.TakeLeaseWord(service.lease_words()).ok());
     reserve(mapped, "overdue");
     EXPECT_EQ(mapped.AbortOverdueReservations(now + std::chrono::hours(1), overdue), 1u);
@@ -83,7 +83,7 @@ TEST(ShmHoldingsTest, AReservationEndedWithoutItsCommitIsKeptUntilTheMappingSess
     mapped.Clear();                        // the session ends
     EXPECT_EQ(store->memory().Stats().reserved_bytes, 0u);
   }
-  ShmHoldings unmapped;
+  ArenaHoldings unmapped;
   reserve(unmapped, "overdue");
   EXPECT_EQ(unmapped.AbortOverdueReservations(now + std::chrono::hours(1), overdue), 1u);
   EXPECT_EQ(store->memory().Stats().reserved_bytes, 0u);

@@ -162,7 +162,7 @@ TEST(ChecksumTest, AValueFailingItsChecksumIsAMissOnEveryReadPath) {
 }
 
 // What a client puts carries its checksum, over TCP and over shared memory (where it rides with
-// SHM_COMMIT), and the node answers it unchanged to a version-10 reader and not at all to an
+// ARENA_COMMIT), and the node answers it unchanged to a version-10 reader and not at all to an
 // older one.
 TEST(ChecksumTest, AClientsPutsCarryTheirChecksumsToTheNodeAndBack) {
   auto server = StartNode(ShmNode());

@@ -275,7 +275,7 @@ using testing::StartNode;
 using testing::TestClient;
 
 // Shared memory is a Unix-socket matter: on TCP, SHM_ATTACH is declined with its reason (a
-// normal answer, the session stays), and the SHM_* requests that need a granted attach are
+// normal answer, the session stays), and the ARENA_* requests that need a granted attach are
 // refused (ERROR for that request alone) without touching the store. NODE_INFO says what the node
 // offers.
 TEST(ServerFailureTest, SharedMemoryRequestsOnATcpSession) {
@@ -316,7 +316,7 @@ TEST(ServerFailureTest, SharedMemoryRequestsOnATcpSession) {
   EXPECT_NE(attach.reason.find("Unix socket"), std::string_view::npos) << attach.reason;
   ASSERT_TRUE(client.Ping().ok());  // still served
 
-  protocol::ShmGetRequest get;
+  protocol::ArenaGetRequest get;
   get.keys.push_back(protocol::MgetKey{"k", protocol::kUnlimitedCapacity});
   ASSERT_TRUE(protocol::EncodeRequest(3, get, client.limits(), &frame, client.version()).ok());
   ASSERT_TRUE(client.Send(frame).ok());

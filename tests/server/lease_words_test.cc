@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include "server/arena_holdings.h"
 #include "server/lease_words.h"
-#include "server/shm_holdings.h"
 #include "store/object_store.h"
 
 namespace kvport::server {
@@ -104,9 +104,9 @@ TEST(LeaseWordsTest, ZeroSlotsAreRefused) {
   EXPECT_EQ(LeaseWords::Create(0).status().code(), StatusCode::kInvalidArgument);
 }
 
-// A session's end (ShmHoldings::Clear) moves its word and frees what its leases pinned; a
+// A session's end (ArenaHoldings::Clear) moves its word and frees what its leases pinned; a
 // session that never attached has no word to move.
-TEST(ShmHoldingsTest, ASessionsEndMovesItsLeaseWordAndFreesItsLeasedBytes) {
+TEST(ArenaHoldingsTest, ASessionsEndMovesItsLeaseWordAndFreesItsLeasedBytes) {
   store::StoreOptions options;
   options.capacity_bytes = 1 << 20;
   Result<std::unique_ptr<store::ObjectStore>> created = store::ObjectStore::Create(options);
@@ -127,7 +127,7 @@ TEST(ShmHoldingsTest, ASessionsEndMovesItsLeaseWordAndFreesItsLeasedBytes) {
   Result<std::unique_ptr<LeaseWords>> words = LeaseWords::Create(4);
   ASSERT_TRUE(words.ok());
   ClientView client(**words);
-  ShmHoldings holdings;
+  ArenaHoldings holdings;
   Result<LeaseWords::Word> word = holdings.TakeLeaseWord(words->get());
   ASSERT_TRUE(word.ok());
   Result<LeaseWords::Word> again = holdings.TakeLeaseWord(words->get());  // a second attach
@@ -144,7 +144,7 @@ TEST(ShmHoldingsTest, ASessionsEndMovesItsLeaseWordAndFreesItsLeasedBytes) {
   EXPECT_EQ(holdings.leases(), 0u);
 
   // The slot is free again for the next session.
-  ShmHoldings next;
+  ArenaHoldings next;
   Result<LeaseWords::Word> reused = next.TakeLeaseWord(words->get());
   ASSERT_TRUE(reused.ok());
   EXPECT_EQ(client.at(reused->offset), reused->generation);

@@ -159,40 +159,40 @@ class UcxAttachTest : public ::testing::Test {
     return *attach;
   }
 
-  // SHM_GET of one key: its arena offset and length under a new lease.
+  // ARENA_GET of one key: its arena offset and length under a new lease.
   static std::pair<uint64_t, uint64_t> Lease(TestClient& client, const std::string& key) {
-    protocol::ShmGetRequest get;
+    protocol::ArenaGetRequest get;
     get.ns = "ns";
     get.keys.push_back(protocol::MgetKey{key, protocol::kUnlimitedCapacity});
     std::string d;
-    Result<protocol::ShmGetResponse> got = Exchange<protocol::ShmGetResponse>(client, get, &d);
+    Result<protocol::ArenaGetResponse> got = Exchange<protocol::ArenaGetResponse>(client, get, &d);
     EXPECT_TRUE(got.ok()) << got.status().ToString();
     if (!got.ok() || got->results.size() != 1 || got->results[0].status != StatusCode::kOk)
       return {0, 0};
     return {got->results[0].offset, got->results[0].value_length};
   }
 
-  // SHM_RESERVE of one item: the reservation id and the extent's offset.
+  // ARENA_RESERVE of one item: the reservation id and the extent's offset.
   static std::pair<uint64_t, uint64_t> Reserve(TestClient& client, const std::string& key,
                                                uint64_t bytes) {
-    protocol::ShmReserveRequest reserve;
+    protocol::ArenaReserveRequest reserve;
     reserve.ns = "ns";
     reserve.items.push_back(protocol::MsetItem{key, "", bytes, nullptr});
     std::string d;
-    Result<protocol::ShmReserveResponse> reserved =
-        Exchange<protocol::ShmReserveResponse>(client, reserve, &d);
+    Result<protocol::ArenaReserveResponse> reserved =
+        Exchange<protocol::ArenaReserveResponse>(client, reserve, &d);
     EXPECT_TRUE(reserved.ok()) << reserved.status().ToString();
     if (!reserved.ok() || reserved->items[0].status != StatusCode::kOk) return {0, 0};
     return {reserved->reservation_id, reserved->items[0].offset};
   }
 
   static std::vector<StatusCode> Commit(TestClient& client, uint64_t reservation) {
-    protocol::ShmCommitRequest commit;
+    protocol::ArenaCommitRequest commit;
     commit.reservation_id = reservation;
     commit.commit = {1};
     std::string d;
-    Result<protocol::ShmCommitResponse> committed =
-        Exchange<protocol::ShmCommitResponse>(client, commit, &d);
+    Result<protocol::ArenaCommitResponse> committed =
+        Exchange<protocol::ArenaCommitResponse>(client, commit, &d);
     if (!committed.ok()) return {committed.status().code()};
     return committed->statuses;
   }
@@ -217,7 +217,7 @@ TEST_F(UcxAttachTest, ATcpSessionMovesValuesThroughTheNodesChecks) {
   auto peer = RawPeer::Connect(attach.ucx_port);
   ASSERT_NE(peer, nullptr);
 
-  // A get: SHM_GET over TCP pins the value under a lease; the node sends its bytes over UCX.
+  // A get: ARENA_GET over TCP pins the value under a lease; the node sends its bytes over UCX.
   const auto [offset, length] = Lease(client, "stored");
   ASSERT_EQ(length, stored.size());
   std::string read;

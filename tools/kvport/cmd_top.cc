@@ -43,8 +43,8 @@ struct Sample {
 };
 
 // The ops shown, in this order, with the STATS name of each (op_<name>, latency_<name>_p50_us).
-constexpr const char* kOps[] = {"mget",        "mset",       "mexist", "mdel", "shm_get",
-                                "shm_reserve", "shm_commit", "list",   "stats"};
+constexpr const char* kOps[] = {"mget",          "mset",         "mexist", "mdel", "arena_get",
+                                "arena_reserve", "arena_commit", "list",   "stats"};
 
 std::string Bar(double fraction, int width) {
   fraction = std::clamp(fraction, 0.0, 1.0);
@@ -70,7 +70,7 @@ std::string View(const std::string& node, const Sample& before, const Sample& no
 
   out += "ops/s      ";
   double other = delta("op_hello") + delta("op_ping") + delta("op_node_info") +
-                 delta("op_shm_attach") + delta("op_shm_release");
+                 delta("op_shm_attach") + delta("op_arena_release");
   for (const char* op : kOps)
     out += fmt::format(" {} {}", op, Rate(delta(("op_" + std::string(op)).c_str()) / secs));
   out += fmt::format(" other {}\n", Rate(other / secs));

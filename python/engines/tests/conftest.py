@@ -73,12 +73,12 @@ class Node(KvportServe):
         mapping (a node offering shared memory) or in MSET/MGET frames (TCP), never the other
         way. Not shm_attaches: `kvport stat` (stats()) attaches to the arena itself."""
         if self.shared_memory:
-            assert after["op_shm_commit"] > before["op_shm_commit"]
-            assert after["op_shm_get"] > before["op_shm_get"]
+            assert after["op_arena_commit"] > before["op_arena_commit"]
+            assert after["op_arena_get"] > before["op_arena_get"]
             assert (after["op_mset"], after["op_mget"]) == (before["op_mset"], before["op_mget"])
         else:
             assert after["op_mset"] > before["op_mset"] and after["op_mget"] > before["op_mget"]
-            assert (after["op_shm_commit"], after["op_shm_get"]) == (0, 0)
+            assert (after["op_arena_commit"], after["op_arena_get"]) == (0, 0)
 
 
 @pytest.fixture(scope="module")

@@ -80,7 +80,7 @@ def test_a_stores_its_prompts_on_the_node_over_tcp(float32_run):
     assert float32_run["A"]["lmcache"]["stored_tokens"] >= PROMPTS * PROMPT_TOKENS
     assert float32_run["a_objects"] >= PROMPTS * PROMPT_TOKENS // CHUNK
     assert delta(before, after, "op_mset") > 0
-    assert delta(before, after, "op_shm_commit") == 0
+    assert delta(before, after, "op_arena_commit") == 0
 
 
 def test_another_tenant_reuses_none_of_a_s_chunks(float32_run):
@@ -111,7 +111,7 @@ def test_extensions_from_the_node_match_a_full_recompute(float32_run):
 def test_b_loaded_through_shared_memory_and_the_node_counted_hits(float32_run):
     before, after = float32_run["stats"][2:4]
     assert delta(before, after, "hits") >= PROMPTS * (PROMPT_TOKENS // CHUNK - 1)
-    assert delta(before, after, "op_shm_get") >= PROMPTS * (PROMPT_TOKENS // CHUNK - 1)
+    assert delta(before, after, "op_arena_get") >= PROMPTS * (PROMPT_TOKENS // CHUNK - 1)
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_after_the_restart_b2_answers_as_a2_did_over_tcp(bfloat16_run):
     before, after = bfloat16_run["restarted"], bfloat16_run["after"]
     assert delta(before, after, "hits") >= PROMPTS * (PROMPT_TOKENS // CHUNK - 1)
     assert delta(before, after, "op_mget") > 0
-    assert delta(before, after, "op_shm_get") == 0
+    assert delta(before, after, "op_arena_get") == 0
 
 
 def test_the_engines_logged_no_lmcache_error(float32_run, bfloat16_run):

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Version 3: NODE_INFO and the shared-memory opcodes SHM_ATTACH, SHM_RESERVE, SHM_COMMIT,
-// SHM_GET and SHM_RELEASE. None carries a payload; SHM_RESERVE and SHM_GET requests reuse the
-// MSET and MGET request descriptors, SHM_COMMIT responses the MSET response layout. From
-// kChecksumVersion on, SHM_RESERVE items (as MSET items), SHM_COMMIT requests and SHM_GET results
-// carry value checksums.
+// Version 3: NODE_INFO and the shared-memory opcodes SHM_ATTACH, ARENA_RESERVE, ARENA_COMMIT,
+// ARENA_GET and ARENA_RELEASE. None carries a payload; ARENA_RESERVE and ARENA_GET requests reuse
+// the MSET and MGET request descriptors, ARENA_COMMIT responses the MSET response layout. From
+// kChecksumVersion on, ARENA_RESERVE items (as MSET items), ARENA_COMMIT requests and ARENA_GET
+// results carry value checksums.
 #include <fmt/core.h>
 
 #include <string>
@@ -46,24 +46,24 @@ namespace {
 constexpr uint64_t kReservationBytes = 1 + 8;
 constexpr uint64_t kLeaseIdBytes = 8;
 
-// Bytes of one SHM_COMMIT item in a frame of `version`: its commit byte and, from
+// Bytes of one ARENA_COMMIT item in a frame of `version`: its commit byte and, from
 // kChecksumVersion on, its u64 checksum (in the checksum table after the commit bytes).
 constexpr uint64_t CommitItemBytes(uint8_t version) {
   return CarriesChecksums(version) ? 1 + 8 : 1;
 }
-// Bytes of one SHM_GET result in a frame of `version`, without its meta: u8 status, u32
+// Bytes of one ARENA_GET result in a frame of `version`, without its meta: u8 status, u32
 // meta_len, u64 value_len, u64 offset and, from kChecksumVersion on, u64 checksum.
-constexpr uint64_t ShmGetResultFixedBytes(uint8_t version) {
+constexpr uint64_t ArenaGetResultFixedBytes(uint8_t version) {
   return CarriesChecksums(version) ? 1 + 4 + 8 + 8 + 8 : 1 + 4 + 8 + 8;
 }
 
-// The id rule of SHM_RESERVE and SHM_GET responses: an id (reservation, lease) iff some item is
+// The id rule of ARENA_RESERVE and ARENA_GET responses: an id (reservation, lease) iff some item is
 // kOk.
 bool IdAgrees(uint64_t id, size_t ok) {
   return (id != 0) == (ok != 0);
 }
 
-// The offset rule of SHM_RESERVE and SHM_GET items: an arena offset only for kOk. As the
+// The offset rule of ARENA_RESERVE and ARENA_GET items: an arena offset only for kOk. As the
 // encoders' InvalidArgument and the decoders' Corruption.
 Status CheckOffsetToEncode(std::string_view context, size_t i, StatusCode status, uint64_t offset) {
   if (status == StatusCode::kOk || offset == 0) return Status::Ok();
@@ -227,37 +227,37 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   return Status::Ok();
 }
 
-// ---- SHM_RESERVE -------------------------------------------------------------------------
+// ---- ARENA_RESERVE -------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const ShmReserveRequest& m, const Limits& l,
+Status EncodeRequest(uint64_t request_id, const ArenaReserveRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version) {
-  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmReserve, /*response=*/false, version));
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kArenaReserve, /*response=*/false, version));
   BeginFrame(out);
   WireWriter w(&out->head);
   // From kChecksumVersion on the items carry MsetItem::checksum as MSET's do (one item layout for
-  // both); the node ignores it here, the checksums that count come with SHM_COMMIT.
-  KVPORT_RETURN_IF_ERROR(WriteMsetDescriptor(w, "SHM_RESERVE request", m.ns, m.ttl_seconds, m.items,
-                                             l, version, /*payloads=*/nullptr));
-  return FinishFrame(Opcode::kShmReserve, 0, request_id, l, version, out);
+  // both); the node ignores it here, the checksums that count come with ARENA_COMMIT.
+  KVPORT_RETURN_IF_ERROR(WriteMsetDescriptor(w, "ARENA_RESERVE request", m.ns, m.ttl_seconds,
+                                             m.items, l, version, /*payloads=*/nullptr));
+  return FinishFrame(Opcode::kArenaReserve, 0, request_id, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                     ShmReserveRequest* out) {
-  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmReserve, /*response=*/false));
-  WireReader r(descriptor, "SHM_RESERVE request");
+                     ArenaReserveRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kArenaReserve, /*response=*/false));
+  WireReader r(descriptor, "ARENA_RESERVE request");
   uint64_t value_bytes = 0;  // no payload: the values go to the arena, not over the socket
   return ReadMsetDescriptor(r, l, h.version, &out->ns, &out->ttl_seconds, &out->items,
                             &value_bytes);
 }
 
-BatchStatus ShmReserveResponse::overall() const {
+BatchStatus ArenaReserveResponse::overall() const {
   return internal::OverallOf(items);
 }
 
-Status EncodeResponse(uint64_t request_id, const ShmReserveResponse& m, const Limits& l,
+Status EncodeResponse(uint64_t request_id, const ArenaReserveResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version) {
-  constexpr std::string_view kContext = "SHM_RESERVE response";
-  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmReserve, /*response=*/true, version));
+  constexpr std::string_view kContext = "ARENA_RESERVE response";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kArenaReserve, /*response=*/true, version));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.items.size(), l));
   BeginFrame(out);
   WireWriter w(&out->head);
@@ -266,7 +266,7 @@ Status EncodeResponse(uint64_t request_id, const ShmReserveResponse& m, const Li
   w.PutU32(static_cast<uint32_t>(m.items.size()));
   size_t ok = 0;
   for (size_t i = 0; i < m.items.size(); ++i) {
-    const ShmReservation& item = m.items[i];
+    const ArenaReservation& item = m.items[i];
     KVPORT_RETURN_IF_ERROR(CheckStatusToEncode(kContext, i, item.status));
     KVPORT_RETURN_IF_ERROR(CheckOffsetToEncode(kContext, i, item.status, item.offset));
     ok += item.status == StatusCode::kOk;
@@ -277,13 +277,13 @@ Status EncodeResponse(uint64_t request_id, const ShmReserveResponse& m, const Li
     return Status::InvalidArgument(
         fmt::format("{}: reservation_id {} with {} reserved items; it is non-zero iff one is",
                     kContext, m.reservation_id, ok));
-  return FinishFrame(Opcode::kShmReserve, kFlagResponse, request_id, l, version, out);
+  return FinishFrame(Opcode::kArenaReserve, kFlagResponse, request_id, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                      ShmReserveResponse* out) {
-  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmReserve, /*response=*/true));
-  WireReader r(descriptor, "SHM_RESERVE response");
+                      ArenaReserveResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kArenaReserve, /*response=*/true));
+  WireReader r(descriptor, "ARENA_RESERVE response");
   BatchStatus overall = BatchStatus::kOk;
   uint32_t count = 0;
   KVPORT_RETURN_IF_ERROR(ReadOverall(r, &overall));
@@ -292,7 +292,7 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   out->items.resize(count);
   size_t ok = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    ShmReservation& item = out->items[i];
+    ArenaReservation& item = out->items[i];
     KVPORT_RETURN_IF_ERROR(ReadStatusCode(r, i, &item.status));
     KVPORT_RETURN_IF_ERROR(r.ReadU64("offset", &item.offset));
     KVPORT_RETURN_IF_ERROR(CheckOffsetDecoded(r, i, item.status, item.offset));
@@ -308,28 +308,28 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   return Status::Ok();
 }
 
-Status CheckShmReserveResponse(const ShmReserveRequest& request, const ShmReserveResponse& response,
-                               uint64_t arena_bytes) {
+Status CheckArenaReserveResponse(const ArenaReserveRequest& request,
+                                 const ArenaReserveResponse& response, uint64_t arena_bytes) {
   if (response.items.size() != request.items.size())
-    return Status::Corruption(fmt::format("SHM_RESERVE response: {} reservations for {} items",
+    return Status::Corruption(fmt::format("ARENA_RESERVE response: {} reservations for {} items",
                                           response.items.size(), request.items.size()));
   for (size_t i = 0; i < response.items.size(); ++i) {
-    const ShmReservation& item = response.items[i];
+    const ArenaReservation& item = response.items[i];
     const uint64_t length = request.items[i].value_length;
     if (item.status == StatusCode::kOk && !WithinArena(item.offset, length, arena_bytes))
       return Status::Corruption(fmt::format(
-          "SHM_RESERVE response: item {}: {} bytes at offset {} overrun the arena of {} bytes", i,
+          "ARENA_RESERVE response: item {}: {} bytes at offset {} overrun the arena of {} bytes", i,
           length, item.offset, arena_bytes));
   }
   return Status::Ok();
 }
 
-// ---- SHM_COMMIT --------------------------------------------------------------------------
+// ---- ARENA_COMMIT --------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const ShmCommitRequest& m, const Limits& l,
+Status EncodeRequest(uint64_t request_id, const ArenaCommitRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version) {
-  constexpr std::string_view kContext = "SHM_COMMIT request";
-  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmCommit, /*response=*/false, version));
+  constexpr std::string_view kContext = "ARENA_COMMIT request";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kArenaCommit, /*response=*/false, version));
   if (m.reservation_id == 0)
     return Status::InvalidArgument(fmt::format("{}: reservation_id is 0", kContext));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.commit.size(), l));
@@ -359,13 +359,13 @@ Status EncodeRequest(uint64_t request_id, const ShmCommitRequest& m, const Limit
     for (size_t i = 0; i < m.commit.size(); ++i)
       w.PutU64(m.checksums.empty() ? 0 : m.checksums[i]);
   }
-  return FinishFrame(Opcode::kShmCommit, 0, request_id, l, version, out);
+  return FinishFrame(Opcode::kArenaCommit, 0, request_id, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                     ShmCommitRequest* out) {
-  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmCommit, /*response=*/false));
-  WireReader r(descriptor, "SHM_COMMIT request");
+                     ArenaCommitRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kArenaCommit, /*response=*/false));
+  WireReader r(descriptor, "ARENA_COMMIT request");
   uint32_t count = 0;
   KVPORT_RETURN_IF_ERROR(r.ReadU64("reservation_id", &out->reservation_id));
   if (out->reservation_id == 0) return r.Error(StatusCode::kCorruption, "reservation_id is 0");
@@ -389,50 +389,50 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
   return r.ExpectEnd();
 }
 
-Status EncodeResponse(uint64_t request_id, const ShmCommitResponse& m, const Limits& l,
+Status EncodeResponse(uint64_t request_id, const ArenaCommitResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version) {
-  return EncodeStatuses(Opcode::kShmCommit, request_id, m.statuses, l, version, out);
+  return EncodeStatuses(Opcode::kArenaCommit, request_id, m.statuses, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                      ShmCommitResponse* out) {
-  return DecodeStatuses(Opcode::kShmCommit, h, descriptor, l, &out->statuses);
+                      ArenaCommitResponse* out) {
+  return DecodeStatuses(Opcode::kArenaCommit, h, descriptor, l, &out->statuses);
 }
 
-// ---- SHM_GET -----------------------------------------------------------------------------
+// ---- ARENA_GET -----------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const ShmGetRequest& m, const Limits& l,
+Status EncodeRequest(uint64_t request_id, const ArenaGetRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version) {
-  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmGet, /*response=*/false, version));
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kArenaGet, /*response=*/false, version));
   BeginFrame(out);
   WireWriter w(&out->head);
   KVPORT_RETURN_IF_ERROR(
-      WriteMgetDescriptor(w, "SHM_GET request", m.ns, m.keys, m.any_namespace, l, version));
-  return FinishFrame(Opcode::kShmGet, AnyNamespaceFlag(m.any_namespace), request_id, l, version,
+      WriteMgetDescriptor(w, "ARENA_GET request", m.ns, m.keys, m.any_namespace, l, version));
+  return FinishFrame(Opcode::kArenaGet, AnyNamespaceFlag(m.any_namespace), request_id, l, version,
                      out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                     ShmGetRequest* out) {
-  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmGet, /*response=*/false));
-  WireReader r(descriptor, "SHM_GET request");
+                     ArenaGetRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kArenaGet, /*response=*/false));
+  WireReader r(descriptor, "ARENA_GET request");
   out->any_namespace = h.any_namespace();
   return ReadMgetDescriptor(r, h, l, &out->ns, &out->keys);
 }
 
-BatchStatus ShmGetResponse::overall() const {
+BatchStatus ArenaGetResponse::overall() const {
   return internal::OverallOf(results);
 }
 
-Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits& l,
+Status EncodeResponse(uint64_t request_id, const ArenaGetResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version) {
-  constexpr std::string_view kContext = "SHM_GET response";
-  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmGet, /*response=*/true, version));
+  constexpr std::string_view kContext = "ARENA_GET response";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kArenaGet, /*response=*/true, version));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.results.size(), l));
   const bool checksums = CarriesChecksums(version);
   size_t bytes = 13;
-  for (const ShmGetResult& res : m.results)
-    bytes += ShmGetResultFixedBytes(version) + res.meta.size();
+  for (const ArenaGetResult& res : m.results)
+    bytes += ArenaGetResultFixedBytes(version) + res.meta.size();
   BeginFrame(out, bytes);
   WireWriter w(&out->head);
   w.PutU8(static_cast<uint8_t>(m.overall()));
@@ -440,7 +440,7 @@ Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits
   w.PutU32(static_cast<uint32_t>(m.results.size()));
   size_t ok = 0;
   for (size_t i = 0; i < m.results.size(); ++i) {
-    const ShmGetResult& res = m.results[i];
+    const ArenaGetResult& res = m.results[i];
     KVPORT_RETURN_IF_ERROR(
         CheckResultToEncode(kContext, i, res.status, res.meta, res.value_length, res.checksum, l));
     KVPORT_RETURN_IF_ERROR(CheckOffsetToEncode(kContext, i, res.status, res.offset));
@@ -455,23 +455,23 @@ Status EncodeResponse(uint64_t request_id, const ShmGetResponse& m, const Limits
   if (!IdAgrees(m.lease_id, ok))
     return Status::InvalidArgument(fmt::format(
         "{}: lease_id {} with {} hits; it is non-zero iff one is", kContext, m.lease_id, ok));
-  return FinishFrame(Opcode::kShmGet, kFlagResponse, request_id, l, version, out);
+  return FinishFrame(Opcode::kArenaGet, kFlagResponse, request_id, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                      ShmGetResponse* out) {
-  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmGet, /*response=*/true));
-  WireReader r(descriptor, "SHM_GET response");
+                      ArenaGetResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kArenaGet, /*response=*/true));
+  WireReader r(descriptor, "ARENA_GET response");
   BatchStatus overall = BatchStatus::kOk;
   uint32_t count = 0;
   KVPORT_RETURN_IF_ERROR(ReadOverall(r, &overall));
   KVPORT_RETURN_IF_ERROR(r.ReadU64("lease_id", &out->lease_id));
-  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, ShmGetResultFixedBytes(h.version), &count));
+  KVPORT_RETURN_IF_ERROR(ReadCount(r, l, ArenaGetResultFixedBytes(h.version), &count));
   out->results.resize(count);
   const bool checksums = CarriesChecksums(h.version);
   size_t ok = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    ShmGetResult& res = out->results[i];
+    ArenaGetResult& res = out->results[i];
     uint32_t meta_length = 0;
     KVPORT_RETURN_IF_ERROR(ReadStatusCode(r, i, &res.status));
     KVPORT_RETURN_IF_ERROR(r.ReadU32("meta_length", &meta_length));
@@ -494,32 +494,32 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
   return Status::Ok();
 }
 
-Status CheckShmGetResponse(const ShmGetRequest& request, const ShmGetResponse& response,
-                           uint64_t arena_bytes) {
+Status CheckArenaGetResponse(const ArenaGetRequest& request, const ArenaGetResponse& response,
+                             uint64_t arena_bytes) {
   if (response.results.size() != request.keys.size())
-    return Status::Corruption(fmt::format("SHM_GET response: {} results for {} keys",
+    return Status::Corruption(fmt::format("ARENA_GET response: {} results for {} keys",
                                           response.results.size(), request.keys.size()));
   for (size_t i = 0; i < response.results.size(); ++i) {
-    const ShmGetResult& res = response.results[i];
+    const ArenaGetResult& res = response.results[i];
     if (res.status != StatusCode::kOk) continue;
     if (res.value_length > request.keys[i].buffer_capacity)
       return Status::Corruption(fmt::format(
-          "SHM_GET response: item {}: value_length {} exceeds the buffer_capacity {} asked for", i,
-          res.value_length, request.keys[i].buffer_capacity));
+          "ARENA_GET response: item {}: value_length {} exceeds the buffer_capacity {} asked for",
+          i, res.value_length, request.keys[i].buffer_capacity));
     if (!WithinArena(res.offset, res.value_length, arena_bytes))
       return Status::Corruption(fmt::format(
-          "SHM_GET response: item {}: {} bytes at offset {} overrun the arena of {} bytes", i,
+          "ARENA_GET response: item {}: {} bytes at offset {} overrun the arena of {} bytes", i,
           res.value_length, res.offset, arena_bytes));
   }
   return Status::Ok();
 }
 
-// ---- SHM_RELEASE -------------------------------------------------------------------------
+// ---- ARENA_RELEASE -------------------------------------------------------------------------
 
-Status EncodeRequest(uint64_t request_id, const ShmReleaseRequest& m, const Limits& l,
+Status EncodeRequest(uint64_t request_id, const ArenaReleaseRequest& m, const Limits& l,
                      EncodedFrame* out, uint8_t version) {
-  constexpr std::string_view kContext = "SHM_RELEASE request";
-  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmRelease, /*response=*/false, version));
+  constexpr std::string_view kContext = "ARENA_RELEASE request";
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kArenaRelease, /*response=*/false, version));
   if (m.lease_ids.empty())
     return Status::InvalidArgument(fmt::format("{}: no lease ids", kContext));
   KVPORT_RETURN_IF_ERROR(CheckBatchToEncode(kContext, m.lease_ids.size(), l));
@@ -530,13 +530,13 @@ Status EncodeRequest(uint64_t request_id, const ShmReleaseRequest& m, const Limi
     if (m.lease_ids[i] == 0) return ItemError(kContext, i, Status::InvalidArgument("lease_id 0"));
     w.PutU64(m.lease_ids[i]);
   }
-  return FinishFrame(Opcode::kShmRelease, 0, request_id, l, version, out);
+  return FinishFrame(Opcode::kArenaRelease, 0, request_id, l, version, out);
 }
 
 Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Limits& l,
-                     ShmReleaseRequest* out) {
-  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmRelease, /*response=*/false));
-  WireReader r(descriptor, "SHM_RELEASE request");
+                     ArenaReleaseRequest* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kArenaRelease, /*response=*/false));
+  WireReader r(descriptor, "ARENA_RELEASE request");
   uint32_t count = 0;
   KVPORT_RETURN_IF_ERROR(ReadCount(r, l, kLeaseIdBytes, &count));
   if (count == 0) return r.Error(StatusCode::kInvalidArgument, "count is 0");
@@ -549,19 +549,19 @@ Status DecodeRequest(const FrameHeader& h, std::string_view descriptor, const Li
   return r.ExpectEnd();
 }
 
-Status EncodeResponse(uint64_t request_id, const ShmReleaseResponse& m, const Limits& l,
+Status EncodeResponse(uint64_t request_id, const ArenaReleaseResponse& m, const Limits& l,
                       EncodedFrame* out, uint8_t version) {
-  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kShmRelease, /*response=*/true, version));
+  KVPORT_RETURN_IF_ERROR(CheckVersionToEncode(Opcode::kArenaRelease, /*response=*/true, version));
   BeginFrame(out);
   WireWriter w(&out->head);
   w.PutU32(m.released);
-  return FinishFrame(Opcode::kShmRelease, kFlagResponse, request_id, l, version, out);
+  return FinishFrame(Opcode::kArenaRelease, kFlagResponse, request_id, l, version, out);
 }
 
 Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const Limits&,
-                      ShmReleaseResponse* out) {
-  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmRelease, /*response=*/true));
-  WireReader r(descriptor, "SHM_RELEASE response");
+                      ArenaReleaseResponse* out) {
+  KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kArenaRelease, /*response=*/true));
+  WireReader r(descriptor, "ARENA_RELEASE response");
   KVPORT_RETURN_IF_ERROR(r.ReadU32("released", &out->released));
   return r.ExpectEnd();
 }

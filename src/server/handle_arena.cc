@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The shared-memory requests (protocol version 3, Unix-socket sessions): SHM_ATTACH hands the
 // peer the arena's memfd (UCX_ATTACH, version 9, a TCP session a key for node-checked UCX
-// transfers); SHM_RESERVE /
-// SHM_COMMIT are an MSET whose bytes the client copies into the arena itself; SHM_GET / SHM_RELEASE
-// are an MGET whose bytes the client reads from its mapping, under a lease. No value byte crosses
-// the socket.
+// transfers); ARENA_RESERVE /
+// ARENA_COMMIT are an MSET whose bytes the client copies into the arena itself; ARENA_GET /
+// ARENA_RELEASE are an MGET whose bytes the client reads from its mapping, under a lease. No value
+// byte crosses the socket.
 #include <variant>
 #include <vector>
 
@@ -19,7 +19,7 @@ namespace kvport::server {
 
 namespace {
 
-// SHM_* requests other than SHM_ATTACH need a granted attach (SHM_ATTACH, or UCX_ATTACH on a TCP
+// ARENA_* requests need a granted attach (SHM_ATTACH, or UCX_ATTACH on a TCP
 // session): without one the peer cannot reach the arena, so the request can only be a client
 // bug (malformed: ERROR).
 Status RequireAttached(const RequestContext& ctx) {
@@ -31,7 +31,7 @@ Status RequireAttached(const RequestContext& ctx) {
 // Puts the session's lease word in an SHM_ATTACH answer; NotSupported,
 // with the reason, when no word is left.
 Status TakeLeaseWord(const RequestContext& ctx, protocol::ShmAttachResponse* reply) {
-  Result<LeaseWords::Word> word = ctx.session.shm.TakeLeaseWord(ctx.service.lease_words());
+  Result<LeaseWords::Word> word = ctx.session.arena.TakeLeaseWord(ctx.service.lease_words());
   if (!word.ok()) return Status::NotSupported(word.status().message());
   reply->lease_word_offset = word->offset;
   reply->lease_generation = word->generation;
@@ -112,8 +112,8 @@ Result<HandlerOutcome> HandleUcxAttach(const RequestContext& ctx, protocol::AnyR
   std::string reason;
   if (may.ok()) {
     UcxService* ucx = ctx.service.ucx();
-    key = ctx.session.shm.OpenUcxWindow(ucx, ctx.service.arena_base(), ctx.service.arena_bytes(),
-                                        &ctx.service.access(), ctx.session.access);
+    key = ctx.session.arena.OpenUcxWindow(ucx, ctx.service.arena_base(), ctx.service.arena_bytes(),
+                                          &ctx.service.access(), ctx.session.access);
     reply.ucx_port = ucx->port();
     reply.session_key = key;
     reply.arena_bytes = ctx.service.arena_bytes();
@@ -128,14 +128,15 @@ Result<HandlerOutcome> HandleUcxAttach(const RequestContext& ctx, protocol::AnyR
   return HandlerOutcome{std::move(response), nullptr};
 }
 
-Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::AnyRequest& request) {
+Result<HandlerOutcome> HandleArenaReserve(const RequestContext& ctx,
+                                          protocol::AnyRequest& request) {
   KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
-  auto& reserve = std::get<protocol::ShmReserveRequest>(request);
-  protocol::ShmReserveResponse reply;
+  auto& reserve = std::get<protocol::ArenaReserveRequest>(request);
+  protocol::ArenaReserveResponse reply;
   reply.items.resize(reserve.items.size());
-  if (ctx.session.shm.reservations() >= ctx.service.options().max_reservations_per_session) {
+  if (ctx.session.arena.reservations() >= ctx.service.options().max_reservations_per_session) {
     // Over the session's cap: nothing is reserved; the client commits or aborts some first.
-    for (protocol::ShmReservation& item : reply.items)
+    for (protocol::ArenaReservation& item : reply.items)
       item.status = StatusCode::kNoSpace;
   } else {
     WriteBatch batch(&ctx.service, ctx.session.access.shared_grant(), /*stepwise=*/false,
@@ -149,34 +150,35 @@ Result<HandlerOutcome> HandleShmReserve(const RequestContext& ctx, protocol::Any
     }
     if (batch.any_reserved())
       reply.reservation_id =
-          ctx.session.shm.AddReservation(std::move(batch), MonotonicClock::now());
+          ctx.session.arena.AddReservation(std::move(batch), MonotonicClock::now());
   }
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }
 
-Result<HandlerOutcome> HandleShmCommit(const RequestContext& ctx, protocol::AnyRequest& request) {
+Result<HandlerOutcome> HandleArenaCommit(const RequestContext& ctx, protocol::AnyRequest& request) {
   KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
-  auto& commit = std::get<protocol::ShmCommitRequest>(request);
-  protocol::ShmCommitResponse reply;
-  KVPORT_ASSIGN_OR_RETURN(reply.statuses, ctx.session.shm.Commit(commit.reservation_id,
-                                                                 commit.commit, commit.checksums));
+  auto& commit = std::get<protocol::ArenaCommitRequest>(request);
+  protocol::ArenaCommitResponse reply;
+  KVPORT_ASSIGN_OR_RETURN(
+      reply.statuses,
+      ctx.session.arena.Commit(commit.reservation_id, commit.commit, commit.checksums));
   KVPORT_ASSIGN_OR_RETURN(Response response, EncodeSimpleResponse(ctx, reply));
   return HandlerOutcome{std::move(response), nullptr};
 }
 
-Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequest& request) {
+Result<HandlerOutcome> HandleArenaGet(const RequestContext& ctx, protocol::AnyRequest& request) {
   KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
-  auto& get = std::get<protocol::ShmGetRequest>(request);
+  auto& get = std::get<protocol::ArenaGetRequest>(request);
   const size_t n = get.keys.size();
-  protocol::ShmGetResponse reply;
+  protocol::ArenaGetResponse reply;
   reply.results.resize(n);
-  const bool over_cap = ctx.session.shm.leases() >= ctx.service.options().max_leases_per_session;
+  const bool over_cap = ctx.session.arena.leases() >= ctx.service.options().max_leases_per_session;
   std::vector<store::ReadHandle> pins;   // the lease: one pin per hit
   std::vector<store::ReadHandle> metas;  // pins of TooLarge items, held while encoding only
   pins.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    protocol::ShmGetResult& result = reply.results[i];
+    protocol::ArenaGetResult& result = reply.results[i];
     store::ReadHandle found;
     result.status = ctx.service.PinToRead(ctx.grant(), get.ns, get.keys[i].key, get.any_namespace,
                                           get.keys[i].buffer_capacity, &found);
@@ -199,25 +201,26 @@ Result<HandlerOutcome> HandleShmGet(const RequestContext& ctx, protocol::AnyRequ
   }
   // The metas in `reply` are views into the stored objects, which the lease (for hits) and
   // `metas` (for TooLarge items) keep pinned while the response is encoded.
-  if (!pins.empty()) reply.lease_id = ctx.session.shm.AddLease(std::move(pins));
+  if (!pins.empty()) reply.lease_id = ctx.session.arena.AddLease(std::move(pins));
   protocol::EncodedFrame frame;
   Status encoded = protocol::EncodeResponse(ctx.header.request_id, reply, ctx.service.limits(),
                                             &frame, ctx.header.version);
   if (!encoded.ok()) {
-    if (reply.lease_id != 0) ctx.session.shm.ReleaseLease(reply.lease_id);
-    return encoded.WithContext("encoding the SHM_GET response");
+    if (reply.lease_id != 0) ctx.session.arena.ReleaseLease(reply.lease_id);
+    return encoded.WithContext("encoding the ARENA_GET response");
   }
   Response response;
   response.head = std::move(frame.head);
   return HandlerOutcome{std::move(response), nullptr};
 }
 
-Result<HandlerOutcome> HandleShmRelease(const RequestContext& ctx, protocol::AnyRequest& request) {
+Result<HandlerOutcome> HandleArenaRelease(const RequestContext& ctx,
+                                          protocol::AnyRequest& request) {
   KVPORT_RETURN_IF_ERROR(RequireAttached(ctx));
-  auto& release = std::get<protocol::ShmReleaseRequest>(request);
-  protocol::ShmReleaseResponse reply;
+  auto& release = std::get<protocol::ArenaReleaseRequest>(request);
+  protocol::ArenaReleaseResponse reply;
   for (uint64_t id : release.lease_ids) {
-    if (ctx.session.shm.ReleaseLease(id)) ++reply.released;
+    if (ctx.session.arena.ReleaseLease(id)) ++reply.released;
   }
   // From version 7 nobody waits for the count: answering would cost both ends a system call
   // per shared-memory get.

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// ShmHoldings: the arena ranges a shared-memory client holds through one session.
+// ArenaHoldings: the arena ranges one session holds, leased or reserved, whatever moves their
+// bytes (a shared-memory mapping, or UCX through the session's ArenaWindow).
 //
-// Leases are the pins of SHM_GET answers: the client reads those values through its own
+// Leases are the pins of ARENA_GET answers: the client reads those values through its own
 // mapping, so the node must not free or reuse their bytes until the client says it is done
-// (SHM_RELEASE) or is gone. Reservations are SHM_RESERVE answers the client is filling through
-// its mapping; only SHM_COMMIT makes them visible. Both end when the session ends, whatever
+// (ARENA_RELEASE) or is gone. Reservations are ARENA_RESERVE answers the client is filling through
+// its mapping; only ARENA_COMMIT makes them visible. Both end when the session ends, whatever
 // ends it (a clean close, a protocol error, the client killed: the kernel closes its socket),
 // so a dead client never leaks a pin or a reservation.
 //
@@ -49,12 +50,12 @@ namespace kvport::server {
 class ArenaWindow;
 class UcxService;
 
-class ShmHoldings {
+class ArenaHoldings {
  public:
-  explicit ShmHoldings(ServerCounters* counters = nullptr) : counters_(counters) {}
-  ~ShmHoldings() { Clear(); }
-  ShmHoldings(const ShmHoldings&) = delete;
-  ShmHoldings& operator=(const ShmHoldings&) = delete;
+  explicit ArenaHoldings(ServerCounters* counters = nullptr) : counters_(counters) {}
+  ~ArenaHoldings() { Clear(); }
+  ArenaHoldings(const ArenaHoldings&) = delete;
+  ArenaHoldings& operator=(const ArenaHoldings&) = delete;
 
   void set_counters(ServerCounters* counters) { counters_ = counters; }
 

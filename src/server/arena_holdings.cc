@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "server/shm_holdings.h"
+#include "server/arena_holdings.h"
 
 #include "server/arena_window.h"
 #include "server/ucx_service.h"
 
 namespace kvport::server {
 
-std::string ShmHoldings::OpenUcxWindow(UcxService* service, uint8_t* arena, uint64_t arena_bytes,
-                                       const AccessPolicy* policy, const SessionAccess& access) {
+std::string ArenaHoldings::OpenUcxWindow(UcxService* service, uint8_t* arena, uint64_t arena_bytes,
+                                         const AccessPolicy* policy, const SessionAccess& access) {
   if (window_ != nullptr) return ucx_key_;
   window_ = std::make_shared<ArenaWindow>(arena, arena_bytes, policy, access);
   ucx_ = service;
@@ -20,18 +20,18 @@ std::string ShmHoldings::OpenUcxWindow(UcxService* service, uint8_t* arena, uint
   return ucx_key_;
 }
 
-bool ShmHoldings::CloseInWindow(uint64_t id, WriteBatch* batch) {
+bool ArenaHoldings::CloseInWindow(uint64_t id, WriteBatch* batch) {
   return window_ == nullptr || window_->CloseReservation(id, batch);
 }
 
-Result<LeaseWords::Word> ShmHoldings::TakeLeaseWord(LeaseWords* words) {
+Result<LeaseWords::Word> ArenaHoldings::TakeLeaseWord(LeaseWords* words) {
   if (lease_words_ != nullptr) return lease_word_;
   KVPORT_ASSIGN_OR_RETURN(lease_word_, words->Take());
   lease_words_ = words;
   return lease_word_;
 }
 
-uint64_t ShmHoldings::AddLease(std::vector<store::ReadHandle> pins) {
+uint64_t ArenaHoldings::AddLease(std::vector<store::ReadHandle> pins) {
   Lease lease;
   for (const store::ReadHandle& pin : pins)
     lease.bytes += pin.size();
@@ -43,7 +43,7 @@ uint64_t ShmHoldings::AddLease(std::vector<store::ReadHandle> pins) {
   return id;
 }
 
-bool ShmHoldings::ReleaseLease(uint64_t id) {
+bool ArenaHoldings::ReleaseLease(uint64_t id) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
   if (counters_ != nullptr) counters_->LeaseReleased(it->second.bytes);
@@ -52,14 +52,14 @@ bool ShmHoldings::ReleaseLease(uint64_t id) {
   return true;
 }
 
-uint64_t ShmHoldings::AddReservation(WriteBatch batch, MonotonicClock::time_point made) {
+uint64_t ArenaHoldings::AddReservation(WriteBatch batch, MonotonicClock::time_point made) {
   const uint64_t id = next_id_++;
   if (window_ != nullptr) window_->OpenReservation(id, batch);
   reservations_.emplace(id, Reservation{std::move(batch), made});
   return id;
 }
 
-size_t ShmHoldings::AbortOverdueReservations(
+size_t ArenaHoldings::AbortOverdueReservations(
     MonotonicClock::time_point now,
     const std::function<std::chrono::microseconds(uint64_t bytes)>& allowed) {
   size_t aborted = 0;
@@ -77,20 +77,20 @@ size_t ShmHoldings::AbortOverdueReservations(
   return aborted;
 }
 
-Result<std::vector<StatusCode>> ShmHoldings::Commit(uint64_t id, std::span<const uint8_t> keep,
-                                                    std::span<const uint64_t> checksums) {
+Result<std::vector<StatusCode>> ArenaHoldings::Commit(uint64_t id, std::span<const uint8_t> keep,
+                                                      std::span<const uint64_t> checksums) {
   auto it = reservations_.find(id);
   if (it == reservations_.end()) {
     return Status::NotFound("reservation " + std::to_string(id) +
                             " is not open on this session (committed already, or never made)");
   }
   if (keep.size() != it->second.batch.size()) {
-    return Status::InvalidArgument("SHM_COMMIT of reservation " + std::to_string(id) + " names " +
+    return Status::InvalidArgument("ARENA_COMMIT of reservation " + std::to_string(id) + " names " +
                                    std::to_string(keep.size()) + " items; it has " +
                                    std::to_string(it->second.batch.size()));
   }
   if (!checksums.empty() && checksums.size() != it->second.batch.size()) {
-    return Status::InvalidArgument("SHM_COMMIT of reservation " + std::to_string(id) + " has " +
+    return Status::InvalidArgument("ARENA_COMMIT of reservation " + std::to_string(id) + " has " +
                                    std::to_string(checksums.size()) + " checksums for " +
                                    std::to_string(it->second.batch.size()) + " items");
   }
@@ -108,7 +108,7 @@ Result<std::vector<StatusCode>> ShmHoldings::Commit(uint64_t id, std::span<const
   return statuses;
 }
 
-uint64_t ShmHoldings::quarantined_bytes() const {
+uint64_t ArenaHoldings::quarantined_bytes() const {
   uint64_t bytes = 0;
   for (const std::vector<store::WriteHandle>& held : quarantine_) {
     for (const store::WriteHandle& handle : held)
@@ -117,7 +117,7 @@ uint64_t ShmHoldings::quarantined_bytes() const {
   return bytes;
 }
 
-void ShmHoldings::Clear() {
+void ArenaHoldings::Clear() {
   if (lease_words_ != nullptr) {
     lease_words_->End(lease_word_);  // before a leased byte is freed below
     lease_words_ = nullptr;
