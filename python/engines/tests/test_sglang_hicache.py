@@ -1,0 +1,370 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Released SGLang (python/engines/requirements.txt) with kvport's own HiCache backend,
+kvport.sglang_hicache.HiCacheKvport, against `kvport serve`.
+
+The storage is built the way `--hicache-storage-backend dynamic` builds it: SGLang's
+`StorageBackendFactory.create_backend("dynamic", HiCacheStorageConfig, host_pool)` with the
+extra config naming the module and class, then the calls HybridCacheController's
+attach_storage_backend makes: `register_mem_pool_host(kv pool)`, `register_mem_host_pool_v2`
+for each pool of the host pool group, `on_host_pools_registered()`. The config has the fields
+HiCacheController._generate_storage_config fills for a single rank (TP 1, no PP, CP or DCP).
+
+The host pools are SGLang's own, over SGLang's device pools on the CPU: MHATokenToKVPoolHost
+(4 layers, 8 KV heads of 64, bf16, pages of 16 tokens: 64 KiB K and 64 KiB V a page) and
+MLATokenToKVPoolHost (4 layers, kv_lora_rank 64 + rope 16, bf16: 10 KiB a page), each in the
+`page_first` and `page_first_direct` layouts, and a MambaPoolHost (page_first; 2 layers, an
+fp32 temporal state of 16x64 and a bf16 conv state of 3x128 per layer: 8 KiB + 1.5 KiB a
+slot) as the sidecar pool of a hybrid model. One argument differs from SGLang's builders:
+`pin_memory=False` (pinning needs a CUDA driver; the pool is host memory either way).
+
+The calls follow HybridCacheController's order: a page's sidecars through batch_set_v2, then
+its KV through batch_set_v1; hits through batch_exists_v2 with each pool's PoolHitPolicy;
+loads through batch_get_v1, then the sidecars through batch_get_v2. Monkeypatched: nothing."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from typing import List
+
+import pytest
+import torch
+
+import kvport
+from kvport.sglang_hicache import HiCacheKvport
+from sglang.srt.mem_cache.device_pool_info import MambaStateBufferInfo
+from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorageConfig,
+                                                  PoolHitPolicy, PoolName, PoolTransfer)
+from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, MLATokenToKVPool
+from sglang.srt.mem_cache.pool_host.mamba import MambaPoolHost
+from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
+from sglang.srt.mem_cache.pool_host.mla import MLATokenToKVPoolHost
+from sglang.srt.mem_cache.storage.backend_factory import StorageBackendFactory
+
+ENGINE = "sglang"
+MODEL = "kvport-test/hybrid-4l"
+LAYERS, HEADS, HEAD_DIM, PAGE = 4, 8, 64, 16
+DEVICE_TOKENS = 512
+MAMBA_SLOTS = 64
+LAYOUTS = ["page_first", "page_first_direct"]
+MODELS = ["mha", "mla"]
+
+
+# --- SGLang's objects --------------------------------------------------------------------------
+
+def kv_pool(model: str, layout: str):
+    """SGLang's host KV pool over its CPU device pool, as build_kv_host_pool builds it (module
+    doc)."""
+    if model == "mha":
+        device = MHATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16,
+                                  head_num=HEADS, head_dim=HEAD_DIM, layer_num=LAYERS,
+                                  device="cpu", enable_memory_saver=False, start_layer=0,
+                                  end_layer=LAYERS)
+        return MHATokenToKVPoolHost(
+            device.get_device_pool_infos()[0].buffer_info, 2.0, 0, PAGE, layout,
+            pin_memory=False, allocator_type="default", device_capacity_tokens=device.size,
+            start_layer=0, end_layer=LAYERS, write_back_staging=device.hicache_write_back_staging)
+    device = MLATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16,
+                              kv_lora_rank=64, qk_rope_head_dim=16, layer_num=LAYERS,
+                              device="cpu", enable_memory_saver=False, start_layer=0,
+                              end_layer=LAYERS)
+    return MLATokenToKVPoolHost(device.get_device_pool_infos()[0].buffer_info, 2.0, 0, PAGE,
+                                layout, pin_memory=False, device_capacity_tokens=device.size,
+                                start_layer=0, end_layer=LAYERS, target_layer_num=LAYERS)
+
+
+def mamba_pool() -> MambaPoolHost:
+    """SGLang's host Mamba state pool over device state tensors ([layer, slot, ...])."""
+    info = MambaStateBufferInfo(
+        temporal=torch.zeros(2, MAMBA_SLOTS, 16, 64, dtype=torch.float32),
+        conv=(torch.zeros(2, MAMBA_SLOTS, 3, 128, dtype=torch.bfloat16),))
+    return MambaPoolHost(info, 2.0, 0, device_capacity=MAMBA_SLOTS, pin_memory=False,
+                         layout="page_first")
+
+
+def create_storage(node, kv, mamba=None, namespace: str = "hicache") -> HiCacheStorage:
+    """What HybridCacheController.attach_storage_backend does for `dynamic`."""
+    config = HiCacheStorageConfig(
+        tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
+        is_mla_model=isinstance(kv, MLATokenToKVPoolHost), enable_storage_metrics=False,
+        is_page_first_layout=kv.layout.startswith("page_first"), model_name=MODEL,
+        extra_config={"backend_name": "kvport", "module_path": "kvport.sglang_hicache",
+                      "class_name": "HiCacheKvport", "endpoint": node.endpoint,
+                      "namespace": namespace})
+    storage = StorageBackendFactory.create_backend("dynamic", config, kv)
+    storage.register_mem_pool_host(kv)
+    storage.register_mem_host_pool_v2(kv, PoolName.KV)
+    if mamba is not None:
+        storage.register_mem_host_pool_v2(mamba, PoolName.MAMBA)
+    storage.on_host_pools_registered()
+    return storage
+
+
+class Slots:
+    """Fresh pages (or Mamba slots) of one host pool, each handed out once."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.next = 0
+
+    def take(self, n: int) -> torch.Tensor:
+        size = self.pool.page_size
+        assert self.next + n <= self.pool.page_num - 1, "the test host pool is too small"
+        first = self.next * size
+        self.next += n
+        return torch.arange(first, first + n * size, dtype=torch.int64)
+
+    def regions(self, indices: torch.Tensor) -> List[torch.Tensor]:
+        """Byte views of the regions the pool's get_page_buffer_meta names for these pages."""
+        ptrs, sizes = self.pool.get_page_buffer_meta(indices)
+        return [_view(p, n) for p, n in zip(ptrs, sizes)]
+
+    def fill(self, indices: torch.Tensor, seed: int) -> List[torch.Tensor]:
+        generator = torch.Generator().manual_seed(seed)
+        regions = self.regions(indices)
+        for r in regions:
+            r.copy_(torch.randint(0, 256, r.shape, generator=generator, dtype=torch.uint8))
+        return [r.clone() for r in regions]
+
+    def zero(self, indices: torch.Tensor) -> None:
+        for r in self.regions(indices):
+            r.zero_()
+
+
+def _view(ptr: int, n: int) -> torch.Tensor:
+    """A uint8 tensor over n bytes at ptr (host memory of a pool this test holds)."""
+    return torch.frombuffer((ctypes.c_uint8 * n).from_address(ptr), dtype=torch.uint8)
+
+
+def page_keys(tag: str, n: int) -> List[str]:
+    """A chain of page hashes, as SGLang's get_hash_str makes them (hex sha256)."""
+    return [hashlib.sha256(f"{tag}/{i}".encode()).hexdigest() for i in range(n)]
+
+
+def same(a: List[torch.Tensor], b: List[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+# --- Fixtures ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=["tcp", "shm"])
+def node(request, node_factory):
+    return node_factory(shared_memory=request.param == "shm")
+
+
+def transport_of(node) -> str:
+    return "shm" if node.shared_memory else "tcp"
+
+
+@pytest.fixture(scope="module")
+def pools():
+    """One pool of each kind and layout, its fresh pages shared by the module's tests."""
+    out = {(m, layout): Slots(kv_pool(m, layout)) for m in MODELS for layout in LAYOUTS}
+    out["mamba"] = Slots(mamba_pool())
+    return out
+
+
+def raw_client(node) -> kvport.Client:
+    return kvport.Client(node.endpoint)
+
+
+# --- Tests -------------------------------------------------------------------------------------
+
+def test_loaded_as_dynamic(node, pools, record):
+    storage = create_storage(node, pools[("mha", "page_first")].pool)
+    assert type(storage) is HiCacheKvport
+    assert storage.batch_exists(page_keys("nothing", 3)) == 0
+    record(ENGINE, f"StorageBackendFactory.create_backend(\"dynamic\") with "
+           f"kvport.sglang_hicache.HiCacheKvport, {transport_of(node)}",
+           "ok (HiCacheKvport, pools registered)")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("model", MODELS)
+def test_v1_pages_round_trip_in_place(node, pools, model, layout, record):
+    slots = pools[(model, layout)]
+    storage = create_storage(node, slots.pool, namespace=f"v1-{model}-{layout}")
+    keys = page_keys(f"v1/{model}/{layout}", 4)
+    indices = slots.take(4)
+    written = slots.fill(indices, seed=1)
+    assert storage.batch_set_v1(keys, indices) == [True] * 4
+    assert storage.batch_exists(keys) == 4
+
+    # Each region of the pool's page is one object holding exactly its bytes: the values were
+    # sent from the pool's own memory, region by region (MHA: K half, V half; MLA: one).
+    regions = 2 if model == "mha" else 1
+    client = raw_client(node)
+    stored = storage._keys("kv", keys)
+    assert len(stored) == 4 * regions
+    got = [bytearray(r.numel()) for r in written]
+    result = client.mget(stored, got, ns=f"v1-{model}-{layout}")
+    assert result.ok
+    assert all(bytes(g) == bytes(w.numpy()) for g, w in zip(got, written))
+
+    slots.zero(indices)
+    assert storage.batch_get_v1(keys, indices) == [True] * 4
+    assert same(slots.regions(indices), written)
+
+    # A missing region makes its page a miss, and the prefix stops before it.
+    assert client.mdel([stored[2 * regions - 1]], ns=f"v1-{model}-{layout}").ok
+    assert storage.batch_exists(keys) == 1
+    other = slots.take(4)
+    slots.zero(other)
+    assert storage.batch_get_v1(keys, other) == [True, False, True, True]
+    client.close()
+    record(ENGINE, f"batch_set_v1 + batch_exists + batch_get_v1, {model.upper()} {layout}, "
+           f"{transport_of(node)}",
+           f"bytes equal; {regions} object(s) a page, from and into the pool in place; "
+           f"a page missing a region is a miss")
+
+
+def write_group(storage, kv: Slots, mamba: Slots, keys, trailing: int, seed: int):
+    """One sequence's write as HybridCacheController does it: the Mamba states of its last
+    `trailing` pages through batch_set_v2, then its KV through batch_set_v1."""
+    kv_indices = kv.take(len(keys))
+    state_indices = mamba.take(trailing)
+    kv_bytes = kv.fill(kv_indices, seed)
+    state_bytes = mamba.fill(state_indices, seed + 1)
+    transfer = PoolTransfer(name=PoolName.MAMBA, host_indices=state_indices,
+                            keys=keys[-trailing:], hit_policy=PoolHitPolicy.TRAILING_PAGES)
+    assert storage.batch_set_v2([transfer]) == {PoolName.MAMBA: [True] * trailing}
+    assert storage.batch_set_v1(keys, kv_indices) == [True] * len(keys)
+    return kv_bytes, state_bytes
+
+
+def test_v2_sidecar_round_trip_and_hit_policies(node, pools, record):
+    kv, mamba = pools[("mha", "page_first")], pools["mamba"]
+    ns = "v2"
+    storage = create_storage(node, kv.pool, mamba.pool, namespace=ns)
+    keys = page_keys("v2", 4)
+    kv_bytes, state_bytes = write_group(storage, kv, mamba, keys, trailing=1, seed=3)
+
+    trailing = PoolTransfer(name=PoolName.MAMBA, keys=keys[-1:],
+                            hit_policy=PoolHitPolicy.TRAILING_PAGES)
+    hit = storage.batch_exists_v2(keys, [trailing])
+    # Only page 4 has a state: 4 is the one restorable prefix, the KV hit is all 4 pages.
+    assert (hit.kv_hit_pages, hit.restorable_prefix_pages) == (4, [4])
+    assert hit.extra_pool_hit_pages == {PoolName.KV: 4, PoolName.MAMBA: 4}
+
+    # ALL_PAGES over the same pool: page 1 has no state, so nothing is restorable.
+    every = PoolTransfer(name=PoolName.MAMBA, keys=keys, hit_policy=PoolHitPolicy.ALL_PAGES)
+    hit = storage.batch_exists_v2(keys, [every])
+    assert (hit.kv_hit_pages, hit.restorable_prefix_pages) == (0, [])
+
+    with pytest.raises(ValueError, match="block_groups"):
+        storage.batch_exists_v2(keys, [PoolTransfer(name=PoolName.MAMBA, keys=keys,
+                                                    hit_policy=PoolHitPolicy.BLOCK_GROUPS)])
+
+    # The load, in the controller's order: KV, then the sidecar.
+    kv_into, state_into = kv.take(4), mamba.take(1)
+    kv.zero(kv_into)
+    mamba.zero(state_into)
+    assert storage.batch_get_v1(keys, kv_into) == [True] * 4
+    got = storage.batch_get_v2([PoolTransfer(name=PoolName.MAMBA, host_indices=state_into,
+                                             keys=keys[-1:],
+                                             hit_policy=PoolHitPolicy.TRAILING_PAGES)])
+    assert got == {PoolName.MAMBA: [True]}
+    assert same(kv.regions(kv_into), kv_bytes)
+    assert same(mamba.regions(state_into), state_bytes)
+    record(ENGINE, f"batch_set_v2 (Mamba) + batch_set_v1 + batch_exists_v2 + batch_get_v1 + "
+           f"batch_get_v2, {transport_of(node)}",
+           "bytes equal; TRAILING_PAGES and ALL_PAGES prefixes as HiCacheFile's; "
+           "BLOCK_GROUPS: ValueError")
+
+
+def test_a_sidecar_is_never_served_without_its_kv(node, pools, record):
+    kv, mamba = pools[("mha", "page_first")], pools["mamba"]
+    ns = "orphan"
+    storage = create_storage(node, kv.pool, mamba.pool, namespace=ns)
+    keys = page_keys("orphan", 2)
+    write_group(storage, kv, mamba, keys, trailing=2, seed=5)
+    client = raw_client(node)
+    # The node loses one region of page 2's KV (its V half), as eviction would.
+    assert client.mdel([storage._keys("kv", keys[1:])[-1]], ns=ns).ok
+
+    states = PoolTransfer(name=PoolName.MAMBA, keys=keys, hit_policy=PoolHitPolicy.ALL_PAGES)
+    hit = storage.batch_exists_v2(keys, [states])
+    assert (hit.kv_hit_pages, hit.restorable_prefix_pages) == (1, [1])
+    assert hit.extra_pool_hit_pages[PoolName.MAMBA] == 1
+
+    into = mamba.take(2)
+    mamba.zero(into)
+    got = storage.batch_get_v2([PoolTransfer(name=PoolName.MAMBA, host_indices=into, keys=keys,
+                                             hit_policy=PoolHitPolicy.ALL_PAGES)])
+    assert got == {PoolName.MAMBA: [True, False]}
+    # The broken group's state is gone from the node; page 1's group is whole.
+    state_keys = storage._keys("mamba", keys)
+    half = len(state_keys) // 2
+    assert [c == kvport.KeyCode.SUCCESS for c in client.mexist(state_keys, ns=ns).codes] == \
+        [True] * half + [False] * half
+    client.close()
+    record(ENGINE, f"batch_get_v2 of a Mamba state whose page lost a KV region, "
+           f"{transport_of(node)}", "not served (False), its objects deleted; the whole "
+           "group next to it served")
+
+
+def test_groups_under_eviction_pressure(node_factory, record):
+    """A 4 MiB node and 12 sequences of 4 MHA pages (128 KiB each) with a state on every page:
+    the node must evict. Between writes the states of the earlier sequences are read back, so
+    the node's LRU holds them longer than their KV and evicts groups apart. Afterwards no state
+    is reported or served without its whole KV, and every broken group's state is deleted."""
+    small = node_factory(shared_memory=False, capacity="4MiB")
+    kv = Slots(kv_pool("mha", "page_first"))
+    mamba = Slots(mamba_pool())
+    ns = "pressure"
+    storage = create_storage(small, kv.pool, mamba.pool, namespace=ns)
+    sequences = [page_keys(f"pressure/{s}", 4) for s in range(12)]
+    state_sizes = mamba.pool.get_page_buffer_meta(torch.arange(1))[1]
+    for s, keys in enumerate(sequences):
+        kv_indices, state_indices = kv.take(4), mamba.take(4)
+        kv.fill(kv_indices, seed=s)
+        mamba.fill(state_indices, seed=100 + s)
+        transfer = PoolTransfer(name=PoolName.MAMBA, host_indices=state_indices, keys=keys,
+                                hit_policy=PoolHitPolicy.ALL_PAGES)
+        storage.batch_set_v2([transfer])
+        storage.batch_set_v1(keys, kv_indices)
+        for earlier in sequences[:s]:
+            # Touch the earlier states (a raw read: the backend would cut broken groups now).
+            state_keys = storage._keys("mamba", earlier)
+            buffers = [bytearray(state_sizes[i % len(state_sizes)])
+                       for i in range(len(state_keys))]
+            storage.client.mget(state_keys, buffers, ns=ns)
+
+    client = raw_client(small)
+    all_keys = [k for keys in sequences for k in keys]
+
+    def present(pool: str) -> List[bool]:
+        flags = [c == kvport.KeyCode.SUCCESS
+                 for c in client.mexist(storage._keys(pool, all_keys), ns=ns).codes]
+        n = len(flags) // len(all_keys)
+        return [all(flags[i:i + n]) for i in range(0, len(flags), n)]
+
+    kv_there, state_there = present("kv"), present("mamba")
+    orphans = [k for k, has_kv, has_state in zip(all_keys, kv_there, state_there)
+               if has_state and not has_kv]
+    assert orphans, "the node evicted no group apart: the test did not test anything"
+    assert any(kv_there), "the node kept no KV at all"
+
+    served = 0
+    for keys in sequences:
+        states = PoolTransfer(name=PoolName.MAMBA, keys=keys, hit_policy=PoolHitPolicy.ALL_PAGES)
+        hit = storage.batch_exists_v2(keys, [states])
+        kv_flags = [kv_there[all_keys.index(k)] for k in keys]
+        kv_prefix = kv_flags.index(False) if False in kv_flags else 4
+        # A state counts only within the whole-KV prefix.
+        assert hit.kv_hit_pages <= kv_prefix
+        assert hit.extra_pool_hit_pages.get(PoolName.MAMBA, 0) <= kv_prefix
+        into = mamba.take(4)
+        got = storage.batch_get_v2([PoolTransfer(name=PoolName.MAMBA, host_indices=into,
+                                                 keys=keys,
+                                                 hit_policy=PoolHitPolicy.ALL_PAGES)])
+        for k, ok in zip(keys, got[PoolName.MAMBA]):
+            i = all_keys.index(k)
+            assert not ok or kv_there[i], f"page {i}: a state served without its KV"
+            served += ok
+    assert present("mamba") == [s and k for s, k in zip(state_there, kv_there)], \
+        "a broken group's state stayed in the node"
+    client.close()
+    record(ENGINE, "Mamba states and MHA KV of 12 sequences into a 4 MiB node (groups evicted "
+           "apart), tcp", f"{len(orphans)} states found without their KV: none reported "
+           f"nor served ({served} whole groups served), all deleted")
