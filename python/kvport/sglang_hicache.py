@@ -4,7 +4,8 @@ dynamic`` (docs/python.md, "SGLang HiCache")::
 
     --hicache-storage-backend dynamic --hicache-storage-backend-extra-config \\
       '{"backend_name": "kvport", "module_path": "kvport.sglang_hicache",
-        "class_name": "HiCacheKvport", "endpoint": "127.0.0.1:7700", "namespace": "sglang"}'
+        "class_name": "HiCacheKvport", "interface_v1": 1, "endpoint": "127.0.0.1:7700",
+        "namespace": "sglang"}'
 
 Every page of every host pool moves straight between the pool's memory and the node: the
 pool's own ``get_page_buffer_meta`` names each page's regions (an MHA page's K half and V half,
@@ -28,19 +29,20 @@ the node. A write that stores only part of a page's regions deletes the part it 
 
 What the node does not do: evict a group's objects together. A group loses members one at a
 time under pressure and this backend stops serving it from the first loss; until a read meets
-it, a broken group's remaining objects use node memory (they are the first ones LRU evicts,
-being unread).
+a broken group, its remaining objects take node memory until the node evicts them in turn.
 
-Keyword arguments (the extra config beside SGLang's backend_name, module_path and
-class_name): endpoint (required: "HOST:PORT", "unix:/PATH", "a:1;b:2", "etcd:..."), namespace
-(default ""), token or token_file (else $KVPORT_TOKEN), transport_type (0 automatic: shared
-memory with a node on this host, else TCP; 1 TCP), connections, timeout (seconds),
-ttl_seconds (-1: none).
+The extra config (beside SGLang's backend_name, module_path and class_name): interface_v1
+(required, 1: SGLang's controller moves a dynamic backend's pages with the v1 page calls only
+when it is set; without it the backend refuses to start), endpoint (required: "HOST:PORT",
+"unix:/PATH", "a:1;b:2", "etcd:..."), namespace (default ""), token or token_file (else
+$KVPORT_TOKEN), transport_type (0 automatic: shared memory with a node on this host, else TCP;
+1 TCP), connections, timeout (seconds), ttl_seconds (-1: none).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -64,6 +66,9 @@ logger = logging.getLogger(__name__)
 # Keys per node request: well under a node's default max_batch_keys (4096).
 _KEYS_PER_CALL = 1024
 
+# The end of a region key before its suffix: '.<pool>.<region number>'.
+_REGION = re.compile(r"\.[A-Za-z0-9_]+\.[0-9]+$")
+
 _CLIENT_OPTIONS = ("token", "token_file", "transport_type", "connections", "timeout",
                    "connect_timeout", "instance_id")
 
@@ -77,6 +82,12 @@ class HiCacheKvport(HiCacheStorage):
         if not endpoint:
             raise ValueError("kvport HiCache backend: the extra config names no 'endpoint' "
                              "(HOST:PORT of a kvport node)")
+        if not extra.get("interface_v1"):
+            # Without it SGLang's controller copies each page out flat and calls batch_set /
+            # batch_get (the tensor API), which this backend does not answer.
+            raise ValueError("kvport HiCache backend: the extra config needs \"interface_v1\": 1 "
+                             "(SGLang then moves pages with batch_get_v1 / batch_set_v1, in "
+                             "place)")
         self.namespace = str(extra.get("namespace", ""))
         self.ttl = int(extra.get("ttl_seconds", -1))
         options = {k: extra[k] for k in _CLIENT_OPTIONS if k in extra}
@@ -137,6 +148,12 @@ class HiCacheKvport(HiCacheStorage):
         """The node keys of each page's regions, page by page: '<hash>.<pool>.<i><suffix>'."""
         n, suffix = self._regions_per_page(name), self._suffix(name)
         return [f"{key}.{name}.{i}{suffix}" for key in page_keys for i in range(n)]
+
+    def _is_ours(self, key: str) -> bool:
+        """Whether `key` is '<hash>.<pool>.<i>' and one of this rank's suffixes (a model whose
+        name ends like this one's has a suffix that does not follow '.<i>')."""
+        return any(key.endswith(s) and _REGION.search(key, 0, len(key) - len(s))
+                   for s in (self.rank_suffix, self.shared_suffix))
 
     def _buffers(self, name: str, host_indices: torch.Tensor,
                  pages: int) -> Optional[List[Tuple[int, int]]]:
@@ -259,8 +276,8 @@ class HiCacheKvport(HiCacheStorage):
     def exists(self, key: str) -> bool:
         return self.batch_exists([key]) == 1
 
-    # The tensor API (get/set of flat pages) is the path for backends without zero-copy;
-    # SGLang's controller calls the v1 page API on this one.
+    # The tensor API (get/set of flat page copies) is SGLang's path for a dynamic backend
+    # without "interface_v1"; this one requires it, so the controller calls the page API.
     def get(self, key, target_location=None, target_sizes=None):
         raise NotImplementedError("kvport HiCache backend: use the page API (batch_get_v1)")
 
@@ -352,11 +369,10 @@ class HiCacheKvport(HiCacheStorage):
     def clear(self) -> None:
         """Deletes this rank's pages of every pool: the namespace's keys that end in this
         rank's suffixes (other models and ranks sharing the namespace keep theirs)."""
-        suffixes = (self.rank_suffix, self.shared_suffix)
         ours, cursor = [], 0
         while True:
             page, cursor = self.client.list(self.namespace, cursor)
-            ours += [k for k in page if k.endswith(suffixes)]
+            ours += [k for k in page if self._is_ours(k)]
             if cursor == 0:
                 break
         self._delete(ours)

@@ -82,15 +82,23 @@ def mamba_pool() -> MambaPoolHost:
                          layout="page_first")
 
 
-def create_storage(node, kv, mamba=None, namespace: str = "hicache") -> HiCacheStorage:
-    """What HybridCacheController.attach_storage_backend does for `dynamic`."""
-    config = HiCacheStorageConfig(
+def storage_config(node, kv, namespace: str, model: str = MODEL,
+                   **extra) -> HiCacheStorageConfig:
+    """HiCacheController._generate_storage_config's config of one rank, with the extra config
+    `--hicache-storage-backend-extra-config` gives (docs/python.md, "SGLang HiCache")."""
+    return HiCacheStorageConfig(
         tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
         is_mla_model=isinstance(kv, MLATokenToKVPoolHost), enable_storage_metrics=False,
-        is_page_first_layout=kv.layout.startswith("page_first"), model_name=MODEL,
+        is_page_first_layout=kv.layout.startswith("page_first"), model_name=model,
         extra_config={"backend_name": "kvport", "module_path": "kvport.sglang_hicache",
-                      "class_name": "HiCacheKvport", "endpoint": node.endpoint,
-                      "namespace": namespace})
+                      "class_name": "HiCacheKvport", "interface_v1": 1,
+                      "endpoint": node.endpoint, "namespace": namespace, **extra})
+
+
+def create_storage(node, kv, mamba=None, namespace: str = "hicache",
+                   model: str = MODEL) -> HiCacheStorage:
+    """What HybridCacheController.attach_storage_backend does for `dynamic`."""
+    config = storage_config(node, kv, namespace, model)
     storage = StorageBackendFactory.create_backend("dynamic", config, kv)
     storage.register_mem_pool_host(kv)
     storage.register_mem_host_pool_v2(kv, PoolName.KV)
@@ -177,6 +185,16 @@ def test_loaded_as_dynamic(node, pools, record):
     record(ENGINE, f"StorageBackendFactory.create_backend(\"dynamic\") with "
            f"kvport.sglang_hicache.HiCacheKvport, {transport_of(node)}",
            "ok (HiCacheKvport, pools registered)")
+
+
+def test_needs_interface_v1(node, pools, record):
+    """Without interface_v1 SGLang's controller would call the tensor API with flat copies."""
+    kv = pools[("mha", "page_first")].pool
+    with pytest.raises(ValueError, match="interface_v1"):
+        StorageBackendFactory.create_backend(
+            "dynamic", storage_config(node, kv, "hicache", interface_v1=0), kv)
+    record(ENGINE, f"StorageBackendFactory.create_backend(\"dynamic\") without interface_v1, "
+           f"{transport_of(node)}", "ValueError naming interface_v1")
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -368,3 +386,19 @@ def test_groups_under_eviction_pressure(node_factory, record):
     record(ENGINE, "Mamba states and MHA KV of 12 sequences into a 4 MiB node (groups evicted "
            "apart), tcp", f"{len(orphans)} states found without their KV: none reported "
            f"nor served ({served} whole groups served), all deleted")
+
+
+def test_clear_deletes_this_ranks_pages_only(node, pools, record):
+    slots = pools[("mla", "page_first")]
+    mine = create_storage(node, slots.pool, namespace="shared")
+    # Another model whose name ends in this one's: its keys end in this one's suffix too.
+    other = create_storage(node, slots.pool, namespace="shared", model="x_" + MODEL)
+    keys = page_keys("clear", 2)
+    indices = slots.take(2)
+    slots.fill(indices, seed=7)
+    assert mine.batch_set_v1(keys, indices) == [True, True]
+    assert other.batch_set_v1(keys, indices) == [True, True]
+    mine.clear()
+    assert (mine.batch_exists(keys), other.batch_exists(keys)) == (0, 2)
+    record(ENGINE, f"clear(), {transport_of(node)}",
+           "deletes this model's and rank's pages; another model's in the namespace stay")
