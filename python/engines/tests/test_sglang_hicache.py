@@ -42,6 +42,7 @@ from sglang.srt.mem_cache.pool_host.mla import MLATokenToKVPoolHost
 from sglang.srt.mem_cache.storage.backend_factory import StorageBackendFactory
 
 ENGINE = "sglang"
+BACKEND = "HiCacheKvport: "  # the engine table's rows of this backend, beside EICStorage's
 MODEL = "kvport-test/hybrid-4l"
 LAYERS, HEADS, HEAD_DIM, PAGE = 4, 8, 64, 16
 DEVICE_TOKENS = 512
@@ -82,7 +83,7 @@ def mamba_pool() -> MambaPoolHost:
                          layout="page_first")
 
 
-def storage_config(node, kv, namespace: str, model: str = MODEL,
+def storage_config(endpoint: str, kv, namespace: str, model: str = MODEL,
                    **extra) -> HiCacheStorageConfig:
     """HiCacheController._generate_storage_config's config of one rank, with the extra config
     `--hicache-storage-backend-extra-config` gives (docs/python.md, "SGLang HiCache")."""
@@ -92,13 +93,13 @@ def storage_config(node, kv, namespace: str, model: str = MODEL,
         is_page_first_layout=kv.layout.startswith("page_first"), model_name=model,
         extra_config={"backend_name": "kvport", "module_path": "kvport.sglang_hicache",
                       "class_name": "HiCacheKvport", "interface_v1": 1,
-                      "endpoint": node.endpoint, "namespace": namespace, **extra})
+                      "endpoint": endpoint, "namespace": namespace, **extra})
 
 
-def create_storage(node, kv, mamba=None, namespace: str = "hicache",
+def create_storage(endpoint: str, kv, mamba=None, namespace: str = "hicache",
                    model: str = MODEL) -> HiCacheStorage:
     """What HybridCacheController.attach_storage_backend does for `dynamic`."""
-    config = storage_config(node, kv, namespace, model)
+    config = storage_config(endpoint, kv, namespace, model)
     storage = StorageBackendFactory.create_backend("dynamic", config, kv)
     storage.register_mem_pool_host(kv)
     storage.register_mem_host_pool_v2(kv, PoolName.KV)
@@ -179,10 +180,10 @@ def raw_client(node) -> kvport.Client:
 # --- Tests -------------------------------------------------------------------------------------
 
 def test_loaded_as_dynamic(node, pools, record):
-    storage = create_storage(node, pools[("mha", "page_first")].pool)
+    storage = create_storage(node.endpoint, pools[("mha", "page_first")].pool)
     assert type(storage) is HiCacheKvport
     assert storage.batch_exists(page_keys("nothing", 3)) == 0
-    record(ENGINE, f"StorageBackendFactory.create_backend(\"dynamic\") with "
+    record(ENGINE, BACKEND + f"StorageBackendFactory.create_backend(\"dynamic\") with "
            f"kvport.sglang_hicache.HiCacheKvport, {transport_of(node)}",
            "ok (HiCacheKvport, pools registered)")
 
@@ -192,16 +193,16 @@ def test_needs_interface_v1(node, pools, record):
     kv = pools[("mha", "page_first")].pool
     with pytest.raises(ValueError, match="interface_v1"):
         StorageBackendFactory.create_backend(
-            "dynamic", storage_config(node, kv, "hicache", interface_v1=0), kv)
-    record(ENGINE, f"StorageBackendFactory.create_backend(\"dynamic\") without interface_v1, "
-           f"{transport_of(node)}", "ValueError naming interface_v1")
+            "dynamic", storage_config(node.endpoint, kv, "hicache", interface_v1=0), kv)
+    record(ENGINE, BACKEND + f"StorageBackendFactory.create_backend(\"dynamic\") without "
+           f"interface_v1, {transport_of(node)}", "ValueError naming interface_v1")
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("model", MODELS)
 def test_v1_pages_round_trip_in_place(node, pools, model, layout, record):
     slots = pools[(model, layout)]
-    storage = create_storage(node, slots.pool, namespace=f"v1-{model}-{layout}")
+    storage = create_storage(node.endpoint, slots.pool, namespace=f"v1-{model}-{layout}")
     keys = page_keys(f"v1/{model}/{layout}", 4)
     indices = slots.take(4)
     written = slots.fill(indices, seed=1)
@@ -230,9 +231,10 @@ def test_v1_pages_round_trip_in_place(node, pools, model, layout, record):
     slots.zero(other)
     assert storage.batch_get_v1(keys, other) == [True, False, True, True]
     client.close()
-    record(ENGINE, f"batch_set_v1 + batch_exists + batch_get_v1, {model.upper()} {layout}, "
-           f"{transport_of(node)}",
-           f"bytes equal; {regions} object(s) a page, from and into the pool in place; "
+    record(ENGINE, BACKEND + f"batch_set_v1 + batch_exists + batch_get_v1, {model.upper()} "
+           f"{layout}, {transport_of(node)}",
+           f"bytes equal; {regions} object{'s' if regions > 1 else ''} a page, from and into "
+           f"the pool in place; "
            f"a page missing a region is a miss")
 
 
@@ -253,7 +255,7 @@ def write_group(storage, kv: Slots, mamba: Slots, keys, trailing: int, seed: int
 def test_v2_sidecar_round_trip_and_hit_policies(node, pools, record):
     kv, mamba = pools[("mha", "page_first")], pools["mamba"]
     ns = "v2"
-    storage = create_storage(node, kv.pool, mamba.pool, namespace=ns)
+    storage = create_storage(node.endpoint, kv.pool, mamba.pool, namespace=ns)
     keys = page_keys("v2", 4)
     kv_bytes, state_bytes = write_group(storage, kv, mamba, keys, trailing=1, seed=3)
 
@@ -284,8 +286,8 @@ def test_v2_sidecar_round_trip_and_hit_policies(node, pools, record):
     assert got == {PoolName.MAMBA: [True]}
     assert same(kv.regions(kv_into), kv_bytes)
     assert same(mamba.regions(state_into), state_bytes)
-    record(ENGINE, f"batch_set_v2 (Mamba) + batch_set_v1 + batch_exists_v2 + batch_get_v1 + "
-           f"batch_get_v2, {transport_of(node)}",
+    record(ENGINE, BACKEND + f"batch_set_v2 (Mamba) + batch_set_v1 + batch_exists_v2 + "
+           f"batch_get_v1 + batch_get_v2, {transport_of(node)}",
            "bytes equal; TRAILING_PAGES and ALL_PAGES prefixes as HiCacheFile's; "
            "BLOCK_GROUPS: ValueError")
 
@@ -293,7 +295,7 @@ def test_v2_sidecar_round_trip_and_hit_policies(node, pools, record):
 def test_a_sidecar_is_never_served_without_its_kv(node, pools, record):
     kv, mamba = pools[("mha", "page_first")], pools["mamba"]
     ns = "orphan"
-    storage = create_storage(node, kv.pool, mamba.pool, namespace=ns)
+    storage = create_storage(node.endpoint, kv.pool, mamba.pool, namespace=ns)
     keys = page_keys("orphan", 2)
     write_group(storage, kv, mamba, keys, trailing=2, seed=5)
     client = raw_client(node)
@@ -316,7 +318,7 @@ def test_a_sidecar_is_never_served_without_its_kv(node, pools, record):
     assert [c == kvport.KeyCode.SUCCESS for c in client.mexist(state_keys, ns=ns).codes] == \
         [True] * half + [False] * half
     client.close()
-    record(ENGINE, f"batch_get_v2 of a Mamba state whose page lost a KV region, "
+    record(ENGINE, BACKEND + f"batch_get_v2 of a Mamba state whose page lost a KV region, "
            f"{transport_of(node)}", "not served (False), its objects deleted; the whole "
            "group next to it served")
 
@@ -330,7 +332,7 @@ def test_groups_under_eviction_pressure(node_factory, record):
     kv = Slots(kv_pool("mha", "page_first"))
     mamba = Slots(mamba_pool())
     ns = "pressure"
-    storage = create_storage(small, kv.pool, mamba.pool, namespace=ns)
+    storage = create_storage(small.endpoint, kv.pool, mamba.pool, namespace=ns)
     sequences = [page_keys(f"pressure/{s}", 4) for s in range(12)]
     state_sizes = mamba.pool.get_page_buffer_meta(torch.arange(1))[1]
     for s, keys in enumerate(sequences):
@@ -380,19 +382,20 @@ def test_groups_under_eviction_pressure(node_factory, record):
             i = all_keys.index(k)
             assert not ok or kv_there[i], f"page {i}: a state served without its KV"
             served += ok
+    assert served, "no whole group was served"
     assert present("mamba") == [s and k for s, k in zip(state_there, kv_there)], \
         "a broken group's state stayed in the node"
     client.close()
-    record(ENGINE, "Mamba states and MHA KV of 12 sequences into a 4 MiB node (groups evicted "
-           "apart), tcp", f"{len(orphans)} states found without their KV: none reported "
-           f"nor served ({served} whole groups served), all deleted")
+    record(ENGINE, BACKEND + "Mamba states and MHA KV of 12 sequences into a 4 MiB node "
+           "(groups evicted apart), tcp", "states without their KV: none reported nor served, "
+           "all deleted; whole groups served")
 
 
 def test_clear_deletes_this_ranks_pages_only(node, pools, record):
     slots = pools[("mla", "page_first")]
-    mine = create_storage(node, slots.pool, namespace="shared")
+    mine = create_storage(node.endpoint, slots.pool, namespace="shared")
     # Another model whose name ends in this one's: its keys end in this one's suffix too.
-    other = create_storage(node, slots.pool, namespace="shared", model="x_" + MODEL)
+    other = create_storage(node.endpoint, slots.pool, namespace="shared", model="x_" + MODEL)
     keys = page_keys("clear", 2)
     indices = slots.take(2)
     slots.fill(indices, seed=7)
@@ -400,5 +403,24 @@ def test_clear_deletes_this_ranks_pages_only(node, pools, record):
     assert other.batch_set_v1(keys, indices) == [True, True]
     mine.clear()
     assert (mine.batch_exists(keys), other.batch_exists(keys)) == (0, 2)
-    record(ENGINE, f"clear(), {transport_of(node)}",
+    record(ENGINE, BACKEND + f"clear(), {transport_of(node)}",
            "deletes this model's and rank's pages; another model's in the namespace stay")
+
+
+def test_a_page_stored_in_part_is_not_left_in_the_node(pools, record):
+    """A node whose values may not exceed 4 KiB takes a Mamba state's 1.5 KiB conv part and
+    refuses its 8 KiB temporal part: the page's write fails and the part stored is deleted."""
+    kv, mamba = pools[("mha", "page_first")], pools["mamba"]
+    with kvport.Server("64MiB", max_value_bytes=4096) as server:
+        storage = create_storage(server.address, kv.pool, mamba.pool, namespace="part")
+        keys = page_keys("part", 1)
+        indices = mamba.take(1)
+        mamba.fill(indices, seed=9)
+        transfer = PoolTransfer(name=PoolName.MAMBA, host_indices=indices, keys=keys)
+        assert storage.batch_set_v2([transfer]) == {PoolName.MAMBA: [False]}
+        with kvport.Client(server.address) as client:
+            codes = client.mexist(storage._keys("mamba", keys), ns="part").codes
+        assert codes == [kvport.KeyCode.KEY_NOT_EXIST] * 2
+        storage.close()
+    record(ENGINE, BACKEND + "batch_set_v2 of a Mamba state the node takes only in part",
+           "False; the part stored is deleted")
