@@ -57,7 +57,7 @@ from sglang.srt.mem_cache.hicache_storage import (
     PoolTransferResult,
 )
 
-from . import Client, KeyCode
+from . import Client, Error, KeyCode
 
 __all__ = ["HiCacheKvport"]
 
@@ -182,7 +182,7 @@ class HiCacheKvport(HiCacheStorage):
             part = keys[s:s + _KEYS_PER_CALL]
             try:
                 codes = self.client.mexist(part, ns=self.namespace).codes
-            except Exception as e:  # the node unreachable: nothing is present
+            except Error as e:  # a closed client: nothing is present
                 logger.warning("kvport HiCache: mexist failed: %s", e)
                 codes = [KeyCode.UNAVAILABLE] * len(part)
             out += [c == KeyCode.SUCCESS for c in codes]
@@ -197,7 +197,7 @@ class HiCacheKvport(HiCacheStorage):
                 # A shorter value is another layout's page: not a hit.
                 out += [c == KeyCode.SUCCESS and n == b[1]
                         for c, n, b in zip(r.codes, r.value_sizes, bufs)]
-            except Exception as e:
+            except Error as e:
                 logger.warning("kvport HiCache: mget failed: %s", e)
                 out += [False] * len(part)
         return out
@@ -208,7 +208,7 @@ class HiCacheKvport(HiCacheStorage):
             part, bufs = keys[s:s + _KEYS_PER_CALL], buffers[s:s + _KEYS_PER_CALL]
             try:
                 codes = self.client.mset(part, bufs, ns=self.namespace, ttl=self.ttl).codes
-            except Exception as e:
+            except Error as e:
                 logger.warning("kvport HiCache: mset failed: %s", e)
                 codes = [KeyCode.UNAVAILABLE] * len(part)
             out += [c == KeyCode.SUCCESS for c in codes]
@@ -218,7 +218,7 @@ class HiCacheKvport(HiCacheStorage):
         for s in range(0, len(keys), _KEYS_PER_CALL):
             try:
                 self.client.mdel(keys[s:s + _KEYS_PER_CALL], ns=self.namespace)
-            except Exception as e:
+            except Error as e:
                 logger.warning("kvport HiCache: mdel failed: %s", e)
 
     def _per_page(self, name: str, flags: List[bool]) -> List[bool]:

@@ -15,7 +15,8 @@ MLATokenToKVPoolHost (4 layers, kv_lora_rank 64 + rope 16, bf16: 10 KiB a page),
 `page_first` and `page_first_direct` layouts, and a MambaPoolHost (page_first; 2 layers, an
 fp32 temporal state of 16x64 and a bf16 conv state of 3x128 per layer: 8 KiB + 1.5 KiB a
 slot) as the sidecar pool of a hybrid model. One argument differs from SGLang's builders:
-`pin_memory=False` (pinning needs a CUDA driver; the pool is host memory either way).
+`pin_memory=False` (pinning needs a CUDA driver; the pool is host memory either way); and the
+pools are built inside SGLang's host_memory_budget_scope (POOL_BUDGET).
 
 The calls follow HybridCacheController's order: a page's sidecars through batch_set_v2, then
 its KV through batch_set_v1; hits through batch_exists_v2 with each pool's PoolHitPolicy;
@@ -36,6 +37,7 @@ from sglang.srt.mem_cache.device_pool_info import MambaStateBufferInfo
 from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorageConfig,
                                                   PoolHitPolicy, PoolName, PoolTransfer)
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, MLATokenToKVPool
+from sglang.srt.mem_cache.pool_host.base import host_memory_budget_scope
 from sglang.srt.mem_cache.pool_host.mamba import MambaPoolHost
 from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
 from sglang.srt.mem_cache.pool_host.mla import MLATokenToKVPoolHost
@@ -53,9 +55,20 @@ MODELS = ["mha", "mla"]
 
 # --- SGLang's objects --------------------------------------------------------------------------
 
+# The host RAM the test's pools are booked against (SGLang's host_memory_budget_scope), so
+# their construction does not depend on what the machine has free beyond SGLang's 10 GiB
+# reserve at that moment; each pool takes a few MiB.
+POOL_BUDGET = 256 << 20
+
+
 def kv_pool(model: str, layout: str):
     """SGLang's host KV pool over its CPU device pool, as build_kv_host_pool builds it (module
     doc)."""
+    with host_memory_budget_scope(POOL_BUDGET):
+        return _kv_pool(model, layout)
+
+
+def _kv_pool(model: str, layout: str):
     if model == "mha":
         device = MHATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16,
                                   head_num=HEADS, head_dim=HEAD_DIM, layer_num=LAYERS,
@@ -79,8 +92,9 @@ def mamba_pool() -> MambaPoolHost:
     info = MambaStateBufferInfo(
         temporal=torch.zeros(2, MAMBA_SLOTS, 16, 64, dtype=torch.float32),
         conv=(torch.zeros(2, MAMBA_SLOTS, 3, 128, dtype=torch.bfloat16),))
-    return MambaPoolHost(info, 2.0, 0, device_capacity=MAMBA_SLOTS, pin_memory=False,
-                         layout="page_first")
+    with host_memory_budget_scope(POOL_BUDGET):
+        return MambaPoolHost(info, 2.0, 0, device_capacity=MAMBA_SLOTS, pin_memory=False,
+                             layout="page_first")
 
 
 def storage_config(endpoint: str, kv, namespace: str, model: str = MODEL,
@@ -424,3 +438,21 @@ def test_a_page_stored_in_part_is_not_left_in_the_node(pools, record):
         storage.close()
     record(ENGINE, BACKEND + "batch_set_v2 of a Mamba state the node takes only in part",
            "False; the part stored is deleted")
+
+
+def test_a_node_gone_is_a_miss(node_factory, pools, record):
+    """SGLang's storage threads must not die with the node: every call answers, with misses."""
+    kv = pools[("mla", "page_first")]
+    gone = node_factory(shared_memory=False)
+    storage = create_storage(gone.endpoint, kv.pool, namespace="gone")
+    keys = page_keys("gone", 2)
+    indices = kv.take(2)
+    assert storage.batch_set_v1(keys, indices) == [True, True]
+    gone.stop()
+    assert storage.batch_exists(keys) == 0
+    assert storage.batch_get_v1(keys, indices) == [False, False]
+    assert storage.batch_set_v1(keys, indices) == [False, False]
+    storage.close()
+    assert storage.batch_exists(keys) == 0
+    record(ENGINE, BACKEND + "every call after the node stopped, and after close(), tcp",
+           "misses and failed writes (False), no exception")
