@@ -92,7 +92,6 @@ class HiCacheKvport(HiCacheStorage):
         self.ttl = int(extra.get("ttl_seconds", -1))
         options = {k: extra[k] for k in _CLIENT_OPTIONS if k in extra}
         self.client = Client(endpoint, **options)
-        self.config = storage_config
         self.is_mla = storage_config.is_mla_model
         # The key suffixes of SGLang's own file backend: MLA's KV is the same on every TP rank
         # and stored once; TP-sharded state (Mamba) is keyed by rank.
@@ -259,9 +258,6 @@ class HiCacheKvport(HiCacheStorage):
 
     def batch_set_v1(self, keys: List[str], host_indices: torch.Tensor,
                      extra_info: Optional[HiCacheStorageExtraInfo] = None) -> List[bool]:
-        if not self.config.is_storage_writer:
-            # MLA: another rank (the shard's writer) stores this KV, the same on every rank.
-            return [True] * len(keys)
         return self._write_pages(PoolName.KV.value, keys, host_indices)
 
     def batch_get_v1(self, keys: List[str], host_indices: torch.Tensor,
@@ -339,11 +335,7 @@ class HiCacheKvport(HiCacheStorage):
                      ) -> Dict[str, List[bool]]:
         results: Dict[str, List[bool]] = {}
         for t in transfers:
-            keys = t.keys or []
-            if t.name == PoolName.KV and not self.config.is_storage_writer:
-                results[t.name] = [True] * len(keys)
-                continue
-            results[t.name] = self._write_pages(str(t.name), keys, t.host_indices)
+            results[t.name] = self._write_pages(str(t.name), t.keys or [], t.host_indices)
         return results
 
     def batch_get_v2(self, transfers: List[PoolTransfer],

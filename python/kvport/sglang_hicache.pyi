@@ -18,7 +18,6 @@ class HiCacheKvport(HiCacheStorage):
     namespace: str
     ttl: int
     client: Client
-    config: HiCacheStorageConfig
     is_mla: bool
     rank_suffix: str
     shared_suffix: str

@@ -97,12 +97,12 @@ def mamba_pool() -> MambaPoolHost:
                              layout="page_first")
 
 
-def storage_config(endpoint: str, kv, namespace: str, model: str = MODEL,
-                   **extra) -> HiCacheStorageConfig:
+def storage_config(endpoint: str, kv, namespace: str, model: str = MODEL, tp_rank: int = 0,
+                   tp_size: int = 1, **extra) -> HiCacheStorageConfig:
     """HiCacheController._generate_storage_config's config of one rank, with the extra config
     `--hicache-storage-backend-extra-config` gives (docs/python.md, "SGLang HiCache")."""
     return HiCacheStorageConfig(
-        tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
+        tp_rank=tp_rank, tp_size=tp_size, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
         is_mla_model=isinstance(kv, MLATokenToKVPoolHost), enable_storage_metrics=False,
         is_page_first_layout=kv.layout.startswith("page_first"), model_name=model,
         extra_config={"backend_name": "kvport", "module_path": "kvport.sglang_hicache",
@@ -111,9 +111,9 @@ def storage_config(endpoint: str, kv, namespace: str, model: str = MODEL,
 
 
 def create_storage(endpoint: str, kv, mamba=None, namespace: str = "hicache",
-                   model: str = MODEL) -> HiCacheStorage:
+                   model: str = MODEL, tp_rank: int = 0, tp_size: int = 1) -> HiCacheStorage:
     """What HybridCacheController.attach_storage_backend does for `dynamic`."""
-    config = storage_config(endpoint, kv, namespace, model)
+    config = storage_config(endpoint, kv, namespace, model, tp_rank, tp_size)
     storage = StorageBackendFactory.create_backend("dynamic", config, kv)
     storage.register_mem_pool_host(kv)
     storage.register_mem_host_pool_v2(kv, PoolName.KV)
@@ -456,3 +456,40 @@ def test_a_node_gone_is_a_miss(node_factory, pools, record):
     assert storage.batch_exists(keys) == 0
     record(ENGINE, BACKEND + "every call after the node stopped, and after close(), tcp",
            "misses and failed writes (False), no exception")
+
+
+def test_two_tp_ranks_of_an_mla_hybrid_model(node, pools, record):
+    """TP 2 of an MLA model with Mamba layers, as HybridCacheController drives it: both ranks
+    write their own (TP-sharded) states, only the writer rank (0) writes the KV, which is the
+    same on every rank; each rank restores its own state with the one KV."""
+    kv, mamba = pools[("mla", "page_first")], pools["mamba"]
+    ranks = [create_storage(node.endpoint, kv.pool, mamba.pool, namespace="tp2", tp_rank=r,
+                            tp_size=2) for r in (0, 1)]
+    keys = page_keys("tp2", 2)
+    kv_indices = kv.take(2)
+    kv_bytes = kv.fill(kv_indices, seed=11)
+    state_bytes = []
+    for rank, storage in enumerate(ranks):
+        indices = mamba.take(1)
+        state_bytes.append(mamba.fill(indices, seed=20 + rank))
+        transfer = PoolTransfer(name=PoolName.MAMBA, host_indices=indices, keys=keys[-1:],
+                                hit_policy=PoolHitPolicy.TRAILING_PAGES)
+        assert storage.batch_set_v2([transfer]) == {PoolName.MAMBA: [True]}
+    assert ranks[0].batch_set_v1(keys, kv_indices) == [True, True]
+
+    for rank, storage in enumerate(ranks):
+        trailing = PoolTransfer(name=PoolName.MAMBA, keys=keys[-1:],
+                                hit_policy=PoolHitPolicy.TRAILING_PAGES)
+        assert storage.batch_exists_v2(keys, [trailing]).restorable_prefix_pages == [2]
+        kv_into, state_into = kv.take(2), mamba.take(1)
+        kv.zero(kv_into)
+        mamba.zero(state_into)
+        assert storage.batch_get_v1(keys, kv_into) == [True, True]
+        got = storage.batch_get_v2([PoolTransfer(name=PoolName.MAMBA, host_indices=state_into,
+                                                 keys=keys[-1:])])
+        assert got == {PoolName.MAMBA: [True]}
+        assert same(kv.regions(kv_into), kv_bytes)
+        assert same(mamba.regions(state_into), state_bytes[rank])
+    record(ENGINE, BACKEND + f"TP 2 of an MLA model with Mamba states (KV from rank 0, a state "
+           f"from each rank), {transport_of(node)}",
+           "each rank restores the one KV and its own state, bytes equal")
