@@ -36,12 +36,15 @@ from kvport.sglang_hicache import HiCacheKvport
 from sglang.srt.mem_cache.device_pool_info import MambaStateBufferInfo
 from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorageConfig,
                                                   PoolHitPolicy, PoolName, PoolTransfer)
-from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, MLATokenToKVPool
+from sglang.srt.mem_cache.memory_pool import (DSATokenToKVPool, MHATokenToKVPool,
+                                              MLATokenToKVPool)
 from sglang.srt.mem_cache.pool_host.base import host_memory_budget_scope
+from sglang.srt.mem_cache.pool_host.dsa import DSAIndexerPoolHost, make_dsa_indexer_pool_decl
 from sglang.srt.mem_cache.pool_host.mamba import MambaPoolHost
 from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
 from sglang.srt.mem_cache.pool_host.mla import MLATokenToKVPoolHost
 from sglang.srt.mem_cache.storage.backend_factory import StorageBackendFactory
+from sglang.srt.runtime_context import get_parallel
 
 ENGINE = "sglang"
 BACKEND = "HiCacheKvport: "  # the engine table's rows of this backend, beside EICStorage's
@@ -110,8 +113,30 @@ def storage_config(endpoint: str, kv, namespace: str, model: str = MODEL, tp_ran
                       "endpoint": endpoint, "namespace": namespace, **extra})
 
 
+def dsa_pools():
+    """A DSA model's host pools (a DeepSeek V3.2-shaped MLA KV of 576 dims and its indexer
+    keys, 2 layers, pages of 64 tokens): the MLA host pool and the DSA indexer host pool that
+    rides on its pages, as make_dsa_indexer_pool_decl declares it (indices and layout from the
+    KV pool). The device pool reads its decode-context-parallel width from SGLang's parallel
+    config, which a single CPU rank states (1); the indexer pool is built as its builder builds
+    it, but unpinned."""
+    with get_parallel().override(attn_dcp_size=1):
+        device = DSATokenToKVPool(size=DEVICE_TOKENS, page_size=64, kv_lora_rank=512,
+                                  dtype=torch.bfloat16, qk_rope_head_dim=64, layer_num=2,
+                                  device="cpu", index_head_dim=128, enable_memory_saver=False,
+                                  kv_cache_dim=576, start_layer=0, end_layer=2)
+    with host_memory_budget_scope(POOL_BUDGET):
+        kv = MLATokenToKVPoolHost(device.get_device_pool_infos()[0].buffer_info, 2.0, 0, 64,
+                                  "page_first", pin_memory=False,
+                                  device_capacity_tokens=device.size, start_layer=0,
+                                  end_layer=2, target_layer_num=2)
+        indexer = DSAIndexerPoolHost(make_dsa_indexer_pool_decl(device), kv, pin_memory=False)
+    return kv, indexer
+
+
 def create_storage(endpoint: str, kv, mamba=None, namespace: str = "hicache",
-                   model: str = MODEL, tp_rank: int = 0, tp_size: int = 1) -> HiCacheStorage:
+                   model: str = MODEL, tp_rank: int = 0, tp_size: int = 1,
+                   indexer=None) -> HiCacheStorage:
     """What HybridCacheController.attach_storage_backend does for `dynamic`."""
     config = storage_config(endpoint, kv, namespace, model, tp_rank, tp_size)
     storage = StorageBackendFactory.create_backend("dynamic", config, kv)
@@ -119,6 +144,8 @@ def create_storage(endpoint: str, kv, mamba=None, namespace: str = "hicache",
     storage.register_mem_host_pool_v2(kv, PoolName.KV)
     if mamba is not None:
         storage.register_mem_host_pool_v2(mamba, PoolName.MAMBA)
+    if indexer is not None:
+        storage.register_mem_host_pool_v2(indexer, PoolName.INDEXER)
     storage.on_host_pools_registered()
     return storage
 
@@ -493,3 +520,50 @@ def test_two_tp_ranks_of_an_mla_hybrid_model(node, pools, record):
     record(ENGINE, BACKEND + f"TP 2 of an MLA model with Mamba states (KV from rank 0, a state "
            f"from each rank), {transport_of(node)}",
            "each rank restores the one KV and its own state, bytes equal")
+
+
+def test_a_dsa_indexer_rides_on_its_kv(node, record):
+    """sgl-project/sglang#30321's case: a DSA model's indexer keys (a KV-derived sidecar,
+    all_pages) with their KV. Written as HybridCacheController writes them (the indexer through
+    batch_set_v2 with the KV's host indices, then the KV), read as _page_transfer_kv_batch
+    reads them (the KV, then the indexer with the same indices). Then the node loses page 3's
+    indexer: the hit stops at page 2; and page 1's KV: the hit is 0 and page 1's indexer is
+    not served."""
+    kv_pool, indexer_pool = dsa_pools()
+    kv, indexer = Slots(kv_pool), Slots(indexer_pool)
+    ns = "dsa"
+    storage = create_storage(node.endpoint, kv_pool, namespace=ns, indexer=indexer_pool)
+    keys = page_keys("dsa", 3)
+    indices = kv.take(3)
+    kv_bytes = kv.fill(indices, seed=30)
+    indexer_bytes = indexer.fill(indices, seed=31)
+    assert [len(r) for r in kv_bytes[:1] + indexer_bytes[:1]] == [147456, 16896]
+    transfer = PoolTransfer(name=PoolName.INDEXER, host_indices=indices, keys=keys,
+                            indices_from_pool=PoolName.KV)
+    assert storage.batch_set_v2([transfer]) == {PoolName.INDEXER: [True] * 3}
+    assert storage.batch_set_v1(keys, indices) == [True] * 3
+
+    probe = PoolTransfer(name=PoolName.INDEXER, keys=keys, indices_from_pool=PoolName.KV)
+    assert storage.batch_exists_v2(keys, [probe]).kv_hit_pages == 3
+    into = kv.take(3)
+    kv.zero(into)
+    indexer.zero(into)
+    assert storage.batch_get_v1(keys, into) == [True] * 3
+    assert storage.batch_get_v2([PoolTransfer(name=PoolName.INDEXER, host_indices=into,
+                                              keys=keys)]) == {PoolName.INDEXER: [True] * 3}
+    assert same(kv.regions(into), kv_bytes) and same(indexer.regions(into), indexer_bytes)
+
+    client = raw_client(node)
+    assert client.mdel(storage._keys("indexer", keys[2:]), ns=ns).ok
+    hit = storage.batch_exists_v2(keys, [probe])
+    assert (hit.kv_hit_pages, hit.extra_pool_hit_pages) == \
+        (2, {PoolName.KV: 3, PoolName.INDEXER: 2})
+    assert client.mdel(storage._keys("kv", keys[:1]), ns=ns).ok
+    assert storage.batch_exists_v2(keys, [probe]).kv_hit_pages == 0
+    assert storage.batch_get_v2([PoolTransfer(name=PoolName.INDEXER, host_indices=into,
+                                              keys=keys)]) == \
+        {PoolName.INDEXER: [False, True, False]}
+    client.close()
+    record(ENGINE, BACKEND + f"DSA indexer (all_pages, KV-derived) with its MLA KV, "
+           f"{transport_of(node)}", "bytes equal; a lost indexer page ends the hit there; an "
+           "indexer page whose KV is gone is not served")
