@@ -7,16 +7,17 @@ The storage is built the way `--hicache-storage-backend dynamic` builds it: SGLa
 extra config naming the module and class, then the calls HybridCacheController's
 attach_storage_backend makes: `register_mem_pool_host(kv pool)`, `register_mem_host_pool_v2`
 for each pool of the host pool group, `on_host_pools_registered()`. The config has the fields
-HiCacheController._generate_storage_config fills for a single rank (TP 1, no PP, CP or DCP).
+HiCacheController._generate_storage_config fills for one rank (TP 1 or 2, no PP, CP or DCP).
 
 The host pools are SGLang's own, over SGLang's device pools on the CPU: MHATokenToKVPoolHost
 (4 layers, 8 KV heads of 64, bf16, pages of 16 tokens: 64 KiB K and 64 KiB V a page) and
 MLATokenToKVPoolHost (4 layers, kv_lora_rank 64 + rope 16, bf16: 10 KiB a page), each in the
 `page_first` and `page_first_direct` layouts, and a MambaPoolHost (page_first; 2 layers, an
 fp32 temporal state of 16x64 and a bf16 conv state of 3x128 per layer: 8 KiB + 1.5 KiB a
-slot) as the sidecar pool of a hybrid model. One argument differs from SGLang's builders:
-`pin_memory=False` (pinning needs a CUDA driver; the pool is host memory either way); and the
-pools are built inside SGLang's host_memory_budget_scope (POOL_BUDGET).
+slot) as the sidecar pool of a hybrid model; and a DSA model's pools (dsa_pools) for the
+indexer. One argument differs from SGLang's builders: `pin_memory=False` (pinning needs a
+CUDA driver; the pool is host memory either way); and the pools are built inside SGLang's
+host_memory_budget_scope (POOL_BUDGET).
 
 The calls follow HybridCacheController's order: a page's sidecars through batch_set_v2, then
 its KV through batch_set_v1; hits through batch_exists_v2 with each pool's PoolHitPolicy;
