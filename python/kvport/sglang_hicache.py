@@ -110,16 +110,26 @@ class HiCacheKvport(HiCacheStorage):
             self.shared_suffix += dcp
             self.rank_suffix += dcp
         self.registered_pools: Dict[str, Any] = {}
-        self._regions: Dict[str, int] = {}  # pool name -> regions per page
+        self._regions: Dict[str, int] = {}  # pool name -> regions of one page
 
     # --- SGLang's registration calls ---------------------------------------------------------
 
     def register_mem_pool_host(self, mem_pool_host) -> None:
         super().register_mem_pool_host(mem_pool_host)
-        self.registered_pools.setdefault(str(PoolName.KV), mem_pool_host)
+        self._register(mem_pool_host, PoolName.KV.value)
 
     def register_mem_host_pool_v2(self, host_pool, host_pool_name) -> None:
-        self.registered_pools[str(host_pool_name)] = host_pool
+        self._register(host_pool, str(host_pool_name))
+
+    def _register(self, pool, name: str) -> None:
+        """Takes a pool whose pages can be moved in place, or fails the attach saying why."""
+        try:
+            ptrs, _ = pool.get_page_buffer_meta(torch.arange(pool.page_size, dtype=torch.int64))
+        except (NotImplementedError, ValueError) as e:
+            raise ValueError(f"kvport HiCache backend: the '{name}' host pool cannot move its "
+                             f"pages in place: {e}") from e
+        self.registered_pools[name] = pool
+        self._regions[name] = len(ptrs)
 
     def close(self) -> None:
         self.client.close()
@@ -133,12 +143,8 @@ class HiCacheKvport(HiCacheStorage):
         return pool
 
     def _regions_per_page(self, name: str) -> int:
-        count = self._regions.get(name)
-        if count is None:
-            pool = self._pool(name)
-            ptrs, _ = pool.get_page_buffer_meta(torch.arange(pool.page_size, dtype=torch.int64))
-            count = self._regions[name] = len(ptrs)
-        return count
+        self._pool(name)  # registered, or a ValueError naming it
+        return self._regions[name]
 
     def _suffix(self, name: str) -> str:
         return self.rank_suffix if name == PoolName.MAMBA else self.shared_suffix

@@ -568,3 +568,20 @@ def test_a_dsa_indexer_rides_on_its_kv(node, record):
     record(ENGINE, BACKEND + f"DSA indexer (all_pages, KV-derived) with its MLA KV, "
            f"{transport_of(node)}", "bytes equal; a lost indexer page ends the hit there; an "
            "indexer page whose KV is gone is not served")
+
+
+def test_a_pool_that_cannot_move_in_place_fails_the_attach(node, pools, record):
+    """A Mamba pool whose states carry registered side states (extra checkpoint buffers) has
+    no page regions to move in place (SGLang's MambaPoolHost says so): registering it fails
+    the attach, naming the pool, instead of failing every later write."""
+    info = MambaStateBufferInfo(
+        temporal=torch.zeros(2, MAMBA_SLOTS, 16, 64, dtype=torch.float32),
+        conv=(torch.zeros(2, MAMBA_SLOTS, 3, 128, dtype=torch.bfloat16),),
+        extra_checkpoint_buffers=(torch.zeros(MAMBA_SLOTS, 8),))
+    with host_memory_budget_scope(POOL_BUDGET):
+        side = MambaPoolHost(info, 2.0, 0, device_capacity=MAMBA_SLOTS, pin_memory=False,
+                             layout="page_first")
+    with pytest.raises(ValueError, match="'mamba' host pool cannot move its pages in place"):
+        create_storage(node.endpoint, pools[("mha", "page_first")].pool, side)
+    record(ENGINE, BACKEND + f"register_mem_host_pool_v2 of a Mamba pool with side states, "
+           f"{transport_of(node)}", "ValueError naming the pool (no in-place page regions)")
