@@ -46,6 +46,7 @@ import yaml
 from sglang.srt.managers.cache_controller import storage_model_name
 from sglang.srt.mem_cache.hicache_storage import HiCacheStorage, HiCacheStorageConfig
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+from sglang.srt.mem_cache.pool_host.base import host_memory_budget_scope
 from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
 from sglang.srt.mem_cache.storage.backend_factory import StorageBackendFactory
 from sglang.srt.mem_cache.storage.eic.eic_storage import EICStorage
@@ -60,6 +61,7 @@ HICACHE_RATIO = 2.0  # --hicache-ratio's default
 NAMESPACE = "sglang_a"
 LAYOUTS = ["page_first", "layer_first"]
 LABEL = {"page_first": "page_first (zero-copy)", "layer_first": "layer_first (generic)"}
+POOL_BUDGET = 256 << 20  # host RAM the pool is booked against: it takes a few MiB
 
 
 # --- SGLang's objects --------------------------------------------------------------------------
@@ -70,11 +72,14 @@ def host_pool(layout: str) -> MHATokenToKVPoolHost:
     device = MHATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16,
                               head_num=HEADS, head_dim=HEAD_DIM, layer_num=LAYERS, device="cpu",
                               enable_memory_saver=False, start_layer=0, end_layer=LAYERS)
-    return MHATokenToKVPoolHost(
-        device.get_device_pool_infos()[0].buffer_info, HICACHE_RATIO, 0, PAGE, layout,
-        pin_memory=False, allocator_type="default",
-        device_capacity_tokens=device.size, start_layer=device.start_layer,
-        end_layer=device.end_layer, write_back_staging=device.hicache_write_back_staging)
+    # Booked against a budget of its own (SGLang's host_memory_budget_scope), so that building
+    # it does not depend on what the machine has free beyond SGLang's 10 GiB reserve just then.
+    with host_memory_budget_scope(POOL_BUDGET):
+        return MHATokenToKVPoolHost(
+            device.get_device_pool_infos()[0].buffer_info, HICACHE_RATIO, 0, PAGE, layout,
+            pin_memory=False, allocator_type="default",
+            device_capacity_tokens=device.size, start_layer=device.start_layer,
+            end_layer=device.end_layer, write_back_staging=device.hicache_write_back_staging)
 
 
 def eic_yaml(path: Path, url: str, namespace: str, layout: str) -> Path:
