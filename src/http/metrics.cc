@@ -196,6 +196,10 @@ std::vector<MetricInfo> MakeCatalog() {
       {"kvport_disk_torn_tails_total", kCounter, "", "",
        "Segments found ending in a torn record at the start (a crash mid-write): cut off",
        "disk_torn_tails"},
+      {"kvport_disk_damaged_segments_total", kCounter, "", "",
+       "Segments found at the start with a damaged record followed by others (a bad disk, not a "
+       "crash): those after it are lost",
+       "disk_damaged_segments"},
       {"kvport_disk_compacted_segments_total", kCounter, "", "",
        "Mostly-dead segments whose live records compaction moved forward (the file removed)",
        "disk_compacted_segments"},

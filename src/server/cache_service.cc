@@ -199,6 +199,7 @@ ServerStats CacheService::Collect(bool namespaces) const {
                            {"disk_restored", d.tier.restored},
                            {"disk_restore_ms", d.restore_ms},
                            {"disk_torn_tails", d.tier.torn_tails},
+                           {"disk_damaged_segments", d.tier.damaged_segments},
                            {"disk_compacted_segments", d.tier.compacted_segments},
                            {"disk_compacted_bytes", d.tier.compacted_bytes},
                            {"disk_index_bytes", d.tier.index_bytes},

@@ -26,6 +26,7 @@ struct DiskTier::Segment {
   uint64_t ids_heap_bytes = 0;            // the ids' heap blocks (index_bytes)
   uint64_t live_bytes = 0;                // record_bytes of the index entries pointing here
   uint64_t tombstone_bytes = 0;           // record_bytes of the tombstones written here
+  bool damaged = false;  // its scan stopped at a damaged record: never appended to again
 };
 
 namespace {
@@ -248,7 +249,9 @@ Status DiskTier::PrepareAppends() {
     log::Warn("disk tier: removing segments over the capacity: {}", synced.ToString());
   }
   MutexLock lock(mu_);
-  if (segments_.empty()) return Status::Ok();
+  // The next record goes to a new segment when the newest one is damaged: what lies after its
+  // damaged record is kept for a look, not written over.
+  if (segments_.empty() || segments_.rbegin()->second->damaged) return Status::Ok();
   Segment& newest = *segments_.rbegin()->second;
   // The next record goes where the scan stopped; a torn tail after it goes now, or every
   // restart would stop at what is left of it behind a shorter record. The space after it is
@@ -446,6 +449,15 @@ Status DiskTier::Restore(uint64_t now_ms, uint32_t checkpoint_stamp) {
       ++stats_.torn_tails;
       log::Warn("disk tier: {} ends in a torn record at byte {}: cut off there",
                 folder_->PathOf(number), scan->end);
+    }
+    if (scan->damaged) {
+      ++stats_.damaged_segments;
+      segment->damaged = true;
+      log::Warn(
+          "disk tier: {} has a damaged record at byte {} with records after it (a bad disk or a "
+          "file changed under the node, not a crash): those records are lost; the segment is "
+          "not written again",
+          folder_->PathOf(number), scan->end);
     }
     disk_bytes_ += segment->end;
     for (ScannedRecord& record : scan->records) {

@@ -72,13 +72,17 @@ struct DiskTierOptions {
 };
 
 struct DiskTierStats {
-  uint64_t objects = 0;             // live records in the index
-  uint64_t object_bytes = 0;        // their records' bytes on disk
-  uint64_t segments = 0;            // segment files
-  uint64_t disk_bytes = 0;          // the segments' written bytes, live or not
-  uint64_t restored = 0;            // objects the last Open found
-  uint64_t dropped_records = 0;     // records dropped: names or value failing their checksum
-  uint64_t torn_tails = 0;          // segments whose scan stopped at a torn record
+  uint64_t objects = 0;          // live records in the index
+  uint64_t object_bytes = 0;     // their records' bytes on disk
+  uint64_t segments = 0;         // segment files
+  uint64_t disk_bytes = 0;       // the segments' written bytes, live or not
+  uint64_t restored = 0;         // objects the last Open found
+  uint64_t dropped_records = 0;  // records dropped: names or value failing their checksum
+  uint64_t torn_tails = 0;       // segments whose scan stopped at a torn tail (a crash)
+  // Segments whose scan stopped at a damaged record with records after it (SegmentScan::
+  // damaged): those are lost, and the segment is never written again (kept for a look until
+  // compaction or eviction takes it).
+  uint64_t damaged_segments = 0;
   uint64_t evicted_segments = 0;    // segments removed to make room
   uint64_t evicted_objects = 0;     // live objects they took with them
   uint64_t write_errors = 0;        // appends that failed (the put failed)
@@ -92,8 +96,8 @@ struct DiskTierStats {
   // a superblock (an earlier version's) or after a crash or power loss.
   bool clean_start = false;
   // Whether the last Open loaded the index from the checkpoint of the clean stop before it
-  // instead of scanning the segments (then dropped_records and torn_tails are 0: nothing was
-  // scanned).
+  // instead of scanning the segments (then dropped_records, torn_tails and damaged_segments are
+  // 0: nothing was scanned).
   bool restored_from_checkpoint = false;
   // An estimate of the heap the in-memory index takes: per object its hash node (the id, the
   // entry and the node's link and cached hash) with the id's and the header's namespace, key

@@ -31,6 +31,28 @@ Result<uint64_t> SegmentWriter::AppendAll(std::span<const DiskRecord> records) {
   return offset;
 }
 
+namespace {
+
+// Whether a block after the one at `offset`, before `limit`, starts with a valid fixed part
+// (records start on block boundaries). Read 1 MiB at a time.
+Result<bool> ValidFixedPartAfter(File& file, uint64_t offset, uint64_t limit) {
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  FileAlignedBytes chunk(kChunk);
+  DiskRecordHeader header;
+  for (uint64_t at = offset + kDiskBlock; at + kFixedBytes <= limit; at += kChunk) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, limit - at));
+    KVPORT_ASSIGN_OR_RETURN(const size_t got, file.ReadAt(at, chunk.data(), want));
+    for (uint64_t block = 0; block + kFixedBytes <= got; block += kDiskBlock) {
+      const std::span<const char> fixed(chunk.data() + block, kFixedBytes);
+      if (ParseFixedPart(fixed, limit - at - block, &header) == FixedPart::kValid) return true;
+    }
+    if (got < want) break;
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes) {
   SegmentScan scan;
   KVPORT_ASSIGN_OR_RETURN(uint64_t size, file.Size());
@@ -51,7 +73,10 @@ Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes) {
                                ? FixedPart::kCorrupt
                                : ParseFixedPart(fixed, limit - offset, &record.header);
     if (part != FixedPart::kValid) {
-      scan.torn = part == FixedPart::kCorrupt;
+      if (part == FixedPart::kCorrupt) {
+        KVPORT_ASSIGN_OR_RETURN(const bool followed, ValidFixedPartAfter(file, offset, limit));
+        (followed ? scan.damaged : scan.torn) = true;
+      }
       break;
     }
     const size_t names_bytes = record.header.names_bytes;

@@ -49,13 +49,17 @@ struct SegmentScan {
   std::vector<ScannedRecord> records;  // in file order, every one with trustworthy names
   uint64_t end = 0;                    // where the next record goes: after the last trusted record
   uint64_t dropped = 0;                // records whose names did not match their checksum (skipped)
-  bool torn = false;  // the scan stopped at a corrupt header (a torn tail), not zeros
+  // The scan stopped at a corrupt fixed part (nothing after it is believed), which is one of:
+  bool torn = false;     // a torn tail: no valid fixed part follows it (a crash mid-write)
+  bool damaged = false;  // a damaged record: a valid fixed part follows it (a flipped bit, an
+                         // overwritten block), so records after it are lost, not unwritten
 };
 
 // Reads every record's header of a segment of at most `segment_bytes` bytes, from its start:
 // stops at the file's end, at zeros (where nothing was written) or at a corrupt fixed part
-// (torn: nothing after it is believed). Values are not read. IoError when the file cannot be
-// read.
+// (torn or damaged: nothing after it is believed, whatever it looks like, since a stored value
+// may hold the image of a record). Values are not read; past a corrupt fixed part the rest of the
+// segment is read once, to tell torn from damaged. IoError when the file cannot be read.
 Result<SegmentScan> ScanSegment(File& file, uint64_t segment_bytes);
 
 // Deletes the scanned record at `offset` in place (KillFixedPart): its first block read,

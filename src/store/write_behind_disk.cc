@@ -690,6 +690,10 @@ std::string WriteBehindDisk::Describe() const {
     notes += fmt::format("; {} records dropped, {} torn tails cut off", s.tier.dropped_records,
                          s.tier.torn_tails);
   }
+  if (s.tier.damaged_segments > 0) {
+    notes += fmt::format("; {} segments with a damaged record (what follows it is lost)",
+                         s.tier.damaged_segments);
+  }
   if (s.tier.quarantined > 0) {
     notes +=
         fmt::format("; {} unreadable segments moved aside (*.quarantined)", s.tier.quarantined);

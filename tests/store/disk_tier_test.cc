@@ -12,6 +12,8 @@
 #include <xxhash.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -328,6 +330,39 @@ TEST_F(DiskTierTest, ATornTailIsCutOffAtARestartAndWrittenOver) {
   EXPECT_EQ(tier_->stats().torn_tails, 0u);
   EXPECT_EQ(tier_->Get("ns", "after", 1000)->value, Bytes('n', 7000));
   EXPECT_EQ(tier_->Get("ns", "kept", 1000)->value, Bytes('k', 5000));
+}
+
+// A damaged record with records after it (a bad disk, not a crash) is counted apart from a torn
+// tail, loses what follows it, and its segment is not written over: the next record starts a
+// new one.
+TEST_F(DiskTierTest, ADamagedRecordIsToldFromATornTailAndItsSegmentIsNotWrittenOver) {
+  Open();
+  ASSERT_TRUE(Put("a", Bytes('a', 5000)).ok());
+  const uint64_t b_at = tier_->stats().disk_bytes;
+  ASSERT_TRUE(Put("b", Bytes('b', 5000)).ok());
+  ASSERT_TRUE(Put("c", Bytes('c', 5000)).ok());
+  FlipByte(1, b_at + 20);  // inside b's fixed part
+  const std::string path = folder_->PathOf(1);
+  const auto segment_bytes = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  tier_.reset();
+  // No index checkpoint, as after a crash: the restart scans the segments.
+  std::filesystem::remove(dir_ + "/CHECKPOINT");
+  Open();
+  const std::string before = segment_bytes();
+  EXPECT_EQ(tier_->stats().damaged_segments, 1u);
+  EXPECT_EQ(tier_->stats().torn_tails, 0u);
+  EXPECT_EQ(tier_->Get("ns", "a", kNow)->value, Bytes('a', 5000));
+  EXPECT_FALSE(tier_->Contains("ns", "b", kNow));
+  EXPECT_FALSE(tier_->Contains("ns", "c", kNow));
+  ASSERT_TRUE(Put("d", Bytes('d', 5000)).ok());
+  EXPECT_EQ(SegmentFiles(), 2u);
+  EXPECT_EQ(segment_bytes(), before);
+  Open();
+  EXPECT_EQ(tier_->Get("ns", "d", kNow)->value, Bytes('d', 5000));
+  EXPECT_EQ(tier_->Get("ns", "a", kNow)->value, Bytes('a', 5000));
 }
 
 TEST_F(DiskTierTest, AShortWriteFailsThePutAndLeavesNothingBehind) {

@@ -101,40 +101,56 @@ TEST_F(SegmentTest, RecordsComeBackAsTheyWereWritten) {
   EXPECT_EQ(Scan().records.size(), 4u);
 }
 
-TEST_F(SegmentTest, ATornTailIsCutOffAndNothingAfterItIsBelieved) {
+TEST_F(SegmentTest, ATornTailIsCutOff) {
+  SegmentWriter writer(file_.get(), kSegment, 0);
+  ASSERT_TRUE(writer.Append({1, 0, "ns", "a", "", Bytes('a', 5000)}).ok());
+  Result<uint64_t> second = writer.Append({2, 0, "ns", "b", "", Bytes('b', 5000)});
+  ASSERT_TRUE(second.ok());
+  Scribble(*second + 20, "torn");  // inside the last record's fixed part: a crash mid-write
+
+  SegmentScan scan = Scan();
+  ASSERT_EQ(scan.records.size(), 1u);
+  EXPECT_EQ(scan.records[0].header.key, "a");
+  EXPECT_TRUE(scan.torn);
+  EXPECT_FALSE(scan.damaged);
+  EXPECT_EQ(scan.end, *second);  // the next record overwrites the torn one
+}
+
+TEST_F(SegmentTest, ADamagedRecordWithRecordsAfterItIsToldFromATornTailAndNothingAfterIsBelieved) {
   SegmentWriter writer(file_.get(), kSegment, 0);
   ASSERT_TRUE(writer.Append({1, 0, "ns", "a", "", Bytes('a', 5000)}).ok());
   Result<uint64_t> second = writer.Append({2, 0, "ns", "b", "", Bytes('b', 5000)});
   ASSERT_TRUE(second.ok());
   // A record after the damage, whose bytes are intact, must not be trusted either.
   ASSERT_TRUE(writer.Append({3, 0, "ns", "c", "", Bytes('c', 5000)}).ok());
-  Scribble(*second + 20, "torn");  // inside the second record's fixed part
+  Scribble(*second + 20, "rot!");  // inside the second record's fixed part: a flipped block
 
   SegmentScan scan = Scan();
   ASSERT_EQ(scan.records.size(), 1u);
   EXPECT_EQ(scan.records[0].header.key, "a");
-  EXPECT_TRUE(scan.torn);
-  EXPECT_EQ(scan.end, *second);  // the next record overwrites the torn one
+  EXPECT_TRUE(scan.damaged);
+  EXPECT_FALSE(scan.torn);
+  EXPECT_EQ(scan.end, *second);
 }
 
 TEST_F(SegmentTest, AValueThatLooksLikeARecordIsNeverReadAsOne) {
   // A client stores bytes that are a perfectly valid record of another namespace, aligned.
   std::vector<char> forged(DiskRecordBytes(5, 6, 0, 100));
   ASSERT_TRUE(EncodeDiskRecord({99, 0, "admin", "forged", "", Bytes('f', 100)}, forged).ok());
-  // So that the forged record starts on a block of the file, where a scanner that resynced
-  // after damage would look for the next header.
-  std::string value(kDiskBlock - kFixedBytes - std::string_view("userinnocent").size(), 'x');
-  value.append(forged.data(), forged.size());
+  // A value starts on a block (DiskValueOffset), so the forged record does too: where a
+  // scanner that resynced after damage would look for the next header.
+  const std::string value(forged.data(), forged.size());
   SegmentWriter writer(file_.get(), kSegment, 0);
   ASSERT_TRUE(writer.Append({1, 0, "user", "innocent", "", value}).ok());
   SegmentScan intact = Scan();
   ASSERT_EQ(intact.records.size(), 1u);
   EXPECT_EQ(intact.records[0].header.key, "innocent");
-  // Even with the real header destroyed, the scan stops there instead of resyncing.
+  // Even with the real header destroyed, the scan stops there instead of resyncing (the forged
+  // record after it only makes the stop a damaged record rather than a torn tail).
   Scribble(0, std::string(kFixedBytes, '\xff'));
   SegmentScan scan = Scan();
   EXPECT_TRUE(scan.records.empty());
-  EXPECT_TRUE(scan.torn);
+  EXPECT_TRUE(scan.damaged);
 }
 
 TEST_F(SegmentTest, ARecordWithCorruptNamesIsDroppedAndCountedAndTheScanGoesOn) {
