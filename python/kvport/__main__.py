@@ -20,6 +20,8 @@ def cli_path() -> str:
 
 def main() -> None:
     path = cli_path()
+    # `kvport doctor` asks this interpreter which engines it has (unless told another).
+    os.environ.setdefault("KVPORT_PYTHON", sys.executable)
     os.execv(path, [path] + sys.argv[1:])
 
 

