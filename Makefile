@@ -182,10 +182,14 @@ test-aarch64:
 # kvport against the raw loopback socket limit, redis-server and (when `make peers` and
 # `make engines` installed them) Mooncake Store and LMCache's server, in one run
 # (docs/performance.md). BENCH_ARGS passes options, e.g. make bench BENCH_ARGS="--json".
+# Then `kvport load`: the engines' open-loop load against kvport and redis-server, stepped to
+# saturation, its curve drawn in build/load-curve.png (LOAD_ARGS passes options).
 BENCH_ARGS ?=
+LOAD_ARGS ?=
 bench: build
-	@scripts/bootstrap redis-server
+	@scripts/bootstrap redis-server gnuplot-nox
 	@build/bin/kvport bench --peers all $(BENCH_ARGS)
+	@build/bin/kvport load --steps 10 --plot build/load-curve.png $(LOAD_ARGS)
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i
