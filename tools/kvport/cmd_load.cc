@@ -200,10 +200,11 @@ void AddLoadCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--rate", o.rate, "Offered sequences per second of the first step")
       ->capture_default_str();
-  cmd->add_option("--steps", o.steps,
-                  "Steps of the curve, each --step-factor times the last rate; a system's curve "
-                  "ends at its first saturated step (its workers fell behind: more intended starts "
-                  "not reached than one per connection and 1%)")
+  cmd->add_option(
+         "--steps", o.steps,
+         "Steps of the curve, each --step-factor times the last rate; a system's curve "
+         "ends at its first saturated step (it fell behind: over 1% of the intended starts "
+         "not reached, or under 90% of the intended rate done)")
       ->capture_default_str();
   cmd->add_option("--step-factor", o.step_factor, "Rate of a step over the last one's")
       ->capture_default_str();

@@ -32,7 +32,8 @@ void LoadLatencies::Merge(const LoadLatencies& other) {
 }
 
 bool LoadStep::saturated() const {
-  return unstarted > static_cast<uint64_t>(connections) + (sequences + unstarted) / 100;
+  if (unstarted * 100 > intended() + 100) return true;
+  return step_seconds > 0 && achieved() < 0.9 * static_cast<double>(intended()) / step_seconds;
 }
 
 struct LoadWorker::Tally {
@@ -236,7 +237,6 @@ LoadStep RunLoadStep(std::vector<std::unique_ptr<LoadWorker>>& workers, double r
                      std::atomic<uint64_t>* next_new_slot, const LoadProgressFn& progress) {
   LoadStep step;
   step.offered = rate;
-  step.connections = static_cast<int>(workers.size());
   if (workers.empty()) return step;
   const LoadOptions& o = workers.front()->mix_.options();
   const double worker_rate = rate / static_cast<double>(workers.size());
@@ -303,6 +303,7 @@ LoadStep RunLoadStep(std::vector<std::unique_ptr<LoadWorker>>& workers, double r
   for (LoadWorker::LatencyShard& shard : shards)
     step.latency.Merge(shard.latency);
   const Clock::time_point finished = *std::max_element(last_answer.begin(), last_answer.end());
+  step.step_seconds = o.seconds;
   step.seconds = std::max(std::chrono::duration<double>(finished - start).count(), o.seconds);
   step.sequences = total.sequences;
   step.unstarted = total.unstarted;

@@ -46,8 +46,8 @@ struct LoadLatencies {
 
 struct LoadStep {
   std::string system;
-  int connections = 0;
   double offered = 0;       // sequences per second
+  double step_seconds = 0;  // the step's length: starts are meant within it
   double seconds = 0;       // from the step's start to its last answer (at least the step)
   uint64_t sequences = 0;   // completed
   uint64_t unstarted = 0;   // intended starts within the step that were not reached
@@ -64,10 +64,11 @@ struct LoadStep {
   double gb_per_second() const {
     return seconds > 0 ? (bytes_read + bytes_written) / seconds / 1e9 : 0;
   }
-  // Fell behind the offered rate: more intended starts not reached than one per connection
-  // (the last of a worker's can fall just past the end behind a call still running) and 1% of
-  // them. (The achieved rate alone cannot say: with Poisson arrivals the number of arrivals in
-  // a step varies by its square root.)
+  // Sequences meant to start within the step: arrivals as they fell (Poisson arrivals vary
+  // by the square root of their number), so `achieved` is compared with these, not `offered`.
+  uint64_t intended() const { return sequences + unstarted; }
+  // Fell behind: more than one and 1% of the intended starts not reached, or under 90% of the
+  // intended sequences per second of the step done (a backlog drained past its end).
   bool saturated() const;
 };
 

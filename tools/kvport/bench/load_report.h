@@ -2,7 +2,8 @@
 // The report of `kvport load`: a table per system (one row per offered rate: achieved rate,
 // bandwidth, p50/p99/p99.9/max of sequences, probes, gets and puts, misses and errors), the
 // ratios of redis to kvport at the offered rates both ran, the curve as CSV (one row per system
-// and step) and as a PNG drawn by gnuplot (p99 latency against achieved rate).
+// and step) and as a PNG drawn by gnuplot (sequence p50 and p99 and probe p99 against the
+// achieved rate).
 #pragma once
 
 #include <string>
