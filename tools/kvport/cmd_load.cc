@@ -193,7 +193,8 @@ void AddLoadCommand(CLI::App& app, int* exit_code) {
                   "An existing node (HOST:PORT, eic://HOST:PORT) (default: an embedded node in "
                   "this process)");
   cmd->add_option("--connections", o.connections,
-                  "Engine workers: connections, a thread and a client each (1-1024)")
+                  "Engine workers: connections, a thread and a client each (1-1024), each with "
+                  "buffers of --get-batch + --write-batch pages")
       ->capture_default_str();
   cmd->add_option("--arrivals", flags->arrivals,
                   "poisson (exponential gaps) or fixed (evenly spaced) arrivals of sequences")
