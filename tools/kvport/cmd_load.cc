@@ -151,7 +151,7 @@ int RunLoadCommand(LoadFlags& f) {
   Result<bench::LoadReport> report = bench::RunLoad(
       o,
       [tty](std::string_view note) {
-        std::fprintf(stderr, "%sbench: %.*s\n", tty ? "\r\033[K" : "",
+        std::fprintf(stderr, "%sload: %.*s\n", tty ? "\r\033[K" : "",
                      static_cast<int>(note.size()), note.data());
       },
       progress);
