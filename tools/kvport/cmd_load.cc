@@ -151,8 +151,8 @@ int RunLoadCommand(LoadFlags& f) {
   Result<bench::LoadReport> report = bench::RunLoad(
       o,
       [tty](std::string_view note) {
-        std::fprintf(stderr, "%sload: %.*s\n", tty ? "\r\033[K" : "",
-                     static_cast<int>(note.size()), note.data());
+        std::fprintf(stderr, "%sload: %.*s\n", tty ? "\r\033[K" : "", static_cast<int>(note.size()),
+                     note.data());
       },
       progress);
   if (tty) std::fputs("\r\033[K", stderr);
