@@ -119,13 +119,13 @@ test-asan: build-asan
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE no-sanitize
 
 # ThreadSanitizer over the layers with threads and locks (store, net, server, client,
-# connector, http) and the session fuzzer's replay: only their test binaries are built, Python
+# connector, http, `kvport load`'s generator) and the session fuzzer's replay: only their test binaries are built, Python
 # is off. TSan cannot be combined with ASan, hence its own build (build-tsan/). Suppressions, each with its reason, are in
 # tests/tsan/suppressions.txt; halt_on_error makes any report fail the test. tests/tsan/run-ctest
 # runs ctest, and once more the binaries that libtsan's own runtime killed (see it). UCX_MEM_EVENTS=no:
 # UCX's memory hooks (libucm patches mmap/madvise...) run in a thread's last steps of exit, after
 # TSan has torn the thread's state down, and crash it; kvport registers what it moves itself.
-TSAN_TESTS = store_test net_test server_test server_resp_test server_bounds_test client_test client_shm_process_test connector_test eic_connector_test http_test session_fuzz_replay_test cluster_etcd_test cluster_node_test
+TSAN_TESTS = store_test net_test server_test server_resp_test server_bounds_test client_test client_shm_process_test connector_test eic_connector_test http_test session_fuzz_replay_test cluster_etcd_test cluster_node_test tools_load_test
 empty :=
 space := $(empty) $(empty)
 test-tsan: bootstrap
@@ -182,10 +182,14 @@ test-aarch64:
 # kvport against the raw loopback socket limit, redis-server and (when `make peers` and
 # `make engines` installed them) Mooncake Store and LMCache's server, in one run
 # (docs/performance.md). BENCH_ARGS passes options, e.g. make bench BENCH_ARGS="--json".
+# Then `kvport load`: the engines' open-loop load against kvport and redis-server, stepped to
+# saturation, its curve drawn in build/load-curve.png (LOAD_ARGS passes options).
 BENCH_ARGS ?=
+LOAD_ARGS ?=
 bench: build
-	@scripts/bootstrap redis-server
+	@scripts/bootstrap redis-server gnuplot-nox
 	@build/bin/kvport bench --peers all $(BENCH_ARGS)
+	@build/bin/kvport load --steps 10 --plot build/load-curve.png $(LOAD_ARGS)
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -7,6 +7,8 @@
 
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
+#include "bench/load_report.h"
+#include "bench/load_run.h"
 #include "bench/redis_server.h"
 
 namespace kvport::bench {
@@ -83,6 +85,37 @@ TEST(BenchRedisTest, TinyRunWithBothBaselines) {
   const std::string text = FormatBenchText(*r);
   EXPECT_NE(text.find("kvport/redis"), std::string::npos) << text;
   EXPECT_EQ(text.find("redis baseline skipped"), std::string::npos) << text;
+}
+
+// `kvport load`'s short form with redis-server: the same steps against both, every answer right.
+TEST(LoadRedisTest, TheSameLoadRunsAgainstRedis) {
+  if (const std::string why = RedisOrSkipReason(); !why.empty()) GTEST_SKIP() << why;
+  LoadOptions o;
+  o.connections = 3;
+  o.rates = {100, 150};
+  o.seconds = 0.5;
+  o.objects = 256;
+  o.page_bytes = 4096;
+  o.prompt_pages = 16;
+  o.probe_pages = 8;
+  o.get_batch = 4;
+  o.write_batch = 4;
+  Result<LoadReport> r = RunLoad(o, nullptr, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->redis_skipped.empty()) << r->redis_skipped;
+  ASSERT_FALSE(r->redis.empty());
+  ASSERT_FALSE(r->kvport.empty());
+  for (const LoadStep& s : r->redis) {
+    EXPECT_EQ(s.system, "redis");
+    EXPECT_GT(s.pages_read, 0u);
+    EXPECT_GT(s.latency.meta.count(), 0u);
+    EXPECT_GT(s.bytes_written, 0u);
+    EXPECT_EQ(s.misses, 0u);
+    EXPECT_EQ(s.wrong, 0u);
+    EXPECT_EQ(s.failed, 0u) << s.error;
+  }
+  EXPECT_TRUE(r->AllCorrect());
+  EXPECT_NE(FormatLoadText(*r).find("redis / kvport"), std::string::npos);
 }
 
 }  // namespace

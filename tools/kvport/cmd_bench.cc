@@ -8,6 +8,7 @@
 // also against the round trip of one call of its shape on a bare socket;
 // `kvport bench --nodes N` measures N embedded nodes as one cluster against one of them alone;
 // `kvport bench --disk DIR` measures the disk tier against fio on the same filesystem.
+// (`kvport load`, cmd_load.cc, is the open-loop counterpart: offered rates, tail latency.)
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -300,7 +301,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "Throughput and latency of put/get/exists over TCP and shared memory, against each "
-      "transport's limit (loopback socket, memcpy) and redis-server, in one run");
+      "transport's limit (loopback socket, memcpy) and redis-server, in one run (closed "
+      "loop; `kvport load` offers an open-loop load shaped like the engines' instead, at "
+      "stepped rates, and reports the tail latency they feel)");
   cmd->add_option("--url", o.url,
                   "An existing node (HOST:PORT, eic://HOST:PORT, unix:/PATH) or cluster "
                   "(\"HOST:PORT;HOST:PORT\", etcd:HOST:PORT/CLUSTER) (default: an embedded node "
