@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kvport.vllm, vLLM's KV connector over a kvport node with no LMCache in the path, on vLLM's CPU
+build: engine A computes prompts and stores their full blocks on the node; a fresh engine
+process B answers prompts that extend them, loading the shared prefix's blocks from the node,
+and must answer exactly as a fresh engine without any connector does (float32 makes a loaded
+prefix and a recomputed one agree); an engine in another namespace of the same node loads
+nothing. Each engine is its own process (python/inference/engine.py), so every hit crosses
+processes through vLLM's own block hashes (sha256, fixed seed)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from conftest import run_engine
+
+PROMPTS = 2
+PROMPT_TOKENS = 600
+EXTENSION_TOKENS = 100
+MAX_TOKENS = 8  # engine.py's default
+LAYERS = 2  # conftest's model
+
+
+def token_lists(seed: int):
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(1, 1024) for _ in range(PROMPT_TOKENS)] for _ in range(PROMPTS)]
+    extensions = [p + [rng.randrange(1, 1024) for _ in range(EXTENSION_TOKENS)]
+                  for p in prompts]
+    return prompts, extensions
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, node_factory, model):
+    workdir = tmp_path_factory.mktemp("kvport-vllm")
+    node = node_factory()
+    prompts, extensions = token_lists(seed=7)
+
+    def connector(namespace: str) -> dict:
+        return {"endpoint": node.endpoint, "namespace": namespace}
+
+    result = {"node": node}
+    result["a"] = run_engine(workdir, "a", model, "float32", [prompts],
+                             kvport=connector("vllm-a"))
+    result["objects_after_a"] = node.objects_in("vllm-a")
+    result["plain"] = run_engine(workdir, "plain", model, "float32", [extensions])
+    result["before_b"] = node.stats()
+    result["b"] = run_engine(workdir, "b", model, "float32", [extensions],
+                             kvport=connector("vllm-a"))
+    result["after_b"] = node.stats()
+    result["other"] = run_engine(workdir, "other", model, "float32", [extensions],
+                                 kvport=connector("vllm-other"))
+    return result
+
+
+def test_a_stores_every_full_block_of_every_layer(runs):
+    a = runs["a"]
+    block_size = a["block_size"]
+    # The last generated token is sampled, never computed: its KV is in no block.
+    full_blocks = PROMPTS * ((PROMPT_TOKENS + MAX_TOKENS - 1) // block_size)
+    assert a["kvport"]["saved_blocks"] == LAYERS * full_blocks, a["kvport"]
+    assert a["kvport"]["failed_saves"] == 0
+    assert a["kvport"]["loaded_blocks"] == 0  # an empty node: nothing to load
+    assert runs["objects_after_a"] == LAYERS * full_blocks
+
+
+def test_a_fresh_process_loads_the_shared_prefix_and_answers_as_a_recompute(runs):
+    b, plain = runs["b"], runs["plain"]
+    block_size = b["block_size"]
+    shared = PROMPT_TOKENS // block_size * block_size  # A's blocks that lie inside the prompt
+    assert plain["steps"][0]["cached"] == [0] * PROMPTS  # nothing local in a fresh process
+    assert b["steps"][0]["cached"] == [shared] * PROMPTS, b["steps"][0]["cached"]
+    assert b["kvport"]["loaded_blocks"] == LAYERS * PROMPTS * (shared // block_size)
+    assert b["kvport"]["failed_loads"] == 0
+    assert b["steps"][0]["tokens"] == plain["steps"][0]["tokens"]
+    hits = runs["after_b"]["counters"]["hits"] - runs["before_b"]["counters"]["hits"]
+    assert hits >= LAYERS * PROMPTS * (shared // block_size)
+
+
+def test_another_namespace_loads_nothing(runs):
+    other, plain = runs["other"], runs["plain"]
+    assert other["steps"][0]["cached"] == [0] * PROMPTS
+    assert other["kvport"]["loaded_blocks"] == 0
+    assert other["steps"][0]["tokens"] == plain["steps"][0]["tokens"]
+
+
+def test_keys_keep_ranks_layers_and_layouts_apart():
+    from kvport.vllm import block_key, key_prefix
+
+    descriptor = {"model": "m", "dtype": "torch.float32", "block_size": 128, "kv_heads": 2,
+                  "head_size": 64, "layout": "cpu-vec"}
+    rank0, rank1 = key_prefix(descriptor, 0, 2), key_prefix(descriptor, 1, 2)
+    assert rank0 != rank1
+    assert key_prefix(dict(descriptor), 0, 2) == rank0  # the same in every process
+    assert key_prefix({**descriptor, "layout": "cpu-amx"}, 0, 2) != rank0
+    assert key_prefix({**descriptor, "dtype": "torch.bfloat16"}, 0, 2) != rank0
+    assert block_key(rank0, "l0", "ab") != block_key(rank0, "l1", "ab")
+    assert block_key(rank0, "l0", "ab") != block_key(rank0, "l0", "cd")
+
+
+def test_a_block_counts_only_with_all_of_its_keys():
+    from kvport import KeyCode
+    from kvport.vllm import leading_present
+
+    ok, miss = KeyCode.SUCCESS, KeyCode.KEY_NOT_EXIST
+    assert leading_present([ok, ok, ok, ok, ok, ok], 2) == 3
+    assert leading_present([ok, ok, ok, miss, ok, ok], 2) == 1
+    assert leading_present([miss, ok, ok, ok], 2) == 0
+    assert leading_present([], 2) == 0
