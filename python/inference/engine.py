@@ -4,7 +4,8 @@
 JOB: {"model": DIR, "dtype": "float32"|"bfloat16", "lmcache": YAML or null, "steps":
 [[prompt, ...], ...], "out": PATH}, optionally "max_tokens" (8), "max_model_len" (4096),
 "prefix_caching" (true: vLLM's own) and "kvport" (kvport.vllm's kv_connector_extra_config:
-vLLM runs kvport's own connector, no LMCache; not with "lmcache"). Each prompt is a list of
+vLLM runs kvport's own connector, no LMCache; not with "lmcache") with
+"kv_load_failure_policy" (vLLM's, "fail" by default). Each prompt is a list of
 token ids; each step is one generate() call (greedy), so a later step sees what the earlier ones
 stored. Writes to `out`: vLLM's block size; per step the new tokens, vLLM's cached-token count
 of each prompt and the step's seconds; the tokens LMCache reported looked up, hit, retrieved
@@ -87,7 +88,8 @@ def main() -> None:
 
         extra["kv_transfer_config"] = KVTransferConfig(
             kv_connector="KvportConnector", kv_role="kv_both",
-            kv_connector_module_path="kvport.vllm", kv_connector_extra_config=job["kvport"])
+            kv_connector_module_path="kvport.vllm", kv_connector_extra_config=job["kvport"],
+            kv_load_failure_policy=job.get("kv_load_failure_policy", "fail"))
 
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt

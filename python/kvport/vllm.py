@@ -24,7 +24,8 @@ forward pass: start_load_kv starts one get per layer, the attention of layer i w
 own, and save_kv_layer starts layer i's put as soon as layer i has written its blocks.
 
 The scheduler side asks the node (one mexist over every rank and layer of the candidate blocks)
-how many leading full blocks of a prompt it holds, leaving the last prompt token to compute;
+how many leading full blocks of a prompt it holds, and reports them all but the prompt's last
+token, which vLLM computes (into a block loaded whole, where it is);
 the worker side reads those blocks straight into the blocks vLLM allocated and, after each
 forward pass, stores each block that became full (from the first the node lacks). A block that
 fails to load is reported to vLLM (get_block_ids_with_load_errors): with
@@ -199,15 +200,18 @@ class KvportConnector(KVConnectorBase_V1):
 
     def get_num_new_matched_tokens(self, request: Any,
                                    num_computed_tokens: int) -> Tuple[int, bool]:
-        """Tokens past num_computed_tokens whose blocks the node holds, whole blocks, never the
-        request's last token (vLLM computes at least one). Loaded before the forward pass."""
-        usable = min(len(request.block_hashes), (request.num_tokens - 1) // self._block_size)
+        """Tokens past num_computed_tokens in the leading full blocks the node holds, but never
+        the request's last token: vLLM computes at least one, and when the last block is whole
+        it is loaded whole and vLLM writes that token's keys and values over the loaded ones
+        (the same values). Loaded before the forward pass."""
+        usable = min(len(request.block_hashes), request.num_tokens // self._block_size)
         if usable * self._block_size <= num_computed_tokens:
             self._lookups.pop(request.request_id, None)
             return 0, False
         on_node = self._on_node(request.block_hashes[:usable])
         self._lookups[request.request_id] = _Lookup(num_computed_tokens, on_node)
-        return max(0, on_node * self._block_size - num_computed_tokens), False
+        hit = min(on_node * self._block_size, request.num_tokens - 1)
+        return max(0, hit - num_computed_tokens), False
 
     def update_state_after_alloc(self, request: Any, blocks: Any,
                                  num_external_tokens: int) -> None:

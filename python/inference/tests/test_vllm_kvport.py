@@ -3,8 +3,11 @@
 build: engine A computes prompts and stores their full blocks on the node; a fresh engine
 process B answers prompts that extend them, loading the shared prefix's blocks from the node,
 and must answer exactly as a fresh engine without any connector does (float32 makes a loaded
-prefix and a recomputed one agree); an engine in another namespace of the same node loads
-nothing. Each engine is its own process (python/inference/engine.py), so every hit crosses
+prefix and a recomputed one agree); another fresh process asked A's prompts again loads all of
+each but its last token and answers as A did; an engine in another namespace of the same node loads
+nothing; and once every stored object is replaced by one of another size, a fresh engine
+reports each block it fails to load and vLLM (kv_load_failure_policy "recompute") computes
+them: the same tokens again. Each engine is its own process (python/inference/engine.py), so every hit crosses
 processes through vLLM's own block hashes (sha256, fixed seed)."""
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import random
 
 import pytest
 
+import kvport
 from conftest import run_engine
 
 PROMPTS = 2
-PROMPT_TOKENS = 600
+PROMPT_TOKENS = 640  # whole blocks of 128 (vLLM's CPU default): the last one loads whole
 EXTENSION_TOKENS = 100
 MAX_TOKENS = 8  # engine.py's default
 LAYERS = 2  # conftest's model
@@ -48,8 +52,17 @@ def runs(tmp_path_factory, node_factory, model):
     result["b"] = run_engine(workdir, "b", model, "float32", [extensions],
                              kvport=connector("vllm-a"))
     result["after_b"] = node.stats()
+    result["again"] = run_engine(workdir, "again", model, "float32", [prompts],
+                                 kvport=connector("vllm-a"))
     result["other"] = run_engine(workdir, "other", model, "float32", [extensions],
                                  kvport=connector("vllm-other"))
+    # Every object A stored replaced by 16 bytes: still present, no longer a block.
+    with kvport.Client(node.endpoint) as client:
+        keys, _ = client.list(ns="vllm-a", max_keys=4096)
+        assert client.mset(keys, [bytes(16)] * len(keys), ns="vllm-a").ok
+    result["damaged"] = run_engine(workdir, "damaged", model, "float32", [extensions],
+                                   kvport=connector("vllm-a"),
+                                   kv_load_failure_policy="recompute")
     return result
 
 
@@ -75,6 +88,16 @@ def test_a_fresh_process_loads_the_shared_prefix_and_answers_as_a_recompute(runs
     assert b["steps"][0]["tokens"] == plain["steps"][0]["tokens"]
     hits = runs["after_b"]["counters"]["hits"] - runs["before_b"]["counters"]["hits"]
     assert hits >= LAYERS * PROMPTS * (shared // block_size)
+
+
+def test_the_same_prompts_load_all_but_their_last_token(runs):
+    again, a = runs["again"], runs["a"]
+    block_size = again["block_size"]
+    expected = min(PROMPT_TOKENS // block_size * block_size, PROMPT_TOKENS - 1)
+    assert again["steps"][0]["cached"] == [expected] * PROMPTS, again["steps"][0]["cached"]
+    assert again["kvport"]["loaded_blocks"] == \
+        LAYERS * PROMPTS * -(-expected // block_size)
+    assert again["steps"][0]["tokens"] == a["steps"][0]["tokens"]
 
 
 def test_another_namespace_loads_nothing(runs):
@@ -107,3 +130,12 @@ def test_a_block_counts_only_with_all_of_its_keys():
     assert leading_present([ok, ok, ok, miss, ok, ok], 2) == 1
     assert leading_present([miss, ok, ok, ok], 2) == 0
     assert leading_present([], 2) == 0
+
+
+def test_blocks_that_fail_to_load_are_reported_and_recomputed(runs):
+    damaged, plain = runs["damaged"], runs["plain"]
+    shared_blocks = PROMPT_TOKENS // damaged["block_size"]
+    # The node still says present; every get is a value of the wrong size.
+    assert damaged["kvport"]["failed_loads"] == LAYERS * PROMPTS * shared_blocks
+    assert damaged["kvport"]["loaded_blocks"] == 0
+    assert damaged["steps"][0]["tokens"] == plain["steps"][0]["tokens"]
