@@ -4,7 +4,7 @@ path. Name it as vLLM's connector module:
 
     --kv-transfer-config '{"kv_connector": "KvportConnector", "kv_role": "kv_both",
                            "kv_connector_module_path": "kvport.vllm",
-                           "kv_connector_extra_config": {"endpoint": "tcp://HOST:PORT"}}'
+                           "kv_connector_extra_config": {"endpoint": "HOST:PORT"}}'
 
 kv_connector_extra_config: endpoint (a kvport.Client endpoint; required), namespace ("": the
 client's default one), token or token_file (else $KVPORT_TOKEN), ttl (seconds; -1: none), model
@@ -23,11 +23,11 @@ differently never share it. Objects per layer let each layer's load and save ove
 forward pass: start_load_kv starts one get per layer, the attention of layer i waits for its
 own, and save_kv_layer starts layer i's put as soon as layer i has written its blocks.
 
-The scheduler side asks the node (one mexist over every rank and layer of the candidate blocks)
-how many leading full blocks of a prompt it holds, and reports them all but the prompt's last
-token, which vLLM computes (into a block loaded whole, where it is);
-the worker side reads those blocks straight into the blocks vLLM allocated and, after each
-forward pass, stores each block that became full (from the first the node lacks). A block that
+The scheduler side asks the node (batched mexist over every rank and layer of the candidate
+blocks) how many leading full blocks of a prompt it holds and reports their tokens but the
+prompt's last, which vLLM computes (into a block loaded whole, where it is); the worker side
+reads those blocks straight into the blocks vLLM allocated and, after each forward pass,
+stores each block that became full (from the first the node lacked). A block that
 fails to load is reported to vLLM (get_block_ids_with_load_errors): with
 kv_load_failure_policy "recompute" vLLM computes it again, with "fail" (vLLM's default) the
 request fails. Saves are best effort: a failed put is logged and counted, never retried.
