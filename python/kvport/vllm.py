@@ -6,9 +6,9 @@ path. Name it as vLLM's connector module:
                            "kv_connector_module_path": "kvport.vllm",
                            "kv_connector_extra_config": {"endpoint": "HOST:PORT"}}'
 
-kv_connector_extra_config: endpoint (a kvport.Client endpoint; required), namespace ("": the
-client's default one), token or token_file (else $KVPORT_TOKEN), ttl (seconds; -1: none), model
-(the name keys carry; vLLM's model by default).
+kv_connector_extra_config: endpoint (a kvport.Client endpoint; required), namespace (none: the
+one the token names, else ""), token or token_file (else $KVPORT_TOKEN), ttl (seconds; -1:
+none), model (the name keys carry; vLLM's model by default).
 
 What is stored: one object per full block and attention layer, the block's bytes exactly as
 vLLM's cache holds them (keys and values of block_size tokens, this rank's KV heads), under
@@ -24,8 +24,8 @@ forward pass: start_load_kv starts one get per layer, the attention of layer i w
 own, and save_kv_layer starts layer i's put as soon as layer i has written its blocks.
 
 The scheduler side asks the node (batched mexist over every rank and layer of the candidate
-blocks) how many leading full blocks of a prompt it holds and reports their tokens but the
-prompt's last, which vLLM computes (into a block loaded whole, where it is); the worker side
+blocks) how many leading full blocks of a prompt it holds, short of the block with the
+prompt's last token, which vLLM computes; the worker side
 reads those blocks straight into the blocks vLLM allocated and, after each forward pass,
 stores each block that became full (from the first the node lacked). A block that
 fails to load is reported to vLLM (get_block_ids_with_load_errors): with
@@ -143,13 +143,13 @@ class KvportConnector(KVConnectorBase_V1):
             raise ValueError(f"vLLM's {cache.prefix_caching_hash_algo} block hashes differ in "
                              "every process without PYTHONHASHSEED: set it, or hash with sha256")
         self._block_size = cache.block_size
-        self._namespace = str(extra.get("namespace", ""))
         self._ttl = int(extra.get("ttl", -1))
         self._descriptor = _descriptor(vllm_config, str(extra.get("model")
                                                         or vllm_config.model_config.model))
         self._tp_size = vllm_config.parallel_config.tensor_parallel_size
         options = {k: str(extra[k]) for k in ("token", "token_file") if extra.get(k)}
         self._client = kvport.Client(str(extra["endpoint"]), **options)
+        self._namespace = str(extra.get("namespace") or self._client.default_namespace or "")
         # Scheduler side
         self._lookups: Dict[str, _Lookup] = {}
         self._tracked: Dict[str, _Tracked] = {}
@@ -200,18 +200,19 @@ class KvportConnector(KVConnectorBase_V1):
 
     def get_num_new_matched_tokens(self, request: Any,
                                    num_computed_tokens: int) -> Tuple[int, bool]:
-        """Tokens past num_computed_tokens in the leading full blocks the node holds, but never
-        the request's last token: vLLM computes at least one, and when the last block is whole
-        it is loaded whole and vLLM writes that token's keys and values over the loaded ones
-        (the same values). Loaded before the forward pass."""
-        usable = min(len(request.block_hashes), request.num_tokens // self._block_size)
+        """Tokens past num_computed_tokens in the leading full blocks the node holds, leaving
+        vLLM the block that holds the request's last token (it computes at least that token).
+        Loading that block whole and reporting all but its last token crashed vLLM's bfloat16
+        "amx" attention with the inference lane's model (SIGILL in cpu_attention_with_kv_cache,
+        a query of one token; docs/python.md), so a prompt of whole blocks recomputes its last
+        block. Loaded before the forward pass."""
+        usable = min(len(request.block_hashes), (request.num_tokens - 1) // self._block_size)
         if usable * self._block_size <= num_computed_tokens:
             self._lookups.pop(request.request_id, None)
             return 0, False
         on_node = self._on_node(request.block_hashes[:usable])
         self._lookups[request.request_id] = _Lookup(num_computed_tokens, on_node)
-        hit = min(on_node * self._block_size, request.num_tokens - 1)
-        return max(0, hit - num_computed_tokens), False
+        return max(0, on_node * self._block_size - num_computed_tokens), False
 
     def update_state_after_alloc(self, request: Any, blocks: Any,
                                  num_external_tokens: int) -> None:

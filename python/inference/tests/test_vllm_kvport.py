@@ -4,10 +4,13 @@ build: engine A computes prompts and stores their full blocks on the node; a fre
 process B answers prompts that extend them, loading the shared prefix's blocks from the node,
 and must answer exactly as a fresh engine without any connector does (float32 makes a loaded
 prefix and a recomputed one agree); another fresh process asked A's prompts again loads all of
-each but its last token and answers as A did; an engine in another namespace of the same node loads
+each but the block of its last token and answers as A did; an engine in another namespace of the same node loads
 nothing; and once every stored object is replaced by one of another size, a fresh engine
 reports each block it fails to load and vLLM (kv_load_failure_policy "recompute") computes
-them: the same tokens again. Each engine is its own process (python/inference/engine.py), so every hit crosses
+them: the same tokens again. In bfloat16 (vLLM's "amx" kernels on an AMX host), on a node that
+requires tokens, the connector's token naming its namespace: a fresh process answers the
+prompts from the node as the storing one did, and a float32 engine with the same token loads
+none of those blocks (another dtype and layout, other keys). Each engine is its own process (python/inference/engine.py), so every hit crosses
 processes through vLLM's own block hashes (sha256, fixed seed)."""
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ import random
 import pytest
 
 import kvport
-from conftest import run_engine
+from conftest import run_engine, tenant_secret
 
 PROMPTS = 2
-PROMPT_TOKENS = 640  # whole blocks of 128 (vLLM's CPU default): the last one loads whole
+PROMPT_TOKENS = 640  # whole blocks of 128 (vLLM's CPU default): the last one is computed
 EXTENSION_TOKENS = 100
 MAX_TOKENS = 8  # engine.py's default
 LAYERS = 2  # conftest's model
@@ -90,13 +93,18 @@ def test_a_fresh_process_loads_the_shared_prefix_and_answers_as_a_recompute(runs
     assert hits >= LAYERS * PROMPTS * (shared // block_size)
 
 
-def test_the_same_prompts_load_all_but_their_last_token(runs):
+def loaded_of_prompt(block_size: int) -> int:
+    """Tokens a fresh engine loads of a prompt A stored: its full blocks but the one holding
+    its last token."""
+    return (PROMPT_TOKENS - 1) // block_size * block_size
+
+
+def test_the_same_prompts_load_all_but_their_last_block(runs):
     again, a = runs["again"], runs["a"]
     block_size = again["block_size"]
-    expected = min(PROMPT_TOKENS // block_size * block_size, PROMPT_TOKENS - 1)
+    expected = loaded_of_prompt(block_size)
     assert again["steps"][0]["cached"] == [expected] * PROMPTS, again["steps"][0]["cached"]
-    assert again["kvport"]["loaded_blocks"] == \
-        LAYERS * PROMPTS * -(-expected // block_size)
+    assert again["kvport"]["loaded_blocks"] == LAYERS * PROMPTS * expected // block_size
     assert again["steps"][0]["tokens"] == a["steps"][0]["tokens"]
 
 
@@ -139,3 +147,34 @@ def test_blocks_that_fail_to_load_are_reported_and_recomputed(runs):
     assert damaged["kvport"]["failed_loads"] == LAYERS * PROMPTS * shared_blocks
     assert damaged["kvport"]["loaded_blocks"] == 0
     assert damaged["steps"][0]["tokens"] == plain["steps"][0]["tokens"]
+
+
+@pytest.fixture(scope="module")
+def bfloat16_runs(tmp_path_factory, node_factory, model):
+    workdir = tmp_path_factory.mktemp("kvport-vllm-bf16")
+    node = node_factory(tenants=("vllm-bf16",))
+    prompts, _ = token_lists(seed=8)
+    # No namespace: the token's own.
+    connector = {"endpoint": node.endpoint, "token": tenant_secret("vllm-bf16")}
+    result = {"a": run_engine(workdir, "a", model, "bfloat16", [prompts], kvport=connector)}
+    result["objects_after_a"] = node.objects_in("vllm-bf16")
+    result["b"] = run_engine(workdir, "b", model, "bfloat16", [prompts], kvport=connector)
+    result["float32"] = run_engine(workdir, "f32", model, "float32", [prompts],
+                                   kvport=connector)
+    return result
+
+
+def test_bfloat16_prompts_come_back_from_the_node_in_the_tokens_namespace(bfloat16_runs):
+    a, b = bfloat16_runs["a"], bfloat16_runs["b"]
+    block_size = b["block_size"]
+    assert bfloat16_runs["objects_after_a"] == a["kvport"]["saved_blocks"] > 0
+    expected = loaded_of_prompt(block_size)
+    assert b["steps"][0]["cached"] == [expected] * PROMPTS, b["steps"][0]["cached"]
+    assert b["steps"][0]["tokens"] == a["steps"][0]["tokens"]
+
+
+def test_another_dtype_reads_none_of_those_blocks(bfloat16_runs):
+    other = bfloat16_runs["float32"]
+    assert other["steps"][0]["cached"] == [0] * PROMPTS
+    assert other["kvport"]["loaded_blocks"] == 0
+    assert other["kvport"]["saved_blocks"] > 0  # its own blocks, under its own keys
