@@ -178,3 +178,27 @@ def test_another_dtype_reads_none_of_those_blocks(bfloat16_runs):
     assert other["steps"][0]["cached"] == [0] * PROMPTS
     assert other["kvport"]["loaded_blocks"] == 0
     assert other["kvport"]["saved_blocks"] > 0  # its own blocks, under its own keys
+
+
+def connector_config(algo: str, extra: dict):
+    """The parts of a VllmConfig the connector reads before it connects."""
+    from types import SimpleNamespace
+    from vllm.config import KVTransferConfig
+
+    return SimpleNamespace(
+        kv_transfer_config=KVTransferConfig(kv_connector="KvportConnector", kv_role="kv_both",
+                                            kv_connector_module_path="kvport.vllm",
+                                            kv_connector_extra_config=extra),
+        cache_config=SimpleNamespace(prefix_caching_hash_algo=algo, block_size=128))
+
+
+def test_a_config_without_an_endpoint_or_a_stable_hash_is_refused(monkeypatch):
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from kvport.vllm import KvportConnector
+
+    with pytest.raises(ValueError, match="endpoint"):
+        KvportConnector(connector_config("sha256", {}), KVConnectorRole.SCHEDULER)
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    with pytest.raises(ValueError, match="PYTHONHASHSEED"):
+        KvportConnector(connector_config("xxhash", {"endpoint": "127.0.0.1:1"}),
+                        KVConnectorRole.SCHEDULER)
