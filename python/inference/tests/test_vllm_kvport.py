@@ -1,17 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """kvport.vllm, vLLM's KV connector over a kvport node with no LMCache in the path, on vLLM's CPU
-build: engine A computes prompts and stores their full blocks on the node; a fresh engine
-process B answers prompts that extend them, loading the shared prefix's blocks from the node,
-and must answer exactly as a fresh engine without any connector does (float32 makes a loaded
-prefix and a recomputed one agree); another fresh process asked A's prompts again loads all of
-each but the block of its last token and answers as A did; an engine in another namespace of the same node loads
-nothing; and once every stored object is replaced by one of another size, a fresh engine
-reports each block it fails to load and vLLM (kv_load_failure_policy "recompute") computes
-them: the same tokens again. In bfloat16 (vLLM's "amx" kernels on an AMX host), on a node that
-requires tokens, the connector's token naming its namespace: a fresh process answers the
-prompts from the node as the storing one did, and a float32 engine with the same token loads
-none of those blocks (another dtype and layout, other keys). Each engine is its own process (python/inference/engine.py), so every hit crosses
-processes through vLLM's own block hashes (sha256, fixed seed)."""
+build. Each engine is its own process (python/inference/engine.py), so every hit crosses
+processes through vLLM's own block hashes (sha256, fixed seed).
+
+- float32: engine A computes prompts and stores their full blocks on the node; a fresh engine
+  B answers prompts that extend them, loading the shared prefix's blocks from the node, and
+  must answer exactly as a fresh engine without any connector does (float32 makes a loaded
+  prefix and a recomputed one agree); another fresh engine asked A's prompts again loads all
+  of each but the block of its last token and answers as A did; an engine in another namespace
+  of the same node loads nothing; once every stored object is replaced by one of another size,
+  a fresh engine reports each block it fails to load and vLLM (kv_load_failure_policy
+  "recompute") computes them: the same tokens again.
+- bfloat16 (vLLM's "amx" kernels on an AMX host), on a node that requires tokens, the
+  connector's token naming its namespace: a fresh engine answers the prompts from the node as
+  the storing one did, and a float32 engine with the same token loads none of those blocks
+  (another dtype and layout, other keys)."""
 
 from __future__ import annotations
 
