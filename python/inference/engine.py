@@ -2,12 +2,16 @@
 """One vLLM engine process of the inference lane: `python engine.py JOB.json`.
 
 JOB: {"model": DIR, "dtype": "float32"|"bfloat16", "lmcache": YAML or null, "steps":
-[[prompt, ...], ...], "out": PATH}, optionally "max_tokens" (8), "max_model_len" (4096) and
-"prefix_caching" (true: vLLM's own). Each prompt is a list of token ids; each step is one
-generate() call (greedy), so a later step sees what the earlier ones stored. Writes to `out`:
-per step the new tokens, vLLM's cached-token count of each prompt and the step's seconds, and
-the tokens LMCache reported looked up, hit, retrieved and stored over the whole run (summed from
-LMCache's own stats calls, which its stats thread otherwise clears).
+[[prompt, ...], ...], "out": PATH}, optionally "max_tokens" (8), "max_model_len" (4096),
+"prefix_caching" (true: vLLM's own) and "kvport" (kvport.vllm's kv_connector_extra_config:
+vLLM runs kvport's own connector, no LMCache; not with "lmcache") with
+"kv_load_failure_policy" (vLLM's, "fail" by default). Each prompt is a list of
+token ids; each step is one generate() call (greedy), so a later step sees what the earlier ones
+stored. Writes to `out`: vLLM's block size; per step the new tokens, vLLM's cached-token count
+of each prompt and the step's seconds; the tokens LMCache reported looked up, hit, retrieved
+and stored over the whole run (summed from LMCache's own stats calls, which its stats thread
+otherwise clears); with "kvport", the connector's counts of the blocks (x layers) it loaded and
+saved.
 
 With an LMCache config, vLLM runs LMCache's connector from kvport.vllm_connector (kvport's CPU KV
 copy) and LMCACHE_CONFIG_FILE names the YAML. The engine runs in this process
@@ -79,6 +83,13 @@ def main() -> None:
         extra["kv_transfer_config"] = KVTransferConfig(
             kv_connector="LMCacheConnectorV1", kv_role="kv_both",
             kv_connector_module_path="kvport.vllm_connector")
+    elif job.get("kvport"):
+        from vllm.config import KVTransferConfig
+
+        extra["kv_transfer_config"] = KVTransferConfig(
+            kv_connector="KvportConnector", kv_role="kv_both",
+            kv_connector_module_path="kvport.vllm", kv_connector_extra_config=job["kvport"],
+            kv_load_failure_policy=job.get("kv_load_failure_policy", "fail"))
 
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
@@ -86,7 +97,7 @@ def main() -> None:
     llm = LLM(model=job["model"], skip_tokenizer_init=True, dtype=job["dtype"],
               max_model_len=job.get("max_model_len", 4096), enforce_eager=True, seed=0,
               enable_prefix_caching=job.get("prefix_caching", True), **extra)
-    if extra:
+    if job.get("lmcache"):
         count_lmcache_reports(totals)
     sampling = SamplingParams(temperature=0, max_tokens=job.get("max_tokens", 8),
                               detokenize=False)
@@ -98,9 +109,15 @@ def main() -> None:
         steps.append({"tokens": [list(o.outputs[0].token_ids) for o in outputs],
                       "cached": [o.num_cached_tokens for o in outputs],
                       "seconds": time.perf_counter() - start})
+    result = {"steps": steps, "lmcache": totals,
+              "block_size": llm.llm_engine.vllm_config.cache_config.block_size}
+    if job.get("kvport"):
+        from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+        result["kvport"] = dict(get_kv_transfer_group().stats)
     with open(job["out"], "w") as f:
-        json.dump({"steps": steps, "lmcache": totals}, f)
-    if extra:
+        json.dump(result, f)
+    if job.get("lmcache"):
         wait_for_lmcache_puts()
 
 

@@ -13,7 +13,10 @@ step's time is its prompt's time to first token:
 - A (cold): LMCache storing into the node (the prompts' first sight);
 - B tcp / B shm: a fresh process loading the prompts from the node (eic_trans_type 1 / 2);
 - local CPU: LMCache without a node, the prompts asked twice in one process with vLLM's own
-  prefix cache off: the second time is LMCache's local CPU tier.
+  prefix cache off: the second time is LMCache's local CPU tier;
+- kvport A (cold) / kvport B: the same as A and B with kvport's own vLLM connector
+  (kvport.vllm, no LMCache; its client picks shared memory with a node on this host), in a
+  namespace of its own.
 
 Prints a markdown table (seconds) and, for B, the share of the tokens vLLM took from the cache."""
 
@@ -62,8 +65,9 @@ def main() -> None:
         try:
             def engine(name: str, config, job_steps, **job):
                 return run_engine(work, name, model, "bfloat16", job_steps, config,
-                                  namespace="bench" if config else "", max_tokens=1,
-                                  max_model_len=max_len, **job)
+                                  max_tokens=1, max_model_len=max_len, **job)
+
+            connector = {"endpoint": node.endpoint, "namespace": "bench-vllm"}
 
             runs = {"none": engine("none", None, steps),
                     "A (cold)": engine("A", lmcache_yaml(work / "A.yaml", node, "bench", "tcp"),
@@ -78,6 +82,8 @@ def main() -> None:
                                                                                    "eic_"))))
             both = engine("local", local, steps + steps, prefix_caching=False)
             runs["local CPU"] = {"steps": both["steps"][len(steps):]}
+            runs["kvport A (cold)"] = engine("kA", None, steps, kvport=connector)
+            runs["kvport B"] = engine("kB", None, steps, kvport=connector)
         finally:
             node.stop()
 
@@ -86,7 +92,7 @@ def main() -> None:
     for i, n in enumerate(lengths):
         cells = [f"{runs[name]['steps'][i]['seconds']:.2f}" for name in runs]
         print(f"| {n} | " + " | ".join(cells) + " |")
-    for name in ("B tcp", "B shm"):
+    for name in ("B tcp", "B shm", "kvport B"):
         cached = [s["cached"][0] for s in runs[name]["steps"]]
         print(f"{name}: cached tokens {cached} of {lengths}")
     same = all(runs[name]["steps"][i]["tokens"] == runs["none"]["steps"][i]["tokens"]

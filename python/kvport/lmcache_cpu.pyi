@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Type stubs for kvport.lmcache_cpu (docs/python.md, "vLLM on a CPU"). The module imports LMCache
-# and vLLM, so python/tests/test_stubs.py (which imports each module it checks) leaves it to the
-# inference lane's venv.
+# and vLLM, so the inference lane checks this stub (python/inference/tests/
+# test_engine_module_stubs.py), in the venv where it imports.
 
 from typing import Any, Dict, List, Optional
 
