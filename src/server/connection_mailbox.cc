@@ -23,14 +23,14 @@ void ConnectionMailbox::Detach() {
 }
 
 void ConnectionMailbox::Begin() {
-  if (connection_ != nullptr) connection_->HoldAnswers();
+  if (connection_ != nullptr) connection_->HoldChange();
 }
 
 void ConnectionMailbox::End(const Status& status) {
   // The change is visible and the ended version gone for this process either way; a failed
   // tombstone is logged and counted by the disk tier.
   (void)status;
-  Post([this] { connection_->ReleaseAnswers(); });
+  Post([this] { connection_->ReleaseChange(); });
 }
 
 }  // namespace kvport::server

@@ -37,13 +37,12 @@ StreamConnection::~StreamConnection() {
   }
 }
 
-void StreamConnection::HoldAnswers() {
+void StreamConnection::HoldChange() {
   budget_.HoldChange();
 }
 
-void StreamConnection::ReleaseAnswers() {
+void StreamConnection::ReleaseChange() {
   budget_.ReleaseChange();
-  if (closed()) return;
   if (budget_.held_changes() == 0) {
     Flush();
   } else {

@@ -228,10 +228,10 @@ class StreamConnection final : public net::EventHandler {
   // Where work finishing on other threads reaches this connection, and the waiter of its
   // changes that wait for the disk (server/connection_mailbox.h).
   const std::shared_ptr<ConnectionMailbox>& mailbox() const { return mailbox_; }
-  // A change waits for the disk: no answer is written until as many ReleaseAnswers come (the
-  // mailbox calls both).
-  void HoldAnswers();
-  void ReleaseAnswers();
+  // A change waits for the disk (ConnectionBudget::HoldChange): no answer is written until as
+  // many ReleaseChange come (the mailbox calls both).
+  void HoldChange();
+  void ReleaseChange();
 
  private:
   enum class Phase {

@@ -925,15 +925,15 @@ std::vector<Status> DiskTier::EraseMany(std::span<const DiskErase> erases) {
   // synced once: durable before the changes they record are acknowledged, since after a power
   // loss an ended version must not be back (a lost put is only a miss; a lost tombstone is a
   // wrong answer).
+  const auto bytes_of = [](const DiskRecord& r) {
+    return DiskRecordBytes(r.ns.size(), r.key.size(), 0, 0);
+  };
   std::vector<std::shared_ptr<Segment>> placed_in(endings.size());
   for (size_t i = 0; i < tombstones.size();) {
     uint64_t room = 0;
     if (!segments_.empty() && segments_.rbegin()->second->writer != nullptr) {
       room = options_.segment_bytes - segments_.rbegin()->second->writer->end();
     }
-    const auto bytes_of = [](const DiskRecord& r) {
-      return DiskRecordBytes(r.ns.size(), r.key.size(), 0, 0);
-    };
     if (bytes_of(tombstones[i]) > room) room = options_.segment_bytes;
     size_t j = i;
     for (uint64_t bytes = 0; j < tombstones.size() && bytes + bytes_of(tombstones[j]) <= room; ++j)

@@ -3,8 +3,8 @@
 // non-loopback address without tokens (and says how to configure them), re-reads its tokens
 // file on SIGHUP; `kvport put/get/stat` carry a token from --token-file, the config's
 // token_file or $KVPORT_TOKEN; `kvport stat` warns about an insecure node.
-#include <gmock/gmock.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>

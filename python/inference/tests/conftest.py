@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,15 @@ def model(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("model")
     LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
     return str(path)
+
+
+def prompt_tokens(seed: int, count: int, tokens: int, extension: int):
+    """`count` prompts of `tokens` random token ids from `seed`, and each one extended by
+    `extension` more: the prompts an engine stores and those a fresh one answers from the node."""
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(1, 1024) for _ in range(tokens)] for _ in range(count)]
+    extensions = [p + [rng.randrange(1, 1024) for _ in range(extension)] for p in prompts]
+    return prompts, extensions
 
 
 class Node(KvportServe):

@@ -25,11 +25,9 @@ nothing; without kvport's CPU copy, LMCache would not run at all on vLLM's CPU b
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from conftest import CHUNK, lmcache_yaml, run_engine, tenant_secret
+from conftest import CHUNK, lmcache_yaml, prompt_tokens, run_engine, tenant_secret
 
 PROMPTS = 3
 PROMPT_TOKENS = 4 * CHUNK
@@ -37,11 +35,7 @@ EXTENSION_TOKENS = 300
 
 
 def token_lists(seed: int):
-    rng = random.Random(seed)
-    prompts = [[rng.randrange(1, 1024) for _ in range(PROMPT_TOKENS)] for _ in range(PROMPTS)]
-    extensions = [p + [rng.randrange(1, 1024) for _ in range(EXTENSION_TOKENS)]
-                  for p in prompts]
-    return prompts, extensions
+    return prompt_tokens(seed, PROMPTS, PROMPT_TOKENS, EXTENSION_TOKENS)
 
 
 def delta(before: dict, after: dict, name: str) -> int:

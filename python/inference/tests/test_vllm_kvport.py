@@ -18,12 +18,10 @@ processes through vLLM's own block hashes (sha256, fixed seed).
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 import kvport
-from conftest import run_engine, tenant_secret
+from conftest import prompt_tokens, run_engine, tenant_secret
 
 PROMPTS = 2
 PROMPT_TOKENS = 640  # whole blocks of 128 (vLLM's CPU default): the last one is computed
@@ -33,11 +31,7 @@ LAYERS = 2  # conftest's model
 
 
 def token_lists(seed: int):
-    rng = random.Random(seed)
-    prompts = [[rng.randrange(1, 1024) for _ in range(PROMPT_TOKENS)] for _ in range(PROMPTS)]
-    extensions = [p + [rng.randrange(1, 1024) for _ in range(EXTENSION_TOKENS)]
-                  for p in prompts]
-    return prompts, extensions
+    return prompt_tokens(seed, PROMPTS, PROMPT_TOKENS, EXTENSION_TOKENS)
 
 
 @pytest.fixture(scope="module")
