@@ -30,8 +30,8 @@ ObjectStore::Impl::EvictOutcome ObjectStore::Impl::EvictOne(uint64_t now_ms) {
   // What the sink is told: the object's names and bytes stay valid until the Unref below.
   auto evicted = [&] {
     return EvictedObject{
-        victim->ns,
-        victim->key,
+        victim->ns(),
+        victim->key(),
         victim->Meta(),
         {victim->data, victim->value_len},
         victim->expires_at_ms == kNeverExpires ? 0 : TtlLeftMs(victim->expires_at_ms, now_ms),

@@ -63,10 +63,10 @@ std::string_view ReadHandle::meta() const {
   return object_->Meta();
 }
 std::string_view ReadHandle::ns() const {
-  return object_->ns;
+  return object_->ns();
 }
 std::string_view ReadHandle::key() const {
-  return object_->key;
+  return object_->key();
 }
 uint64_t ReadHandle::ttl_left_ms() const {
   ObjectStore::Impl& impl = *object_->store->impl_;
@@ -133,10 +133,10 @@ uint64_t WriteHandle::arena_offset() const {
   return object_->extent.offset;
 }
 std::string_view WriteHandle::ns() const {
-  return object_->ns;
+  return object_->ns();
 }
 std::string_view WriteHandle::key() const {
-  return object_->key;
+  return object_->key();
 }
 
 }  // namespace kvport::store

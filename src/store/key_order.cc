@@ -6,9 +6,9 @@
 namespace kvport::store {
 
 void ShardNamespaces::Add(StoredObject* o) {
-  auto it = parts_.find(o->ns);
+  auto it = parts_.find(o->ns());
   if (it == parts_.end()) {
-    it = parts_.emplace(o->ns, ShardNamespace{}).first;
+    it = parts_.emplace(o->ns(), ShardNamespace{}).first;
   }
   ShardNamespace& part = it->second;
   part.objects += 1;
@@ -24,13 +24,13 @@ void ShardNamespaces::Add(StoredObject* o) {
 }
 
 void ShardNamespaces::Remove(const StoredObject* o) {
-  auto it = parts_.find(o->ns);
+  auto it = parts_.find(o->ns());
   if (it == parts_.end()) return;
   ShardNamespace& part = it->second;
   part.objects -= 1;
   part.value_bytes -= o->value_len;
   part.meta_bytes -= o->Meta().size();
-  auto place = part.in_key_order.find(std::string_view(o->key));
+  auto place = part.in_key_order.find(o->key());
   if (place != part.in_key_order.end() && *place == o) part.in_key_order.erase(place);
   if (part.objects == 0) {
     parts_.erase(it);

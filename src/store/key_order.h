@@ -18,9 +18,11 @@ namespace kvport::store {
 // Orders objects by key; transparent, so that a set of them is searched by a key.
 struct KeyOrder {
   using is_transparent = void;
-  bool operator()(const StoredObject* a, const StoredObject* b) const { return a->key < b->key; }
-  bool operator()(const StoredObject* a, std::string_view key) const { return a->key < key; }
-  bool operator()(std::string_view key, const StoredObject* b) const { return key < b->key; }
+  bool operator()(const StoredObject* a, const StoredObject* b) const {
+    return a->key() < b->key();
+  }
+  bool operator()(const StoredObject* a, std::string_view key) const { return a->key() < key; }
+  bool operator()(std::string_view key, const StoredObject* b) const { return key < b->key(); }
 };
 
 // A namespace's visible objects within one shard: their counts, and the objects in key order,

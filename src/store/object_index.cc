@@ -14,12 +14,12 @@ const std::string& LookupKey(std::string_view ns, std::string_view key) {
 }
 
 void IndexShard::ChainAddLocked(StoredObject* o) {
-  auto [it, inserted] = by_key.try_emplace(std::string_view(o->key), o);
+  auto [it, inserted] = by_key.try_emplace(o->key(), o);
   o->same_key_next = inserted ? nullptr : std::exchange(it->second, o);
 }
 
 void IndexShard::ChainRemoveLocked(StoredObject* o) {
-  auto it = by_key.find(std::string_view(o->key));
+  auto it = by_key.find(o->key());
   if (it == by_key.end()) return;
   StoredObject** link = &it->second;
   while (*link != nullptr && *link != o)
@@ -29,10 +29,10 @@ void IndexShard::ChainRemoveLocked(StoredObject* o) {
   o->same_key_next = nullptr;
   if (it->second == nullptr) {
     by_key.erase(it);
-  } else if (it->first.data() == o->key.data()) {
+  } else if (it->first.data() == o->key().data()) {
     // The map's key viewed o's key: view the new head's instead (no allocation).
     auto node = by_key.extract(it);
-    node.key() = std::string_view(node.mapped()->key);
+    node.key() = node.mapped()->key();
     by_key.insert(std::move(node));
   }
 }

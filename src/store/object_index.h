@@ -27,11 +27,8 @@ inline constexpr size_t kShardCount = 64;
 inline size_t ShardIndexOfKey(std::string_view key) {
   return std::hash<std::string_view>{}(key) % kShardCount;
 }
-inline size_t ShardIndexOf(const std::string& index_key) {
-  uint32_t ns_length = 0;
-  for (int i = 0; i < 4; ++i)
-    ns_length |= uint32_t{static_cast<uint8_t>(index_key[i])} << (8 * i);
-  return ShardIndexOfKey(std::string_view(index_key).substr(4 + ns_length));
+inline size_t ShardIndexOf(std::string_view index_key) {
+  return ShardIndexOfKey(ObjectIdKey(index_key));
 }
 
 // ObjectId for a search: built in this thread's buffer, which keeps its capacity, so that
@@ -44,7 +41,9 @@ const std::string& LookupKey(std::string_view ns, std::string_view key);
 struct alignas(64) IndexShard {
   size_t number = 0;  // its index in the store's shards
   Mutex mu;
-  std::unordered_map<std::string, StoredObject*> index GUARDED_BY(mu);
+  // By index key; the map's key views the object's own index_key (the object leaves the map
+  // before it is freed), so a key is held once.
+  std::unordered_map<std::string_view, StoredObject*> index GUARDED_BY(mu);
   // Every visible object of a key, whatever its namespace: a chain through
   // StoredObject::same_key_next. The map's key views the key of an object of its chain.
   std::unordered_map<std::string_view, StoredObject*> by_key GUARDED_BY(mu);

@@ -142,17 +142,13 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
     return Status::NoSpace("no room for " + std::to_string(value_len) +
                            " bytes: every object left is pinned by a reader or being written");
   }
-  auto* o = new StoredObject;
+  StoredObject* o = StoredObject::New(ns, key, meta);
   o->store = this;
-  o->ns.assign(ns);
-  o->key.assign(key);
-  o->index_key = ObjectId(ns, key);
-  o->meta.assign(meta);
   o->extent = *extent;
   o->data = arena_->base() + extent->offset;
   o->value_len = value_len;
   o->ttl_seconds = ttl_seconds;
-  o->shard = ShardIndexOf(o->index_key);
+  o->shard = static_cast<uint8_t>(ShardIndexOf(o->index_key()));
   o->charge = charge;
   o->generation = impl_->generation.load(std::memory_order_acquire);
   Impl::Shard& shard = impl_->ShardOf(*o);
@@ -240,7 +236,7 @@ Status ObjectStore::CommitVersion(WriteHandle&& handle, bool if_absent, uint64_t
     // critical section as the insert, so no stale version can land behind DropAll's pass.
     stale = impl_->StaleLocked(*o);
     if (!stale && if_absent) {
-      auto it = shard.index.find(o->index_key);
+      auto it = shard.index.find(o->index_key());
       present = it != shard.index.end() && !impl_->StaleLocked(*it->second) &&
                 !IsExpired(*it->second, now);
     }
@@ -251,16 +247,21 @@ Status ObjectStore::CommitVersion(WriteHandle&& handle, bool if_absent, uint64_t
       if (sequence != nullptr) *sequence = o->sequence.load(std::memory_order_relaxed);
       o->expires_at_ms =
           o->ttl_seconds == kNoExpiry ? kNeverExpires : now + uint64_t{o->ttl_seconds} * 1000;
-      auto [it, inserted] = shard.index.try_emplace(o->index_key, o);
+      auto [it, inserted] = shard.index.try_emplace(o->index_key(), o);
       if (!inserted) {
-        old = std::exchange(it->second, o);
+        // The map's key views the old version's index_key, which goes with it: view the new
+        // one's instead (no allocation).
+        auto node = shard.index.extract(it);
+        old = std::exchange(node.mapped(), o);
+        node.key() = o->index_key();
+        shard.index.insert(std::move(node));
       }
       // The new version is counted before the old one is taken away, so a replacement never
       // makes its namespace look empty.
       impl_->ShowLocked(shard, o);
       if (old) impl_->HideLocked(shard, old);
       impl_->admission.EndReservation(*o);
-      if (impl_->use_hook) impl_->use_hook(o->ns, o->key);
+      if (impl_->use_hook) impl_->use_hook(o->ns(), o->key());
     }
   }
   if (stale || present) impl_->Unref(o);  // still a reservation: Unref frees it as Abort would
@@ -384,10 +385,10 @@ Result<KeyListing> ObjectStore::ListKeys(std::string_view ns, std::string_view c
     const auto& in_key_order = part->in_key_order;
     for (auto it = in_key_order.upper_bound(cursor); it != in_key_order.end(); ++it) {
       const StoredObject* o = *it;
-      if (smallest.size() > limit && o->key >= *std::prev(smallest.end())) break;
+      if (smallest.size() > limit && o->key() >= *std::prev(smallest.end())) break;
       if (IsExpired(*o, now) || impl_->StaleLocked(*o)) continue;
       if (smallest.size() > limit) smallest.erase(std::prev(smallest.end()));
-      smallest.insert(o->key);
+      smallest.insert(std::string(o->key()));
     }
   }
   KeyListing page;
@@ -562,7 +563,7 @@ Status ObjectStore::AttachMeta(std::string_view ns, std::string_view key, std::s
         // namespace's meta bytes.
         o->attached_meta.store(new std::string(meta), std::memory_order_release);
         o->charge += meta.size();
-        shard.namespaces.Find(o->ns)->meta_bytes += meta.size();
+        shard.namespaces.Find(o->ns())->meta_bytes += meta.size();
         o->sequence.store(impl_->NewSequence(), std::memory_order_relaxed);
         if (sequence != nullptr) *sequence = o->sequence.load(std::memory_order_relaxed);
         status = Status::Ok();

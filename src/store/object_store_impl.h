@@ -85,7 +85,7 @@ struct ObjectStore::Impl {
   }
 
   Shard& ShardOf(const StoredObject& o) { return shards[o.shard]; }
-  Shard& ShardFor(const std::string& index_key) { return shards[ShardIndexOf(index_key)]; }
+  Shard& ShardFor(std::string_view index_key) { return shards[ShardIndexOf(index_key)]; }
 
   template <typename F>
   uint64_t Sum(F field) const {
@@ -118,7 +118,7 @@ struct ObjectStore::Impl {
   void LruTouchLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
     LruUnlinkLocked(shard, o);
     LruPushFrontLocked(shard, o);
-    if (use_hook) use_hook(o->ns, o->key);
+    if (use_hook) use_hook(o->ns(), o->key());
   }
 
   // Puts a just-committed object into view, except for the index entry (the caller has made
@@ -149,7 +149,7 @@ struct ObjectStore::Impl {
   }
   // Removes a visible object from the index and from view.
   void RetireLocked(Shard& shard, StoredObject* o) REQUIRES(shard.mu) {
-    shard.index.erase(o->index_key);
+    shard.index.erase(o->index_key());
     HideLocked(shard, o);
   }
 
@@ -162,13 +162,13 @@ struct ObjectStore::Impl {
     admission.index_bytes.fetch_sub(o->charge, std::memory_order_relaxed);
     Status freed = allocator->Free(o->extent);
     if (!freed.ok()) log::Error("store: {}", freed.ToString());
-    delete o;
+    StoredObject::Delete(o);
     shard.live_objects.fetch_sub(1, std::memory_order_relaxed);
   }
 
   // Looks up a visible, unexpired object (shard mutex held). An expired one met here is
   // retired and returned through *expired for the caller to Unref after unlocking.
-  StoredObject* FindLiveLocked(Shard& shard, const std::string& index_key, uint64_t now_ms,
+  StoredObject* FindLiveLocked(Shard& shard, std::string_view index_key, uint64_t now_ms,
                                StoredObject** expired) REQUIRES(shard.mu) {
     auto it = shard.index.find(index_key);
     if (it == shard.index.end()) return nullptr;
@@ -190,8 +190,7 @@ struct ObjectStore::Impl {
   // The live version of `index_key` (in `shard`), pinned and made most recently used; null if
   // there is none, or (*over_cap set) when pinning it would take pinned_bytes over its cap.
   // Counts no hit or miss (callers count one per search).
-  StoredObject* PinLive(Shard& shard, const std::string& index_key, uint64_t now_ms,
-                        bool* over_cap) {
+  StoredObject* PinLive(Shard& shard, std::string_view index_key, uint64_t now_ms, bool* over_cap) {
     StoredObject* expired = nullptr;
     StoredObject* found = nullptr;
     {
@@ -255,7 +254,7 @@ struct ObjectStore::Impl {
     StoredObject* next = nullptr;
     for (StoredObject* o = it->second; o != nullptr; o = next) {
       next = o->same_key_next;  // o may leave the chain below
-      if (allowed && !allowed(o->ns)) continue;
+      if (allowed && !allowed(o->ns())) continue;
       const bool stale = StaleLocked(*o);
       if (stale || IsExpired(*o, now_ms)) {
         RetireLocked(shard, o);
@@ -274,13 +273,13 @@ struct ObjectStore::Impl {
       REQUIRES(shard.mu) {
     StoredObject* first = nullptr;
     ForEachLiveOfKeyLocked(shard, key, now_ms, allowed, retired, [&](StoredObject* o) {
-      if (first == nullptr || o->ns < first->ns) first = o;
+      if (first == nullptr || o->ns() < first->ns()) first = o;
     });
     return first;
   }
 
   // True if `index_key` is live, with its value length in *value_length (when not null).
-  bool ProbeLive(const std::string& index_key, uint64_t now_ms, uint64_t* value_length,
+  bool ProbeLive(std::string_view index_key, uint64_t now_ms, uint64_t* value_length,
                  uint64_t* meta_length) {
     StoredObject* expired = nullptr;
     bool live = false;
@@ -297,7 +296,7 @@ struct ObjectStore::Impl {
   }
 
   // Removes the live version of `index_key` from view; false if there was none.
-  bool RemoveLive(const std::string& index_key, uint64_t now_ms) {
+  bool RemoveLive(std::string_view index_key, uint64_t now_ms) {
     StoredObject* expired = nullptr;
     StoredObject* removed = nullptr;
     {
