@@ -26,16 +26,35 @@ Result<TlsWait> Stream::Handshake() {
   return tls_->Handshake();
 }
 
+namespace {
+
+// The read-ahead buffer a thread's streams take turns with: a stream holds one only while it
+// keeps bytes in it (file comment), so a thread serving thousands of idle connections holds one
+// buffer, not one per connection, and taking it back allocates nothing.
+thread_local std::unique_ptr<uint8_t[]> spare_ahead;
+thread_local size_t spare_ahead_capacity = 0;
+
+std::unique_ptr<uint8_t[]> TakeAheadBuffer(size_t capacity) {
+  if (spare_ahead != nullptr && spare_ahead_capacity == capacity) return std::move(spare_ahead);
+  return std::make_unique_for_overwrite<uint8_t[]>(capacity);
+}
+
+void GiveBackAheadBuffer(std::unique_ptr<uint8_t[]> buffer, size_t capacity) {
+  spare_ahead = std::move(buffer);
+  spare_ahead_capacity = capacity;
+}
+
+}  // namespace
+
 void Stream::EnableReadAhead(size_t bytes) {
   if (tls_ || bytes == 0) return;
-  ahead_ = std::make_unique<uint8_t[]>(bytes);
   ahead_capacity_ = bytes;
   ahead_begin_ = ahead_end_ = 0;
 }
 
 Result<IoProgress> Stream::ReadV(const iovec* iov, int count) {
   if (tls_) return tls_->Read(iov, count);
-  if (ahead_ == nullptr) {
+  if (ahead_capacity_ == 0) {
     ++socket_reads_;
     return net::ReadV(socket_.fd(), iov, count);
   }
@@ -51,7 +70,10 @@ Result<IoProgress> Stream::ReadAhead(const iovec* iov, int count) {
       ahead_begin_ += n;
       progress.bytes += n;
     }
-    if (ahead_begin_ == ahead_end_) ahead_begin_ = ahead_end_ = 0;
+    if (ahead_begin_ == ahead_end_) {
+      ahead_begin_ = ahead_end_ = 0;
+      GiveBackAheadBuffer(std::move(ahead_), ahead_capacity_);
+    }
     return progress;
   }
   if (drained_) {
@@ -67,8 +89,11 @@ Result<IoProgress> Stream::ReadAhead(const iovec* iov, int count) {
     with_ahead[i] = iov[i];
     asked += iov[i].iov_len;
   }
+  ahead_ = TakeAheadBuffer(ahead_capacity_);
   with_ahead[count] = iovec{ahead_.get(), ahead_capacity_};
-  KVPORT_ASSIGN_OR_RETURN(progress, net::ReadV(socket_.fd(), with_ahead, count + 1));
+  Result<IoProgress> read = net::ReadV(socket_.fd(), with_ahead, count + 1);
+  if (!read.ok() || read->bytes <= asked) GiveBackAheadBuffer(std::move(ahead_), ahead_capacity_);
+  KVPORT_ASSIGN_OR_RETURN(progress, std::move(read));
   // The caller's buffers filled and the read-ahead not: the socket held no more than this.
   // (Short of the caller's own buffers is a large payload still streaming in: the next read asks
   // the socket again, as a plain stream's would; waiting for epoll there cost a quarter of a
@@ -87,7 +112,7 @@ Result<IoProgress> Stream::WriteV(const iovec* iov, int count) {
 }
 
 Result<IoProgress> Stream::Readable(size_t wanted) {
-  if (ahead_ != nullptr) {
+  if (ahead_capacity_ != 0) {
     const size_t kept = ahead_end_ - ahead_begin_;
     if (kept >= wanted || drained_) {
       IoProgress progress;

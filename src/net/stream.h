@@ -13,7 +13,9 @@
 // that filled the caller's buffers but not the read-ahead emptied the socket: reads then answer
 // would_block without a system call until SocketReadable() says epoll reported it readable
 // again. (One that did not fill the caller's buffers, a large value still streaming in, leaves
-// the next read to ask the socket.)
+// the next read to ask the socket.) A stream holds its read-ahead buffer only while bytes are
+// kept in it; emptied, the buffer goes back to a spare its thread's streams share, so an idle
+// connection costs no read-ahead memory.
 #pragma once
 
 #include <sys/uio.h>
