@@ -23,4 +23,9 @@ KVPORT_API unsigned HostCpuCount();
 // know the node is on its host (docs/transports.md). Empty if unreadable.
 KVPORT_API std::string HostBootId();
 
+// The resident set size of process `pid` (0: this process) in bytes, from /proc/PID/statm: its
+// anonymous, file-backed and shared-memory pages (a node's arena is shared memory); 0 when it
+// cannot be read.
+KVPORT_API uint64_t ProcessResidentBytes(int pid = 0);
+
 }  // namespace kvport

@@ -33,4 +33,14 @@ std::string HostBootId() {
   return id;
 }
 
+uint64_t ProcessResidentBytes(int pid) {
+  const std::string path =
+      pid == 0 ? std::string("/proc/self/statm") : "/proc/" + std::to_string(pid) + "/statm";
+  std::ifstream in(path);
+  uint64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  const long page = sysconf(_SC_PAGESIZE);
+  return page > 0 ? resident * static_cast<uint64_t>(page) : 0;
+}
+
 }  // namespace kvport

@@ -12,6 +12,7 @@
 #include "common/thread_annotations.h"
 #include "http/http_connection.h"
 #include "http/http_message.h"
+#include "kvport/host_info.h"
 #include "kvport/log.h"
 #include "net/event_loop.h"
 #include "net/host_port.h"

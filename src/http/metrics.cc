@@ -411,15 +411,4 @@ std::string RenderHealthJson(std::string_view status, std::string_view version) 
   return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-uint64_t ProcessResidentBytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  if (n != 2) return 0;
-  const long page = ::sysconf(_SC_PAGESIZE);
-  return page > 0 ? resident * static_cast<uint64_t>(page) : 0;
-}
-
 }  // namespace kvport::http

@@ -67,7 +67,4 @@ std::string RenderStatsJson(const ServerStats& stats);
 // /health: {"status": "serving"|"starting"|"draining"|"stopped", "version": V}, one line.
 std::string RenderHealthJson(std::string_view status, std::string_view version);
 
-// This process's resident set size from /proc/self/statm; 0 if it cannot be read.
-uint64_t ProcessResidentBytes();
-
 }  // namespace kvport::http

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   kvport::cli::AddOpsCommands(app, &exit_code);
   kvport::cli::AddBenchCommand(app, &exit_code);
   kvport::cli::AddLoadCommand(app, &exit_code);
+  kvport::cli::AddScaleCommand(app, &exit_code);
   kvport::cli::AddDemoCommand(app, &exit_code);
   kvport::cli::AddTopCommand(app, &exit_code);
   kvport::cli::AddClusterCommand(app, &exit_code);

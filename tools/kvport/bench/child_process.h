@@ -35,6 +35,8 @@ class BackgroundProcess {
   BackgroundProcess(const BackgroundProcess&) = delete;
   BackgroundProcess& operator=(const BackgroundProcess&) = delete;
 
+  pid_t pid() const { return pid_; }
+
  private:
   explicit BackgroundProcess(pid_t pid) : pid_(pid) {}
   const pid_t pid_;

@@ -161,11 +161,12 @@ class RedisConnection : public LoadConnection {
     std::vector<size_t> lens{4};
     meta_keys.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
+      argv.insert(argv.end(), {keys[i].data(), reinterpret_cast<const char*>(values[i].data())});
+      lens.insert(lens.end(), {keys[i].size(), values[i].size()});
+      if (metas.empty()) continue;
       meta_keys.push_back(MetaKey(keys[i]));
-      argv.insert(argv.end(), {keys[i].data(), reinterpret_cast<const char*>(values[i].data()),
-                               meta_keys[i].data(), metas[i].data()});
-      lens.insert(lens.end(),
-                  {keys[i].size(), values[i].size(), meta_keys[i].size(), metas[i].size()});
+      argv.insert(argv.end(), {meta_keys[i].data(), metas[i].data()});
+      lens.insert(lens.end(), {meta_keys[i].size(), metas[i].size()});
     }
     KVPORT_ASSIGN_OR_RETURN(Reply r, Command(argv, lens, "MSET"));
     const bool ok = r->type == REDIS_REPLY_STATUS && std::strcmp(r->str, "OK") == 0;

@@ -40,6 +40,7 @@ class LoadConnection {
   virtual Status Get(const std::vector<std::string>& keys,
                      std::span<const std::span<uint8_t>> buffers, std::vector<KeyAnswer>* answers,
                      std::vector<uint64_t>* lengths) = 0;
+  // `metas`: one per key, or empty to store no metadata (redis then writes no metadata keys).
   virtual Status Put(const std::vector<std::string>& keys,
                      std::span<const std::span<uint8_t>> values,
                      const std::vector<std::string>& metas, std::vector<KeyAnswer>* answers) = 0;

@@ -34,12 +34,14 @@ bool IsExecutableFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-Result<pid_t> Spawn(const std::string& executable, uint16_t port) {
+Result<pid_t> Spawn(const std::string& executable, uint16_t port,
+                    const std::vector<std::string>& extra_args) {
   const std::string port_text = std::to_string(port);
   std::vector<std::string> args = {
       executable, "--port",       port_text, "--bind",           "127.0.0.1", "--save",
       "",         "--appendonly", "no",      "--protected-mode", "no",        "--daemonize",
       "no",       "--loglevel",   "warning", "--logfile",        ""};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args)
     argv.push_back(a.data());
@@ -98,12 +100,13 @@ Result<std::string> RedisServer::FindExecutable(std::string_view name_or_path) {
       name));
 }
 
-Result<std::unique_ptr<RedisServer>> RedisServer::Start(const std::string& executable,
-                                                        std::chrono::milliseconds ready_timeout) {
+Result<std::unique_ptr<RedisServer>> RedisServer::Start(
+    const std::string& executable, std::chrono::milliseconds ready_timeout,
+    const std::vector<std::string>& extra_args) {
   std::string last_error;
   for (int attempt = 0; attempt < 3; ++attempt) {
     KVPORT_ASSIGN_OR_RETURN(uint16_t port, PickFreeLoopbackPort());
-    KVPORT_ASSIGN_OR_RETURN(pid_t pid, Spawn(executable, port));
+    KVPORT_ASSIGN_OR_RETURN(pid_t pid, Spawn(executable, port, extra_args));
     std::unique_ptr<RedisServer> server(new RedisServer(pid, port));
     const Clock::time_point deadline = Clock::now() + ready_timeout;
     while (Clock::now() < deadline) {

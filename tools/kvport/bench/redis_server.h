@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvport/status.h"
 
@@ -23,18 +24,21 @@ class RedisServer {
   // PATH. NotFound saying where it looked and how to install it.
   static Result<std::string> FindExecutable(std::string_view name_or_path);
 
-  // Starts `executable` and waits until it answers PING. Unavailable when it exits or does not
-  // answer within `ready_timeout` (after a few tries with other ports, in case another process
-  // took the one picked).
+  // Starts `executable` (with `extra_args` after the options above, e.g. "--maxclients", "N")
+  // and waits until it answers PING. Unavailable when it exits or does not answer within
+  // `ready_timeout` (after a few tries with other ports, in case another process took the one
+  // picked).
   static Result<std::unique_ptr<RedisServer>> Start(
       const std::string& executable,
-      std::chrono::milliseconds ready_timeout = std::chrono::seconds(10));
+      std::chrono::milliseconds ready_timeout = std::chrono::seconds(10),
+      const std::vector<std::string>& extra_args = {});
 
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
   uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
   // Idempotent.
   void Stop();
 
