@@ -102,7 +102,8 @@ test-engines: engines peers
 # processes (a small Llama made at test time) storing prompts through LMCache's eic:// into a
 # `kvport serve` and fresh processes answering them and their extensions from it: identical
 # tokens, LMCache's and the node's hits, TCP and shared memory, a token naming the namespace, a
-# node restart with a disk tier, two tenants that must not share prefixes.
+# node restart with a disk tier, two tenants that must not share prefixes; an LMCache MP server
+# with kvport as its L2 between engine processes, restarted between them.
 test-inference: inference
 	@build/inference/venv/bin/python -m pytest -q -p no:cacheprovider python/inference/tests
 

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, Optional
 
 import torch
 
@@ -126,29 +127,47 @@ def bench(node: Node, workdir: Path, chunks: int, rounds: int) -> None:
     lmcache.close()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--chunks", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=3)
+def parse_args(script: str, doc: str, batch: str, batch_default: int,
+               rounds_default: int) -> Optional[argparse.Namespace]:
+    """The engine benches' flags: --BATCH (how many chunks or pages a batch holds), --rounds
+    and --transport. Without --transport, runs `script` once per transport, each in a process
+    of its own (so that one's memory is gone before the other's starts), and returns None."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument(f"--{batch}", type=int, default=batch_default)
+    parser.add_argument("--rounds", type=int, default=rounds_default)
     parser.add_argument("--transport", choices=("shm", "tcp"),
-                        help="one transport (default: each, in a process of its own, so that "
-                             "one's memory is gone before the other's starts)")
+                        help="one transport (default: each, in a process of its own)")
     args = parser.parse_args()
-    if args.transport is None:
-        for transport in ("shm", "tcp"):
-            subprocess.run([sys.executable, __file__, "--chunks", str(args.chunks), "--rounds",
-                            str(args.rounds), "--transport", transport], check=True)
+    if args.transport is not None:
+        return args
+    for transport in ("shm", "tcp"):
+        subprocess.run([sys.executable, script, f"--{batch}", str(getattr(args, batch)),
+                        "--rounds", str(args.rounds), "--transport", transport], check=True)
+    return None
+
+
+def on_node(transport: str, capacity: int, run: Callable[[Node, Path], None]) -> None:
+    """run(node, workdir) against a `kvport serve` of its own (shm: one offering shared memory;
+    tcp: one without a Unix socket) in a temporary folder, then prints how long it took."""
+    with tempfile.TemporaryDirectory() as tmp:
+        node = Node(Path(tmp), shared_memory=transport == "shm", capacity=str(capacity)).start()
+        try:
+            start = time.perf_counter()
+            run(node, Path(tmp))
+            print(f"{transport}: run took {time.perf_counter() - start:.1f} s")
+        finally:
+            node.stop()
+
+
+def main() -> int:
+    args = parse_args(__file__, __doc__, "chunks", 64, 3)
+    if args is None:
         return 0
     chunk_bytes = 2 * KV_SHAPE[0] * KV_SHAPE[2] * KV_SHAPE[3] * KV_SHAPE[4] * 2
     # LMCache's chunks and the client's, with room to spare.
     capacity = 3 * args.chunks * (chunk_bytes + (1 << 20))
-    with tempfile.TemporaryDirectory() as tmp:
-        node = Node(Path(tmp), shared_memory=args.transport == "shm",
-                    capacity=str(capacity)).start()
-        try:
-            bench(node, Path(tmp), args.chunks, args.rounds)
-        finally:
-            node.stop()
+    on_node(args.transport, capacity,
+            lambda node, workdir: bench(node, workdir, args.chunks, args.rounds))
     return 0
 
 

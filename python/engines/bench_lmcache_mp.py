@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -92,29 +89,17 @@ def bench_mp(node: Node, chunks: int, rounds: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--chunks", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--transport", choices=("shm", "tcp"),
-                        help="one transport (default: each, in a process of its own)")
-    args = parser.parse_args()
-    if args.transport is None:
-        for transport in ("shm", "tcp"):
-            subprocess.run([sys.executable, __file__, "--chunks", str(args.chunks), "--rounds",
-                            str(args.rounds), "--transport", transport], check=True)
+    args = bench_lmcache.parse_args(__file__, __doc__, "chunks", 16, 3)
+    if args is None:
         return 0
     chunk_bytes = 2 * KV_SHAPE[0] * KV_SHAPE[2] * KV_SHAPE[3] * KV_SHAPE[4] * 2
     capacity = 4 * args.chunks * (chunk_bytes + (1 << 20))  # eic's, the client's and MP's chunks
-    with tempfile.TemporaryDirectory() as tmp:
-        node = Node(Path(tmp), shared_memory=args.transport == "shm",
-                    capacity=str(capacity)).start()
-        try:
-            start = time.perf_counter()
-            bench_lmcache.bench(node, Path(tmp), args.chunks, args.rounds)
-            bench_mp(node, args.chunks, args.rounds)
-            print(f"{args.transport}: run took {time.perf_counter() - start:.1f} s")
-        finally:
-            node.stop()
+
+    def run(node: Node, workdir: Path) -> None:
+        bench_lmcache.bench(node, workdir, args.chunks, args.rounds)
+        bench_mp(node, args.chunks, args.rounds)
+
+    bench_lmcache.on_node(args.transport, capacity, run)
     return 0
 
 

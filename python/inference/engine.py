@@ -3,9 +3,12 @@
 
 JOB: {"model": DIR, "dtype": "float32"|"bfloat16", "lmcache": YAML or null, "steps":
 [[prompt, ...], ...], "out": PATH}, optionally "max_tokens" (8), "max_model_len" (4096),
-"prefix_caching" (true: vLLM's own) and "kvport" (kvport.vllm's kv_connector_extra_config:
+"prefix_caching" (true: vLLM's own), "kvport" (kvport.vllm's kv_connector_extra_config:
 vLLM runs kvport's own connector, no LMCache; not with "lmcache") with
-"kv_load_failure_policy" (vLLM's, "fail" by default). Each prompt is a list of
+"kv_load_failure_policy" (vLLM's, "fail" by default), and "lmcache_mp" (the
+kv_connector_extra_config of vLLM's LMCacheMPConnector, "lmcache.mp.host"/"lmcache.mp.port"...:
+vLLM runs against an LMCache multiprocess server, the class named from kvport.vllm_connector,
+which imports LMCache only when it is built). Each prompt is a list of
 token ids; each step is one generate() call (greedy), so a later step sees what the earlier ones
 stored. Writes to `out`: vLLM's block size; per step the new tokens, vLLM's cached-token count
 of each prompt and the step's seconds; the tokens LMCache reported looked up, hit, retrieved
@@ -83,6 +86,13 @@ def main() -> None:
         extra["kv_transfer_config"] = KVTransferConfig(
             kv_connector="LMCacheConnectorV1", kv_role="kv_both",
             kv_connector_module_path="kvport.vllm_connector")
+    elif job.get("lmcache_mp"):
+        from vllm.config import KVTransferConfig
+
+        extra["kv_transfer_config"] = KVTransferConfig(
+            kv_connector="LMCacheMPConnector", kv_role="kv_both",
+            kv_connector_module_path="kvport.vllm_connector",
+            kv_connector_extra_config=job["lmcache_mp"])
     elif job.get("kvport"):
         from vllm.config import KVTransferConfig
 
