@@ -3,6 +3,10 @@
 // installed) filled, probed and connected to. Asserts the run happened and every answer was
 // right, never a timing. Execs child processes, so labelled needs-exec.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
 
 #include "bench/redis_server.h"
 #include "bench/scale_run.h"
@@ -64,6 +68,27 @@ TEST(ScaleRunTest, FillsProbesAndConnectsToANodeAndRedis) {
   const std::string text = FormatScaleText(*report);
   EXPECT_NE(text.find("kvport"), std::string::npos);
   EXPECT_NE(text.find("idle B/conn"), std::string::npos);
+}
+
+TEST(ScaleRunTest, ADiskTierRestartsWithEveryObjectItWasGiven) {
+  ScaleOptions o = Short();
+  o.object_counts = {};
+  o.connections = 0;
+  o.redis = false;
+  o.disk_dir = ::testing::TempDir() + "kvport_scale_test_" + std::to_string(::getpid());
+  o.disk_objects = 3000;  // within the memory tier: the clean stop writes them all
+  Result<ScaleReport> report = RunScale(o, {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const RestartRow& r = report->restart;
+  ASSERT_TRUE(r.skipped.empty()) << r.skipped;
+  EXPECT_EQ(r.objects, 3000u);
+  EXPECT_EQ(r.queue_drops, 0u);
+  EXPECT_EQ(r.restored, 3000u);
+  EXPECT_EQ(r.read_misses, 0u);
+  EXPECT_EQ(r.wrong_answers, 0u);
+  EXPECT_GT(r.first_read_ns, 0u);
+  EXPECT_NE(FormatScaleText(*report).find("restored"), std::string::npos);
+  std::filesystem::remove_all(o.disk_dir);
 }
 
 TEST(ScaleRunTest, ACountTheHostCannotHoldIsSkippedSayingWhy) {

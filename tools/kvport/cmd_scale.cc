@@ -92,6 +92,13 @@ void AddScaleCommand(CLI::App& app, int* exit_code) {
                   "redis-server executable (a path, or a name looked up in PATH)")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the random keys")->capture_default_str();
+  cmd->add_option("--disk-dir", o.disk_dir,
+                  "Also measure a disk tier's restart (kvport only) in a folder made here and "
+                  "removed afterwards");
+  cmd->add_option("--disk-objects", o.disk_objects,
+                  "Objects the disk tier's restart holds (each takes a 4 KiB block of header and "
+                  "names plus its value in 4 KiB blocks on disk)")
+      ->capture_default_str();
   cmd->callback([flags, exit_code] { *exit_code = RunScaleCommand(*flags); });
 }
 

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -118,10 +119,35 @@ Result<std::unique_ptr<BackgroundProcess>> BackgroundProcess::Start(
 }
 
 BackgroundProcess::~BackgroundProcess() {
+  if (reaped_) return;
   ::kill(-pid_, SIGKILL);
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
+}
+
+Status BackgroundProcess::Terminate(std::chrono::milliseconds grace) {
+  if (reaped_) return Status::Internal("the program was stopped already");
+  ::kill(pid_, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(pid_, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done != pid_) {
+    ::kill(-pid_, SIGKILL);
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    return Status::Timeout("did not exit within " + std::to_string(grace.count()) +
+                           " ms of SIGTERM: killed");
+  }
+  reaped_ = true;
+  ::kill(-pid_, SIGKILL);  // anything it started
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
+  return Status::Internal("exited with status " + std::to_string(status));
 }
 
 std::string FindProgram(const std::string& name) {

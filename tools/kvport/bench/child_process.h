@@ -36,10 +36,14 @@ class BackgroundProcess {
   BackgroundProcess& operator=(const BackgroundProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  // SIGTERM to the program, then waits up to `grace` for it to exit (its group is killed after,
+  // or at the deadline: Timeout). OK when it exited with status 0.
+  Status Terminate(std::chrono::milliseconds grace);
 
  private:
   explicit BackgroundProcess(pid_t pid) : pid_(pid) {}
   const pid_t pid_;
+  bool reaped_ = false;
 };
 
 // `name` when it names a file (has a '/') and is executable, else the first executable `name`

@@ -100,9 +100,10 @@ class ScaleTarget {
 // A `kvport serve` child process configured for the run (its config in a private folder).
 class KvportTarget : public ScaleTarget {
  public:
-  static Result<std::unique_ptr<KvportTarget>> Start(const ScaleOptions& o, uint64_t capacity,
-                                                     uint64_t max_index_bytes,
-                                                     uint32_t max_connections) {
+  // `extra_args` go to `kvport serve` after the others (a disk tier's flags).
+  static Result<std::unique_ptr<KvportTarget>> Start(
+      const ScaleOptions& o, uint64_t capacity, uint64_t max_index_bytes, uint32_t max_connections,
+      const std::vector<std::string>& extra_args = {}) {
     std::string dir_template = (std::filesystem::temp_directory_path() / "kvport-scale-XXXXXX");
     if (::mkdtemp(dir_template.data()) == nullptr) return Status::FromErrno("mkdtemp", errno);
     std::unique_ptr<KvportTarget> t(new KvportTarget(dir_template));
@@ -111,20 +112,34 @@ class KvportTarget : public ScaleTarget {
       std::ofstream out(config);
       out << "max_connections: " << max_connections << "\n"
           << "max_index_bytes: " << max_index_bytes << "\n"
-          << "idle_timeout_secs: 0\n";
+          << "idle_timeout_secs: 0\n"
+          << "disk_stop_flush_secs: 3600\n";
       if (!out) return Status::IoError("cannot write " + config);
     }
     std::string last_error;
     for (int attempt = 0; attempt < 3; ++attempt) {
       KVPORT_ASSIGN_OR_RETURN(uint16_t port, PickFreeLoopbackPort());
       t->endpoint_ = fmt::format("127.0.0.1:{}", port);
-      KVPORT_ASSIGN_OR_RETURN(
-          t->process_,
-          BackgroundProcess::Start({o.kvport_executable, "--log-level", "warn", "serve", "--config",
-                                    config, "--listen", t->endpoint_, "--unix-socket", "",
-                                    "--capacity", std::to_string(capacity), "--threads",
-                                    std::to_string(o.node_threads)}));
-      const Clock::time_point deadline = Clock::now() + std::chrono::seconds(20);
+      std::vector<std::string> args{o.kvport_executable,
+                                    "--log-level",
+                                    "warn",
+                                    "serve",
+                                    "--config",
+                                    config,
+                                    "--listen",
+                                    t->endpoint_,
+                                    "--unix-socket",
+                                    "",
+                                    "--capacity",
+                                    std::to_string(capacity),
+                                    "--threads",
+                                    std::to_string(o.node_threads)};
+      args.insert(args.end(), extra_args.begin(), extra_args.end());
+      KVPORT_ASSIGN_OR_RETURN(t->process_, BackgroundProcess::Start(args));
+      // A restart reads a disk tier's index back first: minutes for millions of objects.
+      const Clock::time_point deadline =
+          Clock::now() +
+          (extra_args.empty() ? std::chrono::seconds(20) : std::chrono::seconds(900));
       while (Clock::now() < deadline) {
         auto control = std::make_unique<Client>();
         InitOptions io;
@@ -154,6 +169,14 @@ class KvportTarget : public ScaleTarget {
   }
 
   int pid() const override { return process_->pid(); }
+
+  // A clean stop (SIGTERM): the node finishes, flushing what its disk tier still lacks.
+  Status Stop() {
+    control_.reset();
+    return process_->Terminate(std::chrono::hours(1));
+  }
+
+  Result<NodeStats> Stats() { return control_->Stats(); }
 
   Result<std::unique_ptr<LoadConnection>> Connect() override {
     return ConnectKvport(endpoint_, "");
@@ -392,6 +415,79 @@ Status MeasureConnections(const StartTarget& start, const ScaleOptions& o, const
   return Status::Ok();
 }
 
+// A node with a disk tier in `o.disk_dir` takes `o.disk_objects` objects into a small memory
+// tier (most are evicted to the disk as they come; its clean stop writes the rest), is stopped
+// and started again on the same folder.
+Status MeasureRestart(const ScaleOptions& o, RestartRow* row) {
+  const uint64_t n = o.disk_objects;
+  row->objects = n;
+  const uint64_t memory =
+      std::clamp<uint64_t>(n * RoundUpToBlock(o.value_bytes) / 8, 64ull << 20, 1ull << 30);
+  // A record: a block of header and names, then the value in whole blocks (store/disk_record.h).
+  const uint64_t disk = std::max<uint64_t>(
+      n * (kArenaBlock + RoundUpToBlock(o.value_bytes)) / 4 * 5 + (256ull << 20), 2ull << 30);
+  std::error_code error;
+  std::filesystem::create_directories(o.disk_dir, error);
+  const std::filesystem::space_info space = std::filesystem::space(o.disk_dir, error);
+  if (error) return Status::IoError(o.disk_dir + ": " + error.message());
+  if (disk > space.available / 10 * 9) {
+    row->skipped = fmt::format("needs about {} of disk in {}, {} free", Gib(disk), o.disk_dir,
+                               Gib(space.available));
+    return Status::Ok();
+  }
+  const std::string folder = o.disk_dir + "/kvport-scale-disk";
+  std::filesystem::remove_all(folder, error);
+  const std::vector<std::string> disk_args{"--disk", folder, "--disk-capacity",
+                                           std::to_string(disk)};
+  const uint64_t max_index_bytes = n * 1024 + (64ull << 20);
+  {
+    KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<KvportTarget> node,
+                            KvportTarget::Start(o, memory, max_index_bytes, 64, disk_args));
+    KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<LoadConnection> conn, node->Connect());
+    const Clock::time_point fill_start = Clock::now();
+    KVPORT_RETURN_IF_ERROR(Fill(*conn, o, n, &row->wrong_answers));
+    row->fill_seconds = std::chrono::duration<double>(Clock::now() - fill_start).count();
+    KVPORT_ASSIGN_OR_RETURN(NodeStats stats, node->Stats());
+    row->queue_drops = stats.Get("disk_queue_drops");
+    conn.reset();
+    const Clock::time_point stop_start = Clock::now();
+    KVPORT_RETURN_IF_ERROR(node->Stop());
+    row->stop_seconds = std::chrono::duration<double>(Clock::now() - stop_start).count();
+  }
+  const Clock::time_point start = Clock::now();
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<KvportTarget> node,
+                          KvportTarget::Start(o, memory, max_index_bytes, 64, disk_args));
+  row->restart_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  KVPORT_ASSIGN_OR_RETURN(NodeStats stats, node->Stats());
+  row->restored = stats.Get("disk_objects") + stats.Get("objects");
+  KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<LoadConnection> conn, node->Connect());
+  std::mt19937_64 random(o.seed);
+  std::uniform_int_distribution<uint64_t> pick(0, n - 1);
+  std::vector<uint8_t> value(o.value_bytes);
+  const std::vector<std::span<uint8_t>> buffers{std::span<uint8_t>(value)};
+  std::vector<KeyAnswer> answers;
+  std::vector<uint64_t> lengths;
+  LatencyHistogram reads;
+  for (uint32_t call = 0; call < o.calls; ++call) {
+    const uint64_t id = pick(random);
+    const Clock::time_point read_start = Clock::now();
+    KVPORT_RETURN_IF_ERROR(conn->Get({ObjectKey(id, o.key_bytes)}, buffers, &answers, &lengths));
+    const auto took = static_cast<uint64_t>((Clock::now() - read_start).count());
+    if (call == 0) row->first_read_ns = took;
+    reads.Record(took);
+    if (answers[0] == KeyAnswer::kMissing) {
+      ++row->read_misses;
+    } else if (answers[0] != KeyAnswer::kFound || lengths[0] != o.value_bytes ||
+               !HasStamp(id, value)) {
+      ++row->wrong_answers;
+    }
+  }
+  row->read = Summarise(reads);
+  node.reset();
+  std::filesystem::remove_all(folder, error);
+  return Status::Ok();
+}
+
 void MeasureSystem(const StartTarget& start, const ScaleOptions& o, const BenchLog& log,
                    uint64_t (*memory_needed)(const ScaleOptions&, uint64_t), SystemScale* out) {
   for (uint64_t n : o.object_counts) {
@@ -446,6 +542,7 @@ double ObjectsRow::IndexBytesPerObject(const ScaleOptions& o) const {
 }
 
 bool ScaleReport::AllCorrect() const {
+  if (restart.wrong_answers != 0) return false;
   for (const SystemScale* s : {&kvport, &redis}) {
     if (s->connections.wrong_answers != 0) return false;
     for (const ObjectsRow& row : s->objects)
@@ -481,6 +578,13 @@ Result<ScaleReport> RunScale(const ScaleOptions& o, const BenchLog& log) {
     return std::unique_ptr<ScaleTarget>(std::move(t));
   };
   MeasureSystem(start_kvport, o, log, KvportMemoryNeeded, &report.kvport);
+  if (!o.disk_dir.empty() && o.disk_objects > 0) {
+    Note(log, fmt::format("kvport: {} objects through a disk tier in {}, a clean stop and a "
+                          "restart",
+                          o.disk_objects, o.disk_dir));
+    Status s = MeasureRestart(o, &report.restart);
+    if (!s.ok()) report.restart.skipped = s.ToString();
+  }
 
   if (!o.redis) {
     report.redis.skipped = "--no-redis";
@@ -544,6 +648,24 @@ std::string FormatScaleText(const ScaleReport& report) {
       out += fmt::format("{:<7} {:>14.0f} {:>16.0f}  {}\n", s->system,
                          static_cast<double>(c.idle_bytes) / c.connections,
                          static_cast<double>(c.after_read_bytes) / c.connections, c.wrong_answers);
+    }
+  }
+  const RestartRow& r = report.restart;
+  if (r.objects > 0) {
+    out += fmt::format(
+        "\nA disk tier's restart: {} objects written through a node with a small memory tier, a "
+        "clean stop, a start on the same folder; then {} single-key reads of random objects\n",
+        r.objects, o.calls);
+    if (!r.skipped.empty()) {
+      out += fmt::format("kvport  skipped: {}\n", r.skipped);
+    } else {
+      out += fmt::format("{:>9} {:>7} {:>7} {:>10} {:>9} {:>13} {:>15} {:>7} {:>6}\n", "fill s",
+                         "stop s", "start s", "restored", "dropped", "first read us",
+                         "read p50/99 us", "misses", "wrong");
+      out += fmt::format(
+          "{:>9.1f} {:>7.1f} {:>7.1f} {:>10} {:>9} {:>13} {:>15} {:>7} {:>6}\n", r.fill_seconds,
+          r.stop_seconds, r.restart_seconds, r.restored, r.queue_drops, Micros(r.first_read_ns),
+          Micros(r.read.p50_ns) + "/" + Micros(r.read.p99_ns), r.read_misses, r.wrong_answers);
     }
   }
   return out;

@@ -15,6 +15,10 @@
 // SCAN COUNT `list_keys`: its best patterns) in a fresh process per count, measured the same
 // way from its /proc/PID/statm.
 //
+// Restart (with a disk folder): `disk_objects` objects through a node with a small memory
+// tier and a disk tier, a clean stop, a start on the same folder: the time to stop (the flush),
+// to answer again and to the first read, what was restored, single-key reads from the disk.
+//
 // Connections: a fresh node with one stored value of `connection_value_bytes`; `connections`
 // clients connect (kvport: a client each, its HELLO done; redis: a hiredis context each) and
 // stay idle, then each reads the value once and stays idle again. Resident memory over the
@@ -45,6 +49,10 @@ struct ScaleOptions {
   unsigned node_threads = 0;  // the node's I/O threads (0: one per CPU)
   bool redis = true;
   std::string redis_server = "redis-server";
+  // A disk tier's restart (kvport only): `disk_objects` objects through a node whose disk tier
+  // is in a folder under `disk_dir`, removed afterwards. "" or 0: none.
+  std::string disk_dir;
+  uint64_t disk_objects = 0;
   uint64_t seed = 1;
 };
 
@@ -77,6 +85,20 @@ struct ConnectionsRow {
   uint64_t wrong_answers = 0;
 };
 
+struct RestartRow {
+  uint64_t objects = 0;
+  std::string skipped;
+  double fill_seconds = 0;
+  uint64_t queue_drops = 0;    // evicted objects the disk writer could not take (disk_queue_drops)
+  double stop_seconds = 0;     // SIGTERM to exit: the stop's flush to disk
+  double restart_seconds = 0;  // start to the first answer
+  uint64_t restored = 0;       // objects the restarted node holds (disk and memory)
+  uint64_t first_read_ns = 0;  // the first single-key read after the restart
+  CallLatency read;
+  uint64_t read_misses = 0;    // objects not there (queue drops)
+  uint64_t wrong_answers = 0;  // wrong bytes or lengths
+};
+
 struct SystemScale {
   std::string system;   // "kvport", "redis"
   std::string skipped;  // why the system was not measured at all
@@ -88,6 +110,7 @@ struct ScaleReport {
   ScaleOptions options;
   SystemScale kvport;
   SystemScale redis;
+  RestartRow restart;
 
   bool AllCorrect() const;
 };
