@@ -184,13 +184,17 @@ test-aarch64:
 # `make engines` installed them) Mooncake Store and LMCache's server, in one run
 # (docs/performance.md). BENCH_ARGS passes options, e.g. make bench BENCH_ARGS="--json".
 # Then `kvport load`: the engines' open-loop load against kvport and redis-server, stepped to
-# saturation, its curve drawn in build/load-curve.png (LOAD_ARGS passes options).
+# saturation, its curve drawn in build/load-curve.png (LOAD_ARGS passes options). Then
+# `kvport scale`: memory per object and per connection against redis-server, and a disk tier's
+# restart in build/ (SCALE_ARGS passes options, e.g. SCALE_ARGS="--disk-objects 1000000").
 BENCH_ARGS ?=
 LOAD_ARGS ?=
+SCALE_ARGS ?=
 bench: build
 	@scripts/bootstrap redis-server gnuplot-nox
 	@build/bin/kvport bench --peers all $(BENCH_ARGS)
 	@build/bin/kvport load --steps 10 --plot build/load-curve.png $(LOAD_ARGS)
+	@build/bin/kvport scale --disk-dir build --disk-objects 100000 $(SCALE_ARGS)
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -89,13 +89,16 @@ struct RestartRow {
   uint64_t objects = 0;
   std::string skipped;
   double fill_seconds = 0;
-  uint64_t queue_drops = 0;    // evicted objects the disk writer could not take (disk_queue_drops)
-  double stop_seconds = 0;     // SIGTERM to exit: the stop's flush to disk
-  double restart_seconds = 0;  // start to the first answer
-  uint64_t restored = 0;       // objects the restarted node holds (disk and memory)
-  uint64_t first_read_ns = 0;  // the first single-key read after the restart
+  // Objects the disk tier did not keep before the stop: evicted ones its writer could not take
+  // (disk_queue_drops, disk_index_drops) or that it evicted itself (disk_evicted_objects).
+  uint64_t dropped = 0;
+  double stop_seconds = 0;        // SIGTERM to exit: the stop's flush to disk
+  double restart_seconds = 0;     // start to the first answer
+  uint64_t restored = 0;          // objects the restarted node holds (disk and memory)
+  uint64_t disk_index_bytes = 0;  // the restarted disk tier's index (disk_index_bytes)
+  uint64_t first_read_ns = 0;     // the first single-key read after the restart
   CallLatency read;
-  uint64_t read_misses = 0;    // objects not there (queue drops)
+  uint64_t read_misses = 0;    // objects not there (dropped)
   uint64_t wrong_answers = 0;  // wrong bytes or lengths
 };
 
