@@ -16,7 +16,9 @@ back. So a load (LMCache -> vLLM) goes through the kernel the backend writes new
 cpu_attn_reshape_and_cache, and a store (vLLM -> LMCache) reads through the layout learnt from
 that kernel once per block size:
 _block_layout() has the writer write every element's index into a scratch block and inverts
-what it wrote. A layer of vLLM's cache is one contiguous tensor [blocks, kv_heads, block_size,
+what it wrote, and _strides() finds that layout as a strided view of a block (every kernel's
+is one), so a store copies whole blocks with strided copies rather than an int64 offset per
+element. A layer of vLLM's cache is one contiguous tensor [blocks, kv_heads, block_size,
 2 * head_size] (the keys and values of each block side by side); slot s is token s % block_size
 of block s // block_size. LMCache's memory object (KV_2LTD) is [2, layers, tokens, kv_heads *
 head_size], the format of its GPU copies, so a chunk a CPU engine stores is the bytes a GPU
@@ -25,7 +27,7 @@ engine stores, whichever kernel wrote the cache.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import lmcache.v1.gpu_connector as _lmcache_connectors
@@ -70,6 +72,56 @@ def _block_layout(dtype: torch.dtype, kv_heads: int, head_size: int,
     return offsets.view(shape)
 
 
+# sizes, strides, offset (Tensor.as_strided's, in lanes) and lanes (elements per lane: 1, or
+# the elements a wider integer moves as one)
+Strided = Tuple[List[int], List[int], int, int]
+_LANE_TYPES = {2: torch.int16, 4: torch.int32, 8: torch.int64}  # bytes -> an integer that wide
+
+
+def _strides(layout: torch.Tensor, element_size: int) -> Optional[Strided]:
+    """A layout of offsets (the keys or the values of _block_layout()) as a strided view of a
+    block, if it is one: block.as_strided(sizes, strides, offset) is then the block's elements
+    in the layout's order, its dimensions split into factors (outermost first), so that
+    viewing the target with `sizes` makes the copy one strided copy. Each of vLLM's CPU kernels
+    places a block's keys, and its values, this way: "vec" transposes the keys, "amx" packs
+    pairs of head elements of the keys, pairs of tokens of the values, and tiles of 16 tokens.
+    Where the innermost factor is a run of head elements that is contiguous in the block too
+    (the pairs of "amx" keys), the copy moves each run as one integer of its bytes (lanes > 1:
+    sizes, strides and offset count lanes then), a several times faster copy than one of 2-byte
+    elements. None for a layout that is not one strided view."""
+    sizes: List[int] = []
+    strides: List[int] = []
+    for dim in range(layout.dim()):
+        along = layout.movedim(dim, 0).reshape(layout.shape[dim], -1)
+        factors: List[Tuple[int, int]] = []  # (size, stride), innermost first
+        while along.shape[0] > 1:
+            steps = along[1:] - along[:-1]
+            step = steps[0]
+            if int(step[0]) <= 0 or not bool((step == step[0]).all()):
+                return None
+            run = 1
+            while run < steps.shape[0] and torch.equal(steps[run], step):
+                run += 1
+            if along.shape[0] % (run + 1):
+                return None
+            factors.append((run + 1, int(step[0])))
+            along = along[::run + 1]
+        sizes += [size for size, _ in reversed(factors)]
+        strides += [stride for _, stride in reversed(factors)]
+    offset = int(layout.min())
+    view = torch.arange(int(layout.max()) + 1).as_strided(sizes, strides, offset)
+    if not torch.equal(view.reshape(layout.shape), layout):
+        return None
+    # factors: the last dimension's (head elements); a lane is its innermost factor if contiguous
+    lanes = sizes[-1] if factors and strides[-1] == 1 else 1
+    if lanes * element_size not in _LANE_TYPES or any(
+            stride % lanes for stride in strides[:-1]) or offset % lanes:
+        lanes = 1
+    if lanes > 1:
+        return sizes[:-1], [stride // lanes for stride in strides[:-1]], offset // lanes, lanes
+    return sizes, strides, offset, 1
+
+
 class VLLMCPUPagedCopy(GPUConnectorInterface):
     """Copies chunks of tokens between vLLM's CPU KV cache and LMCache memory objects."""
 
@@ -79,6 +131,8 @@ class VLLMCPUPagedCopy(GPUConnectorInterface):
         self.head_size = head_size
         self.dtype = dtype
         self.layouts: Dict[int, torch.Tensor] = {}  # block size -> _block_layout()
+        # block size -> _strides() of the keys and of the values, None where either is not
+        self.strided: Dict[int, Optional[Tuple[Strided, Strided]]] = {}
 
     @classmethod
     def from_metadata(cls, metadata: Any) -> "VLLMCPUPagedCopy":
@@ -125,16 +179,49 @@ class VLLMCPUPagedCopy(GPUConnectorInterface):
                              f"{blocks * block_size} slots")
         return slots
 
+    def _layout(self, block_size: int) -> Tuple[torch.Tensor, Optional[Tuple[Strided,
+                                                                              Strided]]]:
+        """_block_layout() of a block of `block_size` tokens and the strided views of its keys
+        and values (_strides(); None if either is none), learnt once."""
+        if block_size not in self.layouts:
+            layout = _block_layout(self.dtype, self.kv_heads, self.head_size, block_size)
+            size = torch.empty((), dtype=self.dtype).element_size()
+            keys, values = _strides(layout[0], size), _strides(layout[1], size)
+            self.layouts[block_size] = layout
+            self.strided[block_size] = (keys, values) if keys and values else None
+        return self.layouts[block_size], self.strided[block_size]
+
     def _offsets(self, layers: List[torch.Tensor], slots: torch.Tensor) -> torch.Tensor:
         """[2, tokens, kv_heads, head_size]: where each key and value element of the tokens at
         `slots` is in a flat layer."""
         block_size = layers[0].shape[2]
-        if block_size not in self.layouts:
-            self.layouts[block_size] = _block_layout(self.dtype, self.kv_heads, self.head_size,
-                                                     block_size)
         block_elements = layers[0][0].numel()
         base = (slots // block_size * block_elements).view(1, -1, 1, 1)
-        return base + self.layouts[block_size][:, slots % block_size]
+        return base + self._layout(block_size)[0][:, slots % block_size]
+
+    @staticmethod
+    def _whole_blocks(slots: torch.Tensor, block_size: int) -> Tuple[List[Tuple[int, int, int]],
+                                                                     torch.Tensor]:
+        """Splits tokens at `slots` into runs of whole blocks, each (first token, first block,
+        blocks): tokens [first token, + blocks * block_size) fill blocks [first block, +
+        blocks) in order; and the indices of the tokens in no whole block (a chunk's end that
+        is part of a block, or slots vLLM did not give in block order)."""
+        count = slots.numel()
+        whole = torch.zeros(count, dtype=torch.bool)
+        runs: List[Tuple[int, int, int]] = []
+        if count >= block_size:
+            windows = slots.unfold(0, block_size, 1)
+            starts = ((windows - windows[:, :1] == torch.arange(block_size)).all(dim=1)
+                      & (windows[:, 0] % block_size == 0)).nonzero().flatten().tolist()
+            for token in starts:
+                whole[token:token + block_size] = True
+                block = int(slots[token]) // block_size
+                if runs and runs[-1][0] + runs[-1][2] * block_size == token \
+                        and runs[-1][1] + runs[-1][2] == block:
+                    runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + 1)
+                else:
+                    runs.append((token, block, 1))
+        return runs, (~whole).nonzero().flatten()
 
     def _checked(self, memory_obj: MemoryObj, start: int, end: int) -> torch.Tensor:
         """The memory object's tensor as [2, layers, tokens, kv_heads, head_size]."""
@@ -147,12 +234,31 @@ class VLLMCPUPagedCopy(GPUConnectorInterface):
         return tensor.view(2, self.num_layers, end - start, self.kv_heads, self.head_size)
 
     def from_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs: Any) -> None:
-        """vLLM's cache -> the memory object, tokens [start, end) of the request."""
+        """vLLM's cache -> the memory object, tokens [start, end) of the request. A run of
+        whole blocks in block order is one strided copy per layer for its keys and one for its
+        values (the layout as _strides() finds it); other tokens, and every token of a layout
+        that is no strided view, are gathered element by element through the layout."""
         out = self._checked(memory_obj, start, end)
         layers = self._layers(kwargs)
-        offsets = self._offsets(layers, self._slots(layers, kwargs, start, end))
+        slots = self._slots(layers, kwargs, start, end)
+        block_size = layers[0].shape[2]
+        block_elements = layers[0][0].numel()
+        strided = self._layout(block_size)[1]
+        runs, rest = (self._whole_blocks(slots, block_size) if strided
+                      else ([], torch.arange(slots.numel())))
+        offsets = self._offsets(layers, slots[rest])
         for number, layer in enumerate(layers):
-            out[:, number] = layer.view(-1)[offsets]
+            for token, block, blocks in runs:
+                for half, (sizes, strides, offset, lanes) in enumerate(strided):
+                    lane = _LANE_TYPES[lanes * out.element_size()] if lanes > 1 else out.dtype
+                    source = layer.view(lane)
+                    source = source.as_strided(
+                        [blocks] + sizes, [block_elements // lanes] + strides,
+                        source.storage_offset() + (block * block_elements) // lanes + offset)
+                    target = out[half, number, token:token + blocks * block_size].view(lane)
+                    target.view([blocks] + sizes).copy_(source)
+            if rest.numel():
+                out[:, number, rest] = layer.view(-1)[offsets]
 
     def to_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs: Any) -> None:
         """The memory object -> vLLM's cache, written by vLLM's own kernel (the one its attention
