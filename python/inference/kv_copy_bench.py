@@ -1,16 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What a store costs in kvport's CPU KV copy (kvport.lmcache_cpu): vLLM's CPU cache -> LMCache
-chunks (from_gpu), with the strided copies of whole blocks against the element-by-element
-gather through the learnt layout (the path a layout that is no strided view takes), and memcpy
-of the same bytes as the limit, in one run (docs/performance.md, "vLLM on a CPU: the store's
+"""What kvport's CPU KV copy (kvport.lmcache_cpu) costs: a store, vLLM's CPU cache -> LMCache
+chunks (from_gpu), and a load, chunks -> vLLM's cache (to_gpu), each with the strided copies of
+whole blocks against the path a layout that is no strided view takes (a store: an element
+gather through the learnt layout; a load: vLLM's own kernel, cpu_attn_reshape_and_cache), and
+memcpy of the same bytes as the limit, in one run (docs/performance.md, "vLLM on a CPU: the KV
 copy"). Run from the repository root, after `make inference`:
 
     build/inference/venv/bin/python python/inference/kv_copy_bench.py
 
 The cache is the shape of ttft_bench.py's model (8 layers, 8 KV heads of 64, bfloat16) in
 blocks of 128 tokens (vLLM's CPU default), written by vLLM's own kernel; --tokens tokens are
-copied in chunks of 256 (LMCache's chunk_size in the inference lane) from whole blocks in a
-shuffled order. Prints seconds and GiB/s, the median of --repeats, each path in turn."""
+copied in chunks of 256 (LMCache's chunk_size in the inference lane) from and to whole blocks
+in a shuffled order. Prints seconds and GiB/s, the median of --repeats, each path in turn."""
 
 from __future__ import annotations
 
@@ -52,22 +53,20 @@ def main() -> None:
     flat = [layer.view(-1) for layer in layers]
     target = torch.empty(nbytes // chunk.tensor.element_size(), dtype=dtype)
 
-    def store() -> None:
-        for start in range(0, args.tokens, CHUNK):
-            copy.from_gpu(chunk, start, start + CHUNK, kvcaches=layers, slot_mapping=slots)
+    def path(layout, direction):
+        def run() -> None:
+            copy.strided[block] = layout
+            for start in range(0, args.tokens, CHUNK):
+                direction(chunk, start, start + CHUNK, kvcaches=layers, slot_mapping=slots)
+        return run
 
     def memcpy() -> None:
         torch.cat(flat, out=target)
 
-    def strided_store() -> None:
-        copy.strided[block] = strided
-        store()
-
-    def element_store() -> None:
-        copy.strided[block] = None
-        store()
-
-    paths = {"strided copies (kvport)": strided_store, "element gather": element_store,
+    paths = {"store: strided copies": path(strided, copy.from_gpu),
+             "store: element gather": path(None, copy.from_gpu),
+             "load: strided copies": path(strided, copy.to_gpu),
+             "load: vLLM's kernel": path(None, copy.to_gpu),
              "memcpy (limit)": memcpy}
     times = {name: [] for name in paths}
     for _ in range(args.repeats):
@@ -81,7 +80,7 @@ def main() -> None:
     limit = statistics.median(times["memcpy (limit)"])
     for name, seconds in times.items():
         median = statistics.median(seconds)
-        print(f"  {name:24} {median * 1e3:8.1f} ms  {nbytes / median / 2**30:6.2f} GiB/s  "
+        print(f"  {name:22} {median * 1e3:8.1f} ms  {nbytes / median / 2**30:6.2f} GiB/s  "
               f"{limit / median:5.2f} of memcpy")
     chunk.ref_count_down()  # back to LMCache's allocator, as LMCache frees a chunk it is done with
 

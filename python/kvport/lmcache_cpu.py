@@ -12,13 +12,13 @@ calls install() in each process that builds LMCache's connector.
 Where vLLM's CPU backend keeps a token's keys and values inside a block depends on the kernel
 it picked for the machine and dtype (its "isa": with "vec" the keys are transposed, with "amx"
 keys and values are packed in pairs for the AMX tiles), and vLLM has no kernel that reads them
-back. So a load (LMCache -> vLLM) goes through the kernel the backend writes new tokens with,
-cpu_attn_reshape_and_cache, and a store (vLLM -> LMCache) reads through the layout learnt from
-that kernel once per block size:
-_block_layout() has the writer write every element's index into a scratch block and inverts
-what it wrote, and _strides() finds that layout as a strided view of a block (every kernel's
-is one), so a store copies whole blocks with strided copies rather than an int64 offset per
-element. A layer of vLLM's cache is one contiguous tensor [blocks, kv_heads, block_size,
+back. So the copy learns the layout from the kernel the backend writes new tokens with,
+cpu_attn_reshape_and_cache, once per block size: _block_layout() has the writer write every
+element's index into a scratch block and inverts what it wrote, and _strides() finds that
+layout as a strided view of a block (every kernel's is one). A store (vLLM -> LMCache) and a
+load (LMCache -> vLLM) copy whole blocks with strided copies through it; the tokens of a chunk
+in no whole block are read through the layout element by element and written by the kernel
+itself. A layer of vLLM's cache is one contiguous tensor [blocks, kv_heads, block_size,
 2 * head_size] (the keys and values of each block side by side); slot s is token s % block_size
 of block s // block_size. LMCache's memory object (KV_2LTD) is [2, layers, tokens, kv_heads *
 head_size], the format of its GPU copies, so a chunk a CPU engine stores is the bytes a GPU
@@ -233,6 +233,36 @@ class VLLMCPUPagedCopy(GPUConnectorInterface):
                              f"{self.dtype} {list(self.get_shape(end - start))}")
         return tensor.view(2, self.num_layers, end - start, self.kv_heads, self.head_size)
 
+    def _split(self, layers: List[torch.Tensor], slots: torch.Tensor) -> Tuple[
+            Optional[Tuple[Strided, Strided]], List[Tuple[int, int, int]], torch.Tensor]:
+        """The strided views of the layers' blocks (_layout()), the runs of whole blocks of
+        the tokens at `slots` and the indices of the other tokens (_whole_blocks()): every
+        token when the layout is no strided view."""
+        block_size = layers[0].shape[2]
+        strided = self._layout(block_size)[1]
+        if strided is None:
+            return None, [], torch.arange(slots.numel())
+        return (strided,) + self._whole_blocks(slots, block_size)
+
+    @staticmethod
+    def _block_views(layer: torch.Tensor, tokens: torch.Tensor,
+                     strided: Tuple[Strided, Strided], runs: List[Tuple[int, int, int]]):
+        """(cache view, tokens view) pairs, one per run and keys/values: the run's blocks of a
+        layer of vLLM's cache as a strided view, and the same elements of `tokens` ([2, tokens,
+        kv_heads, head_size] of this layer) viewed in the same order and shape, so that a
+        copy_ between them is a copy of the run either way."""
+        block_size = layer.shape[2]
+        block_elements = layer[0].numel()
+        for token, block, blocks in runs:
+            for half, (sizes, strides, offset, lanes) in enumerate(strided):
+                lane = _LANE_TYPES[lanes * layer.element_size()] if lanes > 1 else layer.dtype
+                cache = layer.view(lane)
+                cache = cache.as_strided(
+                    [blocks] + sizes, [block_elements // lanes] + strides,
+                    cache.storage_offset() + (block * block_elements) // lanes + offset)
+                run = tokens[half, token:token + blocks * block_size].view(lane)
+                yield cache, run.view([blocks] + sizes)
+
     def from_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs: Any) -> None:
         """vLLM's cache -> the memory object, tokens [start, end) of the request. A run of
         whole blocks in block order is one strided copy per layer for its keys and one for its
@@ -241,30 +271,22 @@ class VLLMCPUPagedCopy(GPUConnectorInterface):
         out = self._checked(memory_obj, start, end)
         layers = self._layers(kwargs)
         slots = self._slots(layers, kwargs, start, end)
-        block_size = layers[0].shape[2]
-        block_elements = layers[0][0].numel()
-        strided = self._layout(block_size)[1]
-        runs, rest = (self._whole_blocks(slots, block_size) if strided
-                      else ([], torch.arange(slots.numel())))
+        strided, runs, rest = self._split(layers, slots)
         offsets = self._offsets(layers, slots[rest])
         for number, layer in enumerate(layers):
-            for token, block, blocks in runs:
-                for half, (sizes, strides, offset, lanes) in enumerate(strided):
-                    lane = _LANE_TYPES[lanes * out.element_size()] if lanes > 1 else out.dtype
-                    source = layer.view(lane)
-                    source = source.as_strided(
-                        [blocks] + sizes, [block_elements // lanes] + strides,
-                        source.storage_offset() + (block * block_elements) // lanes + offset)
-                    target = out[half, number, token:token + blocks * block_size].view(lane)
-                    target.view([blocks] + sizes).copy_(source)
+            for cache, run in self._block_views(layer, out[:, number], strided, runs):
+                run.copy_(cache)
             if rest.numel():
                 out[:, number, rest] = layer.view(-1)[offsets]
 
     def to_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs: Any) -> None:
-        """The memory object -> vLLM's cache, written by vLLM's own kernel (the one its attention
-        backend writes new tokens with: vectorized, and its layout by definition). The first
-        tokens vLLM already holds in its own prefix cache (vllm_cached_tokens) are left alone:
-        their blocks may be shared with requests that are running."""
+        """The memory object -> vLLM's cache. A run of whole blocks in block order is one
+        strided copy per layer for its keys and one for its values, through the layout learnt
+        from vLLM's kernel (as from_gpu reads); other tokens, and every token of a layout that
+        is no strided view, are written by that kernel itself (the one vLLM's attention backend
+        writes new tokens with). The first tokens vLLM already holds in its own prefix cache
+        (vllm_cached_tokens) are left alone: their blocks may be shared with requests that are
+        running."""
         from vllm import _custom_ops as ops
         from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
@@ -274,13 +296,18 @@ class VLLMCPUPagedCopy(GPUConnectorInterface):
         if skip == end - start:
             return
         slots = self._slots(layers, kwargs, start + skip, end)
+        strided, runs, rest = self._split(layers, slots)
         blocks, _, block_size, _ = layers[0].shape
         isa = _get_attn_isa(self.dtype, block_size, self.head_size)
         for number, layer in enumerate(layers):
-            keys, values = layer.view(blocks, self.kv_heads, 2 * block_size,
-                                      self.head_size).chunk(2, dim=2)
-            ops.cpu_attn_reshape_and_cache(data[0, number, skip:], data[1, number, skip:], keys,
-                                           values, slots, isa)
+            tokens = data[:, number, skip:]
+            for cache, run in self._block_views(layer, tokens, strided, runs):
+                cache.copy_(run)
+            if rest.numel():
+                keys, values = layer.view(blocks, self.kv_heads, 2 * block_size,
+                                          self.head_size).chunk(2, dim=2)
+                ops.cpu_attn_reshape_and_cache(tokens[0, rest], tokens[1, rest], keys, values,
+                                               slots[rest], isa)
 
     def batched_from_gpu(self, memory_objs, starts, ends, **kwargs: Any) -> None:
         for memory_obj, start, end in zip(memory_objs, starts, ends, strict=True):

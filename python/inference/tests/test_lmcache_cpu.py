@@ -81,8 +81,10 @@ def blocks_and_strays(block_size):
 
 
 def stored_blocks_and_strays(dtype, block_size, seed):
-    """A copy that has stored blocks_and_strays() of vLLM's cache into a memory object: the
-    copy, and whether the object holds the keys and the values vLLM's kernel wrote."""
+    """A copy that has stored blocks_and_strays() of vLLM's cache into a memory object, and
+    loaded that object into an empty cache at the same slots: the copy, whether the object holds
+    the keys and the values vLLM's kernel wrote, and whether the cache it loaded is the cache
+    vLLM's kernel wrote."""
     slots = blocks_and_strays(block_size)
     count = slots.numel()
     keys, values = random_tokens(dtype, count, seed)
@@ -90,21 +92,26 @@ def stored_blocks_and_strays(dtype, block_size, seed):
     copy = lmcache_cpu.VLLMCPUPagedCopy(LAYERS, HEADS, HEAD_SIZE, dtype)
     obj = memory_object(dtype, count)
     copy.from_gpu(obj, 0, count, kvcaches=layers, slot_mapping=slots)
-    return copy, torch.equal(as_kv(obj, count)[0], keys), torch.equal(as_kv(obj, count)[1], values)
+    stored = (torch.equal(as_kv(obj, count)[0], keys), torch.equal(as_kv(obj, count)[1], values))
+    loaded = vllm_cache(dtype, block_size)
+    copy.to_gpu(obj, 0, count, kvcaches=loaded, slot_mapping=slots)
+    return copy, stored, all(torch.equal(a, b) for a, b in zip(loaded, layers))
 
 
 @pytest.mark.parametrize("dtype,block_size", GEOMETRIES)
-def test_from_vllm_cache_reads_whole_blocks_and_strays(dtype, block_size):
-    copy, same_keys, same_values = stored_blocks_and_strays(dtype, block_size, seed=9)
+def test_whole_blocks_and_strays_are_copied_both_ways(dtype, block_size):
+    copy, stored, loaded = stored_blocks_and_strays(dtype, block_size, seed=9)
     assert copy.strided[block_size] is not None  # each vLLM kernel's layout is a strided view
-    assert same_keys and same_values
+    assert stored == (True, True)
+    assert loaded
 
 
-def test_a_layout_that_is_no_strided_view_is_read_element_by_element(monkeypatch):
+def test_a_layout_that_is_no_strided_view_is_copied_token_by_token(monkeypatch):
     monkeypatch.setattr(lmcache_cpu, "_strides", lambda layout, element_size: None)
-    copy, same_keys, same_values = stored_blocks_and_strays(torch.bfloat16, 32, seed=10)
+    copy, stored, loaded = stored_blocks_and_strays(torch.bfloat16, 32, seed=10)
     assert copy.strided[32] is None
-    assert same_keys and same_values
+    assert stored == (True, True)
+    assert loaded
 
 
 def test_strides_finds_a_strided_layout_and_refuses_a_scattered_one():
@@ -136,9 +143,11 @@ def test_to_vllm_cache_writes_what_vllms_kernel_writes(dtype, block_size):
         assert torch.equal(got, want)
 
 
-def test_to_vllm_cache_leaves_the_tokens_vllm_holds_alone():
-    dtype, block_size, count, held = torch.bfloat16, 32, 40, 11
-    slots = torch.arange(count) + 3
+@pytest.mark.parametrize("first_slot,count,held", [(3, 40, 11), (0, 96, 40)])
+def test_to_vllm_cache_leaves_the_tokens_vllm_holds_alone(first_slot, count, held):
+    # (3, 40, 11): no whole block; (0, 96, 40): block 1 partly held, block 2 whole
+    dtype, block_size = torch.bfloat16, 32
+    slots = torch.arange(count) + first_slot
     keys, values = random_tokens(dtype, count, seed=5)
     obj = memory_object(dtype, count)
     as_kv(obj, count)[0] = keys
