@@ -3,9 +3,12 @@
 # and vLLM, so the inference lane checks this stub (python/inference/tests/
 # test_engine_module_stubs.py), in the venv where it imports.
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
+
+# sizes, strides, offset (in lanes), lanes: a block's keys or values as one strided view
+Strided = Tuple[List[int], List[int], int, int]
 
 class VLLMCPUPagedCopy:
     num_layers: int
@@ -13,6 +16,7 @@ class VLLMCPUPagedCopy:
     head_size: int
     dtype: torch.dtype
     layouts: Dict[int, torch.Tensor]
+    strided: Dict[int, Optional[Tuple[Strided, Strided]]]
     def __init__(self, num_layers: int, kv_heads: int, head_size: int,
                  dtype: torch.dtype) -> None: ...
     @classmethod

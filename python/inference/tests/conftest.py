@@ -16,7 +16,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import Any, List, Optional
 
 import pytest
 import yaml
@@ -65,11 +65,14 @@ class Node(KvportServe):
     this host; python/testing/kvport_serve.py). tenants: the node requires tokens; one per
     namespace named, granted only that namespace and naming it as its default (tenant_secret),
     and an operator token for stats(). disk: a folder for the disk tier. restart() stops it
-    cleanly (its memory goes to the disk tier) and starts it again on the same port and socket."""
+    cleanly (its memory goes to the disk tier) and starts it again on the same port and socket.
+    capacity: the node's memory."""
 
-    def __init__(self, workdir: Path, tenants: tuple = (), disk: bool = False):
+    def __init__(self, workdir: Path, tenants: tuple = (), disk: bool = False,
+                 capacity: str = "256MiB"):
         super().__init__(KVPORT, workdir, str(workdir / "kvport.sock"), stop_timeout=60)
         self.disk = str(workdir / "disk") if disk else ""
+        self.capacity = capacity
         self.tokens = bool(tenants)
         if tenants:
             text = (f'tokens:\n  - name: operator\n    secret: "{OPERATOR_SECRET}"\n'
@@ -80,7 +83,7 @@ class Node(KvportServe):
             self.write_tokens(text)
 
     def serve_args(self) -> List[str]:
-        args = ["--capacity", "256MiB", "--threads", "2"]
+        args = ["--capacity", self.capacity, "--threads", "2"]
         if self.disk:
             args += ["--disk", self.disk, "--disk-capacity", "256MiB"]
         return args
@@ -105,27 +108,33 @@ def node_factory(tmp_path_factory):
         node.stop()
 
 
-def lmcache_yaml(path: Path, node: Node, namespace: str, transport: str) -> str:
+def lmcache_yaml(path: Path, node: Optional[Node], namespace: str, transport: str,
+                 **overrides: Any) -> str:
     """LMCache's config for an engine of `namespace` on `node`: kvport's `eic` over TCP
     (eic_trans_type 1) or shared memory (2: kvport picks shared memory with a node on this
     host), chunks keyed by a hash that is the same in every process (sha256_cbor), and the
-    engine's own CPU tier, so that a fresh process starts with nothing but the node."""
+    engine's own CPU tier, so that a fresh process starts with nothing but the node. No node:
+    LMCache's local tiers alone. overrides: more or other LMCache keys."""
     config = {
         "chunk_size": CHUNK,
         "local_cpu": True,
         "max_local_cpu_size": 0.5,
-        "remote_url": node.url,
-        "remote_serde": "naive",
         "save_unfull_chunk": False,
         "pre_caching_hash_algorithm": "sha256_cbor",
-        "blocking_timeout_secs": 10,
-        "eic_instance_id": f"{namespace}-{path.stem}",
-        "eic_log_dir": str(path.parent / "eic-logs"),
-        "eic_log_level": 1,
-        "eic_trans_type": {"tcp": 1, "shm": 2}[transport],
-        "eic_kv_ns": namespace,
-        "eic_kv_ttl": -1,
     }
+    if node is not None:
+        config.update({
+            "remote_url": node.url,
+            "remote_serde": "naive",
+            "blocking_timeout_secs": 10,
+            "eic_instance_id": f"{namespace}-{path.stem}",
+            "eic_log_dir": str(path.parent / "eic-logs"),
+            "eic_log_level": 1,
+            "eic_trans_type": {"tcp": 1, "shm": 2}[transport],
+            "eic_kv_ns": namespace,
+            "eic_kv_ttl": -1,
+        })
+    config.update(overrides)
     path.write_text(yaml.safe_dump(config))
     return str(path)
 

@@ -70,6 +70,62 @@ def test_from_vllm_cache_reads_the_tokens_vllm_wrote(dtype, block_size):
     assert torch.equal(as_kv(obj, count - 5)[1], values[:, 5:])
 
 
+def blocks_and_strays(block_size):
+    """Slots of 7 tokens of block 0 out of order, then whole blocks 4, 1 and 2 in order (two
+    runs: 4, then 1-2), then block 5 backwards: copied by whole blocks and token by token."""
+    generator = torch.Generator().manual_seed(8)
+    strays = torch.randperm(block_size, generator=generator)[:7]
+    whole = [torch.arange(block_size) + block * block_size for block in (4, 1, 2)]
+    backwards = torch.arange(block_size).flip(0) + 5 * block_size
+    return torch.cat([strays] + whole + [backwards])
+
+
+def stored_blocks_and_strays(dtype, block_size, seed):
+    """A copy that has stored blocks_and_strays() of vLLM's cache into a memory object, and
+    loaded that object into an empty cache at the same slots: the copy, whether the object holds
+    the keys and the values vLLM's kernel wrote, and whether the cache it loaded is the cache
+    vLLM's kernel wrote."""
+    slots = blocks_and_strays(block_size)
+    count = slots.numel()
+    keys, values = random_tokens(dtype, count, seed)
+    layers = vllm_cache(dtype, block_size, keys, values, slots)
+    copy = lmcache_cpu.VLLMCPUPagedCopy(LAYERS, HEADS, HEAD_SIZE, dtype)
+    obj = memory_object(dtype, count)
+    copy.from_gpu(obj, 0, count, kvcaches=layers, slot_mapping=slots)
+    stored = (torch.equal(as_kv(obj, count)[0], keys), torch.equal(as_kv(obj, count)[1], values))
+    loaded = vllm_cache(dtype, block_size)
+    copy.to_gpu(obj, 0, count, kvcaches=loaded, slot_mapping=slots)
+    return copy, stored, all(torch.equal(a, b) for a, b in zip(loaded, layers))
+
+
+@pytest.mark.parametrize("dtype,block_size", GEOMETRIES)
+def test_whole_blocks_and_strays_are_copied_both_ways(dtype, block_size):
+    copy, stored, loaded = stored_blocks_and_strays(dtype, block_size, seed=9)
+    assert copy.strided[block_size] is not None  # each vLLM kernel's layout is a strided view
+    assert stored == (True, True)
+    assert loaded
+
+
+def test_a_layout_that_is_no_strided_view_is_copied_token_by_token(monkeypatch):
+    monkeypatch.setattr(lmcache_cpu, "_strides", lambda layout, element_size: None)
+    copy, stored, loaded = stored_blocks_and_strays(torch.bfloat16, 32, seed=10)
+    assert copy.strided[32] is None
+    assert stored == (True, True)
+    assert loaded
+
+
+def test_strides_finds_a_strided_layout_and_refuses_a_scattered_one():
+    # [2, 4, 3]: the second dimension in pairs that are adjacent, the third between them
+    k, t, h = torch.arange(2).view(2, 1, 1), torch.arange(4).view(1, 4, 1), torch.arange(3)
+    layout = k * 12 + t // 2 * 6 + t % 2 + h * 2
+    sizes, strides, offset, lanes = lmcache_cpu._strides(layout, 4)
+    assert torch.equal(torch.arange(24).as_strided(sizes, strides, offset).reshape(2, 4, 3),
+                       layout)
+    assert lanes == 1
+    scattered = torch.randperm(24, generator=torch.Generator().manual_seed(11)).view(2, 4, 3)
+    assert lmcache_cpu._strides(scattered, 4) is None
+
+
 @pytest.mark.parametrize("dtype,block_size", GEOMETRIES)
 def test_to_vllm_cache_writes_what_vllms_kernel_writes(dtype, block_size):
     count = block_size + 9
@@ -87,9 +143,11 @@ def test_to_vllm_cache_writes_what_vllms_kernel_writes(dtype, block_size):
         assert torch.equal(got, want)
 
 
-def test_to_vllm_cache_leaves_the_tokens_vllm_holds_alone():
-    dtype, block_size, count, held = torch.bfloat16, 32, 40, 11
-    slots = torch.arange(count) + 3
+@pytest.mark.parametrize("first_slot,count,held", [(3, 40, 11), (0, 96, 40)])
+def test_to_vllm_cache_leaves_the_tokens_vllm_holds_alone(first_slot, count, held):
+    # (3, 40, 11): no whole block; (0, 96, 40): block 1 partly held, block 2 whole
+    dtype, block_size = torch.bfloat16, 32
+    slots = torch.arange(count) + first_slot
     keys, values = random_tokens(dtype, count, seed=5)
     obj = memory_object(dtype, count)
     as_kv(obj, count)[0] = keys
