@@ -95,6 +95,11 @@ class ScaleTarget {
   virtual Result<uint64_t> ValueStoreBytes() = 0;
   // One page of at most `keys` keys from the start of the key space: the keys it holds.
   virtual Result<size_t> ListPage(uint32_t keys) = 0;
+  // Holds no more than it holds now: each new object evicts (redis: maxmemory at its
+  // used_memory, allkeys-lru; kvport's arena was sized for the objects written).
+  virtual Status CapAtCurrentSize() = 0;
+  // Objects evicted so far.
+  virtual Result<uint64_t> Evictions() = 0;
 };
 
 // A `kvport serve` child process configured for the run (its config in a private folder).
@@ -197,6 +202,13 @@ class KvportTarget : public ScaleTarget {
     return page.keys.size();
   }
 
+  Status CapAtCurrentSize() override { return Status::Ok(); }
+
+  Result<uint64_t> Evictions() override {
+    KVPORT_ASSIGN_OR_RETURN(NodeStats stats, control_->Stats());
+    return stats.Get("evictions");
+  }
+
  private:
   explicit KvportTarget(std::string dir) : dir_(std::move(dir)) {}
   std::string dir_;
@@ -257,9 +269,35 @@ class RedisTarget : public ScaleTarget {
     return r->element[1]->elements;
   }
 
+  Status CapAtCurrentSize() override {
+    KVPORT_ASSIGN_OR_RETURN(uint64_t used, InfoField("memory", "used_memory"));
+    KVPORT_ASSIGN_OR_RETURN(Reply policy,
+                            Command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}));
+    KVPORT_ASSIGN_OR_RETURN(Reply limit,
+                            Command({"CONFIG", "SET", "maxmemory", std::to_string(used)}));
+    if (policy->type != REDIS_REPLY_STATUS || limit->type != REDIS_REPLY_STATUS) {
+      return Status::IoError("redis CONFIG SET maxmemory: refused");
+    }
+    return Status::Ok();
+  }
+
+  Result<uint64_t> Evictions() override { return InfoField("stats", "evicted_keys"); }
+
  private:
   RedisTarget(std::unique_ptr<RedisServer> server, redisContext* control)
       : server_(std::move(server)), control_(control) {}
+
+  // A "name:value" line of INFO `section`, as a number.
+  Result<uint64_t> InfoField(const std::string& section, const std::string& name) {
+    KVPORT_ASSIGN_OR_RETURN(Reply r, Command({"INFO", section}));
+    if (r->type != REDIS_REPLY_STRING) {
+      return Status::IoError("redis INFO: not a string");
+    }
+    const std::string text(r->str, r->len);
+    const size_t at = text.find("\r\n" + name + ":");
+    if (at == std::string::npos) return Status::IoError("redis INFO: no " + name);
+    return std::strtoull(text.c_str() + at + 3 + name.size(), nullptr, 10);
+  }
 
   Result<Reply> Command(const std::vector<std::string>& args) {
     std::vector<const char*> argv;
@@ -281,13 +319,15 @@ class RedisTarget : public ScaleTarget {
 // ---- the measurements -------------------------------------------------------------------------
 
 // Stores objects [0, n) through `conn`, `kFillBatch` per call.
-Status Fill(LoadConnection& conn, const ScaleOptions& o, uint64_t n, uint64_t* wrong) {
+// Stores objects [first_id, first_id + n) through `conn`, `kFillBatch` per call.
+Status Fill(LoadConnection& conn, const ScaleOptions& o, uint64_t first_id, uint64_t n,
+            uint64_t* wrong) {
   std::vector<uint8_t> bytes(kFillBatch * o.value_bytes);
   std::vector<std::string> keys;
   std::vector<std::span<uint8_t>> values;
   std::vector<KeyAnswer> answers;
-  for (uint64_t first = 0; first < n; first += kFillBatch) {
-    const size_t count = static_cast<size_t>(std::min<uint64_t>(kFillBatch, n - first));
+  for (uint64_t first = first_id; first < first_id + n; first += kFillBatch) {
+    const size_t count = static_cast<size_t>(std::min<uint64_t>(kFillBatch, first_id + n - first));
     keys.clear();
     values.clear();
     for (size_t j = 0; j < count; ++j) {
@@ -363,14 +403,23 @@ Status MeasureObjects(const StartTarget& start, const ScaleOptions& o, uint64_t 
   KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<LoadConnection> conn, target->Connect());
   const uint64_t empty = ProcessResidentBytes(target->pid());
   const Clock::time_point fill_start = Clock::now();
-  KVPORT_RETURN_IF_ERROR(Fill(*conn, o, n, &row->wrong_answers));
+  KVPORT_RETURN_IF_ERROR(Fill(*conn, o, 0, n, &row->wrong_answers));
   row->fill_seconds = std::chrono::duration<double>(Clock::now() - fill_start).count();
   const uint64_t full = ProcessResidentBytes(target->pid());
   row->resident_bytes = full > empty ? full - empty : 0;
   KVPORT_ASSIGN_OR_RETURN(row->value_store_bytes, target->ValueStoreBytes());
   KVPORT_ASSIGN_OR_RETURN(uint64_t held, target->ObjectCount());
   if (held != n) row->wrong_answers += held > n ? held - n : n - held;
-  return MeasureCalls(*target, *conn, o, n, row);
+  KVPORT_RETURN_IF_ERROR(MeasureCalls(*target, *conn, o, n, row));
+  // At capacity: as many new objects again, each making room by evicting.
+  KVPORT_RETURN_IF_ERROR(target->CapAtCurrentSize());
+  KVPORT_ASSIGN_OR_RETURN(const uint64_t evictions_before, target->Evictions());
+  const Clock::time_point evicting_start = Clock::now();
+  KVPORT_RETURN_IF_ERROR(Fill(*conn, o, n, n, &row->wrong_answers));
+  row->evicting_fill_seconds = std::chrono::duration<double>(Clock::now() - evicting_start).count();
+  KVPORT_ASSIGN_OR_RETURN(const uint64_t evictions_after, target->Evictions());
+  row->evictions = evictions_after - evictions_before;
+  return Status::Ok();
 }
 
 // Every connection says one thing (a one-key EXISTS), then all stay open.
@@ -446,7 +495,7 @@ Status MeasureRestart(const ScaleOptions& o, RestartRow* row) {
                             KvportTarget::Start(o, memory, max_index_bytes, 64, disk_args));
     KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<LoadConnection> conn, node->Connect());
     const Clock::time_point fill_start = Clock::now();
-    KVPORT_RETURN_IF_ERROR(Fill(*conn, o, n, &row->wrong_answers));
+    KVPORT_RETURN_IF_ERROR(Fill(*conn, o, 0, n, &row->wrong_answers));
     row->fill_seconds = std::chrono::duration<double>(Clock::now() - fill_start).count();
     KVPORT_ASSIGN_OR_RETURN(NodeStats stats, node->Stats());
     row->dropped = stats.Get("disk_queue_drops") + stats.Get("disk_index_drops") +
@@ -574,7 +623,7 @@ Result<ScaleReport> RunScale(const ScaleOptions& o, const BenchLog& log) {
     // n == 0: the connections' node, which holds one value.
     const uint64_t values =
         n == 0 ? RoundUpToBlock(o.connection_value_bytes) : n * RoundUpToBlock(o.value_bytes);
-    const uint64_t capacity = values + values / 8 + (64ull << 20);
+    const uint64_t capacity = values + values / 8 + (4ull << 20);
     const uint64_t max_index_bytes = std::max<uint64_t>(n, 1) * 4096 + (64ull << 20);
     KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<KvportTarget> t,
                             KvportTarget::Start(o, capacity, max_index_bytes, o.connections + 64));
@@ -608,13 +657,15 @@ std::string FormatScaleText(const ScaleReport& report) {
   const ScaleOptions& o = report.options;
   std::string out = fmt::format(
       "objects of {} bytes under {}-byte keys; resident memory of the server process "
-      "(/proc/PID/statm) per object, less the key and the value; calls on one connection, "
-      "{} of each, in microseconds\n",
+      "(/proc/PID/statm) per object, less the key and the value; then as many new objects "
+      "again at capacity (evicting: kvport's arena sized for the first, redis's maxmemory at its "
+      "used_memory, allkeys-lru); calls on one connection, {} of each, in microseconds\n",
       o.value_bytes, o.key_bytes, o.calls);
-  out += fmt::format(
-      "{:<7} {:>10} {:>10} {:>10} {:>10} {:>9} {:>15} {:>15} {:>15}  {}\n", "system", "objects",
-      "B/object", "index B", "rounding", "fill s", fmt::format("exist{} p50/99", o.exist_keys),
-      fmt::format("get{} p50/99", o.get_keys), fmt::format("list{} p50/99", o.list_keys), "wrong");
+  out += fmt::format("{:<7} {:>10} {:>9} {:>8} {:>8} {:>7} {:>10} {:>9} {:>15} {:>13} {:>14}  {}\n",
+                     "system", "objects", "B/object", "index B", "rounding", "fill s", "evicting s",
+                     "evictions", fmt::format("exist{} p50/99", o.exist_keys),
+                     fmt::format("get{} p50/99", o.get_keys),
+                     fmt::format("list{} p50/99", o.list_keys), "wrong");
   for (const SystemScale* s : {&report.kvport, &report.redis}) {
     if (!s->skipped.empty()) {
       out += fmt::format("{:<7} skipped: {}\n", s->system, s->skipped);
@@ -626,9 +677,10 @@ std::string FormatScaleText(const ScaleReport& report) {
         continue;
       }
       out += fmt::format(
-          "{:<7} {:>10} {:>10.0f} {:>10.0f} {:>10.0f} {:>9.1f} {:>15} {:>15} {:>15}  {}\n",
+          "{:<7} {:>10} {:>9.0f} {:>8.0f} {:>8.0f} {:>7.1f} {:>10.1f} {:>9} {:>15} {:>13} {:>14}  "
+          "{}\n",
           s->system, row.objects, row.BytesPerObject(), row.IndexBytesPerObject(o),
-          row.RoundingBytesPerObject(o), row.fill_seconds,
+          row.RoundingBytesPerObject(o), row.fill_seconds, row.evicting_fill_seconds, row.evictions,
           Micros(row.exist.p50_ns) + "/" + Micros(row.exist.p99_ns),
           Micros(row.get.p50_ns) + "/" + Micros(row.get.p99_ns),
           Micros(row.list.p50_ns) + "/" + Micros(row.list.p99_ns), row.wrong_answers);

@@ -10,7 +10,10 @@
 //     value) so the index column is the index alone;
 //   - MEXIST of `exist_keys` random stored keys and MGET of `get_keys` (every answer checked:
 //     found, the right length, the key's own stamp in its bytes), and one LIST page of
-//     `list_keys`, each `calls` times on one connection, p50/p99.
+//     `list_keys`, each `calls` times on one connection, p50/p99;
+//   - then N new objects more at capacity, each stored by evicting an old one: the time, and
+//     the evictions counted (kvport's arena is sized for N objects and an eighth; redis gets
+//     maxmemory at its used_memory then, allkeys-lru).
 // redis-server gets the same keys and values (pipelined MSET; pipelined EXISTS per key, MGET,
 // SCAN COUNT `list_keys`: its best patterns) in a fresh process per count, measured the same
 // way from its /proc/PID/statm.
@@ -68,6 +71,9 @@ struct ObjectsRow {
   uint64_t value_store_bytes = 0;  // kvport: the arena's used bytes (blocks); redis: 0
   double fill_seconds = 0;
   CallLatency exist, get, list;
+  // Then as many new objects again into the full store: each makes room by evicting.
+  double evicting_fill_seconds = 0;
+  uint64_t evictions = 0;
   uint64_t wrong_answers = 0;  // a stored key not found, a wrong length or wrong bytes
 
   // Resident bytes per object, and what is left of it beyond the key, the value and (kvport)
