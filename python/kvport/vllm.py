@@ -8,7 +8,8 @@ path. Name it as vLLM's connector module:
 
 kv_connector_extra_config: endpoint (a kvport.Client endpoint; required), namespace (none: the
 one the token names, else ""), token or token_file (else $KVPORT_TOKEN), ttl (seconds; -1:
-none), model (the name keys carry; vLLM's model by default).
+none), model (the name keys carry; vLLM's model by default), transport_type (kvport.Client's,
+EIC's numbers: 0 auto, shared memory with a node on this host; 1 TCP).
 
 What is stored: one object per full block and attention layer, the block's bytes exactly as
 vLLM's cache holds them (keys and values of block_size tokens, this rank's KV heads), under
@@ -147,7 +148,10 @@ class KvportConnector(KVConnectorBase_V1):
         self._descriptor = _descriptor(vllm_config, str(extra.get("model")
                                                         or vllm_config.model_config.model))
         self._tp_size = vllm_config.parallel_config.tensor_parallel_size
-        options = {k: str(extra[k]) for k in ("token", "token_file") if extra.get(k)}
+        options: Dict[str, Any] = {k: str(extra[k]) for k in ("token", "token_file")
+                                   if extra.get(k)}
+        if "transport_type" in extra:
+            options["transport_type"] = int(extra["transport_type"])
         self._client = kvport.Client(str(extra["endpoint"]), **options)
         self._namespace = str(extra.get("namespace") or self._client.default_namespace or "")
         # Scheduler side
@@ -161,8 +165,9 @@ class KvportConnector(KVConnectorBase_V1):
         self._saving: List[Future] = []
         self._failed_blocks: Set[int] = set()
         self._lock = threading.Lock()
-        self.stats = {"loaded_blocks": 0, "saved_blocks": 0, "failed_loads": 0,
-                      "failed_saves": 0}  # blocks x layers, this worker's
+        # Blocks x layers, this worker's; and the data path its client took.
+        self.stats: Dict[str, Any] = {"loaded_blocks": 0, "saved_blocks": 0, "failed_loads": 0,
+                                      "failed_saves": 0, "transport": self._client.transport}
         if role == KVConnectorRole.SCHEDULER:
             groups = kv_cache_config.kv_cache_groups
             if len(groups) != 1:

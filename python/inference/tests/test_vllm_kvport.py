@@ -52,8 +52,9 @@ def runs(tmp_path_factory, node_factory, model):
     result["b"] = run_engine(workdir, "b", model, "float32", [extensions],
                              kvport=connector("vllm-a"))
     result["after_b"] = node.stats()
+    # Over TCP (transport_type 1), where the others take shared memory.
     result["again"] = run_engine(workdir, "again", model, "float32", [prompts],
-                                 kvport=connector("vllm-a"))
+                                 kvport=dict(connector("vllm-a"), transport_type=1))
     result["other"] = run_engine(workdir, "other", model, "float32", [extensions],
                                  kvport=connector("vllm-other"))
     # Every object A stored replaced by 16 bytes: still present, no longer a block.
@@ -103,6 +104,8 @@ def test_the_same_prompts_load_all_but_their_last_block(runs):
     assert again["steps"][0]["cached"] == [expected] * PROMPTS, again["steps"][0]["cached"]
     assert again["kvport"]["loaded_blocks"] == LAYERS * PROMPTS * expected // block_size
     assert again["steps"][0]["tokens"] == a["steps"][0]["tokens"]
+    assert again["kvport"]["transport"] == "TCP"
+    assert a["kvport"]["transport"] == "shared memory"
 
 
 def test_another_namespace_loads_nothing(runs):
