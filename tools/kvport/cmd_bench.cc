@@ -439,7 +439,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "embedded node with --disk-memory of memory writes --disk-data through it (put, "
                   "every put evicting to disk), is restarted over it (restart time per GiB), and "
                   "reads it back from disk (get); fio reads and writes a file in DIR with "
-                  "O_DIRECT and io_uring in the same run (docs/performance.md, \"Disk tier\")");
+                  "O_DIRECT and io_uring in the same run (docs/performance.md, \"What the disk "
+                  "tier costs\")");
   cmd->add_option("--disk-data", flags->disk_data, "--disk: the data set written through the node")
       ->capture_default_str();
   cmd->add_option("--disk-memory", flags->disk_memory, "--disk: the node's memory capacity")

@@ -187,8 +187,8 @@ void AddLoadCommand(CLI::App& app, int* exit_code) {
       "SGLang HiCache's batch_exists then batch_get of the leading hits; writes of new pages), "
       "Zipf-popular prompts, at offered rates stepped up to saturation, against a node and "
       "redis-server in one run; latency from each sequence's intended start (coordinated "
-      "omission corrected) as p50/p99/p99.9/max (docs/performance.md, \"Under an open-loop "
-      "load\")");
+      "omission corrected) as p50/p99/p99.9/max (docs/performance.md, \"What an engine feels "
+      "under an open-loop load\")");
   cmd->add_option("--url", o.url,
                   "An existing node (HOST:PORT, eic://HOST:PORT) (default: an embedded node in "
                   "this process)");

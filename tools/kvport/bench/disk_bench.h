@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `kvport bench --disk DIR`: the node's disk tier (docs/store.md, "The disk tier") against fio
 // reading and writing the same sizes on the same filesystem, in one run (docs/performance.md,
-// "Disk tier").
+// "What the disk tier costs and how fast it restarts").
 //
 // What RunDiskBench does, in this order:
 //  1. Starts an embedded node with little memory (--disk-memory, 64 MiB) and its disk tier in a
