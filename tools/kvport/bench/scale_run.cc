@@ -2,6 +2,7 @@
 #include "bench/scale_run.h"
 
 #include <hiredis/hiredis.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -613,6 +614,11 @@ Result<ScaleReport> RunScale(const ScaleOptions& o, const BenchLog& log) {
   }
   for (uint64_t n : o.object_counts) {
     if (n == 0) return Status::InvalidArgument("an object count must be at least 1");
+  }
+  // Each connection is a descriptor here and one in the server, which inherits the limit.
+  if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
   }
   ScaleReport report;
   report.options = o;
