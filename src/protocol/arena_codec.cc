@@ -35,6 +35,7 @@ using internal::ReadMgetDescriptor;
 using internal::ReadMsetDescriptor;
 using internal::ReadName;
 using internal::ReadOverall;
+using internal::ReadResponseStatus;
 using internal::ReadStatusCode;
 using internal::WriteMgetDescriptor;
 using internal::WriteMsetDescriptor;
@@ -188,12 +189,8 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
                       ShmAttachResponse* out) {
   KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kShmAttach, /*response=*/true));
   WireReader r(descriptor, "SHM_ATTACH response");
-  uint8_t code = 0;
   uint16_t length = 0;
-  KVPORT_RETURN_IF_ERROR(r.ReadU8("status", &code));
-  if (!IsKnownStatusCode(code))
-    return r.Error(StatusCode::kCorruption, fmt::format("unknown status code {}", code));
-  out->status = static_cast<StatusCode>(code);
+  KVPORT_RETURN_IF_ERROR(ReadResponseStatus(r, &out->status));
   KVPORT_RETURN_IF_ERROR(r.ReadU64("arena_bytes", &out->arena_bytes));
   out->lease_word_offset = 0;
   out->lease_generation = 0;
@@ -204,7 +201,7 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
       return r.Error(
           StatusCode::kCorruption,
           fmt::format("lease_word_offset {} is not 8-byte aligned", out->lease_word_offset));
-    if (code != static_cast<uint8_t>(StatusCode::kOk) &&
+    if (out->status != StatusCode::kOk &&
         (out->lease_word_offset != 0 || out->lease_generation != 0))
       return r.Error(StatusCode::kCorruption, "a lease word without OK");
   }

@@ -197,6 +197,15 @@ Status ReadStatusCode(WireReader& r, size_t index, StatusCode* code) {
   return Status::Ok();
 }
 
+Status ReadResponseStatus(WireReader& r, StatusCode* code) {
+  uint8_t v = 0;
+  KVPORT_RETURN_IF_ERROR(r.ReadU8("status", &v));
+  if (!IsKnownStatusCode(v))
+    return r.Error(StatusCode::kCorruption, fmt::format("unknown status code {}", v));
+  *code = static_cast<StatusCode>(v);
+  return Status::Ok();
+}
+
 Status ReadOverall(WireReader& r, BatchStatus* overall) {
   uint8_t v = 0;
   KVPORT_RETURN_IF_ERROR(r.ReadU8("overall_status", &v));

@@ -84,6 +84,8 @@ Status ReadListCount(WireReader& r, std::string_view field, uint64_t min_item_by
 
 // Reads a per-key status code; Corruption for a value that is not a known StatusCode.
 Status ReadStatusCode(WireReader& r, size_t index, StatusCode* code);
+// Reads a response's own status code (an attach response's); Corruption likewise.
+Status ReadResponseStatus(WireReader& r, StatusCode* code);
 // Reads the u8 overall status of a batch response (Corruption for an unknown value).
 Status ReadOverall(WireReader& r, BatchStatus* overall);
 // Corruption unless the overall status on the wire agrees with the per-key statuses.

@@ -18,6 +18,7 @@ using internal::DecodeEmpty;
 using internal::EncodeEmpty;
 using internal::FinishFrame;
 using internal::IsKnownStatusCode;
+using internal::ReadResponseStatus;
 
 namespace {
 
@@ -80,11 +81,7 @@ Status DecodeResponse(const FrameHeader& h, std::string_view descriptor, const L
                       UcxAttachResponse* out) {
   KVPORT_RETURN_IF_ERROR(CheckFrameFor(h, descriptor, Opcode::kUcxAttach, /*response=*/true));
   WireReader r(descriptor, "UCX_ATTACH response");
-  uint8_t code = 0;
-  KVPORT_RETURN_IF_ERROR(r.ReadU8("status", &code));
-  if (!IsKnownStatusCode(code))
-    return r.Error(StatusCode::kCorruption, fmt::format("unknown status code {}", code));
-  out->status = static_cast<StatusCode>(code);
+  KVPORT_RETURN_IF_ERROR(ReadResponseStatus(r, &out->status));
   KVPORT_RETURN_IF_ERROR(r.ReadU16("ucx_port", &out->ucx_port));
   uint8_t key_length = 0;
   KVPORT_RETURN_IF_ERROR(r.ReadU8("session_key_length", &key_length));

@@ -19,7 +19,7 @@ void AddDoctorCommand(CLI::App& app, int* exit_code);
 void AddServeCommand(CLI::App& app, int* exit_code);
 void AddOpsCommands(CLI::App& app, int* exit_code);  // put, get, exists, del, stat
 void AddBenchCommand(CLI::App& app, int* exit_code);
-void AddLoadCommand(CLI::App& app, int* exit_code);  // kvport load (cmd_load.cc)
+void AddLoadCommand(CLI::App& app, int* exit_code);   // kvport load (cmd_load.cc)
 void AddScaleCommand(CLI::App& app, int* exit_code);  // kvport scale (cmd_scale.cc)
 void AddDemoCommand(CLI::App& app, int* exit_code);
 

@@ -36,6 +36,12 @@ constexpr uint64_t kArenaBlock = 4096;  // store::Arena::kBlockBytes: a value's 
 constexpr size_t kFillBatch = 256;
 constexpr std::string_view kConnectionKey = "scale/connection-value";
 
+// The node's max_index_bytes for `objects` objects: far more than an object's index entries take
+// in either tier (a few hundred bytes), so the budget never evicts or drops what is measured.
+uint64_t IndexBudget(uint64_t objects) {
+  return objects * 4096 + (64ull << 20);
+}
+
 uint64_t RoundUpToBlock(uint64_t bytes) {
   return (bytes + kArenaBlock - 1) / kArenaBlock * kArenaBlock;
 }
@@ -76,10 +82,6 @@ bool HasStamp(uint64_t i, std::span<const uint8_t> value) {
 
 CallLatency Summarise(const LatencyHistogram& h) {
   return {h.Percentile(0.5), h.Percentile(0.99)};
-}
-
-std::string Gib(uint64_t bytes) {
-  return fmt::format("{:.1f} GiB", bytes / double(1ull << 30));
 }
 
 // ---- the two systems --------------------------------------------------------------------------
@@ -481,8 +483,8 @@ Status MeasureRestart(const ScaleOptions& o, RestartRow* row) {
   const std::filesystem::space_info space = std::filesystem::space(o.disk_dir, error);
   if (error) return Status::IoError(o.disk_dir + ": " + error.message());
   if (disk > space.available / 10 * 9) {
-    row->skipped = fmt::format("needs about {} of disk in {}, {} free", Gib(disk), o.disk_dir,
-                               Gib(space.available));
+    row->skipped = fmt::format("needs about {} of disk in {}, {} free", FormatSize(disk),
+                               o.disk_dir, FormatSize(space.available));
     return Status::Ok();
   }
   const std::string folder = o.disk_dir + "/kvport-scale-disk";
@@ -490,7 +492,7 @@ Status MeasureRestart(const ScaleOptions& o, RestartRow* row) {
   const std::vector<std::string> disk_args{"--disk", folder, "--disk-capacity",
                                            std::to_string(disk)};
   // The disk tier's index may take half of max_index_bytes; past that it drops what is evicted.
-  const uint64_t max_index_bytes = n * 4096 + (64ull << 20);
+  const uint64_t max_index_bytes = IndexBudget(n);
   {
     KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<KvportTarget> node,
                             KvportTarget::Start(o, memory, max_index_bytes, 64, disk_args));
@@ -549,8 +551,8 @@ void MeasureSystem(const StartTarget& start, const ScaleOptions& o, const BenchL
     const uint64_t needed = memory_needed(o, n);
     const uint64_t available = AvailableMemoryBytes();
     if (available != 0 && needed > available / 10 * 9) {
-      row.skipped =
-          fmt::format("needs about {}, the host has {} available", Gib(needed), Gib(available));
+      row.skipped = fmt::format("needs about {}, the host has {} available", FormatSize(needed),
+                                FormatSize(available));
     } else {
       Note(log, fmt::format("{}: {} objects of {} bytes", out->system, n, o.value_bytes));
       Status s = MeasureObjects(start, o, n, &row);
@@ -630,7 +632,7 @@ Result<ScaleReport> RunScale(const ScaleOptions& o, const BenchLog& log) {
     const uint64_t values =
         n == 0 ? RoundUpToBlock(o.connection_value_bytes) : n * RoundUpToBlock(o.value_bytes);
     const uint64_t capacity = values + values / 8 + (4ull << 20);
-    const uint64_t max_index_bytes = std::max<uint64_t>(n, 1) * 4096 + (64ull << 20);
+    const uint64_t max_index_bytes = IndexBudget(n);
     KVPORT_ASSIGN_OR_RETURN(std::unique_ptr<KvportTarget> t,
                             KvportTarget::Start(o, capacity, max_index_bytes, o.connections + 64));
     return std::unique_ptr<ScaleTarget>(std::move(t));
