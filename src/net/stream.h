@@ -76,6 +76,9 @@ class Stream {
   // Bytes a read will return that the socket (poll, epoll) does not report: decrypted bytes
   // TLS holds, or bytes read ahead. A reader waiting in poll must look here first.
   size_t buffered() const { return tls_ ? tls_->buffered() : ahead_end_ - ahead_begin_; }
+  // The read-ahead buffer's bytes this stream holds now: its whole size while bytes are kept in
+  // it, 0 otherwise (emptied, it went back to its thread's spare).
+  size_t read_ahead_held() const { return ahead_ != nullptr ? ahead_capacity_ : 0; }
   // The SO_RCVLOWAT that wakes a reader needing `bytes` more: for TLS, less the most a record
   // already taken from the socket may hold (the bytes still to come can be fewer than
   // `bytes`), at least 1.

@@ -73,6 +73,36 @@ TEST(StreamReadAheadTest, OneReadTakesTheSocketsBytesAndLaterReadsAreServedFromT
   EXPECT_EQ(p.reader.buffered(), 0u);
 }
 
+// A stream holds its read-ahead buffer only while bytes are kept in it: an idle connection (all
+// it read taken) holds none, so thousands of them cost no read-ahead memory.
+TEST(StreamReadAheadTest, TheBufferIsHeldOnlyWhileItKeepsBytes) {
+  Pipe p = MakePipe();
+  p.reader.EnableReadAhead(64);
+  EXPECT_EQ(p.reader.read_ahead_held(), 0u);  // nothing read yet
+  WriteAll(p.writer.fd(), "HEAD" + std::string(20, 'v'));
+  char head[4];
+  iovec iov{head, sizeof(head)};
+  ASSERT_TRUE(p.reader.ReadV(&iov, 1).ok());
+  EXPECT_EQ(p.reader.buffered(), 20u);
+  EXPECT_EQ(p.reader.read_ahead_held(), 64u);  // the 20 bytes kept
+  char rest[20];
+  iov = {rest, sizeof(rest)};
+  Result<IoProgress> r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 20u);
+  EXPECT_EQ(std::string(rest, 20), std::string(20, 'v'));
+  EXPECT_EQ(p.reader.read_ahead_held(), 0u);  // emptied: given back
+
+  // A read that brings only what the caller asked for keeps nothing either.
+  WriteAll(p.writer.fd(), "HEAD");
+  p.reader.SocketReadable();
+  iov = {head, sizeof(head)};
+  r = p.reader.ReadV(&iov, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 4u);
+  EXPECT_EQ(p.reader.read_ahead_held(), 0u);
+}
+
 // A readv that filled the caller's buffer but not the read-ahead emptied the socket: until epoll
 // says it is readable again (SocketReadable), reads answer would_block without asking it (once
 // what was read ahead is taken); then they take what came meanwhile.
