@@ -178,6 +178,73 @@ void BM_ExistsInAnyNamespace(benchmark::State& state) {
 }
 BENCHMARK(BM_ExistsInAnyNamespace)->Arg(1)->Arg(10000);
 
+// A store of `objects` 0-byte objects under 48-byte keys, and 256 Ki keys to probe it with (a
+// quarter of them absent), drawn at random from the whole key space, so that at a million
+// objects and more a probe's cache lines are rarely cached: what grows with the object count is
+// what a probe pays in memory misses.
+struct ProbedStore {
+  std::unique_ptr<ObjectStore> store;
+  std::vector<std::string> probes;
+};
+ProbedStore MakeProbedStore(uint64_t objects) {
+  log::SetLevel(log::Level::kWarn);
+  StoreOptions options;
+  options.capacity_bytes = 64 * kMiB;
+  options.max_index_bytes = objects * 1024 + 64 * kMiB;
+  ProbedStore probed{std::move(ObjectStore::Create(options)).value(), {}};
+  auto key_of = [](uint64_t i) {
+    std::string key = "bench-key-" + std::to_string(i);
+    key.resize(48, '.');
+    return key;
+  };
+  for (uint64_t k = 0; k < objects; ++k) {
+    auto w = probed.store->Reserve("bench", key_of(k), 0, "", kNoExpiry);
+    if (w.ok()) (void)probed.store->Commit(std::move(*w));
+  }
+  uint64_t x = 88172645463325252ull;  // xorshift64: the same keys in every run
+  for (uint64_t i = 0; i < 256 * 1024; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    probed.probes.push_back(key_of(x % (objects + objects / 3)));
+  }
+  return probed;
+}
+
+// MEXIST's work in the store, 1024 keys a call: one Exists per key, then one ExistsMany (what
+// the node calls).
+void BM_ExistsOneByOne(benchmark::State& state) {
+  constexpr uint64_t kKeys = 1024;
+  ProbedStore probed = MakeProbedStore(static_cast<uint64_t>(state.range(0)));
+  uint64_t next = 0, found = 0;
+  for (auto _ : state) {
+    for (uint64_t i = 0; i < kKeys; ++i)
+      found += probed.store->Exists("bench", probed.probes[(next + i) % probed.probes.size()]).ok();
+    next += kKeys;
+  }
+  benchmark::DoNotOptimize(found);
+  state.SetItemsProcessed(state.iterations() * kKeys);
+}
+BENCHMARK(BM_ExistsOneByOne)->Arg(10000)->Arg(1000000)->Arg(4000000)->Unit(benchmark::kMicrosecond);
+
+void BM_ExistsMany(benchmark::State& state) {
+  constexpr uint64_t kKeys = 1024;
+  ProbedStore probed = MakeProbedStore(static_cast<uint64_t>(state.range(0)));
+  std::vector<std::string_view> batch(kKeys);
+  std::vector<StatusCode> codes(kKeys);
+  std::vector<uint64_t> lengths(kKeys);
+  uint64_t next = 0, found = 0;
+  for (auto _ : state) {
+    for (uint64_t i = 0; i < kKeys; ++i)
+      batch[i] = probed.probes[(next + i) % probed.probes.size()];
+    probed.store->ExistsMany("bench", batch, codes, lengths);
+    for (StatusCode c : codes)
+      found += c == StatusCode::kOk ? 1 : 0;
+    next += kKeys;
+  }
+  benchmark::DoNotOptimize(found);
+  state.SetItemsProcessed(state.iterations() * kKeys);
+}
+BENCHMARK(BM_ExistsMany)->Arg(10000)->Arg(1000000)->Arg(4000000)->Unit(benchmark::kMicrosecond);
+
 // The server's once-a-second TTL sweep over a store of `objects` objects (a tenth with a TTL
 // that has not passed): the cost of finding nothing to expire, which once was a walk of the
 // whole index under each shard's lock.

@@ -8,7 +8,7 @@ include(CMakePackageConfigHelpers)
 
 # libkvport.so: every library an engine may call through include/kvport/, linked whole. They are
 # compiled with hidden visibility (cmake/kvport.cmake), so only what the public headers mark
-# KVPORT_API is exported; fmt, spdlog, yaml-cpp and xxhash stay shared dependencies.
+# KVPORT_API is exported; fmt, spdlog, yaml-cpp, xxhash and abseil stay shared dependencies.
 set(KVPORT_SHARED_PARTS kvport_engine kvport_connector kvport_client kvport_server kvport_config
     kvport_cluster kvport_device kvport_formats kvport_protocol kvport_store kvport_net
     kvport_common)

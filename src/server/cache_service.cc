@@ -72,6 +72,17 @@ Status CacheService::Exists(const Grant& grant, std::string_view ns, std::string
   return store_->Exists(ns, key, value_length, meta_length);
 }
 
+void CacheService::ExistsMany(const Grant& grant, std::string_view ns,
+                              std::span<const std::string_view> keys, std::span<StatusCode> codes,
+                              std::span<uint64_t> value_lengths) {
+  if (!grant.may_read(ns)) {
+    std::fill(codes.begin(), codes.end(), StatusCode::kPermissionDenied);
+    std::fill(value_lengths.begin(), value_lengths.end(), 0);
+    return;
+  }
+  store_->ExistsMany(ns, keys, codes, value_lengths);
+}
+
 Status CacheService::Delete(const Grant& grant, std::string_view ns, std::string_view key,
                             bool any_namespace, const Waiter& waiter) {
   if (any_namespace) return store_->DeleteInEveryNamespace(key, Writable(grant), waiter);

@@ -117,6 +117,10 @@ class CacheService {
   // *meta_length its metadata's (when not null; any_namespace: not answered).
   Status Exists(const Grant& grant, std::string_view ns, std::string_view key, bool any_namespace,
                 uint64_t* value_length, uint64_t* meta_length = nullptr);
+  // Exists of each of `keys` in `ns` at once (store::ObjectStore::ExistsMany: codes[i] and
+  // value_lengths[i]); every key PermissionDenied when the grant may not read `ns`.
+  void ExistsMany(const Grant& grant, std::string_view ns, std::span<const std::string_view> keys,
+                  std::span<StatusCode> codes, std::span<uint64_t> value_lengths);
   // OK when something was deleted (any_namespace: in every namespace holding the key).
   //
   // Every change (this, Commit, SetExpiry, AttachMeta, DeleteNamespace) takes the session's

@@ -17,9 +17,8 @@ void ShardNamespaces::Add(StoredObject* o) {
   // A replacement is shown before its predecessor is hidden: it takes the predecessor's place.
   auto [place, inserted] = part.in_key_order.insert(o);
   if (!inserted) {
-    auto node = part.in_key_order.extract(place);
-    node.value() = o;
-    part.in_key_order.insert(std::move(node));
+    place = part.in_key_order.erase(place);
+    part.in_key_order.insert(place, o);
   }
 }
 

@@ -7,10 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <string_view>
 
+// Before abseil, whose legacy thread_annotations.h defines GUARDED_BY and a few more of the same
+// names (as the same clang attributes): from a system header its redefinitions are silent.
+#include "common/thread_annotations.h"
+
+#include <absl/container/btree_set.h>
 #include "store/stored_object.h"
 
 namespace kvport::store {
@@ -31,7 +35,9 @@ struct ShardNamespace {
   uint64_t objects = 0;
   uint64_t value_bytes = 0;
   uint64_t meta_bytes = 0;
-  std::set<StoredObject*, KeyOrder> in_key_order;
+  // A B-tree of pointers (absl's): about 10 bytes an object where a red-black tree's node costs
+  // 48.
+  absl::btree_set<StoredObject*, KeyOrder> in_key_order;
 };
 
 // One shard's namespaces, by name: a namespace is here while the shard holds at least one of

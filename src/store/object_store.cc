@@ -4,6 +4,7 @@
 #include "store/object_store.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -66,8 +67,11 @@ ObjectStore::~ObjectStore() {
   std::vector<StoredObject*> retired;
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
-    while (!shard.index.empty()) {
-      StoredObject* o = shard.index.begin()->second;
+    // One pass: an erase moves no other entry, so the iterator stays valid (begin() of a set
+    // emptied from the front would scan its emptied slots each time).
+    for (auto it = shard.index.begin(); it != shard.index.end();) {
+      StoredObject* o = *it;
+      ++it;
       impl_->RetireLocked(shard, o);
       retired.push_back(o);
     }
@@ -237,8 +241,7 @@ Status ObjectStore::CommitVersion(WriteHandle&& handle, bool if_absent, uint64_t
     stale = impl_->StaleLocked(*o);
     if (!stale && if_absent) {
       auto it = shard.index.find(o->index_key());
-      present = it != shard.index.end() && !impl_->StaleLocked(*it->second) &&
-                !IsExpired(*it->second, now);
+      present = it != shard.index.end() && !impl_->StaleLocked(**it) && !IsExpired(**it, now);
     }
     if (!stale && !present) {
       if (o->sequence.load(std::memory_order_relaxed) == 0) {
@@ -247,15 +250,7 @@ Status ObjectStore::CommitVersion(WriteHandle&& handle, bool if_absent, uint64_t
       if (sequence != nullptr) *sequence = o->sequence.load(std::memory_order_relaxed);
       o->expires_at_ms =
           o->ttl_seconds == kNoExpiry ? kNeverExpires : now + uint64_t{o->ttl_seconds} * 1000;
-      auto [it, inserted] = shard.index.try_emplace(o->index_key(), o);
-      if (!inserted) {
-        // The map's key views the old version's index_key, which goes with it: view the new
-        // one's instead (no allocation).
-        auto node = shard.index.extract(it);
-        old = std::exchange(node.mapped(), o);
-        node.key() = o->index_key();
-        shard.index.insert(std::move(node));
-      }
+      old = shard.IndexReplaceLocked(o);
       // The new version is counted before the old one is taken away, so a replacement never
       // makes its namespace look empty.
       impl_->ShowLocked(shard, o);
@@ -296,6 +291,89 @@ Status ObjectStore::Exists(std::string_view ns, std::string_view key, uint64_t* 
   const bool live =
       impl_->ProbeLive(LookupKey(ns, key), impl_->clock->NowMillis(), value_length, meta_length);
   return live ? Status::Ok() : Miss();
+}
+
+void ObjectStore::ExistsMany(std::string_view ns, std::span<const std::string_view> keys,
+                             std::span<StatusCode> codes, std::span<uint64_t> value_lengths) {
+  // In windows of keys, so that what a thread keeps for its probes stays bounded.
+  constexpr size_t kWindow = 1024;
+  for (size_t first = 0; first < keys.size(); first += kWindow) {
+    const size_t n = std::min(kWindow, keys.size() - first);
+    ExistsWindow(ns, keys.subspan(first, n), codes.subspan(first, n),
+                 value_lengths.subspan(first, n));
+  }
+}
+
+void ObjectStore::ExistsWindow(std::string_view ns, std::span<const std::string_view> keys,
+                               std::span<StatusCode> codes, std::span<uint64_t> value_lengths) {
+  struct Probe {
+    size_t key;     // its place in keys
+    size_t shard;   // its index shard
+    size_t hash;    // of its index key, in the shard's index
+    size_t offset;  // of its index key in `names`
+    size_t bytes;   // of its index key
+  };
+  // The index keys, one after another, and the probes in key order then in shard order: this
+  // thread's buffers, which keep their capacity, so that a probe allocates nothing once the
+  // thread has seen its size.
+  thread_local std::string names;
+  thread_local std::vector<Probe> in_key_order;
+  thread_local std::vector<Probe> probes;
+  names.clear();
+  in_key_order.clear();
+  std::array<size_t, kShardCount + 1> shard_start{};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    codes[i] = StatusCode::kNotFound;
+    value_lengths[i] = 0;
+    Status name = CheckName(options_, ns, keys[i]);
+    if (!name.ok()) {
+      codes[i] = name.code();
+      continue;
+    }
+    const size_t offset = names.size();
+    const size_t bytes = ObjectIdBytes(ns, keys[i]);
+    names.resize(offset + bytes);
+    WriteObjectId(ns, keys[i], names.data() + offset);
+    const size_t shard = ShardIndexOfKey(keys[i]);
+    in_key_order.push_back({i, shard, 0, offset, bytes});
+    shard_start[shard + 1] += 1;
+  }
+  // A counting sort by shard.
+  for (size_t shard = 0; shard < kShardCount; ++shard)
+    shard_start[shard + 1] += shard_start[shard];
+  probes.resize(in_key_order.size());
+  std::array<size_t, kShardCount> next = {};
+  std::copy_n(shard_start.begin(), kShardCount, next.begin());
+  for (const Probe& p : in_key_order)
+    probes[next[p.shard]++] = p;
+  auto index_key_of = [&](const Probe& p) {
+    return std::string_view(names.data() + p.offset, p.bytes);
+  };
+  const uint64_t now = impl_->clock->NowMillis();
+  Impl::Retired retired;
+  for (size_t shard_number = 0; shard_number < kShardCount; ++shard_number) {
+    const size_t first = shard_start[shard_number], last = shard_start[shard_number + 1];
+    if (first == last) continue;
+    Impl::Shard& shard = impl_->shards[shard_number];
+    MutexLock lock(shard.mu);
+    // Every slot this shard's keys hash to is requested from memory before any is searched.
+    for (size_t p = first; p < last; ++p) {
+      probes[p].hash = shard.index.hash_function()(index_key_of(probes[p]));
+      shard.index.prefetch(index_key_of(probes[p]));
+    }
+    for (size_t p = first; p < last; ++p) {
+      StoredObject* expired = nullptr;
+      const StoredObject* o =
+          impl_->FindLiveLocked(shard, index_key_of(probes[p]), probes[p].hash, now, &expired);
+      if (expired != nullptr) retired.Add(expired);
+      if (o == nullptr) continue;
+      codes[probes[p].key] = StatusCode::kOk;
+      value_lengths[probes[p].key] = o->value_len;
+    }
+  }
+  impl_->UnrefAll(retired);
+  // Keys are at most max_key_bytes each: a window of long ones is not kept.
+  if (names.capacity() > 256 * 1024) std::string().swap(names);
 }
 
 Status ObjectStore::Delete(std::string_view ns, std::string_view key) {
@@ -426,8 +504,8 @@ uint64_t ObjectStore::DropAll() {
   for (auto& shard : impl_->shards) {
     MutexLock lock(shard.mu);
     for (auto it = shard.index.begin(); it != shard.index.end();) {
-      StoredObject* o = it->second;
-      ++it;  // RetireLocked erases o's entry
+      StoredObject* o = *it;
+      ++it;  // RetireLocked erases o's entry (an erase moves no other entry)
       // A newer version (reserved after the bump) stays; only the dropped generations go.
       if (o->generation > dropped_generation) continue;
       impl_->RetireLocked(shard, o);

@@ -170,9 +170,15 @@ struct ObjectStore::Impl {
   // retired and returned through *expired for the caller to Unref after unlocking.
   StoredObject* FindLiveLocked(Shard& shard, std::string_view index_key, uint64_t now_ms,
                                StoredObject** expired) REQUIRES(shard.mu) {
-    auto it = shard.index.find(index_key);
+    return FindLiveLocked(shard, index_key, shard.index.hash_function()(index_key), now_ms,
+                          expired);
+  }
+  // The same, given the index key's hash in the shard's index.
+  StoredObject* FindLiveLocked(Shard& shard, std::string_view index_key, size_t hash,
+                               uint64_t now_ms, StoredObject** expired) REQUIRES(shard.mu) {
+    auto it = shard.index.find(index_key, hash);
     if (it == shard.index.end()) return nullptr;
-    StoredObject* o = it->second;
+    StoredObject* o = *it;
     if (StaleLocked(*o)) {  // dropped by a DropAll whose pass has not reached this shard yet
       RetireLocked(shard, o);
       *expired = o;
@@ -252,7 +258,7 @@ struct ObjectStore::Impl {
     auto it = shard.by_key.find(key);
     if (it == shard.by_key.end()) return;
     StoredObject* next = nullptr;
-    for (StoredObject* o = it->second; o != nullptr; o = next) {
+    for (StoredObject* o = *it; o != nullptr; o = next) {
       next = o->same_key_next;  // o may leave the chain below
       if (allowed && !allowed(o->ns())) continue;
       const bool stale = StaleLocked(*o);

@@ -52,20 +52,15 @@ struct StoredObject {
   std::atomic<const std::string*> attached_meta{nullptr};
   Extent extent;
   uint8_t* data = nullptr;
-  uint64_t value_len = 0;
   // While reserved: the bytes of the extent its writer marked written
   // (Admission::unwritten_bytes counts the rest).
   uint64_t written = 0;
   uint64_t charge = 0;  // ObjectStore::ChargeOf: counted in Admission::index_bytes while it lives
-  // ObjectStore::Impl::generation when the object was reserved: a version from before the last
-  // DropAll never becomes (or stays) visible.
-  uint64_t generation = 0;
   // ReadHandle::sequence: set at commit (or before it, WriteHandle::SetSequence; 0: none set)
   // and at a change in place, under the shard mutex; read by pinners without it.
   std::atomic<uint64_t> sequence{0};
   // ReadHandle::checksum: set by the writer before the commit, constant after.
   uint64_t checksum = 0;
-  uint64_t expires_at_ms = kNeverExpires;
   // The use counter's value at the last commit or hit: the LRU order across shards.
   uint64_t last_use = 0;
   // The shard's LRU list runs from the most (head) to the least (tail) recently used.
@@ -80,11 +75,19 @@ struct StoredObject {
   // ReadHandles on this version: the first adds its extent to Admission::pinned_bytes, the last
   // takes it away. 0 -> 1 happens only under the shard mutex (Lookup) or from a live pin.
   std::atomic<uint32_t> pins{0};
-  uint32_t ttl_seconds = 0;
-  uint8_t shard = 0;  // its index shard (object_index.h: kShardCount of them)
+
+  // What a probe reads (ObjectStore::Exists, ExistsMany): last, beside the names that follow
+  // the struct, so that a probe of an uncached object touches as few cache lines as it can.
+  uint64_t value_len = 0;
+  // ObjectStore::Impl::generation when the object was reserved: a version from before the last
+  // DropAll never becomes (or stays) visible.
+  uint64_t generation = 0;
+  uint64_t expires_at_ms = kNeverExpires;
   // Guarded by the mutex of shards[shard] once the object has been committed (before that, the
   // WriteHandle's thread owns it alone).
   ObjectState state = ObjectState::kReserved;
+  uint8_t shard = 0;  // its index shard (object_index.h: kShardCount of them)
+  uint32_t ttl_seconds = 0;
 
   std::string_view index_key() const { return {Names(), index_key_bytes_}; }
   std::string_view ns() const { return ObjectIdNamespace(index_key()); }

@@ -283,6 +283,17 @@ Status TieredStore::Exists(std::string_view ns, std::string_view key, uint64_t* 
   return in_memory;
 }
 
+void TieredStore::ExistsMany(std::string_view ns, std::span<const std::string_view> keys,
+                             std::span<StatusCode> codes, std::span<uint64_t> value_lengths) {
+  memory_->ExistsMany(ns, keys, codes, value_lengths);
+  if (disk_ == nullptr) return;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (codes[i] == StatusCode::kNotFound && disk_->Contains(ns, keys[i], &value_lengths[i])) {
+      codes[i] = StatusCode::kOk;
+    }
+  }
+}
+
 Status TieredStore::ExistsInAnyNamespace(std::string_view key, uint64_t* value_length,
                                          const NamespaceFilter& readable) {
   Status in_memory = memory_->ExistsInAnyNamespace(key, value_length, readable);

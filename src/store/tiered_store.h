@@ -106,6 +106,10 @@ class TieredStore {
   // (each when not null). Pins nothing.
   Status Exists(std::string_view ns, std::string_view key, uint64_t* value_length = nullptr,
                 uint64_t* meta_length = nullptr);
+  // Exists of each of `keys` in `ns` (codes[i], value_lengths[i]: ObjectStore::ExistsMany's
+  // contract): memory's probe of them all at once, then the disk tier for memory's misses.
+  void ExistsMany(std::string_view ns, std::span<const std::string_view> keys,
+                  std::span<StatusCode> codes, std::span<uint64_t> value_lengths);
   Status ExistsInAnyNamespace(std::string_view key, uint64_t* value_length,
                               const NamespaceFilter& readable);
   // How long the live version of (ns, key) has left, in ms (0: it never expires); a version

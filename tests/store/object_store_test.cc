@@ -433,6 +433,60 @@ TEST(ObjectStoreTest, TtlExpiresOnTheInjectedClock) {
   EXPECT_EQ(s.used_bytes, kBlock);
 }
 
+// MEXIST's probe: one call answers, key by key, what Exists answers, across every shard and
+// more keys than one window, with expired, replaced, dropped and invalid keys among them.
+TEST(ObjectStoreTest, ExistsManyAnswersEachKeyAsExistsDoes) {
+  ManualTtlClock clock(1'000'000);
+  StoreOptions options;
+  options.capacity_bytes = 2048 * kBlock;  // no eviction
+  options.max_key_bytes = 64;
+  options.ttl_clock = &clock;
+  auto store = std::move(ObjectStore::Create(options)).value();
+  std::vector<std::string> names;
+  for (int i = 0; i < 2600; ++i)
+    names.push_back("key-" + std::to_string(i));
+  for (int i = 0; i < 2600; i += 2) {  // the even keys, each value as long as its number
+    ASSERT_TRUE(Put(*store, "ns", names[i], std::string(size_t(i % 7), 'v'), "",
+                    i % 10 == 0 ? 5 : kNoExpiry)
+                    .ok());
+  }
+  ASSERT_TRUE(Put(*store, "other", names[1], "in another namespace").ok());
+  ASSERT_TRUE(Put(*store, "ns", names[4], "replaced").ok());
+  names.push_back(std::string(65, 'x'));  // too long: InvalidArgument
+  names.push_back("");                    // empty: InvalidArgument
+  names.push_back(names[8]);              // a key asked twice
+  clock.AdvanceSeconds(5);                // every tenth key (with a TTL) has expired
+
+  std::vector<std::string_view> keys(names.begin(), names.end());
+  std::vector<StatusCode> codes(keys.size(), StatusCode::kInternal);
+  std::vector<uint64_t> lengths(keys.size(), 99);
+  const uint64_t expired_before = store->Stats().expirations;
+  store->ExistsMany("ns", keys, codes, lengths);
+  // The expired keys it met were reclaimed and counted, as a probe does.
+  EXPECT_EQ(store->Stats().expirations - expired_before, 260u);
+  size_t ok = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    uint64_t length = 0;
+    Status one = store->Exists("ns", keys[i], &length);
+    EXPECT_EQ(codes[i], one.code()) << "key " << i << " '" << keys[i] << "'";
+    EXPECT_EQ(lengths[i], one.ok() ? length : 0) << "key " << i;
+    ok += codes[i] == StatusCode::kOk ? 1 : 0;
+  }
+  // 1,300 even keys less the 260 expired, key 8 asked twice; the two bad keys refused as
+  // Exists refuses them.
+  EXPECT_EQ(ok, 1300u - 260u + 1u);
+  EXPECT_EQ(codes[2600], StatusCode::kInvalidArgument);
+  EXPECT_EQ(codes[2601], StatusCode::kInvalidArgument);
+  EXPECT_EQ(lengths[4], std::string("replaced").size());
+  EXPECT_EQ(codes[1], StatusCode::kNotFound);  // only in another namespace
+
+  // After DropAll nothing is there, though the drop's pass may not have reached a shard.
+  store->DropAll();
+  store->ExistsMany("ns", keys, codes, lengths);
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_NE(codes[i], StatusCode::kOk) << "key " << i;
+}
+
 TEST(ObjectStoreTest, TtlCountsFromCommit) {
   ManualTtlClock clock;
   auto store = MakeStore(8, &clock);

@@ -277,6 +277,24 @@ TEST_F(TieredStoreTest, RandomOperationsAgainstAReferenceMap) {
       }
     } else if (op < 57) {
       Restart();
+    } else if (op < 62) {
+      // MEXIST's probe of every key: those in the model, in either tier, and no other.
+      std::vector<std::string> names;
+      for (int k = 0; k < 12; ++k)
+        names.push_back("key" + std::to_string(k));
+      std::vector<std::string_view> keys(names.begin(), names.end());
+      std::vector<StatusCode> codes(keys.size());
+      std::vector<uint64_t> lengths(keys.size());
+      store_->ExistsMany("ns", keys, codes, lengths);
+      for (size_t k = 0; k < keys.size(); ++k) {
+        auto expected = model.find(names[k]);
+        if (expected == model.end()) {
+          ASSERT_EQ(codes[k], StatusCode::kNotFound) << names[k] << " (step " << step << ")";
+        } else {
+          ASSERT_EQ(codes[k], StatusCode::kOk) << names[k] << " (step " << step << ")";
+          ASSERT_EQ(lengths[k], expected->second.size()) << names[k];
+        }
+      }
     } else {
       const std::optional<std::string> got = Get(key);
       auto expected = model.find(key);
