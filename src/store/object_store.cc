@@ -153,7 +153,6 @@ Result<WriteHandle> ObjectStore::Reserve(std::string_view ns, std::string_view k
   o->value_len = value_len;
   o->ttl_seconds = ttl_seconds;
   o->shard = static_cast<uint8_t>(ShardIndexOf(o->index_key()));
-  o->charge = charge;
   o->generation = impl_->generation.load(std::memory_order_acquire);
   Impl::Shard& shard = impl_->ShardOf(*o);
   shard.live_objects.fetch_add(1, std::memory_order_relaxed);
@@ -637,10 +636,9 @@ Status ObjectStore::AttachMeta(std::string_view ns, std::string_view key, std::s
         status = Status::NoSpace("no room for the metadata (max_index_bytes " +
                                  std::to_string(impl_->admission.max_index_bytes) + ")");
       } else {
-        // Counted as the object's own: in its charge (given back with the object) and its
-        // namespace's meta bytes.
+        // Counted as the object's own: in its charge (ChargeOf its Meta(), given back with the
+        // object) and its namespace's meta bytes.
         o->attached_meta.store(new std::string(meta), std::memory_order_release);
-        o->charge += meta.size();
         shard.namespaces.Find(o->ns())->meta_bytes += meta.size();
         o->sequence.store(impl_->NewSequence(), std::memory_order_relaxed);
         if (sequence != nullptr) *sequence = o->sequence.load(std::memory_order_relaxed);

@@ -159,7 +159,9 @@ struct ObjectStore::Impl {
     if (o->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     Shard& shard = ShardOf(*o);
     if (o->state == ObjectState::kReserved) admission.EndReservation(*o);
-    admission.index_bytes.fetch_sub(o->charge, std::memory_order_relaxed);
+    // What Reserve admitted for it, and AttachMeta for metadata attached since.
+    admission.index_bytes.fetch_sub(ObjectStore::ChargeOf(o->ns(), o->key(), o->Meta()),
+                                    std::memory_order_relaxed);
     Status freed = allocator->Free(o->extent);
     if (!freed.ok()) log::Error("store: {}", freed.ToString());
     StoredObject::Delete(o);

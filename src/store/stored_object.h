@@ -55,7 +55,6 @@ struct StoredObject {
   // While reserved: the bytes of the extent its writer marked written
   // (Admission::unwritten_bytes counts the rest).
   uint64_t written = 0;
-  uint64_t charge = 0;  // ObjectStore::ChargeOf: counted in Admission::index_bytes while it lives
   // ReadHandle::sequence: set at commit (or before it, WriteHandle::SetSequence; 0: none set)
   // and at a change in place, under the shard mutex; read by pinners without it.
   std::atomic<uint64_t> sequence{0};
