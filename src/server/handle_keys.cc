@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // MEXIST and MDEL: per-key probes and deletes, in one namespace or (the any-namespace flag) in
 // every namespace that holds the key.
-#include <algorithm>
-#include <array>
-#include <span>
 #include <variant>
+#include <vector>
 
 #include "server/command_table.h"
 
@@ -16,19 +14,15 @@ Result<HandlerOutcome> HandleMexist(const RequestContext& ctx, protocol::AnyRequ
   reply.results.assign(mexist.keys.size(), protocol::ExistResult{});
   // A probe, not a use: no pin, no hit or miss counted, no LRU refresh.
   if (!mexist.any_namespace) {
-    // The store probes a window of keys at once (store::ObjectStore::ExistsMany): each shard's
-    // lock taken once, the keys' index slots fetched from memory together.
-    constexpr size_t kWindow = 1024;
-    std::array<StatusCode, kWindow> codes;
-    std::array<uint64_t, kWindow> value_lengths;
-    const std::span<const std::string_view> keys = mexist.keys;
-    for (size_t first = 0; first < keys.size(); first += kWindow) {
-      const size_t n = std::min(kWindow, keys.size() - first);
-      ctx.service.ExistsMany(ctx.grant(), mexist.ns, keys.subspan(first, n),
-                             std::span(codes).first(n), std::span(value_lengths).first(n));
-      for (size_t i = 0; i < n; ++i)
-        reply.results[first + i] = {codes[i], value_lengths[i]};
-    }
+    // The store probes the keys together (each shard's lock once, their index slots fetched
+    // from memory at once) into the session's kept lists.
+    std::vector<StatusCode>& codes = ctx.session.scratch.exist_codes;
+    std::vector<uint64_t>& value_lengths = ctx.session.scratch.exist_lengths;
+    codes.resize(mexist.keys.size());
+    value_lengths.resize(mexist.keys.size());
+    ctx.service.ExistsMany(ctx.grant(), mexist.ns, mexist.keys, codes, value_lengths);
+    for (size_t i = 0; i < mexist.keys.size(); ++i)
+      reply.results[i] = {codes[i], value_lengths[i]};
   } else {
     for (size_t i = 0; i < mexist.keys.size(); ++i) {
       protocol::ExistResult& result = reply.results[i];

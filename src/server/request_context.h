@@ -60,6 +60,9 @@ struct ReplyScratch {
   std::vector<Response::Span> payloads;  // a Response's payload list
   protocol::MgetResponse mget;
   protocol::MexistResponse mexist;
+  // A MEXIST's probe answers as the store gives them (store::ObjectStore::ExistsMany).
+  std::vector<StatusCode> exist_codes;
+  std::vector<uint64_t> exist_lengths;
   protocol::MdelResponse mdel;
   // The last MGET's pin block. Once its ranges are written (nothing else holds it) the session
   // unpins them (ReleasePins) and the next MGET fills it again; while they are still queued, the
@@ -87,6 +90,8 @@ struct ReplyScratch {
     TrimList(payloads);
     TrimList(mget.results);
     TrimList(mexist.results);
+    TrimList(exist_codes);
+    TrimList(exist_lengths);
     TrimList(mdel.statuses);
     // A large block is dropped here, or, still held by queued ranges, ends with the last one.
     if (pins != nullptr && pins->handles.capacity() > kKeptItems) pins = nullptr;
